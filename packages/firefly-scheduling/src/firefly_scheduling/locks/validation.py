@@ -1,0 +1,38 @@
+"""Checks shared by every backend, so a bad name or TTL fails the same way everywhere."""
+
+from __future__ import annotations
+
+import math
+from numbers import Real
+
+MAX_LOCK_NAME_LENGTH = 255
+
+
+def validate_lock_name(name: object, *, source: str = "lock name") -> str:
+    """Return `name` unchanged, or raise `ValueError` naming what is wrong with it.
+
+    Names are never truncated or normalised: two names that differ in any character,
+    including case, are two locks on every backend.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"{source} must be a str, got {type(name).__name__}: {name!r}")
+    if not name:
+        raise ValueError(f"{source} must not be empty")
+    if len(name) > MAX_LOCK_NAME_LENGTH:
+        raise ValueError(
+            f"{source} is {len(name)} characters long; the limit is {MAX_LOCK_NAME_LENGTH} "
+            f"and names are never truncated: {name[:40]!r}..."
+        )
+    if "\x00" in name:
+        raise ValueError(f"{source} must not contain a NUL character: {name!r}")
+    return name
+
+
+def validate_ttl(ttl_seconds: object, *, source: str = "ttl_seconds") -> float:
+    """Return the TTL as a float, refusing zero, negative, NaN, infinite and non-numbers."""
+    if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, Real):
+        raise TypeError(f"{source} must be a number of seconds, got {ttl_seconds!r}")
+    ttl = float(ttl_seconds)
+    if not math.isfinite(ttl) or ttl <= 0:
+        raise ValueError(f"{source} must be finite and > 0, got {ttl_seconds!r}")
+    return ttl

@@ -1,0 +1,432 @@
+"""The DistributedLock contract (DESIGN.md §2), written once for every backend."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from firefly_scheduling.errors import LockBackendError
+from firefly_scheduling.locks.hold import hold
+from firefly_scheduling.locks.port import DistributedLock
+from firefly_scheduling.testing.workers import exclusive_file_worker
+
+LockFactory = Callable[[], DistributedLock]
+
+
+@dataclass(frozen=True)
+class LockCapabilities:
+    """What a backend promises; read from the lock class unless a suite overrides it."""
+
+    ttl_honoured: bool
+    session_scoped: bool
+    cross_process: bool
+    supports_fencing: bool
+    #: Longest a lease backend may take past the TTL to free a lock (memcached
+    #: rounds TTLs up to whole seconds, and its clock ticks once a second).
+    expiry_slack_seconds: float = 2.5
+
+    @classmethod
+    def of(cls, lock: DistributedLock) -> LockCapabilities:
+        return cls(
+            ttl_honoured=bool(getattr(lock, "ttl_honoured", False)),
+            session_scoped=bool(getattr(lock, "session_scoped", False)),
+            cross_process=bool(getattr(lock, "cross_process", True)),
+            supports_fencing=bool(getattr(lock, "supports_fencing", False)),
+        )
+
+
+def _close(lock: DistributedLock) -> None:
+    close = getattr(lock, "close", None)
+    if callable(close):
+        close()
+
+
+class LockContract:
+    """Every rule of the port, proven against a real backend.
+
+    Subclasses provide `lock_factory`. Servers with a network address also provide
+    `unreachable_lock`, a fixture returning `(lock, password)` for a lock whose URL
+    carries `password` and points at a closed local port.
+    """
+
+    # -- fixtures ---------------------------------------------------------------
+
+    @pytest.fixture
+    def lock_factory(self) -> LockFactory:
+        raise NotImplementedError("a LockContract subclass must provide the lock_factory fixture")
+
+    @pytest.fixture
+    def nodes(self, lock_factory: LockFactory) -> Iterator[Callable[[], DistributedLock]]:
+        """Make independent instances and close them all after the test."""
+        made: list[DistributedLock] = []
+
+        def make() -> DistributedLock:
+            made.append(lock_factory())
+            return made[-1]
+
+        yield make
+        for lock in made:
+            _close(lock)
+
+    @pytest.fixture
+    def capabilities(self, nodes: Callable[[], DistributedLock]) -> LockCapabilities:
+        return LockCapabilities.of(nodes())
+
+    @pytest.fixture
+    def name(self, request: pytest.FixtureRequest) -> str:
+        """A name no other test (or earlier run against the same server) has used."""
+        return f"contract:{request.node.name[:60]}:{uuid.uuid4().hex}"
+
+    # -- exclusion --------------------------------------------------------------
+
+    def test_acquire(self, nodes: Callable[[], DistributedLock], name: str) -> None:
+        lock = nodes()
+        assert lock.try_acquire(name, 30) is True
+        lock.release(name)
+
+    def test_second_instance_is_refused(
+        self, nodes: Callable[[], DistributedLock], name: str
+    ) -> None:
+        first, second = nodes(), nodes()
+        assert first.try_acquire(name, 30)
+        assert second.try_acquire(name, 30) is False
+        first.release(name)
+
+    def test_same_instance_is_refused(
+        self, nodes: Callable[[], DistributedLock], name: str
+    ) -> None:
+        lock = nodes()
+        assert lock.try_acquire(name, 30)
+        assert lock.try_acquire(name, 30) is False, "a lock must not be re-entrant"
+        lock.release(name)
+        assert nodes().try_acquire(name, 30), "one release must free a once-acquired lock"
+
+    def test_independent_names(self, nodes: Callable[[], DistributedLock], name: str) -> None:
+        first, second = nodes(), nodes()
+        assert first.try_acquire(name + ":a", 30)
+        assert second.try_acquire(name + ":b", 30)
+        assert first.try_acquire(name + ":b", 30) is False
+        first.release(name + ":a")
+        second.release(name + ":b")
+
+    def test_release_then_reacquire(self, nodes: Callable[[], DistributedLock], name: str) -> None:
+        first, second = nodes(), nodes()
+        assert first.try_acquire(name, 30)
+        first.release(name)
+        assert second.try_acquire(name, 30)
+        assert first.try_acquire(name, 30) is False
+        second.release(name)
+        assert first.try_acquire(name, 30)
+        first.release(name)
+
+    def test_release_of_a_name_not_held_is_a_noop(
+        self, nodes: Callable[[], DistributedLock], name: str
+    ) -> None:
+        holder, stranger = nodes(), nodes()
+        stranger.release(name)  # held by nobody
+        assert holder.try_acquire(name, 30)
+        stranger.release(name)  # held by someone else
+        assert nodes().try_acquire(name, 30) is False, "a stranger's release freed the lock"
+        holder.release(name)
+
+    def test_hold_releases_on_exit(self, nodes: Callable[[], DistributedLock], name: str) -> None:
+        first, second = nodes(), nodes()
+        with hold(first, name, 30) as acquired:
+            assert acquired is True
+            with hold(second, name, 30) as contended:
+                assert contended is False
+        with hold(second, name, 30) as acquired_after:
+            assert acquired_after is True
+
+    # -- TTL --------------------------------------------------------------------
+
+    def test_lease_expires_and_a_late_release_keeps_the_new_holder(
+        self,
+        nodes: Callable[[], DistributedLock],
+        name: str,
+        capabilities: LockCapabilities,
+    ) -> None:
+        if not capabilities.ttl_honoured:
+            pytest.skip("session-scoped backend: the TTL is not honoured")
+        old, new, third = nodes(), nodes(), nodes()
+        assert old.try_acquire(name, 1.0)
+        assert new.try_acquire(name, 30) is False
+        deadline = time.monotonic() + 1.0 + capabilities.expiry_slack_seconds
+        while not new.try_acquire(name, 30):
+            assert time.monotonic() < deadline, "the lease was not freed after its TTL"
+            time.sleep(0.05)
+        old.release(name)  # the late release of the expired holder
+        assert third.try_acquire(name, 30) is False, "a late release freed the new holder"
+        new.release(name)
+        assert third.try_acquire(name, 30)
+        third.release(name)
+
+    def test_session_lock_survives_past_its_ttl(
+        self,
+        nodes: Callable[[], DistributedLock],
+        name: str,
+        capabilities: LockCapabilities,
+    ) -> None:
+        if not capabilities.session_scoped:
+            pytest.skip("lease backend: the TTL is honoured")
+        holder, other = nodes(), nodes()
+        assert holder.try_acquire(name, 0.2)
+        time.sleep(0.6)
+        assert other.try_acquire(name, 30) is False
+        holder.release(name)
+        assert other.try_acquire(name, 30)
+        other.release(name)
+
+    @pytest.mark.parametrize("ttl", [0, -1, -0.5, math.nan, math.inf, -math.inf])
+    def test_bad_ttl_is_refused(
+        self, nodes: Callable[[], DistributedLock], name: str, ttl: float
+    ) -> None:
+        lock = nodes()
+        with pytest.raises(ValueError, match="ttl"):
+            lock.try_acquire(name, ttl)
+        assert lock.try_acquire(name, 30), "a refused call must not leave state behind"
+        lock.release(name)
+
+    # -- names ------------------------------------------------------------------
+
+    def test_name_of_255_characters_is_accepted(
+        self, nodes: Callable[[], DistributedLock], name: str
+    ) -> None:
+        long_name = (name + "x" * 255)[:255]
+        first, second = nodes(), nodes()
+        assert first.try_acquire(long_name, 30)
+        assert second.try_acquire(long_name, 30) is False
+        assert second.try_acquire(long_name[:-1] + "y", 30), "names must not be truncated"
+        first.release(long_name)
+        second.release(long_name[:-1] + "y")
+
+    @pytest.mark.parametrize(
+        "bad_name", ["", "x" * 256, "nul\x00inside"], ids=["empty", "256-chars", "nul"]
+    )
+    def test_bad_name_is_refused(
+        self, nodes: Callable[[], DistributedLock], bad_name: str
+    ) -> None:
+        with pytest.raises(ValueError):
+            nodes().try_acquire(bad_name, 30)
+
+    def test_non_ascii_name(self, nodes: Callable[[], DistributedLock], name: str) -> None:
+        unicode_name = name + ":überprüfung-日本語-🔒"
+        first, second = nodes(), nodes()
+        assert first.try_acquire(unicode_name, 30)
+        assert second.try_acquire(unicode_name, 30) is False
+        first.release(unicode_name)
+        assert second.try_acquire(unicode_name, 30)
+        second.release(unicode_name)
+
+    def test_names_differing_only_in_case_are_two_locks(
+        self, nodes: Callable[[], DistributedLock], name: str
+    ) -> None:
+        first, second = nodes(), nodes()
+        assert first.try_acquire(name + ":Report", 30)
+        assert second.try_acquire(name + ":report", 30), "lock names must be case-sensitive"
+        assert second.try_acquire(name + ":REPORT", 30)
+        first.release(name + ":Report")
+        second.release(name + ":report")
+        second.release(name + ":REPORT")
+
+    def test_names_differing_only_in_trailing_space_are_two_locks(
+        self, nodes: Callable[[], DistributedLock], name: str
+    ) -> None:
+        first, second = nodes(), nodes()
+        assert first.try_acquire(name, 30)
+        assert second.try_acquire(name + " ", 30), "SQL PAD SPACE must not merge names"
+        first.release(name)
+        second.release(name + " ")
+
+    # -- concurrency ------------------------------------------------------------
+
+    def test_thread_fuzz_has_no_overlap(
+        self, nodes: Callable[[], DistributedLock], name: str
+    ) -> None:
+        threads, iterations = 8, 200
+        names = [name + ":0", name + ":1"]
+        inside = dict.fromkeys(names, 0)
+        overlaps: list[str] = []
+        won = [0] * threads
+        locks = [nodes() for _ in range(threads)]
+        start = threading.Barrier(threads)
+
+        def run(index: int) -> None:
+            lock = locks[index]
+            start.wait()
+            for iteration in range(iterations):
+                lock_name = names[(index + iteration) % 2]
+                if not lock.try_acquire(lock_name, 30):
+                    continue
+                try:
+                    won[index] += 1
+                    # Deliberately unsynchronised: only the lock keeps this consistent.
+                    seen = inside[lock_name]
+                    inside[lock_name] = seen + 1
+                    if seen != 0:
+                        overlaps.append(lock_name)
+                    time.sleep(0)
+                    inside[lock_name] -= 1
+                finally:
+                    lock.release(lock_name)
+
+        workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=120)
+        assert not any(worker.is_alive() for worker in workers), "thread fuzz did not finish"
+        assert overlaps == []
+        assert sum(won) > 0
+
+    def test_shared_instance_is_thread_safe(
+        self, nodes: Callable[[], DistributedLock], name: str
+    ) -> None:
+        lock = nodes()
+        threads, iterations = 8, 100
+        winners: list[int] = []
+        inside = [0]
+        overlaps = [0]
+        barrier = threading.Barrier(threads)
+
+        def run(index: int) -> None:
+            barrier.wait()
+            for _ in range(iterations):
+                if lock.try_acquire(name, 30):
+                    try:
+                        winners.append(index)
+                        inside[0] += 1
+                        if inside[0] != 1:
+                            overlaps[0] += 1
+                        time.sleep(0)
+                        inside[0] -= 1
+                    finally:
+                        lock.release(name)
+
+        workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=120)
+        assert overlaps[0] == 0
+        assert winners
+
+    def test_process_fuzz_has_no_overlap(
+        self,
+        lock_factory: LockFactory,
+        name: str,
+        capabilities: LockCapabilities,
+        tmp_path: Path,
+    ) -> None:
+        if not capabilities.cross_process:
+            pytest.skip("this backend only excludes threads of one process")
+        processes, acquisitions = 8, 200
+        witness = tmp_path / "witness"
+        witness.write_bytes(b"")
+        context = multiprocessing.get_context("spawn")
+        with context.Pool(processes) as pool:
+            results: list[Any] = [
+                pool.apply_async(
+                    exclusive_file_worker, (lock_factory, name, str(witness), acquisitions, 90.0)
+                )
+                for _ in range(processes)
+            ]
+            outcomes = [result.get(timeout=150) for result in results]
+        assert sum(overlaps for _, overlaps in outcomes) == 0
+        assert [acquired for acquired, _ in outcomes] == [acquisitions] * processes
+
+    # -- fencing and renewal ------------------------------------------------------
+
+    def test_fencing_tokens_strictly_increase(
+        self,
+        nodes: Callable[[], DistributedLock],
+        name: str,
+        capabilities: LockCapabilities,
+    ) -> None:
+        if not capabilities.supports_fencing:
+            pytest.skip("backend has no fencing tokens")
+        tokens: list[int] = []
+        for _ in range(5):
+            lock: Any = nodes()
+            token = lock.try_acquire_fenced(name, 30)
+            assert isinstance(token, int)
+            assert lock.fencing_token(name) == token
+            assert nodes().try_acquire(name, 30) is False
+            tokens.append(token)
+            lock.release(name)
+        assert tokens == sorted(set(tokens)), f"tokens went backwards or repeated: {tokens}"
+
+    def test_renewal_keeps_the_lease(
+        self,
+        nodes: Callable[[], DistributedLock],
+        name: str,
+        capabilities: LockCapabilities,
+    ) -> None:
+        holder: Any = nodes()
+        if not hasattr(holder, "renew"):
+            pytest.skip("backend has no renew()")
+        other = nodes()
+        assert holder.try_acquire(name, 1.0)
+        for _ in range(4):
+            time.sleep(0.5)
+            assert holder.renew(name, 1.0) is True
+        assert other.try_acquire(name, 30) is False, "a renewed lease was taken over"
+        assert holder.is_lost(name) is False
+        holder.release(name)
+        assert holder.renew(name, 1.0) is False, "renewing a released name must fail"
+
+    # -- failure ----------------------------------------------------------------
+
+    @pytest.fixture
+    def unreachable_lock(self) -> tuple[DistributedLock, str]:
+        pytest.skip("backend has no network address")
+
+    def test_unreachable_server_raises_backend_error_without_password(
+        self, unreachable_lock: tuple[DistributedLock, str], name: str
+    ) -> None:
+        lock, password = unreachable_lock
+        assert password, "the fixture must put a password in the URL"
+        assert password not in repr(lock)
+        started = time.monotonic()
+        with pytest.raises(LockBackendError) as caught:
+            lock.try_acquire(name, 30)
+        assert time.monotonic() - started < 15, "an unreachable server must fail fast"
+        assert password not in str(caught.value)
+        assert password not in repr(caught.value)
+        lock.release(name)  # must not raise either
+        _close(lock)
+
+
+class NoneLockContract:
+    """The reduced contract of a lock that provides no exclusion."""
+
+    @pytest.fixture
+    def lock_factory(self) -> LockFactory:
+        raise NotImplementedError
+
+    def test_every_acquire_succeeds(self, lock_factory: LockFactory) -> None:
+        first, second = lock_factory(), lock_factory()
+        assert first.try_acquire("job", 30)
+        assert first.try_acquire("job", 30)
+        assert second.try_acquire("job", 30)
+        first.release("job")
+        first.release("never-held")
+
+    @pytest.mark.parametrize("ttl", [0, -1, math.nan, math.inf])
+    def test_bad_ttl_is_still_refused(self, lock_factory: LockFactory, ttl: float) -> None:
+        with pytest.raises(ValueError):
+            lock_factory().try_acquire("job", ttl)
+
+    @pytest.mark.parametrize("bad_name", ["", "x" * 256, "a\x00b"])
+    def test_bad_name_is_still_refused(self, lock_factory: LockFactory, bad_name: str) -> None:
+        with pytest.raises(ValueError):
+            lock_factory().try_acquire(bad_name, 30)
