@@ -73,7 +73,7 @@ class Settings:
         )
 
     def url_for(self, provider: str) -> str:
-        """The connection URL configured for `provider`, or a `ConfigurationError` naming the key."""
+        """The URL configured for `provider`, or a `ConfigurationError` naming the key."""
         url = {
             "postgres": self.postgres_url,
             "database": self.database_url,
@@ -95,7 +95,8 @@ class Settings:
 
         return (
             f"Settings(lock_provider={self.lock_provider!r}, "
-            f"postgres_url={shown(self.postgres_url)!r}, database_url={shown(self.database_url)!r}, "
+            f"postgres_url={shown(self.postgres_url)!r}, "
+            f"database_url={shown(self.database_url)!r}, "
             f"mysql_url={shown(self.mysql_url)!r}, redis_url={shown(self.redis_url)!r}, "
             f"memcached_url={shown(self.memcached_url)!r}, "
             f"initial_delay_enabled={self.initial_delay_enabled!r}, "
@@ -114,9 +115,7 @@ def _parse_bool(env: Mapping[str, str], key: str, *, default: bool) -> bool:
         return True
     if value in _FALSE:
         return False
-    raise ConfigurationError(
-        f"{env_var(key)} ({key}) must be true or false, got {raw!r}"
-    )
+    raise ConfigurationError(f"{env_var(key)} ({key}) must be true or false, got {raw!r}")
 
 
 def _parse_list(raw: str) -> tuple[str, ...]:

@@ -214,7 +214,7 @@ class BaseLock(ABC):
         """Increment and return the fencing counter of `name`."""
         raise NotImplementedError(f"the {self.backend_name} backend has no fencing tokens")
 
-    def _close(self) -> None:
+    def _close(self) -> None:  # noqa: B027 - optional hook; most backends hold no connection
         """Drop connections; the default has none."""
 
     # -- shared machinery ---------------------------------------------------------

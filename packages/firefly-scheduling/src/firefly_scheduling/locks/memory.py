@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import ClassVar
 
 from firefly_scheduling.locks.base import BaseLock
 
@@ -25,9 +26,10 @@ class InMemoryLock(BaseLock):
     supports_fencing = True
     driver_errors = ()
 
-    _process_table: dict[str, tuple[str, float]] = {}
-    _process_fences: dict[str, int] = {}
-    _process_mutex = threading.Lock()
+    # One table per process, shared by every instance, as a server is shared by nodes.
+    _process_table: ClassVar[dict[str, tuple[str, float]]] = {}
+    _process_fences: ClassVar[dict[str, int]] = {}
+    _process_mutex: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self) -> None:
         super().__init__(target="process memory")

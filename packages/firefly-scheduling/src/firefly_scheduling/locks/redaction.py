@@ -11,7 +11,9 @@ from collections.abc import Iterable
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 REDACTED = "***"
-_SECRET_QUERY_KEYS = frozenset({"password", "passwd", "pass", "pwd", "secret", "token", "sslpassword"})
+_SECRET_QUERY_KEYS = frozenset(
+    {"password", "passwd", "pass", "pwd", "secret", "token", "sslpassword"}
+)
 
 
 def redact_url(url: str) -> str:
@@ -30,7 +32,7 @@ def redact_url(url: str) -> str:
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
         query = urlencode(
-            [(key, REDACTED if key.lower() in _SECRET_QUERY_KEYS else value) for key, value in pairs],
+            [(key, REDACTED if key.lower() in _SECRET_QUERY_KEYS else val) for key, val in pairs],
             safe="*",
         )
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

@@ -212,9 +212,7 @@ class LockContract:
     @pytest.mark.parametrize(
         "bad_name", ["", "x" * 256, "nul\x00inside"], ids=["empty", "256-chars", "nul"]
     )
-    def test_bad_name_is_refused(
-        self, nodes: Callable[[], DistributedLock], bad_name: str
-    ) -> None:
+    def test_bad_name_is_refused(self, nodes: Callable[[], DistributedLock], bad_name: str) -> None:
         with pytest.raises(ValueError):
             nodes().try_acquire(bad_name, 30)
 
