@@ -1,0 +1,39 @@
+"""`ScheduledDescriptor`: one task, as plain values.
+
+It is what the scanner emits, what the manifest stores and what hosts schedule. It
+holds no function object, so loading descriptors imports no application code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_LOCK_TTL_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class ScheduledDescriptor:
+    """A scheduled task.
+
+    `target` is `"package.module:Qualname"` (a function, or `Class.method`).
+    Exactly one of `cron`, `fixed_rate` and `fixed_delay` is set. Durations are
+    float seconds. `lock_name` is None for an unlocked task; `lock_ttl` is then
+    None too, and defaults to 30.0 for a locked one.
+    """
+
+    target: str
+    cron: str | None = None
+    fixed_rate: float | None = None
+    fixed_delay: float | None = None
+    initial_delay: float | None = None
+    zone: str | None = None
+    lock_name: str | None = None
+    lock_ttl: float | None = None
+
+    @property
+    def module(self) -> str:
+        return self.target.partition(":")[0]
+
+    @property
+    def qualname(self) -> str:
+        return self.target.partition(":")[2]
