@@ -1,0 +1,211 @@
+"""`PgAdvisoryLock`: PostgreSQL session-level advisory locks on a dedicated connection.
+
+Each instance owns one autocommit connection (a server session). A lock is
+`pg_try_advisory_lock(key)` in that session and lives until `pg_advisory_unlock`
+or until the session ends, so the TTL is accepted and ignored. The connection is
+kept for reuse: a reconnect per acquisition would multiply the cost of a cycle.
+
+Limits, stated once here and in the docs page:
+
+* A lock name becomes a 60-bit key (`PgAdvisoryLock.key`), the PHP original's formula,
+  so PHP and Python nodes agree. Two distinct names that hash to the same key share
+  one lock; with n names in use the odds are about n**2 / 2**61.
+* Advisory locks belong to one server. They are not replicated: after a failover the
+  promoted replica holds none of them.
+* A transaction-mode pooler (PgBouncer `pool_mode = transaction`) hands the session to
+  other clients between statements, which breaks session locks; connect directly or
+  through session pooling.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from typing import Any, ClassVar, Final
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.locks.connection_url import parse_lock_url
+from firefly_scheduling.locks.redaction import redact_url, scrub, url_secrets
+from firefly_scheduling.locks.session import SessionLock
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+URL_SCHEMES: Final = ("postgresql", "postgres")
+
+#: libpq parameters applied only where the URL does not set them. The TCP settings make a
+#: statement to a vanished host fail within seconds instead of TCP's ~15 minutes.
+CLIENT_DEFAULTS: Final[dict[str, str]] = {
+    "connect_timeout": "5",
+    "application_name": "firefly-scheduling",
+    "keepalives": "1",
+    "keepalives_idle": "30",
+    "keepalives_interval": "10",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "10000",
+}
+
+#: Counters behind fencing tokens: one row per lock name, created on first fenced use.
+FENCE_TABLE: Final = "firefly_scheduling_fences"
+
+# Run once per new session. A statement_timeout already set by the role, the database or
+# the URL's `options` is kept; only an unbounded one is bounded. The server-side TCP
+# keepalives let the server end the session (and free its locks) about a minute after the
+# node's host vanished, instead of the operating system's default of over two hours.
+_SESSION_SETUP: Final = (
+    "SELECT CASE WHEN current_setting('statement_timeout') = '0'"
+    " THEN set_config('statement_timeout', '5s', false) END,"
+    " set_config('tcp_keepalives_idle', '30', false),"
+    " set_config('tcp_keepalives_interval', '10', false),"
+    " set_config('tcp_keepalives_count', '3', false)"
+)
+# PostgreSQL 14+ may end idle sessions; a session that holds a lock idles by design.
+_SESSION_SETUP_14: Final = _SESSION_SETUP + ", set_config('idle_session_timeout', '0', false)"
+
+_TRY_LOCK: Final = "SELECT pg_try_advisory_lock(%s)"
+_UNLOCK: Final = "SELECT pg_advisory_unlock(%s)"
+# A bigint advisory key appears in pg_locks split into two unsigned 32-bit halves, with
+# objsubid 1 (the two-int4 form uses 2, so it is a different lock).
+_HOLDS: Final = (
+    "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory'"
+    " AND pid = pg_backend_pid() AND classid = %s::oid AND objid = %s::oid"
+    " AND objsubid = 1 AND granted)"
+)
+_CREATE_FENCES: Final = (
+    f"CREATE TABLE IF NOT EXISTS {FENCE_TABLE}"
+    ' (name text COLLATE "C" PRIMARY KEY, value bigint NOT NULL)'
+)
+# The table name is the constant FENCE_TABLE, never input, so the f-strings are safe.
+_NEXT_FENCE: Final = (
+    f"INSERT INTO {FENCE_TABLE} AS fence (name, value) VALUES (%s, 1)"  # noqa: S608 - constant
+    " ON CONFLICT (name) DO UPDATE SET value = fence.value + 1 RETURNING fence.value"
+)
+# Lock and fence in one round trip: a row comes back only when the lock was won. The
+# volatile function keeps the CTE from being inlined, so it runs exactly once.
+_TRY_LOCK_AND_FENCE: Final = (
+    "WITH attempt AS (SELECT pg_try_advisory_lock(%(key)s) AS won)"  # noqa: S608 - constant
+    f" INSERT INTO {FENCE_TABLE} AS fence (name, value)"
+    " SELECT %(name)s, 1 FROM attempt WHERE attempt.won"
+    " ON CONFLICT (name) DO UPDATE SET value = fence.value + 1 RETURNING fence.value"
+)
+
+
+class PgAdvisoryLock(SessionLock[Connection]):
+    """A PostgreSQL advisory lock per name, held by this instance's own session.
+
+    `url` is a libpq URL (`postgresql://` or `postgres://`); any other kind is a
+    `ConfigurationError` here, before anything connects. The connection opens on first
+    use and is reused; if it dies, the call raises `LockBackendError`, every lock it
+    held is reported lost, and the next call reconnects. Not re-entrant, although the
+    server lock is: the second `try_acquire` of a held name is refused before any
+    statement is sent, so the server's count never exceeds one.
+    """
+
+    backend_name: ClassVar[str] = "postgres"
+    supports_fencing: ClassVar[bool] = True
+    driver_errors: ClassVar[tuple[type[BaseException], ...]] = (psycopg.Error, OSError)
+
+    def __init__(self, url: str) -> None:
+        parse_lock_url(url, provider="postgres", schemes=URL_SCHEMES)
+        url = url.strip()
+        super().__init__(target=redact_url(url), secrets=url_secrets(url))
+        self._conninfo = connection_info(url)
+
+    @staticmethod
+    def key(name: str) -> int:
+        """The advisory-lock key of `name`: the PHP original's formula, in [-2**59, 2**59).
+
+        Only 60 of SHA-256's bits are kept, so distinct names can share a key (and then
+        a lock) with a probability of about n**2 / 2**61 for n names in use.
+        """
+        try:
+            encoded = name.encode()
+        except UnicodeEncodeError as err:
+            raise ValueError(f"lock name {name!r} cannot be encoded as UTF-8: {err}") from None
+        return int(hashlib.sha256(encoded).hexdigest()[:15], 16) - 2**59
+
+    # -- SessionLock hooks ----------------------------------------------------------
+
+    def _connect(self) -> Connection:
+        connection = psycopg.connect(self._conninfo, autocommit=True)
+        try:
+            modern = connection.info.server_version >= 140000
+            connection.execute(_SESSION_SETUP_14 if modern else _SESSION_SETUP)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _disconnect(self, connection: Connection) -> None:
+        with contextlib.suppress(*self.driver_errors):  # already dead: closing is all we want
+            connection.close()
+
+    def _server_acquire(self, connection: Connection, name: str) -> bool:
+        return bool(_scalar(connection.execute(_TRY_LOCK, (self.key(name),))))
+
+    def _server_release(self, connection: Connection, name: str) -> bool:
+        return bool(_scalar(connection.execute(_UNLOCK, (self.key(name),))))
+
+    def _server_holds(self, connection: Connection, name: str) -> bool:
+        unsigned = self.key(name) & 0xFFFF_FFFF_FFFF_FFFF
+        halves = (unsigned >> 32, unsigned & 0xFFFF_FFFF)
+        return bool(_scalar(connection.execute(_HOLDS, halves)))
+
+    def _server_fence(self, connection: Connection, name: str) -> int:
+        token = self._fence_statement(connection, _NEXT_FENCE, (name,))
+        if token is None:
+            raise psycopg.InterfaceError("the fence counter returned no row")
+        return token
+
+    def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
+        params = {"key": self.key(name), "name": name}
+        with self._connection_mutex:
+            return self._use(
+                lambda connection: self._fence_statement(connection, _TRY_LOCK_AND_FENCE, params)
+            )
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def _fence_statement(
+        self, connection: Connection, query: str, params: tuple[Any, ...] | dict[str, Any]
+    ) -> int | None:
+        """Run a statement returning a fence value (or no row), creating the table first time.
+
+        A missing table is reported while the statement is analysed, before anything
+        runs, so no advisory lock was taken and running it again is safe.
+        """
+        try:
+            row = connection.execute(query, params).fetchone()
+        except pg_errors.UndefinedTable:
+            # Two sessions may race to create it; the loser's error means it now exists.
+            with contextlib.suppress(pg_errors.DuplicateTable, pg_errors.UniqueViolation):
+                connection.execute(_CREATE_FENCES)
+            row = connection.execute(query, params).fetchone()
+        return None if row is None else int(row[0])
+
+
+def connection_info(url: str) -> str:
+    """The libpq connection string for `url`, with `CLIENT_DEFAULTS` where it sets nothing.
+
+    A URL libpq cannot parse is a `ConfigurationError`, redacted.
+    """
+    try:
+        given = conninfo_to_dict(url)
+    except psycopg.ProgrammingError as err:
+        # `from None`: libpq's message may quote the URL, password included.
+        raise ConfigurationError(
+            f"the postgres lock provider got an invalid URL {redact_url(url)}: "
+            f"{scrub(str(err), url_secrets(url))}"
+        ) from None
+    defaults = {key: value for key, value in CLIENT_DEFAULTS.items() if key not in given}
+    return make_conninfo(url, **defaults)
+
+
+def _scalar(cursor: psycopg.Cursor[tuple[Any, ...]]) -> Any:
+    row = cursor.fetchone()
+    if row is None:
+        raise psycopg.InterfaceError("the server returned no row for a single-value query")
+    return row[0]
