@@ -1,0 +1,331 @@
+"""Median µs per acquire+release cycle: every adapter, its raw-driver floor, and peers.
+
+All cases run in ONE process, in interleaved rounds (a fresh random order each
+round), so a noisy neighbour slows every case alike and the ratios stay
+meaningful. The floor of a backend is its raw driver sending exactly the
+statements the adapter sends for one cycle, on one reused connection; the ratio
+adapter / floor is our overhead. Peers are measured the same way.
+
+Peers are installed only for this script (`uv sync --all-packages --group bench`),
+never as dependencies. Servers come from the same `FIREFLY_TEST_*_URL` variables
+as the tests (defaults: the local servers). Run:
+
+    uv run --group bench python benchmarks/locks.py [--rounds 15] [--cycles 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+Cycle = Callable[[], None]
+
+
+@dataclass
+class Case:
+    backend: str
+    label: str
+    role: str  # "adapter", "floor" or "peer"
+    cycle: Cycle
+    samples: list[float] = field(default_factory=list)
+
+
+def url(backend: str, default: str) -> str:
+    return os.environ.get(f"FIREFLY_TEST_{backend.upper()}_URL", default)
+
+
+POSTGRES = url("postgres", "postgresql://postgres@127.0.0.1:5432/test")
+MYSQL = url("mysql", "mysql://root@127.0.0.1:3306/test")
+REDIS = url("redis", "redis://127.0.0.1:6379/0")
+MEMCACHED = url("memcached", "memcached://127.0.0.1:11211")
+
+
+def lock_cycle(lock: Any, name: str, ttl: float = 30.0) -> Cycle:
+    """One cycle of any DistributedLock: acquire (must win) then release."""
+
+    def cycle() -> None:
+        if not lock.try_acquire(name, ttl):
+            raise RuntimeError(f"{lock!r} did not win uncontended {name!r}")
+        lock.release(name)
+
+    return cycle
+
+
+def unique(prefix: str) -> str:
+    return f"bench:{prefix}:{uuid.uuid4().hex[:8]}"
+
+
+# -- PostgreSQL -----------------------------------------------------------------------
+
+
+def postgres_cases(stack: ExitStack) -> Iterator[Case]:
+    import psycopg  # noqa: PLC0415 - optional benchmark dependency
+
+    from firefly_scheduling_postgres import PgAdvisoryLock  # noqa: PLC0415
+
+    lock = PgAdvisoryLock(POSTGRES)
+    stack.callback(lock.close)
+    yield Case("postgres", "PgAdvisoryLock", "adapter", lock_cycle(lock, unique("pg")))
+
+    raw = psycopg.connect(POSTGRES, autocommit=True)
+    stack.callback(raw.close)
+    key = PgAdvisoryLock.key(unique("pg-raw"))
+
+    def floor() -> None:
+        won = raw.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+        assert won is not None and won[0]
+        raw.execute("SELECT pg_advisory_unlock(%s)", (key,)).fetchone()
+
+    yield Case("postgres", "psycopg: try_advisory_lock + unlock", "floor", floor)
+
+    try:
+        import pals  # noqa: PLC0415
+
+        locker = pals.Locker("bench", POSTGRES.replace("postgresql://", "postgresql+psycopg://"))
+        pals_lock = locker.lock(unique("pals"), blocking=False)
+
+        def pals_cycle() -> None:
+            assert pals_lock.acquire()
+            pals_lock.release()
+
+        yield Case("postgres", "pals", "peer", pals_cycle)
+    except ImportError:
+        pass
+    yield from tooz_case(stack, "postgres", POSTGRES)
+
+
+# -- MySQL / MariaDB --------------------------------------------------------------------
+
+
+def mysql_cases(stack: ExitStack) -> Iterator[Case]:
+    import pymysql  # noqa: PLC0415
+
+    from firefly_scheduling_mysql import MySqlNamedLock  # noqa: PLC0415
+
+    lock = MySqlNamedLock(MYSQL)
+    stack.callback(lock.close)
+    yield Case("mysql", "MySqlNamedLock", "adapter", lock_cycle(lock, unique("my")))
+
+    from urllib.parse import urlsplit  # noqa: PLC0415
+
+    parts = urlsplit(MYSQL)
+    raw = pymysql.connect(
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or 3306,
+        user=parts.username or "root",
+        password=parts.password or "",
+        database=parts.path.lstrip("/") or None,
+        autocommit=True,
+    )
+    stack.callback(raw.close)
+    name = MySqlNamedLock.server_name(unique("my-raw"))
+
+    def floor() -> None:
+        with raw.cursor() as cursor:
+            cursor.execute("SELECT GET_LOCK(%s, 0)", (name,))
+            assert cursor.fetchone() == (1,)
+            cursor.execute("SELECT RELEASE_LOCK(%s)", (name,))
+            cursor.fetchone()
+
+    yield Case("mysql", "pymysql: GET_LOCK + RELEASE_LOCK", "floor", floor)
+    yield from tooz_case(stack, "mysql", MYSQL)
+
+
+# -- Redis --------------------------------------------------------------------------------
+
+
+def redis_cases(stack: ExitStack) -> Iterator[Case]:
+    import redis  # noqa: PLC0415
+
+    from firefly_scheduling_redis import RedisLock  # noqa: PLC0415
+
+    lock = RedisLock(REDIS)
+    stack.callback(lock.close)
+    yield Case("redis", "RedisLock", "adapter", lock_cycle(lock, unique("redis")))
+
+    client = redis.Redis.from_url(REDIS)
+    stack.callback(client.close)
+    release = client.register_script(
+        "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
+        "else return 0 end"
+    )
+    key = "firefly:scheduling:lock:" + unique("redis-raw")
+
+    def floor() -> None:
+        token = os.urandom(16).hex()
+        assert client.set(key, token, nx=True, px=30_000)
+        release(keys=[key], args=[token])
+
+    yield Case("redis", "redis-py: SET NX PX + EVALSHA", "floor", floor)
+
+    redis_py_lock = client.lock(unique("redis-py-lock"), timeout=30)
+
+    def redis_py_cycle() -> None:
+        assert redis_py_lock.acquire(blocking=False)
+        redis_py_lock.release()
+
+    yield Case("redis", "redis-py Lock", "peer", redis_py_cycle)
+
+    try:
+        import redis_lock  # noqa: PLC0415
+
+        prl = redis_lock.Lock(client, unique("python-redis-lock"), expire=30)
+
+        def prl_cycle() -> None:
+            assert prl.acquire(blocking=False)
+            prl.release()
+
+        yield Case("redis", "python-redis-lock", "peer", prl_cycle)
+    except ImportError:
+        pass
+    yield from tooz_case(stack, "redis", REDIS)
+
+
+# -- memcached ------------------------------------------------------------------------------
+
+
+def memcached_cases(stack: ExitStack) -> Iterator[Case]:
+    from firefly_scheduling_memcached import MemcachedLock  # noqa: PLC0415
+
+    lock = MemcachedLock(MEMCACHED)
+    stack.callback(lock.close)
+    yield Case("memcached", "MemcachedLock", "adapter", lock_cycle(lock, unique("mc")))
+    yield from memcached_floor(stack)
+    yield from tooz_case(stack, "memcached", MEMCACHED)
+
+
+def memcached_floor(stack: ExitStack) -> Iterator[Case]:
+    from urllib.parse import urlsplit  # noqa: PLC0415
+
+    from pymemcache.client.base import Client  # noqa: PLC0415
+
+    parts = urlsplit(MEMCACHED)
+    client = Client((parts.hostname or "127.0.0.1", parts.port or 11211), default_noreply=False)
+    stack.callback(client.close)
+    key = "firefly:scheduling:lock:" + unique("mc-raw")
+
+    def floor() -> None:
+        token = os.urandom(16).hex().encode()
+        assert client.add(key, token, expire=30, noreply=False)
+        value, cas = client.gets(key)
+        assert value == token
+        # Compare-and-swap delete through the meta protocol: md <key> C<cas>
+        client.raw_command(f"md {key} C{cas.decode()}".encode(), b"\r\n")
+
+    yield Case("memcached", "pymemcache: add + gets + md C<cas>", "floor", floor)
+
+
+# -- database (SQLAlchemy) --------------------------------------------------------------------
+
+
+def database_cases(stack: ExitStack) -> Iterator[Case]:
+    from firefly_scheduling_database import DatabaseLeaseLock  # noqa: PLC0415
+
+    sqlite_path = stack.enter_context(tempfile.TemporaryDirectory()) + "/bench.sqlite3"
+    urls = {
+        "database/sqlite": f"sqlite:///{sqlite_path}",
+        "database/postgres": POSTGRES.replace("postgresql://", "postgresql+psycopg://", 1),
+        "database/mariadb": MYSQL.replace("mysql://", "mysql+pymysql://", 1),
+    }
+    for backend, database_url in urls.items():
+        lock = DatabaseLeaseLock(database_url)
+        lock.install()
+        stack.callback(lock.close)
+        yield Case(backend, "DatabaseLeaseLock", "adapter", lock_cycle(lock, unique("db")))
+
+
+# -- tooz -----------------------------------------------------------------------------------
+
+
+def tooz_case(stack: ExitStack, backend: str, server_url: str) -> Iterator[Case]:
+    try:
+        from tooz import coordination  # noqa: PLC0415
+    except ImportError:
+        return
+    tooz_url = {
+        "postgres": server_url.replace("postgresql://", "postgresql://", 1),
+        "mysql": server_url,
+        "redis": server_url.split("/0")[0] if server_url.endswith("/0") else server_url,
+        "memcached": server_url,
+    }[backend]
+    coordinator = coordination.get_coordinator(tooz_url, f"bench-{uuid.uuid4().hex[:6]}".encode())
+    coordinator.start()
+    stack.callback(coordinator.stop)
+    tooz_lock = coordinator.get_lock(unique("tooz").encode())
+
+    def cycle() -> None:
+        assert tooz_lock.acquire(blocking=False)
+        tooz_lock.release()
+
+    yield Case(backend, f"tooz {backend} driver", "peer", cycle)
+
+
+# -- harness --------------------------------------------------------------------------------
+
+SUITES: dict[str, Callable[[ExitStack], Iterator[Case]]] = {
+    "postgres": postgres_cases,
+    "mysql": mysql_cases,
+    "redis": redis_cases,
+    "memcached": memcached_cases,
+    "database": database_cases,
+}
+
+
+@contextmanager
+def gathered(selected: list[str]) -> Iterator[list[Case]]:
+    with ExitStack() as stack:
+        cases: list[Case] = []
+        for suite in selected:
+            try:
+                cases.extend(SUITES[suite](stack))
+            except Exception as err:  # noqa: BLE001 - report and go on with the other suites
+                print(f"# {suite}: not measured ({type(err).__name__}: {err})")
+        yield cases
+
+
+def measure(cases: list[Case], rounds: int, cycles: int) -> None:
+    for case in cases:  # warm up connections, statement caches, script SHAs
+        for _ in range(max(10, cycles // 10)):
+            case.cycle()
+    for _ in range(rounds):
+        for case in random.sample(cases, len(cases)):
+            started = time.perf_counter()
+            for _ in range(cycles):
+                case.cycle()
+            case.samples.append((time.perf_counter() - started) / cycles * 1e6)
+
+
+def report(cases: list[Case]) -> None:
+    floors = {c.backend: statistics.median(c.samples) for c in cases if c.role == "floor"}
+    print("| backend | implementation | role | median µs/cycle | × floor |")
+    print("|---|---|---|---:|---:|")
+    order = {"adapter": 0, "floor": 1, "peer": 2}
+    for case in sorted(cases, key=lambda c: (c.backend, order[c.role], c.label)):
+        median = statistics.median(case.samples)
+        floor = floors.get(case.backend) or floors.get(case.backend.split("/")[0] + "-floor")
+        ratio = f"{median / floor:.2f}" if floor else "n/a"
+        print(f"| {case.backend} | {case.label} | {case.role} | {median:.0f} | {ratio} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--cycles", type=int, default=200)
+    parser.add_argument("--only", action="append", choices=sorted(SUITES), default=None)
+    args = parser.parse_args()
+    with gathered(args.only or list(SUITES)) as cases:
+        measure(cases, args.rounds, args.cycles)
+        report(cases)
+
+
+if __name__ == "__main__":
+    main()
