@@ -1,0 +1,7 @@
+"""MySQL/MariaDB named-lock backend for firefly-scheduling (provider `mysql`)."""
+
+from __future__ import annotations
+
+from firefly_scheduling_mysql.named_lock import MySqlNamedLock
+
+__all__ = ["MySqlNamedLock"]

@@ -1,0 +1,88 @@
+"""Turn a `mysql://` URL into PyMySQL connection arguments, refusing what it cannot use.
+
+Everything is checked here, at construction, so a typo fails when the lock is built
+and not on the first scheduled run. Timeouts are always bounded: PyMySQL's defaults
+would let a connect wait 10 s and a read wait forever, and `try_acquire` must not hang.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final
+from urllib.parse import parse_qsl, unquote
+
+from pymysql.charset import charset_by_name
+
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.locks.connection_url import parse_lock_url
+from firefly_scheduling.locks.redaction import redact_url
+
+#: `mysql+pymysql` and `mariadb+pymysql` are SQLAlchemy's spellings of the same driver,
+#: accepted so one `DATABASE_URL` can serve this provider and the `database` one.
+URL_SCHEMES: Final = ("mysql", "mariadb", "mysql+pymysql", "mariadb+pymysql")
+DEFAULT_PORT: Final = 3306
+DEFAULT_CHARSET: Final = "utf8mb4"
+#: Seconds; each may be overridden by the URL query parameter of the same name.
+DEFAULT_TIMEOUTS: Final[dict[str, float]] = {
+    "connect_timeout": 5.0,
+    "read_timeout": 5.0,
+    "write_timeout": 5.0,
+}
+_TEXT_PARAMETERS: Final = frozenset({"unix_socket", "charset", "ssl_ca", "ssl_cert", "ssl_key"})
+_FLAG_PARAMETERS: Final = frozenset({"ssl_verify_cert", "ssl_verify_identity"})
+_FLAGS: Final[dict[str, bool]] = {
+    **dict.fromkeys(("1", "true", "yes", "on"), True),
+    **dict.fromkeys(("0", "false", "no", "off"), False),
+}
+ACCEPTED_PARAMETERS: Final = tuple(
+    sorted(_TEXT_PARAMETERS | _FLAG_PARAMETERS | DEFAULT_TIMEOUTS.keys())
+)
+
+
+def connection_arguments(url: str) -> dict[str, Any]:
+    """PyMySQL keyword arguments for `url` (without `autocommit`, which the lock sets).
+
+    `mysql://user:password@host:port/database?unix_socket=/path&charset=utf8mb4`; user
+    and password are percent-decoded. Any other scheme, an unknown query parameter, an
+    unknown charset or a timeout that is not a positive number is a `ConfigurationError`
+    naming the redacted URL.
+    """
+    parts = parse_lock_url(url, provider="mysql", schemes=URL_SCHEMES)
+    arguments: dict[str, Any] = {
+        "host": parts.hostname or "localhost",
+        "port": parts.port or DEFAULT_PORT,
+        "user": unquote(parts.username) if parts.username else None,
+        "password": unquote(parts.password) if parts.password else "",
+        "database": unquote(parts.path.lstrip("/")) or None,
+        "charset": DEFAULT_CHARSET,
+        **DEFAULT_TIMEOUTS,
+    }
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        arguments[key] = _parameter(url, key, value)
+    if charset_by_name(arguments["charset"]) is None:
+        raise _refused(url, f"unknown charset {arguments['charset']!r}")
+    return arguments
+
+
+def _parameter(url: str, key: str, value: str) -> str | float | bool:
+    if key in _TEXT_PARAMETERS:
+        if not value:
+            raise _refused(url, f"{key} must not be empty")
+        return value
+    if key in _FLAG_PARAMETERS:
+        if value.lower() not in _FLAGS:
+            raise _refused(url, f"{key} must be true or false, got {value!r}")
+        return _FLAGS[value.lower()]
+    if key in DEFAULT_TIMEOUTS:
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = math.nan
+        if not math.isfinite(seconds) or seconds <= 0:
+            raise _refused(url, f"{key} must be a positive number of seconds, got {value!r}")
+        return seconds
+    raise _refused(url, f"unknown parameter {key!r}; accepted: {', '.join(ACCEPTED_PARAMETERS)}")
+
+
+def _refused(url: str, problem: str) -> ConfigurationError:
+    return ConfigurationError(f"the mysql lock provider cannot use {redact_url(url)}: {problem}")

@@ -1,0 +1,236 @@
+"""`MySqlNamedLock`: MySQL/MariaDB `GET_LOCK` named locks on a dedicated connection.
+
+Each instance owns one autocommit connection (a server session). A lock is
+`GET_LOCK(server_name, 0)` in that session and lives until `RELEASE_LOCK` or until the
+session ends, so the TTL is accepted and ignored. The connection is kept for reuse:
+a reconnect per acquisition would multiply the cost of a cycle.
+
+Limits, stated once here and in the docs page:
+
+* Server lock names are at most 64 characters, and MySQL 5.7+ compares them
+  case-insensitively. A name is used as it is only when it is short and made of
+  lower-case ASCII letters, digits and `_ . : / -`; every other name becomes
+  `firefly:` + its SHA-1, so two distinct names never share a server lock.
+* Named locks belong to one server. They are not replicated: after a failover the
+  promoted replica holds none of them. Galera refuses them outright.
+* A proxy that multiplexes sessions (ProxySQL, a transaction pooler) hands the session
+  to other clients between statements, which breaks session locks; connect directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from typing import Any, ClassVar, Final, TypeAlias
+from urllib.parse import unquote, urlsplit
+
+import pymysql
+from pymysql.connections import Connection as PyMySqlConnection
+from pymysql.constants import CR, ER
+from pymysql.cursors import Cursor
+
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.locks.keys import ServerKeyScheme
+from firefly_scheduling.locks.redaction import redact_url, scrub, url_secrets
+from firefly_scheduling.locks.session import SessionLock
+from firefly_scheduling.locks.validation import validate_lock_name
+from firefly_scheduling_mysql.connection_options import connection_arguments
+
+# PyMySQL's Connection is generic only in its stubs, hence the string.
+Connection: TypeAlias = "PyMySqlConnection[Cursor]"
+
+#: Only these names are sent as they are: no case, no spaces, no characters a
+#: collation could fold together, so distinct readable names are distinct server names.
+SERVER_NAMES: Final = ServerKeyScheme(
+    readable_prefix="",
+    hashed_prefix="firefly:",
+    max_length=64,
+    readable=re.compile(r"[a-z0-9_.:/-]+"),
+    digest="sha1",
+)
+
+#: Counters behind fencing tokens: one row per server name, created on first fenced use.
+FENCE_TABLE: Final = "firefly_scheduling_fences"
+
+#: Oldest servers whose session can hold several named locks at once. MySQL 5.6 and
+#: older silently release a session's lock when it takes another one.
+MINIMUM_VERSION: Final = (5, 7)
+
+# Server errors meaning "this server lacks the feature": a parse error or an unknown
+# function (a MySQL look-alike), or "not supported yet" (MariaDB Galera with wsrep_on).
+_UNSUPPORTED_ERRORS: Final = frozenset(
+    {ER.PARSE_ERROR, ER.SYNTAX_ERROR, ER.SP_DOES_NOT_EXIST, ER.NOT_SUPPORTED_YET}
+)
+_PROBE: Final = "SELECT VERSION(), IS_USED_LOCK(%s)"
+_PROBE_NAME: Final = "firefly:probe"
+# A session that holds a lock idles by design; the default wait_timeout (8 h) would
+# end it and free the lock. 31536000 s is the largest value the server accepts.
+_SESSION_SETUP: Final = "SET SESSION wait_timeout = 31536000"
+_GET_LOCK: Final = "SELECT GET_LOCK(%s, 0)"
+_RELEASE_LOCK: Final = "SELECT RELEASE_LOCK(%s)"
+_HOLDS: Final = "SELECT IS_USED_LOCK(%s) = CONNECTION_ID()"
+# VARBINARY compares bytes: no collation can merge two server names.
+_CREATE_FENCES: Final = (
+    f"CREATE TABLE IF NOT EXISTS {FENCE_TABLE}"
+    " (name VARBINARY(64) NOT NULL PRIMARY KEY, value BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB"
+)
+# LAST_INSERT_ID(expr) puts the new value in the OK packet (cursor.lastrowid), so one
+# round trip both increments and reads it. The table name is a constant, never input.
+_NEXT_FENCE: Final = (
+    f"INSERT INTO {FENCE_TABLE} (name, value) VALUES (%s, LAST_INSERT_ID(1))"  # noqa: S608 - constant
+    " ON DUPLICATE KEY UPDATE value = LAST_INSERT_ID(value + 1)"
+)
+_LAST_FENCE: Final = "SELECT LAST_INSERT_ID()"
+_VERSION: Final = re.compile(r"(\d+)\.(\d+)")
+
+
+class MySqlNamedLock(SessionLock[Connection]):
+    """A MySQL/MariaDB named lock per lock name, held by this instance's own session.
+
+    `url` is `mysql://` or `mariadb://` (`user:password@host:port/database`, optional
+    `?unix_socket=`, `charset=`, timeouts and `ssl_*`); any other kind is a
+    `ConfigurationError` here, before anything connects. The connection opens on first
+    use and is reused; if it dies, the call raises `LockBackendError`, every lock it
+    held is reported lost, and the next call reconnects. A server that is not MySQL
+    5.7+ or MariaDB is a `ConfigurationError` on first acquisition. Not re-entrant,
+    although the server lock is: the second `try_acquire` of a held name is refused
+    before any statement is sent, so the server's count never exceeds one.
+    """
+
+    backend_name: ClassVar[str] = "mysql"
+    supports_fencing: ClassVar[bool] = True
+    driver_errors: ClassVar[tuple[type[BaseException], ...]] = (pymysql.MySQLError, OSError)
+
+    def __init__(self, url: str) -> None:
+        self._arguments = connection_arguments(url)
+        url = url.strip()
+        password = urlsplit(url).password
+        decoded = (unquote(password),) if password else ()
+        super().__init__(target=redact_url(url), secrets=url_secrets(url) + decoded)
+
+    @staticmethod
+    def server_name(name: str) -> str:
+        """The server lock name of `name`: `name` itself when safe, else `firefly:<sha1>`.
+
+        Identical on every node. At most 64 characters, and two distinct names never
+        map to server names that MySQL or MariaDB would consider equal.
+        """
+        return SERVER_NAMES.key(validate_lock_name(name))
+
+    # -- SessionLock hooks ----------------------------------------------------------
+
+    def _connect(self) -> Connection:
+        connection: Connection = PyMySqlConnection(
+            **self._arguments, autocommit=True, defer_connect=True
+        )
+        try:
+            connection.connect()
+        except pymysql.err.OperationalError as err:
+            if _greeted(connection) or err.args[0] != CR.CR_SERVER_LOST:
+                raise  # refused after greeting (credentials, limits), or nothing listens
+            # The server accepted the connection but never greeted: MySQL greets at once.
+            timeout = self._arguments["read_timeout"]
+            raise pymysql.err.OperationalError(
+                CR.CR_SERVER_LOST,
+                f"no MySQL greeting within {timeout:g} s: the server is overloaded, "
+                "or it is not a MySQL or MariaDB server",
+            ) from err
+        except Exception as err:  # a garbled greeting fails in many ways, not all PyMySQL's
+            if isinstance(err, pymysql.MySQLError) and _greeted(connection):
+                raise
+            raise self._not_mysql(f"its greeting is not MySQL's ({self._describe(err)})") from err
+        try:
+            self._check_server(connection)
+            with connection.cursor() as cursor:
+                cursor.execute(_SESSION_SETUP)
+        except BaseException:
+            self._disconnect(connection)
+            raise
+        return connection
+
+    def _disconnect(self, connection: Connection) -> None:
+        with contextlib.suppress(*self.driver_errors):  # already dead: closing is all we want
+            connection.close()
+
+    def _server_acquire(self, connection: Connection, name: str) -> bool:
+        try:
+            return bool(_scalar(connection, _GET_LOCK, self.server_name(name)) == 1)
+        except pymysql.MySQLError as err:
+            if err.args and err.args[0] in _UNSUPPORTED_ERRORS:
+                raise self._not_mysql(f"GET_LOCK failed ({self._describe(err)})") from err
+            raise
+
+    def _server_release(self, connection: Connection, name: str) -> bool:
+        # 1: released; 0: held by another session; NULL: no such lock (ours was lost).
+        return bool(_scalar(connection, _RELEASE_LOCK, self.server_name(name)) == 1)
+
+    def _server_holds(self, connection: Connection, name: str) -> bool:
+        return bool(_scalar(connection, _HOLDS, self.server_name(name)) == 1)
+
+    def _server_fence(self, connection: Connection, name: str) -> int:
+        key = self.server_name(name)
+        with connection.cursor() as cursor:
+            try:
+                cursor.execute(_NEXT_FENCE, (key,))
+            except pymysql.err.ProgrammingError as err:
+                if err.args[0] != ER.NO_SUCH_TABLE:
+                    raise
+                cursor.execute(_CREATE_FENCES)  # idempotent: racing nodes are harmless
+                cursor.execute(_NEXT_FENCE, (key,))
+            if cursor.lastrowid > 0:
+                return cursor.lastrowid
+        # A server that leaves LAST_INSERT_ID(expr) out of the OK packet: ask for it.
+        return int(_scalar(connection, _LAST_FENCE))
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def _check_server(self, connection: Connection) -> None:
+        """Refuse a server that speaks the protocol but cannot hold our named locks."""
+        try:
+            version = str(_row(connection, _PROBE, _PROBE_NAME)[0])
+        except pymysql.MySQLError as err:
+            if err.args and err.args[0] in _UNSUPPORTED_ERRORS:
+                raise self._not_mysql(f"it lacks IS_USED_LOCK ({self._describe(err)})") from err
+            raise
+        problem = unsupported_version(version)
+        if problem:
+            raise self._not_mysql(problem)
+
+    def _not_mysql(self, reason: str) -> ConfigurationError:
+        return ConfigurationError(
+            f"the mysql lock provider needs MySQL {MINIMUM_VERSION[0]}.{MINIMUM_VERSION[1]}+ "
+            f"or MariaDB, but the server at {self._target} cannot serve: "
+            f"{scrub(reason, self._secrets)}"
+        )
+
+
+def unsupported_version(version: str) -> str | None:
+    """Why a server reporting `VERSION() = version` cannot serve, or None if it can.
+
+    MariaDB reports 10.0 or later and qualifies. MySQL must be 5.7 or later: older
+    sessions hold at most one named lock, and taking a second silently frees the first.
+    """
+    match = _VERSION.match(version)
+    if match is None:
+        return f"it reports version {version!r}, which is not a MySQL or MariaDB version"
+    if (int(match[1]), int(match[2])) < MINIMUM_VERSION:
+        return f"version {version} holds at most one named lock per session"
+    return None
+
+
+def _greeted(connection: Connection) -> bool:
+    """Whether the server's greeting was read (PyMySQL sets `server_version` from it)."""
+    return getattr(connection, "server_version", None) is not None
+
+
+def _row(connection: Connection, statement: str, *args: Any) -> tuple[Any, ...]:
+    with connection.cursor() as cursor:
+        cursor.execute(statement, args or None)
+        row = cursor.fetchone()
+    if row is None:
+        raise pymysql.err.InterfaceError("the server returned no row for a single-row query")
+    return tuple(row)
+
+
+def _scalar(connection: Connection, statement: str, *args: Any) -> Any:
+    return _row(connection, statement, *args)[0]
