@@ -109,8 +109,9 @@ class PgAdvisoryLock(SessionLock[Connection]):
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (psycopg.Error, OSError)
 
     def __init__(self, url: str) -> None:
-        parse_lock_url(url, provider="postgres", schemes=URL_SCHEMES)
-        url = url.strip()
+        scheme = parse_lock_url(url, provider="postgres", schemes=URL_SCHEMES).scheme
+        # libpq only knows the lower-case URI designators.
+        url = scheme + url.strip()[len(scheme) :]
         super().__init__(target=redact_url(url), secrets=url_secrets(url))
         self._conninfo = connection_info(url)
 

@@ -1,0 +1,233 @@
+"""PgAdvisoryLock on a real PostgreSQL: key interop, the pg_locks check, session settings,
+and the lazily created fence table."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from firefly_scheduling_postgres import PgAdvisoryLock
+from firefly_scheduling_postgres.advisory_lock import FENCE_TABLE
+
+Admin = psycopg.Connection[tuple[object, ...]]
+
+
+@pytest.fixture
+def admin(postgres_url: str) -> Iterator[Admin]:
+    with psycopg.connect(postgres_url, autocommit=True, connect_timeout=5) as connection:
+        yield connection
+
+
+@pytest.fixture
+def name() -> str:
+    return f"pg-server:{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def make_lock() -> Iterator[Callable[[str], PgAdvisoryLock]]:
+    made: list[PgAdvisoryLock] = []
+
+    def make(url: str) -> PgAdvisoryLock:
+        made.append(PgAdvisoryLock(url))
+        return made[-1]
+
+    yield make
+    for lock in made:
+        lock.close()
+
+
+def with_options(url: str, options: str) -> str:
+    """`url` with a libpq `options` query parameter (`-c setting=value ...`)."""
+    encoded = options.replace(" ", "%20").replace("=", "%3D")
+    return f"{url}{'&' if '?' in url else '?'}options={encoded}"
+
+
+def name_with_key_sign(prefix: str, negative: bool) -> str:
+    """A fresh name whose key has the wanted sign (half of all names do)."""
+    for attempt in itertools.count():
+        candidate = f"{prefix}:{attempt}"
+        if (PgAdvisoryLock.key(candidate) < 0) == negative:
+            return candidate
+        assert attempt < 200, "no key of the wanted sign in 200 names"
+    raise AssertionError("unreachable")
+
+
+# -- a mixed fleet ----------------------------------------------------------------
+
+
+def test_a_raw_advisory_lock_on_the_key_excludes_it_both_ways(
+    admin: Admin, make_lock: Callable[[str], PgAdvisoryLock], postgres_url: str, name: str
+) -> None:
+    """What a PHP node running the original formula does, done here with plain SQL."""
+    key = PgAdvisoryLock.key(name)
+    lock = make_lock(postgres_url)
+    assert admin.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone() == (True,)
+    assert lock.try_acquire(name, 30) is False
+    assert admin.execute("SELECT pg_advisory_unlock(%s)", (key,)).fetchone() == (True,)
+
+    assert lock.try_acquire(name, 30)
+    assert admin.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone() == (False,)
+    lock.release(name)
+    assert admin.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone() == (True,)
+    admin.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
+def test_postgres_scheme_urls_work_against_the_server(
+    make_lock: Callable[[str], PgAdvisoryLock], postgres_url: str, name: str
+) -> None:
+    short = "postgres://" + postgres_url.split("://", 1)[1]
+    first, second = make_lock(short), make_lock(postgres_url)
+    assert first.try_acquire(name, 30)
+    assert second.try_acquire(name, 30) is False
+    first.release(name)
+
+
+# -- the pg_locks check keep-alive relies on --------------------------------------
+
+
+@pytest.mark.parametrize("negative", [True, False], ids=["negative-key", "positive-key"])
+def test_renew_sees_a_lock_the_session_no_longer_holds(
+    make_lock: Callable[[str], PgAdvisoryLock],
+    postgres_url: str,
+    name: str,
+    negative: bool,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    lock_name = name_with_key_sign(name, negative)
+    lock = make_lock(postgres_url)
+    bystander = make_lock(postgres_url)
+    assert lock.try_acquire(lock_name, 30)
+    assert bystander.try_acquire(lock_name + ":other", 30)
+    assert lock.renew(lock_name, 30) is True
+    assert bystander.renew(lock_name + ":other", 30) is True
+
+    # No outside session can free another's advisory lock, so free it on the lock's own
+    # connection, as a bug or a stray `pg_advisory_unlock_all()` in shared code would.
+    connection = lock._connection
+    assert connection is not None
+    connection.execute("SELECT pg_advisory_unlock(%s)", (PgAdvisoryLock.key(lock_name),))
+
+    assert lock.renew(lock_name, 30) is False
+    assert lock.is_lost(lock_name)
+    with caplog.at_level(logging.WARNING, logger="firefly_scheduling.locks"):
+        lock.release(lock_name)
+    assert f"{lock_name!r} was lost before release" in caplog.text
+    assert bystander.renew(lock_name + ":other", 30) is True, "only the freed lock is lost"
+
+
+# -- session settings -------------------------------------------------------------
+
+
+def _setting(lock: PgAdvisoryLock, setting: str) -> str:
+    connection = lock._connection
+    assert connection is not None
+    row = connection.execute("SELECT current_setting(%s)", (setting,)).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def test_an_unbounded_statement_timeout_is_bounded(
+    make_lock: Callable[[str], PgAdvisoryLock], postgres_url: str, name: str
+) -> None:
+    lock = make_lock(with_options(postgres_url, "-c statement_timeout=0"))
+    assert lock.try_acquire(name, 30)
+    assert _setting(lock, "statement_timeout") == "5s"
+    assert _setting(lock, "application_name") == "firefly-scheduling"
+    lock.release(name)
+
+
+def test_a_statement_timeout_from_the_url_is_kept(
+    make_lock: Callable[[str], PgAdvisoryLock], postgres_url: str, name: str
+) -> None:
+    lock = make_lock(with_options(postgres_url, "-c statement_timeout=7s"))
+    assert lock.try_acquire(name, 30)
+    assert _setting(lock, "statement_timeout") == "7s"
+    lock.release(name)
+
+
+def test_a_server_idle_session_timeout_does_not_end_a_holding_session(
+    admin: Admin, make_lock: Callable[[str], PgAdvisoryLock], postgres_url: str, name: str
+) -> None:
+    if admin.info.server_version < 140000:
+        pytest.skip("idle_session_timeout exists from PostgreSQL 14")
+    lock = make_lock(with_options(postgres_url, "-c idle_session_timeout=300ms"))
+    other = make_lock(postgres_url)
+    assert lock.try_acquire(name, 30)
+    time.sleep(1.0)
+    assert lock.renew(name, 30) is True, "the idle session was ended and its lock freed"
+    assert other.try_acquire(name, 30) is False
+    lock.release(name)
+
+
+# -- fencing ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def scratch_schema(admin: Admin, postgres_url: str) -> Iterator[str]:
+    """A URL whose sessions create the fence table in a fresh, private schema."""
+    schema = f"firefly_pg_test_{uuid.uuid4().hex[:12]}"
+    admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    try:
+        yield with_options(postgres_url, f"-c search_path={schema}")
+    finally:
+        admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+def test_fence_table_is_created_once_by_racing_first_users(
+    admin: Admin, make_lock: Callable[[str], PgAdvisoryLock], scratch_schema: str, name: str
+) -> None:
+    threads = 8
+    locks = [make_lock(scratch_schema) for _ in range(threads)]
+    tokens: list[int | None] = [None] * threads
+    errors: list[BaseException] = []
+    start = threading.Barrier(threads)
+
+    def first_fenced_use(index: int) -> None:
+        start.wait()
+        try:
+            tokens[index] = locks[index].try_acquire_fenced(f"{name}:{index}", 30)
+        except BaseException as err:  # noqa: BLE001 - collected and asserted on below
+            errors.append(err)
+
+    workers = [threading.Thread(target=first_fenced_use, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=30)
+    assert errors == []
+    assert tokens == [1] * threads
+    schema = scratch_schema.rsplit("%3D", 1)[1]
+    row = admin.execute("SELECT to_regclass(%s)::text", (f"{schema}.{FENCE_TABLE}",)).fetchone()
+    assert row == (f"{schema}.{FENCE_TABLE}",)
+
+
+def test_fence_hook_creates_the_table_too(
+    make_lock: Callable[[str], PgAdvisoryLock], scratch_schema: str, name: str
+) -> None:
+    """The generic acquire-then-fence hook (`_fence`) shares the counter."""
+    lock = make_lock(scratch_schema)
+    assert lock._fence(name) == 1
+    assert lock.try_acquire_fenced(name, 30) == 2
+    lock.release(name)
+    assert lock._fence(name) == 3
+
+
+def test_a_refused_fenced_acquire_consumes_no_token(
+    make_lock: Callable[[str], PgAdvisoryLock], postgres_url: str, name: str
+) -> None:
+    holder, contender = make_lock(postgres_url), make_lock(postgres_url)
+    first = holder.try_acquire_fenced(name, 30)
+    assert first is not None
+    for _ in range(3):
+        assert contender.try_acquire_fenced(name, 30) is None
+    holder.release(name)
+    assert contender.try_acquire_fenced(name, 30) == first + 1
+    contender.release(name)
