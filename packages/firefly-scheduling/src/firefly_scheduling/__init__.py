@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from firefly_scheduling.cadence import Cadence
+from firefly_scheduling.decorator import scheduled
+from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.durations import parse_duration
 from firefly_scheduling.errors import (
     ConfigurationError,
     DurationError,
@@ -10,10 +14,13 @@ from firefly_scheduling.errors import (
 )
 from firefly_scheduling.locks import BaseLock, DistributedLock, InMemoryLock, NoneLock, hold
 from firefly_scheduling.locks.providers import resolve_lock
+from firefly_scheduling.manifest import ScheduledManifest
+from firefly_scheduling.scanner import scan
 from firefly_scheduling.settings import Settings
 
 __all__ = [
     "BaseLock",
+    "Cadence",
     "ConfigurationError",
     "DistributedLock",
     "DurationError",
@@ -21,7 +28,12 @@ __all__ = [
     "InMemoryLock",
     "LockBackendError",
     "NoneLock",
+    "ScheduledDescriptor",
+    "ScheduledManifest",
     "Settings",
     "hold",
+    "parse_duration",
     "resolve_lock",
+    "scan",
+    "scheduled",
 ]

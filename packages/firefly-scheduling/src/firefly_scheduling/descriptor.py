@@ -7,6 +7,9 @@ holds no function object, so loading descriptors imports no application code.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+TriggerKind = Literal["cron", "fixed_rate", "fixed_delay"]
 
 DEFAULT_LOCK_TTL_SECONDS = 30.0
 
@@ -37,3 +40,15 @@ class ScheduledDescriptor:
     @property
     def qualname(self) -> str:
         return self.target.partition(":")[2]
+
+    @property
+    def trigger_kind(self) -> TriggerKind:
+        """Which of the three triggers this task uses (boot validation ensures exactly one)."""
+        if self.cron is not None:
+            return "cron"
+        return "fixed_rate" if self.fixed_rate is not None else "fixed_delay"
+
+    @property
+    def locked(self) -> bool:
+        """Whether runs of this task are guarded by a distributed lock."""
+        return self.lock_name is not None
