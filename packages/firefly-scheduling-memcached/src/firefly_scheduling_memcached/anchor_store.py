@@ -1,0 +1,79 @@
+"""`MemcachedAnchorStore`: initial-delay anchors in memcached (entry point `memcached`).
+
+`add` is memcached's own add-if-absent, `replace` is `gets` + `cas`. memcached has no
+cheap clock command (`stats` is a large reply with whole seconds), so anchors are
+written and measured with this host's wall clock: node clock skew shifts a window by
+the skew. Anchors are stored without expiry, but memcached may still evict them under
+memory pressure, which re-arms the window; give memcached room, or prefer Redis or a
+database for long windows.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from pymemcache.client.base import Client
+from pymemcache.exceptions import MemcacheError
+
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.initial_delay.base import BaseAnchorStore
+from firefly_scheduling.locks.connection_url import parse_lock_url
+from firefly_scheduling.locks.keys import ServerKeyScheme
+from firefly_scheduling.locks.redaction import redact_url
+
+DEFAULT_PORT: Final = 11211
+#: Seconds. A gate check must never hang a fire on a silent server.
+TIMEOUT_SECONDS: Final = 5.0
+
+# memcached keys: at most 250 bytes, no spaces or control characters.
+_KEYS: Final = ServerKeyScheme(
+    readable_prefix="",
+    hashed_prefix="firefly:scheduling:initial-delay:sha256:",
+    max_length=250,
+    readable=re.compile(r"[!-~]+"),
+)
+
+
+class MemcachedAnchorStore(BaseAnchorStore):
+    """Anchors as memcached items, shared by every process that reaches the server."""
+
+    store_name = "memcached"
+    shared_across_processes = True
+    driver_errors = (MemcacheError, OSError)
+    key_scheme = _KEYS
+
+    def __init__(self, url: str) -> None:
+        parts = parse_lock_url(url, provider="memcached", schemes=("memcached",))
+        if parts.password or parts.username:
+            raise ConfigurationError(
+                f"the memcached anchor store cannot use credentials ({redact_url(url)}): "
+                "memcached's text protocol has no authentication"
+            )
+        super().__init__(target=redact_url(url))
+        self._client = Client(
+            (parts.hostname or "127.0.0.1", parts.port or DEFAULT_PORT),
+            connect_timeout=TIMEOUT_SECONDS,
+            timeout=TIMEOUT_SECONDS,
+        )
+
+    def _add(self, key: str, value: str) -> bool:
+        return bool(self._client.add(key, value.encode(), expire=0, noreply=False))
+
+    def _get(self, key: str) -> str | None:
+        value = self._client.get(key)
+        return None if value is None else bytes(value).decode()
+
+    def _replace(self, key: str, expected: str, value: str) -> bool:
+        current, cas_token = self._client.gets(key)
+        if current is None or bytes(current).decode() != expected:
+            return False
+        return bool(self._client.cas(key, value.encode(), cas_token, expire=0, noreply=False))
+
+    def _close(self) -> None:
+        self._client.close()
+
+
+def create_anchor_store(url: str) -> MemcachedAnchorStore:
+    """Entry point of the `firefly_scheduling.anchor_stores` group."""
+    return MemcachedAnchorStore(url)
