@@ -1,0 +1,164 @@
+"""`DatabaseAnchorStore`: initial-delay anchors in a SQL table (entry point `database`).
+
+One row per anchor in `firefly_scheduling_anchors`, created on first use. `add` is
+an INSERT that ignores a duplicate key, spelled for each dialect (`ON CONFLICT DO
+NOTHING RETURNING` on PostgreSQL and SQLite, `INSERT IGNORE` on MySQL/MariaDB);
+`replace` is an `UPDATE … WHERE anchor_value = :expected`. `now` is the server's clock on
+PostgreSQL and MySQL/MariaDB (one `SELECT`), and this host's wall clock on SQLite,
+whose clock is this host's anyway.
+
+Bare `postgresql://`/`postgres://`, `mysql://` and `mariadb://` URLs are given the
+drivers this project installs (psycopg 3, PyMySQL), so the URL of the postgres or
+mysql lock provider can serve here unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from decimal import Decimal
+from typing import Any, Final
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, SQLAlchemyError
+
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.initial_delay.base import BaseAnchorStore
+from firefly_scheduling.initial_delay.selection import sqlalchemy_url
+from firefly_scheduling.locks.keys import ServerKeyScheme
+from firefly_scheduling.locks.redaction import redact_url, url_secrets
+
+TABLE_NAME: Final = "firefly_scheduling_anchors"
+#: Seconds; a gate check must never hang a fire on a silent server.
+TIMEOUT_SECONDS: Final = 5
+
+_KEY_LENGTH: Final = 255
+# Keys are stored as they are up to the column width, else as a digest.
+_KEYS: Final = ServerKeyScheme(
+    readable_prefix="",
+    hashed_prefix="firefly:scheduling:initial-delay:sha256:",
+    max_length=_KEY_LENGTH,
+    readable=re.compile(r"[ -~]+"),
+)
+
+metadata = sa.MetaData()
+anchors = sa.Table(
+    TABLE_NAME,
+    metadata,
+    sa.Column("anchor_key", sa.String(_KEY_LENGTH), primary_key=True),
+    sa.Column("anchor_value", sa.Text, nullable=False),
+)
+
+_SERVER_CLOCK: Final[dict[str, str]] = {
+    "postgresql": "SELECT EXTRACT(EPOCH FROM clock_timestamp())",
+    "mysql": "SELECT UNIX_TIMESTAMP(NOW(6))",
+    "mariadb": "SELECT UNIX_TIMESTAMP(NOW(6))",
+}
+_CONNECT_ARGUMENTS: Final[dict[str, dict[str, Any]]] = {
+    "postgresql": {"connect_timeout": TIMEOUT_SECONDS},
+    "mysql": {
+        "connect_timeout": TIMEOUT_SECONDS,
+        "read_timeout": TIMEOUT_SECONDS,
+        "write_timeout": TIMEOUT_SECONDS,
+    },
+    "sqlite": {"timeout": TIMEOUT_SECONDS},
+}
+
+
+class DatabaseAnchorStore(BaseAnchorStore):
+    """Anchors as rows, shared by every process that reaches the database."""
+
+    store_name = "database"
+    shared_across_processes = True
+    driver_errors = (SQLAlchemyError, OSError)
+    key_scheme = _KEYS
+
+    def __init__(self, url: str) -> None:
+        url = sqlalchemy_url(url.strip())
+        super().__init__(target=redact_url(url), secrets=url_secrets(url))
+        try:
+            parsed = sa.make_url(url)
+            self._engine: Engine = sa.create_engine(
+                parsed,
+                pool_pre_ping=True,
+                connect_args=_CONNECT_ARGUMENTS.get(parsed.get_dialect().name, {}),
+            )
+        except (ArgumentError, ImportError, ValueError) as err:
+            raise ConfigurationError(
+                f"the database anchor store cannot use {redact_url(url)}: {self._describe(err)}"
+            ) from None
+        self._dialect = self._engine.dialect.name
+        self._table_ready = False
+        self._table_mutex = threading.Lock()
+
+    def _add(self, key: str, value: str) -> bool:
+        self._ensure_table()
+        row = {"anchor_key": key, "anchor_value": value}
+        with self._engine.begin() as connection:
+            if self._dialect in {"postgresql", "sqlite"}:
+                # RETURNING says whether the row was ours; psycopg's rowcount may be -1 here.
+                insert = postgresql.insert if self._dialect == "postgresql" else sqlite.insert
+                statement = (
+                    insert(anchors)
+                    .values(row)
+                    .on_conflict_do_nothing()
+                    .returning(anchors.c.anchor_key)
+                )
+                return connection.execute(statement).first() is not None
+            if self._dialect in {"mysql", "mariadb"}:
+                ignore = mysql.insert(anchors).values(row).prefix_with("IGNORE")
+                return connection.execute(ignore).rowcount == 1
+        try:
+            with self._engine.begin() as connection:
+                connection.execute(anchors.insert().values(row))
+        except IntegrityError:
+            return False
+        return True
+
+    def _get(self, key: str) -> str | None:
+        self._ensure_table()
+        query = sa.select(anchors.c.anchor_value).where(anchors.c.anchor_key == key)
+        with self._engine.connect() as connection:
+            value = connection.execute(query).scalar_one_or_none()
+        return None if value is None else str(value)
+
+    def _replace(self, key: str, expected: str, value: str) -> bool:
+        self._ensure_table()
+        statement = (
+            anchors.update()
+            .where(anchors.c.anchor_key == key, anchors.c.anchor_value == expected)
+            .values(anchor_value=value)
+        )
+        with self._engine.begin() as connection:
+            return connection.execute(statement).rowcount == 1
+
+    def _now(self) -> float:
+        query = _SERVER_CLOCK.get(self._dialect)
+        if query is None:
+            return super()._now()
+        with self._engine.connect() as connection:
+            value = connection.execute(sa.text(query)).scalar_one()
+        return float(value) if isinstance(value, int | float | Decimal) else float(str(value))
+
+    def _close(self) -> None:
+        self._engine.dispose()
+
+    def _ensure_table(self) -> None:
+        """Create the table once per instance; a concurrent creator elsewhere is fine."""
+        with self._table_mutex:
+            if self._table_ready:
+                return
+            try:
+                metadata.create_all(self._engine, checkfirst=True)
+            except DBAPIError:
+                # Another process created it between our check and our CREATE.
+                if not sa.inspect(self._engine).has_table(TABLE_NAME):
+                    raise
+            self._table_ready = True
+
+
+def create_anchor_store(url: str) -> DatabaseAnchorStore:
+    """Entry point of the `firefly_scheduling.anchor_stores` group."""
+    return DatabaseAnchorStore(url)

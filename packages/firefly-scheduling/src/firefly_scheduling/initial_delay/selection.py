@@ -1,0 +1,129 @@
+"""Choose the anchor store from `firefly.scheduling.initial-delay.store`.
+
+The setting is a URL: `memory://`, `redis://…`, `memcached://…`, or a SQLAlchemy URL
+(`sqlite:///…`, `postgresql+psycopg://…`, `mysql+pymysql://…`). `''` means the lock
+backend's own store where it can hold data:
+
+| lock provider | anchor store |
+|---|---|
+| `redis` | redis, at the lock's URL |
+| `memcached` | memcached, at the lock's URL |
+| `database` | database, at the lock's SQLAlchemy URL |
+| `postgres`, `mysql` | database, on the same server (the URL rewritten for SQLAlchemy) |
+| `none`, `memory`, anything else | memory (per process) |
+
+Stores other than memory come from the entry-point group
+`firefly_scheduling.anchor_stores`, registered by the adapter distributions, so core
+never imports an adapter. Each entry point is a `create_anchor_store(url)` factory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib.metadata import EntryPoint, entry_points
+from urllib.parse import urlsplit
+
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.initial_delay.memory import MemoryAnchorStore
+from firefly_scheduling.initial_delay.port import AnchorStore
+from firefly_scheduling.locks.redaction import redact_url
+from firefly_scheduling.settings import Settings, env_var
+
+ENTRY_POINT_GROUP = "firefly_scheduling.anchor_stores"
+_STORE_KEY = "firefly.scheduling.initial-delay.store"
+
+#: URL scheme (before any `+driver`) -> the anchor-store entry point that serves it.
+_SCHEME_TO_STORE: dict[str, str] = {
+    "memory": "memory",
+    "redis": "redis",
+    "rediss": "redis",
+    "memcached": "memcached",
+    "sqlite": "database",
+    "postgresql": "database",
+    "postgres": "database",
+    "mysql": "database",
+    "mariadb": "database",
+}
+
+#: Store name -> the extra that installs it.
+_INSTALL_HINTS: dict[str, str] = {
+    "redis": "firefly-scheduling[redis]",
+    "memcached": "firefly-scheduling[memcached]",
+    "database": "firefly-scheduling[database]",
+}
+
+AnchorStoreFactory = Callable[[str], AnchorStore]
+
+
+def anchor_store_url(settings: Settings) -> str:
+    """The store URL in effect: the explicit setting, else the lock backend's own store."""
+    explicit = settings.initial_delay_store.strip()
+    if explicit:
+        return explicit
+    provider = settings.lock_provider.strip().lower()
+    if provider in {"redis", "memcached", "database"}:
+        return settings.url_for(provider)
+    if provider in {"postgres", "mysql"}:
+        return sqlalchemy_url(settings.url_for(provider))
+    return "memory://"
+
+
+def sqlalchemy_url(url: str) -> str:
+    """A libpq or `mysql://` URL rewritten with the driver SQLAlchemy must use here.
+
+    The postgres provider uses psycopg 3 and the mysql provider PyMySQL; SQLAlchemy's
+    defaults for the bare schemes are other drivers, so the scheme is made explicit.
+    A URL that already names a driver is returned unchanged.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or "+" in scheme:
+        return url
+    driver = {
+        "postgresql": "postgresql+psycopg",
+        "postgres": "postgresql+psycopg",
+        "mysql": "mysql+pymysql",
+        "mariadb": "mariadb+pymysql",
+    }.get(scheme.lower())
+    return url if driver is None else f"{driver}://{rest}"
+
+
+def resolve_anchor_store(settings: Settings | None = None) -> AnchorStore:
+    """Build the anchor store the configuration asks for, or refuse with a `ConfigurationError`."""
+    settings = Settings.from_env() if settings is None else settings
+    url = anchor_store_url(settings)
+    source = (
+        f"{env_var(_STORE_KEY)}={redact_url(url)!r}"
+        if settings.initial_delay_store.strip()
+        else f"the {settings.lock_provider!r} lock provider's own store"
+    )
+    try:
+        scheme = urlsplit(url).scheme.lower()
+    except ValueError:
+        scheme = ""
+    base_scheme = scheme.partition("+")[0]
+    name = _SCHEME_TO_STORE.get(base_scheme, base_scheme)
+    if name == "memory":
+        return MemoryAnchorStore()
+    installed = installed_anchor_stores()
+    entry_point = installed.get(name)
+    if entry_point is None:
+        message = (
+            f"no initial-delay anchor store for a {scheme or 'scheme-less'!r} URL ({source}); "
+            f"installed stores: memory, {', '.join(sorted(installed)) or '(none)'}"
+        )
+        if name in _INSTALL_HINTS:
+            message += f". Install it with: pip install '{_INSTALL_HINTS[name]}'"
+        raise ConfigurationError(message)
+    try:
+        factory: AnchorStoreFactory = entry_point.load()
+    except ImportError as err:
+        raise ConfigurationError(
+            f"anchor store {name!r} ({source}) is registered by {entry_point.value!r} but "
+            f"cannot be imported: {err}"
+        ) from err
+    return factory(url)
+
+
+def installed_anchor_stores() -> dict[str, EntryPoint]:
+    """Every anchor store registered in this environment, by name (memory is built in)."""
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
