@@ -126,8 +126,9 @@ return false
 
     def __init__(self, url_or_client: str | redis.Redis) -> None:
         if isinstance(url_or_client, str):
-            parse_lock_url(url_or_client, provider="redis", schemes=URL_SCHEMES)
-            url = url_or_client.strip()
+            scheme = parse_lock_url(url_or_client, provider="redis", schemes=URL_SCHEMES).scheme
+            # redis-py only knows the lower-case schemes.
+            url = scheme + url_or_client.strip()[len(scheme) :]
             super().__init__(target=redact_url(url), secrets=url_secrets(url))
             self._client = _client_from_url(url)
             self._owns_client = True

@@ -1,0 +1,156 @@
+"""Construction of `RedisLock`: URL kinds, clients, redaction, timeouts, the provider."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+import redis.asyncio
+
+from firefly_scheduling import ConfigurationError, Settings, resolve_lock
+from firefly_scheduling_redis import RedisLock
+from firefly_scheduling_redis.lease_lock import CLIENT_DEFAULTS, describe_client
+from firefly_scheduling_redis.provider import create_lock
+
+SECRET = "s3cr3t-pw"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"redis://:{SECRET}@127.0.0.1:1/0",
+        f"rediss://app:{SECRET}@127.0.0.1:1/2",
+        f"unix://app:{SECRET}@/tmp/no-such-redis.sock?db=1",
+        "REDIS://127.0.0.1:1",
+    ],
+)
+def test_redis_url_kinds_are_accepted_without_connecting(url: str) -> None:
+    # Port 1 is closed and the socket does not exist: construction must not connect.
+    lock = RedisLock(url)
+    assert lock.is_held("anything") is False
+    assert SECRET not in repr(lock)
+
+
+@pytest.mark.parametrize(
+    ("url", "scheme"),
+    [
+        (f"postgresql://app:{SECRET}@127.0.0.1/app", "postgresql"),
+        (f"memcached://127.0.0.1:11211?password={SECRET}", "memcached"),
+        ("sqlite:///var/app.db", "sqlite"),
+        (f"redis+sentinel://:{SECRET}@127.0.0.1:26379", "redis+sentinel"),
+    ],
+)
+def test_other_url_kinds_are_refused_naming_provider_and_scheme(url: str, scheme: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        RedisLock(url)
+    message = str(caught.value)
+    assert "redis lock provider" in message
+    assert scheme in message
+    assert SECRET not in message
+
+
+@pytest.mark.parametrize("url", ["", "   ", "127.0.0.1:6379"])
+def test_missing_or_scheme_less_url_is_refused(url: str) -> None:
+    with pytest.raises(ConfigurationError, match="redis"):
+        RedisLock(url)
+
+
+def test_url_option_redis_py_refuses_is_a_configuration_error_without_the_password() -> None:
+    with pytest.raises(ConfigurationError, match="invalid URL") as caught:
+        RedisLock(f"redis://:{SECRET}@127.0.0.1/0?socket_timeout=soon")
+    assert SECRET not in str(caught.value)
+    assert caught.value.__cause__ is None
+
+
+def test_asyncio_client_is_refused_naming_its_type() -> None:
+    client = redis.asyncio.Redis(host="127.0.0.1", port=1)
+    with pytest.raises(ConfigurationError, match=r"asyncio .*redis\.asyncio\.client\.Redis"):
+        RedisLock(client)  # type: ignore[arg-type]  # the point of the test
+
+
+@pytest.mark.parametrize("not_a_client", [42, b"redis://127.0.0.1", object()])
+def test_other_objects_are_refused_naming_their_type(not_a_client: object) -> None:
+    with pytest.raises(ConfigurationError, match=type(not_a_client).__qualname__):
+        RedisLock(not_a_client)  # type: ignore[arg-type]  # the point of the test
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            f"redis://:{SECRET}@cache.internal:6380/3",
+            "RedisLock('redis://:***@cache.internal:6380/3')",
+        ),
+        (f"rediss://app:{SECRET}@cache/0", "RedisLock('rediss://app:***@cache/0')"),
+        (f"redis://cache/0?password={SECRET}", "RedisLock('redis://cache/0?password=***')"),
+    ],
+)
+def test_repr_shows_the_redacted_url(url: str, shown: str) -> None:
+    assert repr(RedisLock(url)) == shown
+
+
+@pytest.mark.parametrize(
+    ("client", "shown"),
+    [
+        (redis.Redis(host="cache", port=6380, db=2, password=SECRET), "redis://cache:6380/2"),
+        (redis.Redis(host="cache", ssl=True, password=SECRET), "rediss://cache:6379/0"),
+        (redis.Redis(unix_socket_path="/run/redis.sock", db=1), "unix:///run/redis.sock?db=1"),
+    ],
+)
+def test_a_client_is_described_by_host_port_and_db_only(client: redis.Redis, shown: str) -> None:
+    assert describe_client(client) == shown
+    assert repr(RedisLock(client)) == f"RedisLock({shown!r})"
+
+
+def test_a_client_built_from_a_url_has_bounded_timeouts_and_no_retries() -> None:
+    lock = RedisLock("redis://127.0.0.1:1/0")
+    options = lock._client.connection_pool.connection_kwargs
+    for option, seconds in CLIENT_DEFAULTS.items():
+        assert options[option] == seconds
+    assert options["retry"].get_retries() == 0
+
+
+def test_timeouts_in_the_url_win_over_the_defaults() -> None:
+    lock = RedisLock("redis://127.0.0.1:1/0?socket_timeout=0.5")
+    assert lock._client.connection_pool.connection_kwargs["socket_timeout"] == 0.5
+
+
+def test_keys_carry_the_prefix_and_the_name_as_utf8() -> None:
+    assert RedisLock.key("report") == b"firefly:scheduling:lock:report"
+    assert RedisLock.key("überprüfung 日本") == "firefly:scheduling:lock:überprüfung 日本".encode()
+    assert RedisLock.fence_key("report") == b"firefly:scheduling:fence:report"
+
+
+def test_capabilities_describe_a_lease_backend_with_fencing() -> None:
+    assert RedisLock.backend_name == "redis"
+    assert RedisLock.ttl_honoured is True
+    assert RedisLock.session_scoped is False
+    assert RedisLock.cross_process is True
+    assert RedisLock.supports_fencing is True
+
+
+def test_provider_reads_the_redis_url() -> None:
+    lock = create_lock(Settings(redis_url=f"redis://:{SECRET}@cache:6379/1"))
+    assert isinstance(lock, RedisLock)
+    assert repr(lock) == "RedisLock('redis://:***@cache:6379/1')"
+
+
+def test_provider_falls_back_to_redis_url_then_the_local_server() -> None:
+    assert repr(create_lock(Settings.from_env({"REDIS_URL": "redis://cache/4"}))) == (
+        "RedisLock('redis://cache/4')"
+    )
+    assert repr(create_lock(Settings.from_env({}))) == "RedisLock('redis://127.0.0.1:6379/0')"
+
+
+def test_provider_is_found_through_its_entry_point() -> None:
+    settings = Settings.from_env(
+        {
+            "FIREFLY_SCHEDULING_LOCK_PROVIDER": "redis",
+            "FIREFLY_SCHEDULING_LOCK_REDIS_URL": "redis://127.0.0.1:1/0",
+        }
+    )
+    assert isinstance(resolve_lock(settings), RedisLock)
+
+
+def test_a_name_that_is_not_valid_text_is_refused() -> None:
+    with pytest.raises(ValueError, match="surrogate"):
+        RedisLock.key("lone \ud800 surrogate")
