@@ -100,3 +100,19 @@ def _positive(seconds: float, value: object, source: str) -> float:
     if seconds <= 0:
         raise DurationError(f"{source}: a duration must be greater than zero, got {value!r}")
     return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """A short human form for listings: `250ms`, `7s`, `1m30s`, `1h30m`, `2d`."""
+    if seconds < 1:
+        return f"{seconds * 1000:g}ms"
+    parts = []
+    remainder = seconds
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        whole = int(remainder // size)
+        if whole:
+            parts.append(f"{whole}{unit}")
+            remainder -= whole * size
+    if remainder or not parts:
+        parts.append(f"{round(remainder, 6):g}s")
+    return "".join(parts)

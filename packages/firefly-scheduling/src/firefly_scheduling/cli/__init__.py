@@ -1,0 +1,28 @@
+"""The `firefly-scheduling` command line.
+
+This module is only a registry: each command lives in its own module and is added
+here with one line. Commands of other distributions (the database adapter's
+`migrate`, say) are found through the entry-point group
+`firefly_scheduling.cli_commands` and imported only when invoked or listed.
+"""
+
+from __future__ import annotations
+
+import click
+
+from firefly_scheduling.cli.cache import cache
+from firefly_scheduling.cli.common import FireflyGroup
+from firefly_scheduling.cli.schedule import schedule
+
+CLI_COMMANDS_GROUP = "firefly_scheduling.cli_commands"
+
+
+@click.group(cls=FireflyGroup, plugin_group=CLI_COMMANDS_GROUP)
+def main() -> None:
+    """Run scheduled tasks on at most one node of a fleet."""
+
+
+main.add_command(schedule)
+main.add_command(cache)
+
+__all__ = ["main"]

@@ -1,0 +1,119 @@
+"""`firefly-scheduling schedule`: list every task and what each host will do with it.
+
+One row per task: its target, its trigger as written (a cron verbatim, or the
+exact fixed rate/delay the resident host keeps), what `tick` runs (the cron, or
+the cadence bucket the interval rounds up to), the zone, the lock name and TTL,
+the initial delay, and the next cron fire in UTC and in the task's zone. A lock
+named after its task (`lock=True`) is shown as `= target`. When no
+task is found it says so, and why.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from firefly_scheduling.cadence import Cadence
+from firefly_scheduling.cli.common import discover_tasks, task_source_options
+from firefly_scheduling.cron import CronSchedule
+from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.durations import format_duration
+
+_NONE = "-"
+PIPE_WIDTH = 160
+
+
+@dataclass(frozen=True)
+class ScheduleRow:
+    """One task, as the listing shows it."""
+
+    target: str
+    trigger: str
+    under_tick: str
+    zone: str
+    lock: str
+    initial_delay: str
+    next_fire: str
+
+
+def schedule_row(descriptor: ScheduledDescriptor, now: datetime) -> ScheduleRow:
+    """Describe `descriptor` for the listing; `now` (aware) anchors the next cron fire."""
+    if descriptor.cron is not None:
+        cron = CronSchedule.parse(descriptor.cron, descriptor.zone, source=descriptor.target)
+        trigger = under_tick = descriptor.cron
+        next_fire = cron.next_after(now)
+        local = next_fire.astimezone(cron.zone)
+        next_text = f"{next_fire:%Y-%m-%d %H:%M} UTC"
+        if cron.zone_name != "UTC":
+            local_date = "" if local.date() == next_fire.date() else f"{local:%Y-%m-%d} "
+            next_text += f"\n{local_date}{local:%H:%M} {cron.zone_name}"
+    else:
+        interval = descriptor.fixed_rate or descriptor.fixed_delay or 0.0
+        kind = "fixed rate" if descriptor.fixed_rate is not None else "fixed delay"
+        trigger = f"{kind} {format_duration(interval)}"
+        under_tick = Cadence.of_seconds(interval).describe()
+        next_text = "when a host starts"
+    if descriptor.lock_name is None:
+        lock = _NONE
+    else:
+        # A lock named after its task (lock=True) is shown as such, to keep rows short.
+        name = "= target" if descriptor.lock_name == descriptor.target else descriptor.lock_name
+        lock = f"{name}, ttl {format_duration(descriptor.lock_ttl or 0.0)}"
+    return ScheduleRow(
+        target=descriptor.target,
+        trigger=trigger,
+        under_tick=under_tick,
+        zone=_NONE if descriptor.cron is None else descriptor.zone or "UTC",
+        lock=lock,
+        initial_delay=(
+            _NONE if descriptor.initial_delay is None else format_duration(descriptor.initial_delay)
+        ),
+        next_fire=next_text,
+    )
+
+
+def render_schedule(
+    descriptors: Sequence[ScheduledDescriptor], explanation: str, console: Console, now: datetime
+) -> None:
+    """Print the listing (or the plain reason why there is nothing to list)."""
+    if not descriptors:
+        console.print(f"[bold yellow]{explanation}[/]", soft_wrap=True)
+        return
+    table = Table(title=explanation, title_justify="left", show_lines=True)
+    table.add_column("Target", overflow="fold")
+    for header in ("Schedule", "Zone", "Lock", "Initial delay", "Next fire"):
+        table.add_column(header, overflow="fold")
+    for descriptor in descriptors:
+        row = schedule_row(descriptor, now)
+        schedule_text = (
+            row.trigger
+            if row.trigger == row.under_tick
+            else f"{row.trigger}\ntick: {row.under_tick}"
+        )
+        table.add_row(
+            row.target, schedule_text, row.zone, row.lock, row.initial_delay, row.next_fire
+        )
+    console.print(table)
+
+
+@click.command()
+@task_source_options
+def schedule(apps: tuple[str, ...], manifest: Path | None, paths: tuple[Path, ...]) -> None:
+    """List every scheduled task: trigger, cadence under tick, zone, lock, next fire."""
+    discovered = discover_tasks(apps, manifest, paths)
+    render_schedule(discovered.descriptors, discovered.explanation, _console(), datetime.now(UTC))
+
+
+def _console() -> Console:
+    console = Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        # A pipe or a CI log has no width; rich's 80 columns would fold every target.
+        console.width = PIPE_WIDTH
+    return console
