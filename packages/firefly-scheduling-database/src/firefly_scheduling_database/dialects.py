@@ -1,0 +1,258 @@
+"""The lease statements each supported dialect speaks, and how to read its errors.
+
+Every instant is taken from the database's clock inside the statement itself, so
+the clocks of the nodes never matter, and each operation is ONE statement:
+
+* acquire: an upsert that inserts a free name or takes over an expired lease only;
+  the rowcount says whether this owner won;
+* release: a delete of the row only while it carries this acquisition's token;
+* renew: an update of this owner's still-valid lease;
+* fence: an increment-and-return of the name's counter.
+
+Statements are rendered once per lock, for its table names, as `text()` clauses.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from sqlalchemy import Connection, text
+from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import DBAPIError
+
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling_database.schema import LeaseTables
+
+#: The oldest SQLite with both upsert (3.24) and RETURNING (3.35).
+MIN_SQLITE_VERSION = (3, 35, 0)
+
+
+class LeaseSql(ABC):
+    """The statements of one dialect, bound to one pair of tables."""
+
+    dialect_names: ClassVar[tuple[str, ...]]
+    acquire_sql: ClassVar[str]
+    release_sql: ClassVar[str] = "DELETE FROM {locks} WHERE name = :name AND locked_by = :owner"
+    renew_sql: ClassVar[str]
+    fence_sql: ClassVar[str] = (
+        "INSERT INTO {fences} (name, value) VALUES (:name, 1) "
+        "ON CONFLICT (name) DO UPDATE SET value = {fences}.value + 1 RETURNING value"
+    )
+    holder_sql: ClassVar[str] = "SELECT locked_by FROM {locks} WHERE name = :name"
+    #: Further `{placeholders}` the dialect's statements use.
+    fragments: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, dialect: Dialect, tables: LeaseTables) -> None:
+        preparer = dialect.identifier_preparer
+        names = {
+            "locks": preparer.format_table(tables.locks),
+            "fences": preparer.format_table(tables.fences),
+            **self.fragments,
+        }
+        self.acquire = text(self.acquire_sql.format(**names))
+        self.release = text(self.release_sql.format(**names))
+        self.renew = text(self.renew_sql.format(**names))
+        self.fence = text(self.fence_sql.format(**names))
+        self.holder = text(self.holder_sql.format(**names))
+
+    def key(self, name: str) -> str | bytes:
+        """The value bound for the `name` column."""
+        return name
+
+    @abstractmethod
+    def ttl(self, ttl_seconds: float) -> Any:
+        """The value bound for `:ttl`, in the unit the dialect's date arithmetic wants."""
+
+    def acquired(self, rowcount: int, connection: Connection) -> bool | None:
+        """Whether the acquire upsert won, or None when its rowcount cannot tell."""
+        return rowcount == 1
+
+    def fence_value(self, result: Any) -> int:
+        """The counter value the fence statement produced."""
+        return int(result.scalar_one())
+
+    @abstractmethod
+    def is_contention(self, err: DBAPIError) -> bool:
+        """Whether `err` means another transaction held or raced for the row (a lost race)."""
+
+    @abstractmethod
+    def is_missing_table(self, err: DBAPIError) -> bool:
+        """Whether `err` means the lease tables have not been created."""
+
+
+class PostgresLeaseSql(LeaseSql):
+    """PostgreSQL: `ON CONFLICT ... DO UPDATE ... WHERE`, on `clock_timestamp()`.
+
+    `now()` is frozen at the start of the transaction, which may be long before the
+    statement when the caller's own transaction is used; `clock_timestamp()` is the
+    real time, read once per statement through the `db_now` subquery.
+    """
+
+    dialect_names = ("postgresql",)
+    acquire_sql = (
+        "INSERT INTO {locks} (name, locked_by, locked_until, locked_at) "
+        "SELECT :name, :owner, db_now.instant + make_interval(secs => :ttl), db_now.instant "
+        "FROM (SELECT clock_timestamp() AS instant) AS db_now "
+        "ON CONFLICT (name) DO UPDATE SET locked_by = excluded.locked_by, "
+        "locked_until = excluded.locked_until, locked_at = excluded.locked_at "
+        "WHERE {locks}.locked_until <= excluded.locked_at"
+    )
+    renew_sql = (
+        "UPDATE {locks} SET locked_until = db_now.instant + make_interval(secs => :ttl) "
+        "FROM (SELECT clock_timestamp() AS instant) AS db_now "
+        "WHERE {locks}.name = :name AND {locks}.locked_by = :owner "
+        "AND {locks}.locked_until > db_now.instant"
+    )
+    # serialization_failure, deadlock_detected, lock_not_available (lock_timeout)
+    _contention = frozenset({"40001", "40P01", "55P03"})
+
+    def ttl(self, ttl_seconds: float) -> float:
+        return ttl_seconds
+
+    def is_contention(self, err: DBAPIError) -> bool:
+        return _sqlstate(err) in self._contention
+
+    def is_missing_table(self, err: DBAPIError) -> bool:
+        return _sqlstate(err) == "42P01"  # undefined_table
+
+
+class MySqlLeaseSql(LeaseSql):
+    """MySQL/MariaDB: `INSERT ... ON DUPLICATE KEY UPDATE` on `UTC_TIMESTAMP(6)`.
+
+    The assignments run left to right and each sees the columns already assigned,
+    so `locked_until` is assigned last: the others still test the old lease.
+    `UTC_TIMESTAMP(6)` is constant within a statement and ignores the session zone.
+
+    Rowcount: 1 = inserted, 2 = an expired lease taken over, 0 = unchanged (held).
+    SQLAlchemy connects with CLIENT_FOUND_ROWS, which reports an unchanged row as 1
+    too; engines built by this package switch it off, and on any other connection an
+    ambiguous 1 is settled by reading the row back inside the same transaction.
+    """
+
+    dialect_names = ("mysql", "mariadb")
+    acquire_sql = (
+        "INSERT INTO {locks} (name, locked_by, locked_until, locked_at) "
+        "VALUES (:name, :owner, UTC_TIMESTAMP(6) + INTERVAL :ttl MICROSECOND, UTC_TIMESTAMP(6)) "
+        "ON DUPLICATE KEY UPDATE "
+        "locked_by = IF(locked_until <= UTC_TIMESTAMP(6), :owner, locked_by), "
+        "locked_at = IF(locked_until <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), locked_at), "
+        "locked_until = IF(locked_until <= UTC_TIMESTAMP(6), "
+        "UTC_TIMESTAMP(6) + INTERVAL :ttl MICROSECOND, locked_until)"
+    )
+    renew_sql = (
+        "UPDATE {locks} SET locked_until = UTC_TIMESTAMP(6) + INTERVAL :ttl MICROSECOND "
+        "WHERE name = :name AND locked_by = :owner AND locked_until > UTC_TIMESTAMP(6)"
+    )
+    # LAST_INSERT_ID(expr) hands the new value back in the OK packet: no second query.
+    fence_sql = (
+        "INSERT INTO {fences} (name, value) VALUES (:name, LAST_INSERT_ID(1)) "
+        "ON DUPLICATE KEY UPDATE value = LAST_INSERT_ID(value + 1)"
+    )
+    #: The protocol's CLIENT_FOUND_ROWS capability bit.
+    CLIENT_FOUND_ROWS = 2
+    # ER_LOCK_WAIT_TIMEOUT, ER_LOCK_DEADLOCK
+    _contention = frozenset({1205, 1213})
+
+    def key(self, name: str) -> bytes:
+        return name.encode("utf-8")
+
+    def ttl(self, ttl_seconds: float) -> int:
+        return max(1, math.ceil(ttl_seconds * 1_000_000))
+
+    def acquired(self, rowcount: int, connection: Connection) -> bool | None:
+        if rowcount != 1:
+            return rowcount == 2
+        return True if not self._counts_found_rows(connection) else None
+
+    def fence_value(self, result: Any) -> int:
+        return int(result.lastrowid)
+
+    def is_contention(self, err: DBAPIError) -> bool:
+        return _mysql_code(err) in self._contention
+
+    def is_missing_table(self, err: DBAPIError) -> bool:
+        return _mysql_code(err) == 1146  # ER_NO_SUCH_TABLE
+
+    def _counts_found_rows(self, connection: Connection) -> bool:
+        driver_connection = connection.connection.dbapi_connection
+        flags = getattr(driver_connection, "client_flag", None)
+        # A driver that does not expose its flags is assumed to count found rows.
+        return not isinstance(flags, int) or bool(flags & self.CLIENT_FOUND_ROWS)
+
+
+class SqliteLeaseSql(LeaseSql):
+    """SQLite: `ON CONFLICT ... DO UPDATE ... WHERE` on SQLite's `'now'` (millisecond steps).
+
+    'now' is the same for every call within one statement. Instants are stored as
+    the text SQLAlchemy's DateTime uses ('YYYY-MM-DD HH:MM:SS.ffffff', UTC), so they
+    compare correctly as text and read back as datetimes.
+    """
+
+    dialect_names = ("sqlite",)
+    fragments: ClassVar[dict[str, str]] = {
+        "now": "(strftime('%Y-%m-%d %H:%M:%f', 'now') || '000')",
+        "later": "(strftime('%Y-%m-%d %H:%M:%f', 'now', :ttl) || '000')",
+    }
+    acquire_sql = (
+        "INSERT INTO {locks} (name, locked_by, locked_until, locked_at) "
+        "VALUES (:name, :owner, {later}, {now}) "
+        "ON CONFLICT (name) DO UPDATE SET locked_by = excluded.locked_by, "
+        "locked_until = excluded.locked_until, locked_at = excluded.locked_at "
+        "WHERE {locks}.locked_until <= excluded.locked_at"
+    )
+    renew_sql = (
+        "UPDATE {locks} SET locked_until = {later} "
+        "WHERE name = :name AND locked_by = :owner AND locked_until > {now}"
+    )
+
+    def __init__(self, dialect: Dialect, tables: LeaseTables) -> None:
+        version: tuple[int, ...] = getattr(dialect.dbapi, "sqlite_version_info", (0,))
+        if version < MIN_SQLITE_VERSION:
+            raise ConfigurationError(
+                f"the database lock provider needs SQLite {_dotted(MIN_SQLITE_VERSION)} or "
+                f"newer (upsert and RETURNING); this Python links SQLite {_dotted(version)}"
+            )
+        super().__init__(dialect, tables)
+
+    def ttl(self, ttl_seconds: float) -> str:
+        # SQLite's clock has millisecond steps: round up so a lease never gets shorter.
+        return f"+{math.ceil(ttl_seconds * 1000) / 1000:.3f} seconds"
+
+    def is_contention(self, err: DBAPIError) -> bool:
+        code = getattr(err.orig, "sqlite_errorcode", None)
+        return isinstance(code, int) and code & 0xFF in {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
+
+    def is_missing_table(self, err: DBAPIError) -> bool:
+        return "no such table" in str(err.orig)
+
+
+_DIALECTS: tuple[type[LeaseSql], ...] = (PostgresLeaseSql, MySqlLeaseSql, SqliteLeaseSql)
+
+
+def lease_sql_for(dialect: Dialect, tables: LeaseTables) -> LeaseSql:
+    """The statements for `dialect`, or a `ConfigurationError` for an unsupported one."""
+    for dialect_sql in _DIALECTS:
+        if dialect.name in dialect_sql.dialect_names:
+            return dialect_sql(dialect, tables)
+    supported = ", ".join(name for sql in _DIALECTS for name in sql.dialect_names)
+    raise ConfigurationError(
+        f"the database lock provider does not support the {dialect.name!r} dialect; "
+        f"supported: {supported}"
+    )
+
+
+def _sqlstate(err: DBAPIError) -> str | None:
+    # psycopg 3 calls it `sqlstate`, psycopg2 `pgcode`.
+    code = getattr(err.orig, "sqlstate", None) or getattr(err.orig, "pgcode", None)
+    return code if isinstance(code, str) else None
+
+
+def _mysql_code(err: DBAPIError) -> int | None:
+    args = getattr(err.orig, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+def _dotted(version: tuple[int, ...]) -> str:
+    return ".".join(str(part) for part in version)

@@ -1,0 +1,119 @@
+"""Build the SQLAlchemy engine for a lock URL, with every wait bounded.
+
+Only the drivers this package is tested with are accepted, under their usual
+spellings: `sqlite://`, `postgresql://` / `postgres://` (mapped to psycopg 3) and
+`mysql://` / `mariadb://` (mapped to PyMySQL). Each gets a connect timeout and a
+bound on how long a statement or a row-lock wait may take, so `try_acquire` answers
+within seconds even when the server hangs. Values already in the URL's query win.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import URL, Engine, create_engine, make_url
+from sqlalchemy.exc import ArgumentError
+
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.locks.connection_url import parse_lock_url
+from firefly_scheduling.locks.redaction import redact_url, url_secrets
+
+#: Accepted URL schemes -> the SQLAlchemy driver name used.
+DRIVERS: dict[str, str] = {
+    "sqlite": "sqlite+pysqlite",
+    "sqlite+pysqlite": "sqlite+pysqlite",
+    "postgresql": "postgresql+psycopg",
+    "postgres": "postgresql+psycopg",
+    "postgresql+psycopg": "postgresql+psycopg",
+    "mysql": "mysql+pymysql",
+    "mysql+pymysql": "mysql+pymysql",
+    "mariadb": "mariadb+pymysql",
+    "mariadb+pymysql": "mariadb+pymysql",
+}
+CONNECT_TIMEOUT_SECONDS = 5
+#: Longest a statement may run (PostgreSQL) or the driver may wait for a reply (MySQL).
+STATEMENT_TIMEOUT_SECONDS = 5
+#: Longest a statement waits for a row another transaction has locked.
+LOCK_WAIT_TIMEOUT_SECONDS = 2
+#: Pooled connections older than this are replaced (MySQL closes idle ones after 8 h).
+POOL_RECYCLE_SECONDS = 3600
+_SQLITE_MEMORY = frozenset({"", ":memory:"})
+
+
+def plain_url(url: str | URL) -> str:
+    """`url` as a string, password included (callers redact it before showing it)."""
+    return url if isinstance(url, str) else url.render_as_string(hide_password=False)
+
+
+def describe_url(url: str | URL) -> tuple[str, tuple[str, ...]]:
+    """A redacted description of `url` and the secrets to scrub from driver messages."""
+    text = plain_url(url)
+    secrets = url_secrets(text)
+    if isinstance(url, URL) and url.password:
+        secrets = (*secrets, str(url.password))
+    # Nothing to hide (a SQLite file, a trusted local server): show the URL verbatim.
+    return (redact_url(text) if secrets else text), secrets
+
+
+def lock_engine(url: str | URL) -> Engine:
+    """A pooled engine for `url` with bounded timeouts; a `ConfigurationError` if unusable."""
+    text = plain_url(url).strip()
+    parse_lock_url(text, provider="database", schemes=DRIVERS)
+    try:
+        parsed = make_url(text)
+    except ArgumentError as err:
+        raise ConfigurationError(
+            f"the database lock provider got a malformed URL {redact_url(text)!r}"
+        ) from err
+    parsed = parsed.set(drivername=DRIVERS[parsed.drivername.lower()])
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        connect_args = _sqlite_arguments(parsed)
+    elif backend == "postgresql":
+        connect_args = _postgres_arguments(parsed)
+    else:
+        connect_args = _mysql_arguments(parsed)
+    return create_engine(parsed, connect_args=connect_args, pool_recycle=POOL_RECYCLE_SECONDS)
+
+
+def _sqlite_arguments(url: URL) -> dict[str, Any]:
+    if (url.database or "") in _SQLITE_MEMORY or url.query.get("mode") == "memory":
+        raise ConfigurationError(
+            f"the database lock provider cannot use an in-memory SQLite database "
+            f"({redact_url(plain_url(url))}): each connection would see its own; use a file "
+            f"(sqlite:///path/locks.db), or the memory provider for one process"
+        )
+    # The busy timeout: how long a writer waits for another connection's write lock.
+    return {} if "timeout" in url.query else {"timeout": STATEMENT_TIMEOUT_SECONDS}
+
+
+def _postgres_arguments(url: URL) -> dict[str, Any]:
+    arguments: dict[str, Any] = {}
+    if "connect_timeout" not in url.query:
+        arguments["connect_timeout"] = CONNECT_TIMEOUT_SECONDS
+    # Ours first: a setting the URL's own `options` repeats is applied later and wins.
+    options = (
+        f"-c statement_timeout={STATEMENT_TIMEOUT_SECONDS * 1000} "
+        f"-c lock_timeout={LOCK_WAIT_TIMEOUT_SECONDS * 1000}"
+    )
+    given = url.query.get("options")
+    arguments["options"] = f"{options} {given}" if isinstance(given, str) else options
+    return arguments
+
+
+def _mysql_arguments(url: URL) -> dict[str, Any]:
+    arguments: dict[str, Any] = {
+        key: value
+        for key, value in {
+            "connect_timeout": CONNECT_TIMEOUT_SECONDS,
+            "read_timeout": STATEMENT_TIMEOUT_SECONDS,
+            "write_timeout": STATEMENT_TIMEOUT_SECONDS,
+            "init_command": f"SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_TIMEOUT_SECONDS}",
+        }.items()
+        if key not in url.query
+    }
+    # SQLAlchemy always adds CLIENT_FOUND_ROWS (2), which makes an unchanged upsert
+    # report 1 like an insert; these values replace the flags it would pass.
+    given = url.query.get("client_flag", "0")
+    arguments["client_flag"] = int(given if isinstance(given, str) else given[0]) & ~2
+    return arguments
