@@ -81,6 +81,7 @@ _NEXT_FENCE: Final = (
     " ON DUPLICATE KEY UPDATE value = LAST_INSERT_ID(value + 1)"
 )
 _LAST_FENCE: Final = "SELECT LAST_INSERT_ID()"
+_PROTOCOL_VERSION: Final = 10  # every MySQL and MariaDB since 3.21
 _VERSION: Final = re.compile(r"(\d+)\.(\d+)")
 
 
@@ -136,9 +137,17 @@ class MySqlNamedLock(SessionLock[Connection]):
                 "or it is not a MySQL or MariaDB server",
             ) from err
         except Exception as err:  # a garbled greeting fails in many ways, not all PyMySQL's
-            if isinstance(err, pymysql.MySQLError) and _greeted(connection):
+            if not _greeted(connection):
+                raise self._not_mysql(
+                    f"its greeting is not MySQL's ({self._describe(err)})"
+                ) from err
+            if isinstance(err, pymysql.MySQLError):
                 raise
-            raise self._not_mysql(f"its greeting is not MySQL's ({self._describe(err)})") from err
+            # The driver itself gave up, e.g. MySQL 8's caching_sha2_password over plain
+            # TCP needs the `cryptography` package for the first login.
+            raise ConfigurationError(
+                f"the mysql lock provider could not log in to {self._target}: {self._describe(err)}"
+            ) from err
         try:
             self._check_server(connection)
             with connection.cursor() as cursor:
@@ -219,8 +228,8 @@ def unsupported_version(version: str) -> str | None:
 
 
 def _greeted(connection: Connection) -> bool:
-    """Whether the server's greeting was read (PyMySQL sets `server_version` from it)."""
-    return getattr(connection, "server_version", None) is not None
+    """Whether a MySQL greeting (protocol version 10) was read; PyMySQL keeps its fields."""
+    return getattr(connection, "protocol_version", None) == _PROTOCOL_VERSION
 
 
 def _row(connection: Connection, statement: str, *args: Any) -> tuple[Any, ...]:
