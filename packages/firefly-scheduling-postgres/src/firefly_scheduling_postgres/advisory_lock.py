@@ -5,7 +5,7 @@ Each instance owns one autocommit connection (a server session). A lock is
 or until the session ends, so the TTL is accepted and ignored. The connection is
 kept for reuse: a reconnect per acquisition would multiply the cost of a cycle.
 
-Limits, stated once here and in the docs page:
+Limits (docs/backends/postgres.md says more):
 
 * A lock name becomes a 60-bit key (`PgAdvisoryLock.key`), the PHP original's formula,
   so PHP and Python nodes agree. Two distinct names that hash to the same key share
