@@ -153,6 +153,21 @@ class BaseLock(ABC):
             logger.error("%s lock %r is lost: it was not renewed", self.backend_name, name)
         return kept
 
+    def forget(self, name: str) -> None:
+        """Stop tracking `name` here without a round trip; the server's lease runs out by its TTL.
+
+        For a hold that must outlive this process's interest in it, such as a fire claim
+        kept for its grace window: it is never renewed or released, and without this
+        every such name would stay in the local bookkeeping forever. Lease backends
+        only: a session backend's lock would stay held until its connection closes.
+        """
+        if not self.ttl_honoured:
+            raise NotImplementedError(
+                f"the {self.backend_name} backend holds locks for its session; release them"
+            )
+        with self._state_mutex:
+            self._held.pop(validate_lock_name(name), None)
+
     def is_held(self, name: str) -> bool:
         """Whether this instance believes it holds `name` (local view, no round trip)."""
         with self._state_mutex:
