@@ -1,0 +1,135 @@
+"""RedisLock against a private Redis server that the tests restart and misconfigure.
+
+The shared server is never stopped or reconfigured: every test here starts its own
+`redis-server` (no persistence) on a free port.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from firefly_scheduling import LockBackendError
+from firefly_scheduling.testing.local_server import LocalServer
+from firefly_scheduling_redis import RedisLock
+
+PASSWORD = "private-redis-secret"
+NAME = "redis-faults:job"
+
+
+def redis_server(port: int) -> list[str]:
+    return [
+        "redis-server",
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ]
+
+
+@pytest.fixture
+def private_server() -> Iterator[LocalServer]:
+    with LocalServer(redis_server) as server:
+        yield server
+
+
+@pytest.fixture
+def admin(private_server: LocalServer) -> Iterator[redis.Redis]:
+    client = redis.Redis(port=private_server.port)
+    yield client
+    client.close()
+
+
+def url_of(server: LocalServer) -> str:
+    return f"redis://127.0.0.1:{server.port}/0"
+
+
+@pytest.mark.slow
+def test_an_outage_raises_then_the_next_call_reconnects_and_the_lock_is_gone(
+    private_server: LocalServer,
+) -> None:
+    holder, other = RedisLock(url_of(private_server)), RedisLock(url_of(private_server))
+    assert holder.try_acquire(NAME, 60)
+    private_server.stop()
+
+    started = time.monotonic()
+    with pytest.raises(LockBackendError, match="redis lock backend"):
+        other.try_acquire(NAME, 60)
+    assert time.monotonic() - started < 10
+    holder.release(NAME)  # logs, never raises; the lease is kept for a later release
+    assert holder.is_held(NAME)
+
+    private_server.start()
+    # Without persistence a restart forgets every key: the lock is free again.
+    assert other.try_acquire(NAME, 60)
+    assert holder.renew(NAME, 60) is False
+    assert holder.is_lost(NAME)
+    other.release(NAME)
+
+
+def test_scripts_are_loaded_again_after_the_server_forgot_them(
+    private_server: LocalServer, admin: redis.Redis
+) -> None:
+    lock, other = RedisLock(url_of(private_server)), RedisLock(url_of(private_server))
+    assert lock.try_acquire(NAME, 60)
+    lock.release(NAME)  # the release script is now cached by the server...
+    assert lock.try_acquire(NAME, 60)
+    admin.script_flush()  # ...and forgotten, as after a restart or a failover
+    lock.release(NAME)
+    assert other.try_acquire(NAME, 60), "the release after SCRIPT FLUSH did not free the lock"
+    other.release(NAME)
+
+
+def test_a_read_only_replica_is_named_in_the_error(
+    private_server: LocalServer, admin: redis.Redis
+) -> None:
+    # A replica of a primary that does not answer (port 1) is read-only all the same.
+    admin.replicaof("127.0.0.1", 1)
+    lock = RedisLock(url_of(private_server))
+    with pytest.raises(LockBackendError, match="read-only replica; point it at the primary"):
+        lock.try_acquire(NAME, 60)
+
+
+def test_a_missing_acl_permission_is_named_without_the_password(
+    private_server: LocalServer, admin: redis.Redis
+) -> None:
+    admin.acl_setuser(
+        "locks", enabled=True, passwords=[f"+{PASSWORD}"], keys=["*"], commands=["+get"]
+    )
+    lock = RedisLock(f"redis://locks:{PASSWORD}@127.0.0.1:{private_server.port}/0")
+    with pytest.raises(LockBackendError, match="lacks an ACL permission") as caught:
+        lock.try_acquire(NAME, 60)
+    assert PASSWORD not in str(caught.value)
+    assert PASSWORD not in repr(lock)
+
+
+def test_a_wrong_password_is_named_without_the_password(
+    private_server: LocalServer, admin: redis.Redis
+) -> None:
+    admin.acl_setuser("locks", enabled=True, passwords=["+the-right-one"], keys=["*"])
+    lock = RedisLock(f"redis://locks:{PASSWORD}@127.0.0.1:{private_server.port}/0")
+    with pytest.raises(LockBackendError, match="check the user name and password") as caught:
+        lock.try_acquire(NAME, 60)
+    assert PASSWORD not in str(caught.value)
+
+
+def test_a_full_server_under_noeviction_refuses_new_locks_loudly(
+    private_server: LocalServer, admin: redis.Redis
+) -> None:
+    lock, holder = RedisLock(url_of(private_server)), RedisLock(url_of(private_server))
+    assert holder.try_acquire(NAME + ":held", 60)
+    admin.config_set("maxmemory-policy", "noeviction")
+    admin.config_set("maxmemory", 1)  # everything in use is now "too much"
+    with pytest.raises(LockBackendError, match="maxmemory is reached"):
+        lock.try_acquire(NAME, 60)
+    # What is already held is kept, and can still be released (deletes are allowed).
+    assert admin.exists(RedisLock.key(NAME + ":held")) == 1
+    holder.release(NAME + ":held")
+    assert admin.exists(RedisLock.key(NAME + ":held")) == 0
