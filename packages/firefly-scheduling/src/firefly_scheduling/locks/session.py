@@ -14,6 +14,7 @@ refused by `BaseLock`'s bookkeeping before a statement is sent.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from abc import abstractmethod
 from collections.abc import Callable
@@ -36,6 +37,7 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
     def __init__(self, *, target: str, secrets: tuple[str, ...] = ()) -> None:
         super().__init__(target=target, secrets=secrets)
         self._connection: ConnectionT | None = None
+        self._connection_pid = os.getpid()
         self._connection_mutex = threading.RLock()
 
     # -- hooks ------------------------------------------------------------------
@@ -95,13 +97,28 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
     # -- machinery ----------------------------------------------------------------
 
     def _use(self, statement: Callable[[ConnectionT], _R]) -> _R:
+        self._forget_inherited_connection()
         if self._connection is None:
             self._connection = self._connect()
+            self._connection_pid = os.getpid()
         try:
             return statement(self._connection)
         except self.driver_errors:
             self._session_lost()
             raise
+
+    def _forget_inherited_connection(self) -> None:
+        """After a fork (gunicorn --preload, multiprocessing), the parent's session is not ours.
+
+        Closing it would end the parent's session and free the parent's locks, so the
+        child drops the reference without closing it and forgets the parent's leases.
+        """
+        if self._connection is None or self._connection_pid == os.getpid():
+            return
+        self._connection = None
+        with self._state_mutex:
+            self._held.clear()
+            self._in_flight.clear()
 
     def _session_lost(self) -> None:
         """Drop the dead connection and mark every lock it held as lost."""

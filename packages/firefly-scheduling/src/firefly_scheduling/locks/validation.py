@@ -25,6 +25,11 @@ def validate_lock_name(name: object, *, source: str = "lock name") -> str:
         )
     if "\x00" in name:
         raise ValueError(f"{source} must not contain a NUL character: {name!r}")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError as err:
+        # Lone surrogates cannot reach any server: refuse them once, here, for all backends.
+        raise ValueError(f"{source} is not valid Unicode text ({err.reason}): {name!r}") from None
     return name
 
 
