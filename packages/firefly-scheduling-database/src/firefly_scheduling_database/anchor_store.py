@@ -1,15 +1,17 @@
 """`DatabaseAnchorStore`: initial-delay anchors in a SQL table (entry point `database`).
 
-One row per anchor in `firefly_scheduling_anchors`, created on first use. `add` is
-an INSERT that ignores a duplicate key, spelled for each dialect (`ON CONFLICT DO
-NOTHING RETURNING` on PostgreSQL and SQLite, `INSERT IGNORE` on MySQL/MariaDB);
-`replace` is an `UPDATE … WHERE anchor_value = :expected`. `now` is the server's clock on
-PostgreSQL and MySQL/MariaDB (one `SELECT`), and this host's wall clock on SQLite,
-whose clock is this host's anyway.
+One row per anchor in `firefly_scheduling_anchors`, created on first use (`CREATE
+TABLE IF NOT EXISTS`; the store owns its engine, so the DDL never runs inside a
+caller's transaction). `add` is an INSERT that ignores a duplicate key, spelled
+for each dialect (`ON CONFLICT DO NOTHING RETURNING` on PostgreSQL and SQLite,
+`INSERT IGNORE` on MySQL/MariaDB); `replace` is an `UPDATE … WHERE anchor_value =
+:expected`. `now` is the server's clock on PostgreSQL and MySQL/MariaDB (one
+`SELECT`), and this host's wall clock on SQLite, whose clock is this host's anyway.
 
-Bare `postgresql://`/`postgres://`, `mysql://` and `mariadb://` URLs are given the
-drivers this project installs (psycopg 3, PyMySQL), so the URL of the postgres or
-mysql lock provider can serve here unchanged.
+The engine is the lock backend's (`lock_engine`): the same accepted URLs (bare
+`postgresql://`/`mysql://` get psycopg 3/PyMySQL) and the same bounded timeouts.
+Keys are ASCII (readable or a digest) and compare byte for byte, as lock names do
+(`C` collation on PostgreSQL, `ascii_bin` on MySQL/MariaDB).
 """
 
 from __future__ import annotations
@@ -17,37 +19,42 @@ from __future__ import annotations
 import re
 import threading
 from decimal import Decimal
-from typing import Any, Final
+from typing import Final
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.schema import CreateTable
 
-from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.initial_delay.base import BaseAnchorStore
-from firefly_scheduling.initial_delay.selection import sqlalchemy_url
 from firefly_scheduling.locks.keys import ServerKeyScheme
-from firefly_scheduling.locks.redaction import redact_url, url_secrets
+from firefly_scheduling_database.engine import describe_url, lock_engine
 
 TABLE_NAME: Final = "firefly_scheduling_anchors"
-#: Seconds; a gate check must never hang a fire on a silent server.
-TIMEOUT_SECONDS: Final = 5
 
 _KEY_LENGTH: Final = 255
-# Keys are stored as they are up to the column width, else as a digest.
+# Keys are stored as they are when printable ASCII that fits the column, else as a digest.
 _KEYS: Final = ServerKeyScheme(
     readable_prefix="",
     hashed_prefix="firefly:scheduling:initial-delay:sha256:",
     max_length=_KEY_LENGTH,
-    readable=re.compile(r"[ -~]+"),
+    readable=re.compile(r"[!-~]+"),
 )
 
 metadata = sa.MetaData()
 anchors = sa.Table(
     TABLE_NAME,
     metadata,
-    sa.Column("anchor_key", sa.String(_KEY_LENGTH), primary_key=True),
+    sa.Column(
+        "anchor_key",
+        sa.String(_KEY_LENGTH)
+        .with_variant(postgresql.VARCHAR(_KEY_LENGTH, collation="C"), "postgresql")
+        .with_variant(
+            mysql.VARCHAR(_KEY_LENGTH, charset="ascii", collation="ascii_bin"), "mysql", "mariadb"
+        ),
+        primary_key=True,
+    ),
     sa.Column("anchor_value", sa.Text, nullable=False),
 )
 
@@ -55,15 +62,6 @@ _SERVER_CLOCK: Final[dict[str, str]] = {
     "postgresql": "SELECT EXTRACT(EPOCH FROM clock_timestamp())",
     "mysql": "SELECT UNIX_TIMESTAMP(NOW(6))",
     "mariadb": "SELECT UNIX_TIMESTAMP(NOW(6))",
-}
-_CONNECT_ARGUMENTS: Final[dict[str, dict[str, Any]]] = {
-    "postgresql": {"connect_timeout": TIMEOUT_SECONDS},
-    "mysql": {
-        "connect_timeout": TIMEOUT_SECONDS,
-        "read_timeout": TIMEOUT_SECONDS,
-        "write_timeout": TIMEOUT_SECONDS,
-    },
-    "sqlite": {"timeout": TIMEOUT_SECONDS},
 }
 
 
@@ -76,19 +74,9 @@ class DatabaseAnchorStore(BaseAnchorStore):
     key_scheme = _KEYS
 
     def __init__(self, url: str) -> None:
-        url = sqlalchemy_url(url.strip())
-        super().__init__(target=redact_url(url), secrets=url_secrets(url))
-        try:
-            parsed = sa.make_url(url)
-            self._engine: Engine = sa.create_engine(
-                parsed,
-                pool_pre_ping=True,
-                connect_args=_CONNECT_ARGUMENTS.get(parsed.get_dialect().name, {}),
-            )
-        except (ArgumentError, ImportError, ValueError) as err:
-            raise ConfigurationError(
-                f"the database anchor store cannot use {redact_url(url)}: {self._describe(err)}"
-            ) from None
+        target, secrets = describe_url(url)
+        super().__init__(target=target, secrets=secrets)
+        self._engine: Engine = lock_engine(url)
         self._dialect = self._engine.dialect.name
         self._table_ready = False
         self._table_mutex = threading.Lock()
@@ -151,7 +139,8 @@ class DatabaseAnchorStore(BaseAnchorStore):
             if self._table_ready:
                 return
             try:
-                metadata.create_all(self._engine, checkfirst=True)
+                with self._engine.begin() as connection:
+                    connection.execute(CreateTable(anchors, if_not_exists=True))
             except DBAPIError:
                 # Another process created it between our check and our CREATE.
                 if not sa.inspect(self._engine).has_table(TABLE_NAME):

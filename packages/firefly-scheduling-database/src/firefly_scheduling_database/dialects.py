@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from fractions import Fraction
 from typing import Any, ClassVar
 
 from sqlalchemy import Connection, text
@@ -159,7 +160,7 @@ class MySqlLeaseSql(LeaseSql):
         return name.encode("utf-8")
 
     def ttl(self, ttl_seconds: float) -> int:
-        return max(1, math.ceil(ttl_seconds * 1_000_000))
+        return max(1, math.ceil(Fraction(ttl_seconds) * 1_000_000))  # exact: never shorter
 
     def acquired(self, rowcount: int, connection: Connection) -> bool | None:
         if rowcount != 1:
@@ -218,7 +219,8 @@ class SqliteLeaseSql(LeaseSql):
 
     def ttl(self, ttl_seconds: float) -> str:
         # SQLite's clock has millisecond steps: round up so a lease never gets shorter.
-        return f"+{math.ceil(ttl_seconds * 1000) / 1000:.3f} seconds"
+        milliseconds = math.ceil(Fraction(ttl_seconds) * 1000)
+        return f"+{milliseconds // 1000}.{milliseconds % 1000:03d} seconds"
 
     def is_contention(self, err: DBAPIError) -> bool:
         code = getattr(err.orig, "sqlite_errorcode", None)

@@ -1,0 +1,157 @@
+"""Construction of `DatabaseLeaseLock`: URL kinds, drivers, redaction, tables, the provider.
+
+Nothing here needs a server: engines connect lazily, so a URL pointing at a closed
+port is enough to check what the lock was configured with.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy.dialects import registry
+
+from firefly_scheduling import ConfigurationError, Settings, resolve_lock
+from firefly_scheduling_database import DatabaseLeaseLock
+from firefly_scheduling_database.dialects import lease_sql_for
+from firefly_scheduling_database.engine import lock_engine
+from firefly_scheduling_database.provider import create_lock
+from firefly_scheduling_database.schema import LeaseTables
+
+SECRET = "s3cr3t-pw"
+
+
+@pytest.mark.parametrize(
+    ("url", "dialect", "driver"),
+    [
+        (f"postgresql://app:{SECRET}@127.0.0.1:1/app", "postgresql", "psycopg"),
+        (f"postgres://app:{SECRET}@127.0.0.1:1/app", "postgresql", "psycopg"),
+        (f"postgresql+psycopg://app:{SECRET}@127.0.0.1:1/app", "postgresql", "psycopg"),
+        (f"mysql://root:{SECRET}@127.0.0.1:1/test", "mysql", "pymysql"),
+        (f"mysql+pymysql://root:{SECRET}@127.0.0.1:1/test", "mysql", "pymysql"),
+        (f"mariadb://root:{SECRET}@127.0.0.1:1/test", "mariadb", "pymysql"),
+        ("sqlite:///relative/locks.db", "sqlite", "pysqlite"),
+    ],
+)
+def test_url_kinds_map_to_the_tested_drivers(url: str, dialect: str, driver: str) -> None:
+    engine = lock_engine(url)
+    assert (engine.dialect.name, engine.dialect.driver) == (dialect, driver)
+    engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("url", "scheme"),
+    [
+        (f"redis://:{SECRET}@127.0.0.1:6379/0", "redis"),
+        (f"postgresql+psycopg2://app:{SECRET}@db/app", "postgresql+psycopg2"),
+        (f"mysql+mysqldb://root:{SECRET}@db/test", "mysql+mysqldb"),
+        (f"mssql+pyodbc://sa:{SECRET}@db/app", "mssql+pyodbc"),
+        (f"memcached://u:{SECRET}@127.0.0.1:11211", "memcached"),
+    ],
+)
+def test_other_url_kinds_are_refused_naming_provider_and_scheme(url: str, scheme: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        DatabaseLeaseLock(url)
+    message = str(caught.value)
+    assert "database lock provider" in message
+    assert scheme in message
+    assert SECRET not in message
+
+
+@pytest.mark.parametrize(
+    "url", ["sqlite://", "sqlite:///:memory:", "sqlite:///file:locks?mode=memory&uri=true"]
+)
+def test_in_memory_sqlite_is_refused(url: str) -> None:
+    with pytest.raises(ConfigurationError, match="in-memory SQLite"):
+        DatabaseLeaseLock(url)
+
+
+@pytest.mark.parametrize("url", ["", "   ", "locks.db"])
+def test_missing_or_scheme_less_url_is_refused(url: str) -> None:
+    with pytest.raises(ConfigurationError, match="database"):
+        DatabaseLeaseLock(url)
+
+
+def test_something_that_is_not_a_database_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="URL, an Engine or a Connection"):
+        DatabaseLeaseLock(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("dialect_name", ["mssql", "oracle"])
+def test_an_unsupported_dialect_is_refused_by_name(dialect_name: str) -> None:
+    dialect = registry.load(dialect_name)()
+    with pytest.raises(ConfigurationError, match="does not support") as caught:
+        lease_sql_for(dialect, LeaseTables.named("locks"))
+    assert "postgresql, mysql, mariadb, sqlite" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            f"postgresql://app:{SECRET}@db.internal:5432/app",
+            "DatabaseLeaseLock('postgresql+psycopg://app:***@db.internal:5432/app')",
+        ),
+        (
+            f"mysql://root:{SECRET}@db.internal/test?charset=utf8mb4",
+            "DatabaseLeaseLock('mysql+pymysql://root:***@db.internal/test?charset=utf8mb4')",
+        ),
+        (
+            "sqlite:////var/lib/app/locks.db",
+            "DatabaseLeaseLock('sqlite+pysqlite:////var/lib/app/locks.db')",
+        ),
+    ],
+)
+def test_repr_shows_the_redacted_url(url: str, shown: str) -> None:
+    lock = DatabaseLeaseLock(url)
+    assert repr(lock) == shown
+    assert SECRET not in repr(lock)
+
+
+@pytest.mark.parametrize("table", ["locks", "Locks_2", "_x", "t" * 56])
+def test_plain_table_names_are_accepted(table: str) -> None:
+    tables = DatabaseLeaseLock("sqlite:///locks.db", table=table).tables
+    assert (tables.locks.name, tables.fences.name) == (table, table + "_fences")
+
+
+@pytest.mark.parametrize("table", ["", "t" * 57, "my-locks", "locks; drop table x", "1locks"])
+def test_odd_table_names_are_refused(table: str) -> None:
+    with pytest.raises(ConfigurationError, match="plain table name"):
+        DatabaseLeaseLock("sqlite:///locks.db", table=table)
+
+
+def test_capabilities() -> None:
+    lock = DatabaseLeaseLock("sqlite:///locks.db")
+    assert (lock.backend_name, lock.ttl_honoured, lock.session_scoped) == ("database", True, False)
+    assert (lock.cross_process, lock.supports_fencing) == (True, True)
+
+
+def test_provider_reads_the_database_url(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'locks.db'}"
+    lock = create_lock(Settings(lock_provider="database", database_url=url))
+    assert isinstance(lock, DatabaseLeaseLock)
+    assert repr(lock) == f"DatabaseLeaseLock('sqlite+pysqlite:///{tmp_path / 'locks.db'}')"
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"DATABASE_URL": "sqlite:///fallback.db"}, "fallback.db"),
+        (
+            {
+                "DATABASE_URL": "sqlite:///fallback.db",
+                "FIREFLY_SCHEDULING_LOCK_DATABASE_URL": "sqlite:///specific.db",
+            },
+            "specific.db",
+        ),
+    ],
+)
+def test_provider_is_found_through_its_entry_point(env: dict[str, str], expected: str) -> None:
+    lock = resolve_lock(Settings.from_env({"FIREFLY_SCHEDULING_LOCK_PROVIDER": "database", **env}))
+    assert isinstance(lock, DatabaseLeaseLock)
+    assert repr(lock).endswith(f"/{expected}')")
+
+
+def test_provider_without_a_url_names_the_setting() -> None:
+    with pytest.raises(ConfigurationError, match="FIREFLY_SCHEDULING_LOCK_DATABASE_URL"):
+        create_lock(Settings(lock_provider="database"))

@@ -1,0 +1,69 @@
+"""`firefly-scheduling migrate` (the click command `firefly_scheduling_database.cli:migrate`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+from sqlalchemy import inspect
+
+from firefly_scheduling_database import DatabaseLeaseLock
+from firefly_scheduling_database.cli import migrate
+from firefly_scheduling_database.engine import lock_engine
+
+SECRET = "s3cr3t-pw"
+
+
+def _tables(url: str) -> set[str]:
+    engine = lock_engine(url)
+    try:
+        return set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def test_migrate_creates_both_tables_and_can_run_again(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
+    runner = CliRunner()
+    first = runner.invoke(migrate, ["--url", url])
+    assert first.exit_code == 0, first.output
+    assert "firefly_scheduling_locks and firefly_scheduling_locks_fences are ready" in first.output
+    assert _tables(url) == {"firefly_scheduling_locks", "firefly_scheduling_locks_fences"}
+    again = runner.invoke(migrate, ["--url", url])
+    assert again.exit_code == 0, again.output
+    lock = DatabaseLeaseLock(url)
+    assert lock.try_acquire("job", 30)
+    lock.release("job")
+    lock.close()
+
+
+def test_migrate_reads_the_url_from_the_environment(tmp_path: Path) -> None:
+    specific = f"sqlite:///{tmp_path / 'specific.sqlite'}"
+    fallback = f"sqlite:///{tmp_path / 'fallback.sqlite'}"
+    runner = CliRunner()
+    result = runner.invoke(
+        migrate,
+        ["--table", "app_locks"],
+        env={"FIREFLY_SCHEDULING_LOCK_DATABASE_URL": specific, "DATABASE_URL": fallback},
+    )
+    assert result.exit_code == 0, result.output
+    assert _tables(specific) == {"app_locks", "app_locks_fences"}
+    result = runner.invoke(migrate, [], env={"DATABASE_URL": fallback})
+    assert result.exit_code == 0, result.output
+    assert _tables(fallback) == {"firefly_scheduling_locks", "firefly_scheduling_locks_fences"}
+
+
+def test_migrate_without_a_url_names_the_setting() -> None:
+    result = CliRunner().invoke(
+        migrate, [], env={"FIREFLY_SCHEDULING_LOCK_DATABASE_URL": None, "DATABASE_URL": None}
+    )
+    assert result.exit_code == 1
+    assert "FIREFLY_SCHEDULING_LOCK_DATABASE_URL" in result.output
+
+
+def test_migrate_failure_is_a_clean_message_without_the_password() -> None:
+    result = CliRunner().invoke(migrate, ["--url", f"postgresql://app:{SECRET}@127.0.0.1:1/app"])
+    assert result.exit_code == 1
+    assert "could not create table 'firefly_scheduling_locks'" in result.output
+    assert SECRET not in result.output
+    assert "Traceback" not in result.output

@@ -1,0 +1,122 @@
+"""Lease semantics that need no server: checked on a real SQLite file."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from datetime import timedelta
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlalchemy import select
+
+from firefly_scheduling import ConfigurationError
+from firefly_scheduling_database import DatabaseLeaseLock
+from firefly_scheduling_database.dialects import lease_sql_for
+from firefly_scheduling_database.engine import lock_engine
+from firefly_scheduling_database.schema import LeaseTables
+
+TABLES = LeaseTables.named("locks")
+# Real dialects (engines connect lazily; port 1 is never contacted).
+MYSQL = lease_sql_for(lock_engine("mysql://root@127.0.0.1:1/test").dialect, TABLES)
+SQLITE = lease_sql_for(lock_engine("sqlite:///unused.sqlite").dialect, TABLES)
+lock_names = st.text(min_size=1, max_size=255).filter(lambda name: "\x00" not in name)
+
+
+@pytest.fixture(scope="module")
+def sqlite_url() -> Iterator[str]:
+    with tempfile.TemporaryDirectory() as directory:
+        url = f"sqlite:///{Path(directory) / 'locks.sqlite'}"
+        installer = DatabaseLeaseLock(url)
+        installer.install()
+        installer.close()
+        yield url
+
+
+@pytest.fixture(scope="module")
+def pair(sqlite_url: str) -> Iterator[tuple[DatabaseLeaseLock, DatabaseLeaseLock]]:
+    first, second = DatabaseLeaseLock(sqlite_url), DatabaseLeaseLock(sqlite_url)
+    yield first, second
+    first.close()
+    second.close()
+
+
+@settings(max_examples=150, deadline=None)
+@given(name=lock_names, other=lock_names)
+def test_a_name_excludes_itself_and_nothing_else(
+    pair: tuple[DatabaseLeaseLock, DatabaseLeaseLock], name: str, other: str
+) -> None:
+    first, second = pair
+    assert first.try_acquire(name, 30)
+    try:
+        assert second.try_acquire(name, 30) is False
+        if other != name:
+            assert second.try_acquire(other, 30), f"{other!r} merged with {name!r}"
+            second.release(other)
+    finally:
+        first.release(name)
+
+
+def test_the_row_holds_the_exact_name_and_a_token(
+    pair: tuple[DatabaseLeaseLock, DatabaseLeaseLock], sqlite_url: str
+) -> None:
+    first, _ = pair
+    name = "Überprüfung 🔒 "
+    assert first.try_acquire(name, 30)
+    engine = lock_engine(sqlite_url)
+    with engine.connect() as connection:
+        rows = connection.execute(select(first.tables.locks)).all()
+    engine.dispose()
+    first.release(name)
+    [(stored, owner, locked_until, locked_at)] = [row for row in rows if row[0] == name]
+    assert stored == name
+    assert len(owner) == 32
+    assert locked_until - locked_at == timedelta(seconds=30)
+
+
+@settings(max_examples=300)
+@given(ttl=st.floats(min_value=1e-9, max_value=3e9, allow_nan=False, allow_infinity=False))
+def test_ttl_rounding_never_shortens_a_lease(ttl: float) -> None:
+    microseconds = MYSQL.ttl(ttl)
+    assert microseconds >= 1
+    assert 0 <= Fraction(microseconds, 1_000_000) - Fraction(ttl) < Fraction(1, 1_000_000)
+    modifier = SQLITE.ttl(ttl)
+    seconds = Fraction(modifier.removeprefix("+").removesuffix(" seconds"))
+    assert 0 <= seconds - Fraction(ttl) < Fraction(1, 1000)
+
+
+@given(name=lock_names)
+def test_mysql_keys_are_the_exact_utf8_bytes_within_the_column(name: str) -> None:
+    key = MYSQL.key(name)
+    assert isinstance(key, bytes)
+    assert key.decode("utf-8") == name
+    assert len(key) <= 1020
+
+
+def test_a_missing_table_asks_for_migrate(sqlite_url: str) -> None:
+    lock = DatabaseLeaseLock(sqlite_url, table="never_installed")
+    with pytest.raises(ConfigurationError, match="firefly-scheduling migrate"):
+        lock.try_acquire("job", 30)
+    lock.close()
+
+
+def test_install_is_idempotent(sqlite_url: str) -> None:
+    lock = DatabaseLeaseLock(sqlite_url)
+    lock.install()
+    lock.install()
+    assert lock.try_acquire("after-install", 30)
+    lock.release("after-install")
+    lock.close()
+
+
+def test_a_lease_beyond_a_century_is_refused(
+    pair: tuple[DatabaseLeaseLock, DatabaseLeaseLock],
+) -> None:
+    first, _ = pair
+    with pytest.raises(ConfigurationError, match="century"):
+        first.try_acquire("forever", 200 * 365 * 86_400)
+    assert first.try_acquire("forever", 99 * 365 * 86_400)
+    first.release("forever")
