@@ -8,16 +8,22 @@ and `-` into `_`: `firefly.scheduling.lock.provider` is read from
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from firefly_scheduling.durations import parse_duration
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.redaction import redact_url
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_MEMCACHED_URL = "memcached://127.0.0.1:11211"
 DEFAULT_MANIFEST = ".firefly/scheduled.json"
+#: How late a fire may still be claimed (and a died run adopted); see docs/guarantees.md.
+DEFAULT_GRACE_SECONDS = 60.0
+#: The largest clock difference between two nodes that fire claims tolerate.
+DEFAULT_CLOCK_SKEW_SECONDS = 5.0
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -26,6 +32,11 @@ _FALSE = frozenset({"0", "false", "no", "off"})
 def env_var(key: str) -> str:
     """The environment variable that holds the dotted configuration `key`."""
     return key.upper().replace(".", "_").replace("-", "_")
+
+
+def default_node_name() -> str:
+    """`<hostname>-<pid>`: distinct for every process of a fleet, readable in the run history."""
+    return f"{socket.gethostname()}-{os.getpid()}"
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,10 @@ class Settings:
     initial_delay_release: str = ""
     scan_packages: tuple[str, ...] = ()
     manifest_path: Path = field(default_factory=lambda: Path(DEFAULT_MANIFEST))
+    history_url: str = ""
+    grace: float = DEFAULT_GRACE_SECONDS
+    clock_skew: float = DEFAULT_CLOCK_SKEW_SECONDS
+    node: str = field(default_factory=default_node_name)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -70,6 +85,12 @@ class Settings:
             initial_delay_release=get("firefly.scheduling.initial-delay.release") or "",
             scan_packages=_parse_list(get("firefly.scan.packages") or ""),
             manifest_path=Path(get("firefly.scheduling.manifest") or DEFAULT_MANIFEST),
+            history_url=get("firefly.scheduling.history.url") or "",
+            grace=_parse_seconds(env, "firefly.scheduling.fires.grace", DEFAULT_GRACE_SECONDS),
+            clock_skew=_parse_seconds(
+                env, "firefly.scheduling.fires.clock-skew", DEFAULT_CLOCK_SKEW_SECONDS
+            ),
+            node=get("firefly.scheduling.node") or default_node_name(),
         )
 
     def url_for(self, provider: str) -> str:
@@ -102,7 +123,9 @@ class Settings:
             f"initial_delay_enabled={self.initial_delay_enabled!r}, "
             f"initial_delay_store={shown(self.initial_delay_store)!r}, "
             f"initial_delay_release={self.initial_delay_release!r}, "
-            f"scan_packages={self.scan_packages!r}, manifest_path={str(self.manifest_path)!r})"
+            f"scan_packages={self.scan_packages!r}, manifest_path={str(self.manifest_path)!r}, "
+            f"history_url={shown(self.history_url)!r}, grace={self.grace!r}, "
+            f"clock_skew={self.clock_skew!r}, node={self.node!r})"
         )
 
 
@@ -116,6 +139,13 @@ def _parse_bool(env: Mapping[str, str], key: str, *, default: bool) -> bool:
     if value in _FALSE:
         return False
     raise ConfigurationError(f"{env_var(key)} ({key}) must be true or false, got {raw!r}")
+
+
+def _parse_seconds(env: Mapping[str, str], key: str, default: float) -> float:
+    raw = env.get(env_var(key))
+    if raw is None or raw.strip() == "":
+        return default
+    return parse_duration(raw, source=f"{env_var(key)} ({key})")
 
 
 def _parse_list(raw: str) -> tuple[str, ...]:
