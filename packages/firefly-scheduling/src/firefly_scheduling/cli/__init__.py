@@ -12,7 +12,9 @@ import click
 
 from firefly_scheduling.cli.cache import cache
 from firefly_scheduling.cli.common import FireflyGroup
+from firefly_scheduling.cli.run import run
 from firefly_scheduling.cli.schedule import schedule
+from firefly_scheduling.cli.tick import tick
 
 CLI_COMMANDS_GROUP = "firefly_scheduling.cli_commands"
 
@@ -24,5 +26,7 @@ def main() -> None:
 
 main.add_command(schedule)
 main.add_command(cache)
+main.add_command(run)
+main.add_command(tick)
 
 __all__ = ["main"]

@@ -9,7 +9,7 @@ backend's own store where it can hold data:
 | `redis` | redis, at the lock's URL |
 | `memcached` | memcached, at the lock's URL |
 | `database` | database, at the lock's SQLAlchemy URL |
-| `postgres`, `mysql` | database, on the same server (the URL rewritten for SQLAlchemy) |
+| `postgres`, `mysql` | database, on the same server and URL |
 | `none`, `memory`, anything else | memory (per process) |
 
 Stores other than memory come from the entry-point group
@@ -61,30 +61,10 @@ def anchor_store_url(settings: Settings) -> str:
     if explicit:
         return explicit
     provider = settings.lock_provider.strip().lower()
-    if provider in {"redis", "memcached", "database"}:
+    if provider in {"redis", "memcached", "database", "postgres", "mysql"}:
+        # The database store accepts the postgres and mysql providers' URLs as they are.
         return settings.url_for(provider)
-    if provider in {"postgres", "mysql"}:
-        return sqlalchemy_url(settings.url_for(provider))
     return "memory://"
-
-
-def sqlalchemy_url(url: str) -> str:
-    """A libpq or `mysql://` URL rewritten with the driver SQLAlchemy must use here.
-
-    The postgres provider uses psycopg 3 and the mysql provider PyMySQL; SQLAlchemy's
-    defaults for the bare schemes are other drivers, so the scheme is made explicit.
-    A URL that already names a driver is returned unchanged.
-    """
-    scheme, sep, rest = url.partition("://")
-    if not sep or "+" in scheme:
-        return url
-    driver = {
-        "postgresql": "postgresql+psycopg",
-        "postgres": "postgresql+psycopg",
-        "mysql": "mysql+pymysql",
-        "mariadb": "mariadb+pymysql",
-    }.get(scheme.lower())
-    return url if driver is None else f"{driver}://{rest}"
 
 
 def resolve_anchor_store(settings: Settings | None = None) -> AnchorStore:

@@ -1,0 +1,43 @@
+"""`firefly-scheduling tick`: one pass for crontab or a Kubernetes CronJob, every minute.
+
+Runs every task due in the current minute, repeating sub-minute cadences until the
+minute ends, then exits 0. A failing task is logged and does not change the exit
+status; a configuration error exits 2 with the message.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from firefly_scheduling.cli.run import configure_logging, host_options, observers_for, prepare_host
+from firefly_scheduling.hosts.boot import build_runtime
+from firefly_scheduling.hosts.runtime import default_node_name
+from firefly_scheduling.hosts.tick import TickHost
+
+
+@click.command()
+@host_options
+def tick(
+    *,
+    apps: tuple[str, ...],
+    manifest: Path | None,
+    paths: tuple[Path, ...],
+    lock_provider: str | None,
+    node: str | None,
+    fire_log: Path | None,
+    log_level: str,
+) -> None:
+    """Run what is due in the current minute, then exit (the cron-driven host)."""
+    node = node or default_node_name()
+    configure_logging(log_level, node)
+    settings, descriptors = prepare_host(apps, manifest, paths, lock_provider)
+    runtime = build_runtime(
+        descriptors, settings, host="tick", node=node, observers=observers_for(fire_log)
+    )
+    try:
+        report = TickHost(descriptors, runtime).run()
+    finally:
+        runtime.close()
+    click.echo(report.summary())

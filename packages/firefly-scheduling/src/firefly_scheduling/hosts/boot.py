@@ -1,0 +1,70 @@
+"""Boot a host: validate every task and build its runtime, or refuse with the reason.
+
+Everything that can be wrong with the configuration is found here, before the first
+fire: every descriptor (cron, zone, durations, lock name), the initial-delay rules,
+the lock provider and the anchor store. `eager=False` (the library host) defers
+building the lock and the store to the first fire, but still validates the tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.guard import Resolver
+from firefly_scheduling.hosts.fires import FireObserver
+from firefly_scheduling.hosts.runtime import Lazy, TaskRuntime
+from firefly_scheduling.initial_delay.gate import (
+    InitialDelayGate,
+    check_initial_delays,
+    delayed_tasks,
+    warn_if_per_process,
+)
+from firefly_scheduling.initial_delay.selection import resolve_anchor_store
+from firefly_scheduling.locks.port import DistributedLock
+from firefly_scheduling.locks.providers import resolve_lock
+from firefly_scheduling.settings import Settings
+from firefly_scheduling.validation import validate_descriptor
+
+
+def validated(descriptors: Sequence[ScheduledDescriptor]) -> tuple[ScheduledDescriptor, ...]:
+    """Every descriptor checked and normalised; the first bad one raises, naming its target."""
+    return tuple(validate_descriptor(descriptor) for descriptor in descriptors)
+
+
+def build_runtime(
+    descriptors: Sequence[ScheduledDescriptor],
+    settings: Settings,
+    *,
+    host: str,
+    lock: DistributedLock | None = None,
+    resolver: Resolver | None = None,
+    eager: bool = True,
+    node: str | None = None,
+    observers: Sequence[FireObserver] = (),
+) -> TaskRuntime:
+    """The runtime of a host running `descriptors` (already validated).
+
+    An explicit `lock` always wins over the configured provider. Under the cron-driven
+    host (`host="tick"`) a per-process anchor store draws a warning naming the
+    delayed tasks, because each tick process would re-anchor and never run them.
+    """
+    check_initial_delays(descriptors, settings)
+
+    def build_gate() -> InitialDelayGate:
+        store = resolve_anchor_store(settings)
+        if host == "tick":
+            warn_if_per_process(store, descriptors, host=host)
+        return InitialDelayGate(store, release=settings.initial_delay_release)
+
+    lock_value: Lazy[DistributedLock] = (
+        Lazy.of(lock) if lock is not None else Lazy(lambda: resolve_lock(settings))
+    )
+    gate = Lazy(build_gate)
+    if eager:
+        lock_value.get()
+        if delayed_tasks(descriptors):
+            gate.get()
+    return TaskRuntime(
+        lock=lock_value, gate=gate, resolver=resolver, node=node, observers=observers
+    )

@@ -1,0 +1,145 @@
+"""Attach firefly tasks to an APScheduler 3 scheduler (the resident and library hosts).
+
+Each task becomes one APScheduler job whose function builds the `Fire` and calls
+`execute_fire`:
+
+* `fixed_rate`: an `EpochAlignedRateTrigger`, start to start, with
+  `max_instances=1` (a run longer than the rate makes the next fires skip rather
+  than overlap on this node) and `coalesce=True` (fires missed while the process
+  stalled run once, not as a burst).
+* cron: a `CronScheduleTrigger` with the same two settings.
+* `fixed_delay`: end to start. The job is a one-shot `DateTrigger`; when a run ends,
+  the job re-adds itself for `end + delay`. The first run is as soon as the host
+  starts.
+
+`misfire_grace_time=None`: a fire that is late because the process was busy still
+runs (once, coalesced); deciding how late is too late is the fire claim's job.
+Jobs hold live objects, so they belong in a memory job store, the default.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from apscheduler.triggers.date import DateTrigger
+
+from firefly_scheduling.cron import CronSchedule
+from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.hosts.fires import Fire, execute_fire
+from firefly_scheduling.hosts.runtime import TaskRuntime
+from firefly_scheduling.hosts.triggers import (
+    CronScheduleTrigger,
+    EpochAlignedRateTrigger,
+    FireTrigger,
+)
+
+logger = logging.getLogger("firefly_scheduling.hosts")
+
+JOB_ID_PREFIX = "firefly-scheduling:"
+JOB_OPTIONS: dict[str, Any] = {"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
+
+
+def trigger_for(descriptor: ScheduledDescriptor) -> FireTrigger:
+    """The recurring trigger of a `fixed_rate` or cron task."""
+    if descriptor.cron is not None:
+        schedule = CronSchedule.parse(descriptor.cron, descriptor.zone, source=descriptor.target)
+        return CronScheduleTrigger(schedule)
+    if descriptor.fixed_rate is not None:
+        return EpochAlignedRateTrigger(descriptor.fixed_rate)
+    raise ValueError(f"{descriptor.target}: a fixed_delay task has no recurring trigger")
+
+
+class RecurringFire:
+    """The job function of a `fixed_rate` or cron task."""
+
+    def __init__(
+        self, descriptor: ScheduledDescriptor, trigger: FireTrigger, runtime: TaskRuntime
+    ) -> None:
+        self.descriptor = descriptor
+        self.trigger = trigger
+        self.runtime = runtime
+
+    def __call__(self) -> None:
+        # APScheduler does not pass the scheduled time to the job; the trigger names it.
+        instant = self.trigger.fire_at_or_before(datetime.now(UTC))
+        execute_fire(Fire(self.descriptor, instant), self.runtime)
+
+    def __repr__(self) -> str:
+        return self.descriptor.target
+
+
+class FixedDelayFire:
+    """The job function of a `fixed_delay` task: it re-adds itself when a run ends."""
+
+    def __init__(
+        self, scheduler: Any, descriptor: ScheduledDescriptor, runtime: TaskRuntime, job_id: str
+    ) -> None:
+        self.scheduler = scheduler
+        self.descriptor = descriptor
+        self.runtime = runtime
+        self.job_id = job_id
+        if descriptor.fixed_delay is None:
+            raise ValueError(f"{descriptor.target} is not a fixed_delay task")
+        self.delay = timedelta(seconds=descriptor.fixed_delay)
+
+    def schedule(self, at: datetime) -> None:
+        self.scheduler.add_job(
+            self,
+            DateTrigger(run_date=at),
+            kwargs={"instant": at},
+            id=self.job_id,
+            name=self.descriptor.target,
+            replace_existing=True,
+            **JOB_OPTIONS,
+        )
+
+    def __call__(self, instant: datetime) -> None:
+        try:
+            execute_fire(Fire(self.descriptor, instant), self.runtime)
+        finally:
+            # The previous one-shot job is already gone: APScheduler removes it when it
+            # submits the run, under the job-store lock that `add_job` also takes.
+            if self.runtime.accepting:
+                self.schedule(datetime.now(UTC) + self.delay)
+
+    def __repr__(self) -> str:
+        return self.descriptor.target
+
+
+def attach_tasks(
+    scheduler: Any, descriptors: Sequence[ScheduledDescriptor], runtime: TaskRuntime
+) -> list[str]:
+    """Add one job per task to `scheduler` (running or not); return the job ids.
+
+    Nothing is resolved here: the lock, the store and the task's module are reached
+    on the first fire (or at boot, when the host built its runtime eagerly).
+    """
+    job_ids: list[str] = []
+    taken: set[str] = set()
+    for descriptor in descriptors:
+        job_id = _unique(JOB_ID_PREFIX + descriptor.target, taken)
+        taken.add(job_id)
+        if descriptor.fixed_delay is not None:
+            FixedDelayFire(scheduler, descriptor, runtime, job_id).schedule(datetime.now(UTC))
+        else:
+            trigger = trigger_for(descriptor)
+            scheduler.add_job(
+                RecurringFire(descriptor, trigger, runtime),
+                trigger,
+                id=job_id,
+                name=descriptor.target,
+                replace_existing=True,
+                **JOB_OPTIONS,
+            )
+        job_ids.append(job_id)
+    return job_ids
+
+
+def _unique(job_id: str, taken: set[str]) -> str:
+    candidate, suffix = job_id, 2
+    while candidate in taken:
+        candidate, suffix = f"{job_id}#{suffix}", suffix + 1
+    return candidate

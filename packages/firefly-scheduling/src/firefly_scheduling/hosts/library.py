@@ -1,0 +1,53 @@
+"""The library host: `register(scheduler)` puts firefly tasks on the application's APScheduler.
+
+For an application that already runs an APScheduler 3 scheduler (a web app, a
+worker) and wants its `@scheduled` tasks there instead of in a separate
+`firefly-scheduling run` process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.discovery import resolve_descriptors
+from firefly_scheduling.guard import Resolver
+from firefly_scheduling.hosts.boot import build_runtime, validated
+from firefly_scheduling.hosts.jobs import attach_tasks
+from firefly_scheduling.locks.port import DistributedLock
+from firefly_scheduling.settings import Settings
+
+
+def register(
+    scheduler: Any,
+    *,
+    descriptors: Sequence[ScheduledDescriptor] | None = None,
+    lock: DistributedLock | None = None,
+    resolver: Resolver | None = None,
+    settings: Settings | None = None,
+) -> list[str]:
+    """Attach the tasks to `scheduler` (an APScheduler 3 scheduler); return the job ids.
+
+    * `descriptors`: the tasks; by default the compiled manifest, else a scan of
+      `FIREFLY_SCAN_PACKAGES` (DESIGN.md §4 resolution order).
+    * `lock`: wins over the configured `firefly.scheduling.lock.provider`.
+    * `resolver(cls) -> instance`: supplies the object a method task runs on (a DI
+      container); by default the class is instantiated once with no arguments.
+    * `settings`: by default read from the environment.
+
+    Registration is lazy: the tasks are validated now (a bad cron or duration raises
+    `ConfigurationError` naming the task), but the lock provider, the anchor store
+    and the tasks' modules are reached on the first fire, so registering costs
+    nothing in a process whose scheduler never starts. Jobs hold live objects: keep
+    them in a memory job store (APScheduler's default). Every fire goes through the
+    same lock guard and initial-delay gate as `firefly-scheduling run`.
+    """
+    settings = Settings.from_env() if settings is None else settings
+    if descriptors is None:
+        descriptors = resolve_descriptors(settings).descriptors
+    tasks = validated(descriptors)
+    runtime = build_runtime(
+        tasks, settings, host="library", lock=lock, resolver=resolver, eager=False
+    )
+    return attach_tasks(scheduler, tasks, runtime)

@@ -1,0 +1,134 @@
+"""`TaskRuntime`: what every fire of a host needs, built once, some of it lazily.
+
+The lock, the initial-delay gate and the task callables are resolved on first use
+when a host asks for laziness (the library host: nothing is touched until the
+application's scheduler fires), and up front otherwise (`run` and `tick` fail at
+boot, not on the fifth fire). The runtime also counts the fires in flight, which is
+what a graceful shutdown waits for.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from firefly_scheduling.guard import CallableResolver, Resolver
+from firefly_scheduling.initial_delay.gate import InitialDelayGate
+from firefly_scheduling.locks.port import DistributedLock
+
+if TYPE_CHECKING:
+    from firefly_scheduling.hosts.fires import FireObserver
+
+_T = TypeVar("_T")
+
+
+class Lazy(Generic[_T]):
+    """A value built by `factory` on first `get()`, once, even from several threads.
+
+    A factory that raises is tried again on the next `get()`: a lock server that was
+    down when the first fire came may be up for the second.
+    """
+
+    def __init__(self, factory: Callable[[], _T]) -> None:
+        self._factory = factory
+        self._mutex = threading.Lock()
+        self._value: _T | None = None
+        self._built = False
+
+    @classmethod
+    def of(cls, value: _T) -> Lazy[_T]:
+        """An already-built value."""
+        lazy = cls(lambda: value)
+        lazy.get()
+        return lazy
+
+    def get(self) -> _T:
+        if not self._built:
+            with self._mutex:
+                if not self._built:
+                    self._value = self._factory()
+                    self._built = True
+        return self._value  # type: ignore[return-value]  # set together with _built
+
+    @property
+    def built(self) -> bool:
+        return self._built
+
+
+def default_node_name() -> str:
+    """`host:pid`: names this process in logs and records."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class TaskRuntime:
+    """The lock, gate, callables, observers and in-flight bookkeeping of one host."""
+
+    def __init__(
+        self,
+        *,
+        lock: Lazy[DistributedLock],
+        gate: Lazy[InitialDelayGate],
+        resolver: Resolver | None = None,
+        node: str | None = None,
+        observers: Sequence[FireObserver] = (),
+    ) -> None:
+        self.lock = lock
+        self.gate = gate
+        self.callables = CallableResolver(resolver)
+        self.node = node or default_node_name()
+        self.observers = tuple(observers)
+        self._accepting = True
+        self._in_flight: dict[int, object] = {}
+        self._next_ticket = 0
+        self._idle = threading.Condition()
+
+    @property
+    def accepting(self) -> bool:
+        """False once shutdown began: no new fire starts."""
+        return self._accepting
+
+    def stop_accepting(self) -> None:
+        with self._idle:
+            self._accepting = False
+
+    @contextmanager
+    def tracking(self, fire: object) -> Iterator[bool]:
+        """Count `fire` as in flight; yield False (and count nothing) after shutdown began."""
+        with self._idle:
+            if not self._accepting:
+                accepted = False
+            else:
+                accepted = True
+                ticket = self._next_ticket
+                self._next_ticket += 1
+                self._in_flight[ticket] = fire
+        try:
+            yield accepted
+        finally:
+            if accepted:
+                with self._idle:
+                    del self._in_flight[ticket]
+                    self._idle.notify_all()
+
+    def in_flight(self) -> list[object]:
+        """The fires running now."""
+        with self._idle:
+            return list(self._in_flight.values())
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for every fire in flight to end; True if they did."""
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._in_flight, timeout=max(timeout, 0.0))
+
+    def close(self) -> None:
+        """Close the lock and the gate's store if they were built (releasing held locks)."""
+        if self.lock.built:
+            close = getattr(self.lock.get(), "close", None)
+            if callable(close):
+                close()
+        if self.gate.built:
+            self.gate.get().close()

@@ -1,0 +1,158 @@
+"""The cron-driven host behind `firefly-scheduling tick`: one pass per minute.
+
+crontab or a Kubernetes CronJob starts a fresh process every minute. The process
+runs every task due in the current UTC minute and exits:
+
+* a cron task when its schedule matches the minute (in its zone);
+* a `fixed_rate`/`fixed_delay` task on its `Cadence` bucket (rounded up, aligned to
+  the Unix epoch): a bucket of a minute or more when the minute is aligned to it;
+  a sub-minute bucket at each of its instants in the minute, the process sleeping
+  between them until the minute ends.
+
+A slot that passed entirely before the process started is skipped (a tick started
+at :25 runs a 10 s task at :20, :30, :40 and :50); a minute-or-longer task's slot is
+the whole minute. Runs of one task never overlap in a process: a slot whose
+previous run is still going is skipped. The process waits for running bodies,
+then returns; a failing body is logged by the guard and does not change the exit
+code. Time comes from a `Clock`, so tests do not wait for real minutes.
+
+Planning is grouped: tasks sharing a cron expression and zone are matched once,
+and tasks sharing a cadence are aligned once, so thousands of tasks cost a few
+checks per minute.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from firefly_scheduling.cadence import Cadence
+from firefly_scheduling.cron import CronSchedule
+from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.hosts.clock import Clock, SystemClock
+from firefly_scheduling.hosts.fire_instants import minute_start
+from firefly_scheduling.hosts.fires import Fire, FireResult, execute_fire
+from firefly_scheduling.hosts.runtime import TaskRuntime
+
+logger = logging.getLogger("firefly_scheduling.hosts")
+
+_MINUTE = timedelta(minutes=1)
+_MAX_WORKERS = 32
+
+
+def cadence_of(descriptor: ScheduledDescriptor) -> Cadence:
+    """The bucket a `fixed_rate`/`fixed_delay` task runs on under `tick`."""
+    rate = descriptor.fixed_rate if descriptor.fixed_rate is not None else descriptor.fixed_delay
+    if rate is None:
+        raise ValueError(f"{descriptor.target} is a cron task; it has no cadence")
+    return Cadence.of_seconds(rate)
+
+
+@dataclass(frozen=True)
+class TickSlot:
+    """A fire planned for this minute; it may still start until `instant + width`."""
+
+    fire: Fire
+    width: timedelta
+
+    @property
+    def ends_at(self) -> datetime:
+        return self.fire.instant + self.width
+
+
+@dataclass
+class TickReport:
+    """What one tick pass did."""
+
+    minute: datetime
+    results: list[FireResult] = field(default_factory=list)
+    missed: list[TickSlot] = field(default_factory=list)
+    overlapping: list[TickSlot] = field(default_factory=list)
+
+    def summary(self) -> str:
+        outcomes = Counter(result.outcome.value for result in self.results)
+        parts = [f"{count} {outcome}" for outcome, count in sorted(outcomes.items())]
+        if self.missed:
+            parts.append(f"{len(self.missed)} slot(s) already past at start")
+        if self.overlapping:
+            parts.append(f"{len(self.overlapping)} slot(s) skipped: previous run still going")
+        detail = "; ".join(parts) if parts else "nothing due"
+        return f"tick {self.minute.strftime('%Y-%m-%d %H:%M')} UTC: {detail}"
+
+
+class TickHost:
+    """Plans and runs one minute of tasks."""
+
+    def __init__(
+        self,
+        descriptors: Sequence[ScheduledDescriptor],
+        runtime: TaskRuntime,
+        *,
+        clock: Clock | None = None,
+        max_workers: int | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.clock = clock or SystemClock()
+        self.max_workers = max_workers
+        self._crons: dict[tuple[str, str | None], tuple[CronSchedule, list[ScheduledDescriptor]]]
+        self._crons = {}
+        self._cadences: dict[Cadence, list[ScheduledDescriptor]] = defaultdict(list)
+        for descriptor in descriptors:
+            if descriptor.cron is not None:
+                key = (descriptor.cron, descriptor.zone)
+                if key not in self._crons:
+                    schedule = CronSchedule.parse(
+                        descriptor.cron, descriptor.zone, source=descriptor.target
+                    )
+                    self._crons[key] = (schedule, [])
+                self._crons[key][1].append(descriptor)
+            else:
+                self._cadences[cadence_of(descriptor)].append(descriptor)
+
+    def plan(self, minute: datetime) -> list[TickSlot]:
+        """Every slot of the UTC minute starting at `minute`, in order of instant."""
+        slots: list[TickSlot] = []
+        for schedule, descriptors in self._crons.values():
+            if schedule.matches(minute):
+                slots.extend(TickSlot(Fire(d, minute), _MINUTE) for d in descriptors)
+        for cadence, descriptors in self._cadences.items():
+            width = min(timedelta(seconds=cadence.seconds), _MINUTE)
+            for instant in cadence.fires_within_minute(minute):
+                slots.extend(TickSlot(Fire(d, instant), width) for d in descriptors)
+        slots.sort(key=lambda slot: (slot.fire.instant, slot.fire.target))
+        return slots
+
+    def run(self) -> TickReport:
+        """Run the current minute's slots from now on; wait for the bodies; report."""
+        now = self.clock.now()
+        report = TickReport(minute_start(now))
+        slots = self.plan(report.minute)
+        report.missed = [slot for slot in slots if slot.ends_at <= now]
+        pending = [slot for slot in slots if slot.ends_at > now]
+        if not pending:
+            return report
+        targets = {slot.fire.target for slot in pending}
+        workers = self.max_workers or min(len(targets), _MAX_WORKERS)
+        running: dict[str, Future[FireResult]] = {}
+        submitted: list[Future[FireResult]] = []
+        with ThreadPoolExecutor(workers, thread_name_prefix="firefly-tick") as pool:
+            for slot in pending:
+                self.clock.sleep((slot.fire.instant - self.clock.now()).total_seconds())
+                previous = running.get(slot.fire.target)
+                if previous is not None and not previous.done():
+                    logger.info(
+                        "%s: slot %s skipped, the previous run is still going",
+                        slot.fire.target,
+                        slot.fire.instant.isoformat(timespec="seconds"),
+                    )
+                    report.overlapping.append(slot)
+                    continue
+                future = pool.submit(execute_fire, slot.fire, self.runtime)
+                running[slot.fire.target] = future
+                submitted.append(future)
+        report.results = [future.result() for future in submitted]
+        return report
