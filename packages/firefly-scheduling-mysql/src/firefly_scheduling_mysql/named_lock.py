@@ -20,6 +20,7 @@ Limits, stated once here and in the docs page:
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from typing import Any, ClassVar, Final, TypeAlias
 from urllib.parse import unquote, urlsplit
@@ -116,7 +117,7 @@ class MySqlNamedLock(SessionLock[Connection]):
         Identical on every node. At most 64 characters, and two distinct names never
         map to server names that MySQL or MariaDB would consider equal.
         """
-        return SERVER_NAMES.key(validate_lock_name(name))
+        return _server_name(validate_lock_name(name))
 
     # -- SessionLock hooks ----------------------------------------------------------
 
@@ -163,7 +164,7 @@ class MySqlNamedLock(SessionLock[Connection]):
 
     def _server_acquire(self, connection: Connection, name: str) -> bool:
         try:
-            return bool(_scalar(connection, _GET_LOCK, self.server_name(name)) == 1)
+            return bool(_scalar(connection, _GET_LOCK, _server_name(name)) == 1)
         except pymysql.MySQLError as err:
             if err.args and err.args[0] in _UNSUPPORTED_ERRORS:
                 raise self._not_mysql(f"GET_LOCK failed ({self._describe(err)})") from err
@@ -171,13 +172,13 @@ class MySqlNamedLock(SessionLock[Connection]):
 
     def _server_release(self, connection: Connection, name: str) -> bool:
         # 1: released; 0: held by another session; NULL: no such lock (ours was lost).
-        return bool(_scalar(connection, _RELEASE_LOCK, self.server_name(name)) == 1)
+        return bool(_scalar(connection, _RELEASE_LOCK, _server_name(name)) == 1)
 
     def _server_holds(self, connection: Connection, name: str) -> bool:
-        return bool(_scalar(connection, _HOLDS, self.server_name(name)) == 1)
+        return bool(_scalar(connection, _HOLDS, _server_name(name)) == 1)
 
     def _server_fence(self, connection: Connection, name: str) -> int:
-        key = self.server_name(name)
+        key = _server_name(name)
         with connection.cursor() as cursor:
             try:
                 cursor.execute(_NEXT_FENCE, (key,))
@@ -196,7 +197,7 @@ class MySqlNamedLock(SessionLock[Connection]):
     def _check_server(self, connection: Connection) -> None:
         """Refuse a server that speaks the protocol but cannot hold our named locks."""
         try:
-            version = str(_row(connection, _PROBE, _PROBE_NAME)[0])
+            version = str(_scalar(connection, _PROBE, _PROBE_NAME))
         except pymysql.MySQLError as err:
             if err.args and err.args[0] in _UNSUPPORTED_ERRORS:
                 raise self._not_mysql(f"it lacks IS_USED_LOCK ({self._describe(err)})") from err
@@ -211,6 +212,13 @@ class MySqlNamedLock(SessionLock[Connection]):
             f"or MariaDB, but the server at {self._target} cannot serve: "
             f"{scrub(reason, self._secrets)}"
         )
+
+
+@functools.lru_cache(maxsize=4096)
+def _server_name(name: str) -> str:
+    # The hooks get names BaseLock already validated. A scheduler asks for the same few
+    # names every cycle, and a cache hit skips the pattern match and the hash.
+    return SERVER_NAMES.key(name)
 
 
 def unsupported_version(version: str) -> str | None:
@@ -232,14 +240,11 @@ def _greeted(connection: Connection) -> bool:
     return getattr(connection, "protocol_version", None) == _PROTOCOL_VERSION
 
 
-def _row(connection: Connection, statement: str, *args: Any) -> tuple[Any, ...]:
+def _scalar(connection: Connection, statement: str, *args: Any) -> Any:
+    """The first column of the one row `statement` returns."""
     with connection.cursor() as cursor:
         cursor.execute(statement, args or None)
         row = cursor.fetchone()
     if row is None:
         raise pymysql.err.InterfaceError("the server returned no row for a single-row query")
-    return tuple(row)
-
-
-def _scalar(connection: Connection, statement: str, *args: Any) -> Any:
-    return _row(connection, statement, *args)[0]
+    return row[0]
