@@ -24,7 +24,6 @@ from firefly_scheduling.hosts.boot import build_runtime, validated
 from firefly_scheduling.hosts.fire_log import FireLog
 from firefly_scheduling.hosts.fires import FireObserver
 from firefly_scheduling.hosts.resident import DEFAULT_GRACE_PERIOD_SECONDS, ResidentHost
-from firefly_scheduling.hosts.runtime import default_node_name
 from firefly_scheduling.settings import Settings
 
 Command = TypeVar("Command", bound=Callable[..., Any])
@@ -43,7 +42,8 @@ def host_options(command: Command) -> Command:
             "--node",
             default=None,
             metavar="NAME",
-            help="This node's name in logs and records [default: host:pid].",
+            help="This node's name in logs and records, overriding FIREFLY_SCHEDULING_NODE "
+            "[default: hostname-pid].",
         ),
         click.option(
             "--fire-log",
@@ -84,11 +84,14 @@ def prepare_host(
     manifest: Path | None,
     paths: tuple[Path, ...],
     lock_provider: str | None,
+    node: str | None,
 ) -> tuple[Settings, tuple[ScheduledDescriptor, ...]]:
     """Settings with the overrides applied, and the validated tasks (none is an error)."""
     settings = settings_for(manifest)
     if lock_provider:
         settings = replace(settings, lock_provider=lock_provider.strip().lower())
+    if node:
+        settings = replace(settings, node=node)
     discovered = discover_tasks(apps, manifest, paths, settings)
     if not discovered.descriptors:
         raise ConfigurationError(discovered.explanation)
@@ -120,11 +123,8 @@ def run(
     grace_period: float,
 ) -> None:
     """Run the tasks in this process until SIGTERM/SIGINT (the resident host)."""
-    node = node or default_node_name()
-    configure_logging(log_level, node)
-    settings, descriptors = prepare_host(apps, manifest, paths, lock_provider)
-    runtime = build_runtime(
-        descriptors, settings, host="run", node=node, observers=observers_for(fire_log)
-    )
+    settings, descriptors = prepare_host(apps, manifest, paths, lock_provider, node)
+    configure_logging(log_level, settings.node)
+    runtime = build_runtime(descriptors, settings, host="run", observers=observers_for(fire_log))
     host = ResidentHost(descriptors, runtime, grace_period=grace_period)
     sys.exit(host.run_until_stopped())

@@ -3,9 +3,13 @@
 One row per task: its target, its trigger as written (a cron verbatim, or the
 exact fixed rate/delay the resident host keeps), what `tick` runs (the cron, or
 the cadence bucket the interval rounds up to), the zone, the lock name and TTL,
-the initial delay, and the next cron fire in UTC and in the task's zone. A lock
+the initial delay, and the next fire in UTC (and in the task's zone). A lock
 named after its task (`lock=True`) is shown as `= target`. When no
 task is found it says so, and why.
+
+`--host run|tick` says which host the listing describes: the exact interval and
+its epoch-aligned next fire for `run` (the default), the cadence bucket and its
+next fire for `tick`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from firefly_scheduling.cli.common import discover_tasks, task_source_options
 from firefly_scheduling.cron import CronSchedule
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.durations import format_duration
+from firefly_scheduling.hosts.next_fire import HOSTS, Host
+from firefly_scheduling.hosts.next_fire import next_fire as next_fire_under
 
 _NONE = "-"
 PIPE_WIDTH = 160
@@ -43,8 +49,8 @@ class ScheduleRow:
     next_fire: str
 
 
-def schedule_row(descriptor: ScheduledDescriptor, now: datetime) -> ScheduleRow:
-    """Describe `descriptor` for the listing; `now` (aware) anchors the next cron fire."""
+def schedule_row(descriptor: ScheduledDescriptor, now: datetime, host: Host = "run") -> ScheduleRow:
+    """Describe `descriptor` for the listing; `now` (aware) anchors the next fire under `host`."""
     if descriptor.cron is not None:
         cron = CronSchedule.parse(descriptor.cron, descriptor.zone, source=descriptor.target)
         trigger = under_tick = descriptor.cron
@@ -59,7 +65,12 @@ def schedule_row(descriptor: ScheduledDescriptor, now: datetime) -> ScheduleRow:
         kind = "fixed rate" if descriptor.fixed_rate is not None else "fixed delay"
         trigger = f"{kind} {format_duration(interval)}"
         under_tick = Cadence.of_seconds(interval).describe()
-        next_text = "when a host starts"
+        upcoming = next_fire_under(descriptor, host, now)
+        next_text = (
+            "when the host starts, then after each run"
+            if upcoming is None
+            else f"{upcoming:%Y-%m-%d %H:%M:%S} UTC"
+        )
     if descriptor.lock_name is None:
         lock = _NONE
     else:
@@ -80,23 +91,24 @@ def schedule_row(descriptor: ScheduledDescriptor, now: datetime) -> ScheduleRow:
 
 
 def render_schedule(
-    descriptors: Sequence[ScheduledDescriptor], explanation: str, console: Console, now: datetime
+    descriptors: Sequence[ScheduledDescriptor],
+    explanation: str,
+    console: Console,
+    now: datetime,
+    host: Host = "run",
 ) -> None:
     """Print the listing (or the plain reason why there is nothing to list)."""
     if not descriptors:
         console.print(f"[bold yellow]{explanation}[/]", soft_wrap=True)
         return
-    table = Table(title=explanation, title_justify="left", show_lines=True)
+    title = f"{explanation}; as `firefly-scheduling {host}` runs them"
+    table = Table(title=title, title_justify="left", show_lines=True)
     table.add_column("Target", overflow="fold")
     for header in ("Schedule", "Zone", "Lock", "Initial delay", "Next fire"):
         table.add_column(header, overflow="fold")
     for descriptor in descriptors:
-        row = schedule_row(descriptor, now)
-        schedule_text = (
-            row.trigger
-            if row.trigger == row.under_tick
-            else f"{row.trigger}\ntick: {row.under_tick}"
-        )
+        row = schedule_row(descriptor, now, host)
+        schedule_text = row.trigger if host == "run" else row.under_tick
         table.add_row(
             row.target, schedule_text, row.zone, row.lock, row.initial_delay, row.next_fire
         )
@@ -105,10 +117,21 @@ def render_schedule(
 
 @click.command()
 @task_source_options
-def schedule(apps: tuple[str, ...], manifest: Path | None, paths: tuple[Path, ...]) -> None:
-    """List every scheduled task: trigger, cadence under tick, zone, lock, next fire."""
+@click.option(
+    "--host",
+    type=click.Choice(HOSTS),
+    default="run",
+    show_default=True,
+    help="Which host to describe: exact intervals (run) or cadence buckets (tick).",
+)
+def schedule(
+    apps: tuple[str, ...], manifest: Path | None, paths: tuple[Path, ...], host: Host
+) -> None:
+    """List every scheduled task: trigger, zone, lock, initial delay, next fire."""
     discovered = discover_tasks(apps, manifest, paths)
-    render_schedule(discovered.descriptors, discovered.explanation, _console(), datetime.now(UTC))
+    render_schedule(
+        discovered.descriptors, discovered.explanation, _console(), datetime.now(UTC), host
+    )
 
 
 def _console() -> Console:

@@ -13,7 +13,6 @@ import click
 
 from firefly_scheduling.cli.run import configure_logging, host_options, observers_for, prepare_host
 from firefly_scheduling.hosts.boot import build_runtime
-from firefly_scheduling.hosts.runtime import default_node_name
 from firefly_scheduling.hosts.tick import TickHost
 
 
@@ -30,12 +29,9 @@ def tick(
     log_level: str,
 ) -> None:
     """Run what is due in the current minute, then exit (the cron-driven host)."""
-    node = node or default_node_name()
-    configure_logging(log_level, node)
-    settings, descriptors = prepare_host(apps, manifest, paths, lock_provider)
-    runtime = build_runtime(
-        descriptors, settings, host="tick", node=node, observers=observers_for(fire_log)
-    )
+    settings, descriptors = prepare_host(apps, manifest, paths, lock_provider, node)
+    configure_logging(log_level, settings.node)
+    runtime = build_runtime(descriptors, settings, host="tick", observers=observers_for(fire_log))
     try:
         report = TickHost(descriptors, runtime).run()
     finally:

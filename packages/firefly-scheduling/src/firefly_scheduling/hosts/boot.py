@@ -45,7 +45,8 @@ def build_runtime(
 ) -> TaskRuntime:
     """The runtime of a host running `descriptors` (already validated).
 
-    An explicit `lock` always wins over the configured provider. Under the cron-driven
+    An explicit `lock` always wins over the configured provider; `node` over
+    `settings.node` (`FIREFLY_SCHEDULING_NODE`, else `<hostname>-<pid>`). Under the cron-driven
     host (`host="tick"`) a per-process anchor store draws a warning naming the
     delayed tasks, because each tick process would re-anchor and never run them.
     """
@@ -66,5 +67,9 @@ def build_runtime(
         if delayed_tasks(descriptors):
             gate.get()
     return TaskRuntime(
-        lock=lock_value, gate=gate, resolver=resolver, node=node, observers=observers
+        lock=lock_value,
+        gate=gate,
+        resolver=resolver,
+        node=node or settings.node,
+        observers=observers,
     )

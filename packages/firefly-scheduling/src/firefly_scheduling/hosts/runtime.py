@@ -9,8 +9,6 @@ what a graceful shutdown waits for.
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -59,11 +57,6 @@ class Lazy(Generic[_T]):
         return self._built
 
 
-def default_node_name() -> str:
-    """`host:pid`: names this process in logs and records."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
 class TaskRuntime:
     """The lock, gate, callables, observers and in-flight bookkeeping of one host."""
 
@@ -73,13 +66,13 @@ class TaskRuntime:
         lock: Lazy[DistributedLock],
         gate: Lazy[InitialDelayGate],
         resolver: Resolver | None = None,
-        node: str | None = None,
+        node: str,
         observers: Sequence[FireObserver] = (),
     ) -> None:
         self.lock = lock
         self.gate = gate
         self.callables = CallableResolver(resolver)
-        self.node = node or default_node_name()
+        self.node = node
         self.observers = tuple(observers)
         self._accepting = True
         self._in_flight: dict[int, object] = {}
