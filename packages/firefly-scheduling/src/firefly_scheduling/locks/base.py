@@ -159,14 +159,19 @@ class BaseLock(ABC):
         For a hold that must outlive this process's interest in it, such as a fire claim
         kept for its grace window: it is never renewed or released, and without this
         every such name would stay in the local bookkeeping forever. Lease backends
-        only: a session backend's lock would stay held until its connection closes.
+        only, or a hold already reported lost: a session backend's live lock would stay
+        held until its connection closes, so it must be released instead.
         """
-        if not self.ttl_honoured:
-            raise NotImplementedError(
-                f"the {self.backend_name} backend holds locks for its session; release them"
-            )
         with self._state_mutex:
-            self._held.pop(validate_lock_name(name), None)
+            lease = self._held.get(validate_lock_name(name))
+            if lease is None:
+                return
+            if not self.ttl_honoured and not lease.lost:
+                raise NotImplementedError(
+                    f"the {self.backend_name} backend holds {name!r} for its session; "
+                    "release it instead"
+                )
+            del self._held[name]
 
     def is_held(self, name: str) -> bool:
         """Whether this instance believes it holds `name` (local view, no round trip)."""
