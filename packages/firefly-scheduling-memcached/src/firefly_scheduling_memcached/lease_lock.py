@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+import select
 import threading
 import time
 from typing import ClassVar, Final
@@ -79,9 +80,10 @@ class MemcachedLock(BaseLock):
     `url` is `memcached://host[:port]` (port 11211 by default): one server, no
     credentials (pymemcache speaks the text protocol, which has none), no path or
     query. Anything else is a `ConfigurationError` at construction. The instance
-    keeps one connection, opened on first use and reopened after a failure, behind
-    a mutex, so it is thread-safe; a pooled client measured slower for the short
-    exchanges a lock makes.
+    keeps one connection behind a mutex, so it is thread-safe (a pooled client
+    measured slower for the short exchanges a lock makes). It opens on first use,
+    is replaced before use when the server has closed it, and reopens on the call
+    after a failure.
     """
 
     backend_name: ClassVar[str] = "memcached"
@@ -112,15 +114,16 @@ class MemcachedLock(BaseLock):
     def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
         expire = server_expiry(ttl_seconds, time.time())
         with self._client_mutex:
-            return bool(self._client.add(self.key(name), owner.encode(), expire=expire))
+            return bool(self._connected().add(self.key(name), owner.encode(), expire=expire))
 
     def _release(self, name: str, owner: str) -> bool:
         key = self.key(name)
         with self._client_mutex:
-            value, cas = self._client.gets(key)
+            client = self._connected()
+            value, cas = client.gets(key)
             if value != owner.encode():
                 return False
-            reply = self._client.raw_command(b"md " + key.encode() + b" C" + cas)
+            reply = client.raw_command(b"md " + key.encode() + b" C" + cas)
         if reply == _META_DELETED:
             return True
         if reply in _META_NOT_DELETED:
@@ -132,11 +135,12 @@ class MemcachedLock(BaseLock):
         token = owner.encode()
         expire = server_expiry(ttl_seconds, time.time())
         with self._client_mutex:
-            value, cas = self._client.gets(key)
+            client = self._connected()
+            value, cas = client.gets(key)
             if value != token:
                 return False
             # True: stored; False: changed since `gets`; None: gone since `gets`.
-            return self._client.cas(key, token, cas, expire=expire) is True
+            return client.cas(key, token, cas, expire=expire) is True
 
     def _fence(self, name: str) -> int:
         """Increment the counter of `name`, seeding it from the clock when it is missing.
@@ -150,18 +154,32 @@ class MemcachedLock(BaseLock):
         """
         key = self.fence_key(name)
         with self._client_mutex:
+            client = self._connected()
             for _ in range(_FENCE_ATTEMPTS):
-                value = self._client.incr(key, 1)
+                value = client.incr(key, 1)
                 if value is not None:
                     return int(value)
                 seed = time.time_ns() // 1000
-                if self._client.add(key, str(seed).encode(), expire=0):
+                if client.add(key, str(seed).encode(), expire=0):
                     return seed
         raise MemcacheUnknownError(f"the fencing counter {key} vanished {_FENCE_ATTEMPTS} times")
 
     def _close(self) -> None:
         with self._client_mutex:
             self._client.close()
+
+    def _connected(self) -> Client:
+        """The client, with its connection dropped first if the server closed it meanwhile.
+
+        A restarted server, or a firewall ending an idle connection, closes the socket
+        without a word; the next exchange would fail. A socket that is readable
+        before we sent anything holds an end-of-file (or stray bytes): close it, and
+        the client reconnects for this exchange. The caller holds the client mutex.
+        """
+        sock = self._client.sock
+        if sock is not None and select.select([sock], [], [], 0)[0]:
+            self._client.close()
+        return self._client
 
 
 def memcached_server(url: str) -> tuple[str, int]:
