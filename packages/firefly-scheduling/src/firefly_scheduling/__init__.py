@@ -12,6 +12,8 @@ from firefly_scheduling.errors import (
     FireflySchedulingError,
     LockBackendError,
 )
+from firefly_scheduling.hosts.library import register
+from firefly_scheduling.initial_delay import InitialDelayGate
 from firefly_scheduling.locks import BaseLock, DistributedLock, InMemoryLock, NoneLock, hold
 from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling.manifest import ScheduledManifest
@@ -26,6 +28,7 @@ __all__ = [
     "DurationError",
     "FireflySchedulingError",
     "InMemoryLock",
+    "InitialDelayGate",
     "LockBackendError",
     "NoneLock",
     "ScheduledDescriptor",
@@ -33,6 +36,7 @@ __all__ = [
     "Settings",
     "hold",
     "parse_duration",
+    "register",
     "resolve_lock",
     "scan",
     "scheduled",

@@ -24,8 +24,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from apscheduler.triggers.date import DateTrigger
-
 from firefly_scheduling.cron import CronSchedule
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.hosts.fires import Fire, execute_fire
@@ -86,6 +84,10 @@ class FixedDelayFire:
         self.delay = timedelta(seconds=descriptor.fixed_delay)
 
     def schedule(self, at: datetime) -> None:
+        # Imported here: apscheduler.triggers.date pulls in asyncio, and `register` is
+        # exported from the package root, whose import must stay light.
+        from apscheduler.triggers.date import DateTrigger  # noqa: PLC0415 - see above
+
         self.scheduler.add_job(
             self,
             DateTrigger(run_date=at),

@@ -16,6 +16,7 @@ from firefly_scheduling.initial_delay.selection import (
     ENTRY_POINT_GROUP,
     anchor_store_url,
     resolve_anchor_store,
+    sqlalchemy_url,
 )
 
 __all__ = [
@@ -32,5 +33,6 @@ __all__ = [
     "check_initial_delays",
     "delayed_tasks",
     "resolve_anchor_store",
+    "sqlalchemy_url",
     "warn_if_per_process",
 ]

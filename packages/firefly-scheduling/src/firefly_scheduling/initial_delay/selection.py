@@ -67,6 +67,27 @@ def anchor_store_url(settings: Settings) -> str:
     return "memory://"
 
 
+def sqlalchemy_url(url: str) -> str:
+    """A libpq or `mysql://` URL rewritten with the driver SQLAlchemy must use here.
+
+    The postgres provider uses psycopg 3 and the mysql provider PyMySQL; SQLAlchemy's
+    defaults for the bare schemes are other drivers, so the scheme is made explicit.
+    A URL that already names a driver is returned unchanged. (The database anchor
+    store does not need it, its engine maps bare schemes itself; it serves other
+    stores that hand a lock provider's URL to a plain SQLAlchemy engine.)
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or "+" in scheme:
+        return url
+    driver = {
+        "postgresql": "postgresql+psycopg",
+        "postgres": "postgresql+psycopg",
+        "mysql": "mysql+pymysql",
+        "mariadb": "mariadb+pymysql",
+    }.get(scheme.lower())
+    return url if driver is None else f"{driver}://{rest}"
+
+
 def resolve_anchor_store(settings: Settings | None = None) -> AnchorStore:
     """Build the anchor store the configuration asks for, or refuse with a `ConfigurationError`."""
     settings = Settings.from_env() if settings is None else settings
