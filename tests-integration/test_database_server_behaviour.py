@@ -1,0 +1,241 @@
+"""DatabaseLeaseLock on real servers: the database clock, bounded waits, reconnects.
+
+Fault tests only ever kill this test's own connections.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import Engine, create_engine, select
+from sqlalchemy import text as sql
+
+from firefly_scheduling import LockBackendError
+from firefly_scheduling_database import DatabaseLeaseLock
+from firefly_scheduling_database.engine import lock_engine
+
+DB_NOW = {
+    "sqlite": "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
+    "postgresql": "SELECT clock_timestamp()",
+    "mysql": "SELECT UTC_TIMESTAMP(6)",
+}
+
+
+@pytest.fixture(params=["sqlite", "postgres", "mariadb"])
+def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path_factory.mktemp('server') / 'locks.sqlite'}"
+    url: str = request.getfixturevalue(
+        "postgres_url" if request.param == "postgres" else "mysql_url"
+    )
+    return url
+
+
+@pytest.fixture
+def lease_table(database_url: str) -> Iterator[str]:
+    table = f"ff_server_{uuid.uuid4().hex[:12]}"
+    installer = DatabaseLeaseLock(database_url, table=table)
+    installer.install()
+    yield table
+    engine = lock_engine(database_url)
+    for created in installer.tables.all:
+        created.drop(engine, checkfirst=True)
+    engine.dispose()
+    installer.close()
+
+
+def _utc(instant: datetime | str) -> datetime:
+    parsed = datetime.fromisoformat(instant) if isinstance(instant, str) else instant
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+# -- the database clock ---------------------------------------------------------
+
+
+def test_lease_instants_come_from_the_database_clock_not_the_apps(
+    database_url: str, lease_table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    skewed = time.time() + 3 * 3600
+    monkeypatch.setattr(time, "time", lambda: skewed)  # this node's clock is 3 h fast
+    lock = DatabaseLeaseLock(database_url, table=lease_table)
+    assert lock.try_acquire("report", 7.25)
+    engine = lock_engine(database_url)
+    with engine.connect() as connection:
+        locked_until, locked_at = connection.execute(
+            select(lock.tables.locks.c.locked_until, lock.tables.locks.c.locked_at)
+        ).one()
+        db_now = _utc(connection.scalar(sql(DB_NOW[engine.dialect.name])))
+    assert _utc(locked_until) - _utc(locked_at) == timedelta(seconds=7.25)
+    assert timedelta(0) <= db_now - _utc(locked_at) < timedelta(seconds=5)
+    assert abs(_utc(locked_at) - datetime.fromtimestamp(skewed, UTC)) > timedelta(hours=2)
+
+    assert lock.renew("report", 9.5)
+    with engine.connect() as connection:
+        renewed_until, renewed_at = connection.execute(
+            select(lock.tables.locks.c.locked_until, lock.tables.locks.c.locked_at)
+        ).one()
+        db_now = _utc(connection.scalar(sql(DB_NOW[engine.dialect.name])))
+    assert renewed_at == locked_at, "renewal must not move the acquisition instant"
+    assert timedelta(seconds=4.5) < _utc(renewed_until) - db_now <= timedelta(seconds=9.5)
+    engine.dispose()
+    lock.close()
+
+
+# -- bounded waits and engine configuration ---------------------------------------
+
+
+def test_postgres_engine_bounds_statements_and_row_lock_waits(postgres_url: str) -> None:
+    engine = lock_engine(postgres_url)
+    with engine.connect() as connection:
+        assert connection.scalar(sql("SHOW statement_timeout")) == "5s"
+        assert connection.scalar(sql("SHOW lock_timeout")) == "2s"
+    engine.dispose()
+
+
+def test_mariadb_engine_bounds_row_lock_waits_and_counts_changed_rows(mysql_url: str) -> None:
+    engine = lock_engine(mysql_url)
+    with engine.connect() as connection:
+        assert connection.scalar(sql("SELECT @@SESSION.innodb_lock_wait_timeout")) == 2
+        flags = connection.connection.dbapi_connection.client_flag  # type: ignore[union-attr]
+        assert flags & 2 == 0, "CLIENT_FOUND_ROWS would blur the upsert's rowcount"
+    engine.dispose()
+
+
+@pytest.mark.parametrize("server", ["postgres_url", "mysql_url"])
+def test_a_row_held_by_an_open_transaction_is_refused_within_the_lock_timeout(
+    request: pytest.FixtureRequest, server: str
+) -> None:
+    url: str = request.getfixturevalue(server)
+    table = f"ff_server_{uuid.uuid4().hex[:12]}"
+    lock = DatabaseLeaseLock(url, table=table)
+    lock.install()
+    engine = lock_engine(url)
+    with engine.connect() as blocker:
+        blocker.execute(sql("SELECT 1"))  # an open transaction that will hold the row
+        assert DatabaseLeaseLock(blocker, table=table).try_acquire("report", 30)
+        started = time.monotonic()
+        assert lock.try_acquire("report", 30) is False
+        assert time.monotonic() - started < 10, "try_acquire must not wait for the holder"
+        blocker.rollback()
+    assert lock.try_acquire("report", 30)
+    lock.release("report")
+    for created in lock.tables.all:
+        created.drop(engine)
+    engine.dispose()
+    lock.close()
+
+
+# -- an application's own engine --------------------------------------------------
+
+
+def test_mariadb_engine_with_sqlalchemys_found_rows_still_tells_won_from_held(
+    mysql_url: str,
+) -> None:
+    engine: Engine = create_engine(mysql_url.replace("mysql://", "mysql+pymysql://", 1))
+    with engine.connect() as connection:
+        flags = connection.connection.dbapi_connection.client_flag  # type: ignore[union-attr]
+        assert flags & 2, "SQLAlchemy's own MySQL engines count found rows"
+    table = f"ff_server_{uuid.uuid4().hex[:12]}"
+    first, second = DatabaseLeaseLock(engine, table=table), DatabaseLeaseLock(engine, table=table)
+    first.install()
+    assert first.try_acquire("report", 0.3)
+    assert second.try_acquire("report", 30) is False  # rowcount 1 here, yet not won
+    time.sleep(0.4)
+    assert second.try_acquire("report", 30)
+    first.release("report")
+    assert first.try_acquire("report", 30) is False
+    second.release("report")
+    assert first.try_acquire_fenced("report", 30) == 1
+    first.release("report")
+    for created in first.tables.all:
+        created.drop(engine)
+    engine.dispose()
+
+
+# -- faults -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("server", "whoami", "kill", "alive"),
+    [
+        (
+            "postgres_url",
+            "SELECT pg_backend_pid()",
+            "SELECT pg_terminate_backend(:victim)",
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = :victim",
+        ),
+        (
+            "mysql_url",
+            "SELECT CONNECTION_ID()",
+            "KILL :victim",
+            "SELECT count(*) FROM information_schema.PROCESSLIST WHERE ID = :victim",
+        ),
+    ],
+)
+def test_a_killed_connection_raises_once_then_the_next_call_reconnects(
+    request: pytest.FixtureRequest, server: str, whoami: str, kill: str, alive: str
+) -> None:
+    url: str = request.getfixturevalue(server)
+    table = f"ff_server_{uuid.uuid4().hex[:12]}"
+    engine = lock_engine(url)
+    lock = DatabaseLeaseLock(engine, table=table)
+    lock.install()
+    assert lock.try_acquire("before", 30)
+    with engine.connect() as pooled:  # the pool's only connection: the lock's own
+        victim = int(pooled.scalar(sql(whoami)))
+    killer = lock_engine(url)
+    with killer.begin() as connection:
+        connection.execute(sql(kill), {"victim": victim})
+    deadline = time.monotonic() + 10
+    while True:  # the server takes a moment to end the killed session
+        with killer.connect() as connection:
+            if not connection.scalar(sql(alive), {"victim": victim}):
+                break
+        assert time.monotonic() < deadline, "the killed session did not end"
+        time.sleep(0.05)
+    with pytest.raises(LockBackendError, match="database lock backend"):
+        lock.try_acquire("during", 30)
+    assert lock.try_acquire("after", 30), "the next call must reconnect"
+    lock.release("after")
+    lock.release("before")
+    for created in lock.tables.all:
+        created.drop(killer)
+    killer.dispose()
+    engine.dispose()
+
+
+def test_install_is_safe_when_several_nodes_run_it_at_once(
+    database_url: str,
+) -> None:
+    table = f"ff_server_{uuid.uuid4().hex[:12]}"
+    nodes = [DatabaseLeaseLock(database_url, table=table) for _ in range(6)]
+    start = threading.Barrier(len(nodes))
+    failures: list[BaseException] = []
+
+    def install(node: DatabaseLeaseLock) -> None:
+        start.wait()
+        try:
+            node.install()
+        except BaseException as err:  # noqa: BLE001 - collected and asserted on below
+            failures.append(err)
+
+    threads = [threading.Thread(target=install, args=(node,)) for node in nodes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert failures == []
+    assert nodes[0].try_acquire("installed", 30)
+    assert nodes[1].try_acquire("installed", 30) is False
+    nodes[0].release("installed")
+    engine = lock_engine(database_url)
+    for created in nodes[0].tables.all:
+        created.drop(engine)
+    engine.dispose()
+    for node in nodes:
+        node.close()
