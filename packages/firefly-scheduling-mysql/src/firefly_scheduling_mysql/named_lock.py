@@ -130,12 +130,13 @@ class MySqlNamedLock(SessionLock[Connection]):
         except pymysql.err.OperationalError as err:
             if _greeted(connection) or err.args[0] != CR.CR_SERVER_LOST:
                 raise  # refused after greeting (credentials, limits), or nothing listens
-            # The server accepted the connection but never greeted: MySQL greets at once.
+            # Accepted, then silence or a hang-up: MySQL greets at once, so the server is
+            # overloaded, or is not MySQL at all; the two cannot be told apart from here.
             timeout = self._arguments["read_timeout"]
             raise pymysql.err.OperationalError(
                 CR.CR_SERVER_LOST,
-                f"no MySQL greeting within {timeout:g} s: the server is overloaded, "
-                "or it is not a MySQL or MariaDB server",
+                f"no MySQL greeting (waited up to {timeout:g} s): the server is overloaded "
+                "or went away, or it is not a MySQL or MariaDB server",
             ) from err
         except Exception as err:  # a garbled greeting fails in many ways, not all PyMySQL's
             if not _greeted(connection):
