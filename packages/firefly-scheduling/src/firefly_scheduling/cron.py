@@ -120,9 +120,9 @@ class CronSchedule:
         after = as_utc(instant)
         local = after.astimezone(self.zone)
         start = local.replace(tzinfo=None)
-        if self._offset_changes_near(after):
-            # Wall-clock times before `start` may still have a later second occurrence.
-            start -= _DST_LOOKAROUND
+        # Near a change of offset, wall-clock times up to the size of the change before
+        # `start` may still have a second occurrence after `instant`.
+        start -= self._offset_change_near(after)
         candidates = croniter(self.fields, start)
         best: datetime | None = None
         for _ in range(_MAX_CANDIDATES):
@@ -167,12 +167,13 @@ class CronSchedule:
                 low = middle
         return high.replace(microsecond=0)
 
-    def _offset_changes_near(self, instant: datetime) -> bool:
-        offset = instant.astimezone(self.zone).utcoffset()
-        return any(
-            (instant + delta).astimezone(self.zone).utcoffset() != offset
-            for delta in (-_DST_LOOKAROUND, _DST_LOOKAROUND)
-        )
+    def _offset_change_near(self, instant: datetime) -> timedelta:
+        """How far the zone's UTC offset moves within `_DST_LOOKAROUND` of `instant`."""
+        offsets = [
+            (instant + delta).astimezone(self.zone).utcoffset() or timedelta(0)
+            for delta in (-_DST_LOOKAROUND, timedelta(0), _DST_LOOKAROUND)
+        ]
+        return max(offsets) - min(offsets)
 
 
 class _CronRefusal(Exception):

@@ -69,19 +69,31 @@ class FireflyGroup(click.Group):
 
 
 def _load_plugin(entry_point: EntryPoint) -> click.Command:
+    """The plugin's command, or a stand-in that reports why it cannot be loaded.
+
+    The stand-in keeps `--help` working when one installed plugin is broken, and
+    invoking it exits 2 with the plugin's name and the error.
+    """
     origin = entry_point.dist.name if entry_point.dist is not None else entry_point.value
     try:
         command = entry_point.load()
-    except Exception as err:  # a broken plugin must not hide which one it is
-        raise ConfigurationFailure(
-            f"the command {entry_point.name!r} from {origin} cannot be loaded: "
-            f"{type(err).__name__}: {err}"
-        ) from err
-    if not isinstance(command, click.Command):
-        raise ConfigurationFailure(
-            f"the entry point {entry_point.name!r} from {origin} is not a click command"
-        )
-    return command
+    except Exception as err:  # noqa: BLE001 - any plugin import error becomes a stand-in command
+        problem = f"cannot be loaded: {type(err).__name__}: {err}"
+    else:
+        if isinstance(command, click.Command):
+            return command
+        problem = f"is not a click command ({entry_point.value})"
+    message = f"the command {entry_point.name!r} from {origin} {problem}"
+
+    def unavailable() -> None:
+        raise ConfigurationFailure(message)
+
+    return click.Command(
+        entry_point.name,
+        callback=unavailable,
+        help=f"Unavailable: {message}",
+        short_help="(unavailable: see --help)",
+    )
 
 
 def task_source_options(command: Command) -> Command:
