@@ -12,6 +12,7 @@ import click
 
 from firefly_scheduling.cli.cache import cache
 from firefly_scheduling.cli.common import FireflyGroup
+from firefly_scheduling.cli.demo import demo
 from firefly_scheduling.cli.run import run
 from firefly_scheduling.cli.schedule import schedule
 from firefly_scheduling.cli.tick import tick
@@ -28,5 +29,6 @@ main.add_command(schedule)
 main.add_command(cache)
 main.add_command(run)
 main.add_command(tick)
+main.add_command(demo)
 
 __all__ = ["main"]

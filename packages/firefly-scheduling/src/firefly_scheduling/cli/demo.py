@@ -1,0 +1,226 @@
+"""`firefly-scheduling demo`: several local nodes racing for the example app's tasks.
+
+It needs no server. The nodes are real OS processes, each running the resident
+host (`firefly-scheduling run`) on the example app, sharing an embedded SQLite file
+through the `database` lock provider (so `firefly-scheduling[database]` must be
+installed). Each node appends every fire it handled to a shared fire log; the demo
+follows it to show which node ran each fire, stops the nodes with SIGTERM when the
+time is up, and prints per task the fires, the runs and the duplicates, i.e. runs
+beyond one per fire of a locked task, which must be 0. Unlocked tasks run on every
+node by design and are shown for contrast.
+
+Exit status: 0, or 1 when a locked task ran twice for one fire or a node failed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from firefly_scheduling.hosts.fire_log import FireRecord, read_fire_log
+from firefly_scheduling.locks.providers import resolve_lock
+from firefly_scheduling.settings import Settings, env_var
+
+# `python -c` rather than the console script: the node runs with exactly this
+# interpreter, wherever (or whether) the script was installed.
+_NODE_COMMAND = "import sys; from firefly_scheduling.cli import main; sys.exit(main())"
+_POLL_SECONDS = 0.2
+_NODE_GRACE_SECONDS = 5.0
+_STOP_TIMEOUT_SECONDS = 20.0
+_PIPE_WIDTH = 140
+
+
+@dataclass
+class TaskTally:
+    """What the fire log says about one task."""
+
+    locked: bool = False
+    fires: set[str] = field(default_factory=set)
+    held_back: set[str] = field(default_factory=set)
+    runs: Counter[str] = field(default_factory=Counter)
+    by_node: Counter[str] = field(default_factory=Counter)
+
+    def add(self, record: FireRecord) -> None:
+        self.locked = record.locked
+        self.fires.add(record.instant)
+        if record.ran:
+            self.runs[record.instant] += 1
+            self.by_node[record.node] += 1
+        elif record.outcome == "held_back":
+            self.held_back.add(record.instant)
+
+    @property
+    def duplicates(self) -> int:
+        return sum(count - 1 for count in self.runs.values())
+
+
+@click.command()
+@click.option("--nodes", type=click.IntRange(1, 16), default=3, show_default=True)
+@click.option("--seconds", type=click.FloatRange(min=2), default=20.0, show_default=True)
+@click.option("--app", default="firefly_example", show_default=True, help="Package to run.")
+@click.option(
+    "--path",
+    "import_path",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("examples"),
+    show_default=True,
+    help="Directory holding the app.",
+)
+@click.option("--keep", is_flag=True, help="Keep the working directory (database, logs).")
+def demo(*, nodes: int, seconds: float, app: str, import_path: Path, keep: bool) -> None:
+    """Race N local node processes for the example app's tasks; no server needed."""
+    console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = _PIPE_WIDTH  # a pipe has no width; 80 columns would fold every line
+    workdir = Path(tempfile.mkdtemp(prefix="firefly-demo-"))
+    try:
+        ok = _run_demo(
+            console,
+            workdir,
+            nodes=nodes,
+            seconds=seconds,
+            app=app,
+            import_path=import_path.resolve(),
+        )
+    finally:
+        if keep:
+            console.print(f"kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    sys.exit(0 if ok else 1)
+
+
+def _run_demo(
+    console: Console, workdir: Path, *, nodes: int, seconds: float, app: str, import_path: Path
+) -> bool:
+    database_url = f"sqlite:///{workdir / 'demo.db'}"
+    env = {
+        **os.environ,
+        env_var("firefly.scheduling.lock.provider"): "database",
+        env_var("firefly.scheduling.lock.database.url"): database_url,
+        # The anchors go to the lock's own store: the same SQLite file.
+        env_var("firefly.scheduling.initial-delay.store"): "",
+        "PYTHONUNBUFFERED": "1",
+    }
+    _install_lock_tables(Settings.from_env(env))
+    fire_log = workdir / "fires.jsonl"
+    console.print(
+        f"[bold]{nodes} node(s)[/] run [bold]{app}[/] for {seconds:g} s, sharing the lock "
+        f"database {database_url}"
+    )
+    processes = [
+        _start_node(
+            f"node-{number}",
+            app=app,
+            import_path=import_path,
+            fire_log=fire_log,
+            workdir=workdir,
+            env=env,
+        )
+        for number in range(1, nodes + 1)
+    ]
+    tallies: dict[str, TaskTally] = defaultdict(TaskTally)
+    offset = 0
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline and all(p.poll() is None for p in processes):
+            time.sleep(_POLL_SECONDS)
+            offset = _follow(console, fire_log, offset, tallies)
+    finally:
+        codes = _stop(processes)
+    _follow(console, fire_log, offset, tallies)
+    _summary(console, tallies)
+    failed = [f"node-{n} (exit {code})" for n, code in enumerate(codes, 1) if code != 0]
+    if failed:
+        console.print(f"[red]failed: {', '.join(failed)}; logs in {workdir}[/]")
+    duplicates = sum(t.duplicates for t in tallies.values() if t.locked)
+    return not failed and duplicates == 0
+
+
+def _install_lock_tables(settings: Settings) -> None:
+    """Create the lock backend's tables, when the backend has an install step."""
+    lock = resolve_lock(settings)
+    try:
+        install = getattr(lock, "install", None)
+        if callable(install):
+            install()
+    finally:
+        close = getattr(lock, "close", None)
+        if callable(close):
+            close()
+
+
+def _start_node(
+    node: str, *, app: str, import_path: Path, fire_log: Path, workdir: Path, env: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    arguments = ["run", "--app", app, "--path", str(import_path), "--node", node]
+    arguments += ["--fire-log", str(fire_log), "--grace-period", str(_NODE_GRACE_SECONDS)]
+    with (workdir / f"{node}.log").open("wb") as log:
+        return subprocess.Popen(  # noqa: S603 - our own interpreter and fixed arguments
+            [sys.executable, "-c", _NODE_COMMAND, *arguments],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _follow(console: Console, fire_log: Path, offset: int, tallies: dict[str, TaskTally]) -> int:
+    records, offset = read_fire_log(fire_log, offset=offset)
+    for record in records:
+        tallies[record.target].add(record)
+        if record.ran:
+            task = record.target.rpartition(":")[2]
+            scope = "" if record.locked else "  [dim](unlocked: every node runs it)[/]"
+            console.print(
+                f"{record.instant[11:23]}  {task:<24} ran on [bold cyan]{record.node}[/]"
+                f"  {record.outcome}{scope}"
+            )
+    return offset
+
+
+def _stop(processes: list[subprocess.Popen[bytes]]) -> list[int]:
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    codes = []
+    for process in processes:
+        try:
+            codes.append(process.wait(timeout=_STOP_TIMEOUT_SECONDS))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            codes.append(process.wait())
+    return codes
+
+
+def _summary(console: Console, tallies: dict[str, TaskTally]) -> None:
+    table = Table(title="per task", title_justify="left")
+    headers = ("task", "locked", "fires", "held back", "runs", "duplicates", "runs per node")
+    for header in headers:
+        table.add_column(header, justify="left" if header in {"task", "runs per node"} else "right")
+    for target in sorted(tallies):
+        tally = tallies[target]
+        duplicates = str(tally.duplicates) if tally.locked else "-"
+        style = "red" if tally.locked and tally.duplicates else None
+        table.add_row(
+            target,
+            "yes" if tally.locked else "no",
+            str(len(tally.fires)),
+            str(len(tally.held_back)),
+            str(sum(tally.runs.values())),
+            duplicates,
+            ", ".join(f"{node}: {count}" for node, count in sorted(tally.by_node.items())),
+            style=style,
+        )
+    console.print(table)
