@@ -12,6 +12,7 @@ from firefly_scheduling.errors import (
     FireflySchedulingError,
     LockBackendError,
 )
+from firefly_scheduling.fires.context import FireContext, current_fire
 from firefly_scheduling.hosts.library import register
 from firefly_scheduling.initial_delay import InitialDelayGate
 from firefly_scheduling.locks import BaseLock, DistributedLock, InMemoryLock, NoneLock, hold
@@ -26,6 +27,7 @@ __all__ = [
     "ConfigurationError",
     "DistributedLock",
     "DurationError",
+    "FireContext",
     "FireflySchedulingError",
     "InMemoryLock",
     "InitialDelayGate",
@@ -34,6 +36,7 @@ __all__ = [
     "ScheduledDescriptor",
     "ScheduledManifest",
     "Settings",
+    "current_fire",
     "hold",
     "parse_duration",
     "register",

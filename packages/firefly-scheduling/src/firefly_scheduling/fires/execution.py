@@ -1,0 +1,414 @@
+"""`FireRunner`: run one fire of a task at most once across the fleet, and record it.
+
+`FireRunner.run(descriptor, instant, body)` is the one place where a host's fire
+meets the lock and the history. For a locked task it does, in order:
+
+1. **Grace.** A fire more than `grace` seconds late (by this node's clock) is
+   skipped and the skip recorded: no catch-up flood after a stall.
+2. **Claim** (cron and `fixed_rate` tasks, whose instants every node names alike):
+   one lock acquisition blocking every later attempt at this fire for its window
+   (`fires.claims`). Lost: another node has the fire; nothing is recorded here.
+3. **Task lock**, fenced where the backend can: the mutual exclusion between fires
+   of one task, as before. Held: the previous fire still runs, so this one is
+   skipped and recorded. Its fencing token orders every holding of the task lock,
+   so it orders the attempts at one fire too.
+4. **Keep-alive** of the task lock while bodies run (`fires.keepalive`).
+5. **Adoption.** Holding the task lock proves no other run of the task is alive,
+   so a `running` record in the history is a died (or stalled) run. The newest one
+   still within grace is adopted: run again here with `attempt + 1` and the newer
+   token (its zombie's late writes are then refused). Older ones are closed as
+   `expired`. At most one extra run, never a flood.
+6. **The body**, in try/except/finally, inside `current_fire()`'s context, between
+   `history.start` (which may refuse: the fire is finished, or owned by a newer
+   attempt) and `history.finish` (which may be fenced).
+7. The task lock is released; the claim is kept for its window.
+
+It never runs a body unlocked: a `LockBackendError` skips the fire (logged), and a
+lock reported lost during an adopted run stops the fire that follows it. Exceptions
+from the body are logged with the task target and never propagate; only
+`KeyboardInterrupt`/`SystemExit` do, after the fire is recorded as failed and the
+lock released. History failures are logged and never stop a run: the lock keeps a
+task from running twice, the history records what ran.
+
+Round trips on the lock backend per fire: 1 for a node that loses the claim, as
+the plain guard's lost `try_acquire`; claim + fenced acquire + release for the
+winner (3 where the backend fences in one round trip), against 2 before; plus the
+deferred release of the claim on session backends. Keep-alive adds one per
+`lock_ttl / 3` of body time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from firefly_scheduling.descriptor import DEFAULT_LOCK_TTL_SECONDS, ScheduledDescriptor
+from firefly_scheduling.errors import LockBackendError
+from firefly_scheduling.fires.claims import FireClaims, claim_name, claim_seconds
+from firefly_scheduling.fires.context import FireContext, entered
+from firefly_scheduling.fires.keepalive import KeepAlive, supports_renewal
+from firefly_scheduling.fires.outcome import FireOutcome, FireStatus
+from firefly_scheduling.history.port import HistoryError, RunHistory, RunState
+from firefly_scheduling.history.selection import resolve_history
+from firefly_scheduling.instants import as_utc
+from firefly_scheduling.locks.base import BaseLock
+from firefly_scheduling.locks.port import DistributedLock
+from firefly_scheduling.settings import (
+    DEFAULT_CLOCK_SKEW_SECONDS,
+    DEFAULT_GRACE_SECONDS,
+    Settings,
+    default_node_name,
+)
+
+logger = logging.getLogger("firefly_scheduling.fires")
+
+#: Where the runner reads the time: an aware datetime. Tests inject skewed clocks here.
+WallClock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    """The system wall clock, aware, in UTC."""
+    return datetime.now(UTC)
+
+
+class FireRunner:
+    """Runs fires against one lock and one (optional) history; one per host, thread-safe.
+
+    * `grace`: seconds a fire may be late and still be claimed or adopted.
+    * `clock_skew`: the largest clock difference between two nodes the claims
+      tolerate (added to the claim's window).
+    * `clock`: the wall clock, aware UTC; inject an offset to simulate a skewed node.
+    * `node`: this process's name in the history (default `hostname-pid`).
+    * `keepalive_interval`: seconds between renewals (default `lock_ttl / 3`).
+
+    `close()` releases the claims a session backend still holds and closes a history
+    built by `from_settings`.
+    """
+
+    def __init__(
+        self,
+        lock: DistributedLock,
+        *,
+        history: RunHistory | None = None,
+        clock: WallClock = utc_now,
+        grace: float = DEFAULT_GRACE_SECONDS,
+        clock_skew: float = DEFAULT_CLOCK_SKEW_SECONDS,
+        node: str | None = None,
+        keepalive_interval: float | None = None,
+        owns_history: bool = False,
+    ) -> None:
+        if not grace > 0:
+            raise ValueError(f"grace must be > 0 seconds, got {grace!r}")
+        if not clock_skew >= 0:
+            raise ValueError(f"clock_skew must be >= 0 seconds, got {clock_skew!r}")
+        self._lock = lock
+        self._history = history
+        self._clock = clock
+        self._grace = float(grace)
+        self._clock_skew = float(clock_skew)
+        self._node = node or default_node_name()
+        self._keepalive_interval = keepalive_interval
+        self._owns_history = owns_history
+        self._claims = FireClaims(lock)
+
+    @classmethod
+    def from_settings(
+        cls, lock: DistributedLock, settings: Settings | None = None, *, clock: WallClock = utc_now
+    ) -> FireRunner:
+        """A runner with the configured history, grace, clock-skew tolerance and node name."""
+        settings = Settings.from_env() if settings is None else settings
+        return cls(
+            lock,
+            history=resolve_history(settings),
+            clock=clock,
+            grace=settings.grace,
+            clock_skew=settings.clock_skew,
+            node=settings.node,
+            owns_history=True,
+        )
+
+    @property
+    def history(self) -> RunHistory | None:
+        return self._history
+
+    @property
+    def node(self) -> str:
+        return self._node
+
+    def run(
+        self, descriptor: ScheduledDescriptor, instant: datetime, body: Callable[[], object]
+    ) -> FireOutcome:
+        """Run the fire of `descriptor` scheduled for `instant` (aware), if it is this node's."""
+        instant = as_utc(instant)
+        try:
+            if descriptor.lock_name is None:
+                return self._run_unlocked(descriptor, instant, body)
+            return self._run_locked(descriptor, descriptor.lock_name, instant, body)
+        finally:
+            self._claims.release_due()
+
+    def close(self) -> None:
+        """Release claims still held (session backends) and close an owned history."""
+        self._claims.close()
+        if self._owns_history and self._history is not None:
+            self._history.close()
+
+    # -- the two paths --------------------------------------------------------------
+
+    def _run_unlocked(
+        self, descriptor: ScheduledDescriptor, instant: datetime, body: Callable[[], object]
+    ) -> FireOutcome:
+        """An unlocked task runs on every node: no claim, no history (it would collide)."""
+        if self._too_late(instant) is not None:
+            return FireOutcome(FireStatus.TOO_LATE, descriptor.target, instant)
+        return self._execute(
+            descriptor, instant, body, token=None, lost=threading.Event(), recorded=False
+        )
+
+    def _run_locked(
+        self,
+        descriptor: ScheduledDescriptor,
+        lock_name: str,
+        instant: datetime,
+        body: Callable[[], object],
+    ) -> FireOutcome:
+        target = descriptor.target
+        lateness = self._too_late(instant)
+        if lateness is not None:
+            self._skip(
+                target, instant, f"{lateness:.3f}s late, beyond the grace of {self._grace:g}s"
+            )
+            return FireOutcome(FireStatus.TOO_LATE, target, instant)
+        if descriptor.fixed_delay is None:
+            claimed = self._claim(target, lock_name, instant)
+            if claimed is not FireStatus.SUCCEEDED:
+                return FireOutcome(claimed, target, instant)
+        ttl = descriptor.lock_ttl if descriptor.lock_ttl is not None else DEFAULT_LOCK_TTL_SECONDS
+        try:
+            acquired, token = self._take_task_lock(lock_name, ttl)
+        except LockBackendError as err:
+            logger.warning(
+                "%s: fire %s skipped: the task lock failed: %s", target, _at(instant), err
+            )
+            self._skip(target, instant, f"the lock backend failed: {err}")
+            return FireOutcome(FireStatus.BACKEND_ERROR, target, instant, error=str(err))
+        if not acquired:
+            logger.info(
+                "%s: fire %s skipped: the previous fire still runs (lock %r is held)",
+                target,
+                _at(instant),
+                lock_name,
+            )
+            self._skip(target, instant, f"the previous fire still ran (lock {lock_name!r} held)")
+            return FireOutcome(FireStatus.OVERLAPPING, target, instant)
+        lost = threading.Event()
+        keepalive = self._keep_alive(lock_name, ttl, lost, f"{target} @ {_at(instant)}")
+        try:
+            adopted = self._adopt_or_expire(descriptor, instant, body, token, lost)
+            if lost.is_set():
+                self._skip(target, instant, f"the task lock {lock_name!r} was lost before it ran")
+                outcome = FireOutcome(FireStatus.LOCK_LOST, target, instant, token=token, lost=True)
+            else:
+                outcome = self._execute(descriptor, instant, body, token=token, lost=lost)
+        finally:
+            if keepalive is not None:
+                keepalive.stop()
+            self._lock.release(lock_name)
+        return replace(outcome, adopted=adopted)
+
+    # -- steps ------------------------------------------------------------------------
+
+    def _too_late(self, instant: datetime) -> float | None:
+        """Seconds late when beyond grace (logged), else None."""
+        lateness = (self._clock() - instant).total_seconds()
+        if lateness <= self._grace:
+            return None
+        logger.warning(
+            "fire %s skipped: %.3fs late, beyond the grace of %gs",
+            _at(instant),
+            lateness,
+            self._grace,
+        )
+        return lateness
+
+    def _claim(self, target: str, lock_name: str, instant: datetime) -> FireStatus:
+        """Claim the fire: SUCCEEDED when won, else the status to return."""
+        seconds = claim_seconds(
+            instant, self._clock(), grace=self._grace, clock_skew=self._clock_skew
+        )
+        if seconds <= 0:  # grace ran out between the check and now (clock_skew == 0)
+            self._skip(target, instant, "the grace ran out before it could be claimed")
+            return FireStatus.TOO_LATE
+        try:
+            won = self._claims.claim(claim_name(target, lock_name, instant), seconds)
+        except LockBackendError as err:
+            logger.warning("%s: fire %s skipped: its claim failed: %s", target, _at(instant), err)
+            # Harmless if another node runs it: a start replaces a skip.
+            self._skip(target, instant, f"the lock backend failed: {err}")
+            return FireStatus.BACKEND_ERROR
+        if not won:
+            logger.debug("%s: fire %s is claimed elsewhere", target, _at(instant))
+            return FireStatus.CLAIMED_ELSEWHERE
+        return FireStatus.SUCCEEDED
+
+    def _take_task_lock(self, name: str, ttl: float) -> tuple[bool, int | None]:
+        lock = self._lock
+        if isinstance(lock, BaseLock) and lock.supports_fencing:
+            token = lock.try_acquire_fenced(name, ttl)
+            return token is not None, token
+        return lock.try_acquire(name, ttl), None
+
+    def _keep_alive(
+        self, name: str, ttl: float, lost: threading.Event, label: str
+    ) -> KeepAlive | None:
+        if not isinstance(self._lock, BaseLock) or not supports_renewal(self._lock):
+            return None
+        return KeepAlive(
+            self._lock, name, ttl, interval=self._keepalive_interval, lost=lost, label=label
+        ).start()
+
+    def _adopt_or_expire(
+        self,
+        descriptor: ScheduledDescriptor,
+        instant: datetime,
+        body: Callable[[], object],
+        token: int | None,
+        lost: threading.Event,
+    ) -> tuple[FireOutcome, ...]:
+        """Adopt the newest died run within grace; close older ones as expired."""
+        if self._history is None:
+            return ()
+        target = descriptor.target
+        try:
+            died = [r for r in self._history.unfinished(target) if r.instant != instant]
+        except HistoryError as err:
+            logger.warning("%s: the run history is unavailable, nothing adopted: %s", target, err)
+            return ()
+        if not died:
+            return ()
+        now = self._clock()
+        within = [r for r in died if (now - r.instant).total_seconds() <= self._grace]
+        adopt = within[-1] if within else None
+        outcomes: list[FireOutcome] = []
+        for record in died:
+            if record is adopt:
+                continue
+            reason = (
+                f"attempt {record.attempt} on {record.node} stopped holding the task lock "
+                "without finishing, and no node adopted it within grace"
+            )
+            logger.warning("%s: fire %s expired: %s", target, _at(record.instant), reason)
+            self._finish(target, record.instant, token, RunState.EXPIRED, reason)
+            outcomes.append(
+                FireOutcome(FireStatus.EXPIRED, target, record.instant, record.attempt, token)
+            )
+        if adopt is not None and not lost.is_set():
+            logger.warning(
+                "%s: adopting fire %s: attempt %d on %s stopped holding the task lock",
+                target,
+                _at(adopt.instant),
+                adopt.attempt,
+                adopt.node,
+            )
+            outcomes.append(self._execute(descriptor, adopt.instant, body, token=token, lost=lost))
+        return tuple(outcomes)
+
+    def _execute(
+        self,
+        descriptor: ScheduledDescriptor,
+        instant: datetime,
+        body: Callable[[], object],
+        *,
+        token: int | None,
+        lost: threading.Event,
+        recorded: bool = True,
+    ) -> FireOutcome:
+        """Run the body once for `instant`, between the history's start and finish."""
+        target = descriptor.target
+        attempt = 1
+        if recorded and self._history is not None:
+            try:
+                started = self._history.start(
+                    target, instant, node=self._node, token=token, at=self._clock()
+                )
+            except HistoryError as err:
+                logger.warning("%s: fire %s runs unrecorded: %s", target, _at(instant), err)
+                started = 1
+            if started is None:
+                logger.info(
+                    "%s: fire %s not run: the history has it finished or owned by a newer attempt",
+                    target,
+                    _at(instant),
+                )
+                return FireOutcome(FireStatus.ALREADY_RECORDED, target, instant, token=token)
+            attempt = started
+        context = FireContext(
+            target, instant, attempt, token, self._node, descriptor.lock_name, lost
+        )
+        state = RunState.FAILED
+        error: str | None = "interrupted: the body did not return"
+        accepted: bool | None = None
+        try:
+            with entered(context):
+                body()
+            state, error = RunState.SUCCEEDED, None
+        except Exception as err:
+            error = f"{type(err).__name__}: {err}"
+            logger.exception(
+                "%s: the task raised (fire %s, attempt %d)", target, _at(instant), attempt
+            )
+        finally:
+            if recorded:
+                accepted = self._finish(target, instant, token, state, error)
+        status = FireStatus.SUCCEEDED if state is RunState.SUCCEEDED else FireStatus.FAILED
+        return FireOutcome(
+            status,
+            target,
+            instant,
+            attempt,
+            token,
+            lost=lost.is_set(),
+            fenced=accepted is False,
+            error=error,
+        )
+
+    # -- history writes that never stop a fire --------------------------------------
+
+    def _finish(
+        self, target: str, instant: datetime, token: int | None, state: RunState, error: str | None
+    ) -> bool | None:
+        """Write the end of a run; None without (a reachable) history, False when fenced."""
+        if self._history is None:
+            return None
+        try:
+            accepted = self._history.finish(
+                target, instant, token=token, state=state, error=error, at=self._clock()
+            )
+        except HistoryError as err:
+            logger.warning("%s: fire %s ended %s, unrecorded: %s", target, _at(instant), state, err)
+            return None
+        if not accepted:
+            logger.warning(
+                "%s: fire %s: the history refused this run's %s (token %s): a newer attempt "
+                "took the fire over, or it was already closed",
+                target,
+                _at(instant),
+                state,
+                token,
+            )
+        return accepted
+
+    def _skip(self, target: str, instant: datetime, reason: str) -> None:
+        if self._history is None:
+            return
+        try:
+            self._history.skip(target, instant, node=self._node, reason=reason, at=self._clock())
+        except HistoryError as err:
+            logger.warning("%s: skip of fire %s unrecorded: %s", target, _at(instant), err)
+
+
+def _at(instant: datetime) -> str:
+    return instant.isoformat()

@@ -1,0 +1,22 @@
+"""Run history: one record per fire (port, memory store, store selection)."""
+
+from __future__ import annotations
+
+from firefly_scheduling.history.memory import MemoryRunHistory
+from firefly_scheduling.history.port import (
+    HistoryError,
+    RunHistory,
+    RunRecord,
+    RunState,
+)
+from firefly_scheduling.history.selection import history_url, resolve_history
+
+__all__ = [
+    "HistoryError",
+    "MemoryRunHistory",
+    "RunHistory",
+    "RunRecord",
+    "RunState",
+    "history_url",
+    "resolve_history",
+]

@@ -1,0 +1,160 @@
+"""`MemoryRunHistory`: the history port in this process's memory (`memory://`).
+
+For tests and single-process deployments. Each write is atomic under one mutex, with
+exactly the rules of `history.port`, so the fire runner behaves the same on it as on
+the SQL store. Other processes (another node, the `runs` command) never see it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from datetime import datetime
+
+from firefly_scheduling.history.port import (
+    EXPIRED_BY_PRUNE,
+    FINISHED_STATES,
+    RunRecord,
+    RunState,
+    clip_error,
+)
+from firefly_scheduling.instants import as_utc
+
+
+class MemoryRunHistory:
+    """A `RunHistory` kept in a dict; thread-safe."""
+
+    shared_across_processes = False
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._records: dict[tuple[str, datetime], RunRecord] = {}
+
+    def start(
+        self, task: str, instant: datetime, *, node: str, token: int | None, at: datetime
+    ) -> int | None:
+        key = (task, as_utc(instant))
+        with self._mutex:
+            current = self._records.get(key)
+            if current is None or current.state is RunState.SKIPPED:
+                attempt = 1
+            elif current.state is RunState.RUNNING and _newer(token, current.token):
+                attempt = current.attempt + 1
+            else:
+                return None
+            self._records[key] = RunRecord(
+                task, key[1], node, attempt, RunState.RUNNING, as_utc(at), None, None, token
+            )
+            return attempt
+
+    def finish(
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        token: int | None,
+        state: RunState,
+        error: str | None,
+        at: datetime,
+    ) -> bool:
+        if state not in FINISHED_STATES:
+            raise ValueError(f"finish() writes a finished state, not {state!r}")
+        key = (task, as_utc(instant))
+        with self._mutex:
+            current = self._records.get(key)
+            if (
+                current is None
+                or current.state is not RunState.RUNNING
+                or not _may_write(token, current.token)
+            ):
+                return False
+            self._records[key] = replace(
+                current, state=state, ended_at=as_utc(at), error=clip_error(error)
+            )
+            return True
+
+    def skip(self, task: str, instant: datetime, *, node: str, reason: str, at: datetime) -> bool:
+        key = (task, as_utc(instant))
+        with self._mutex:
+            if key in self._records:
+                return False
+            self._records[key] = RunRecord(
+                task, key[1], node, 1, RunState.SKIPPED, None, as_utc(at), clip_error(reason), None
+            )
+            return True
+
+    def unfinished(self, task: str) -> list[RunRecord]:
+        with self._mutex:
+            found = [r for r in self._records.values() if r.task == task and not r.state.terminal]
+        return sorted(found, key=lambda record: record.instant)
+
+    def runs(self, task: str | None = None, limit: int = 20) -> list[RunRecord]:
+        with self._mutex:
+            found = [r for r in self._records.values() if task is None or r.task == task]
+        found.sort(key=lambda record: (record.instant, record.task), reverse=True)
+        return found[: max(limit, 0)]
+
+    def last_success(self, task: str) -> RunRecord | None:
+        with self._mutex:
+            found = [
+                r
+                for r in self._records.values()
+                if r.task == task and r.state is RunState.SUCCEEDED
+            ]
+        return max(found, key=lambda record: record.instant, default=None)
+
+    def failures_since(self, since: datetime) -> list[RunRecord]:
+        since = as_utc(since)
+        with self._mutex:
+            found = [
+                r
+                for r in self._records.values()
+                if r.state in {RunState.FAILED, RunState.EXPIRED}
+                and r.ended_at is not None
+                and r.ended_at >= since
+            ]
+        return sorted(found, key=lambda record: record.instant, reverse=True)
+
+    def expire_dead(self, started_before: datetime, *, at: datetime) -> int:
+        started_before, at = as_utc(started_before), as_utc(at)
+        with self._mutex:
+            dead = [
+                key
+                for key, r in self._records.items()
+                if r.state is RunState.RUNNING
+                and r.started_at is not None
+                and r.started_at < started_before
+            ]
+            for key in dead:
+                self._records[key] = replace(
+                    self._records[key],
+                    state=RunState.EXPIRED,
+                    ended_at=at,
+                    error=EXPIRED_BY_PRUNE,
+                )
+        return len(dead)
+
+    def prune(self, before: datetime) -> int:
+        before = as_utc(before)
+        with self._mutex:
+            old = [
+                key for key, r in self._records.items() if r.state.terminal and r.instant < before
+            ]
+            for key in old:
+                del self._records[key]
+        return len(old)
+
+    def close(self) -> None:
+        """Nothing to close; the records stay readable."""
+
+
+def _newer(token: int | None, recorded: int | None) -> bool:
+    """Whether a run with `token` may take over a running record holding `recorded`."""
+    return recorded is None or token is None or token > recorded
+
+
+def _may_write(token: int | None, recorded: int | None) -> bool:
+    """Whether a run with `token` may close a record holding `recorded` (not fenced)."""
+    if recorded is None:
+        return True
+    return token is not None and token >= recorded

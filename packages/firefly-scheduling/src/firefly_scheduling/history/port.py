@@ -1,0 +1,160 @@
+"""The run-history port: one record per fire, written under fencing.
+
+A record is keyed by `(task, instant)`, the fire's identity, and moves through
+
+    running -> succeeded | failed | expired        skipped (no run at all)
+
+Every write that could race is a single atomic, conditional operation on the store:
+
+* `start` inserts the record, or takes over a `running` record carrying an OLDER
+  fencing token (adoption of a died run: `attempt + 1`), or replaces a `skipped`
+  record (a node that was too late by its clock does not stop one that is not). It
+  refuses anything else: a finished fire is never run again through the history.
+* `finish` closes a `running` record only while the record's token is not newer
+  than the writer's. A zombie that wakes up after its fire was adopted writes with
+  an older token and is refused, and a finished record never flips back.
+* `skip` records a skip only where nothing is recorded yet.
+
+Tokens are the task lock's fencing tokens (strictly increasing per lock name on a
+backend). A run without a token (a backend without fencing) can neither fence nor
+be fenced: its `finish` is accepted only while the record has no token either.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from firefly_scheduling.errors import FireflySchedulingError
+
+#: Longest error text kept in a record; the log has the full traceback.
+MAX_ERROR_LENGTH = 2000
+
+
+class HistoryError(FireflySchedulingError):
+    """The history store could not be reached or answered with an error.
+
+    The fire runner logs it and carries on: the history is a record of what ran, the
+    lock is what keeps a task from running twice. The message never contains a
+    password.
+    """
+
+
+class RunState(enum.StrEnum):
+    """Where a fire stands."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    #: The run stopped holding its lock without finishing (its node died or stalled)
+    #: and nobody adopted it within grace.
+    EXPIRED = "expired"
+    #: Nobody ran it: later than grace, or the previous fire still ran.
+    SKIPPED = "skipped"
+
+    @property
+    def terminal(self) -> bool:
+        return self is not RunState.RUNNING
+
+
+#: The error text of a record closed by `expire_dead`.
+EXPIRED_BY_PRUNE = "closed by prune: still running long after it started; its node is gone"
+
+#: The states `finish` may write.
+FINISHED_STATES = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.EXPIRED})
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One fire as the history knows it. Instants are aware UTC datetimes.
+
+    `started_at` is None for a skip; `ended_at` is when it finished or was skipped.
+    `error` holds the exception (failed), the reason (skipped, expired) or None.
+    """
+
+    task: str
+    instant: datetime
+    node: str
+    attempt: int
+    state: RunState
+    started_at: datetime | None
+    ended_at: datetime | None
+    error: str | None
+    token: int | None
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from start to end, when both are known."""
+        if self.started_at is None or self.ended_at is None:
+            return None
+        return (self.ended_at - self.started_at).total_seconds()
+
+
+@runtime_checkable
+class RunHistory(Protocol):
+    """Where fires are recorded. Thread-safe; instants passed in must be aware."""
+
+    def start(
+        self, task: str, instant: datetime, *, node: str, token: int | None, at: datetime
+    ) -> int | None:
+        """Record the fire as running on `node`; return its attempt number, or None if refused.
+
+        1 for a new record or one replacing a skip; the previous attempt + 1 when a
+        `running` record with an older token (or none) is taken over. None when the
+        fire is finished, or running under a token at least as new.
+        """
+        ...
+
+    def finish(
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        token: int | None,
+        state: RunState,
+        error: str | None,
+        at: datetime,
+    ) -> bool:
+        """Close a running record as `state`; False when refused (fenced, or not running)."""
+        ...
+
+    def skip(self, task: str, instant: datetime, *, node: str, reason: str, at: datetime) -> bool:
+        """Record that nobody ran this fire, unless something is recorded already."""
+        ...
+
+    def unfinished(self, task: str) -> list[RunRecord]:
+        """The `running` records of `task`, oldest instant first."""
+        ...
+
+    def runs(self, task: str | None = None, limit: int = 20) -> list[RunRecord]:
+        """The latest records (of `task`, or of every task), newest instant first."""
+        ...
+
+    def last_success(self, task: str) -> RunRecord | None:
+        """The newest `succeeded` record of `task`."""
+        ...
+
+    def failures_since(self, since: datetime) -> list[RunRecord]:
+        """`failed` and `expired` records that ended at or after `since`, newest first."""
+        ...
+
+    def expire_dead(self, started_before: datetime, *, at: datetime) -> int:
+        """Close `running` records started before `started_before` as expired; how many."""
+        ...
+
+    def prune(self, before: datetime) -> int:
+        """Delete finished and skipped records of fires before `before`; never running ones."""
+        ...
+
+    def close(self) -> None:
+        """Drop connections; safe to call twice."""
+        ...
+
+
+def clip_error(text: str | None) -> str | None:
+    """`text` cut to `MAX_ERROR_LENGTH` characters, marked when cut."""
+    if text is None or len(text) <= MAX_ERROR_LENGTH:
+        return text
+    return text[: MAX_ERROR_LENGTH - 1] + "…"
