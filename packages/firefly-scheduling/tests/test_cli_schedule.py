@@ -1,0 +1,272 @@
+"""The CLI's `schedule` and `cache` commands, and plugin commands from entry points."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner, Result
+
+from firefly_scheduling import ScheduledDescriptor, ScheduledManifest
+from firefly_scheduling.cli import main
+from firefly_scheduling.cli.common import FireflyGroup
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+EXAMPLE_TARGETS = [
+    "firefly_example.tasks:Reports.weekly_digest",
+    "firefly_example.tasks:heartbeat",
+    "firefly_example.tasks:minute_report",
+    "firefly_example.tasks:tidy_up",
+    "firefly_example.tasks:warm_cache",
+]
+NOTHING_CONFIGURED = {"FIREFLY_SCAN_PACKAGES": "", "FIREFLY_SCHEDULING_MANIFEST": ""}
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Run in an empty directory, restoring the import path and forgetting imported apps."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for variable in NOTHING_CONFIGURED:
+        monkeypatch.delenv(variable, raising=False)
+    yield tmp_path
+    for name in [name for name in sys.modules if name.startswith("firefly_example")]:
+        del sys.modules[name]
+
+
+def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
+    return CliRunner().invoke(main, list(args), env={"COLUMNS": "200", **(env or {})})
+
+
+def test_schedule_lists_the_example_app() -> None:
+    result = invoke("schedule", "--path", str(EXAMPLES), "--app", "firefly_example")
+    assert result.exit_code == 0, result.output
+    for target in EXAMPLE_TARGETS:
+        assert target in result.output
+    assert "5 tasks from a scan of firefly_example" in result.output
+    for shown in (
+        "fixed rate 1s",
+        "fixed delay 5s",
+        "0 3 * * 0",
+        "America/New_York",
+        "Europe/Paris",
+        "= target, ttl 5s",
+        "example-minute-report, ttl 30s",
+        "= target, ttl 10m",
+    ):
+        assert shown in result.output
+
+
+def test_schedule_under_tick_shows_cadence_buckets() -> None:
+    result = invoke(
+        "schedule", "--path", str(EXAMPLES), "--app", "firefly_example", "--host", "tick"
+    )
+    assert result.exit_code == 0, result.output
+    assert "every 10 seconds" in result.output
+    assert "every second" in result.output
+    assert "* * * * *" in result.output
+
+
+def test_schedule_reads_the_packages_from_the_environment() -> None:
+    result = invoke(
+        "schedule", "--path", str(EXAMPLES), env={"FIREFLY_SCAN_PACKAGES": "firefly_example"}
+    )
+    assert result.exit_code == 0, result.output
+    assert "(from FIREFLY_SCAN_PACKAGES)" in result.output
+    assert "firefly_example.tasks:heartbeat" in result.output
+
+
+def test_schedule_says_why_nothing_was_found(isolated: Path) -> None:
+    result = invoke("schedule")
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "no task found: FIREFLY_SCAN_PACKAGES is not set" in text
+    assert "no manifest at .firefly/scheduled.json" in text
+
+
+def test_schedule_with_a_missing_explicit_manifest_exits_2(isolated: Path) -> None:
+    result = invoke("schedule", "--manifest", str(isolated / "absent.json"))
+    assert result.exit_code == 2
+    assert f"Error: no manifest at {isolated / 'absent.json'}" in result.output
+
+
+def test_configuration_errors_exit_2_without_a_traceback(isolated: Path) -> None:
+    (isolated / "brokenapp").mkdir()
+    (isolated / "brokenapp" / "__init__.py").write_text(
+        "from firefly_scheduling import scheduled\n\n"
+        "@scheduled(cron='* * * *')\ndef task():\n    pass\n"
+    )
+    result = invoke("schedule", "--path", str(isolated), "--app", "brokenapp")
+    assert result.exit_code == 2
+    assert "Error: scanning for @scheduled tasks: importing module 'brokenapp' failed" in (
+        result.output
+    )
+    assert "brokenapp:task: cron '* * * *' has 4 fields" in result.output
+    assert "Traceback" not in result.output
+    sys.modules.pop("brokenapp", None)
+
+
+def test_cache_compiles_then_check_passes_and_schedule_uses_it(isolated: Path) -> None:
+    env = {"FIREFLY_SCAN_PACKAGES": "firefly_example"}
+    compiled = invoke("cache", "--path", str(EXAMPLES), env=env)
+    assert compiled.exit_code == 0, compiled.output
+    assert "wrote 5 task(s) from firefly_example to .firefly/scheduled.json" in compiled.output
+    manifest = ScheduledManifest.load(isolated / ".firefly" / "scheduled.json")
+    assert [d.target for d in manifest.descriptors] == EXAMPLE_TARGETS
+
+    checked = invoke("cache", "--check", "--path", str(EXAMPLES), env=env)
+    assert checked.exit_code == 0, checked.output
+    assert "is up to date (5 task(s))" in checked.output
+
+    # Without FIREFLY_SCAN_PACKAGES, --check compares with the packages the manifest names.
+    checked_alone = invoke("cache", "--check", "--path", str(EXAMPLES))
+    assert checked_alone.exit_code == 0, checked_alone.output
+
+    listed = invoke("schedule", env=env)
+    assert listed.exit_code == 0, listed.output
+    assert "5 tasks from the compiled manifest .firefly/scheduled.json" in listed.output
+
+
+def test_cache_check_exits_1_when_missing(isolated: Path) -> None:
+    result = invoke("cache", "--check", "--app", "firefly_example", "--path", str(EXAMPLES))
+    assert result.exit_code == 1
+    assert "no manifest at .firefly/scheduled.json" in result.output
+
+
+def test_cache_check_exits_1_when_stale(isolated: Path) -> None:
+    path = isolated / "custom.json"
+    stale = [ScheduledDescriptor(target="firefly_example.tasks:heartbeat", fixed_rate=2.0)]
+    ScheduledManifest.compile(stale, path, packages=["firefly_example"])
+    result = invoke(
+        "cache",
+        "--check",
+        "--manifest",
+        str(path),
+        "--path",
+        str(EXAMPLES),
+        "--app",
+        "firefly_example",
+    )
+    assert result.exit_code == 1
+    assert "is stale" in result.output
+    assert "changed: firefly_example.tasks:heartbeat" in result.output
+    assert "added:" in result.output
+
+
+def test_cache_check_exits_1_when_compiled_from_other_packages(isolated: Path) -> None:
+    path = isolated / "custom.json"
+    ScheduledManifest.compile([], path, packages=["another_app"])
+    result = invoke(
+        "cache",
+        "--check",
+        "--manifest",
+        str(path),
+        "--app",
+        "firefly_example",
+        "--path",
+        str(EXAMPLES),
+    )
+    assert result.exit_code == 1
+    assert "was compiled from another_app, not firefly_example" in result.output
+
+
+def test_cache_check_exits_1_for_an_unreadable_manifest(isolated: Path) -> None:
+    path = isolated / "custom.json"
+    path.write_text('{"format": "firefly-scheduling-manifest", "version": 99, "tasks": []}')
+    result = invoke("cache", "--check", "--manifest", str(path), "--app", "firefly_example")
+    assert result.exit_code == 1
+    assert "unknown version 99" in result.output
+
+
+def test_cache_without_packages_exits_2() -> None:
+    result = invoke("cache")
+    assert result.exit_code == 2
+    assert "nothing to scan: set FIREFLY_SCAN_PACKAGES or pass --app PACKAGE" in result.output
+
+
+def test_the_main_group_lists_its_commands() -> None:
+    result = invoke("--help")
+    assert result.exit_code == 0, result.output
+    for command in ("schedule", "cache"):
+        assert command in result.output
+
+
+# -- plugin commands through an entry-point group ------------------------------------------
+
+TEST_GROUP = "firefly_scheduling.test_cli_commands"
+
+
+@pytest.fixture
+def plugin_group(isolated: Path) -> Iterator[FireflyGroup]:
+    """A real installed distribution (a dist-info on sys.path) declaring two commands."""
+    dist_info = isolated / "fireflyplugin_demo-1.0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: fireflyplugin-demo\nVersion: 1.0\n"
+    )
+    (dist_info / "entry_points.txt").write_text(
+        f"[{TEST_GROUP}]\n"
+        "hello = fireflyplugin_commands:hello\n"
+        "broken = fireflyplugin_missing_module:command\n"
+        "notacommand = fireflyplugin_commands:NOT_A_COMMAND\n"
+        "schedule = fireflyplugin_commands:hello\n"
+    )
+    (isolated / "fireflyplugin_commands.py").write_text(
+        textwrap.dedent(
+            """
+            import click
+
+            NOT_A_COMMAND = 42
+
+            @click.command()
+            def hello():
+                \"\"\"Say hello.\"\"\"
+                click.echo("hello from the plugin")
+            """
+        )
+    )
+    sys.path.insert(0, str(isolated))
+
+    @click.group(cls=FireflyGroup, plugin_group=TEST_GROUP)
+    def group() -> None:
+        """A test group."""
+
+    @group.command()
+    def schedule() -> None:
+        click.echo("built-in schedule")
+
+    assert isinstance(group, FireflyGroup)
+    yield group
+    sys.modules.pop("fireflyplugin_commands", None)
+
+
+def test_plugin_commands_are_found_and_run(plugin_group: FireflyGroup) -> None:
+    result = CliRunner().invoke(plugin_group, ["hello"])
+    assert result.exit_code == 0, result.output
+    assert result.output == "hello from the plugin\n"
+
+
+def test_a_built_in_command_wins_over_a_plugin_of_the_same_name(
+    plugin_group: FireflyGroup,
+) -> None:
+    assert CliRunner().invoke(plugin_group, ["schedule"]).output == "built-in schedule\n"
+
+
+def test_broken_plugins_keep_help_working_and_exit_2_when_invoked(
+    plugin_group: FireflyGroup,
+) -> None:
+    listing = CliRunner().invoke(plugin_group, ["--help"])
+    assert listing.exit_code == 0, listing.output
+    for name in ("hello", "broken", "notacommand", "schedule"):
+        assert name in listing.output
+    broken = CliRunner().invoke(plugin_group, ["broken"])
+    assert broken.exit_code == 2
+    assert "the command 'broken' from fireflyplugin-demo cannot be loaded" in broken.output
+    assert "ModuleNotFoundError" in broken.output
+    wrong = CliRunner().invoke(plugin_group, ["notacommand"])
+    assert wrong.exit_code == 2
+    assert "is not a click command" in wrong.output
