@@ -70,6 +70,15 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
 
     def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
         with self._connection_mutex:
+            reused = self._connection is not None and not self._held_any()
+            try:
+                return self._use(lambda connection: self._server_acquire(connection, name))
+            except self.driver_errors:
+                if not reused:
+                    raise
+            # The idle connection died while it held nothing (a server restart, an idle
+            # timeout): no lock was lost, so one fresh connection is tried at once
+            # instead of skipping a run.
             return self._use(lambda connection: self._server_acquire(connection, name))
 
     def _release(self, name: str, owner: str) -> bool:
@@ -106,6 +115,10 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
         except self.driver_errors:
             self._session_lost()
             raise
+
+    def _held_any(self) -> bool:
+        with self._state_mutex:
+            return bool(self._held)
 
     def _forget_inherited_connection(self) -> None:
         """After a fork (gunicorn --preload, multiprocessing), the parent's session is not ours.
