@@ -6,6 +6,7 @@ The shared server is never stopped or filled: every test here starts its own sma
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 
@@ -138,3 +139,15 @@ def test_with_m_a_full_server_keeps_held_locks_and_refuses_writes_loudly() -> No
         holder.release(NAME)
         assert observer.get(key) is None
         observer.close()
+
+
+def test_a_server_without_cas_never_gets_a_blind_delete(caplog: pytest.LogCaptureFixture) -> None:
+    with LocalServer(memcached("-C")) as server:
+        holder, other = MemcachedLock(url_of(server)), MemcachedLock(url_of(server))
+        assert holder.try_acquire(NAME, 60)
+        with caplog.at_level(logging.WARNING, logger="firefly_scheduling.locks"):
+            holder.release(NAME)
+            assert holder.renew(NAME, 60) is False
+        assert "runs with -C, which disables CAS" in caplog.text
+        # The lock was left to expire rather than deleted without a compare-and-swap.
+        assert other.try_acquire(NAME, 60) is False

@@ -133,3 +133,24 @@ def test_a_full_server_under_noeviction_refuses_new_locks_loudly(
     assert admin.exists(RedisLock.key(NAME + ":held")) == 1
     holder.release(NAME + ":held")
     assert admin.exists(RedisLock.key(NAME + ":held")) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["volatile-lru", "allkeys-lru"])
+def test_an_evicting_policy_can_evict_a_held_lock(
+    private_server: LocalServer, admin: redis.Redis, policy: str
+) -> None:
+    holder, other = RedisLock(url_of(private_server)), RedisLock(url_of(private_server))
+    assert holder.try_acquire(NAME, 3600)
+    # volatile-* evicts keys that have an expiry, and every lock key has one.
+    admin.config_set("maxmemory-policy", policy)
+    admin.config_set("maxmemory", int(admin.info("memory")["used_memory"]) + 1_000_000)
+    for batch in range(40):  # about 4 MB of cache entries through a 1 MB headroom
+        with admin.pipeline(transaction=False) as pipe:
+            for entry in range(100):
+                pipe.set(f"cache:{batch}:{entry}", b"x" * 1000, ex=3600)
+            pipe.execute()
+    # The documented pitfall: another node now wins a lock that is still held...
+    assert other.try_acquire(NAME, 3600)
+    # ...and the holder finds out at its next renewal.
+    assert holder.renew(NAME, 3600) is False

@@ -31,7 +31,7 @@ import time
 from typing import ClassVar, Final
 
 from pymemcache.client.base import Client
-from pymemcache.exceptions import MemcacheError, MemcacheUnknownError
+from pymemcache.exceptions import MemcacheClientError, MemcacheError, MemcacheUnknownError
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.base import BaseLock
@@ -72,6 +72,8 @@ FENCE_KEYS: Final = ServerKeyScheme(
 # value differs (the item was replaced after our `gets`, so it is not ours to delete).
 _META_DELETED: Final = b"HD"
 _META_NOT_DELETED: Final = frozenset({b"NF", b"EX"})
+# The CAS value of every item on a server started with -C (CAS disabled).
+_CAS_DISABLED: Final = b"0"
 # How many times a fence counter may vanish between our `incr` and `add` before we give up.
 _FENCE_ATTEMPTS: Final = 3
 
@@ -129,6 +131,7 @@ class MemcachedLock(BaseLock):
             value, cas = client.gets(key)
             if value != owner.encode():
                 return False
+            _require_cas(cas)
             reply = client.raw_command(b"md " + key.encode() + b" C" + cas)
         if reply == _META_DELETED:
             return True
@@ -145,6 +148,7 @@ class MemcachedLock(BaseLock):
             value, cas = client.gets(key)
             if value != token:
                 return False
+            _require_cas(cas)
             # True: stored; False: changed since `gets`; None: gone since `gets`.
             return client.cas(key, token, cas, expire=expire) is True
 
@@ -216,6 +220,16 @@ def memcached_server(url: str) -> tuple[str, int]:
     if not parts.hostname:
         raise ConfigurationError(f"the memcached lock provider needs a host, got {shown}")
     return parts.hostname, parts.port or DEFAULT_PORT
+
+
+def _require_cas(cas: bytes) -> None:
+    # With CAS disabled, `md <key> C0` deletes whatever the item holds by then: a blind
+    # delete. Refuse, so the lock expires at its TTL instead of freeing a newer holder.
+    if cas == _CAS_DISABLED:
+        raise MemcacheClientError(
+            "the memcached server runs with -C, which disables CAS: locks can be neither "
+            "released early nor renewed safely; restart it without -C"
+        )
 
 
 def server_expiry(ttl_seconds: float, now: float) -> int:
