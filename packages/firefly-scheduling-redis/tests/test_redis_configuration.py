@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 import redis.asyncio
+from redis.sentinel import Sentinel
 
 from firefly_scheduling import ConfigurationError, Settings, resolve_lock
 from firefly_scheduling_redis import RedisLock
@@ -12,6 +13,13 @@ from firefly_scheduling_redis.lease_lock import CLIENT_DEFAULTS, describe_client
 from firefly_scheduling_redis.provider import create_lock
 
 SECRET = "s3cr3t-pw"
+
+
+def sentinel_client(service: str) -> redis.Redis:
+    """A client of a Sentinel-managed primary (nothing connects until it is used)."""
+    sentinel = Sentinel([("127.0.0.1", 1)])  # type: ignore[no-untyped-call]  # unannotated
+    client: redis.Redis = sentinel.master_for(service, password=SECRET)  # type: ignore[no-untyped-call]
+    return client
 
 
 @pytest.mark.parametrize(
@@ -94,6 +102,7 @@ def test_repr_shows_the_redacted_url(url: str, shown: str) -> None:
         (redis.Redis(host="cache", port=6380, db=2, password=SECRET), "redis://cache:6380/2"),
         (redis.Redis(host="cache", ssl=True, password=SECRET), "rediss://cache:6379/0"),
         (redis.Redis(unix_socket_path="/run/redis.sock", db=1), "unix:///run/redis.sock?db=1"),
+        (sentinel_client("orders"), "sentinel master 'orders', db 0"),
     ],
 )
 def test_a_client_is_described_by_host_port_and_db_only(client: redis.Redis, shown: str) -> None:

@@ -41,6 +41,7 @@ from redis.exceptions import (
     ResponseError,
 )
 from redis.retry import Retry
+from redis.sentinel import SentinelConnectionPool
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.base import BaseLock
@@ -195,6 +196,8 @@ def describe_client(client: redis.Redis) -> str:
     pool = client.connection_pool
     options = pool.connection_kwargs
     db = options.get("db", 0)
+    if isinstance(pool, SentinelConnectionPool):
+        return f"sentinel master {pool.service_name!r}, db {db}"
     if "path" in options:
         return f"unix://{options['path']}?db={db}"
     scheme = "rediss" if issubclass(pool.connection_class, SSLConnection) else "redis"
