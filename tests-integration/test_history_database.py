@@ -1,0 +1,88 @@
+"""DatabaseRunHistory against the run-history contract on SQLite, PostgreSQL and MariaDB."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.history import HistoryError, resolve_history
+from firefly_scheduling.settings import Settings
+from firefly_scheduling.testing.history_contract import RunHistoryContract
+from firefly_scheduling_database.history_store import DatabaseRunHistory
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def _store(url: str) -> Iterator[DatabaseRunHistory]:
+    store = DatabaseRunHistory(url, table=f"runs_{uuid.uuid4().hex[:12]}")
+    try:
+        yield store
+    finally:
+        store.table.drop(store.engine, checkfirst=True)
+        store.close()
+
+
+class TestSqliteHistory(RunHistoryContract):
+    @pytest.fixture
+    def history(self, tmp_path: Path) -> Iterator[DatabaseRunHistory]:
+        yield from _store(f"sqlite:///{tmp_path / 'history.db'}")
+
+
+class TestPostgresHistory(RunHistoryContract):
+    @pytest.fixture
+    def history(self, postgres_url: str) -> Iterator[DatabaseRunHistory]:
+        yield from _store(postgres_url)
+
+
+class TestMariaDbHistory(RunHistoryContract):
+    @pytest.fixture
+    def history(self, mysql_url: str) -> Iterator[DatabaseRunHistory]:
+        yield from _store(mysql_url)
+
+
+class TestStoreSelection:
+    def test_the_database_lock_provider_records_history_in_its_database(
+        self, tmp_path: Path
+    ) -> None:
+        url = f"sqlite:///{tmp_path / 'locks.db'}"
+        history = resolve_history(Settings(lock_provider="database", database_url=url))
+        assert isinstance(history, DatabaseRunHistory)
+        assert history.start("app:job", T0, node="a", token=1, at=T0) == 1
+        history.close()
+
+    def test_the_postgres_lock_provider_records_history_on_its_server(
+        self, postgres_url: str
+    ) -> None:
+        history = resolve_history(Settings(lock_provider="postgres", postgres_url=postgres_url))
+        assert isinstance(history, DatabaseRunHistory)
+        assert history.engine.dialect.name == "postgresql"
+        assert history.table.name == "firefly_scheduling_runs"
+        assert history.runs(task=f"app:{uuid.uuid4().hex}") == []  # the table exists now
+        history.close()
+
+    def test_an_explicit_mysql_url_gets_pymysql(self, mysql_url: str) -> None:
+        history = resolve_history(Settings(history_url=mysql_url))
+        assert isinstance(history, DatabaseRunHistory)
+        assert history.engine.dialect.driver == "pymysql"
+        history.close()
+
+    def test_an_unreachable_server_is_a_history_error_without_the_password(self) -> None:
+        store = DatabaseRunHistory("postgresql://firefly:s3cret-pw@127.0.0.1:1/x")
+        with pytest.raises(HistoryError) as caught:
+            store.runs()
+        assert "s3cret-pw" not in str(caught.value)
+        assert "127.0.0.1" in str(caught.value)
+        store.close()
+
+    def test_an_in_memory_sqlite_database_is_refused(self) -> None:
+        with pytest.raises(ConfigurationError):
+            DatabaseRunHistory("sqlite://")
+
+    def test_odd_table_names_are_refused(self) -> None:
+        with pytest.raises(ConfigurationError):
+            DatabaseRunHistory("sqlite:///x.db", table="runs; DROP TABLE users")
