@@ -1,0 +1,127 @@
+"""Multi-node: 3 real `firefly-scheduling run` processes per backend race for one locked task.
+
+For every backend with real exclusion (memory excluded), three node processes run
+the resident host for over 10 s on an app whose locked task (`fixed_rate` 0.5 s, a
+50-150 ms body) appends `(node, start, end)` to a shared log. No two runs may
+overlap in time, and every node must have won the lock at least once. All backends
+run at the same time, so the whole module takes about 15 s.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
+from firefly_hostapps.harness import STARTED, Node, node_env, overlaps, read_runs, start_node
+
+from firefly_scheduling_database import DatabaseLeaseLock
+
+pytestmark = pytest.mark.slow
+
+NODES = 3
+#: Seconds of racing once every node has started.
+RUN_SECONDS = 11.0
+BACKENDS = (
+    "postgres",
+    "mysql",
+    "redis",
+    "memcached",
+    "database-sqlite",
+    "database-postgres",
+    "database-mariadb",
+)
+
+
+@dataclass
+class Race:
+    """The outcome of one backend's race."""
+
+    log: Path
+    nodes: list[Node]
+    exit_codes: list[int]
+
+
+def _provider_settings(backend: str, urls: dict[str, str], workdir: Path) -> dict[str, str]:
+    provider, _, server = backend.partition("-")
+    if provider != "database":
+        return {
+            "FIREFLY_SCHEDULING_LOCK_PROVIDER": provider,
+            f"FIREFLY_SCHEDULING_LOCK_{provider.upper()}_URL": urls[provider],
+        }
+    url = {
+        "sqlite": f"sqlite:///{workdir / 'locks.db'}",
+        "postgres": urls["postgres"],
+        "mariadb": urls["mysql"],
+    }[server]
+    lock = DatabaseLeaseLock(url)
+    try:
+        lock.install()
+    finally:
+        lock.close()
+    return {
+        "FIREFLY_SCHEDULING_LOCK_PROVIDER": "database",
+        "FIREFLY_SCHEDULING_LOCK_DATABASE_URL": url,
+    }
+
+
+@pytest.fixture(scope="module")
+def races(
+    tmp_path_factory: pytest.TempPathFactory,
+    postgres_url: str,
+    mysql_url: str,
+    redis_url: str,
+    memcached_url: str,
+) -> dict[str, Race]:
+    urls = {
+        "postgres": postgres_url,
+        "mysql": mysql_url,
+        "redis": redis_url,
+        "memcached": memcached_url,
+    }
+    started: dict[str, tuple[Path, list[Node]]] = {}
+    for backend in BACKENDS:
+        workdir = tmp_path_factory.mktemp(backend)
+        log = workdir / "runs.log"
+        env = node_env(
+            workdir,
+            FIREFLY_HOSTAPP_LOG=str(log),
+            FIREFLY_HOSTAPP_LOCK=f"hostapps-race-{uuid.uuid4().hex}",
+            **_provider_settings(backend, urls, workdir),
+        )
+        nodes = [
+            start_node(
+                "run", f"{backend}-node-{n}", app="firefly_hostapps.race", env=env, workdir=workdir
+            )
+            for n in range(1, NODES + 1)
+        ]
+        started[backend] = (log, nodes)
+    for _, nodes in started.values():
+        for node in nodes:
+            node.wait_for_output(STARTED, timeout=60)
+    time.sleep(RUN_SECONDS)
+    for _, nodes in started.values():
+        for node in nodes:
+            node.terminate()
+    return {
+        backend: Race(log, nodes, [node.stop() for node in nodes])
+        for backend, (log, nodes) in started.items()
+    }
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_three_nodes_never_overlap_and_all_take_part(races: dict[str, Race], backend: str) -> None:
+    race = races[backend]
+    outputs = "\n".join(f"--- {node.name}\n{node.text()[-2000:]}" for node in race.nodes)
+    assert race.exit_codes == [0] * NODES, outputs
+    runs = read_runs(race.log)
+    # 0.5 s fires for 12 s, minus start-up: well over ten runs whoever wins.
+    assert len(runs) >= 10, outputs
+    assert overlaps(runs) == []
+    winners = {run.node for run in runs}
+    assert winners == {node.name for node in race.nodes}, f"runs per node: {winners}"
