@@ -154,3 +154,24 @@ def test_an_evicting_policy_can_evict_a_held_lock(
     assert other.try_acquire(NAME, 3600)
     # ...and the holder finds out at its next renewal.
     assert holder.renew(NAME, 3600) is False
+
+
+def test_the_documented_acl_permissions_are_enough(
+    private_server: LocalServer, admin: redis.Redis
+) -> None:
+    admin.acl_setuser(
+        "locks",
+        enabled=True,
+        passwords=[f"+{PASSWORD}"],
+        keys=["firefly:scheduling:*"],
+        commands=["+get", "+set", "+del", "+pexpire", "+incr", "+evalsha", "+script|load"],
+    )
+    url = f"redis://locks:{PASSWORD}@127.0.0.1:{private_server.port}/0"
+    lock, other = RedisLock(url), RedisLock(url)
+    admin.script_flush()  # so the first script call also needs SCRIPT LOAD
+    assert lock.try_acquire_fenced(NAME, 60) == 1
+    assert lock.renew(NAME, 60)
+    lock.release(NAME)
+    assert other.try_acquire(NAME, 60)
+    assert lock.try_acquire(NAME, 60) is False
+    other.release(NAME)

@@ -16,7 +16,7 @@ Limits, stated once here and in the docs page:
   `server_expiry`). TTLs over 30 days are sent as an absolute Unix time taken from
   this node's clock.
 * Fencing counters are items too: see `_fence` for what happens when one is lost.
-* The meta delete needs memcached 1.6 or newer.
+* The meta delete needs memcached 1.6.10 or newer (its final reply codes).
 """
 
 from __future__ import annotations
