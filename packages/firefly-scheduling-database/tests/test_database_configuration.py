@@ -14,7 +14,7 @@ from sqlalchemy.dialects import registry
 from firefly_scheduling import ConfigurationError, Settings, resolve_lock
 from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.dialects import lease_sql_for
-from firefly_scheduling_database.engine import lock_engine
+from firefly_scheduling_database.engine import describe_url, lock_engine
 from firefly_scheduling_database.provider import create_lock
 from firefly_scheduling_database.schema import LeaseTables
 
@@ -155,3 +155,9 @@ def test_provider_is_found_through_its_entry_point(env: dict[str, str], expected
 def test_provider_without_a_url_names_the_setting() -> None:
     with pytest.raises(ConfigurationError, match="FIREFLY_SCHEDULING_LOCK_DATABASE_URL"):
         create_lock(Settings(lock_provider="database"))
+
+
+def test_a_percent_encoded_password_is_scrubbed_in_both_forms() -> None:
+    shown, secrets = describe_url("postgresql://app:p%40ss%2Fw@db.internal/app")
+    assert shown == "postgresql://app:***@db.internal/app"
+    assert {"p%40ss%2Fw", "p@ss/w"} <= set(secrets)

@@ -49,8 +49,12 @@ def describe_url(url: str | URL) -> tuple[str, tuple[str, ...]]:
     """A redacted description of `url` and the secrets to scrub from driver messages."""
     text = plain_url(url)
     secrets = url_secrets(text)
-    if isinstance(url, URL) and url.password:
-        secrets = (*secrets, str(url.password))
+    try:
+        password = url.password if isinstance(url, URL) else make_url(text).password
+    except ArgumentError:
+        password = None
+    if password:  # also in its decoded form, which is what a driver would echo
+        secrets = (*secrets, str(password))
     # Nothing to hide (a SQLite file, a trusted local server): show the URL verbatim.
     return (redact_url(text) if secrets else text), secrets
 
