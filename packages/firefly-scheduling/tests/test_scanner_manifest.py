@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 
 from firefly_scheduling import ConfigurationError, ScheduledDescriptor, ScheduledManifest, scan
 from firefly_scheduling.discovery import resolve_descriptors
-from firefly_scheduling.manifest import FORMAT, VERSION
+from firefly_scheduling.manifest_format import FORMAT, SCHEDULE_FIELDS, VERSION
 from firefly_scheduling.settings import Settings
 
 MakePackage = Callable[[dict[str, str]], str]
@@ -179,7 +180,35 @@ def test_compile_then_load_round_trips(make_package: MakePackage, tmp_path: Path
     assert loaded.path == path
     document = json.loads(path.read_text())
     assert (document["format"], document["version"]) == (FORMAT, VERSION)
-    assert document["tasks"][0] == {"target": f"{package}.alerts:watch", "fixed_rate": 0.25}
+    assert document["schedules"][0] == {"fixed_rate": 0.25}
+    assert document["tasks"][0] == [f"{package}.alerts:watch", 0, None]
+    assert document["tasks"][1] == [f"{package}.billing.invoices:send_invoices", 1, True]
+    assert document["tasks"][3][2] == "reports"
+
+
+def test_the_format_stores_every_descriptor_field() -> None:
+    fields = {field.name for field in dataclasses.fields(ScheduledDescriptor)}
+    assert fields == {*SCHEDULE_FIELDS, "target", "lock_name"}
+
+
+def test_tasks_sharing_a_schedule_keep_their_own_lock(tmp_path: Path) -> None:
+    tasks = [
+        ScheduledDescriptor(target="a.m:f", fixed_rate=5.0, lock_name="a.m:f", lock_ttl=9.0),
+        ScheduledDescriptor(target="a.m:g", fixed_rate=5.0, lock_name="shared", lock_ttl=9.0),
+        ScheduledDescriptor(target="a.m:h", fixed_rate=5.0),
+        ScheduledDescriptor(target="a.m:i", fixed_rate=5.0, lock_name="a.m:i", lock_ttl=9.0),
+    ]
+    path = tmp_path / "scheduled.json"
+    ScheduledManifest.compile(tasks, path)
+    document = json.loads(path.read_text())
+    assert document["schedules"] == [{"fixed_rate": 5.0, "lock_ttl": 9.0}, {"fixed_rate": 5.0}]
+    assert [row[1:] for row in document["tasks"]] == [
+        [0, True],
+        [0, "shared"],
+        [1, None],
+        [0, True],
+    ]
+    assert ScheduledManifest.load(path).descriptors == tuple(tasks)
 
 
 def test_compile_is_deterministic_atomic_and_readable(tmp_path: Path) -> None:
@@ -237,7 +266,13 @@ def test_loading_imports_no_application_module(make_package: MakePackage, tmp_pa
     assert json.loads(result.stdout) == [5, []]
 
 
-VALID_TASK = {"target": "a.m:f", "fixed_rate": 1.0}
+def manifest_text(schedules: object, tasks: object, **extra: object) -> str:
+    return json.dumps(
+        {"format": FORMAT, "version": VERSION, "schedules": schedules, "tasks": tasks, **extra}
+    )
+
+
+RATE = [{"fixed_rate": 1.0}]
 
 
 @pytest.mark.parametrize(
@@ -248,45 +283,39 @@ VALID_TASK = {"target": "a.m:f", "fixed_rate": 1.0}
         (json.dumps({"format": "other", "version": 1, "tasks": []}), "not a firefly-scheduling"),
         (json.dumps({"format": FORMAT, "version": 2, "tasks": []}), "unknown version 2"),
         (json.dumps({"format": FORMAT, "tasks": []}), "unknown version None"),
-        (json.dumps({"format": FORMAT, "version": 1, "tasks": {}}), "'tasks' must be a list"),
+        (manifest_text(RATE, {}), "'tasks' must be a list"),
+        (manifest_text({}, []), "'schedules' must be a list"),
+        (manifest_text(RATE, [], packages="x"), "'packages' must be a list"),
+        (manifest_text([5], []), "a schedule must be an object"),
+        (manifest_text([{"fixed_rate": 1.0, "every": 2}], []), "unknown fields ['every']"),
+        (manifest_text(RATE, [5]), "a task must be [target, schedule, lock]"),
+        (manifest_text(RATE, [["a.m:f", 0]]), "a task must be [target, schedule, lock]"),
+        (manifest_text(RATE, [["a.m:f", 1, None]]), "'a.m:f' names no schedule: 1"),
+        (manifest_text(RATE, [["a.m:f", True, None]]), "names no schedule"),
+        (manifest_text(RATE, [["a.m:f", 0, 5]]), "lock must be null, true or a name"),
+        (manifest_text(RATE, [["a.m:f", 0, None], ["a.m:f", 0, None]]), "unique and sorted"),
+        (manifest_text(RATE, [["b.m:f", 0, None], ["a.m:f", 0, None]]), "unique and sorted"),
+        (manifest_text([{"cron": "@boot"}], [["a.m:f", 0, None]]), "a.m:f: cron '@boot'"),
         (
-            json.dumps({"format": FORMAT, "version": 1, "packages": "x", "tasks": []}),
-            "'packages' must be a list",
-        ),
-        (json.dumps({"format": FORMAT, "version": 1, "tasks": [5]}), "a task must be an object"),
-        (
-            json.dumps({"format": FORMAT, "version": 1, "tasks": [{**VALID_TASK, "extra": 1}]}),
-            "unknown fields ['extra']",
-        ),
-        (
-            json.dumps({"format": FORMAT, "version": 1, "tasks": [{"fixed_rate": 1.0}]}),
-            "has no target",
-        ),
-        (
-            json.dumps({"format": FORMAT, "version": 1, "tasks": [VALID_TASK, VALID_TASK]}),
-            "unique and sorted",
-        ),
-        (
-            json.dumps(
-                {
-                    "format": FORMAT,
-                    "version": 1,
-                    "tasks": [{"target": "b.m:f", "cron": "@daily"}, VALID_TASK],
-                }
-            ),
-            "unique and sorted",
-        ),
-        (
-            json.dumps(
-                {"format": FORMAT, "version": 1, "tasks": [{"target": "a.m:f", "cron": "@boot"}]}
-            ),
-            "a.m:f: cron '@boot'",
-        ),
-        (
-            json.dumps(
-                {"format": FORMAT, "version": 1, "tasks": [{"target": "a.m:f", "fixed_rate": "1s"}]}
-            ),
+            manifest_text([{"fixed_rate": "1s"}], [["a.m:f", 0, None]]),
             "a.m:f fixed_rate: expected a number of seconds",
+        ),
+        (manifest_text(RATE, [["a.m:f", 0, ""]]), "a.m:f: lock name must not be empty"),
+        (manifest_text(RATE, [[7, 0, None]]), "a task target must be a str"),
+        (manifest_text(RATE, [["a.m:f", 0, None], ["a.m:g.<locals>.h", 0, None]]), "<locals>"),
+        (
+            manifest_text(RATE, [["a.m:f", 0, None], ["a.m:g", 0, "x" * 300]]),
+            "a.m:g: lock name is 300 characters long",
+        ),
+        (
+            manifest_text([{"fixed_rate": 1.0, "lock_ttl": 5.0}], [["a.m:f", 0, None]]),
+            "a.m:f: lock_ttl=5.0 is given but the task is not locked",
+        ),
+        (
+            manifest_text(
+                [{"fixed_rate": 1.0, "lock_ttl": 5.0}], [["a.m:f", 0, True], ["a.m:g", 0, None]]
+            ),
+            "a.m:g: lock_ttl=5.0 is given but the task is not locked",
         ),
     ],
 )

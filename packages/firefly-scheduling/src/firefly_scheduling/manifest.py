@@ -6,33 +6,25 @@ thousands of tasks costs one JSON read plus boot validation.
 
 The file is written atomically (temporary file in the same directory, fsync,
 `os.replace`), so a reader never sees half a manifest. It holds no timestamp: the
-same tasks always compile to the same bytes. Format, version 1::
-
-    {"format": "firefly-scheduling-manifest", "version": 1,
-     "packages": ["app.tasks"],
-     "tasks": [{"target": "app.tasks:report", "cron": "0 3 * * *", ...}, ...]}
-
-A task object lists only its non-null fields.
+same tasks always compile to the same bytes. The format is described in
+`firefly_scheduling.manifest_format`.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.validation import validate_descriptor
-
-FORMAT = "firefly-scheduling-manifest"
-VERSION = 1
-_FIELDS = tuple(field.name for field in fields(ScheduledDescriptor))
-_FIELD_SET = frozenset(_FIELDS)
+from firefly_scheduling.manifest_format import decode, encode
+from firefly_scheduling.validation import validate_descriptors
 
 
 @dataclass(frozen=True)
@@ -53,7 +45,7 @@ class ScheduledManifest:
         packages: Sequence[str] = (),
     ) -> ScheduledManifest:
         """Validate `descriptors` and write them to `path` atomically; return the manifest."""
-        tasks = _sorted_unique(validate_descriptor(descriptor) for descriptor in descriptors)
+        tasks = _sorted_unique(validate_descriptors(descriptors))
         manifest = cls(Path(path), tasks, tuple(packages))
         _write_atomically(manifest.path, manifest.to_json())
         return manifest
@@ -66,6 +58,11 @@ class ScheduledManifest:
         malformed file or an unknown version, and naming the task for a bad value.
         """
         location = Path(path)
+        with _collector_paused():
+            return cls._load(location)
+
+    @classmethod
+    def _load(cls, location: Path) -> ScheduledManifest:
         try:
             document = json.loads(location.read_bytes())
         except FileNotFoundError as err:
@@ -73,11 +70,10 @@ class ScheduledManifest:
         except (OSError, ValueError) as err:
             raise ConfigurationError(f"manifest {location} cannot be read: {err}") from err
         try:
-            packages, raw_tasks = _parse_document(document)
-            descriptors = tuple(_descriptor(raw) for raw in raw_tasks)
+            packages, descriptors = decode(document)
         except ConfigurationError as err:
             raise ConfigurationError(f"manifest {location}: {err}") from err
-        except (TypeError, ValueError, KeyError) as err:
+        except (TypeError, ValueError) as err:
             raise ConfigurationError(f"manifest {location} is malformed: {err}") from err
         targets = [descriptor.target for descriptor in descriptors]
         if targets != sorted(set(targets)):
@@ -88,21 +84,12 @@ class ScheduledManifest:
 
     def to_json(self) -> str:
         """The manifest's exact file content."""
-        document = {
-            "format": FORMAT,
-            "version": VERSION,
-            "packages": list(self.packages),
-            "tasks": [_task_object(descriptor) for descriptor in self.descriptors],
-        }
-        return json.dumps(document, indent=1, ensure_ascii=False) + "\n"
+        return encode(self.descriptors, self.packages)
 
     def stale_reason(self, fresh: Iterable[ScheduledDescriptor]) -> str | None:
         """Why this manifest differs from a fresh scan's `fresh` tasks, or None if it matches."""
         current = {descriptor.target: descriptor for descriptor in self.descriptors}
-        scanned = {
-            descriptor.target: descriptor
-            for descriptor in (validate_descriptor(item) for item in fresh)
-        }
+        scanned = {descriptor.target: descriptor for descriptor in validate_descriptors(fresh)}
         added = sorted(scanned.keys() - current.keys())
         removed = sorted(current.keys() - scanned.keys())
         changed = sorted(
@@ -128,38 +115,20 @@ def _sorted_unique(descriptors: Iterable[ScheduledDescriptor]) -> tuple[Schedule
     return tuple(by_target[target] for target in sorted(by_target))
 
 
-def _task_object(descriptor: ScheduledDescriptor) -> dict[str, Any]:
-    return {
-        name: getattr(descriptor, name) for name in _FIELDS if getattr(descriptor, name) is not None
-    }
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while thousands of acyclic objects are built.
 
-
-def _parse_document(document: object) -> tuple[tuple[str, ...], list[Any]]:
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise ValueError(f"it is not a firefly-scheduling manifest (no format {FORMAT!r})")
-    version = document.get("version")
-    if version != VERSION:
-        raise ValueError(
-            f"unknown version {version!r}; this firefly-scheduling reads version {VERSION}: "
-            "recompile it with `firefly-scheduling cache`"
-        )
-    packages, tasks = document.get("packages", []), document.get("tasks")
-    if not isinstance(tasks, list):
-        raise ValueError("'tasks' must be a list")
-    if not isinstance(packages, list) or not all(isinstance(item, str) for item in packages):
-        raise ValueError("'packages' must be a list of package names")
-    return tuple(packages), tasks
-
-
-def _descriptor(raw: object) -> ScheduledDescriptor:
-    if not isinstance(raw, dict):
-        raise TypeError(f"a task must be an object, got {raw!r}")
-    unknown = raw.keys() - _FIELD_SET
-    if unknown:
-        raise ValueError(f"task {raw.get('target')!r} has unknown fields {sorted(unknown)}")
-    if "target" not in raw:
-        raise ValueError(f"a task has no target: {raw!r}")
-    return validate_descriptor(ScheduledDescriptor(**raw))
+    Each batch of new containers would otherwise trigger a collection pass over
+    everything allocated so far, for nothing: the manifest holds no cycle.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _write_atomically(path: Path, content: str) -> None:

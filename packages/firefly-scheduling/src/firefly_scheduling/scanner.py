@@ -21,7 +21,7 @@ from types import ModuleType
 from firefly_scheduling.decorator import descriptor_of
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.validation import validate_descriptor
+from firefly_scheduling.validation import validate_descriptors
 
 
 def scan(packages: Iterable[str]) -> list[ScheduledDescriptor]:
@@ -31,7 +31,7 @@ def scan(packages: Iterable[str]) -> list[ScheduledDescriptor]:
         for module in _modules_of(package.strip(), package.strip()):
             for descriptor in _tasks_of(module):
                 found[descriptor.target] = descriptor
-    return [validate_descriptor(found[target]) for target in sorted(found)]
+    return list(validate_descriptors(found[target] for target in sorted(found)))
 
 
 def _modules_of(name: str, scanning: str) -> Iterator[ModuleType]:
