@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from firefly_scheduling import Cadence
@@ -93,22 +93,26 @@ def test_a_cadence_must_be_a_bucket() -> None:
 rates = st.floats(min_value=1e-3, max_value=604800, allow_nan=False, allow_infinity=False)
 
 
+@settings(deadline=None)  # a loaded machine must not fail a logic test
 @given(rate=rates)
 def test_bucket_is_never_shorter_than_the_rate(rate: float) -> None:
     assert Cadence.of_seconds(rate).seconds >= rate
 
 
+@settings(deadline=None)  # a loaded machine must not fail a logic test
 @given(rate=st.floats(min_value=604800, max_value=1e12))
 def test_beyond_a_week_is_weekly(rate: float) -> None:
     assert Cadence.of_seconds(rate).seconds == 604800
 
 
+@settings(deadline=None)  # a loaded machine must not fail a logic test
 @given(first=rates, second=rates)
 def test_monotonic_in_the_rate(first: float, second: float) -> None:
     low, high = sorted((first, second))
     assert Cadence.of_seconds(low).seconds <= Cadence.of_seconds(high).seconds
 
 
+@settings(deadline=None)  # a loaded machine must not fail a logic test
 @given(rate=rates)
 def test_the_bucket_is_the_smallest_that_fits(rate: float) -> None:
     chosen = Cadence.of_seconds(rate).seconds
@@ -169,6 +173,7 @@ def test_fire_at_or_before_and_next_after() -> None:
     assert Cadence(300).next_after(on_fire) == on_fire + timedelta(minutes=5)
 
 
+@settings(deadline=None)  # a loaded machine must not fail a logic test
 @given(
     instant=st.datetimes(
         min_value=datetime(1971, 1, 1), max_value=datetime(2200, 1, 1), timezones=st.just(UTC)

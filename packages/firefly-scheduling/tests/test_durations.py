@@ -6,7 +6,7 @@ import math
 from datetime import timedelta
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from firefly_scheduling import ConfigurationError, DurationError, parse_duration
@@ -125,22 +125,26 @@ amounts = st.integers(min_value=1, max_value=10**6)
 decimals = st.decimals(min_value="0.001", max_value="100000", places=3, allow_nan=False)
 
 
+@settings(deadline=None)  # a loaded machine must not fail a logic test
 @given(amount=amounts, unit=st.sampled_from(sorted(UNITS)))
 def test_every_unit_value_parses_to_its_seconds(amount: int, unit: str) -> None:
     assert parse_duration(f"{amount}{unit}") == pytest.approx(amount * UNITS[unit])
 
 
+@settings(deadline=None)  # a loaded machine must not fail a logic test
 @given(amount=decimals, unit=st.sampled_from(sorted(UNITS)))
 def test_every_decimal_unit_value_parses_to_its_seconds(amount: object, unit: str) -> None:
     assert parse_duration(f"{amount}{unit}") == pytest.approx(float(str(amount)) * UNITS[unit])
 
 
+@settings(deadline=None)  # a loaded machine must not fail a logic test
 @given(amount=amounts)
 def test_every_bare_number_is_seconds(amount: int) -> None:
     assert parse_duration(str(amount)) == amount
     assert parse_duration(amount) == amount
 
 
+@settings(deadline=None)  # a loaded machine must not fail a logic test
 @given(
     weeks=st.integers(0, 50),
     days=st.integers(0, 400),
@@ -166,6 +170,7 @@ def test_every_iso_duration_parses_to_its_seconds(
         assert parse_duration(text) == pytest.approx(expected)
 
 
+@settings(deadline=None)  # a loaded machine must not fail a logic test
 @given(seconds=st.floats(min_value=0.001, max_value=10**8, allow_nan=False))
 def test_timedelta_and_float_agree(seconds: float) -> None:
     assert parse_duration(timedelta(seconds=seconds)) == pytest.approx(seconds, abs=1e-6)
