@@ -13,7 +13,10 @@ import click
 from firefly_scheduling.cli.cache import cache
 from firefly_scheduling.cli.common import FireflyGroup
 from firefly_scheduling.cli.demo import demo
+from firefly_scheduling.cli.monitor import monitor
+from firefly_scheduling.cli.prune import prune
 from firefly_scheduling.cli.run import run
+from firefly_scheduling.cli.runs import runs
 from firefly_scheduling.cli.schedule import schedule
 from firefly_scheduling.cli.tick import tick
 
@@ -30,5 +33,8 @@ main.add_command(cache)
 main.add_command(run)
 main.add_command(tick)
 main.add_command(demo)
+main.add_command(runs)
+main.add_command(monitor)
+main.add_command(prune)
 
 __all__ = ["main"]

@@ -9,7 +9,7 @@ from firefly_scheduling.history.port import (
     RunRecord,
     RunState,
 )
-from firefly_scheduling.history.selection import history_url, resolve_history
+from firefly_scheduling.history.selection import history_url, require_history, resolve_history
 
 __all__ = [
     "HistoryError",
@@ -18,5 +18,6 @@ __all__ = [
     "RunRecord",
     "RunState",
     "history_url",
+    "require_history",
     "resolve_history",
 ]

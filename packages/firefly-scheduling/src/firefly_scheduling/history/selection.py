@@ -109,6 +109,23 @@ def resolve_history(settings: Settings | None = None) -> RunHistory | None:
     return factory(url)
 
 
+def require_history(settings: Settings | None = None) -> RunHistory:
+    """The configured history, or a `ConfigurationError` saying how to configure one.
+
+    For the commands that only read or maintain the history (`runs`, `monitor`,
+    `prune`), where "no history" is an operator's mistake rather than a choice.
+    """
+    settings = Settings.from_env() if settings is None else settings
+    history = resolve_history(settings)
+    if history is None:
+        raise ConfigurationError(
+            f"no run history is configured: set {env_var(HISTORY_KEY)} ({HISTORY_KEY}) to a "
+            f"SQLAlchemy URL, or use the database, postgres or mysql lock provider, whose "
+            f"database keeps it by default (lock provider now: {settings.lock_provider!r})"
+        )
+    return history
+
+
 def installed_history_stores() -> dict[str, EntryPoint]:
     """Every history store registered in this environment, by name (memory is built in)."""
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}

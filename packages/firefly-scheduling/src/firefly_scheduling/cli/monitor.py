@@ -1,0 +1,144 @@
+"""`firefly-scheduling monitor`: a health check for pagers, from the run history.
+
+It exits 1, printing one line per problem, when a locked task
+
+* has no success within `max(2 * its period, 120 s)`: twice the fixed rate or
+  delay, or for a cron the time since the fire two before its latest one (for a
+  regular cron that is twice its period, and a weekday-only cron is not flagged
+  on Monday morning for the weekend); or
+* failed, or had a run expire (its node died and nobody adopted it), in the last
+  24 hours (`--failures-within`).
+
+Otherwise it exits 0. Unlocked tasks are not checked: they run on every node and
+are not recorded. "No success" is measured by the fire's instant, so a run that
+is still going does not count as a success yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import click
+
+from firefly_scheduling.cli.common import discover_tasks, task_source_options
+from firefly_scheduling.cron import CronSchedule
+from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.durations import format_duration, parse_duration
+from firefly_scheduling.history import HistoryError, RunHistory, require_history
+
+#: The shortest window "no success" is judged over, whatever the period.
+MIN_SUCCESS_WINDOW = timedelta(seconds=120)
+_MICROSECOND = timedelta(microseconds=1)
+# Growing lookbacks find the previous fire of a minutely cron in one step and of a
+# yearly one (or a leap-day one) in a few.
+_LOOKBACKS = tuple(timedelta(days=days) for days in (1 / 24, 1, 8, 32, 367, 4 * 366))
+
+
+@dataclass(frozen=True)
+class HealthProblem:
+    """Why a task is unhealthy, as one printable line."""
+
+    target: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.target}: {self.reason}"
+
+
+def success_window(descriptor: ScheduledDescriptor, now: datetime) -> timedelta:
+    """How long `descriptor` may go without a success: `max(2 * period, 120 s)`."""
+    if descriptor.cron is not None:
+        schedule = CronSchedule.parse(descriptor.cron, descriptor.zone, source=descriptor.target)
+        fire: datetime | None = now + _MICROSECOND
+        for _ in range(3):  # the latest fire, then two before it
+            fire = None if fire is None else _fire_before(schedule, fire)
+        window = MIN_SUCCESS_WINDOW if fire is None else now - fire
+    else:
+        period = descriptor.fixed_rate or descriptor.fixed_delay or 0.0
+        window = timedelta(seconds=2 * period)
+    return max(window, MIN_SUCCESS_WINDOW)
+
+
+def _fire_before(schedule: CronSchedule, instant: datetime) -> datetime | None:
+    """The latest fire of `schedule` strictly before `instant`, within about four years."""
+    for lookback in _LOOKBACKS:
+        fire = schedule.next_after(instant - lookback)
+        if fire < instant:
+            following = schedule.next_after(fire)
+            while following < instant:
+                fire, following = following, schedule.next_after(following)
+            return fire
+    return None
+
+
+def health_problems(
+    descriptors: Sequence[ScheduledDescriptor],
+    history: RunHistory,
+    now: datetime,
+    failures_within: timedelta = timedelta(hours=24),
+) -> list[HealthProblem]:
+    """Every problem of the locked `descriptors` the history shows at `now`."""
+    locked = [d for d in descriptors if d.lock_name is not None]
+    problems: list[HealthProblem] = []
+    for descriptor in locked:
+        window = success_window(descriptor, now)
+        success = history.last_success(descriptor.target)
+        if success is None:
+            problems.append(HealthProblem(descriptor.target, "no successful run recorded"))
+        elif success.instant < now - window:
+            problems.append(
+                HealthProblem(
+                    descriptor.target,
+                    f"no success within {format_duration(window.total_seconds())} "
+                    f"(last: the fire of {success.instant:%Y-%m-%d %H:%M:%S} UTC)",
+                )
+            )
+    targets = {d.target for d in locked}
+    for record in history.failures_since(now - failures_within):
+        if record.task in targets:
+            problems.append(
+                HealthProblem(
+                    record.task,
+                    f"{record.state.value} at the fire of {record.instant:%Y-%m-%d %H:%M:%S} UTC "
+                    f"(attempt {record.attempt} on {record.node}): {record.error or 'no detail'}",
+                )
+            )
+    return problems
+
+
+@click.command()
+@task_source_options
+@click.option(
+    "--failures-within",
+    default="24h",
+    show_default=True,
+    help="How far back a failed or expired run makes the check fail.",
+)
+def monitor(
+    apps: tuple[str, ...], manifest: Path | None, paths: tuple[Path, ...], failures_within: str
+) -> None:
+    """Exit 1 if a task has not succeeded lately or failed recently, saying why."""
+    window = timedelta(seconds=parse_duration(failures_within, source="--failures-within"))
+    discovered = discover_tasks(apps, manifest, paths)
+    history = require_history()
+    try:
+        problems = health_problems(discovered.descriptors, history, datetime.now(UTC), window)
+    except HistoryError as err:
+        raise click.ClickException(f"cannot check: {err}") from err
+    finally:
+        history.close()
+    checked = sum(1 for d in discovered.descriptors if d.lock_name is not None)
+    unchecked = len(discovered.descriptors) - checked
+    note = f" ({unchecked} unlocked, not recorded, not checked)" if unchecked else ""
+    if problems:
+        for problem in problems:
+            click.echo(f"FAIL {problem}")
+        click.echo(f"{len(problems)} problem(s) in {checked} task(s){note}")
+        raise SystemExit(1)
+    if not discovered.descriptors:
+        click.echo(f"OK, but nothing to check: {discovered.explanation}")
+        return
+    click.echo(f"OK: {checked} task(s) healthy{note}")

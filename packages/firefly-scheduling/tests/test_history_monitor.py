@@ -1,0 +1,113 @@
+"""The health rules of `firefly-scheduling monitor`, and the `runs` table, on the memory history."""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from rich.console import Console
+
+from firefly_scheduling.cli.monitor import health_problems, success_window
+from firefly_scheduling.cli.runs import render_runs
+from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.history import MemoryRunHistory, RunState
+
+# A Monday.
+NOW = datetime(2030, 1, 7, 9, 5, tzinfo=UTC)
+MINUTE = timedelta(minutes=1)
+
+
+def locked(target: str, **schedule: str | float) -> ScheduledDescriptor:
+    return ScheduledDescriptor(target=target, lock_name=target, lock_ttl=30.0, **schedule)  # type: ignore[arg-type]
+
+
+def record(
+    history: MemoryRunHistory, target: str, instant: datetime, state: RunState, error: str = ""
+) -> None:
+    history.start(target, instant, node="n1", token=1, at=instant)
+    history.finish(target, instant, token=1, state=state, error=error or None, at=instant)
+
+
+class TestSuccessWindow:
+    @pytest.mark.parametrize(
+        ("schedule", "expected"),
+        [
+            ({"fixed_rate": 1.0}, timedelta(seconds=120)),
+            ({"fixed_rate": 300.0}, timedelta(minutes=10)),
+            ({"fixed_delay": 90.0}, timedelta(minutes=3)),
+            ({"cron": "*/5 * * * *"}, timedelta(minutes=10)),
+            ({"cron": "* * * * *"}, timedelta(seconds=120)),
+        ],
+    )
+    def test_twice_the_period_and_at_least_two_minutes(
+        self, schedule: dict[str, str | float], expected: timedelta
+    ) -> None:
+        assert success_window(locked("app:job", **schedule), NOW) == expected
+
+    def test_a_weekday_cron_is_not_stale_on_monday_morning(self) -> None:
+        window = success_window(locked("app:job", cron="0 9 * * 1-5"), NOW)
+        assert window == timedelta(days=4, minutes=5)  # two fires before Monday's: Thursday
+
+    @pytest.mark.parametrize("cron", ["@yearly", "0 0 29 2 *"])
+    def test_rare_crons_look_years_back(self, cron: str) -> None:
+        window = success_window(locked("app:job", cron=cron), NOW)
+        assert window > timedelta(days=2 * 365)
+
+
+class TestHealthProblems:
+    def test_a_task_succeeding_on_time_is_healthy(self) -> None:
+        history = MemoryRunHistory()
+        record(history, "app:job", NOW - MINUTE, RunState.SUCCEEDED)
+        assert health_problems([locked("app:job", fixed_rate=60.0)], history, NOW) == []
+
+    def test_a_task_that_never_succeeded_is_reported(self) -> None:
+        problems = health_problems([locked("app:job", fixed_rate=60.0)], MemoryRunHistory(), NOW)
+        assert [str(p) for p in problems] == ["app:job: no successful run recorded"]
+
+    def test_a_stale_success_is_reported_with_the_window(self) -> None:
+        history = MemoryRunHistory()
+        record(history, "app:job", NOW - 3 * MINUTE, RunState.SUCCEEDED)
+        [problem] = health_problems([locked("app:job", fixed_rate=60.0)], history, NOW)
+        assert "no success within 2m" in problem.reason
+        assert "09:02:00" in problem.reason
+
+    def test_a_failure_in_the_last_day_is_reported_with_its_error(self) -> None:
+        history = MemoryRunHistory()
+        record(history, "app:job", NOW - MINUTE, RunState.SUCCEEDED)
+        record(history, "app:job", NOW - timedelta(hours=23), RunState.FAILED, "KeyError: 'x'")
+        record(history, "app:job", NOW - timedelta(hours=25), RunState.FAILED, "old")
+        [problem] = health_problems([locked("app:job", fixed_rate=60.0)], history, NOW)
+        assert "failed" in problem.reason
+        assert "KeyError: 'x'" in problem.reason
+
+    def test_an_expired_run_is_reported(self) -> None:
+        history = MemoryRunHistory()
+        record(history, "app:job", NOW - MINUTE, RunState.SUCCEEDED)
+        record(history, "app:job", NOW - 2 * MINUTE, RunState.EXPIRED, "its node died")
+        [problem] = health_problems([locked("app:job", fixed_rate=60.0)], history, NOW)
+        assert problem.reason.startswith("expired")
+
+    def test_unlocked_tasks_and_unknown_tasks_are_not_checked(self) -> None:
+        history = MemoryRunHistory()
+        record(history, "app:gone", NOW - MINUTE, RunState.FAILED, "removed task")
+        free = ScheduledDescriptor(target="app:free", fixed_rate=60.0)
+        assert health_problems([free], history, NOW) == []
+
+
+class TestRunsTable:
+    def test_rows_show_state_attempt_node_and_error(self) -> None:
+        history = MemoryRunHistory()
+        record(history, "app:job", NOW, RunState.FAILED, "ValueError: boom")
+        history.skip("app:job", NOW + MINUTE, node="n2", reason="3.0s late", at=NOW)
+        output = io.StringIO()
+        render_runs(history.runs(), Console(file=output, width=200))
+        text = output.getvalue()
+        assert text.index("skipped") < text.index("failed")  # newest first
+        assert "ValueError: boom" in text
+        assert "3.0s late" in text
+
+    def test_an_empty_history_says_so(self) -> None:
+        output = io.StringIO()
+        render_runs([], Console(file=output), task="app:job")
+        assert "no run recorded for app:job" in output.getvalue()

@@ -1,0 +1,112 @@
+"""`runs`, `monitor` and `prune` end to end, on a SQLite history written by real fires."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from firefly_scheduling.cli import main
+from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.fires.execution import FireRunner
+from firefly_scheduling.history import RunState
+from firefly_scheduling.locks import InMemoryLock
+from firefly_scheduling.manifest import ScheduledManifest
+from firefly_scheduling_database.history_store import DatabaseRunHistory
+
+HEALTHY = "app.jobs:healthy"
+BROKEN = "app.jobs:broken"
+
+
+def task(target: str) -> ScheduledDescriptor:
+    return ScheduledDescriptor(target=target, fixed_rate=60.0, lock_name=target, lock_ttl=30.0)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, DatabaseRunHistory]:
+    url = f"sqlite:///{tmp_path / 'history.db'}"
+    monkeypatch.setenv("FIREFLY_SCHEDULING_HISTORY_URL", url)
+    manifest = tmp_path / "scheduled.json"
+    ScheduledManifest.compile([task(HEALTHY), task(BROKEN)], manifest)
+    return manifest, DatabaseRunHistory(url)
+
+
+def fire(history: DatabaseRunHistory, target: str, instant: datetime, fails: bool) -> None:
+    def body() -> None:
+        if fails:
+            raise RuntimeError("upstream 503")
+
+    FireRunner(InMemoryLock(), history=history, clock=lambda: instant, node="n1").run(
+        task(target), instant, body
+    )
+
+
+def test_runs_lists_the_newest_fire_first(workspace: tuple[Path, DatabaseRunHistory]) -> None:
+    _, history = workspace
+    now = datetime.now(UTC).replace(microsecond=0)
+    fire(history, HEALTHY, now - timedelta(minutes=2), fails=False)
+    fire(history, BROKEN, now - timedelta(minutes=1), fails=True)
+    result = CliRunner().invoke(main, ["runs", "--limit", "5"])
+    assert result.exit_code == 0, result.output
+    assert result.output.index(BROKEN) < result.output.index(HEALTHY)
+    assert "RuntimeError: upstream 503" in result.output
+    only = CliRunner().invoke(main, ["runs", "--task", HEALTHY])
+    assert HEALTHY in only.output
+    assert BROKEN not in only.output
+
+
+def test_monitor_fails_on_a_broken_task_and_passes_once_it_recovers(
+    workspace: tuple[Path, DatabaseRunHistory],
+) -> None:
+    manifest, history = workspace
+    now = datetime.now(UTC)
+    fire(history, HEALTHY, now - timedelta(seconds=30), fails=False)
+    fire(history, BROKEN, now - timedelta(seconds=30), fails=True)
+    failing = CliRunner().invoke(main, ["monitor", "--manifest", str(manifest)])
+    assert failing.exit_code == 1, failing.output
+    assert f"FAIL {BROKEN}: no successful run recorded" in failing.output
+    assert f"FAIL {BROKEN}: failed" in failing.output
+    assert HEALTHY not in failing.output
+    recovered = CliRunner().invoke(
+        main, ["monitor", "--manifest", str(manifest), "--failures-within", "10s"]
+    )
+    assert recovered.exit_code == 1  # still no success for BROKEN
+    fire(history, BROKEN, now, fails=False)
+    healthy = CliRunner().invoke(
+        main, ["monitor", "--manifest", str(manifest), "--failures-within", "10s"]
+    )
+    assert healthy.exit_code == 0, healthy.output
+    assert "OK: 2 task(s) healthy" in healthy.output
+
+
+def test_prune_expires_died_runs_and_deletes_old_records(
+    workspace: tuple[Path, DatabaseRunHistory],
+) -> None:
+    _, history = workspace
+    now = datetime.now(UTC)
+    old = now - timedelta(days=10)
+    fire(history, HEALTHY, old, fails=False)
+    fire(history, HEALTHY, now, fails=False)
+    history.start(BROKEN, now - timedelta(days=2), node="died", token=1, at=now - timedelta(days=2))
+    history.start(BROKEN, now - timedelta(minutes=5), node="alive", token=2, at=now)
+    result = CliRunner().invoke(main, ["prune", "--days", "7"])
+    assert result.exit_code == 0, result.output
+    assert "closed 1 died run(s) as expired" in result.output
+    assert "deleted 1 record(s)" in result.output
+    states = {(r.task, r.node): r.state for r in history.runs(limit=10)}
+    assert states == {
+        (HEALTHY, "n1"): RunState.SUCCEEDED,
+        (BROKEN, "died"): RunState.EXPIRED,
+        (BROKEN, "alive"): RunState.RUNNING,
+    }
+
+
+def test_without_a_history_the_commands_say_how_to_configure_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FIREFLY_SCHEDULING_HISTORY_URL", "off")
+    result = CliRunner().invoke(main, ["runs"])
+    assert result.exit_code == 2
+    assert "FIREFLY_SCHEDULING_HISTORY_URL" in result.output
