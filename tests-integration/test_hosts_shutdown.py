@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
-from firefly_hostapps.harness import node_env, read_runs, start_node
+from firefly_hostapps.harness import Node, node_env, read_runs, start_node
 
 from firefly_scheduling_redis import RedisLock
 
 pytestmark = pytest.mark.slow
 
 
-def _start(tmp_path: Path, redis_url: str, *, body: float, grace: float) -> tuple:
+def _start(tmp_path: Path, redis_url: str, *, body: float, grace: float) -> tuple[Node, str, Path]:
     lock_name = f"hostapps-shutdown-{uuid.uuid4().hex}"
     started, log = tmp_path / "started", tmp_path / "runs.log"
     env = node_env(

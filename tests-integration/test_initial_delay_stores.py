@@ -37,13 +37,14 @@ def store_factory(
     memcached_url: str,
 ) -> Callable[[], AnchorStore]:
     """A picklable zero-argument factory of independent store instances (as if on other nodes)."""
-    return {
+    factories: dict[str, Callable[[], AnchorStore]] = {
         "redis": partial(redis_store, redis_url),
         "memcached": partial(memcached_store, memcached_url),
         "database-sqlite": partial(database_store, f"sqlite:///{tmp_path / 'anchors.db'}"),
         "database-postgres": partial(database_store, postgres_url),
         "database-mariadb": partial(database_store, mysql_url),
-    }[request.param]
+    }
+    return factories[request.param]
 
 
 @pytest.fixture

@@ -1,0 +1,62 @@
+"""Importable task bodies for the host unit tests (the tests put this directory on sys.path).
+
+Each body records its call in `CALLS` as `(name, wall-clock start, wall-clock end)`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+CALLS: list[tuple[str, float, float]] = []
+_MUTEX = threading.Lock()
+#: How long `slow` sleeps; tests may change it.
+SLOW_SECONDS = 0.3
+
+
+def _record(name: str, started: float) -> None:
+    with _MUTEX:
+        CALLS.append((name, started, time.time()))
+
+
+def calls(name: str) -> list[tuple[str, float, float]]:
+    with _MUTEX:
+        return [call for call in CALLS if call[0] == name]
+
+
+def reset() -> None:
+    with _MUTEX:
+        CALLS.clear()
+
+
+def ping() -> None:
+    _record("ping", time.time())
+
+
+def pong() -> None:
+    _record("pong", time.time())
+
+
+def boom() -> None:
+    started = time.time()
+    _record("boom", started)
+    raise RuntimeError("boom")
+
+
+def slow() -> None:
+    started = time.time()
+    time.sleep(SLOW_SECONDS)
+    _record("slow", started)
+
+
+class Service:
+    """A method task; `instances` counts how many objects the host built."""
+
+    instances = 0
+
+    def __init__(self, tag: str = "default") -> None:
+        Service.instances += 1
+        self.tag = tag
+
+    def work(self) -> None:
+        _record(f"work:{self.tag}", time.time())

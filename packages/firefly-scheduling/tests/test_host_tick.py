@@ -1,0 +1,188 @@
+"""TickHost on a fake clock: what is due in a minute, sub-minute repeats, overlaps, failures."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "host_support"))
+import firefly_host_unit_tasks as tasks
+
+from firefly_scheduling import InMemoryLock, ScheduledDescriptor, Settings
+from firefly_scheduling.guard import RunOutcome
+from firefly_scheduling.hosts.boot import build_runtime
+from firefly_scheduling.hosts.fires import FireSkip
+from firefly_scheduling.hosts.tick import TickHost
+
+MODULE = "firefly_host_unit_tasks"
+REAL_PAUSE = 0.05
+
+
+class FakeClock:
+    """A clock whose sleep moves time instead of waiting.
+
+    It still pauses for a few real milliseconds, so a quick body started for one slot
+    has ended before the next slot comes, as it would have in real time.
+    """
+
+    def __init__(self, now: datetime) -> None:
+        self.current = now
+        self.slept = 0.0
+
+    def now(self) -> datetime:
+        return self.current
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            self.slept += seconds
+            self.current += timedelta(seconds=seconds)
+            time.sleep(REAL_PAUSE)
+
+
+def task(name: str, **trigger: object) -> ScheduledDescriptor:
+    return ScheduledDescriptor(target=f"{MODULE}:{name}", **trigger)  # type: ignore[arg-type]
+
+
+def host(descriptors: list[ScheduledDescriptor], at: datetime) -> TickHost:
+    runtime = build_runtime(descriptors, Settings(lock_provider="memory"), host="tick", node="t")
+    return TickHost(descriptors, runtime, clock=FakeClock(at))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_calls() -> Iterator[None]:
+    tasks.reset()
+    yield
+    tasks.reset()
+
+
+MINUTE = datetime(2026, 6, 3, 12, 0, tzinfo=UTC)  # a Wednesday
+
+
+def test_the_plan_holds_matching_crons_and_aligned_cadences() -> None:
+    descriptors = [
+        task("ping", cron="* * * * *"),
+        task("pong", cron="5 * * * *"),  # not this minute
+        task("slow", fixed_rate=12.0),  # every 15 s
+        task("boom", fixed_rate=3600.0),  # hourly: 12:00 is aligned
+        task("Service.work", fixed_delay=7 * 60.0),  # every 10 min: aligned too
+    ]
+    plan = host(descriptors, MINUTE).plan(MINUTE)
+    assert [(slot.fire.target.partition(":")[2], slot.fire.instant.second) for slot in plan] == [
+        ("Service.work", 0),
+        ("boom", 0),
+        ("ping", 0),
+        ("slow", 0),
+        ("slow", 15),
+        ("slow", 30),
+        ("slow", 45),
+    ]
+    later = host(descriptors, MINUTE).plan(MINUTE + timedelta(minutes=1))
+    assert {slot.fire.target for slot in later} == {f"{MODULE}:ping", f"{MODULE}:slow"}
+
+
+def test_a_tick_runs_sub_minute_cadences_until_the_minute_ends() -> None:
+    tick = host([task("ping", fixed_rate=15.0), task("pong", cron="* * * * *")], MINUTE)
+    report = tick.run()
+    assert len(tasks.calls("ping")) == 4
+    assert len(tasks.calls("pong")) == 1
+    assert [r.fire.instant.second for r in report.results if r.fire.target.endswith("ping")] == [
+        0,
+        15,
+        30,
+        45,
+    ]
+    assert all(result.outcome is RunOutcome.RAN for result in report.results)
+    assert tick.clock.slept == pytest.approx(45)  # type: ignore[attr-defined]
+
+
+def test_a_tick_started_late_skips_the_slots_already_past() -> None:
+    tick = host([task("ping", fixed_rate=10.0)], MINUTE + timedelta(seconds=25))
+    report = tick.run()
+    assert [r.fire.instant.second for r in report.results] == [20, 30, 40, 50]
+    assert [slot.fire.instant.second for slot in report.missed] == [0, 10]
+
+
+def test_a_failing_task_is_logged_and_the_others_still_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    report = host([task("boom", cron="* * * * *"), task("ping", cron="* * * * *")], MINUTE).run()
+    outcomes = {r.fire.target.partition(":")[2]: r.outcome for r in report.results}
+    assert outcomes == {"boom": RunOutcome.FAILED, "ping": RunOutcome.RAN}
+    assert any("boom" in r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR)
+
+
+def test_a_lock_held_elsewhere_skips_the_run() -> None:
+    descriptor = task("ping", cron="* * * * *", lock_name="shared", lock_ttl=30.0)
+    other_node = InMemoryLock()
+    assert other_node.try_acquire("shared", 30)
+    try:
+        report = host([descriptor], MINUTE).run()
+    finally:
+        other_node.release("shared")
+    assert [r.outcome for r in report.results] == [RunOutcome.SKIPPED_LOCKED]
+    assert tasks.calls("ping") == []
+
+
+def test_runs_of_one_task_never_overlap_in_a_tick(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tasks, "SLOW_SECONDS", 6 * REAL_PAUSE)
+    # The fake clock reaches a 5 s slot every REAL_PAUSE; each body lasts six of them.
+    report = host([task("slow", fixed_rate=5.0)], MINUTE).run()
+    runs = sorted(tasks.calls("slow"), key=lambda call: call[1])
+    assert report.overlapping
+    assert len(runs) + len(report.overlapping) == 12
+    assert all(after[1] >= before[2] for before, after in itertools.pairwise(runs))
+
+
+def test_a_sunday_cron_is_due_on_sunday_in_its_zone_not_on_monday() -> None:
+    weekly = task("ping", cron="0 3 * * 0", zone="America/New_York")
+    sunday_3am_new_york = datetime(2026, 6, 7, 7, 0, tzinfo=UTC)  # EDT is UTC-4
+    assert [s.fire.instant for s in host([weekly], MINUTE).plan(sunday_3am_new_york)] == [
+        sunday_3am_new_york
+    ]
+    assert host([weekly], MINUTE).plan(sunday_3am_new_york + timedelta(days=1)) == []
+    assert host([weekly], MINUTE).plan(sunday_3am_new_york - timedelta(hours=4)) == []
+
+
+def test_a_cron_in_a_spring_forward_gap_is_due_once_right_after_it() -> None:
+    nightly = task("ping", cron="30 2 * * *", zone="Europe/Paris")
+    tick = host([nightly], MINUTE)
+    day = datetime(2026, 3, 29, tzinfo=UTC)
+    due = [
+        minute
+        for minute in (day + timedelta(minutes=m) for m in range(0, 24 * 60))
+        if tick.plan(minute)
+    ]
+    assert due == [datetime(2026, 3, 29, 1, 0, tzinfo=UTC)]  # 03:00 CEST
+
+
+def test_an_initially_delayed_task_is_held_back_under_tick() -> None:
+    delayed = task("ping", cron="* * * * *", initial_delay=120.0)
+    report = host([delayed], MINUTE).run()
+    assert [r.outcome for r in report.results] == [FireSkip.HELD_BACK]
+    assert tasks.calls("ping") == []
+
+
+def test_tick_warns_as_it_builds_when_delayed_tasks_have_a_per_process_store(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING)
+    delayed = task("ping", cron="* * * * *", initial_delay=120.0)
+    build_runtime([delayed], Settings(), host="tick", node="test")
+    assert any(
+        "never run" in r.getMessage() and delayed.target in r.getMessage() for r in caplog.records
+    )
+    caplog.clear()
+    build_runtime([delayed], Settings(), host="run", node="test")
+    assert not any("never run" in r.getMessage() for r in caplog.records)
+
+
+def test_the_report_summarises_the_minute() -> None:
+    report = host([task("ping", cron="* * * * *"), task("boom", cron="* * * * *")], MINUTE).run()
+    assert report.summary() == "tick 2026-06-03 12:00 UTC: 1 failed; 1 ran"
