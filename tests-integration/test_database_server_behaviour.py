@@ -177,13 +177,18 @@ def test_mariadb_engine_with_sqlalchemys_found_rows_still_tells_won_from_held(
         ),
     ],
 )
+@pytest.mark.parametrize("built_from", ["url", "engine"])
 def test_a_killed_connection_raises_once_then_the_next_call_reconnects(
-    request: pytest.FixtureRequest, server: str, whoami: str, kill: str, alive: str
+    request: pytest.FixtureRequest, server: str, whoami: str, kill: str, alive: str, built_from: str
 ) -> None:
     url: str = request.getfixturevalue(server)
     table = f"ff_server_{uuid.uuid4().hex[:12]}"
-    engine = lock_engine(url)
-    lock = DatabaseLeaseLock(engine, table=table)
+    if built_from == "url":  # statements go straight to the pooled driver connection
+        lock = DatabaseLeaseLock(url, table=table)
+        engine: Engine = lock._bind  # type: ignore[assignment] # the pool's identity, for the kill
+    else:  # statements go through SQLAlchemy's execution layer
+        engine = lock_engine(url)
+        lock = DatabaseLeaseLock(engine, table=table)
     lock.install()
     assert lock.try_acquire("before", 30)
     with engine.connect() as pooled:  # the pool's only connection: the lock's own
@@ -207,6 +212,7 @@ def test_a_killed_connection_raises_once_then_the_next_call_reconnects(
         created.drop(killer)
     killer.dispose()
     engine.dispose()
+    lock.close()
 
 
 def test_install_is_safe_when_several_nodes_run_it_at_once(

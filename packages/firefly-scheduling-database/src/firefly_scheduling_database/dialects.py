@@ -9,17 +9,19 @@ the clocks of the nodes never matter, and each operation is ONE statement:
 * renew: an update of this owner's still-valid lease;
 * fence: an increment-and-return of the name's counter.
 
-Statements are rendered once per lock, for its table names, as `text()` clauses.
+Statements are rendered once per lock, for its table names (see `Statement`).
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
-from sqlalchemy import Connection, text
+from sqlalchemy import TextClause, text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
 
@@ -28,6 +30,47 @@ from firefly_scheduling_database.schema import LeaseTables
 
 #: The oldest SQLite with both upsert (3.24) and RETURNING (3.35).
 MIN_SQLITE_VERSION = (3, 35, 0)
+
+
+class StatementResult(Protocol):
+    """What the lock reads back: a DBAPI cursor and SQLAlchemy's `CursorResult` both fit."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    @property
+    def lastrowid(self) -> Any: ...
+
+    def fetchone(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One statement, as a `text()` clause and as SQL in the driver's own paramstyle.
+
+    The clause runs through SQLAlchemy's execution layer (an application's Engine or
+    Connection, whose event listeners then see it); the driver form goes straight to a
+    pooled DBAPI cursor, without that layer's per-call cost.
+    """
+
+    clause: TextClause
+    driver_sql: str
+    #: Parameter names in order, for a positional paramstyle (SQLite's `?`).
+    positions: tuple[str, ...] | None
+
+    @classmethod
+    def render(cls, sql: str, dialect: Dialect) -> Statement:
+        clause = text(sql)
+        compiled = clause.compile(dialect=dialect)
+        positions = tuple(compiled.positiontup or ()) if compiled.positional else None
+        return cls(clause, compiled.string, positions)
+
+    def driver_parameters(
+        self, parameters: Mapping[str, object]
+    ) -> Sequence[object] | Mapping[str, object]:
+        if self.positions is None:
+            return parameters
+        return tuple(parameters[name] for name in self.positions)
 
 
 class LeaseSql(ABC):
@@ -52,11 +95,11 @@ class LeaseSql(ABC):
             "fences": preparer.format_table(tables.fences),
             **self.fragments,
         }
-        self.acquire = text(self.acquire_sql.format(**names))
-        self.release = text(self.release_sql.format(**names))
-        self.renew = text(self.renew_sql.format(**names))
-        self.fence = text(self.fence_sql.format(**names))
-        self.holder = text(self.holder_sql.format(**names))
+        self.acquire = Statement.render(self.acquire_sql.format(**names), dialect)
+        self.release = Statement.render(self.release_sql.format(**names), dialect)
+        self.renew = Statement.render(self.renew_sql.format(**names), dialect)
+        self.fence = Statement.render(self.fence_sql.format(**names), dialect)
+        self.holder = Statement.render(self.holder_sql.format(**names), dialect)
 
     def key(self, name: str) -> str | bytes:
         """The value bound for the `name` column."""
@@ -66,13 +109,13 @@ class LeaseSql(ABC):
     def ttl(self, ttl_seconds: float) -> Any:
         """The value bound for `:ttl`, in the unit the dialect's date arithmetic wants."""
 
-    def acquired(self, rowcount: int, connection: Connection) -> bool | None:
+    def acquired(self, rowcount: int, driver_connection: object) -> bool | None:
         """Whether the acquire upsert won, or None when its rowcount cannot tell."""
         return rowcount == 1
 
-    def fence_value(self, result: Any) -> int:
+    def fence_value(self, result: StatementResult) -> int:
         """The counter value the fence statement produced."""
-        return int(result.scalar_one())
+        return int(result.fetchone()[0])
 
     @abstractmethod
     def is_contention(self, err: DBAPIError) -> bool:
@@ -162,12 +205,12 @@ class MySqlLeaseSql(LeaseSql):
     def ttl(self, ttl_seconds: float) -> int:
         return max(1, math.ceil(Fraction(ttl_seconds) * 1_000_000))  # exact: never shorter
 
-    def acquired(self, rowcount: int, connection: Connection) -> bool | None:
+    def acquired(self, rowcount: int, driver_connection: object) -> bool | None:
         if rowcount != 1:
             return rowcount == 2
-        return True if not self._counts_found_rows(connection) else None
+        return True if not self._counts_found_rows(driver_connection) else None
 
-    def fence_value(self, result: Any) -> int:
+    def fence_value(self, result: StatementResult) -> int:
         return int(result.lastrowid)
 
     def is_contention(self, err: DBAPIError) -> bool:
@@ -176,8 +219,7 @@ class MySqlLeaseSql(LeaseSql):
     def is_missing_table(self, err: DBAPIError) -> bool:
         return _mysql_code(err) == 1146  # ER_NO_SUCH_TABLE
 
-    def _counts_found_rows(self, connection: Connection) -> bool:
-        driver_connection = connection.connection.dbapi_connection
+    def _counts_found_rows(self, driver_connection: object) -> bool:
         flags = getattr(driver_connection, "client_flag", None)
         # A driver that does not expose its flags is assumed to count found rows.
         return not isinstance(flags, int) or bool(flags & self.CLIENT_FOUND_ROWS)
