@@ -12,4 +12,3 @@ and the lock guard.
 Nothing is imported here, so `import firefly_scheduling` (which exports
 `register`) does not load the resident scheduler or the tick host.
 """
-

@@ -16,9 +16,10 @@ previous run is still going is skipped. The process waits for running bodies,
 then returns; a failing body is logged by the guard and does not change the exit
 code. Time comes from a `Clock`, so tests do not wait for real minutes.
 
-Planning is grouped: tasks sharing a cron expression and zone are matched once,
-and tasks sharing a cadence are aligned once, so thousands of tasks cost a few
-checks per minute.
+Planning is grouped and cheap: tasks sharing a cron expression and zone are
+matched once, through a prefilter that rules most minutes out without a croniter
+search (`cron_prefilter`), and tasks sharing a cadence are aligned once, so ten
+thousand tasks cost a few milliseconds per minute.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from firefly_scheduling.cadence import Cadence
 from firefly_scheduling.cron import CronSchedule
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.hosts.clock import Clock, SystemClock
+from firefly_scheduling.hosts.cron_prefilter import MinutePrefilter
 from firefly_scheduling.hosts.fire_instants import minute_start
 from firefly_scheduling.hosts.fires import Fire, FireResult, execute_fire
 from firefly_scheduling.hosts.runtime import TaskRuntime
@@ -98,8 +100,9 @@ class TickHost:
         self.runtime = runtime
         self.clock = clock or SystemClock()
         self.max_workers = max_workers
-        self._crons: dict[tuple[str, str | None], tuple[CronSchedule, list[ScheduledDescriptor]]]
-        self._crons = {}
+        self._crons: dict[
+            tuple[str, str | None], tuple[MinutePrefilter, list[ScheduledDescriptor]]
+        ] = {}
         self._cadences: dict[Cadence, list[ScheduledDescriptor]] = defaultdict(list)
         for descriptor in descriptors:
             if descriptor.cron is not None:
@@ -108,7 +111,7 @@ class TickHost:
                     schedule = CronSchedule.parse(
                         descriptor.cron, descriptor.zone, source=descriptor.target
                     )
-                    self._crons[key] = (schedule, [])
+                    self._crons[key] = (MinutePrefilter(schedule), [])
                 self._crons[key][1].append(descriptor)
             else:
                 self._cadences[cadence_of(descriptor)].append(descriptor)
@@ -116,8 +119,8 @@ class TickHost:
     def plan(self, minute: datetime) -> list[TickSlot]:
         """Every slot of the UTC minute starting at `minute`, in order of instant."""
         slots: list[TickSlot] = []
-        for schedule, descriptors in self._crons.values():
-            if schedule.matches(minute):
+        for prefilter, descriptors in self._crons.values():
+            if prefilter.fires_at(minute):
                 slots.extend(TickSlot(Fire(d, minute), _MINUTE) for d in descriptors)
         for cadence, descriptors in self._cadences.items():
             width = min(timedelta(seconds=cadence.seconds), _MINUTE)
