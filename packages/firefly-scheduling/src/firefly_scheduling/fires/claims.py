@@ -56,7 +56,7 @@ def claim_name(target: str, lock_name: str, instant: datetime) -> str:
     (lock name, target), so that two tasks sharing a lock name still have one claim
     each per instant, and a lock name shared by two deployments' different tasks
     never merges their claims. A readable part never starts with `sha256:`, so the two
-    forms cannot collide.
+    forms cannot collide; a target that is not valid Unicode is hashed too.
     """
     stamp = as_utc(instant).strftime(_STAMP_FORMAT)
     prefix = f"{CLAIM_PREFIX}{stamp}:"
@@ -64,11 +64,21 @@ def claim_name(target: str, lock_name: str, instant: datetime) -> str:
         lock_name == target
         and not target.startswith(_HASHED)
         and len(prefix) + len(target) <= MAX_LOCK_NAME_LENGTH
+        and _is_text(target)
     ):
         return prefix + target
     # JSON of the pair is an unambiguous encoding of two arbitrary strings.
     identity = json.dumps([lock_name, target]).encode("ascii")
     return prefix + _HASHED + hashlib.sha256(identity).hexdigest()
+
+
+def _is_text(name: str) -> bool:
+    """Whether `name` is valid Unicode (no lone surrogate), as lock names must be."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def claim_seconds(instant: datetime, now: datetime, *, grace: float, clock_skew: float) -> float:
