@@ -118,8 +118,6 @@ class DatabaseRunHistory:
     Driver errors become `HistoryError`s naming the store without the password.
     """
 
-    shared_across_processes = True
-
     def __init__(self, url: str, *, table: str = DEFAULT_TABLE) -> None:
         self._table = runs_table(table)
         self._engine: Engine = lock_engine(url)

@@ -116,9 +116,18 @@ class FireRunner:
 
     @classmethod
     def from_settings(
-        cls, lock: DistributedLock, settings: Settings | None = None, *, clock: WallClock = utc_now
+        cls,
+        lock: DistributedLock,
+        settings: Settings | None = None,
+        *,
+        clock: WallClock = utc_now,
+        node: str | None = None,
     ) -> FireRunner:
-        """A runner with the configured history, grace, clock-skew tolerance and node name."""
+        """A runner with the configured history, grace and clock-skew tolerance.
+
+        `node` overrides `settings.node`. Raises `ConfigurationError` for a history
+        URL that cannot be used, so a host fails at boot rather than on a fire.
+        """
         settings = Settings.from_env() if settings is None else settings
         return cls(
             lock,
@@ -126,7 +135,7 @@ class FireRunner:
             clock=clock,
             grace=settings.grace,
             clock_skew=settings.clock_skew,
-            node=settings.node,
+            node=node or settings.node,
             owns_history=True,
         )
 
@@ -162,7 +171,7 @@ class FireRunner:
         self, descriptor: ScheduledDescriptor, instant: datetime, body: Callable[[], object]
     ) -> FireOutcome:
         """An unlocked task runs on every node: no claim, no history (it would collide)."""
-        if self._too_late(instant) is not None:
+        if self._too_late(descriptor.target, instant) is not None:
             return FireOutcome(FireStatus.TOO_LATE, descriptor.target, instant)
         return self._execute(
             descriptor, instant, body, token=None, lost=threading.Event(), recorded=False
@@ -176,7 +185,7 @@ class FireRunner:
         body: Callable[[], object],
     ) -> FireOutcome:
         target = descriptor.target
-        lateness = self._too_late(instant)
+        lateness = self._too_late(target, instant)
         if lateness is not None:
             self._skip(
                 target, instant, f"{lateness:.3f}s late, beyond the grace of {self._grace:g}s"
@@ -221,13 +230,14 @@ class FireRunner:
 
     # -- steps ------------------------------------------------------------------------
 
-    def _too_late(self, instant: datetime) -> float | None:
+    def _too_late(self, target: str, instant: datetime) -> float | None:
         """Seconds late when beyond grace (logged), else None."""
         lateness = (self._clock() - instant).total_seconds()
         if lateness <= self._grace:
             return None
         logger.warning(
-            "fire %s skipped: %.3fs late, beyond the grace of %gs",
+            "%s: fire %s skipped: %.3fs late, beyond the grace of %gs",
+            target,
             _at(instant),
             lateness,
             self._grace,

@@ -24,8 +24,6 @@ from firefly_scheduling.instants import as_utc
 class MemoryRunHistory:
     """A `RunHistory` kept in a dict; thread-safe."""
 
-    shared_across_processes = False
-
     def __init__(self) -> None:
         self._mutex = threading.Lock()
         self._records: dict[tuple[str, datetime], RunRecord] = {}
