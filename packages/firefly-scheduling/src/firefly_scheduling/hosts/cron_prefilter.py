@@ -19,7 +19,9 @@ fires exactly at matching wall-clock times, so "no" is always right.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
@@ -39,6 +41,22 @@ def _field(values: list[int | str]) -> frozenset[int] | None:
     return frozenset(0 if value == _SUNDAY_AS_SEVEN else int(value) for value in values)
 
 
+@dataclass(frozen=True)
+class WallClock:
+    """A UTC minute as read in one zone: computed once per zone when planning a minute."""
+
+    minute: datetime
+    local: datetime
+    near_transition: bool
+
+    @classmethod
+    def of(cls, minute: datetime, zone: ZoneInfo) -> WallClock:
+        utc = as_utc(minute)
+        local = utc.astimezone(zone)
+        before = (utc - _TRANSITION_WINDOW).astimezone(zone)
+        return cls(utc, local, local.utcoffset() != before.utcoffset())
+
+
 class MinutePrefilter:
     """Rules out most minutes for one `CronSchedule` without a croniter search."""
 
@@ -51,16 +69,16 @@ class MinutePrefilter:
         self._months = _field(months)
         self._weekdays = _field(weekdays)
 
-    def fires_at(self, minute: datetime) -> bool:
-        """Exactly `schedule.matches(minute)`, usually without computing it."""
-        utc = as_utc(minute)
-        zone = self.schedule.zone
-        local = utc.astimezone(zone)
-        if local.utcoffset() != (utc - _TRANSITION_WINDOW).astimezone(zone).utcoffset():
-            return self.schedule.matches(utc)
-        if not self._may_fire_at_wall_clock(local):
+    def fires_at(self, minute: datetime, wall_clock: WallClock | None = None) -> bool:
+        """Exactly `schedule.matches(minute)`, usually without computing it.
+
+        `wall_clock` is `WallClock.of(minute, schedule.zone)`, passed in when many
+        schedules of one zone are checked for the same minute.
+        """
+        wall = wall_clock or WallClock.of(minute, self.schedule.zone)
+        if not wall.near_transition and not self._may_fire_at_wall_clock(wall.local):
             return False
-        return self.schedule.matches(utc)
+        return self.schedule.matches(wall.minute)
 
     def _may_fire_at_wall_clock(self, local: datetime) -> bool:
         if self._minutes is not None and local.minute not in self._minutes:

@@ -30,12 +30,13 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from firefly_scheduling.cadence import Cadence
 from firefly_scheduling.cron import CronSchedule
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.hosts.clock import Clock, SystemClock
-from firefly_scheduling.hosts.cron_prefilter import MinutePrefilter
+from firefly_scheduling.hosts.cron_prefilter import MinutePrefilter, WallClock
 from firefly_scheduling.hosts.fire_instants import minute_start
 from firefly_scheduling.hosts.fires import Fire, FireResult, execute_fire
 from firefly_scheduling.hosts.runtime import TaskRuntime
@@ -119,8 +120,13 @@ class TickHost:
     def plan(self, minute: datetime) -> list[TickSlot]:
         """Every slot of the UTC minute starting at `minute`, in order of instant."""
         slots: list[TickSlot] = []
+        wall_clocks: dict[ZoneInfo, WallClock] = {}
         for prefilter, descriptors in self._crons.values():
-            if prefilter.fires_at(minute):
+            zone = prefilter.schedule.zone
+            wall = wall_clocks.get(zone)
+            if wall is None:
+                wall = wall_clocks[zone] = WallClock.of(minute, zone)
+            if prefilter.fires_at(minute, wall):
                 slots.extend(TickSlot(Fire(d, minute), _MINUTE) for d in descriptors)
         for cadence, descriptors in self._cadences.items():
             width = min(timedelta(seconds=cadence.seconds), _MINUTE)
