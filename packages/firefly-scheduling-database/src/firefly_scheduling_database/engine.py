@@ -59,8 +59,12 @@ def describe_url(url: str | URL) -> tuple[str, tuple[str, ...]]:
     return (redact_url(text) if secrets else text), secrets
 
 
-def lock_engine(url: str | URL) -> Engine:
-    """A pooled engine for `url` with bounded timeouts; a `ConfigurationError` if unusable."""
+def lock_engine(url: str | URL, *, reset_on_return: bool = True) -> Engine:
+    """A pooled engine for `url` with bounded timeouts; a `ConfigurationError` if unusable.
+
+    `reset_on_return=False` skips the pool's rollback when a connection comes back
+    (a round trip on MySQL); only for callers that always end their transactions.
+    """
     text = plain_url(url).strip()
     parse_lock_url(text, provider="database", schemes=DRIVERS)
     try:
@@ -77,7 +81,12 @@ def lock_engine(url: str | URL) -> Engine:
         connect_args = _postgres_arguments(parsed)
     else:
         connect_args = _mysql_arguments(parsed)
-    return create_engine(parsed, connect_args=connect_args, pool_recycle=POOL_RECYCLE_SECONDS)
+    return create_engine(
+        parsed,
+        connect_args=connect_args,
+        pool_recycle=POOL_RECYCLE_SECONDS,
+        pool_reset_on_return="rollback" if reset_on_return else None,
+    )
 
 
 def _sqlite_arguments(url: URL) -> dict[str, Any]:

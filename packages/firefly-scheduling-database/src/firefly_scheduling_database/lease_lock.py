@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from sqlalchemy import URL, Connection, Engine, inspect
 from sqlalchemy.engine.interfaces import DBAPIModule
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.pool import PoolProxiedConnection
 
 from firefly_scheduling.errors import ConfigurationError, LockBackendError
 from firefly_scheduling.locks.base import BaseLock
@@ -73,7 +74,8 @@ class DatabaseLeaseLock(BaseLock):
         tables = LeaseTables.named(table)
         owns_engine = isinstance(bind, str | URL)
         if isinstance(bind, str | URL):
-            bind = lock_engine(bind)
+            # Every transaction on it is ended explicitly (see `_run_on_driver`).
+            bind = lock_engine(bind, reset_on_return=False)
         elif not isinstance(bind, Engine | Connection):
             raise ConfigurationError(
                 f"DatabaseLeaseLock needs a URL, an Engine or a Connection, "
@@ -185,7 +187,9 @@ class DatabaseLeaseLock(BaseLock):
         """One transaction on a pooled DBAPI connection of the lock's own engine.
 
         Driver errors are wrapped as SQLAlchemy would (`DBAPIError`); a lost server
-        connection is invalidated, and the pool's idle ones are dropped with it.
+        connection is invalidated, and the pool's idle ones are dropped with it. The
+        transaction is always committed or rolled back here, so the pool need not
+        reset the connection on its return.
         """
         dialect = engine.dialect
         driver_error: type[DBAPIModule.Error] = dialect.loaded_dbapi.Error
@@ -215,12 +219,17 @@ class DatabaseLeaseLock(BaseLock):
             if disconnected:
                 pooled.invalidate(err)
                 engine.pool.dispose()
+            else:
+                _roll_back(pooled, driver_error)
             raise wrapped(err, disconnected=disconnected) from err
+        except BaseException:
+            _roll_back(pooled, driver_error)
+            raise
         finally:
             if cursor is not None:
                 with suppress(driver_error):
                     cursor.close()
-            pooled.close()  # back to the pool, which rolls back anything left open
+            pooled.close()  # back to the pool, with no transaction open
 
     def _attempt(self, operation: Callable[[_Transaction], _T], *, lost: _T) -> _T:
         """Run an acquisition; a lost race is `lost`, a missing table a ConfigurationError."""
@@ -243,6 +252,11 @@ class DatabaseLeaseLock(BaseLock):
             return self._run_on_sqlalchemy(lambda connection: inspect(connection).has_table(table))
         except SQLAlchemyError:
             return False
+
+
+def _roll_back(pooled: PoolProxiedConnection, driver_error: type[DBAPIModule.Error]) -> None:
+    with suppress(driver_error):
+        pooled.rollback()
 
 
 def _through(connection: Connection) -> _Transaction:
