@@ -90,7 +90,13 @@ class ResidentHost:
         self.start()
         while not self._stop.wait(_POLL_SECONDS):
             pass
-        return self.shutdown()
+        status = self.shutdown()
+        if handle_signals:
+            # Stopped: a late extra signal must not kill the interpreter as it exits
+            # (finalisation restores the default handlers) and turn 0 into -15.
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, signal.SIG_IGN)
+        return status
 
     def shutdown(self) -> int:
         """Stop new fires, wait up to the grace period, release and close; return 0."""
