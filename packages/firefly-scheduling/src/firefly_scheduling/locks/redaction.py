@@ -23,6 +23,8 @@ def redact_url(url: str) -> str:
         _ = parts.port  # raises ValueError on a malformed port, which we must not echo
     except ValueError:
         return "<unparseable URL>"
+    if not url_secrets(url) and "@" not in parts.netloc:
+        return url  # nothing to hide; urlunsplit would also mangle sqlite:////abs/path
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, _, hostinfo = netloc.rpartition("@")
