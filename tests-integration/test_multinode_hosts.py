@@ -92,11 +92,20 @@ def races(
             workdir,
             FIREFLY_HOSTAPP_LOG=str(log),
             FIREFLY_HOSTAPP_LOCK=f"hostapps-race-{uuid.uuid4().hex}",
+            # One history per race: the history identifies a fire by task and instant,
+            # and these races run the same task at the same instants side by side, on
+            # shared servers (a real fleet has one history per application).
+            FIREFLY_SCHEDULING_HISTORY_URL=f"sqlite:///{workdir / 'history.db'}",
             **_provider_settings(backend, urls, workdir),
         )
         nodes = [
             start_node(
-                "run", f"{backend}-node-{n}", app="firefly_hostapps.race", env=env, workdir=workdir
+                "run",
+                f"{backend}-node-{n}",
+                app="firefly_hostapps.race",
+                env=env,
+                workdir=workdir,
+                args=("--fire-log", str(workdir / "fires.jsonl")),
             )
             for n in range(1, NODES + 1)
         ]
