@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.guard import Resolver
 from firefly_scheduling.hosts.fires import FireObserver
 from firefly_scheduling.hosts.runtime import Lazy, TaskRuntime
@@ -66,10 +67,16 @@ def build_runtime(
         lock_value.get()
         if delayed_tasks(descriptors):
             gate.get()
-    return TaskRuntime(
+    runtime = TaskRuntime(
         lock=lock_value,
         gate=gate,
         resolver=resolver,
         node=node or settings.node,
         observers=observers,
+        fire_runner=lambda built: FireRunner.from_settings(
+            built.lock.get(), settings, clock=built.wall_now, node=built.node
+        ),
     )
+    if eager:
+        runtime.fire_runner.get()  # an unusable history URL fails here, at boot
+    return runtime

@@ -17,11 +17,20 @@ from typing import Protocol
 
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.errors import FireflySchedulingError
-from firefly_scheduling.guard import RunOutcome, run_guarded
+from firefly_scheduling.fires.outcome import FireStatus
+from firefly_scheduling.guard import RunOutcome
 from firefly_scheduling.hosts.runtime import TaskRuntime
 from firefly_scheduling.instants import as_utc
 
 logger = logging.getLogger("firefly_scheduling.hosts")
+
+#: How the fire runner's verdicts read in a host's result; every other status is
+#: "another node or an earlier run has it", which is what a lost lock race meant.
+_OUTCOMES = {
+    FireStatus.SUCCEEDED: RunOutcome.RAN,
+    FireStatus.FAILED: RunOutcome.FAILED,
+    FireStatus.BACKEND_ERROR: RunOutcome.SKIPPED_BACKEND_ERROR,
+}
 
 
 @dataclass(frozen=True)
@@ -109,6 +118,9 @@ def _guarded(fire: Fire, runtime: TaskRuntime) -> FireResult:
         finally:
             bounds.append(datetime.now(UTC))
 
-    outcome = run_guarded(descriptor, body, lock)
+    del lock  # built above so a broken provider is reported as UNAVAILABLE
+    # Claims (exactly one run per fire), keep-alive, fencing and history live here.
+    status = runtime.fire_runner.get().run(descriptor, fire.instant, body).status
+    outcome = _OUTCOMES.get(status, RunOutcome.SKIPPED_LOCKED)
     started, ended = (bounds[0], bounds[-1]) if len(bounds) == 2 else (None, None)
     return FireResult(fire, runtime.node, outcome, started, ended)

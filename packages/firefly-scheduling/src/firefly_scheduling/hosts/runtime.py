@@ -12,8 +12,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from firefly_scheduling.fires.execution import FireRunner, utc_now
 from firefly_scheduling.guard import CallableResolver, Resolver
 from firefly_scheduling.initial_delay.gate import InitialDelayGate
 from firefly_scheduling.locks.port import DistributedLock
@@ -68,8 +70,16 @@ class TaskRuntime:
         resolver: Resolver | None = None,
         node: str,
         observers: Sequence[FireObserver] = (),
+        fire_runner: Callable[[TaskRuntime], FireRunner] | None = None,
     ) -> None:
         self.lock = lock
+        #: The wall clock fires are judged by (grace); a host with a clock seam replaces it.
+        self.now: Callable[[], datetime] = utc_now
+        make_runner = fire_runner or (
+            lambda runtime: FireRunner(runtime.lock.get(), clock=runtime.wall_now, node=node)
+        )
+        #: Claims, keep-alive, fencing and history for every fire (built with the lock).
+        self.fire_runner: Lazy[FireRunner] = Lazy(lambda: make_runner(self))
         self.gate = gate
         self.callables = CallableResolver(resolver)
         self.node = node
@@ -78,6 +88,10 @@ class TaskRuntime:
         self._in_flight: dict[int, object] = {}
         self._next_ticket = 0
         self._idle = threading.Condition()
+
+    def wall_now(self) -> datetime:
+        """`now()` looked up on every call, so a clock installed later is honoured."""
+        return self.now()
 
     @property
     def accepting(self) -> bool:
@@ -118,7 +132,9 @@ class TaskRuntime:
             return self._idle.wait_for(lambda: not self._in_flight, timeout=max(timeout, 0.0))
 
     def close(self) -> None:
-        """Close the lock and the gate's store if they were built (releasing held locks)."""
+        """Close the fire runner, the lock and the gate's store if they were built."""
+        if self.fire_runner.built:
+            self.fire_runner.get().close()  # before the lock: it releases held claims
         if self.lock.built:
             close = getattr(self.lock.get(), "close", None)
             if callable(close):

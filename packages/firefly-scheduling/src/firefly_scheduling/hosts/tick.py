@@ -100,6 +100,7 @@ class TickHost:
     ) -> None:
         self.runtime = runtime
         self.clock = clock or SystemClock()
+        runtime.now = self.clock.now  # fires are judged late or not by the host's clock
         self.max_workers = max_workers
         self._crons: dict[
             tuple[str, str | None], tuple[MinutePrefilter, list[ScheduledDescriptor]]
