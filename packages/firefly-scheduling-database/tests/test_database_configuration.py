@@ -6,8 +6,6 @@ port is enough to check what the lock was configured with.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from sqlalchemy.dialects import registry
 
@@ -15,7 +13,6 @@ from firefly_scheduling import ConfigurationError, Settings, resolve_lock
 from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.dialects import lease_sql_for
 from firefly_scheduling_database.engine import describe_url, lock_engine
-from firefly_scheduling_database.provider import create_lock
 from firefly_scheduling_database.schema import LeaseTables
 
 SECRET = "s3cr3t-pw"
@@ -120,19 +117,6 @@ def test_odd_table_names_are_refused(table: str) -> None:
         DatabaseLeaseLock("sqlite:///locks.db", table=table)
 
 
-def test_capabilities() -> None:
-    lock = DatabaseLeaseLock("sqlite:///locks.db")
-    assert (lock.backend_name, lock.ttl_honoured, lock.session_scoped) == ("database", True, False)
-    assert (lock.cross_process, lock.supports_fencing) == (True, True)
-
-
-def test_provider_reads_the_database_url(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'locks.db'}"
-    lock = create_lock(Settings(lock_provider="database", database_url=url))
-    assert isinstance(lock, DatabaseLeaseLock)
-    assert repr(lock) == f"DatabaseLeaseLock('sqlite+pysqlite:///{tmp_path / 'locks.db'}')"
-
-
 @pytest.mark.parametrize(
     ("env", "expected"),
     [
@@ -150,11 +134,6 @@ def test_provider_is_found_through_its_entry_point(env: dict[str, str], expected
     lock = resolve_lock(Settings.from_env({"FIREFLY_SCHEDULING_LOCK_PROVIDER": "database", **env}))
     assert isinstance(lock, DatabaseLeaseLock)
     assert repr(lock).endswith(f"/{expected}')")
-
-
-def test_provider_without_a_url_names_the_setting() -> None:
-    with pytest.raises(ConfigurationError, match="FIREFLY_SCHEDULING_LOCK_DATABASE_URL"):
-        create_lock(Settings(lock_provider="database"))
 
 
 def test_a_percent_encoded_password_is_scrubbed_in_both_forms() -> None:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from firefly_scheduling import ConfigurationError, Settings, resolve_lock
+from firefly_scheduling import ConfigurationError
 from firefly_scheduling_memcached import MemcachedLock
 from firefly_scheduling_memcached.lease_lock import CLIENT_DEFAULTS, memcached_server
-from firefly_scheduling_memcached.provider import create_lock
 
 SECRET = "s3cr3t-pw"
 
@@ -25,23 +24,6 @@ def test_memcached_urls_are_accepted_without_connecting(url: str, server: tuple[
     assert memcached_server(url) == server
     # Port 1 is closed: construction must not connect.
     assert MemcachedLock(url).is_held("anything") is False
-
-
-@pytest.mark.parametrize(
-    ("url", "scheme"),
-    [
-        (f"redis://:{SECRET}@127.0.0.1:6379/0", "redis"),
-        (f"postgresql://app:{SECRET}@127.0.0.1/app", "postgresql"),
-        ("127.0.0.1:11211", "scheme-less"),
-    ],
-)
-def test_other_url_kinds_are_refused_naming_provider_and_scheme(url: str, scheme: str) -> None:
-    with pytest.raises(ConfigurationError) as caught:
-        MemcachedLock(url)
-    message = str(caught.value)
-    assert "memcached lock provider" in message
-    assert scheme in message
-    assert SECRET not in message
 
 
 @pytest.mark.parametrize(
@@ -75,33 +57,3 @@ def test_the_client_has_bounded_timeouts_and_waits_for_replies() -> None:
         CLIENT_DEFAULTS["timeout"],
     )
     assert client.default_noreply is False
-
-
-def test_capabilities_describe_a_lease_backend_with_fencing() -> None:
-    assert MemcachedLock.backend_name == "memcached"
-    assert MemcachedLock.ttl_honoured is True
-    assert MemcachedLock.session_scoped is False
-    assert MemcachedLock.cross_process is True
-    assert MemcachedLock.supports_fencing is True
-
-
-def test_provider_reads_the_memcached_url() -> None:
-    lock = create_lock(Settings(memcached_url="memcached://cache:11212"))
-    assert isinstance(lock, MemcachedLock)
-    assert repr(lock) == "MemcachedLock('memcached://cache:11212')"
-
-
-def test_provider_defaults_to_the_local_server() -> None:
-    assert repr(create_lock(Settings.from_env({}))) == (
-        "MemcachedLock('memcached://127.0.0.1:11211')"
-    )
-
-
-def test_provider_is_found_through_its_entry_point() -> None:
-    settings = Settings.from_env(
-        {
-            "FIREFLY_SCHEDULING_LOCK_PROVIDER": "memcached",
-            "FIREFLY_SCHEDULING_LOCK_MEMCACHED_URL": "memcached://127.0.0.1:1",
-        }
-    )
-    assert isinstance(resolve_lock(settings), MemcachedLock)

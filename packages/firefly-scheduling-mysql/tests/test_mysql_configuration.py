@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from firefly_scheduling import ConfigurationError, Settings, resolve_lock
+from firefly_scheduling import ConfigurationError
 from firefly_scheduling_mysql import MySqlNamedLock
 from firefly_scheduling_mysql.connection_options import DEFAULT_TIMEOUTS, connection_arguments
 from firefly_scheduling_mysql.named_lock import unsupported_version
-from firefly_scheduling_mysql.provider import create_lock
 
 SECRET = "s3cr3t-pw"
 
@@ -20,24 +19,6 @@ def test_mysql_url_kinds_are_accepted_without_connecting(scheme: str) -> None:
     # Port 1 is closed: construction must not try to connect.
     lock = MySqlNamedLock(f"{scheme}://app:{SECRET}@127.0.0.1:1/app")
     assert lock.is_held("anything") is False
-
-
-@pytest.mark.parametrize(
-    ("url", "scheme"),
-    [
-        (f"postgresql://app:{SECRET}@127.0.0.1:5432/app", "postgresql"),
-        ("sqlite:///var/app.db", "sqlite"),
-        (f"redis://:{SECRET}@127.0.0.1:6379/0", "redis"),
-        (f"mysql+mysqldb://app:{SECRET}@db/app", "mysql+mysqldb"),
-    ],
-)
-def test_other_url_kinds_are_refused_naming_provider_and_scheme(url: str, scheme: str) -> None:
-    with pytest.raises(ConfigurationError) as caught:
-        MySqlNamedLock(url)
-    message = str(caught.value)
-    assert "mysql lock provider" in message
-    assert scheme in message
-    assert SECRET not in message
 
 
 @pytest.mark.parametrize("url", ["", "   ", "127.0.0.1:3306", "mysql://db:notaport/app"])
@@ -136,37 +117,3 @@ def test_older_or_foreign_versions_are_refused(version: str, problem: str) -> No
     reason = unsupported_version(version)
     assert reason is not None
     assert problem in reason
-
-
-def test_capabilities_describe_a_session_scoped_fencing_backend() -> None:
-    assert MySqlNamedLock.backend_name == "mysql"
-    assert MySqlNamedLock.session_scoped is True
-    assert MySqlNamedLock.ttl_honoured is False
-    assert MySqlNamedLock.cross_process is True
-    assert MySqlNamedLock.supports_fencing is True
-
-
-def test_provider_reads_the_mysql_url() -> None:
-    lock = create_lock(Settings(mysql_url=f"mysql://app:{SECRET}@db/app"))
-    assert isinstance(lock, MySqlNamedLock)
-    assert repr(lock) == "MySqlNamedLock('mysql://app:***@db/app')"
-
-
-def test_provider_falls_back_to_database_url() -> None:
-    settings = Settings.from_env({"DATABASE_URL": "mariadb://app@db/app"})
-    assert repr(create_lock(settings)) == "MySqlNamedLock('mariadb://app@db/app')"
-
-
-def test_provider_without_a_url_names_the_setting() -> None:
-    with pytest.raises(ConfigurationError, match="FIREFLY_SCHEDULING_LOCK_MYSQL_URL"):
-        create_lock(Settings())
-
-
-def test_provider_is_found_through_its_entry_point() -> None:
-    settings = Settings.from_env(
-        {
-            "FIREFLY_SCHEDULING_LOCK_PROVIDER": "mysql",
-            "FIREFLY_SCHEDULING_LOCK_MYSQL_URL": "mysql://app@db/app",
-        }
-    )
-    assert isinstance(resolve_lock(settings), MySqlNamedLock)

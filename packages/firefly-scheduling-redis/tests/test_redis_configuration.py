@@ -7,7 +7,7 @@ import redis
 import redis.asyncio
 from redis.sentinel import Sentinel
 
-from firefly_scheduling import ConfigurationError, Settings, resolve_lock
+from firefly_scheduling import ConfigurationError, Settings
 from firefly_scheduling_redis import RedisLock
 from firefly_scheduling_redis.lease_lock import CLIENT_DEFAULTS, describe_client
 from firefly_scheduling_redis.provider import create_lock
@@ -36,30 +36,6 @@ def test_redis_url_kinds_are_accepted_without_connecting(url: str) -> None:
     lock = RedisLock(url)
     assert lock.is_held("anything") is False
     assert SECRET not in repr(lock)
-
-
-@pytest.mark.parametrize(
-    ("url", "scheme"),
-    [
-        (f"postgresql://app:{SECRET}@127.0.0.1/app", "postgresql"),
-        (f"memcached://127.0.0.1:11211?password={SECRET}", "memcached"),
-        ("sqlite:///var/app.db", "sqlite"),
-        (f"redis+sentinel://:{SECRET}@127.0.0.1:26379", "redis+sentinel"),
-    ],
-)
-def test_other_url_kinds_are_refused_naming_provider_and_scheme(url: str, scheme: str) -> None:
-    with pytest.raises(ConfigurationError) as caught:
-        RedisLock(url)
-    message = str(caught.value)
-    assert "redis lock provider" in message
-    assert scheme in message
-    assert SECRET not in message
-
-
-@pytest.mark.parametrize("url", ["", "   ", "127.0.0.1:6379"])
-def test_missing_or_scheme_less_url_is_refused(url: str) -> None:
-    with pytest.raises(ConfigurationError, match="redis"):
-        RedisLock(url)
 
 
 def test_url_option_redis_py_refuses_is_a_configuration_error_without_the_password() -> None:
@@ -129,35 +105,11 @@ def test_keys_carry_the_prefix_and_the_name_as_utf8() -> None:
     assert RedisLock.fence_key("report") == b"firefly:scheduling:fence:report"
 
 
-def test_capabilities_describe_a_lease_backend_with_fencing() -> None:
-    assert RedisLock.backend_name == "redis"
-    assert RedisLock.ttl_honoured is True
-    assert RedisLock.session_scoped is False
-    assert RedisLock.cross_process is True
-    assert RedisLock.supports_fencing is True
-
-
-def test_provider_reads_the_redis_url() -> None:
-    lock = create_lock(Settings(redis_url=f"redis://:{SECRET}@cache:6379/1"))
-    assert isinstance(lock, RedisLock)
-    assert repr(lock) == "RedisLock('redis://:***@cache:6379/1')"
-
-
 def test_provider_falls_back_to_redis_url_then_the_local_server() -> None:
     assert repr(create_lock(Settings.from_env({"REDIS_URL": "redis://cache/4"}))) == (
         "RedisLock('redis://cache/4')"
     )
     assert repr(create_lock(Settings.from_env({}))) == "RedisLock('redis://127.0.0.1:6379/0')"
-
-
-def test_provider_is_found_through_its_entry_point() -> None:
-    settings = Settings.from_env(
-        {
-            "FIREFLY_SCHEDULING_LOCK_PROVIDER": "redis",
-            "FIREFLY_SCHEDULING_LOCK_REDIS_URL": "redis://127.0.0.1:1/0",
-        }
-    )
-    assert isinstance(resolve_lock(settings), RedisLock)
 
 
 def test_a_name_that_is_not_valid_text_is_refused() -> None:

@@ -21,6 +21,13 @@ URLs come from `server_url()`.
 from __future__ import annotations
 
 from firefly_scheduling.testing.contract import LockCapabilities, LockContract, NoneLockContract
+from firefly_scheduling.testing.provider_contract import ProviderContract
 from firefly_scheduling.testing.servers import server_url
 
-__all__ = ["LockCapabilities", "LockContract", "NoneLockContract", "server_url"]
+__all__ = [
+    "LockCapabilities",
+    "LockContract",
+    "NoneLockContract",
+    "ProviderContract",
+    "server_url",
+]
