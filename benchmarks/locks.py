@@ -247,6 +247,35 @@ def database_cases(stack: ExitStack) -> Iterator[Case]:
         lock.install()
         stack.callback(lock.close)
         yield Case(backend, "DatabaseLeaseLock", "adapter", lock_cycle(lock, unique("db")))
+        yield database_floor(stack, backend, lock)
+
+
+def database_floor(stack: ExitStack, backend: str, lock: Any) -> Case:
+    """The raw DBAPI connection sending the adapter's own statements (upsert, DELETE).
+
+    The statements are read from the lock (private attributes, on purpose): the floor
+    must send exactly what the adapter sends, in the driver's own paramstyle, with a
+    commit after each, and no pool or SQLAlchemy layer in between.
+    """
+    sql = lock._sql  # private on purpose: the exact statements
+    raw = lock._bind.raw_connection()
+    stack.callback(raw.close)
+    connection = raw.dbapi_connection
+    cursor = connection.cursor()
+    key = sql.key(unique("db-raw"))
+    ttl = sql.ttl(30.0)
+
+    def floor() -> None:
+        owner = os.urandom(16).hex()
+        acquire = {"name": key, "owner": owner, "ttl": ttl}
+        cursor.execute(sql.acquire.driver_sql, sql.acquire.driver_parameters(acquire))
+        require(cursor.rowcount >= 1, "raw upsert lost an uncontended name")
+        connection.commit()
+        release = {"name": key, "owner": owner}
+        cursor.execute(sql.release.driver_sql, sql.release.driver_parameters(release))
+        connection.commit()
+
+    return Case(backend, "DBAPI: the adapter's upsert + DELETE, commit each", "floor", floor)
 
 
 # -- tooz -----------------------------------------------------------------------------------
