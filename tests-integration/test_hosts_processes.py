@@ -67,6 +67,15 @@ def test_tick_from_three_processes_runs_the_locked_task_once(
         "skipped_locked",
         "skipped_locked",
     ]
+    # The precise verdicts: the two other nodes lost the fire's claim.
+    assert sorted(record["status"] for record in records) == [
+        "claimed_elsewhere",
+        "claimed_elsewhere",
+        "succeeded",
+    ]
+    summaries = [node.text() for node in nodes]
+    assert sum("UTC: 1 succeeded" in text for text in summaries) == 1, outputs
+    assert sum("UTC: 1 claimed elsewhere" in text for text in summaries) == 2, outputs
 
 
 def test_fixed_delay_is_end_to_start_and_a_slow_fixed_rate_never_overlaps(

@@ -12,6 +12,9 @@ from firefly_scheduling_database.cli import migrate
 from firefly_scheduling_database.engine import lock_engine
 
 SECRET = "s3cr3t-pw"
+#: Every table the database package uses besides the lease pair.
+STORE_TABLES = {"firefly_scheduling_anchors", "firefly_scheduling_runs"}
+LEASE_TABLES = {"firefly_scheduling_locks", "firefly_scheduling_locks_fences"}
 
 
 def _tables(url: str) -> set[str]:
@@ -22,15 +25,19 @@ def _tables(url: str) -> set[str]:
         engine.dispose()
 
 
-def test_migrate_creates_both_tables_and_can_run_again(tmp_path: Path) -> None:
+def test_migrate_creates_every_table_and_can_run_again(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
     runner = CliRunner()
     first = runner.invoke(migrate, ["--url", url])
     assert first.exit_code == 0, first.output
-    assert "firefly_scheduling_locks and firefly_scheduling_locks_fences are ready" in first.output
-    assert _tables(url) == {"firefly_scheduling_locks", "firefly_scheduling_locks_fences"}
+    assert (
+        "tables firefly_scheduling_locks, firefly_scheduling_locks_fences, "
+        "firefly_scheduling_anchors and firefly_scheduling_runs are ready" in first.output
+    )
+    assert _tables(url) == LEASE_TABLES | STORE_TABLES
     again = runner.invoke(migrate, ["--url", url])
     assert again.exit_code == 0, again.output
+    assert _tables(url) == LEASE_TABLES | STORE_TABLES
     lock = DatabaseLeaseLock(url)
     assert lock.try_acquire("job", 30)
     lock.release("job")
@@ -47,10 +54,10 @@ def test_migrate_reads_the_url_from_the_environment(tmp_path: Path) -> None:
         env={"FIREFLY_SCHEDULING_LOCK_DATABASE_URL": specific, "DATABASE_URL": fallback},
     )
     assert result.exit_code == 0, result.output
-    assert _tables(specific) == {"app_locks", "app_locks_fences"}
+    assert _tables(specific) == {"app_locks", "app_locks_fences"} | STORE_TABLES
     result = runner.invoke(migrate, [], env={"DATABASE_URL": fallback})
     assert result.exit_code == 0, result.output
-    assert _tables(fallback) == {"firefly_scheduling_locks", "firefly_scheduling_locks_fences"}
+    assert _tables(fallback) == LEASE_TABLES | STORE_TABLES
 
 
 def test_migrate_without_a_url_names_the_setting() -> None:

@@ -17,6 +17,7 @@ import itertools
 import firefly_host_unit_tasks as tasks
 
 from firefly_scheduling import ConfigurationError, InMemoryLock, ScheduledDescriptor, Settings
+from firefly_scheduling.fires.outcome import FireStatus
 from firefly_scheduling.guard import RunOutcome
 from firefly_scheduling.hosts.boot import build_runtime
 from firefly_scheduling.hosts.fires import Fire, FireResult, FireSkip, execute_fire
@@ -73,6 +74,7 @@ def test_fixed_rate_fires_on_epoch_aligned_instants() -> None:
     assert all(
         (instant - EPOCH) % timedelta(milliseconds=200) == timedelta(0) for instant in instants
     )
+    assert all(result.verdict is FireStatus.SUCCEEDED for result in recorder.results)
     assert all(result.outcome is RunOutcome.RAN for result in recorder.results)
     for result in recorder.results:
         assert result.started_at is not None
@@ -143,7 +145,7 @@ def test_a_failing_observer_does_not_break_the_fire(caplog: pytest.LogCaptureFix
     runtime = build_runtime([], Settings(), host="run", node="unit", observers=[Broken()])
     descriptor = ScheduledDescriptor(target=f"{MODULE}:ping", fixed_rate=1.0)
     result = execute_fire(Fire(descriptor, datetime.now(UTC)), runtime)
-    assert result.outcome is RunOutcome.RAN
+    assert result.verdict is FireStatus.SUCCEEDED
     assert "observer" in caplog.text
 
 
@@ -152,7 +154,8 @@ def test_after_shutdown_began_a_fire_is_not_started() -> None:
     runtime.stop_accepting()
     descriptor = ScheduledDescriptor(target=f"{MODULE}:ping", fixed_rate=1.0)
     result = execute_fire(Fire(descriptor, datetime.now(UTC)), runtime)
-    assert result.outcome is FireSkip.SHUTTING_DOWN
+    assert result.verdict is FireSkip.SHUTTING_DOWN
+    assert result.runner is None
     assert tasks.calls("ping") == []
 
 
@@ -160,3 +163,54 @@ def test_a_fire_instant_must_be_aware() -> None:
     descriptor = ScheduledDescriptor(target=f"{MODULE}:ping", fixed_rate=1.0)
     with pytest.raises(ValueError, match="naive"):
         Fire(descriptor, datetime(2026, 1, 1))
+
+
+def test_a_fire_later_than_grace_is_too_late_and_says_so() -> None:
+    runtime = build_runtime([], Settings(grace=1.0), host="run", node="unit")
+    descriptor = ScheduledDescriptor(target=f"{MODULE}:ping", fixed_rate=1.0, lock_name="late")
+    result = execute_fire(Fire(descriptor, datetime.now(UTC) - timedelta(seconds=5)), runtime)
+    assert result.verdict is FireStatus.TOO_LATE
+    assert result.describe() == "skipped: later than grace"
+    assert result.outcome is RunOutcome.SKIPPED_LOCKED
+    assert tasks.calls("ping") == []
+
+
+def test_a_stalled_scheduler_runs_the_missed_fires_once_not_as_a_burst() -> None:
+    recorder = Recorder()
+    rate = 0.1
+    host = resident(
+        [ScheduledDescriptor(target=f"{MODULE}:ping", fixed_rate=rate, lock_name="st")], recorder
+    )
+    host.start()
+    time.sleep(0.35)
+    host.scheduler.pause()  # the process stalls: about ten fires come and go
+    time.sleep(1.0)
+    resumed = datetime.now(UTC)
+    host.scheduler.resume()
+    time.sleep(0.5)
+    assert host.shutdown() == 0
+    instants = [result.fire.instant for result in recorder.results]
+    assert len(set(instants)) == len(instants)  # no fire handled twice
+    caught_up = [r for r in recorder.results if resumed <= r.fire.instant + timedelta(seconds=rate)]
+    # Once caught up: the latest missed fire (coalesced), then the regular ones,
+    # about five in half a second; a burst would have added the ten missed ones.
+    assert 3 <= len(caught_up) <= 8, [r.fire.instant for r in caught_up]
+    assert all(r.verdict is FireStatus.SUCCEEDED for r in recorder.results)
+
+
+def test_a_stop_request_during_boot_starts_nothing() -> None:
+    recorder = Recorder()
+    host = resident([ScheduledDescriptor(target=f"{MODULE}:ping", fixed_rate=0.05)], recorder)
+    host.request_stop()
+    assert host.run_until_stopped(handle_signals=False) == 0
+    assert recorder.results == []
+    assert not host.scheduler.running
+
+
+def test_run_until_stopped_returns_0_once_another_thread_requests_the_stop() -> None:
+    recorder = Recorder()
+    host = resident([ScheduledDescriptor(target=f"{MODULE}:ping", fixed_rate=0.05)], recorder)
+    threading.Timer(0.4, host.request_stop).start()
+    assert host.run_until_stopped(handle_signals=False) == 0
+    assert recorder.results
+    assert host.runtime.in_flight() == []

@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "host_support"))
 import firefly_host_unit_tasks as tasks
 
 from firefly_scheduling import InMemoryLock, ScheduledDescriptor, Settings
+from firefly_scheduling.fires.outcome import FireStatus
 from firefly_scheduling.guard import RunOutcome
 from firefly_scheduling.hosts.boot import build_runtime
 from firefly_scheduling.hosts.fires import FireSkip
@@ -35,24 +36,30 @@ class FakeClock:
     def __init__(self, now: datetime) -> None:
         self.current = now
         self.slept = 0.0
+        self.interrupted = False
 
     def now(self) -> datetime:
         return self.current
 
     def sleep(self, seconds: float) -> None:
-        if seconds > 0:
+        if seconds > 0 and not self.interrupted:
             self.slept += seconds
             self.current += timedelta(seconds=seconds)
             time.sleep(REAL_PAUSE)
+
+    def interrupt(self) -> None:
+        self.interrupted = True
 
 
 def task(name: str, **trigger: object) -> ScheduledDescriptor:
     return ScheduledDescriptor(target=f"{MODULE}:{name}", **trigger)  # type: ignore[arg-type]
 
 
-def host(descriptors: list[ScheduledDescriptor], at: datetime) -> TickHost:
+def host(
+    descriptors: list[ScheduledDescriptor], at: datetime, *, grace_period: float = 5.0
+) -> TickHost:
     runtime = build_runtime(descriptors, Settings(lock_provider="memory"), host="tick", node="t")
-    return TickHost(descriptors, runtime, clock=FakeClock(at))
+    return TickHost(descriptors, runtime, clock=FakeClock(at), grace_period=grace_period)
 
 
 @pytest.fixture(autouse=True)
@@ -98,7 +105,7 @@ def test_a_tick_runs_sub_minute_cadences_until_the_minute_ends() -> None:
         30,
         45,
     ]
-    assert all(result.outcome is RunOutcome.RAN for result in report.results)
+    assert all(result.verdict is FireStatus.SUCCEEDED for result in report.results)
     assert tick.clock.slept == pytest.approx(45)  # type: ignore[attr-defined]
 
 
@@ -113,12 +120,12 @@ def test_a_failing_task_is_logged_and_the_others_still_run(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     report = host([task("boom", cron="* * * * *"), task("ping", cron="* * * * *")], MINUTE).run()
-    outcomes = {r.fire.target.partition(":")[2]: r.outcome for r in report.results}
-    assert outcomes == {"boom": RunOutcome.FAILED, "ping": RunOutcome.RAN}
+    verdicts = {r.fire.target.partition(":")[2]: r.verdict for r in report.results}
+    assert verdicts == {"boom": FireStatus.FAILED, "ping": FireStatus.SUCCEEDED}
     assert any("boom" in r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR)
 
 
-def test_a_lock_held_elsewhere_skips_the_run() -> None:
+def test_a_task_lock_held_elsewhere_skips_the_run_as_overlapping() -> None:
     descriptor = task("ping", cron="* * * * *", lock_name="shared", lock_ttl=30.0)
     other_node = InMemoryLock()
     assert other_node.try_acquire("shared", 30)
@@ -126,8 +133,23 @@ def test_a_lock_held_elsewhere_skips_the_run() -> None:
         report = host([descriptor], MINUTE).run()
     finally:
         other_node.release("shared")
-    assert [r.outcome for r in report.results] == [RunOutcome.SKIPPED_LOCKED]
+    [result] = report.results
+    assert result.verdict is FireStatus.OVERLAPPING
+    assert result.runner is not None
+    assert result.runner.status is FireStatus.OVERLAPPING
+    assert result.outcome is RunOutcome.SKIPPED_LOCKED  # the plain guard's coarse word
+    assert not result.ran
     assert tasks.calls("ping") == []
+
+
+def test_a_second_tick_for_the_same_minute_finds_the_fire_claimed_elsewhere() -> None:
+    descriptor = task("ping", cron="* * * * *", lock_name="claimed", lock_ttl=30.0)
+    first = host([descriptor], MINUTE).run()
+    second = host([descriptor], MINUTE).run()
+    assert [r.verdict for r in first.results] == [FireStatus.SUCCEEDED]
+    assert [r.verdict for r in second.results] == [FireStatus.CLAIMED_ELSEWHERE]
+    assert second.summary() == "tick 2026-06-03 12:00 UTC: 1 claimed elsewhere"
+    assert len(tasks.calls("ping")) == 1
 
 
 def test_runs_of_one_task_never_overlap_in_a_tick(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -165,6 +187,7 @@ def test_a_cron_in_a_spring_forward_gap_is_due_once_right_after_it() -> None:
 def test_an_initially_delayed_task_is_held_back_under_tick() -> None:
     delayed = task("ping", cron="* * * * *", initial_delay=120.0)
     report = host([delayed], MINUTE).run()
+    assert [r.verdict for r in report.results] == [FireSkip.HELD_BACK]
     assert [r.outcome for r in report.results] == [FireSkip.HELD_BACK]
     assert tasks.calls("ping") == []
 
@@ -185,4 +208,75 @@ def test_tick_warns_as_it_builds_when_delayed_tasks_have_a_per_process_store(
 
 def test_the_report_summarises_the_minute() -> None:
     report = host([task("ping", cron="* * * * *"), task("boom", cron="* * * * *")], MINUTE).run()
-    assert report.summary() == "tick 2026-06-03 12:00 UTC: 1 failed; 1 ran"
+    assert report.summary() == "tick 2026-06-03 12:00 UTC: 1 failed; 1 succeeded"
+
+
+class StoppingClock(FakeClock):
+    """Requests the host's stop once the fake time reaches `stop_at` (as SIGTERM would)."""
+
+    def __init__(self, now: datetime, stop_at: datetime) -> None:
+        super().__init__(now)
+        self.stop_at = stop_at
+        self.host: TickHost | None = None
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        if self.host is not None and self.current >= self.stop_at:
+            self.host.request_stop()
+
+
+def stopping_host(
+    descriptors: list[ScheduledDescriptor], stop_at: datetime, grace_period: float
+) -> TickHost:
+    runtime = build_runtime(descriptors, Settings(lock_provider="memory"), host="tick", node="t")
+    clock = StoppingClock(MINUTE, stop_at)
+    tick = TickHost(descriptors, runtime, clock=clock, grace_period=grace_period)
+    clock.host = tick
+    return tick
+
+
+def test_a_stop_request_starts_no_further_slot() -> None:
+    tick = stopping_host([task("ping", fixed_rate=15.0)], MINUTE + timedelta(seconds=20), 5.0)
+    report = tick.run()
+    assert [r.fire.instant.second for r in report.results] == [0, 15]
+    assert [slot.fire.instant.second for slot in report.not_started] == [30, 45]
+    assert report.stopped
+    assert report.abandoned == []
+    assert len(tasks.calls("ping")) == 2
+    assert report.summary() == (
+        "tick 2026-06-03 12:00 UTC: 2 succeeded; stopped early: 2 slot(s) not started, "
+        "0 run(s) abandoned"
+    )
+
+
+def test_a_stop_request_lets_a_running_body_finish_within_the_grace_period(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tasks, "SLOW_SECONDS", 0.5)
+    slow = task("slow", fixed_rate=30.0, lock_name="graceful", lock_ttl=30.0)
+    report = stopping_host([slow], MINUTE + timedelta(seconds=1), 5.0).run()
+    assert [r.verdict for r in report.results] == [FireStatus.SUCCEEDED]
+    assert len(tasks.calls("slow")) == 1  # finished, not cut short
+    assert [slot.fire.instant.second for slot in report.not_started] == [30]
+    probe = InMemoryLock()
+    assert probe.try_acquire("graceful", 1)  # released by the fire runner
+    probe.release("graceful")
+
+
+def test_a_body_outliving_the_grace_period_is_abandoned_and_its_lock_released(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tasks, "SLOW_SECONDS", 1.5)
+    slow = task("slow", fixed_rate=30.0, lock_name="abandoned", lock_ttl=30.0)
+    began = time.monotonic()
+    report = stopping_host([slow], MINUTE + timedelta(seconds=1), 0.2).run()
+    assert time.monotonic() - began < 1.5  # it did not wait for the body
+    assert report.stopped
+    assert len(report.abandoned) == 1
+    assert report.results == []
+    probe = InMemoryLock()
+    assert probe.try_acquire("abandoned", 1)  # released by the host, while the body runs
+    probe.release("abandoned")
+    deadline = time.monotonic() + 5
+    while not tasks.calls("slow") and time.monotonic() < deadline:
+        time.sleep(0.05)  # let the abandoned thread end before the next test

@@ -1,8 +1,9 @@
 """`DatabaseAnchorStore`: initial-delay anchors in a SQL table (entry point `database`).
 
-One row per anchor in `firefly_scheduling_anchors`, created on first use (`CREATE
-TABLE IF NOT EXISTS`; the store owns its engine, so the DDL never runs inside a
-caller's transaction). `add` is an INSERT that ignores a duplicate key, spelled
+One row per anchor in `firefly_scheduling_anchors`, created by `install()` (what
+`firefly-scheduling migrate` runs) or else on first use (`CREATE TABLE IF NOT
+EXISTS`; the store owns its engine, so the DDL never runs inside a caller's
+transaction). `add` is an INSERT that ignores a duplicate key, spelled
 for each dialect (`ON CONFLICT DO NOTHING RETURNING` on PostgreSQL and SQLite,
 `INSERT IGNORE` on MySQL/MariaDB); `replace` is an `UPDATE … WHERE anchor_value =
 :expected`. `now` is the server's clock on PostgreSQL and MySQL/MariaDB (one
@@ -28,6 +29,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.schema import CreateTable
 
 from firefly_scheduling.initial_delay.base import BaseAnchorStore
+from firefly_scheduling.initial_delay.port import AnchorStoreError
 from firefly_scheduling.locks.keys import ServerKeyScheme
 from firefly_scheduling_database.engine import describe_url, lock_engine
 
@@ -80,6 +82,16 @@ class DatabaseAnchorStore(BaseAnchorStore):
         self._dialect = self._engine.dialect.name
         self._table_ready = False
         self._table_mutex = threading.Lock()
+
+    def install(self) -> None:
+        """Create the table if absent; safe to run again, and on several nodes at once."""
+        try:
+            self._ensure_table()
+        except self.driver_errors as err:
+            raise AnchorStoreError(
+                f"database anchor store {self._target} could not create table "
+                f"{TABLE_NAME!r}: {self._describe(err)}"
+            ) from err
 
     def _add(self, key: str, value: str) -> bool:
         self._ensure_table()

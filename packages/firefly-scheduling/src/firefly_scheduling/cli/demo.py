@@ -3,11 +3,14 @@
 It needs no server. The nodes are real OS processes, each running the resident
 host (`firefly-scheduling run`) on the example app, sharing an embedded SQLite file
 through the `database` lock provider (so `firefly-scheduling[database]` must be
-installed). Each node appends every fire it handled to a shared fire log; the demo
-follows it to show which node ran each fire, stops the nodes with SIGTERM when the
-time is up, and prints per task the fires, the runs and the duplicates, i.e. runs
-beyond one per fire of a locked task, which must be 0. Unlocked tasks run on every
-node by design and are shown for contrast.
+installed); the lock, run-history and anchor tables are created first. Each node
+appends every fire it handled to a shared fire log. The demo follows it and prints
+one line per fire once every node has reported on it (or a moment later): which
+node ran it, and each other node's verdict in the fire runner's words (claimed
+elsewhere, too late, overlapping, held back...). When the time is up it stops the
+nodes with SIGTERM and prints per task the fires, the runs, the duplicates (runs
+beyond one per fire of a locked task, which must be 0) and why the other nodes did
+not run it. Unlocked tasks run on every node by design and are shown for contrast.
 
 Exit status: 0, or 1 when a locked task ran twice for one fire or a node failed.
 """
@@ -29,7 +32,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from firefly_scheduling.history.selection import resolve_history
 from firefly_scheduling.hosts.fire_log import FireRecord, read_fire_log
+from firefly_scheduling.initial_delay.selection import resolve_anchor_store
 from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling.settings import Settings, env_var
 
@@ -40,6 +45,14 @@ _POLL_SECONDS = 0.2
 _NODE_GRACE_SECONDS = 5.0
 _STOP_TIMEOUT_SECONDS = 20.0
 _PIPE_WIDTH = 140
+# How long a fire's line waits for the nodes that have not reported on it yet.
+_FEED_DELAY_SECONDS = 1.0
+_VERDICT_STYLES = {"succeeded": "bold cyan", "failed": "bold red", "claimed elsewhere": "dim"}
+
+
+def verdict_of(record: FireRecord) -> str:
+    """The verdict in words: `claimed_elsewhere` reads "claimed elsewhere"."""
+    return (record.status or record.outcome).replace("_", " ")
 
 
 @dataclass
@@ -48,9 +61,9 @@ class TaskTally:
 
     locked: bool = False
     fires: set[str] = field(default_factory=set)
-    held_back: set[str] = field(default_factory=set)
     runs: Counter[str] = field(default_factory=Counter)
     by_node: Counter[str] = field(default_factory=Counter)
+    not_run: Counter[str] = field(default_factory=Counter)
 
     def add(self, record: FireRecord) -> None:
         self.locked = record.locked
@@ -58,12 +71,61 @@ class TaskTally:
         if record.ran:
             self.runs[record.instant] += 1
             self.by_node[record.node] += 1
-        elif record.outcome == "held_back":
-            self.held_back.add(record.instant)
+        else:
+            self.not_run[verdict_of(record)] += 1
 
     @property
     def duplicates(self) -> int:
         return sum(count - 1 for count in self.runs.values())
+
+
+class FireFeed:
+    """Prints one line per fire, gathering every node's record of it first."""
+
+    def __init__(self, console: Console, nodes: int) -> None:
+        self._console = console
+        self._nodes = nodes
+        self._pending: dict[tuple[str, str], tuple[float, list[FireRecord]]] = {}
+
+    def add(self, records: list[FireRecord]) -> None:
+        now = time.monotonic()
+        for record in records:
+            key = (record.instant, record.target)
+            self._pending.setdefault(key, (now, []))[1].append(record)
+
+    def flush(self, *, everything: bool = False) -> None:
+        """Print, in order of instant, the fires every node reported on or that waited enough.
+
+        A fire waiting for more records is printed too when a later one is, so the
+        lines stay in order; any record that comes after that gets a line of its own.
+        """
+        cutoff = time.monotonic() - _FEED_DELAY_SECONDS
+        ready = [
+            key
+            for key, (seen, records) in self._pending.items()
+            if everything or seen <= cutoff or len(records) >= self._nodes
+        ]
+        if not ready:
+            return
+        latest = max(ready)
+        for key in sorted(key for key in self._pending if key <= latest):
+            _, records = self._pending.pop(key)
+            self._console.print(_fire_line(records))
+
+
+def _fire_line(records: list[FireRecord]) -> str:
+    first = records[0]
+    nodes_by_verdict: dict[str, list[str]] = defaultdict(list)
+    for record in sorted(records, key=lambda r: (not r.ran, r.node)):
+        verdict = verdict_of(record) + (" (adopted a died run)" if record.adoption else "")
+        nodes_by_verdict[verdict].append(record.node)
+    parts = []
+    for verdict, nodes in nodes_by_verdict.items():
+        style = _VERDICT_STYLES.get(verdict, "yellow")
+        parts.append(f"[{style}]{', '.join(nodes)} {verdict}[/]")
+    task = first.target.rpartition(":")[2]
+    scope = "" if first.locked else "  [dim](unlocked: every node runs it)[/]"
+    return f"{first.instant[11:23]}  {task:<24} {' · '.join(parts)}{scope}"
 
 
 @click.command()
@@ -114,7 +176,7 @@ def _run_demo(
         env_var("firefly.scheduling.initial-delay.store"): "",
         "PYTHONUNBUFFERED": "1",
     }
-    _install_lock_tables(Settings.from_env(env))
+    _install_tables(Settings.from_env(env))
     fire_log = workdir / "fires.jsonl"
     console.print(
         f"[bold]{nodes} node(s)[/] run [bold]{app}[/] for {seconds:g} s, sharing the lock "
@@ -132,15 +194,17 @@ def _run_demo(
         for number in range(1, nodes + 1)
     ]
     tallies: dict[str, TaskTally] = defaultdict(TaskTally)
+    feed = FireFeed(console, nodes)
     offset = 0
     deadline = time.monotonic() + seconds
     try:
         while time.monotonic() < deadline and all(p.poll() is None for p in processes):
             time.sleep(_POLL_SECONDS)
-            offset = _follow(console, fire_log, offset, tallies)
+            offset = _follow(feed, fire_log, offset, tallies)
     finally:
         codes = _stop(processes)
-    _follow(console, fire_log, offset, tallies)
+    _follow(feed, fire_log, offset, tallies)
+    feed.flush(everything=True)
     _summary(console, tallies)
     failed = [f"node-{n} (exit {code})" for n, code in enumerate(codes, 1) if code != 0]
     if failed:
@@ -149,17 +213,23 @@ def _run_demo(
     return not failed and duplicates == 0
 
 
-def _install_lock_tables(settings: Settings) -> None:
-    """Create the lock backend's tables, when the backend has an install step."""
-    lock = resolve_lock(settings)
-    try:
-        install = getattr(lock, "install", None)
-        if callable(install):
-            install()
-    finally:
-        close = getattr(lock, "close", None)
-        if callable(close):
-            close()
+def _install_tables(settings: Settings) -> None:
+    """Create the tables of the lock, the run history and the anchor store, once.
+
+    What `firefly-scheduling migrate` does for the database backend, reached
+    through the configured stores so core names no adapter; three nodes creating
+    them at once on their first fire would only race for SQLite's write lock.
+    """
+    for build in (resolve_lock, resolve_history, resolve_anchor_store):
+        store = build(settings)
+        try:
+            install = getattr(store, "install", None)
+            if callable(install):
+                install()
+        finally:
+            close = getattr(store, "close", None)
+            if callable(close):
+                close()
 
 
 def _start_node(
@@ -176,17 +246,12 @@ def _start_node(
         )
 
 
-def _follow(console: Console, fire_log: Path, offset: int, tallies: dict[str, TaskTally]) -> int:
+def _follow(feed: FireFeed, fire_log: Path, offset: int, tallies: dict[str, TaskTally]) -> int:
     records, offset = read_fire_log(fire_log, offset=offset)
     for record in records:
         tallies[record.target].add(record)
-        if record.ran:
-            task = record.target.rpartition(":")[2]
-            scope = "" if record.locked else "  [dim](unlocked: every node runs it)[/]"
-            console.print(
-                f"{record.instant[11:23]}  {task:<24} ran on [bold cyan]{record.node}[/]"
-                f"  {record.outcome}{scope}"
-            )
+    feed.add(records)
+    feed.flush()
     return offset
 
 
@@ -206,9 +271,9 @@ def _stop(processes: list[subprocess.Popen[bytes]]) -> list[int]:
 
 def _summary(console: Console, tallies: dict[str, TaskTally]) -> None:
     table = Table(title="per task", title_justify="left")
-    headers = ("task", "locked", "fires", "held back", "runs", "duplicates", "runs per node")
+    headers = ("task", "locked", "fires", "runs", "duplicates", "runs per node", "not run: why")
     for header in headers:
-        table.add_column(header, justify="left" if header in {"task", "runs per node"} else "right")
+        table.add_column(header, justify="right" if header in _NUMBERS else "left")
     for target in sorted(tallies):
         tally = tallies[target]
         duplicates = str(tally.duplicates) if tally.locked else "-"
@@ -217,10 +282,13 @@ def _summary(console: Console, tallies: dict[str, TaskTally]) -> None:
             target,
             "yes" if tally.locked else "no",
             str(len(tally.fires)),
-            str(len(tally.held_back)),
             str(sum(tally.runs.values())),
             duplicates,
             ", ".join(f"{node}: {count}" for node, count in sorted(tally.by_node.items())),
+            ", ".join(f"{verdict}: {count}" for verdict, count in tally.not_run.most_common()),
             style=style,
         )
     console.print(table)
+
+
+_NUMBERS = frozenset({"fires", "runs", "duplicates"})

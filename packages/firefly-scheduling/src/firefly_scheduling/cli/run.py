@@ -3,7 +3,8 @@
 Boot validation happens before the scheduler starts: a bad cron, zone, duration,
 lock provider or anchor store, or no task at all, prints the reason and exits 2.
 SIGTERM/SIGINT stop new fires, give running bodies `--grace-period` seconds, release
-the locks and exit 0 (see `firefly_scheduling.hosts.resident`).
+the locks and exit 0 (see `firefly_scheduling.hosts.shutdown`); a signal that comes
+while the host boots stops it before the first fire.
 """
 
 from __future__ import annotations
@@ -23,14 +24,20 @@ from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.hosts.boot import build_runtime, validated
 from firefly_scheduling.hosts.fire_log import FireLog
 from firefly_scheduling.hosts.fires import FireObserver
-from firefly_scheduling.hosts.resident import DEFAULT_GRACE_PERIOD_SECONDS, ResidentHost
+from firefly_scheduling.hosts.resident import ResidentHost
+from firefly_scheduling.hosts.shutdown import (
+    DEFAULT_GRACE_PERIOD_SECONDS,
+    StopRequest,
+    ignore_stop_signals,
+    stop_on_signals,
+)
 from firefly_scheduling.settings import Settings
 
 Command = TypeVar("Command", bound=Callable[..., Any])
 
 
 def host_options(command: Command) -> Command:
-    """The options `run` and `tick` share: task source, lock provider, node name, logging."""
+    """The options `run` and `tick` share: task source, lock provider, node, grace, logging."""
     options = (
         click.option(
             "--lock-provider",
@@ -50,6 +57,13 @@ def host_options(command: Command) -> Command:
             type=click.Path(dir_okay=False, path_type=Path),
             default=None,
             help="Append one JSON line per fire handled here to this file (debugging, demo).",
+        ),
+        click.option(
+            "--grace-period",
+            type=click.FloatRange(min=0),
+            default=DEFAULT_GRACE_PERIOD_SECONDS,
+            show_default=True,
+            help="Seconds running bodies get to finish after SIGTERM/SIGINT.",
         ),
         click.option(
             "--log-level",
@@ -104,13 +118,6 @@ def observers_for(fire_log: Path | None) -> tuple[FireObserver, ...]:
 
 @click.command()
 @host_options
-@click.option(
-    "--grace-period",
-    type=click.FloatRange(min=0),
-    default=DEFAULT_GRACE_PERIOD_SECONDS,
-    show_default=True,
-    help="Seconds running bodies get to finish after SIGTERM/SIGINT.",
-)
 def run(
     *,
     apps: tuple[str, ...],
@@ -123,8 +130,13 @@ def run(
     grace_period: float,
 ) -> None:
     """Run the tasks in this process until SIGTERM/SIGINT (the resident host)."""
-    settings, descriptors = prepare_host(apps, manifest, paths, lock_provider, node)
-    configure_logging(log_level, settings.node)
-    runtime = build_runtime(descriptors, settings, host="run", observers=observers_for(fire_log))
-    host = ResidentHost(descriptors, runtime, grace_period=grace_period)
-    sys.exit(host.run_until_stopped())
+    with stop_on_signals(StopRequest()) as stop:
+        settings, descriptors = prepare_host(apps, manifest, paths, lock_provider, node)
+        configure_logging(log_level, settings.node)
+        runtime = build_runtime(
+            descriptors, settings, host="run", observers=observers_for(fire_log)
+        )
+        host = ResidentHost(descriptors, runtime, grace_period=grace_period, stop=stop)
+        status = host.run_until_stopped(handle_signals=False)
+    ignore_stop_signals()
+    sys.exit(status)

@@ -2,7 +2,9 @@
 
 Runs every task due in the current minute, repeating sub-minute cadences until the
 minute ends, then exits 0. A failing task is logged and does not change the exit
-status; a configuration error exits 2 with the message.
+status; a configuration error exits 2 with the message. SIGTERM/SIGINT (a CronJob's
+pod deleted, a deadline reached) start no further slot, give running bodies
+`--grace-period` seconds, release the locks and exit 0, as `run` does.
 """
 
 from __future__ import annotations
@@ -13,6 +15,12 @@ import click
 
 from firefly_scheduling.cli.run import configure_logging, host_options, observers_for, prepare_host
 from firefly_scheduling.hosts.boot import build_runtime
+from firefly_scheduling.hosts.shutdown import (
+    StopRequest,
+    exit_abandoning,
+    ignore_stop_signals,
+    stop_on_signals,
+)
 from firefly_scheduling.hosts.tick import TickHost
 
 
@@ -26,14 +34,22 @@ def tick(
     lock_provider: str | None,
     node: str | None,
     fire_log: Path | None,
+    grace_period: float,
     log_level: str,
 ) -> None:
     """Run what is due in the current minute, then exit (the cron-driven host)."""
-    settings, descriptors = prepare_host(apps, manifest, paths, lock_provider, node)
-    configure_logging(log_level, settings.node)
-    runtime = build_runtime(descriptors, settings, host="tick", observers=observers_for(fire_log))
-    try:
-        report = TickHost(descriptors, runtime).run()
-    finally:
-        runtime.close()
+    with stop_on_signals(StopRequest()) as stop:
+        settings, descriptors = prepare_host(apps, manifest, paths, lock_provider, node)
+        configure_logging(log_level, settings.node)
+        runtime = build_runtime(
+            descriptors, settings, host="tick", observers=observers_for(fire_log)
+        )
+        try:
+            host = TickHost(descriptors, runtime, grace_period=grace_period, stop=stop)
+            report = host.run()
+        finally:
+            runtime.close()
+    ignore_stop_signals()
     click.echo(report.summary())
+    if report.abandoned:
+        exit_abandoning()

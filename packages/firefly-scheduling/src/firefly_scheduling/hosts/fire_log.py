@@ -22,7 +22,13 @@ from firefly_scheduling.hosts.fires import FireResult
 
 @dataclass(frozen=True)
 class FireRecord:
-    """One line of a fire log."""
+    """One line of a fire log.
+
+    `status` is the precise verdict, named as in `FireStatus`/`FireSkip`
+    (`succeeded`, `claimed_elsewhere`, `too_late`, `overlapping`, `held_back`...);
+    `outcome` is the coarse `RunOutcome` name (`ran`, `skipped_locked`...) older
+    readers know. `adoption`: the run of a died node's fire, taken over here.
+    """
 
     target: str
     instant: str
@@ -32,6 +38,8 @@ class FireRecord:
     locked: bool
     started_at: str | None
     ended_at: str | None
+    status: str = ""
+    adoption: bool = False
 
     @classmethod
     def of(cls, result: FireResult) -> FireRecord:
@@ -47,6 +55,8 @@ class FireRecord:
             locked=result.fire.descriptor.lock_name is not None,
             started_at=iso(result.started_at),
             ended_at=iso(result.ended_at),
+            status=result.verdict.name.lower(),
+            adoption=result.adoption,
         )
 
 

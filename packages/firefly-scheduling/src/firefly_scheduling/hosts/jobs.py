@@ -12,8 +12,20 @@ Each task becomes one APScheduler job whose function builds the `Fire` and calls
   the job re-adds itself for `end + delay`. The first run is as soon as the host
   starts.
 
-`misfire_grace_time=None`: a fire that is late because the process was busy still
-runs (once, coalesced); deciding how late is too late is the fire claim's job.
+Missed fires (the process stalled: a GC pause, `SIGSTOP`, a frozen VM, a saturated
+pool) never come as a burst, and how late is too late is decided in one place, the
+fire runner's grace (`firefly.scheduling.fires.grace`):
+
+* `coalesce=True`: APScheduler runs a job whose several run times passed once, not
+  once per missed time;
+* a recurring job names its fire from the clock when it runs (the latest instant of
+  its schedule at or before now), so the one catch-up run is the fire due now, on
+  the instant every other node names too (its claim decides who runs it);
+* `misfire_grace_time=None`: APScheduler never drops a late run by itself; a
+  second limit there would skip fires unrecorded, by another rule than the one
+  every host and the run history share. A `fixed_delay` run stalled beyond grace
+  is skipped as too late by the runner, and the next one is scheduled `delay` later.
+
 Jobs hold live objects, so they belong in a memory job store, the default.
 """
 

@@ -8,42 +8,39 @@ and no-burst rules of `fixed_rate`. What it lacks (crontab day-of-week semantics
 epoch-aligned fire instants, end-to-start delays) is supplied by `jobs` and
 `triggers`.
 
-Shutdown (SIGTERM or SIGINT): no new fire starts, the scheduler stops, running
-bodies get `grace_period` seconds to finish and release their locks through the
-guard, then the lock backend is closed and the process exits 0. Bodies still
-running after the grace period are abandoned: their locks are released (the
-instance is owner-checked, so only ours), an error names them, and the process
-exits 0 without waiting for their threads. A second signal ends the grace period at
-once.
+Shutdown (SIGTERM or SIGINT) follows `firefly_scheduling.hosts.shutdown`: no new
+fire starts, the scheduler stops, running bodies get `grace_period` seconds to finish
+and release their locks, then the lock backend is closed and the process exits 0.
+Bodies still running after the grace period are abandoned (their task locks
+released); a second signal ends the grace period at once.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import sys
-import threading
-import time
+import math
 from collections.abc import Sequence
 from datetime import UTC
-from types import FrameType
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.hosts.fires import Fire
 from firefly_scheduling.hosts.jobs import attach_tasks
 from firefly_scheduling.hosts.runtime import TaskRuntime
+from firefly_scheduling.hosts.shutdown import (
+    DEFAULT_GRACE_PERIOD_SECONDS,
+    StopRequest,
+    drain,
+    exit_abandoning,
+    ignore_stop_signals,
+    log_stop_request,
+    stop_on_signals,
+)
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 
-DEFAULT_GRACE_PERIOD_SECONDS = 25.0
 _MAX_WORKERS = 64
-# How often the main thread wakes while waiting for a signal (signal handlers run
-# in the main thread between waits).
-_POLL_SECONDS = 0.5
 
 
 class ResidentHost:
@@ -56,16 +53,16 @@ class ResidentHost:
         *,
         grace_period: float = DEFAULT_GRACE_PERIOD_SECONDS,
         max_workers: int | None = None,
+        stop: StopRequest | None = None,
     ) -> None:
         self.descriptors = tuple(descriptors)
         self.runtime = runtime
         self.grace_period = grace_period
+        self.stop = stop or StopRequest()
         workers = max_workers or min(max(len(self.descriptors), 1), _MAX_WORKERS)
         self.scheduler = BackgroundScheduler(
             timezone=UTC, executors={"default": ThreadPoolExecutor(workers)}
         )
-        self._stop = threading.Event()
-        self._hurry = threading.Event()
         attach_tasks(self.scheduler, self.descriptors, runtime)
 
     def start(self) -> None:
@@ -78,82 +75,35 @@ class ResidentHost:
 
     def request_stop(self) -> None:
         """Ask the host to stop (what SIGTERM/SIGINT do); a second call skips the grace."""
-        if self._stop.is_set():
-            self._hurry.set()
-        self._stop.set()
+        self.stop.request()
 
     def run_until_stopped(self, *, handle_signals: bool = True) -> int:
         """Start, block until SIGTERM/SIGINT (or `request_stop`), shut down; return 0."""
-        if handle_signals:
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(signum, self._on_signal)
-        self.start()
-        while not self._stop.wait(_POLL_SECONDS):
-            pass
-        status = self.shutdown()
-        if handle_signals:
-            # Stopped: a late extra signal must not kill the interpreter as it exits
-            # (finalisation restores the default handlers) and turn 0 into -15.
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(signum, signal.SIG_IGN)
+        if not handle_signals:
+            return self._run()
+        with stop_on_signals(self.stop):
+            status = self._run()
+        ignore_stop_signals()
         return status
 
+    def _run(self) -> int:
+        if not self.stop.requested:  # a signal during boot: do not start at all
+            self.start()
+        self.stop.wait(math.inf)
+        log_stop_request(self.stop)
+        return self.shutdown()
+
     def shutdown(self) -> int:
-        """Stop new fires, wait up to the grace period, release and close; return 0."""
+        """Stop new fires, wait up to the grace period, release and close; return 0.
+
+        Does not return when bodies had to be abandoned: the process exits 0 at once.
+        """
         self.runtime.stop_accepting()
-        self.scheduler.shutdown(wait=False)
-        running = self.runtime.in_flight()
-        if running:
-            logger.info(
-                "stopping: waiting up to %.1f s for %s",
-                self.grace_period,
-                ", ".join(_describe(fire) for fire in running),
-            )
-        finished = self._wait_for_bodies()
-        if finished:
-            self.runtime.close()
-            logger.info("resident host stopped")
-            return 0
-        abandoned = self.runtime.in_flight()
-        logger.error(
-            "stopping: the grace period of %.1f s ended with %s still running; releasing "
-            "their locks and exiting without them",
-            self.grace_period,
-            ", ".join(_describe(fire) for fire in abandoned),
-        )
-        self._release_abandoned(abandoned)
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+        abandoned = drain(self.runtime, self.grace_period, self.stop)
         self.runtime.close()
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # The pool's worker threads would keep the interpreter alive until the
-        # abandoned bodies end; the host's decision was not to wait for them.
-        os._exit(0)
-
-    def _wait_for_bodies(self) -> bool:
-        deadline = time.monotonic() + max(self.grace_period, 0.0)
-        while True:
-            remaining = deadline - time.monotonic()
-            if self.runtime.wait_idle(min(_POLL_SECONDS, max(remaining, 0.0))):
-                return True
-            if remaining <= 0 or self._hurry.is_set():
-                return False
-
-    def _release_abandoned(self, fires: Sequence[object]) -> None:
-        if not self.runtime.lock.built:
-            return
-        lock = self.runtime.lock.get()
-        for fire in fires:
-            if isinstance(fire, Fire) and fire.descriptor.lock_name is not None:
-                lock.release(fire.descriptor.lock_name)
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        del frame
-        logger.info("received %s", signal.Signals(signum).name)
-        self.request_stop()
-
-
-def _describe(fire: object) -> str:
-    if isinstance(fire, Fire):
-        return f"{fire.target} (fire of {fire.instant.isoformat(timespec='milliseconds')})"
-    return repr(fire)
+        if abandoned:
+            exit_abandoning()
+        logger.info("resident host stopped")
+        return 0

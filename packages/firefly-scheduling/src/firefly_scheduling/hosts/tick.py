@@ -13,8 +13,12 @@ A slot that passed entirely before the process started is skipped (a tick starte
 at :25 runs a 10 s task at :20, :30, :40 and :50); a minute-or-longer task's slot is
 the whole minute. Runs of one task never overlap in a process: a slot whose
 previous run is still going is skipped. The process waits for running bodies,
-then returns; a failing body is logged by the guard and does not change the exit
-code. Time comes from a `Clock`, so tests do not wait for real minutes.
+then returns; a failing body is logged by the fire runner and does not change the
+exit code. Time comes from a `Clock`, so tests do not wait for real minutes.
+
+A stop request (SIGTERM/SIGINT, see `hosts.shutdown`) ends the pass early: no
+further slot starts, running bodies get `grace_period` seconds to finish, then the
+report says what was not started and what was abandoned.
 
 Planning is grouped and cheap: tasks sharing a cron expression and zone are
 matched once, through a prefilter that rules most minutes out without a croniter
@@ -27,7 +31,7 @@ from __future__ import annotations
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -40,6 +44,13 @@ from firefly_scheduling.hosts.cron_prefilter import MinutePrefilter, WallClock
 from firefly_scheduling.hosts.fire_instants import minute_start
 from firefly_scheduling.hosts.fires import Fire, FireResult, execute_fire
 from firefly_scheduling.hosts.runtime import TaskRuntime
+from firefly_scheduling.hosts.shutdown import (
+    DEFAULT_GRACE_PERIOD_SECONDS,
+    POLL_SECONDS,
+    StopRequest,
+    drain,
+    log_stop_request,
+)
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 
@@ -75,14 +86,26 @@ class TickReport:
     results: list[FireResult] = field(default_factory=list)
     missed: list[TickSlot] = field(default_factory=list)
     overlapping: list[TickSlot] = field(default_factory=list)
+    #: Set when a stop request ended the pass early.
+    stopped: bool = False
+    #: Slots a stop request kept from starting.
+    not_started: list[TickSlot] = field(default_factory=list)
+    #: Fires still running when the grace period ended (their task locks released).
+    abandoned: list[object] = field(default_factory=list)
 
     def summary(self) -> str:
-        outcomes = Counter(result.outcome.value for result in self.results)
-        parts = [f"{count} {outcome}" for outcome, count in sorted(outcomes.items())]
+        """One line: the count of each verdict ("3 succeeded; 2 claimed elsewhere")."""
+        verdicts = Counter(result.describe() for result in self.results)
+        parts = [f"{count} {verdict}" for verdict, count in sorted(verdicts.items())]
         if self.missed:
             parts.append(f"{len(self.missed)} slot(s) already past at start")
         if self.overlapping:
             parts.append(f"{len(self.overlapping)} slot(s) skipped: previous run still going")
+        if self.stopped:
+            parts.append(
+                f"stopped early: {len(self.not_started)} slot(s) not started, "
+                f"{len(self.abandoned)} run(s) abandoned"
+            )
         detail = "; ".join(parts) if parts else "nothing due"
         return f"tick {self.minute.strftime('%Y-%m-%d %H:%M')} UTC: {detail}"
 
@@ -97,11 +120,16 @@ class TickHost:
         *,
         clock: Clock | None = None,
         max_workers: int | None = None,
+        grace_period: float = DEFAULT_GRACE_PERIOD_SECONDS,
+        stop: StopRequest | None = None,
     ) -> None:
         self.runtime = runtime
         self.clock = clock or SystemClock()
         runtime.now = self.clock.now  # fires are judged late or not by the host's clock
         self.max_workers = max_workers
+        self.grace_period = grace_period
+        self.stop = stop or StopRequest()
+        self.stop.add_listener(self.clock.interrupt)  # a stop ends the sleep between slots
         self._crons: dict[
             tuple[str, str | None], tuple[MinutePrefilter, list[ScheduledDescriptor]]
         ] = {}
@@ -136,22 +164,41 @@ class TickHost:
         slots.sort(key=lambda slot: (slot.fire.instant, slot.fire.target))
         return slots
 
+    def request_stop(self) -> None:
+        """Start no further slot (what SIGTERM/SIGINT do); a second call ends the grace."""
+        self.stop.request()
+
     def run(self) -> TickReport:
-        """Run the current minute's slots from now on; wait for the bodies; report."""
+        """Run the current minute's slots from now on; wait for the bodies; report.
+
+        After a stop request: no further slot starts, and running bodies get the
+        grace period; the ones still running then are in `report.abandoned`, and
+        their threads are left running (the caller should exit the process).
+        """
         now = self.clock.now()
         report = TickReport(minute_start(now))
         slots = self.plan(report.minute)
         report.missed = [slot for slot in slots if slot.ends_at <= now]
         pending = [slot for slot in slots if slot.ends_at > now]
-        if not pending:
-            return report
+        if pending:
+            self._run_slots(pending, report)
+        elif self.stop.requested:
+            log_stop_request(self.stop)
+        report.stopped = self.stop.requested
+        return report
+
+    def _run_slots(self, pending: list[TickSlot], report: TickReport) -> None:
         targets = {slot.fire.target for slot in pending}
         workers = self.max_workers or min(len(targets), _MAX_WORKERS)
         running: dict[str, Future[FireResult]] = {}
         submitted: list[Future[FireResult]] = []
-        with ThreadPoolExecutor(workers, thread_name_prefix="firefly-tick") as pool:
-            for slot in pending:
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="firefly-tick")
+        try:
+            for index, slot in enumerate(pending):
                 self.clock.sleep((slot.fire.instant - self.clock.now()).total_seconds())
+                if self.stop.requested:
+                    report.not_started = pending[index:]
+                    break
                 previous = running.get(slot.fire.target)
                 if previous is not None and not previous.done():
                     logger.info(
@@ -164,5 +211,16 @@ class TickHost:
                 future = pool.submit(execute_fire, slot.fire, self.runtime)
                 running[slot.fire.target] = future
                 submitted.append(future)
-        report.results = [future.result() for future in submitted]
-        return report
+            while not self.stop.requested:
+                if not wait(submitted, timeout=POLL_SECONDS).not_done:
+                    break
+            if self.stop.requested:
+                log_stop_request(self.stop)
+                report.abandoned = drain(self.runtime, self.grace_period, self.stop)
+        finally:
+            # Abandoned bodies keep their threads: waiting for them is what the
+            # grace period refused to do.
+            pool.shutdown(wait=not report.abandoned, cancel_futures=True)
+        report.results = [
+            future.result() for future in submitted if future.done() and not future.cancelled()
+        ]

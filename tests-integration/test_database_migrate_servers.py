@@ -1,0 +1,122 @@
+"""`firefly-scheduling migrate` on real PostgreSQL and MySQL/MariaDB servers.
+
+Each test gets a private, empty schema (PostgreSQL, through `search_path`) or
+database (MySQL), so "migrate created the tables" is not confused with tables other
+tests left in the shared `test` database. Every table the database package uses
+must exist after one run, a second run must change nothing, and the lock, the
+anchor store and the run history must then work on them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pymysql
+import pytest
+from click.testing import CliRunner
+from psycopg import sql
+from sqlalchemy import inspect
+
+from firefly_scheduling.history.port import RunState
+from firefly_scheduling_database import DatabaseLeaseLock
+from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
+from firefly_scheduling_database.cli import migrate
+from firefly_scheduling_database.engine import lock_engine
+from firefly_scheduling_database.history_store import DatabaseRunHistory
+
+EVERY_TABLE = {
+    "firefly_scheduling_locks",
+    "firefly_scheduling_locks_fences",
+    "firefly_scheduling_anchors",
+    "firefly_scheduling_runs",
+}
+
+
+@pytest.fixture
+def postgres_schema_url(postgres_url: str) -> Iterator[str]:
+    """A database-provider URL whose sessions live in a fresh schema, dropped afterwards."""
+    schema = f"firefly_migrate_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    try:
+        options = f"-c search_path={schema}".replace(" ", "%20").replace("=", "%3D")
+        yield f"{postgres_url}{'&' if '?' in postgres_url else '?'}options={options}"
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture
+def mysql_database_url(mysql_url: str) -> Iterator[str]:
+    """A URL on a fresh, empty MySQL/MariaDB database, dropped afterwards."""
+    database = f"firefly_migrate_{uuid.uuid4().hex[:12]}"
+    parts = urlsplit(mysql_url)
+    admin = pymysql.connect(
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or 3306,
+        user=parts.username or "root",
+        password=parts.password or "",
+        autocommit=True,
+    )
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute(f"CREATE DATABASE {database}")
+        yield urlunsplit(parts._replace(path=f"/{database}"))
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS {database}")
+        admin.close()
+
+
+def _tables(url: str) -> set[str]:
+    engine = lock_engine(url)
+    try:
+        return set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def _migrate_twice_then_use(url: str) -> None:
+    runner = CliRunner()
+    assert _tables(url) == set()
+    for _ in range(2):
+        result = runner.invoke(migrate, ["--url", url])
+        assert result.exit_code == 0, result.output
+        assert "firefly_scheduling_anchors and firefly_scheduling_runs are ready" in result.output
+        assert _tables(url) == EVERY_TABLE
+
+    lock = DatabaseLeaseLock(url)
+    try:
+        assert lock.try_acquire_fenced("migrated", 30) == 1
+        lock.release("migrated")
+    finally:
+        lock.close()
+    anchors = DatabaseAnchorStore(url)
+    try:
+        assert anchors.add("firefly:scheduling:initial-delay:pkg:task", "1.0")
+        assert anchors.get("firefly:scheduling:initial-delay:pkg:task") == "1.0"
+    finally:
+        anchors.close()
+    history = DatabaseRunHistory(url)
+    instant = datetime(2026, 6, 3, 12, 0, tzinfo=UTC)
+    try:
+        assert history.start("pkg:task", instant, node="n1", token=1, at=instant) == 1
+        assert history.finish(
+            "pkg:task", instant, token=1, state=RunState.SUCCEEDED, error=None, at=instant
+        )
+        assert [record.state for record in history.runs("pkg:task")] == [RunState.SUCCEEDED]
+    finally:
+        history.close()
+    assert _tables(url) == EVERY_TABLE  # nothing else was created on first use
+
+
+def test_migrate_creates_every_table_on_postgres(postgres_schema_url: str) -> None:
+    _migrate_twice_then_use(postgres_schema_url)
+
+
+def test_migrate_creates_every_table_on_mysql(mysql_database_url: str) -> None:
+    _migrate_twice_then_use(mysql_database_url)
