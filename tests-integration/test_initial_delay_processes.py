@@ -125,12 +125,14 @@ def test_a_new_release_re_arms_the_window_once(tmp_path: Path, redis_url: str) -
             FIREFLY_SCHEDULING_LOCK_REDIS_URL=redis_url,
             FIREFLY_SCHEDULING_INITIAL_DELAY_RELEASE=release,
             FIREFLY_HOSTAPP_LOG=str(tmp_path / "runs.log"),
-            FIREFLY_HOSTAPP_INITIAL_DELAY="2",
+            # Long enough that the two ticks of the new release (two process start-ups
+            # on a loaded machine) both fall inside the re-armed window.
+            FIREFLY_HOSTAPP_INITIAL_DELAY="6",
         )
 
     old, new = f"old-{uuid.uuid4().hex}", f"new-{uuid.uuid4().hex}"
     first, _ = _tick(tmp_path, env_for(old), "old-1", fires)
-    time.sleep(2.5)
+    time.sleep(6.5)
     second, _ = _tick(tmp_path, env_for(old), "old-2", fires)
     third, rearming = _tick(tmp_path, env_for(new), "new-1", fires)
     fourth, following = _tick(tmp_path, env_for(new), "new-2", fires)
