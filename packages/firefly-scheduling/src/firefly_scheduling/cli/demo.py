@@ -205,7 +205,7 @@ def _run_demo(
         codes = _stop(processes)
     _follow(feed, fire_log, offset, tallies)
     feed.flush(everything=True)
-    _summary(console, tallies)
+    print_summary(console, tallies)
     failed = [f"node-{n} (exit {code})" for n, code in enumerate(codes, 1) if code != 0]
     if failed:
         console.print(f"[red]failed: {', '.join(failed)}; logs in {workdir}[/]")
@@ -269,7 +269,7 @@ def _stop(processes: list[subprocess.Popen[bytes]]) -> list[int]:
     return codes
 
 
-def _summary(console: Console, tallies: dict[str, TaskTally]) -> None:
+def print_summary(console: Console, tallies: dict[str, TaskTally]) -> None:
     table = Table(title="per task", title_justify="left")
     headers = ("task", "locked", "fires", "runs", "duplicates", "runs per node", "not run: why")
     for header in headers:

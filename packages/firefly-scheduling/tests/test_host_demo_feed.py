@@ -1,0 +1,101 @@
+"""The demo's live feed and summary, from fire-log records (no node processes here)."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from firefly_scheduling.cli.demo import FireFeed, TaskTally, print_summary, verdict_of
+from firefly_scheduling.hosts.fire_log import FireRecord
+
+HEARTBEAT = "firefly_example.tasks:heartbeat"
+TIDY = "firefly_example.tasks:tidy_up"
+
+
+def record(
+    node: str,
+    status: str,
+    *,
+    target: str = HEARTBEAT,
+    second: int = 1,
+    locked: bool = True,
+    adoption: bool = False,
+) -> FireRecord:
+    ran = status in {"succeeded", "failed"}
+    return FireRecord(
+        target=target,
+        instant=f"2026-06-03T12:00:{second:02d}.000000+00:00",
+        node=node,
+        outcome="ran" if ran else "skipped_locked",
+        ran=ran,
+        locked=locked,
+        started_at=None,
+        ended_at=None,
+        status=status,
+        adoption=adoption,
+    )
+
+
+def console() -> tuple[Console, io.StringIO]:
+    sink = io.StringIO()
+    return Console(file=sink, width=160, color_system=None), sink
+
+
+def test_a_verdict_reads_in_words_and_old_records_fall_back_to_the_outcome() -> None:
+    assert verdict_of(record("n1", "claimed_elsewhere")) == "claimed elsewhere"
+    assert verdict_of(record("n1", "too_late")) == "too late"
+    old = record("n1", "")
+    assert verdict_of(old) == "skipped locked"
+
+
+def test_a_fire_is_printed_once_every_node_reported_with_each_nodes_verdict() -> None:
+    out, sink = console()
+    feed = FireFeed(out, nodes=3)
+    feed.add([record("node-2", "claimed_elsewhere"), record("node-1", "succeeded")])
+    feed.flush()
+    assert sink.getvalue() == ""  # node-3 has not reported yet
+    feed.add([record("node-3", "overlapping")])
+    feed.flush()
+    assert sink.getvalue().splitlines() == [
+        "12:00:01.000  heartbeat                node-1 succeeded · node-2 claimed elsewhere"
+        " · node-3 overlapping"
+    ]
+
+
+def test_the_feed_keeps_instant_order_and_flushes_everything_at_the_end() -> None:
+    out, sink = console()
+    feed = FireFeed(out, nodes=2)
+    feed.add([record("node-1", "succeeded", target=TIDY, locked=False, second=1)])
+    feed.add([record("node-1", "succeeded", second=2), record("node-2", "too_late", second=2)])
+    feed.add([record("node-2", "held_back", second=3)])
+    feed.flush()
+    lines = sink.getvalue().splitlines()
+    assert [line[:12] for line in lines] == ["12:00:01.000", "12:00:02.000"]
+    assert "(unlocked: every node runs it)" in lines[0]
+    assert lines[1].endswith("node-1 succeeded · node-2 too late")
+    feed.flush(everything=True)
+    assert sink.getvalue().splitlines()[-1].endswith("node-2 held back")
+
+
+def test_the_summary_counts_runs_duplicates_and_why_the_others_did_not_run() -> None:
+    heartbeat, tidy = TaskTally(), TaskTally()
+    for item in (
+        record("node-1", "succeeded", second=1),
+        record("node-2", "claimed_elsewhere", second=1),
+        record("node-2", "succeeded", second=2),
+        record("node-1", "succeeded", second=2, adoption=True),
+        record("node-1", "overlapping", second=3),
+    ):
+        heartbeat.add(item)
+    tidy.add(record("node-1", "succeeded", target=TIDY, locked=False))
+    tidy.add(record("node-2", "succeeded", target=TIDY, locked=False))
+    assert len(heartbeat.fires) == 3
+    assert heartbeat.duplicates == 1  # fire :02 ran twice
+    assert heartbeat.not_run == {"claimed elsewhere": 1, "overlapping": 1}
+    out, sink = console()
+    print_summary(out, {HEARTBEAT: heartbeat, TIDY: tidy})
+    rows = [line for line in sink.getvalue().splitlines() if "firefly_example" in line]
+    assert "claimed elsewhere: 1, overlapping: 1" in rows[0]
+    assert [cell.strip() for cell in rows[0].split("│")[2:6]] == ["yes", "3", "3", "1"]
+    assert [cell.strip() for cell in rows[1].split("│")[2:6]] == ["no", "1", "2", "-"]

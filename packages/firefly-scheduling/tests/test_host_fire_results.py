@@ -1,0 +1,149 @@
+"""What a host learns about each fire: the runner's verdict, adopted runs, the fire log."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "host_support"))
+import firefly_host_unit_tasks as tasks
+
+from firefly_scheduling import InMemoryLock, ScheduledDescriptor
+from firefly_scheduling.fires.execution import FireRunner
+from firefly_scheduling.fires.outcome import FireStatus
+from firefly_scheduling.guard import RunOutcome
+from firefly_scheduling.history.memory import MemoryRunHistory
+from firefly_scheduling.history.port import RunState
+from firefly_scheduling.hosts.fire_log import FireLog, read_fire_log
+from firefly_scheduling.hosts.fires import Fire, FireResult, FireSkip, execute_fire
+from firefly_scheduling.hosts.runtime import Lazy, TaskRuntime
+from firefly_scheduling.initial_delay import InitialDelayGate, MemoryAnchorStore
+
+MODULE = "firefly_host_unit_tasks"
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.results: list[FireResult] = []
+        self._mutex = threading.Lock()
+
+    def fire_finished(self, result: FireResult) -> None:
+        with self._mutex:
+            self.results.append(result)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_calls() -> Iterator[None]:
+    tasks.reset()
+    yield
+    tasks.reset()
+
+
+def runtime_with(history: MemoryRunHistory, *observers: object) -> TaskRuntime:
+    return TaskRuntime(
+        lock=Lazy.of(InMemoryLock()),
+        gate=Lazy(lambda: InitialDelayGate(MemoryAnchorStore())),
+        node="here",
+        observers=observers,  # type: ignore[arg-type]
+        fire_runner=lambda runtime: FireRunner(
+            runtime.lock.get(), history=history, node=runtime.node
+        ),
+    )
+
+
+def test_a_fire_that_adopts_a_died_run_reports_both_runs_to_observers_in_order() -> None:
+    descriptor = ScheduledDescriptor(
+        target=f"{MODULE}:ping", fixed_rate=1.0, lock_name="adopt-me", lock_ttl=30.0
+    )
+    now = datetime.now(UTC).replace(microsecond=0)
+    died_at = now - timedelta(seconds=5)
+    history = MemoryRunHistory()
+    assert history.start(descriptor.target, died_at, node="died", token=None, at=died_at) == 1
+    recorder = Recorder()
+    result = execute_fire(Fire(descriptor, now), runtime_with(history, recorder))
+
+    assert result.verdict is FireStatus.SUCCEEDED
+    [adopted] = result.adopted
+    assert adopted.adoption
+    assert not result.adoption
+    assert adopted.fire.instant == died_at
+    assert adopted.verdict is FireStatus.SUCCEEDED
+    assert adopted.runner is not None
+    assert adopted.runner.attempt == 2
+    assert recorder.results == [adopted, result]
+    assert len(tasks.calls("ping")) == 2
+    # Each result carries the bounds of its own body: the adopted one ran first.
+    assert adopted.started_at is not None
+    assert adopted.ended_at is not None
+    assert result.started_at is not None
+    assert adopted.ended_at <= result.started_at
+    states = {record.instant: record.state for record in history.runs(descriptor.target)}
+    assert states == {died_at: RunState.SUCCEEDED, now: RunState.SUCCEEDED}
+
+
+def test_a_body_that_cannot_be_imported_is_a_failed_run_without_bounds() -> None:
+    descriptor = ScheduledDescriptor(target=f"{MODULE}:missing", fixed_rate=1.0)
+    result = execute_fire(Fire(descriptor, datetime.now(UTC)), runtime_with(MemoryRunHistory()))
+    assert result.verdict is FireStatus.FAILED
+    assert result.outcome is RunOutcome.FAILED
+    assert result.ran
+    assert result.started_at is None
+    assert result.ended_at is None
+    assert result.runner is not None
+    assert "not found" in (result.runner.error or "")
+
+
+def test_the_fire_log_records_the_precise_verdict_next_to_the_coarse_outcome(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "fires.jsonl"
+    descriptor = ScheduledDescriptor(
+        target=f"{MODULE}:ping", cron="* * * * *", lock_name="logged", lock_ttl=30.0
+    )
+    instant = datetime.now(UTC).replace(second=0, microsecond=0)
+    first = runtime_with(MemoryRunHistory(), FireLog(log))
+    second = runtime_with(MemoryRunHistory(), FireLog(log))
+    execute_fire(Fire(descriptor, instant), first)
+    execute_fire(Fire(descriptor, instant), second)  # the claim is taken: another node's
+    records, offset = read_fire_log(log)
+    assert offset == log.stat().st_size
+    assert [(r.status, r.outcome, r.ran) for r in records] == [
+        ("succeeded", "ran", True),
+        ("claimed_elsewhere", "skipped_locked", False),
+    ]
+    assert not any(record.adoption for record in records)
+
+
+def test_a_fire_log_line_written_before_verdicts_existed_still_reads(tmp_path: Path) -> None:
+    log = tmp_path / "old.jsonl"
+    old = {
+        "target": f"{MODULE}:ping",
+        "instant": "2026-06-03T12:00:00.000000+00:00",
+        "node": "n1",
+        "outcome": "held_back",
+        "ran": False,
+        "locked": True,
+        "started_at": None,
+        "ended_at": None,
+    }
+    log.write_text(json.dumps(old) + "\n")
+    [record], _ = read_fire_log(log)
+    assert record.outcome == "held_back"
+    assert record.status == ""
+
+
+def test_a_skip_before_the_runner_has_no_runner_verdict() -> None:
+    runtime = runtime_with(MemoryRunHistory())
+    runtime.stop_accepting()
+    descriptor = ScheduledDescriptor(target=f"{MODULE}:ping", fixed_rate=1.0)
+    result = execute_fire(Fire(descriptor, datetime.now(UTC)), runtime)
+    assert result.verdict is FireSkip.SHUTTING_DOWN
+    assert result.outcome is FireSkip.SHUTTING_DOWN
+    assert result.runner is None
+    assert result.describe() == "not started: the host is shutting down"
