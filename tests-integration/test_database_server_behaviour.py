@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, create_engine, select
@@ -245,3 +246,105 @@ def test_install_is_safe_when_several_nodes_run_it_at_once(
     engine.dispose()
     for node in nodes:
         node.close()
+
+
+# -- fenced acquisition, autocommit and purging -------------------------------------
+
+
+def test_a_refused_fenced_acquire_consumes_no_token(database_url: str, lease_table: str) -> None:
+    holder = DatabaseLeaseLock(database_url, table=lease_table)
+    contender = DatabaseLeaseLock(database_url, table=lease_table)
+    first = holder.try_acquire_fenced("report", 30)
+    assert first == 1
+    assert contender.try_acquire_fenced("report", 30) is None
+    holder.release("report")
+    assert contender.try_acquire_fenced("report", 30) == first + 1
+    assert holder._fence("report") == first + 2, "the plain fence hook shares the counter"
+    contender.release("report")
+    holder.close()
+    contender.close()
+
+
+def test_a_lapsed_lease_is_never_fenced(database_url: str, lease_table: str) -> None:
+    """The second statement of a two-statement fenced acquire counts only for a live lease."""
+    lock = DatabaseLeaseLock(database_url, table=lease_table)
+    if lock._sql.acquire_fenced is not None:
+        pytest.skip("one statement: the lease and its fence cannot come apart")
+    assert lock.try_acquire("report", 0.05)
+    owner = lock._held["report"].owner
+    time.sleep(0.2)
+    assert lock._run(lambda tx: lock._fence_held(tx, "report", owner)) is None
+    assert lock.try_acquire_fenced("report", 30) == 1, "the refused fence wrote nothing"
+    lock.release("report")
+    lock.close()
+
+
+def test_the_locks_own_connections_commit_each_statement(
+    database_url: str, lease_table: str
+) -> None:
+    """Autocommit: a lease is visible to others at once, with no transaction left open."""
+    lock = DatabaseLeaseLock(database_url, table=lease_table)
+    assert lock.try_acquire_fenced("report", 30) == 1
+    engine: Engine = lock._bind  # type: ignore[assignment] # the lock's own pool
+    with engine.connect() as pooled:
+        assert _in_autocommit(pooled.connection.dbapi_connection)
+    other = lock_engine(database_url)
+    with other.connect() as connection:
+        holders = connection.execute(select(lock.tables.locks.c.name)).scalars().all()
+    assert list(holders) == [b"report" if other.dialect.name == "mysql" else "report"]
+    other.dispose()
+    lock.release("report")
+    lock.close()
+
+
+def test_purge_deletes_expired_leases_only(database_url: str, lease_table: str) -> None:
+    lock = DatabaseLeaseLock(database_url, table=lease_table)
+    assert lock.try_acquire("claim-expired", 0.05)
+    assert lock.try_acquire("claim-live", 30)
+    time.sleep(0.2)
+    assert lock.purge_expired() == 1
+    assert lock.is_held("claim-live")
+    other = DatabaseLeaseLock(database_url, table=lease_table)
+    assert other.try_acquire("claim-live", 30) is False
+    assert other.try_acquire("claim-expired", 30)
+    other.release("claim-expired")
+    lock.release("claim-live")
+    lock.close()
+    other.close()
+
+
+def test_acquisitions_purge_expired_claims_about_once_a_minute(
+    database_url: str, lease_table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = DatabaseLeaseLock(database_url, table=lease_table)
+    for k in range(3):  # claims: taken, never released, left to expire
+        assert lock.try_acquire(f"firefly:fire:{k}", 0.05)
+        lock.forget(f"firefly:fire:{k}")
+    time.sleep(0.2)
+    engine = lock_engine(database_url)
+
+    def rows() -> int:
+        with engine.connect() as connection:
+            return len(connection.execute(select(lock.tables.locks.c.name)).all())
+
+    lock._next_purge = time.monotonic() + 3600  # not due: nothing is deleted
+    assert lock.try_acquire("report", 30)
+    assert rows() == 4
+    lock.release("report")
+    lock._next_purge = time.monotonic()  # due: the next acquisition purges
+    assert lock.try_acquire("report", 30)
+    assert rows() == 1
+    assert lock._next_purge >= time.monotonic() + 50, "and the next purge is a minute away"
+    lock.release("report")
+    engine.dispose()
+    lock.close()
+
+
+def _in_autocommit(dbapi: Any) -> bool:
+    """Whether a psycopg, PyMySQL or sqlite3 connection commits each statement itself."""
+    flag = getattr(dbapi, "autocommit", None)
+    if isinstance(flag, bool):  # psycopg
+        return flag
+    if callable(flag):  # PyMySQL
+        return bool(dbapi.get_autocommit())
+    return dbapi.isolation_level is None  # sqlite3

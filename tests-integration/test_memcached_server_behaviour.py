@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 from pymemcache.client.base import Client
 
+from firefly_scheduling import LockBackendError
 from firefly_scheduling_memcached import MemcachedLock
 from firefly_scheduling_memcached.lease_lock import memcached_server
 
@@ -183,3 +184,35 @@ def test_nodes_racing_to_seed_a_missing_counter_get_distinct_tokens(
     assert max(tokens) - min(tokens) == len(racers) - 1, "one seed, then increments"
     for lock in racers:
         lock.close()
+
+
+def test_a_refused_fenced_attempt_leaves_the_holder_untouched(
+    nodes: list[MemcachedLock], server: Client, name: str
+) -> None:
+    """The add and the increment are pipelined: a refused add only leaves a gap in tokens."""
+    holder, contender = nodes
+    first = holder.try_acquire_fenced(name, 30)
+    assert first is not None
+    held = server.gets(MemcachedLock.key(name))
+    assert contender.try_acquire_fenced(name, 30) is None
+    assert server.gets(MemcachedLock.key(name)) == held
+    holder.release(name)
+    later = contender.try_acquire_fenced(name, 30)
+    assert later is not None
+    assert later > first
+    contender.release(name)
+    server.delete(MemcachedLock.fence_key(name))
+
+
+def test_a_counter_that_cannot_count_frees_the_new_holding(
+    nodes: list[MemcachedLock], server: Client, name: str
+) -> None:
+    lock, other = nodes
+    server.set(MemcachedLock.fence_key(name), b"not a number")
+    with pytest.raises(LockBackendError, match="meta increment"):
+        lock.try_acquire_fenced(name, 30)
+    assert lock.is_held(name) is False
+    assert server.get(MemcachedLock.key(name)) is None
+    assert other.try_acquire(name, 30)
+    other.release(name)
+    server.delete(MemcachedLock.fence_key(name))

@@ -198,3 +198,16 @@ def test_fence_failure_never_leaves_the_lock_held(
     assert lock.is_held(name) is False
     assert holder_id(admin, name) is None
     assert nodes().try_acquire(name, 30)
+
+
+def test_a_refused_fenced_acquire_consumes_no_token(
+    nodes: Callable[..., MySqlNamedLock], scratch_url: str, name: str
+) -> None:
+    """GET_LOCK and the counter are one statement: the row is written only when it won."""
+    holder, contender = nodes(scratch_url), nodes(scratch_url)
+    assert holder.try_acquire_fenced(name, 30) == 1
+    assert contender.try_acquire_fenced(name, 30) is None
+    assert contender.is_held(name) is False
+    holder.release(name)
+    assert contender.try_acquire_fenced(name, 30) == 2
+    assert holder._fence(name) == 3, "the plain fence hook shares the counter"

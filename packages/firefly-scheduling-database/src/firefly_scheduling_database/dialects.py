@@ -7,7 +7,13 @@ the clocks of the nodes never matter, and each operation is ONE statement:
   the rowcount says whether this owner won;
 * release: a delete of the row only while it carries this acquisition's token;
 * renew: an update of this owner's still-valid lease;
-* fence: an increment-and-return of the name's counter.
+* fence: an increment-and-return of the name's counter;
+* fenced acquire: the lease and the fence in ONE statement where the dialect can
+  write two tables in one (PostgreSQL: a data-modifying CTE); elsewhere the acquire,
+  then a fence that increments only while the lease is still this owner's
+  (`fence_held`), which needs no transaction around the two to order tokens as
+  holdings are ordered;
+* purge: a delete of expired leases (claims are never released, only expire).
 
 Statements are rendered once per lock, for its table names (see `Statement`).
 """
@@ -85,6 +91,12 @@ class LeaseSql(ABC):
         "ON CONFLICT (name) DO UPDATE SET value = {fences}.value + 1 RETURNING value"
     )
     holder_sql: ClassVar[str] = "SELECT locked_by FROM {locks} WHERE name = :name"
+    #: Lease and fence in one statement returning the token, or None where impossible.
+    acquire_fenced_sql: ClassVar[str | None] = None
+    #: Increment the counter only while `:owner` holds an unexpired lease on `:name`;
+    #: for the dialects without `acquire_fenced_sql`.
+    fence_held_sql: ClassVar[str | None] = None
+    purge_sql: ClassVar[str]
     #: Further `{placeholders}` the dialect's statements use.
     fragments: ClassVar[dict[str, str]] = {}
 
@@ -100,6 +112,17 @@ class LeaseSql(ABC):
         self.renew = Statement.render(self.renew_sql.format(**names), dialect)
         self.fence = Statement.render(self.fence_sql.format(**names), dialect)
         self.holder = Statement.render(self.holder_sql.format(**names), dialect)
+        self.acquire_fenced = (
+            None
+            if self.acquire_fenced_sql is None
+            else Statement.render(self.acquire_fenced_sql.format(**names), dialect)
+        )
+        self.fence_held = (
+            None
+            if self.fence_held_sql is None
+            else Statement.render(self.fence_held_sql.format(**names), dialect)
+        )
+        self.purge = Statement.render(self.purge_sql.format(**names), dialect)
 
     def key(self, name: str) -> str | bytes:
         """The value bound for the `name` column."""
@@ -116,6 +139,11 @@ class LeaseSql(ABC):
     def fence_value(self, result: StatementResult) -> int:
         """The counter value the fence statement produced."""
         return int(result.fetchone()[0])
+
+    def fenced_value(self, result: StatementResult) -> int | None:
+        """The token a conditional fence (`acquire_fenced`, `fence_held`) produced, if any."""
+        row = result.fetchone()
+        return None if row is None else int(row[0])
 
     @abstractmethod
     def is_contention(self, err: DBAPIError) -> bool:
@@ -149,6 +177,21 @@ class PostgresLeaseSql(LeaseSql):
         "WHERE {locks}.name = :name AND {locks}.locked_by = :owner "
         "AND {locks}.locked_until > db_now.instant"
     )
+    # The acquire's upsert returns its row only when this owner won; the fence row is
+    # written only for that row, so a refused attempt consumes no token.
+    acquire_fenced_sql = (
+        "WITH won AS ("
+        "INSERT INTO {locks} (name, locked_by, locked_until, locked_at) "
+        "SELECT :name, :owner, db_now.instant + make_interval(secs => :ttl), db_now.instant "
+        "FROM (SELECT clock_timestamp() AS instant) AS db_now "
+        "ON CONFLICT (name) DO UPDATE SET locked_by = excluded.locked_by, "
+        "locked_until = excluded.locked_until, locked_at = excluded.locked_at "
+        "WHERE {locks}.locked_until <= excluded.locked_at "
+        "RETURNING name) "
+        "INSERT INTO {fences} AS fence (name, value) SELECT won.name, 1 FROM won "
+        "ON CONFLICT (name) DO UPDATE SET value = fence.value + 1 RETURNING fence.value"
+    )
+    purge_sql = "DELETE FROM {locks} WHERE locked_until <= clock_timestamp()"
     # serialization_failure, deadlock_detected, lock_not_available (lock_timeout)
     _contention = frozenset({"40001", "40P01", "55P03"})
 
@@ -194,6 +237,16 @@ class MySqlLeaseSql(LeaseSql):
         "INSERT INTO {fences} (name, value) VALUES (:name, LAST_INSERT_ID(1)) "
         "ON DUPLICATE KEY UPDATE value = LAST_INSERT_ID(value + 1)"
     )
+    # MySQL cannot write two tables in one statement (no data-modifying CTE), so a
+    # fenced acquire is the acquire, then this. Reading the lease row takes a shared
+    # lock on it (INSERT ... SELECT), so a takeover waits for the increment to end.
+    fence_held_sql = (
+        "INSERT INTO {fences} (name, value) "
+        "SELECT held.name, LAST_INSERT_ID(1) FROM {locks} AS held WHERE held.name = :name "
+        "AND held.locked_by = :owner AND held.locked_until > UTC_TIMESTAMP(6) "
+        "ON DUPLICATE KEY UPDATE value = LAST_INSERT_ID({fences}.value + 1)"
+    )
+    purge_sql = "DELETE FROM {locks} WHERE locked_until <= UTC_TIMESTAMP(6)"
     #: The protocol's CLIENT_FOUND_ROWS capability bit.
     CLIENT_FOUND_ROWS = 2
     # ER_LOCK_WAIT_TIMEOUT, ER_LOCK_DEADLOCK
@@ -212,6 +265,10 @@ class MySqlLeaseSql(LeaseSql):
 
     def fence_value(self, result: StatementResult) -> int:
         return int(result.lastrowid)
+
+    def fenced_value(self, result: StatementResult) -> int | None:
+        # 1 = counter created, 2 = incremented, 0 = no lease of ours: nothing written.
+        return int(result.lastrowid) if result.rowcount > 0 else None
 
     def is_contention(self, err: DBAPIError) -> bool:
         return _mysql_code(err) in self._contention
@@ -249,6 +306,14 @@ class SqliteLeaseSql(LeaseSql):
         "UPDATE {locks} SET locked_until = {later} "
         "WHERE name = :name AND locked_by = :owner AND locked_until > {now}"
     )
+    # No data-modifying CTE in SQLite: the acquire, then this (one writer at a time).
+    fence_held_sql = (
+        "INSERT INTO {fences} (name, value) "
+        "SELECT held.name, 1 FROM {locks} AS held WHERE held.name = :name "
+        "AND held.locked_by = :owner AND held.locked_until > {now} "
+        "ON CONFLICT (name) DO UPDATE SET value = {fences}.value + 1 RETURNING value"
+    )
+    purge_sql = "DELETE FROM {locks} WHERE locked_until <= {now}"
 
     def __init__(self, dialect: Dialect, tables: LeaseTables) -> None:
         version: tuple[int, ...] = getattr(dialect.dbapi, "sqlite_version_info", (0,))

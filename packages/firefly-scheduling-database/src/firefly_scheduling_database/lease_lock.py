@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+import random
 import threading
+import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import URL, Connection, Engine, inspect
+from sqlalchemy import URL, Connection, Engine, event, inspect
 from sqlalchemy.engine.interfaces import DBAPIModule
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import PoolProxiedConnection
@@ -22,8 +25,12 @@ from firefly_scheduling_database.schema import DEFAULT_TABLE, LeaseTables, creat
 
 _T = TypeVar("_T")
 
+logger = logging.getLogger("firefly_scheduling.locks")
+
 #: Longest lease accepted: date types end at year 9999, and a century is "forever".
 MAX_LEASE_SECONDS = 100 * 366 * 86_400
+#: Seconds between two purges of expired leases by one instance (with up to 50 % jitter).
+PURGE_INTERVAL_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -43,13 +50,18 @@ class DatabaseLeaseLock(BaseLock):
     the next acquirer, so a crashed holder frees its names after the TTL. Acquire,
     release and renew are one statement each (see `dialects`).
 
-    Give it a URL (the lock builds and owns a pooled engine with bounded timeouts,
-    and sends its statements straight to the pooled driver connection), an `Engine`
+    Give it a URL (the lock builds and owns a pooled engine with bounded timeouts, in
+    autocommit, and sends its statements straight to the pooled driver connection: one
+    round trip per operation, see `_run_on_driver`), an `Engine`
     (each operation is its own short transaction on a pooled connection, through
     SQLAlchemy's execution layer, so the application's event listeners see it) or a
     `Connection`. On a `Connection` already inside a transaction every operation
     runs in a savepoint, so a failed statement never aborts the caller's transaction;
     the lease then becomes visible to other nodes only when the caller commits.
+
+    Expired rows are deleted (`purge_expired`) by every instance built on a URL or an
+    Engine about once a minute, at the end of an acquisition: fire claims are never
+    released, only left to expire, and would otherwise stay in the table forever.
 
     The tables must exist: `install()` or `firefly-scheduling migrate` creates them.
     A missing table is reported as a `ConfigurationError` rather than created on the
@@ -74,8 +86,9 @@ class DatabaseLeaseLock(BaseLock):
         tables = LeaseTables.named(table)
         owns_engine = isinstance(bind, str | URL)
         if isinstance(bind, str | URL):
-            # Every transaction on it is ended explicitly (see `_run_on_driver`).
+            # No transaction is ever left open on it (see `_run_on_driver`).
             bind = lock_engine(bind, reset_on_return=False)
+            event.listen(bind, "connect", partial(_autocommit, bind))
         elif not isinstance(bind, Engine | Connection):
             raise ConfigurationError(
                 f"DatabaseLeaseLock needs a URL, an Engine or a Connection, "
@@ -89,6 +102,9 @@ class DatabaseLeaseLock(BaseLock):
         self._owns_engine = owns_engine
         # A Connection is not thread-safe; an Engine hands each thread its own.
         self._connection_mutex = threading.Lock()
+        # Only where a purge is its own transaction, never inside a caller's.
+        self._purges = isinstance(bind, Engine)
+        self._next_purge = time.monotonic() + _purge_pause() / 2
 
     @property
     def tables(self) -> LeaseTables:
@@ -109,19 +125,44 @@ class DatabaseLeaseLock(BaseLock):
                     f"{table.name!r}: {self._describe(err)}"
                 ) from err
 
+    def purge_expired(self) -> int:
+        """Delete every expired lease row; return how many went. One statement.
+
+        Safe at any time: an expired lease is free already (the next acquirer would
+        take it over), so deleting its row changes nothing but the table's size.
+        """
+        return self._run(lambda tx: tx.run(self._sql.purge, {}).rowcount)
+
     # -- BaseLock hooks -----------------------------------------------------------
 
     def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
-        return self._attempt(lambda tx: self._take(tx, name, owner, ttl_seconds), lost=False)
+        won = self._attempt(lambda tx: self._take(tx, name, owner, ttl_seconds), lost=False)
+        self._purge_when_due()
+        return won
 
     def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
-        # Lease and fence in one transaction: the fence order is the holding order.
-        def take_and_fence(tx: _Transaction) -> int | None:
-            if not self._take(tx, name, owner, ttl_seconds):
-                return None
-            return self._next_fence(tx, name)
-
-        return self._attempt(take_and_fence, lost=None)
+        statement = self._sql.acquire_fenced
+        if statement is not None:  # one statement: lease and fence commit together
+            parameters = {
+                "name": self._sql.key(name),
+                "owner": owner,
+                "ttl": self._sql.ttl(_lease_seconds(ttl_seconds)),
+            }
+            return self._attempt(
+                lambda tx: self._sql.fenced_value(tx.run(statement, parameters)), lost=None
+            )
+        if not self._acquire(name, owner, ttl_seconds):
+            return None
+        # The fence counts only while the lease is still ours, so the token order is the
+        # holding order even though the two statements commit separately.
+        try:
+            token = self._run(lambda tx: self._fence_held(tx, name, owner))
+        except BaseException:
+            self._release(name, owner)
+            raise
+        if token is None:  # the lease lapsed in between (a pause longer than the TTL)
+            self._release(name, owner)
+        return token
 
     def _release(self, name: str, owner: str) -> bool:
         parameters = {"name": self._sql.key(name), "owner": owner}
@@ -163,6 +204,25 @@ class DatabaseLeaseLock(BaseLock):
     def _next_fence(self, tx: _Transaction, name: str) -> int:
         return self._sql.fence_value(tx.run(self._sql.fence, {"name": self._sql.key(name)}))
 
+    def _fence_held(self, tx: _Transaction, name: str, owner: str) -> int | None:
+        statement = self._sql.fence_held
+        if statement is None:  # pragma: no cover - every dialect has one form or the other
+            raise NotImplementedError(f"the {self._sql.dialect_names[0]} dialect cannot fence")
+        parameters = {"name": self._sql.key(name), "owner": owner}
+        return self._sql.fenced_value(tx.run(statement, parameters))
+
+    def _purge_when_due(self) -> None:
+        """Purge expired leases about once a minute; a failure only delays the next one."""
+        if not self._purges or time.monotonic() < self._next_purge:
+            return
+        self._next_purge = time.monotonic() + _purge_pause()
+        try:
+            purged = self.purge_expired()
+        except SQLAlchemyError as err:
+            logger.debug("database lock %s: purging expired leases failed: %s", self._target, err)
+        else:
+            logger.debug("database lock %s: purged %d expired leases", self._target, purged)
+
     # -- transactions -------------------------------------------------------------
 
     def _run(self, operation: Callable[[_Transaction], _T]) -> _T:
@@ -184,12 +244,15 @@ class DatabaseLeaseLock(BaseLock):
                 return operation(connection)
 
     def _run_on_driver(self, engine: Engine, operation: Callable[[_Transaction], _T]) -> _T:
-        """One transaction on a pooled DBAPI connection of the lock's own engine.
+        """Statements on a pooled DBAPI connection of the lock's own engine, in autocommit.
 
-        Driver errors are wrapped as SQLAlchemy would (`DBAPIError`); a lost server
-        connection is invalidated, and the pool's idle ones are dropped with it. The
-        transaction is always committed or rolled back here, so the pool need not
-        reset the connection on its return.
+        Every operation is one statement, atomic on its own, so the connection is in
+        autocommit (`_autocommit`): no BEGIN and no COMMIT, one round trip per
+        statement. (The fenced acquire without a one-statement form is two statements
+        that need no transaction around them, see `dialects`.) Driver errors are wrapped
+        as SQLAlchemy would (`DBAPIError`); a lost server connection is invalidated, and
+        the pool's idle ones are dropped with it. No transaction is left open, so the
+        pool need not reset the connection on its return.
         """
         dialect = engine.dialect
         driver_error: type[DBAPIModule.Error] = dialect.loaded_dbapi.Error
@@ -211,9 +274,7 @@ class DatabaseLeaseLock(BaseLock):
                 cursor.execute(statement.driver_sql, statement.driver_parameters(parameters))
                 return cursor  # type: ignore[no-any-return]
 
-            result = operation(_Transaction(run, pooled.dbapi_connection))
-            pooled.commit()
-            return result
+            return operation(_Transaction(run, pooled.dbapi_connection))
         except driver_error as err:
             disconnected = dialect.is_disconnect(err, pooled.dbapi_connection, cursor)
             if disconnected:
@@ -252,6 +313,17 @@ class DatabaseLeaseLock(BaseLock):
             return self._run_on_sqlalchemy(lambda connection: inspect(connection).has_table(table))
         except SQLAlchemyError:
             return False
+
+
+def _autocommit(engine: Engine, dbapi_connection: Any, record: object) -> None:
+    """Switch a new connection of the lock's own engine to autocommit (the `connect` event)."""
+    del record
+    engine.dialect.set_isolation_level(dbapi_connection, "AUTOCOMMIT")
+
+
+def _purge_pause() -> float:
+    # Jitter keeps a fleet's nodes from purging the same rows at the same moment.
+    return PURGE_INTERVAL_SECONDS * random.uniform(1.0, 1.5)  # noqa: S311 - not a secret
 
 
 def _roll_back(pooled: PoolProxiedConnection, driver_error: type[DBAPIModule.Error]) -> None:

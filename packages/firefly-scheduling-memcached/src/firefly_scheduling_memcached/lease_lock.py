@@ -16,7 +16,10 @@ Limits, stated once here and in the docs page:
   `server_expiry`). TTLs over 30 days are sent as an absolute Unix time taken from
   this node's clock.
 * Fencing counters are items too: see `_fence` for what happens when one is lost.
-* The meta delete needs memcached 1.6.10 or newer (its final reply codes).
+* The meta commands (`ms`, `ma`, `md`, `mn`) need memcached 1.6.10 or newer.
+
+A fenced acquisition is ONE round trip: the add and the counter increment are
+pipelined in one write (see `_acquire_fenced`).
 """
 
 from __future__ import annotations
@@ -73,8 +76,11 @@ _META_DELETED: Final = b"HD"
 _META_NOT_DELETED: Final = frozenset({b"NF", b"EX"})
 # The CAS value of every item on a server started with -C (CAS disabled).
 _CAS_DISABLED: Final = b"0"
-# How many times a fence counter may vanish between our `incr` and `add` before we give up.
-_FENCE_ATTEMPTS: Final = 3
+# Replies to `ms <key> ... ME` (add mode): stored; not stored (the item exists).
+_META_STORED: Final = b"HD"
+_META_NOT_STORED: Final = b"NS"
+# The reply to `mn` (meta no-op), which ends a pipeline so its replies can be read at once.
+_META_NOOP: Final = b"MN\r\n"
 
 
 class MemcachedLock(BaseLock):
@@ -149,27 +155,61 @@ class MemcachedLock(BaseLock):
             # True: stored; False: changed since `gets`; None: gone since `gets`.
             return client.cas(key, token, cas, expire=expire) is True
 
-    def _fence(self, name: str) -> int:
-        """Increment the counter of `name`, seeding it from the clock when it is missing.
+    def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
+        """Add the lock item and increment its counter in one write: one round trip.
 
-        A counter is an item, so an eviction or a restart can lose it. Seeding a new
-        one with the current Unix time in microseconds, rather than 1, keeps tokens
-        above every token handed out before the loss, as long as fewer than a million
-        fenced acquisitions a second were made on the name (each needs several round
-        trips) and the seeding node's clock is not behind by more than the counter's
-        age. Two nodes may race to seed it: `add` lets one win, and the other increments.
+        memcached has no multi-command atomicity, but it runs one connection's commands
+        in order, so the increment runs after the add, while the new holding is in
+        force: its token is greater than every earlier holding's, whose increments all
+        ran before that holding was released or expired. The increment runs even when
+        the add is refused; that only leaves a gap in the tokens, which need not be
+        consecutive. A counter the server cannot increment frees the new holding again.
         """
-        key = self.fence_key(name)
+        key = self.key(name)
+        token = owner.encode()
+        expire = server_expiry(ttl_seconds, time.time())
+        # `ms ... ME` is `add` (mode E); `mn` ends the pipeline with a fixed reply.
+        command = b"ms %s %d T%d ME\r\n%s\r\n%s\r\nmn" % (
+            key.encode(),
+            len(token),
+            expire,
+            token,
+            self._increment_command(name),
+        )
         with self._client_mutex:
-            client = self._connected()
-            for _ in range(_FENCE_ATTEMPTS):
-                value = client.incr(key, 1)
-                if value is not None:
-                    return int(value)
-                seed = time.time_ns() // 1000
-                if client.add(key, str(seed).encode(), expire=0):
-                    return seed
-        raise MemcacheUnknownError(f"the fencing counter {key} vanished {_FENCE_ATTEMPTS} times")
+            reply = self._connected().raw_command(command, end_tokens=_META_NOOP)
+        added, _, increment = reply.partition(b"\r\n")
+        if added == _META_NOT_STORED:
+            return None
+        if added != _META_STORED:
+            raise MemcacheUnknownError(f"unexpected reply to a meta add: {added[:32]!r}")
+        try:
+            return _incremented_value(increment)
+        except MemcacheError:
+            self._release(name, owner)
+            raise
+
+    def _fence(self, name: str) -> int:
+        """Increment the counter of `name`; one round trip."""
+        with self._client_mutex:
+            reply = self._connected().raw_command(
+                self._increment_command(name) + b"\r\nmn", end_tokens=_META_NOOP
+            )
+        return _incremented_value(reply)
+
+    def _increment_command(self, name: str) -> bytes:
+        """`ma` of the counter of `name`, creating it from the clock when it is missing.
+
+        A counter is an item, so an eviction or a restart can lose it. `N0 J<seed>`
+        makes the server create a missing one, atomically, holding the current Unix
+        time in microseconds rather than 1, which keeps tokens above every token handed
+        out before the loss, as long as fewer than a million fenced acquisitions a
+        second were made on the name and the seeding node's clock is not behind by
+        more than the counter's age. Nodes racing to create it get one seed, then
+        increments. `N0`: the counter never expires.
+        """
+        seed = time.time_ns() // 1000
+        return b"ma %s N0 J%d v" % (self.fence_key(name).encode(), seed)
 
     def _close(self) -> None:
         with self._client_mutex:
@@ -210,6 +250,15 @@ def memcached_server(url: str) -> tuple[str, int]:
     if not parts.hostname:
         raise ConfigurationError(f"the memcached lock provider needs a host, got {shown}")
     return parts.hostname, parts.port or DEFAULT_PORT
+
+
+def _incremented_value(reply: bytes) -> int:
+    """The counter value in a reply to `ma ... v`: a `VA <size>` line, then the value."""
+    header, _, rest = reply.partition(b"\r\n")
+    value = rest.removesuffix(b"\r\n")
+    if not header.startswith(b"VA ") or not value.isdigit():
+        raise MemcacheUnknownError(f"unexpected reply to a meta increment: {reply[:64]!r}")
+    return int(value)
 
 
 def _require_cas(cas: bytes) -> None:

@@ -81,6 +81,14 @@ _NEXT_FENCE: Final = (
     f"INSERT INTO {FENCE_TABLE} (name, value) VALUES (%s, LAST_INSERT_ID(1))"  # noqa: S608 - constant
     " ON DUPLICATE KEY UPDATE value = LAST_INSERT_ID(value + 1)"
 )
+# Lock and fence in one statement, so one round trip: the row is written (and the OK
+# packet carries the new value) only when GET_LOCK won. A missing table is reported
+# when the statement opens its tables, before GET_LOCK runs, so no lock is taken then.
+_GET_LOCK_AND_FENCE: Final = (
+    f"INSERT INTO {FENCE_TABLE} (name, value)"  # noqa: S608 - constant
+    " SELECT %(name)s, LAST_INSERT_ID(1) FROM DUAL WHERE GET_LOCK(%(name)s, 0) = 1"
+    " ON DUPLICATE KEY UPDATE value = LAST_INSERT_ID(value + 1)"
+)
 _LAST_FENCE: Final = "SELECT LAST_INSERT_ID()"
 _PROTOCOL_VERSION: Final = 10  # every MySQL and MariaDB since 3.21
 _VERSION: Final = re.compile(r"(\d+)\.(\d+)")
@@ -179,21 +187,48 @@ class MySqlNamedLock(SessionLock[Connection]):
         return bool(_scalar(connection, _HOLDS, _server_name(name)) == 1)
 
     def _server_fence(self, connection: Connection, name: str) -> int:
-        key = _server_name(name)
+        token = self._fence_statement(connection, _NEXT_FENCE, (_server_name(name),))
+        if token is None:
+            raise pymysql.err.InterfaceError("the fence counter changed no row")
+        return token
+
+    def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
+        """GET_LOCK and the counter increment in one statement: one round trip."""
+        parameters = {"name": _server_name(name)}
+        with self._connection_mutex:
+            return self._use(
+                lambda connection: self._fence_statement(
+                    connection, _GET_LOCK_AND_FENCE, parameters
+                )
+            )
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def _fence_statement(
+        self, connection: Connection, statement: str, parameters: tuple[str] | dict[str, str]
+    ) -> int | None:
+        """Run an increment of a fence counter; its new value, or None if it wrote no row.
+
+        Creates the table on first use: a missing table is reported before the
+        statement runs anything, so running it again is safe.
+        """
         with connection.cursor() as cursor:
             try:
-                cursor.execute(_NEXT_FENCE, (key,))
-            except pymysql.err.ProgrammingError as err:
-                if err.args[0] != ER.NO_SUCH_TABLE:
+                cursor.execute(statement, parameters)
+            except pymysql.MySQLError as err:
+                code = err.args[0] if err.args else None
+                if code in _UNSUPPORTED_ERRORS:
+                    raise self._not_mysql(f"GET_LOCK failed ({self._describe(err)})") from err
+                if code != ER.NO_SUCH_TABLE:
                     raise
                 cursor.execute(_CREATE_FENCES)  # idempotent: racing nodes are harmless
-                cursor.execute(_NEXT_FENCE, (key,))
+                cursor.execute(statement, parameters)
+            if cursor.rowcount < 1:
+                return None
             if cursor.lastrowid > 0:
                 return cursor.lastrowid
         # A server that leaves LAST_INSERT_ID(expr) out of the OK packet: ask for it.
         return int(_scalar(connection, _LAST_FENCE))
-
-    # -- helpers ----------------------------------------------------------------------
 
     def _check_server(self, connection: Connection) -> None:
         """Refuse a server that speaks the protocol but cannot hold our named locks."""

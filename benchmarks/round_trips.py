@@ -1,0 +1,276 @@
+"""Round trips to the lock server per fire, on every network backend: a counting proxy.
+
+Each node's lock talks to its server through a local TCP proxy that counts the
+client's TURNS: a burst of bytes from the client that follows bytes from the
+server (or opens the connection). That is exactly a round trip: a client that
+pipelines two commands in one write pays one turn, a client that waits for a reply
+before its next statement pays one per statement, whatever the protocol. Connection
+set-up is excluded (every lock is warmed up first). Only the lock's traffic goes
+through the proxy: the run history is off, so its statements are not counted.
+
+Per backend it reports, averaged over `--fires` fires:
+
+* `lose`: a node whose claim finds the fire taken (`FireRunner.run`);
+* `run`: the node that claims the fire, takes the task lock fenced and releases it;
+* `deferred`: the claim releases a session backend (PostgreSQL, MySQL) sends later,
+  per fire (lease backends let the server expire claims: 0);
+* `guard run / lose`: the plain lock guard (`run_guarded`) for comparison.
+
+Servers come from the `FIREFLY_TEST_*_URL` variables (defaults: the local servers).
+
+    uv run python benchmarks/round_trips.py [--fires 20] [--backend redis ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import selectors
+import socket
+import statistics
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.fires.execution import FireRunner
+from firefly_scheduling.fires.outcome import FireStatus
+from firefly_scheduling.guard import RunOutcome, run_guarded
+from firefly_scheduling.locks.providers import resolve_lock
+from firefly_scheduling.settings import Settings
+
+_R = TypeVar("_R")
+
+
+def server_url(backend: str, default: str) -> str:
+    return os.environ.get(f"FIREFLY_TEST_{backend.upper()}_URL", default)
+
+
+URLS = {
+    "postgres": server_url("postgres", "postgresql://postgres@127.0.0.1:5432/test"),
+    "mysql": server_url("mysql", "mysql://root@127.0.0.1:3306/test"),
+    "redis": server_url("redis", "redis://127.0.0.1:6379/0"),
+    "memcached": server_url("memcached", "memcached://127.0.0.1:11211"),
+}
+#: backend -> (lock provider, server whose URL it uses)
+BACKENDS = {
+    "redis": ("redis", "redis"),
+    "postgres": ("postgres", "postgres"),
+    "mysql": ("mysql", "mysql"),
+    "memcached": ("memcached", "memcached"),
+    "database-postgres": ("database", "postgres"),
+    "database-mariadb": ("database", "mysql"),
+}
+
+
+class CountingProxy:
+    """Forwards every connection to `upstream` and counts client turns (see the module doc)."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self._upstream = upstream
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.setblocking(False)
+        self.port: int = self._listener.getsockname()[1]
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._listener, selectors.EVENT_READ, None)
+        self._mutex = threading.Lock()
+        self._turns = 0
+        self._stop = False
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    @property
+    def turns(self) -> int:
+        with self._mutex:
+            return self._turns
+
+    def close(self) -> None:
+        self._stop = True
+        self._thread.join(timeout=5)
+        self._listener.close()
+
+    def _serve(self) -> None:
+        # peer socket -> (the other socket, "client"/"server", the connection's last sender)
+        routes: dict[socket.socket, tuple[socket.socket, str, list[str]]] = {}
+        while not self._stop:
+            for key, _ in self._selector.select(timeout=0.1):
+                sock: socket.socket = key.fileobj  # type: ignore[assignment]
+                if sock is self._listener:
+                    client, _ = self._listener.accept()
+                    server = socket.create_connection(self._upstream)
+                    for end in (client, server):
+                        end.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                        self._selector.register(end, selectors.EVENT_READ, None)
+                    last = [""]
+                    routes[client] = (server, "client", last)
+                    routes[server] = (client, "server", last)
+                    continue
+                if sock not in routes:  # closed with its peer earlier in this batch
+                    continue
+                other, side, last = routes[sock]
+                try:
+                    data = sock.recv(65536)
+                except OSError:
+                    data = b""
+                if not data:
+                    for end in (sock, other):
+                        self._selector.unregister(end)
+                        routes.pop(end, None)
+                        end.close()
+                    continue
+                if side == "client" and last[0] != "client":
+                    with self._mutex:
+                        self._turns += 1
+                last[0] = side
+                other.sendall(data)
+
+
+def through(url: str, proxy: CountingProxy) -> str:
+    """`url` with its host and port replaced by the proxy's."""
+    parts = urlsplit(url)
+    credentials = parts.netloc.rpartition("@")[0]
+    netloc = f"{credentials}@127.0.0.1:{proxy.port}" if credentials else f"127.0.0.1:{proxy.port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def upstream_of(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    default = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "redis": 6379}
+    port = parts.port or default.get(parts.scheme, 11211)
+    return parts.hostname or "127.0.0.1", port
+
+
+@dataclass
+class Counts:
+    """Round trips per fire, one entry per fire, for each role (see the module doc)."""
+
+    lose: list[int] = field(default_factory=list)
+    run: list[int] = field(default_factory=list)
+    deferred: float = 0.0
+    guard_run: list[int] = field(default_factory=list)
+    guard_lose: list[int] = field(default_factory=list)
+
+    @staticmethod
+    def typical(turns: list[int]) -> float:
+        """The median: a driver's one-off (psycopg preparing a statement on its fifth
+        use costs one extra round trip, once) does not count as the per-fire cost."""
+        return statistics.median(turns)
+
+
+def measure(backend: str, fires: int, urls: dict[str, str] | None = None) -> Counts:
+    """Round trips of every fire for each role (see the module doc).
+
+    `urls`: server kind (`postgres`, `mysql`, `redis`, `memcached`) -> URL; default `URLS`.
+    """
+    provider, server = BACKENDS[backend]
+    url = (urls or URLS)[server]
+    proxies = [CountingProxy(upstream_of(url)) for _ in range(2)]
+    locks: list[Any] = []
+    runners: list[FireRunner] = []
+    counts = Counts()
+    try:
+        for index, proxy in enumerate(proxies):
+            settings = Settings.from_env(
+                {
+                    "FIREFLY_SCHEDULING_LOCK_PROVIDER": provider,
+                    f"FIREFLY_SCHEDULING_LOCK_{provider.upper()}_URL": through(url, proxy),
+                    "FIREFLY_SCHEDULING_HISTORY_URL": "off",
+                }
+            )
+            lock = resolve_lock(settings)
+            getattr(lock, "install", lambda: None)()
+            locks.append(lock)
+            runners.append(FireRunner(lock, node=f"node-{index}"))
+        task = f"roundtrips_{uuid.uuid4().hex[:8]}:tick"
+        descriptor = ScheduledDescriptor(target=task, fixed_rate=1.0, lock_name=task, lock_ttl=30)
+        winner, loser = runners
+        start = datetime.now(UTC).replace(microsecond=0)
+
+        def counted(proxy: CountingProxy, action: Callable[[], _R]) -> tuple[int, _R]:
+            before = proxy.turns
+            result = action()
+            time.sleep(0.01)  # let the proxy see the last reply
+            return proxy.turns - before, result
+
+        # Warm-up: connections, tables, statement caches; not counted.
+        for runner in runners:
+            runner.run(descriptor, start - timedelta(seconds=1), noop)
+        for k in range(fires):
+            instant = start + timedelta(seconds=k)
+            turns, outcome = counted(proxies[0], partial(winner.run, descriptor, instant, noop))
+            assert outcome.status is FireStatus.SUCCEEDED, outcome
+            counts.run.append(turns)
+            turns, outcome = counted(proxies[1], partial(loser.run, descriptor, instant, noop))
+            assert outcome.status is FireStatus.CLAIMED_ELSEWHERE, outcome
+            counts.lose.append(turns)
+        deferred, _ = counted(proxies[0], winner.close)
+        counts.deferred = deferred / (fires + 1)  # the warm-up fire claimed one too
+        for _ in range(fires):
+            turns, ran = counted(proxies[0], lambda: run_guarded(descriptor, noop, locks[0]))
+            assert ran is RunOutcome.RAN
+            counts.guard_run.append(turns)
+            with held(descriptor, locks[0]):
+                turns, lost = counted(proxies[1], lambda: run_guarded(descriptor, noop, locks[1]))
+            assert lost is RunOutcome.SKIPPED_LOCKED
+            counts.guard_lose.append(turns)
+        return counts
+    finally:
+        for runner in runners:
+            runner.close()
+        for lock in locks:
+            getattr(lock, "close", lambda: None)()
+        for proxy in proxies:
+            proxy.close()
+
+
+@contextmanager
+def held(descriptor: ScheduledDescriptor, lock: Any) -> Iterator[None]:
+    """Hold the task's lock in another thread, as a node whose run is in progress."""
+    holding, done = threading.Event(), threading.Event()
+
+    def body() -> None:
+        holding.set()
+        done.wait(10)
+
+    holder = threading.Thread(target=run_guarded, args=(descriptor, body, lock))
+    holder.start()
+    holding.wait(10)
+    try:
+        yield
+    finally:
+        done.set()
+        holder.join()
+
+
+def noop() -> None:
+    """A 0 ms body."""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fires", type=int, default=20)
+    parser.add_argument("--backend", action="append", choices=sorted(BACKENDS))
+    arguments = parser.parse_args()
+    print(f"median round trips per fire over {arguments.fires} fires (mean in brackets)")
+    print(f"{'backend':<18} {'lose':>12} {'run':>12} {'deferred':>9} {'guard run / lose':>24}")
+    for backend in arguments.backend or list(BACKENDS):
+        counts = measure(backend, arguments.fires)
+        cells = [
+            f"{Counts.typical(turns):g} ({statistics.fmean(turns):.2f})"
+            for turns in (counts.lose, counts.run, counts.guard_run, counts.guard_lose)
+        ]
+        print(
+            f"{backend:<18} {cells[0]:>12} {cells[1]:>12} {counts.deferred:>9.2f}"
+            f" {cells[2] + ' / ' + cells[3]:>24}"
+        )
+
+
+if __name__ == "__main__":
+    main()

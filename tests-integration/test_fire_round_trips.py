@@ -1,0 +1,59 @@
+"""Round trips per fire: the claim adds at most one to the node that runs the fire.
+
+Each node's lock talks to its server through a counting proxy
+(`benchmarks/round_trips.py`, which also prints the table in docs/guarantees.md).
+Counts are medians over several fires, so a driver's one-off (psycopg preparing a
+statement on its fifth use) is not taken for the per-fire cost.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from round_trips import BACKENDS, Counts, measure
+
+FIRES = 8
+#: Fencing that cannot share the acquisition's round trip: MySQL/MariaDB cannot write
+#: the lease table and the fence table in one statement (docs/guarantees.md, Cost).
+SEPARATE_FENCE = {"database-mariadb": 1}
+
+
+@pytest.fixture(scope="module", params=sorted(BACKENDS))
+def counts(
+    request: pytest.FixtureRequest,
+    postgres_url: str,
+    mysql_url: str,
+    redis_url: str,
+    memcached_url: str,
+) -> tuple[str, Counts]:
+    backend: str = request.param
+    urls = {"postgres": postgres_url, "mysql": mysql_url}
+    urls |= {"redis": redis_url, "memcached": memcached_url}
+    return backend, measure(backend, FIRES, urls)
+
+
+def test_a_node_that_loses_the_claim_pays_what_a_lost_lock_attempt_paid(
+    counts: tuple[str, Counts],
+) -> None:
+    _, measured = counts
+    assert Counts.typical(measured.lose) == Counts.typical(measured.guard_lose) == 1
+
+
+def test_the_claim_adds_at_most_one_round_trip_to_the_running_node(
+    counts: tuple[str, Counts],
+) -> None:
+    backend, measured = counts
+    extra = Counts.typical(measured.run) - Counts.typical(measured.guard_run)
+    assert extra <= 1 + SEPARATE_FENCE.get(backend, 0), measured
+
+
+def test_session_backends_release_each_claim_later_in_one_round_trip(
+    counts: tuple[str, Counts],
+) -> None:
+    backend, measured = counts
+    expected = 1 if backend in {"postgres", "mysql"} else 0
+    assert measured.deferred == pytest.approx(expected)
