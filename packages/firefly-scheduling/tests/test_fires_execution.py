@@ -175,8 +175,22 @@ class TestOneRunPerFire:
     def test_fixed_delay_fires_take_no_claim(self) -> None:
         descriptor = task(fixed_delay=5.0)
         node = runner(Clock(), None, "a")
-        assert node.run(descriptor, T0, Recorder()).status is FireStatus.SUCCEEDED
+        outcome = node.run(descriptor, T0, Recorder())
+        assert (outcome.status, outcome.claim_seconds) == (FireStatus.SUCCEEDED, None)
         assert InMemoryLock().try_acquire(claim_name(descriptor.target, descriptor.target, T0), 1)
+
+    def test_every_outcome_after_a_claim_says_how_long_the_claim_took(self) -> None:
+        descriptor = task()
+        clock = Clock()
+        winner, loser = runner(clock, None, "a"), runner(clock, None, "b")
+        won, lost = winner.run(descriptor, T0, Recorder()), loser.run(descriptor, T0, Recorder())
+        assert (won.status, lost.status) == (FireStatus.SUCCEEDED, FireStatus.CLAIMED_ELSEWHERE)
+        assert won.claim_seconds is not None
+        assert lost.claim_seconds is not None
+        assert won.claim_seconds >= 0
+        assert lost.claim_seconds >= 0
+        clock.now = T0 + timedelta(hours=1)
+        assert loser.run(descriptor, T0, Recorder()).claim_seconds is None, "too late: no claim"
 
 
 class TestTheTaskLock:

@@ -31,16 +31,19 @@ lock released. History failures are logged and never stop a run: the lock keeps 
 task from running twice, the history records what ran.
 
 Round trips on the lock backend per fire: 1 for a node that loses the claim, as
-the plain guard's lost `try_acquire`; claim + fenced acquire + release for the
-winner (3 where the backend fences in one round trip), against 2 before; plus the
-deferred release of the claim on session backends. Keep-alive adds one per
-`lock_ttl / 3` of body time.
+the plain guard's lost `try_acquire`; for the winner, claim + fenced acquire +
+release, one more than the plain guard's acquire + release wherever the backend
+fences within the acquisition's round trip (every first-party one but the database
+backend on MySQL/MariaDB and SQLite, which needs a second statement); plus the
+deferred release of the claim on session backends. docs/guarantees.md has the
+measured table. Keep-alive adds one per `lock_ttl / 3` of body time.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -191,10 +194,25 @@ class FireRunner:
                 target, instant, f"{lateness:.3f}s late, beyond the grace of {self._grace:g}s"
             )
             return FireOutcome(FireStatus.TOO_LATE, target, instant)
-        if descriptor.fixed_delay is None:
-            claimed = self._claim(target, lock_name, instant)
-            if claimed is not FireStatus.SUCCEEDED:
-                return FireOutcome(claimed, target, instant)
+        if descriptor.fixed_delay is not None:
+            return self._run_claimed(descriptor, lock_name, instant, body)
+        started = time.perf_counter()
+        claimed = self._claim(target, lock_name, instant)
+        claim_took = time.perf_counter() - started
+        if claimed is not FireStatus.SUCCEEDED:
+            return FireOutcome(claimed, target, instant, claim_seconds=claim_took)
+        outcome = self._run_claimed(descriptor, lock_name, instant, body)
+        return replace(outcome, claim_seconds=claim_took)
+
+    def _run_claimed(
+        self,
+        descriptor: ScheduledDescriptor,
+        lock_name: str,
+        instant: datetime,
+        body: Callable[[], object],
+    ) -> FireOutcome:
+        """Steps 3 to 7 for a fire that is this node's (claimed, or `fixed_delay`)."""
+        target = descriptor.target
         ttl = descriptor.lock_ttl if descriptor.lock_ttl is not None else DEFAULT_LOCK_TTL_SECONDS
         try:
             acquired, token = self._take_task_lock(lock_name, ttl)

@@ -32,6 +32,9 @@ class FireOutcome:
 
     `lost`: the lock was reported lost while the body ran. `fenced`: the history
     refused this run's final write because a newer attempt took the fire over.
+    `claim_seconds`: how long claiming the fire took, its round trip included (None
+    when no claim was attempted: an unlocked or `fixed_delay` task, a fire too late);
+    for a host's metrics.
     """
 
     status: FireStatus
@@ -43,6 +46,7 @@ class FireOutcome:
     fenced: bool = False
     error: str | None = None
     adopted: tuple[FireOutcome, ...] = ()
+    claim_seconds: float | None = None
 
     @property
     def ran(self) -> bool:
