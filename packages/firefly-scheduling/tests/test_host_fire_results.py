@@ -146,4 +146,4 @@ def test_a_skip_before_the_runner_has_no_runner_verdict() -> None:
     assert result.verdict is FireSkip.SHUTTING_DOWN
     assert result.outcome is FireSkip.SHUTTING_DOWN
     assert result.runner is None
-    assert result.describe() == "not started: the host is shutting down"
+    assert result.describe() == "shutting down"

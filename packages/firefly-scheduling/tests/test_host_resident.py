@@ -170,7 +170,7 @@ def test_a_fire_later_than_grace_is_too_late_and_says_so() -> None:
     descriptor = ScheduledDescriptor(target=f"{MODULE}:ping", fixed_rate=1.0, lock_name="late")
     result = execute_fire(Fire(descriptor, datetime.now(UTC) - timedelta(seconds=5)), runtime)
     assert result.verdict is FireStatus.TOO_LATE
-    assert result.describe() == "skipped: later than grace"
+    assert result.describe() == "too late"
     assert result.outcome is RunOutcome.SKIPPED_LOCKED
     assert tasks.calls("ping") == []
 

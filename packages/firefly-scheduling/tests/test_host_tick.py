@@ -162,6 +162,17 @@ def test_runs_of_one_task_never_overlap_in_a_tick(monkeypatch: pytest.MonkeyPatc
     assert all(after[1] >= before[2] for before, after in itertools.pairwise(runs))
 
 
+def test_three_ticks_of_a_minute_run_a_locked_fixed_delay_task_once() -> None:
+    delayed = task("ping", fixed_delay=300.0, lock_name="fixed-delay-once", lock_ttl=30.0)
+    verdicts = [host([delayed], MINUTE).run().results[0].verdict for _ in range(3)]
+    assert verdicts == [
+        FireStatus.SUCCEEDED,
+        FireStatus.CLAIMED_ELSEWHERE,
+        FireStatus.CLAIMED_ELSEWHERE,
+    ]
+    assert len(tasks.calls("ping")) == 1
+
+
 def test_a_sunday_cron_is_due_on_sunday_in_its_zone_not_on_monday() -> None:
     weekly = task("ping", cron="0 3 * * 0", zone="America/New_York")
     sunday_3am_new_york = datetime(2026, 6, 7, 7, 0, tzinfo=UTC)  # EDT is UTC-4

@@ -34,6 +34,7 @@ from rich.table import Table
 
 from firefly_scheduling.history.selection import resolve_history
 from firefly_scheduling.hosts.fire_log import FireRecord, read_fire_log
+from firefly_scheduling.hosts.fires import verdict_words
 from firefly_scheduling.initial_delay.selection import resolve_anchor_store
 from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling.settings import Settings, env_var
@@ -52,7 +53,7 @@ _VERDICT_STYLES = {"succeeded": "bold cyan", "failed": "bold red", "claimed else
 
 def verdict_of(record: FireRecord) -> str:
     """The verdict in words: `claimed_elsewhere` reads "claimed elsewhere"."""
-    return (record.status or record.outcome).replace("_", " ")
+    return verdict_words(record.status or record.outcome)
 
 
 @dataclass

@@ -112,8 +112,14 @@ class FireResult:
         return _RUN_OUTCOMES.get(self.verdict, RunOutcome.SKIPPED_LOCKED)
 
     def describe(self) -> str:
-        """The verdict in words, as logs and the demo show it ("claimed elsewhere"...)."""
-        return self.verdict.value
+        """The verdict in a few words, as summaries and the demo show it ("too late")."""
+        return verdict_words(self.verdict.name)
+
+
+def verdict_words(name: str) -> str:
+    """A verdict's name in words: `CLAIMED_ELSEWHERE` (or `claimed_elsewhere`) reads
+    "claimed elsewhere". The enums' values say the same at length, for log lines."""
+    return name.lower().replace("_", " ")
 
 
 def execute_fire(fire: Fire, runtime: TaskRuntime) -> FireResult:

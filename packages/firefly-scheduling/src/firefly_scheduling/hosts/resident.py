@@ -100,6 +100,11 @@ class ResidentHost:
         """
         self.runtime.stop_accepting()
         if self.scheduler.running:
+            # Pause, then wait for a job-processing pass already under way (`get_jobs`
+            # takes the job-store lock it holds): shutting down in the middle of one
+            # makes APScheduler's thread die on removing a finished one-shot job.
+            self.scheduler.pause()
+            self.scheduler.get_jobs()
             self.scheduler.shutdown(wait=False)
         abandoned = drain(self.runtime, self.grace_period, self.stop)
         self.runtime.close()

@@ -32,7 +32,7 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -64,6 +64,19 @@ def cadence_of(descriptor: ScheduledDescriptor) -> Cadence:
     if rate is None:
         raise ValueError(f"{descriptor.target} is a cron task; it has no cadence")
     return Cadence.of_seconds(rate)
+
+
+def as_run_under_tick(descriptor: ScheduledDescriptor) -> ScheduledDescriptor:
+    """A `fixed_delay` task as `tick` really runs it: a fixed rate on its cadence bucket.
+
+    Under `tick` its instants are the bucket's, aligned to the epoch and the same on
+    every node, so its fires take a claim like any `fixed_rate` fire; as a
+    `fixed_delay` (per-node instants, no claim) every tick process of a minute
+    would run it once.
+    """
+    if descriptor.fixed_delay is None:
+        return descriptor
+    return replace(descriptor, fixed_rate=descriptor.fixed_delay, fixed_delay=None)
 
 
 @dataclass(frozen=True)
@@ -144,7 +157,7 @@ class TickHost:
                     self._crons[key] = (MinutePrefilter(schedule), [])
                 self._crons[key][1].append(descriptor)
             else:
-                self._cadences[cadence_of(descriptor)].append(descriptor)
+                self._cadences[cadence_of(descriptor)].append(as_run_under_tick(descriptor))
 
     def plan(self, minute: datetime) -> list[TickSlot]:
         """Every slot of the UTC minute starting at `minute`, in order of instant."""
