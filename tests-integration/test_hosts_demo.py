@@ -38,7 +38,9 @@ def test_the_demo_exits_0_with_no_duplicate_and_names_every_verdict(tmp_path: Pa
     contested = [line for line in fires if "claimed elsewhere" in line]
     assert contested, output
     assert all("succeeded" in line for line in contested), output
-    assert any("warm_cache" in line and "held back" in line for line in output.splitlines())
+    # warm_cache has a 30 s initial delay on a fresh database: held back on every node.
+    delayed = [line for line in output.splitlines() if re.match(r"\S+  warm_cache ", line)]
+    assert all("held back" in line and "succeeded" not in line for line in delayed), output
     row = next(line for line in output.splitlines() if "tasks:heartbeat" in line)
     cells = [cell.strip() for cell in row.split("│")]
     assert cells[2] == "yes"

@@ -41,7 +41,7 @@ def register(
     and the tasks' modules are reached on the first fire, so registering costs
     nothing in a process whose scheduler never starts. Jobs hold live objects: keep
     them in a memory job store (APScheduler's default). Every fire goes through the
-    same lock guard and initial-delay gate as `firefly-scheduling run`.
+    same initial-delay gate and fire runner as `firefly-scheduling run`.
     """
     settings = Settings.from_env() if settings is None else settings
     if descriptors is None:
