@@ -156,12 +156,12 @@ class DatabaseLeaseLock(BaseLock):
         # The fence counts only while the lease is still ours, so the token order is the
         # holding order even though the two statements commit separately.
         try:
-            token = self._run(lambda tx: self._fence_held(tx, name, owner))
+            token = self._attempt(lambda tx: self._fence_held(tx, name, owner), lost=None)
         except BaseException:
             self._release(name, owner)
             raise
-        if token is None:  # the lease lapsed in between (a pause longer than the TTL)
-            self._release(name, owner)
+        if token is None:  # the lease lapsed in between (a pause longer than the TTL), or a
+            self._release(name, owner)  # lock wait on the counter timed out: a lost race
         return token
 
     def _release(self, name: str, owner: str) -> bool:
