@@ -23,8 +23,7 @@ by adapter distributions), so core never imports an adapter.
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import EntryPoint, entry_points
-from urllib.parse import urlsplit
+from importlib.metadata import EntryPoint
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.history.memory import MemoryRunHistory
@@ -32,20 +31,13 @@ from firefly_scheduling.history.port import RunHistory
 from firefly_scheduling.initial_delay.selection import sqlalchemy_url
 from firefly_scheduling.locks.redaction import redact_url
 from firefly_scheduling.settings import Settings, env_var
+from firefly_scheduling.store_plugins import installed_stores, load_store_factory, store_for_url
 
 ENTRY_POINT_GROUP = "firefly_scheduling.history_stores"
 HISTORY_KEY = "firefly.scheduling.history.url"
 #: The value that turns the history off whatever the lock provider.
 OFF = "off"
 
-_SCHEME_TO_STORE: dict[str, str] = {
-    "memory": "memory",
-    "sqlite": "database",
-    "postgresql": "database",
-    "postgres": "database",
-    "mysql": "database",
-    "mariadb": "database",
-}
 _INSTALL_HINTS: dict[str, str] = {"database": "firefly-scheduling[database]"}
 
 HistoryStoreFactory = Callable[[str], RunHistory]
@@ -81,32 +73,18 @@ def resolve_history(settings: Settings | None = None) -> RunHistory | None:
         if settings.history_url.strip()
         else f"the {settings.lock_provider!r} lock provider's database"
     )
-    try:
-        scheme = urlsplit(url).scheme.lower()
-    except ValueError:
-        scheme = ""
-    name = _SCHEME_TO_STORE.get(scheme.partition("+")[0], scheme)
-    if name == "memory":
+    if store_for_url(url)[1] == "memory":
         return MemoryRunHistory()
-    installed = installed_history_stores()
-    entry_point = installed.get(name)
-    if entry_point is None:
-        message = (
-            f"no run-history store for a {scheme or 'scheme-less'!r} URL ({source}); "
-            f"installed stores: memory, {', '.join(sorted(installed)) or '(none)'}; "
-            f"set {env_var(HISTORY_KEY)}={OFF} for no history"
-        )
-        if name in _INSTALL_HINTS:
-            message += f". Install it with: pip install '{_INSTALL_HINTS[name]}'"
-        raise ConfigurationError(message)
-    try:
-        factory: HistoryStoreFactory = entry_point.load()
-    except ImportError as err:
-        raise ConfigurationError(
-            f"history store {name!r} ({source}) is registered by {entry_point.value!r} but "
-            f"cannot be imported: {err}"
-        ) from err
-    return factory(url)
+    factory = load_store_factory(
+        url,
+        group=ENTRY_POINT_GROUP,
+        kind="run-history store",
+        source=source,
+        install_hints=_INSTALL_HINTS,
+        advice=f"; set {env_var(HISTORY_KEY)}={OFF} for no history",
+    )
+    history: RunHistory = factory(url)
+    return history
 
 
 def require_history(settings: Settings | None = None) -> RunHistory:
@@ -128,4 +106,4 @@ def require_history(settings: Settings | None = None) -> RunHistory:
 
 def installed_history_stores() -> dict[str, EntryPoint]:
     """Every history store registered in this environment, by name (memory is built in)."""
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return installed_stores(ENTRY_POINT_GROUP)

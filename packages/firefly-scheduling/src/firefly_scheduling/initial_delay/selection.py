@@ -20,30 +20,18 @@ never imports an adapter. Each entry point is a `create_anchor_store(url)` facto
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import EntryPoint, entry_points
-from urllib.parse import urlsplit
+from importlib.metadata import EntryPoint
 
-from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.initial_delay.memory import MemoryAnchorStore
 from firefly_scheduling.initial_delay.port import AnchorStore
 from firefly_scheduling.locks.redaction import redact_url
 from firefly_scheduling.settings import Settings, env_var
+from firefly_scheduling.store_plugins import installed_stores, load_store_factory, store_for_url
 
 ENTRY_POINT_GROUP = "firefly_scheduling.anchor_stores"
 _STORE_KEY = "firefly.scheduling.initial-delay.store"
 
 #: URL scheme (before any `+driver`) -> the anchor-store entry point that serves it.
-_SCHEME_TO_STORE: dict[str, str] = {
-    "memory": "memory",
-    "redis": "redis",
-    "rediss": "redis",
-    "memcached": "memcached",
-    "sqlite": "database",
-    "postgresql": "database",
-    "postgres": "database",
-    "mysql": "database",
-    "mariadb": "database",
-}
 
 #: Store name -> the extra that installs it.
 _INSTALL_HINTS: dict[str, str] = {
@@ -97,34 +85,19 @@ def resolve_anchor_store(settings: Settings | None = None) -> AnchorStore:
         if settings.initial_delay_store.strip()
         else f"the {settings.lock_provider!r} lock provider's own store"
     )
-    try:
-        scheme = urlsplit(url).scheme.lower()
-    except ValueError:
-        scheme = ""
-    base_scheme = scheme.partition("+")[0]
-    name = _SCHEME_TO_STORE.get(base_scheme, base_scheme)
-    if name == "memory":
+    if store_for_url(url)[1] == "memory":
         return MemoryAnchorStore()
-    installed = installed_anchor_stores()
-    entry_point = installed.get(name)
-    if entry_point is None:
-        message = (
-            f"no initial-delay anchor store for a {scheme or 'scheme-less'!r} URL ({source}); "
-            f"installed stores: memory, {', '.join(sorted(installed)) or '(none)'}"
-        )
-        if name in _INSTALL_HINTS:
-            message += f". Install it with: pip install '{_INSTALL_HINTS[name]}'"
-        raise ConfigurationError(message)
-    try:
-        factory: AnchorStoreFactory = entry_point.load()
-    except ImportError as err:
-        raise ConfigurationError(
-            f"anchor store {name!r} ({source}) is registered by {entry_point.value!r} but "
-            f"cannot be imported: {err}"
-        ) from err
-    return factory(url)
+    factory = load_store_factory(
+        url,
+        group=ENTRY_POINT_GROUP,
+        kind="initial-delay anchor store",
+        source=source,
+        install_hints=_INSTALL_HINTS,
+    )
+    store: AnchorStore = factory(url)
+    return store
 
 
 def installed_anchor_stores() -> dict[str, EntryPoint]:
     """Every anchor store registered in this environment, by name (memory is built in)."""
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return installed_stores(ENTRY_POINT_GROUP)
