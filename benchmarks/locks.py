@@ -215,7 +215,14 @@ def memcached_floor(stack: ExitStack) -> Iterator[Case]:
     from pymemcache.client.base import Client  # noqa: PLC0415
 
     parts = urlsplit(MEMCACHED)
-    client = Client((parts.hostname or "127.0.0.1", parts.port or 11211), default_noreply=False)
+    # The same socket options as the adapter (TCP_NODELAY, timeouts): only our code differs.
+    client = Client(
+        (parts.hostname or "127.0.0.1", parts.port or 11211),
+        no_delay=True,
+        default_noreply=False,
+        connect_timeout=3.0,
+        timeout=3.0,
+    )
     stack.callback(client.close)
     key = "firefly:scheduling:lock:" + unique("mc-raw")
 
