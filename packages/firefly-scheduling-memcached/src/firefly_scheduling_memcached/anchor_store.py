@@ -16,13 +16,11 @@ from typing import Final
 from pymemcache.client.base import Client
 from pymemcache.exceptions import MemcacheError
 
-from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.initial_delay.base import BaseAnchorStore
-from firefly_scheduling.locks.connection_url import parse_lock_url
 from firefly_scheduling.locks.keys import ServerKeyScheme
 from firefly_scheduling.locks.redaction import redact_url
+from firefly_scheduling_memcached.lease_lock import memcached_server
 
-DEFAULT_PORT: Final = 11211
 #: Seconds. A gate check must never hang a fire on a silent server.
 TIMEOUT_SECONDS: Final = 5.0
 
@@ -44,15 +42,11 @@ class MemcachedAnchorStore(BaseAnchorStore):
     key_scheme = _KEYS
 
     def __init__(self, url: str) -> None:
-        parts = parse_lock_url(url, provider="memcached", schemes=("memcached",))
-        if parts.password or parts.username:
-            raise ConfigurationError(
-                f"the memcached anchor store cannot use credentials ({redact_url(url)}): "
-                "memcached's text protocol has no authentication"
-            )
+        # The same URL rules as the lock: one server, no credentials, nothing else.
+        server = memcached_server(url)
         super().__init__(target=redact_url(url))
         self._client = Client(
-            (parts.hostname or "127.0.0.1", parts.port or DEFAULT_PORT),
+            server,
             connect_timeout=TIMEOUT_SECONDS,
             timeout=TIMEOUT_SECONDS,
         )
