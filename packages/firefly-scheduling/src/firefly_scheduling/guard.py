@@ -1,6 +1,9 @@
-"""The lock guard every host wraps around a run, and the lazy task resolver.
+"""The plain lock guard, and the lazy task resolver.
 
-`run_guarded` is the one place where "run this task now" meets the lock:
+The hosts run every fire through `fires.FireRunner`, which adds per-fire claims,
+keep-alive, fencing and history on top of the same rules. `run_guarded` is those
+rules alone, for an application that runs a task itself (a management command, a
+worker's own loop) and wants "at most one node at a time" without fire identity:
 
 * an unlocked task runs;
 * a lost race (`try_acquire` returned False) skips silently (debug log only):

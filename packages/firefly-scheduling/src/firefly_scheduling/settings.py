@@ -8,6 +8,7 @@ and `-` into `_`: `firefly.scheduling.lock.provider` is read from
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -58,6 +59,9 @@ class Settings:
     grace: float = DEFAULT_GRACE_SECONDS
     clock_skew: float = DEFAULT_CLOCK_SKEW_SECONDS
     node: str = field(default_factory=default_node_name)
+    #: `FIREFLY_SCHEDULING_LOCK_<NAME>_URL` of providers without a field above
+    #: (third-party ones), by lower-case provider name.
+    other_lock_urls: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -91,6 +95,7 @@ class Settings:
                 env, "firefly.scheduling.fires.clock-skew", DEFAULT_CLOCK_SKEW_SECONDS
             ),
             node=get("firefly.scheduling.node") or default_node_name(),
+            other_lock_urls=_other_lock_urls(env),
         )
 
     def url_for(self, provider: str) -> str:
@@ -101,7 +106,7 @@ class Settings:
             "mysql": self.mysql_url,
             "redis": self.redis_url,
             "memcached": self.memcached_url,
-        }.get(provider)
+        }.get(provider, self.other_lock_urls.get(provider))
         if not url:
             key = f"firefly.scheduling.lock.{provider}.url"
             raise ConfigurationError(
@@ -150,3 +155,19 @@ def _parse_seconds(env: Mapping[str, str], key: str, default: float) -> float:
 
 def _parse_list(raw: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in raw.split(",") if item.strip())
+
+
+_FIRST_PARTY_URL_PROVIDERS = frozenset({"postgres", "database", "mysql", "redis", "memcached"})
+_LOCK_URL_VARIABLE = re.compile(r"FIREFLY_SCHEDULING_LOCK_([A-Z0-9_]+)_URL")
+
+
+def _other_lock_urls(env: Mapping[str, str]) -> dict[str, str]:
+    """`FIREFLY_SCHEDULING_LOCK_<NAME>_URL` values for providers core has no field for."""
+    found: dict[str, str] = {}
+    for variable, value in env.items():
+        match = _LOCK_URL_VARIABLE.fullmatch(variable)
+        if match and value.strip():
+            provider = match.group(1).lower()
+            if provider not in _FIRST_PARTY_URL_PROVIDERS:
+                found[provider] = value.strip()
+    return found

@@ -10,11 +10,13 @@ what to install.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from importlib.metadata import EntryPoint, entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from firefly_scheduling.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 #: URL scheme (without a `+driver` suffix) -> store name.
 STORE_FOR_SCHEME: dict[str, str] = {
@@ -42,6 +44,10 @@ def store_for_url(url: str) -> tuple[str, str]:
 
 def installed_stores(group: str) -> dict[str, EntryPoint]:
     """Every store registered under `group` in this environment, by name."""
+    # Imported here: reading distribution metadata costs milliseconds at start-up,
+    # and only a host that builds a store needs it.
+    from importlib.metadata import entry_points  # noqa: PLC0415
+
     return {ep.name: ep for ep in entry_points(group=group)}
 
 

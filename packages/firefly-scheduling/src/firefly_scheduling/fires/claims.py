@@ -84,8 +84,8 @@ def _is_text(name: str) -> bool:
 def claim_seconds(instant: datetime, now: datetime, *, grace: float, clock_skew: float) -> float:
     """How long a claim taken at `now` must live: until `instant + grace + clock_skew`.
 
-    Positive whenever the fire is still claimable (`now <= instant + grace`), since
-    `clock_skew` is positive.
+    Non-negative whenever the fire is still claimable (`now <= instant + grace`), and
+    positive when `clock_skew > 0`; the runner treats a non-positive window as too late.
     """
     window_end = as_utc(instant) + timedelta(seconds=grace + clock_skew)
     return (window_end - as_utc(now)).total_seconds()

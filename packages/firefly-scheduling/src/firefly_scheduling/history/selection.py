@@ -22,16 +22,13 @@ by adapter distributions), so core never imports an adapter.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from importlib.metadata import EntryPoint
-
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.history.memory import MemoryRunHistory
 from firefly_scheduling.history.port import RunHistory
 from firefly_scheduling.initial_delay.selection import sqlalchemy_url
 from firefly_scheduling.locks.redaction import redact_url
 from firefly_scheduling.settings import Settings, env_var
-from firefly_scheduling.store_plugins import installed_stores, load_store_factory, store_for_url
+from firefly_scheduling.store_plugins import load_store_factory, store_for_url
 
 ENTRY_POINT_GROUP = "firefly_scheduling.history_stores"
 HISTORY_KEY = "firefly.scheduling.history.url"
@@ -39,8 +36,6 @@ HISTORY_KEY = "firefly.scheduling.history.url"
 OFF = "off"
 
 _INSTALL_HINTS: dict[str, str] = {"database": "firefly-scheduling[database]"}
-
-HistoryStoreFactory = Callable[[str], RunHistory]
 
 
 def history_url(settings: Settings) -> str | None:
@@ -102,8 +97,3 @@ def require_history(settings: Settings | None = None) -> RunHistory:
             f"database keeps it by default (lock provider now: {settings.lock_provider!r})"
         )
     return history
-
-
-def installed_history_stores() -> dict[str, EntryPoint]:
-    """Every history store registered in this environment, by name (memory is built in)."""
-    return installed_stores(ENTRY_POINT_GROUP)

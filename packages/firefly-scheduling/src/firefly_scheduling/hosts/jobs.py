@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from firefly_scheduling.cron import CronSchedule
@@ -74,7 +74,7 @@ class RecurringFire:
 
     def __call__(self) -> None:
         # APScheduler does not pass the scheduled time to the job; the trigger names it.
-        instant = self.trigger.fire_at_or_before(datetime.now(UTC))
+        instant = self.trigger.fire_at_or_before(self.runtime.wall_now())
         execute_fire(Fire(self.descriptor, instant), self.runtime)
 
     def __repr__(self) -> str:
@@ -117,7 +117,7 @@ class FixedDelayFire:
             # The previous one-shot job is already gone: APScheduler removes it when it
             # submits the run, under the job-store lock that `add_job` also takes.
             if self.runtime.accepting:
-                self.schedule(datetime.now(UTC) + self.delay)
+                self.schedule(self.runtime.wall_now() + self.delay)
 
     def __repr__(self) -> str:
         return self.descriptor.target
@@ -137,7 +137,7 @@ def attach_tasks(
         job_id = _unique(JOB_ID_PREFIX + descriptor.target, taken)
         taken.add(job_id)
         if descriptor.fixed_delay is not None:
-            FixedDelayFire(scheduler, descriptor, runtime, job_id).schedule(datetime.now(UTC))
+            FixedDelayFire(scheduler, descriptor, runtime, job_id).schedule(runtime.wall_now())
         else:
             trigger = trigger_for(descriptor)
             scheduler.add_job(

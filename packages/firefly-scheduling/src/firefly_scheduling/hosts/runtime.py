@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -133,11 +133,14 @@ class TaskRuntime:
 
     def close(self) -> None:
         """Close the fire runner, the lock and the gate's store if they were built."""
-        if self.fire_runner.built:
-            self.fire_runner.get().close()  # before the lock: it releases held claims
-        if self.lock.built:
-            close = getattr(self.lock.get(), "close", None)
-            if callable(close):
-                close()
-        if self.gate.built:
-            self.gate.get().close()
+        # Each is closed even if an earlier one fails; the runner goes first because it
+        # releases the claims it still holds through the lock.
+        with ExitStack() as closing:
+            if self.gate.built:
+                closing.callback(self.gate.get().close)
+            if self.lock.built:
+                close = getattr(self.lock.get(), "close", None)
+                if callable(close):
+                    closing.callback(close)
+            if self.fire_runner.built:
+                closing.callback(self.fire_runner.get().close)

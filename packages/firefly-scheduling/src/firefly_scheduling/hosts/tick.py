@@ -234,6 +234,15 @@ class TickHost:
             # Abandoned bodies keep their threads: waiting for them is what the
             # grace period refused to do.
             pool.shutdown(wait=not report.abandoned, cancel_futures=True)
-        report.results = [
-            future.result() for future in submitted if future.done() and not future.cancelled()
-        ]
+        report.results = [result for result in map(_result_of, submitted) if result is not None]
+
+
+def _result_of(future: Future[FireResult]) -> FireResult | None:
+    """A finished fire's result; a fire that raised is logged, never the whole pass's end."""
+    if not future.done() or future.cancelled():
+        return None
+    error = future.exception()
+    if error is not None:
+        logger.error("a fire failed outside its task body: %s", error, exc_info=error)
+        return None
+    return future.result()

@@ -19,7 +19,6 @@ never imports an adapter. Each entry point is a `create_anchor_store(url)` facto
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from importlib.metadata import EntryPoint
 
 from firefly_scheduling.initial_delay.memory import MemoryAnchorStore
@@ -31,16 +30,12 @@ from firefly_scheduling.store_plugins import installed_stores, load_store_factor
 ENTRY_POINT_GROUP = "firefly_scheduling.anchor_stores"
 _STORE_KEY = "firefly.scheduling.initial-delay.store"
 
-#: URL scheme (before any `+driver`) -> the anchor-store entry point that serves it.
-
 #: Store name -> the extra that installs it.
 _INSTALL_HINTS: dict[str, str] = {
     "redis": "firefly-scheduling[redis]",
     "memcached": "firefly-scheduling[memcached]",
     "database": "firefly-scheduling[database]",
 }
-
-AnchorStoreFactory = Callable[[str], AnchorStore]
 
 
 def anchor_store_url(settings: Settings) -> str:

@@ -199,9 +199,13 @@ class BaseLock(ABC):
 
     def close(self) -> None:
         """Release every held name and drop connections; safe to call twice."""
-        for name in list(self._held):
-            self.release(name)
-        self._close()
+        with self._state_mutex:  # other threads may still acquire and release meanwhile
+            names = list(self._held)
+        try:
+            for name in names:
+                self.release(name)
+        finally:
+            self._close()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._target!r})"
@@ -219,7 +223,15 @@ class BaseLock(ABC):
         try:
             return self._fence(name)
         except BaseException:
-            self._release(name, owner)
+            try:
+                self._release(name, owner)
+            except self.driver_errors as err:  # keep the fence's error; the lease will expire
+                logger.warning(
+                    "%s lock %r: release after a failed fence failed too (%s)",
+                    self.backend_name,
+                    name,
+                    self._describe(err),
+                )
             raise
 
     @abstractmethod

@@ -12,10 +12,9 @@ from firefly_scheduling.locks.base import BaseLock
 class InMemoryLock(BaseLock):
     """A lease lock kept in this process's memory, on the monotonic clock.
 
-    It excludes the threads of one process (and several `InMemoryLock` instances
-    sharing a `table`), never other processes or hosts: use it for tests and for
-    single-process deployments that want the same semantics as the real backends.
-    Instances created without a table share the process-wide one, just as instances
+    It excludes the threads of one process, never other processes or hosts: use it
+    for tests and for single-process deployments that want the same semantics as the
+    real backends. Every instance shares the process-wide table, just as instances
     of a server backend share their server.
     """
 
