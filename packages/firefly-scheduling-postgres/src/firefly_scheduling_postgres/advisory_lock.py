@@ -183,7 +183,12 @@ class PgAdvisoryLock(SessionLock[Session]):
             row = session.execute(query, params).fetchone()
         except pg_errors.UndefinedTable:
             # Two sessions may race to create it; the loser's error means it now exists.
-            with contextlib.suppress(pg_errors.DuplicateTable, pg_errors.UniqueViolation):
+            # Which error the loser gets depends on where the catalogs collide: the
+            # table (DuplicateTable), its row type (DuplicateObject) or a catalog index
+            # (UniqueViolation).
+            with contextlib.suppress(
+                pg_errors.DuplicateTable, pg_errors.DuplicateObject, pg_errors.UniqueViolation
+            ):
                 session.execute(_CREATE_FENCES)
             row = session.execute(query, params).fetchone()
         return None if row is None else int(row[0])
