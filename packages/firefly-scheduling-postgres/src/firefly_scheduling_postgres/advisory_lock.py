@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+from collections.abc import Callable
 from typing import Any, ClassVar, Final
 
 import psycopg
@@ -54,6 +55,8 @@ CLIENT_DEFAULTS: Final[dict[str, str]] = {
 
 #: Counters behind fencing tokens: one row per lock name, created on first fenced use.
 FENCE_TABLE: Final = "firefly_scheduling_fences"
+#: Fire claims: one row per claimed fire, expiring by the server's clock, created on first use.
+CLAIM_TABLE: Final = "firefly_scheduling_claims"
 
 # Run once per new session. A statement_timeout already set by the role, the database or
 # the URL's `options` is kept; only an unbounded one is bounded. The server-side TCP
@@ -95,6 +98,21 @@ _TRY_LOCK_AND_FENCE: Final = (
     " SELECT %(name)s, 1 FROM attempt WHERE attempt.won"
     " ON CONFLICT (name) DO UPDATE SET value = fence.value + 1 RETURNING fence.value"
 )
+
+
+_CREATE_CLAIMS: Final = (
+    f"CREATE TABLE IF NOT EXISTS {CLAIM_TABLE}"
+    ' (name text COLLATE "C" PRIMARY KEY, expires_at timestamptz NOT NULL)'
+)
+# One statement: a new row, or an expired row taken over; RETURNING yields a row only
+# then. `now()` is the server's clock (the statement's transaction start, in autocommit).
+_CLAIM: Final = (
+    f"INSERT INTO {CLAIM_TABLE} AS claim (name, expires_at)"  # noqa: S608 - constant
+    " VALUES (%(name)s, now() + make_interval(secs => %(seconds)s))"
+    " ON CONFLICT (name) DO UPDATE SET expires_at = EXCLUDED.expires_at"
+    " WHERE claim.expires_at <= now() RETURNING 1"
+)
+_SWEEP_CLAIMS: Final = f"DELETE FROM {CLAIM_TABLE} WHERE expires_at <= now()"  # noqa: S608
 
 
 class PgAdvisoryLock(SessionLock[Session]):
@@ -162,36 +180,51 @@ class PgAdvisoryLock(SessionLock[Session]):
             raise psycopg.InterfaceError("the fence counter returned no row")
         return token
 
-    def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
+    def _server_acquire_fenced(self, session: Session, name: str) -> int | None:
         params = {"key": self.key(name), "name": name}
-        with self._connection_mutex:
-            return self._use(
-                lambda session: self._fence_statement(session, _TRY_LOCK_AND_FENCE, params)
-            )
+        return self._fence_statement(session, _TRY_LOCK_AND_FENCE, params)
+
+    def _server_claim(self, session: Session, name: str, seconds: float) -> bool:
+        params = {"name": name, "seconds": seconds}
+        rows = _creating(session, _CREATE_CLAIMS, lambda: session.execute(_CLAIM, params))
+        return rows.fetchone() is not None
+
+    def _server_sweep_claims(self, session: Session) -> int:
+        rows = _creating(session, _CREATE_CLAIMS, lambda: session.execute(_SWEEP_CLAIMS))
+        return max(rows.rowcount, 0)
+
+    def _alive(self, session: Session) -> bool:
+        connection = session.connection
+        return not (connection.closed or connection.broken)
 
     # -- helpers ----------------------------------------------------------------------
 
     def _fence_statement(
         self, session: Session, query: str, params: tuple[Any, ...] | dict[str, Any]
     ) -> int | None:
-        """Run a statement returning a fence value (or no row), creating the table first time.
-
-        A missing table is reported while the statement is analysed, before anything
-        runs, so no advisory lock was taken and running it again is safe.
-        """
-        try:
-            row = session.execute(query, params).fetchone()
-        except pg_errors.UndefinedTable:
-            # Two sessions may race to create it; the loser's error means it now exists.
-            # Which error the loser gets depends on where the catalogs collide: the
-            # table (DuplicateTable), its row type (DuplicateObject) or a catalog index
-            # (UniqueViolation).
-            with contextlib.suppress(
-                pg_errors.DuplicateTable, pg_errors.DuplicateObject, pg_errors.UniqueViolation
-            ):
-                session.execute(_CREATE_FENCES)
-            row = session.execute(query, params).fetchone()
+        """Run a statement returning a fence value (or no row), creating the table first time."""
+        row = _creating(session, _CREATE_FENCES, lambda: session.execute(query, params)).fetchone()
         return None if row is None else int(row[0])
+
+
+def _creating(session: Session, create: str, statement: Callable[[], Session]) -> Session:
+    """Run `statement`; when its table is missing, create it (`create`) and run it again.
+
+    A missing table is reported while the statement is analysed, before anything
+    runs, so no advisory lock was taken and running it again is safe.
+    """
+    try:
+        return statement()
+    except pg_errors.UndefinedTable:
+        # Two sessions may race to create it; the loser's error means it now exists.
+        # Which error the loser gets depends on where the catalogs collide: the table
+        # (DuplicateTable), its row type (DuplicateObject) or a catalog index
+        # (UniqueViolation).
+        with contextlib.suppress(
+            pg_errors.DuplicateTable, pg_errors.DuplicateObject, pg_errors.UniqueViolation
+        ):
+            session.execute(create)
+        return statement()
 
 
 @functools.lru_cache(maxsize=1024)

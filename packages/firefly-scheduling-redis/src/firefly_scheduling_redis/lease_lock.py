@@ -94,6 +94,7 @@ class RedisLock(BaseLock):
     ttl_honoured: ClassVar[bool] = True
     session_scoped: ClassVar[bool] = False
     supports_fencing: ClassVar[bool] = True
+    renewable: ClassVar[bool] = True
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (RedisError, OSError)
 
     #: KEYS[1] lock key; ARGV[1] owner token.
