@@ -312,8 +312,11 @@ class FireRunner:
         """Whether the task lock may still be trusted; checked just before a body starts.
 
         A stall longer than the lease between the acquisition and the body (a GC pause,
-        SIGSTOP, a saturated pool) lets the lease lapse unnoticed by the keep-alive,
-        which may not have run yet: one renewal then decides.
+        SIGSTOP, a saturated pool, a slow history) lets the lease lapse unnoticed by the
+        keep-alive, which may not have run yet. One renewal then decides: it succeeds
+        only while the server still holds the lease (the local expiry is taken before
+        the acquisition's round trip, so it comes first); once the server freed it,
+        another node may have run, and the fire is skipped.
         """
         if holding.lost:
             lost.set()
@@ -424,6 +427,13 @@ class FireRunner:
                 )
                 return FireOutcome(FireStatus.ALREADY_RECORDED, target, instant, token=token)
             attempt = started
+        if holding is not None and not self._still_held(holding, lost):
+            reason = "the task lock lapsed or was lost before the body started"
+            if recorded:
+                self._finish(target, instant, token, RunState.EXPIRED, reason)
+            return FireOutcome(
+                FireStatus.LOCK_LOST, target, instant, attempt, token, lost=True, error=reason
+            )
         context = FireContext(
             target, instant, attempt, token, self._node, descriptor.lock_name, lost
         )
