@@ -27,31 +27,14 @@ from typing import Any, ClassVar, Final
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.connection_url import parse_lock_url
-from firefly_scheduling.locks.redaction import redact_url, scrub, url_secrets
 from firefly_scheduling.locks.session import SessionLock
+from firefly_scheduling_postgres.connection_string import PostgresConnection
 
 #: The session handle: a cursor kept open on the dedicated connection. Reusing one cursor
 #: instead of `connection.execute()` (a new cursor per statement) saves about a fifth of
 #: the client's CPU per round trip.
 Session = psycopg.Cursor[tuple[Any, ...]]
-
-URL_SCHEMES: Final = ("postgresql", "postgres")
-
-#: libpq parameters applied only where the URL does not set them. The TCP settings make a
-#: statement to a vanished host fail within seconds instead of TCP's ~15 minutes.
-CLIENT_DEFAULTS: Final[dict[str, str]] = {
-    "connect_timeout": "5",
-    "application_name": "firefly-scheduling",
-    "keepalives": "1",
-    "keepalives_idle": "30",
-    "keepalives_interval": "10",
-    "keepalives_count": "3",
-    "tcp_user_timeout": "10000",
-}
 
 #: Counters behind fencing tokens: one row per lock name, created on first fenced use.
 FENCE_TABLE: Final = "firefly_scheduling_fences"
@@ -118,8 +101,10 @@ _SWEEP_CLAIMS: Final = f"DELETE FROM {CLAIM_TABLE} WHERE expires_at <= now()"  #
 class PgAdvisoryLock(SessionLock[Session]):
     """A PostgreSQL advisory lock per name, held by this instance's own session.
 
-    `url` is a libpq URL (`postgresql://` or `postgres://`); any other kind is a
-    `ConfigurationError` here, before anything connects. The connection opens on first
+    `url` is a libpq URL (`postgresql://` or `postgres://`) or a libpq key=value
+    string (`host=db dbname=app user=app password=secret`); anything else, or a string
+    libpq cannot read, is a `ConfigurationError` here, before anything connects, and
+    shows no credential (see `connection_string`). The connection opens on first
     use and is reused; if it dies, the call raises `LockBackendError`, every lock it
     held is reported lost, and the next call reconnects. Not re-entrant, although the
     server lock is: the second `try_acquire` of a held name is refused before any
@@ -131,11 +116,9 @@ class PgAdvisoryLock(SessionLock[Session]):
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (psycopg.Error, OSError)
 
     def __init__(self, url: str) -> None:
-        scheme = parse_lock_url(url, provider="postgres", schemes=URL_SCHEMES).scheme
-        # libpq only knows the lower-case URI designators.
-        url = scheme + url.strip()[len(scheme) :]
-        super().__init__(target=redact_url(url), secrets=url_secrets(url))
-        self._conninfo = connection_info(url)
+        connection = PostgresConnection.parse(url)
+        super().__init__(target=connection.shown, secrets=connection.secrets)
+        self._conninfo = connection.conninfo
 
     @staticmethod
     def key(name: str) -> int:
@@ -235,23 +218,6 @@ def _advisory_key(name: str) -> int:
     except UnicodeEncodeError as err:
         raise ValueError(f"lock name {name!r} cannot be encoded as UTF-8: {err}") from None
     return int(hashlib.sha256(encoded).hexdigest()[:15], 16) - 2**59
-
-
-def connection_info(url: str) -> str:
-    """The libpq connection string for `url`, with `CLIENT_DEFAULTS` where it sets nothing.
-
-    A URL libpq cannot parse is a `ConfigurationError`, redacted.
-    """
-    try:
-        given = conninfo_to_dict(url)
-    except psycopg.ProgrammingError as err:
-        # `from None`: libpq's message may quote the URL, password included.
-        raise ConfigurationError(
-            f"the postgres lock provider got an invalid URL {redact_url(url)}: "
-            f"{scrub(str(err), url_secrets(url))}"
-        ) from None
-    defaults = {key: value for key, value in CLIENT_DEFAULTS.items() if key not in given}
-    return make_conninfo(url, **defaults)
 
 
 def _scalar(cursor: Session) -> Any:
