@@ -9,8 +9,8 @@ from rich.console import Console
 from firefly_scheduling.cli.demo import FireFeed, TaskTally, print_summary, verdict_of
 from firefly_scheduling.hosts.fire_log import FireRecord
 
-HEARTBEAT = "firefly_example.tasks:heartbeat"
-TIDY = "firefly_example.tasks:tidy_up"
+HEARTBEAT = "firefly_scheduling.demo_app.tasks:heartbeat"
+TIDY = "firefly_scheduling.demo_app.tasks:tidy_up"
 
 
 def record(
@@ -95,7 +95,7 @@ def test_the_summary_counts_runs_duplicates_and_why_the_others_did_not_run() -> 
     assert heartbeat.not_run == {"claimed elsewhere": 1, "overlapping": 1}
     out, sink = console()
     print_summary(out, {HEARTBEAT: heartbeat, TIDY: tidy})
-    rows = [line for line in sink.getvalue().splitlines() if "firefly_example" in line]
+    rows = [line for line in sink.getvalue().splitlines() if "demo_app.tasks" in line]
     assert "claimed elsewhere: 1, overlapping: 1" in rows[0]
     assert [cell.strip() for cell in rows[0].split("│")[2:6]] == ["yes", "3", "3", "1"]
     assert [cell.strip() for cell in rows[1].split("│")[2:6]] == ["no", "1", "2", "-"]

@@ -1,9 +1,11 @@
 """`firefly-scheduling demo`: several local nodes racing for the example app's tasks.
 
-It needs no server. The nodes are real OS processes, each running the resident
-host (`firefly-scheduling run`) on the example app, sharing an embedded SQLite file
-through the `database` lock provider (so `firefly-scheduling[database]` must be
-installed); the lock, run-history and anchor tables are created first. Each node
+It needs no server and no checkout: the app it runs by default,
+`firefly_scheduling.demo_app`, ships in the package. The nodes are real OS
+processes, each running the resident host (`firefly-scheduling run`) on that app,
+sharing an embedded SQLite file through the `database` lock provider (so
+`firefly-scheduling[database]` must be installed: without it the demo says so and
+exits 2); the lock, run-history and anchor tables are created first. Each node
 appends every fire it handled to a shared fire log. The demo follows it and prints
 one line per fire once every node has reported on it (or a moment later): which
 node ran it, and each other node's verdict in the fire runner's words (claimed
@@ -12,7 +14,8 @@ nodes with SIGTERM and prints per task the fires, the runs, the duplicates (runs
 beyond one per fire of a locked task, which must be 0) and why the other nodes did
 not run it. Unlocked tasks run on every node by design and are shown for contrast.
 
-Exit status: 0, or 1 when a locked task ran twice for one fire or a node failed.
+Exit status: 0; 1 when a locked task ran twice for one fire or a node failed (its
+log is then kept, and its path and last lines printed); 2 for a configuration error.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,11 +36,12 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.history.selection import resolve_history
 from firefly_scheduling.hosts.fire_log import FireRecord, read_fire_log
 from firefly_scheduling.hosts.fires import verdict_words
 from firefly_scheduling.initial_delay.selection import resolve_anchor_store
-from firefly_scheduling.locks.providers import resolve_lock
+from firefly_scheduling.locks.providers import KNOWN_ADAPTERS, installed_providers, resolve_lock
 from firefly_scheduling.settings import Settings, env_var
 
 # `python -c` rather than the console script: the node runs with exactly this
@@ -46,6 +51,11 @@ _POLL_SECONDS = 0.2
 _NODE_GRACE_SECONDS = 5.0
 _STOP_TIMEOUT_SECONDS = 20.0
 _PIPE_WIDTH = 140
+DEMO_APP = "firefly_scheduling.demo_app"
+# The nodes share one SQLite file, which only the database provider can lock.
+DEMO_PROVIDER = "database"
+# The last lines of a failed node's log shown under the summary (the whole log is kept).
+_LOG_TAIL_LINES = 5
 # How long a fire's line waits for the nodes that have not reported on it yet.
 _FEED_DELAY_SECONDS = 1.0
 _VERDICT_STYLES = {"succeeded": "bold cyan", "failed": "bold red", "claimed elsewhere": "dim"}
@@ -132,46 +142,84 @@ def _fire_line(records: list[FireRecord]) -> str:
 @click.command()
 @click.option("--nodes", type=click.IntRange(1, 16), default=3, show_default=True)
 @click.option("--seconds", type=click.FloatRange(min=2), default=20.0, show_default=True)
-@click.option("--app", default="firefly_example", show_default=True, help="Package to run.")
+@click.option("--app", default=DEMO_APP, show_default=True, help="Package to run.")
 @click.option(
     "--path",
     "import_path",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("examples"),
-    show_default=True,
-    help="Directory holding the app.",
+    default=None,
+    help="Directory to put on the nodes' import path, for an --app that is not installed.",
 )
 @click.option("--keep", is_flag=True, help="Keep the working directory (database, logs).")
-def demo(*, nodes: int, seconds: float, app: str, import_path: Path, keep: bool) -> None:
-    """Race N local node processes for the example app's tasks; no server needed."""
+def demo(*, nodes: int, seconds: float, app: str, import_path: Path | None, keep: bool) -> None:
+    """Race N local node processes for the demo app's tasks; no server needed."""
+    require_demo_provider(installed_providers())
     console = Console(highlight=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = _PIPE_WIDTH  # a pipe has no width; 80 columns would fold every line
     workdir = Path(tempfile.mkdtemp(prefix="firefly-demo-"))
+    failed: list[NodeExit] = []
     try:
-        ok = _run_demo(
+        failed, duplicates = _run_demo(
             console,
             workdir,
             nodes=nodes,
             seconds=seconds,
             app=app,
-            import_path=import_path.resolve(),
+            import_path=None if import_path is None else import_path.resolve(),
         )
     finally:
-        if keep:
+        # A failed node's log is the only account of why it failed: never delete it.
+        if keep or failed:
             console.print(f"kept {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    sys.exit(0 if ok else 1)
+    sys.exit(0 if not failed and duplicates == 0 else 1)
+
+
+def require_demo_provider(installed: Collection[str]) -> None:
+    """Refuse to start without the lock provider the demo's nodes share, naming the extra.
+
+    Checked before anything is created, so the operator reads what to install and
+    not a provider error about a variable they never set.
+    """
+    if DEMO_PROVIDER not in installed:
+        raise ConfigurationError(
+            f"the demo's nodes share an SQLite file through the {DEMO_PROVIDER!r} lock "
+            f"provider, which is not installed; install it with: "
+            f"pip install '{KNOWN_ADAPTERS[DEMO_PROVIDER]}'"
+        )
+
+
+@dataclass(frozen=True)
+class NodeExit:
+    """How a node process ended; `signalled` says the demo itself sent it SIGTERM."""
+
+    node: str
+    code: int
+    signalled: bool
+    log: Path
+
+    @property
+    def failed(self) -> bool:
+        """Failed on its own: SIGTERM's default action only means it was stopped while booting."""
+        return self.code != 0 and not (self.signalled and self.code == -signal.SIGTERM)
 
 
 def _run_demo(
-    console: Console, workdir: Path, *, nodes: int, seconds: float, app: str, import_path: Path
-) -> bool:
+    console: Console,
+    workdir: Path,
+    *,
+    nodes: int,
+    seconds: float,
+    app: str,
+    import_path: Path | None,
+) -> tuple[list[NodeExit], int]:
+    """Run the race; return the nodes that failed and the duplicate runs of locked tasks."""
     database_url = f"sqlite:///{workdir / 'demo.db'}"
     env = {
         **os.environ,
-        env_var("firefly.scheduling.lock.provider"): "database",
+        env_var("firefly.scheduling.lock.provider"): DEMO_PROVIDER,
         env_var("firefly.scheduling.lock.database.url"): database_url,
         # The anchors go to the lock's own store: the same SQLite file.
         env_var("firefly.scheduling.initial-delay.store"): "",
@@ -183,35 +231,40 @@ def _run_demo(
         f"[bold]{nodes} node(s)[/] run [bold]{app}[/] for {seconds:g} s, sharing the lock "
         f"database {database_url}"
     )
-    processes = [
-        _start_node(
-            f"node-{number}",
-            app=app,
-            import_path=import_path,
-            fire_log=fire_log,
-            workdir=workdir,
-            env=env,
+    processes = {
+        node: _start_node(
+            node, app=app, import_path=import_path, fire_log=fire_log, workdir=workdir, env=env
         )
-        for number in range(1, nodes + 1)
-    ]
+        for node in (f"node-{number}" for number in range(1, nodes + 1))
+    }
     tallies: dict[str, TaskTally] = defaultdict(TaskTally)
     feed = FireFeed(console, nodes)
     offset = 0
     deadline = time.monotonic() + seconds
     try:
-        while time.monotonic() < deadline and all(p.poll() is None for p in processes):
+        while time.monotonic() < deadline and all(p.poll() is None for p in processes.values()):
             time.sleep(_POLL_SECONDS)
             offset = _follow(feed, fire_log, offset, tallies)
     finally:
-        codes = _stop(processes)
+        exits = _stop(processes, workdir)
     _follow(feed, fire_log, offset, tallies)
     feed.flush(everything=True)
     print_summary(console, tallies)
-    failed = [f"node-{n} (exit {code})" for n, code in enumerate(codes, 1) if code != 0]
-    if failed:
-        console.print(f"[red]failed: {', '.join(failed)}; logs in {workdir}[/]")
-    duplicates = sum(t.duplicates for t in tallies.values() if t.locked)
-    return not failed and duplicates == 0
+    failed = [node for node in exits if node.failed]
+    print_node_failures(console, failed)
+    stopped = [node.node for node in exits if not node.failed and node.code != 0]
+    if stopped:
+        console.print(f"[yellow]stopped while still starting: {', '.join(stopped)}[/]")
+    return failed, sum(t.duplicates for t in tallies.values() if t.locked)
+
+
+def print_node_failures(console: Console, failed: list[NodeExit]) -> None:
+    """Each failed node's exit status, the path of its kept log and the log's last lines."""
+    for node in failed:
+        console.print(f"[red]{node.node} failed (exit {node.code}); its log: {node.log}[/]")
+        tail = node.log.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:]
+        for line in tail:
+            console.print(f"  {line}", markup=False)
 
 
 def _install_tables(settings: Settings) -> None:
@@ -234,11 +287,19 @@ def _install_tables(settings: Settings) -> None:
 
 
 def _start_node(
-    node: str, *, app: str, import_path: Path, fire_log: Path, workdir: Path, env: dict[str, str]
+    node: str,
+    *,
+    app: str,
+    import_path: Path | None,
+    fire_log: Path,
+    workdir: Path,
+    env: dict[str, str],
 ) -> subprocess.Popen[bytes]:
-    arguments = ["run", "--app", app, "--path", str(import_path), "--node", node]
+    arguments = ["run", "--app", app, "--node", node]
+    if import_path is not None:
+        arguments += ["--path", str(import_path)]
     arguments += ["--fire-log", str(fire_log), "--grace-period", str(_NODE_GRACE_SECONDS)]
-    with (workdir / f"{node}.log").open("wb") as log:
+    with _node_log(workdir, node).open("wb") as log:
         return subprocess.Popen(  # noqa: S603 - our own interpreter and fixed arguments
             [sys.executable, "-c", _NODE_COMMAND, *arguments],
             env=env,
@@ -256,18 +317,26 @@ def _follow(feed: FireFeed, fire_log: Path, offset: int, tallies: dict[str, Task
     return offset
 
 
-def _stop(processes: list[subprocess.Popen[bytes]]) -> list[int]:
-    for process in processes:
+def _node_log(workdir: Path, node: str) -> Path:
+    return workdir / f"{node}.log"
+
+
+def _stop(processes: dict[str, subprocess.Popen[bytes]], workdir: Path) -> list[NodeExit]:
+    """SIGTERM the nodes still running, wait for each, and say how each one ended."""
+    signalled = set()
+    for node, process in processes.items():
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
-    codes = []
-    for process in processes:
+            signalled.add(node)
+    exits = []
+    for node, process in processes.items():
         try:
-            codes.append(process.wait(timeout=_STOP_TIMEOUT_SECONDS))
+            code = process.wait(timeout=_STOP_TIMEOUT_SECONDS)
         except subprocess.TimeoutExpired:
             process.kill()
-            codes.append(process.wait())
-    return codes
+            code = process.wait()
+        exits.append(NodeExit(node, code, node in signalled, _node_log(workdir, node)))
+    return exits
 
 
 def print_summary(console: Console, tallies: dict[str, TaskTally]) -> None:
