@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from firefly_scheduling.cli.demo import FireFeed, TaskTally, print_summary, verdict_of
+from firefly_scheduling.cli.demo_report import FireFeed, TaskTally, print_summary, verdict_of
 from firefly_scheduling.hosts.fire_log import FireRecord
 
 HEARTBEAT = "firefly_scheduling.demo_app.tasks:heartbeat"
@@ -99,3 +99,43 @@ def test_the_summary_counts_runs_duplicates_and_why_the_others_did_not_run() -> 
     assert "claimed elsewhere: 1, overlapping: 1" in rows[0]
     assert [cell.strip() for cell in rows[0].split("│")[2:6]] == ["yes", "3", "3", "1"]
     assert [cell.strip() for cell in rows[1].split("│")[2:6]] == ["no", "1", "2", "-"]
+
+
+def test_the_summary_never_truncates_or_splits_a_target_on_a_narrow_console() -> None:
+    tally = TaskTally()
+    for node in ("node-1", "node-2", "node-3"):
+        tally.add(record(node, "succeeded", second=int(node[-1])))
+        tally.add(record(node, "claimed_elsewhere", second=int(node[-1]) + 3))
+    sink = io.StringIO()
+    print_summary(Console(file=sink, width=90, color_system=None), {HEARTBEAT: tally})
+    assert HEARTBEAT in sink.getvalue(), sink.getvalue()
+
+
+def test_the_summary_names_targets_relative_to_the_app_it_states() -> None:
+    tally = TaskTally()
+    tally.add(record("node-1", "succeeded"))
+    sink = io.StringIO()
+    print_summary(
+        Console(file=sink, width=80, color_system=None),
+        {HEARTBEAT: tally},
+        app="firefly_scheduling.demo_app",
+    )
+    lines = sink.getvalue().splitlines()
+    assert lines[0].strip() == "per task of firefly_scheduling.demo_app"
+    assert any(line.startswith("│ tasks:heartbeat │ yes ") for line in lines), lines
+
+
+def test_a_complete_fire_does_not_push_out_a_waiting_one_of_the_same_instant() -> None:
+    """warm_cache and heartbeat share every tenth second; one must not split the other."""
+    out, sink = console()
+    feed = FireFeed(out, nodes=3)
+    warm_cache = "firefly_scheduling.demo_app.tasks:warm_cache"
+    feed.add([record(node, "held_back", target=warm_cache) for node in ("node-1", "node-2")])
+    feed.add([record("node-1", "claimed_elsewhere"), record("node-3", "claimed_elsewhere")])
+    feed.add([record("node-3", "held_back", target=warm_cache)])
+    feed.flush()
+    assert [line.split()[1] for line in sink.getvalue().splitlines()] == ["warm_cache"]
+    feed.add([record("node-2", "succeeded")])
+    feed.flush()
+    heartbeat = sink.getvalue().splitlines()[1]
+    assert heartbeat.endswith("node-2 succeeded · node-1, node-3 claimed elsewhere"), heartbeat

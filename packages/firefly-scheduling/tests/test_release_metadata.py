@@ -91,3 +91,13 @@ def test_version_prints_the_core_then_each_installed_sibling_with_its_version() 
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == [f"{name} {version(name)}" for name in [CORE, *SIBLINGS]]
     assert result.output.splitlines()[0] == f"firefly-scheduling {firefly_scheduling.__version__}"
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda package: package.name)
+def test_every_package_readme_reads_well_on_its_own(package: Path) -> None:
+    """A README is the PyPI page: relative links and repository paths lead nowhere there."""
+    text = (package / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)\s]+)", text)
+    assert targets, "a README links to the project"
+    assert all(target.startswith("https://") for target in targets), targets
+    assert not re.search(r"`docs/\S+\.md`|DESIGN|§", text)

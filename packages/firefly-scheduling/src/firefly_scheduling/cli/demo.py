@@ -1,4 +1,4 @@
-"""`firefly-scheduling demo`: several local nodes racing for the example app's tasks.
+"""`firefly-scheduling demo`: several local nodes racing for the demo app's tasks.
 
 It needs no server and no checkout: the app it runs by default,
 `firefly_scheduling.demo_app`, ships in the package. The nodes are real OS
@@ -9,8 +9,9 @@ exits 2); the lock, run-history and anchor tables are created first. Each node
 appends every fire it handled to a shared fire log. The demo follows it and prints
 one line per fire once every node has reported on it (or a moment later): which
 node ran it, and each other node's verdict in the fire runner's words (claimed
-elsewhere, too late, overlapping, held back...). When the time is up it stops the
-nodes with SIGTERM and prints per task the fires, the runs, the duplicates (runs
+elsewhere, too late, overlapping, held back...). When the time is up (counted from
+the first fire any node reports, so booting does not eat it) it stops the nodes with
+SIGTERM and prints per task the fires, the runs, the duplicates (runs
 beyond one per fire of a locked task, which must be 0) and why the other nodes did
 not run it. Unlocked tasks run on every node by design and are shown for contrast.
 
@@ -27,19 +28,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.table import Table
 
+from firefly_scheduling.cli.demo_report import FireFeed, TaskTally, print_summary
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.history.selection import resolve_history
-from firefly_scheduling.hosts.fire_log import FireRecord, read_fire_log
-from firefly_scheduling.hosts.fires import verdict_words
+from firefly_scheduling.hosts.fire_log import read_fire_log
 from firefly_scheduling.initial_delay.selection import resolve_anchor_store
 from firefly_scheduling.locks.providers import KNOWN_ADAPTERS, installed_providers, resolve_lock
 from firefly_scheduling.settings import Settings, env_var
@@ -54,94 +54,21 @@ _PIPE_WIDTH = 140
 DEMO_APP = "firefly_scheduling.demo_app"
 # The nodes share one SQLite file, which only the database provider can lock.
 DEMO_PROVIDER = "database"
+# The longest the race waits for a first fire before its clock starts anyway.
+_BOOT_ALLOWANCE_SECONDS = 30.0
 # The last lines of a failed node's log shown under the summary (the whole log is kept).
 _LOG_TAIL_LINES = 5
-# How long a fire's line waits for the nodes that have not reported on it yet.
-_FEED_DELAY_SECONDS = 1.0
-_VERDICT_STYLES = {"succeeded": "bold cyan", "failed": "bold red", "claimed elsewhere": "dim"}
-
-
-def verdict_of(record: FireRecord) -> str:
-    """The verdict in words: `claimed_elsewhere` reads "claimed elsewhere"."""
-    return verdict_words(record.status or record.outcome)
-
-
-@dataclass
-class TaskTally:
-    """What the fire log says about one task."""
-
-    locked: bool = False
-    fires: set[str] = field(default_factory=set)
-    runs: Counter[str] = field(default_factory=Counter)
-    by_node: Counter[str] = field(default_factory=Counter)
-    not_run: Counter[str] = field(default_factory=Counter)
-
-    def add(self, record: FireRecord) -> None:
-        self.locked = record.locked
-        self.fires.add(record.instant)
-        if record.ran:
-            self.runs[record.instant] += 1
-            self.by_node[record.node] += 1
-        else:
-            self.not_run[verdict_of(record)] += 1
-
-    @property
-    def duplicates(self) -> int:
-        return sum(count - 1 for count in self.runs.values())
-
-
-class FireFeed:
-    """Prints one line per fire, gathering every node's record of it first."""
-
-    def __init__(self, console: Console, nodes: int) -> None:
-        self._console = console
-        self._nodes = nodes
-        self._pending: dict[tuple[str, str], tuple[float, list[FireRecord]]] = {}
-
-    def add(self, records: list[FireRecord]) -> None:
-        now = time.monotonic()
-        for record in records:
-            key = (record.instant, record.target)
-            self._pending.setdefault(key, (now, []))[1].append(record)
-
-    def flush(self, *, everything: bool = False) -> None:
-        """Print, in order of instant, the fires every node reported on or that waited enough.
-
-        A fire waiting for more records is printed too when a later one is, so the
-        lines stay in order; any record that comes after that gets a line of its own.
-        """
-        cutoff = time.monotonic() - _FEED_DELAY_SECONDS
-        ready = [
-            key
-            for key, (seen, records) in self._pending.items()
-            if everything or seen <= cutoff or len(records) >= self._nodes
-        ]
-        if not ready:
-            return
-        latest = max(ready)
-        for key in sorted(key for key in self._pending if key <= latest):
-            _, records = self._pending.pop(key)
-            self._console.print(_fire_line(records))
-
-
-def _fire_line(records: list[FireRecord]) -> str:
-    first = records[0]
-    nodes_by_verdict: dict[str, list[str]] = defaultdict(list)
-    for record in sorted(records, key=lambda r: (not r.ran, r.node)):
-        verdict = verdict_of(record) + (" (adopted a died run)" if record.adoption else "")
-        nodes_by_verdict[verdict].append(record.node)
-    parts = []
-    for verdict, nodes in nodes_by_verdict.items():
-        style = _VERDICT_STYLES.get(verdict, "yellow")
-        parts.append(f"[{style}]{', '.join(nodes)} {verdict}[/]")
-    task = first.target.rpartition(":")[2]
-    scope = "" if first.locked else "  [dim](unlocked: every node runs it)[/]"
-    return f"{first.instant[11:23]}  {task:<24} {' · '.join(parts)}{scope}"
 
 
 @click.command()
 @click.option("--nodes", type=click.IntRange(1, 16), default=3, show_default=True)
-@click.option("--seconds", type=click.FloatRange(min=2), default=20.0, show_default=True)
+@click.option(
+    "--seconds",
+    type=click.FloatRange(min=2),
+    default=20.0,
+    show_default=True,
+    help="How long the race runs, counted from the first fire any node reports.",
+)
 @click.option("--app", default=DEMO_APP, show_default=True, help="Package to run.")
 @click.option(
     "--path",
@@ -228,8 +155,8 @@ def _run_demo(
     _install_tables(Settings.from_env(env))
     fire_log = workdir / "fires.jsonl"
     console.print(
-        f"[bold]{nodes} node(s)[/] run [bold]{app}[/] for {seconds:g} s, sharing the lock "
-        f"database {database_url}"
+        f"[bold]{nodes} node(s)[/] run [bold]{app}[/] for {seconds:g} s from the first fire, "
+        f"sharing the lock database {database_url}"
     )
     processes = {
         node: _start_node(
@@ -240,22 +167,45 @@ def _run_demo(
     tallies: dict[str, TaskTally] = defaultdict(TaskTally)
     feed = FireFeed(console, nodes)
     offset = 0
-    deadline = time.monotonic() + seconds
+    clock = RaceClock(seconds)
     try:
-        while time.monotonic() < deadline and all(p.poll() is None for p in processes.values()):
+        while not clock.over(reported=bool(tallies)) and all(
+            p.poll() is None for p in processes.values()
+        ):
             time.sleep(_POLL_SECONDS)
             offset = _follow(feed, fire_log, offset, tallies)
     finally:
         exits = _stop(processes, workdir)
     _follow(feed, fire_log, offset, tallies)
     feed.flush(everything=True)
-    print_summary(console, tallies)
+    print_summary(console, tallies, app)
     failed = [node for node in exits if node.failed]
     print_node_failures(console, failed)
     stopped = [node.node for node in exits if not node.failed and node.code != 0]
     if stopped:
         console.print(f"[yellow]stopped while still starting: {', '.join(stopped)}[/]")
     return failed, sum(t.duplicates for t in tallies.values() if t.locked)
+
+
+class RaceClock:
+    """When the race ends: `seconds` after the first fire any node reports.
+
+    A node takes a few seconds to boot (imports, the scan, the scheduler), more on
+    a loaded machine; counting from the start would spend a short race on booting.
+    A node that never reports (an app whose tasks are not due) starts the clock
+    after `boot_allowance` seconds anyway, so the demo always ends.
+    """
+
+    def __init__(self, seconds: float, boot_allowance: float = _BOOT_ALLOWANCE_SECONDS) -> None:
+        self._seconds = seconds
+        self._boot_deadline = time.monotonic() + boot_allowance
+        self._deadline: float | None = None
+
+    def over(self, *, reported: bool) -> bool:
+        now = time.monotonic()
+        if self._deadline is None and (reported or now >= self._boot_deadline):
+            self._deadline = now + self._seconds
+        return self._deadline is not None and now >= self._deadline
 
 
 def print_node_failures(console: Console, failed: list[NodeExit]) -> None:
@@ -337,28 +287,3 @@ def _stop(processes: dict[str, subprocess.Popen[bytes]], workdir: Path) -> list[
             code = process.wait()
         exits.append(NodeExit(node, code, node in signalled, _node_log(workdir, node)))
     return exits
-
-
-def print_summary(console: Console, tallies: dict[str, TaskTally]) -> None:
-    table = Table(title="per task", title_justify="left")
-    headers = ("task", "locked", "fires", "runs", "duplicates", "runs per node", "not run: why")
-    for header in headers:
-        table.add_column(header, justify="right" if header in _NUMBERS else "left")
-    for target in sorted(tallies):
-        tally = tallies[target]
-        duplicates = str(tally.duplicates) if tally.locked else "-"
-        style = "red" if tally.locked and tally.duplicates else None
-        table.add_row(
-            target,
-            "yes" if tally.locked else "no",
-            str(len(tally.fires)),
-            str(sum(tally.runs.values())),
-            duplicates,
-            ", ".join(f"{node}: {count}" for node, count in sorted(tally.by_node.items())),
-            ", ".join(f"{verdict}: {count}" for verdict, count in tally.not_run.most_common()),
-            style=style,
-        )
-    console.print(table)
-
-
-_NUMBERS = frozenset({"fires", "runs", "duplicates"})
