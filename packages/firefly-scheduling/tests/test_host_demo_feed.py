@@ -1,4 +1,4 @@
-"""The demo's live feed and summary, from fire-log records (no node processes here)."""
+"""The demo's live feed, summary and race clock, from fire-log records (no node processes here)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import io
 
 from rich.console import Console
 
+from firefly_scheduling.cli.demo import RaceClock
 from firefly_scheduling.cli.demo_report import FireFeed, TaskTally, print_summary, verdict_of
 from firefly_scheduling.hosts.fire_log import FireRecord
 
@@ -139,3 +140,23 @@ def test_a_complete_fire_does_not_push_out_a_waiting_one_of_the_same_instant() -
     feed.flush()
     heartbeat = sink.getvalue().splitlines()[1]
     assert heartbeat.endswith("node-2 succeeded · node-1, node-3 claimed elsewhere"), heartbeat
+
+
+def test_the_race_clock_starts_at_the_first_report_or_after_the_boot_allowance() -> None:
+    now = [100.0]
+    clock = RaceClock(5.0, boot_allowance=30.0, clock=lambda: now[0])
+    now[0] = 120.0  # still booting: nothing reported, the allowance not spent
+    assert not clock.over(reported=False)
+    assert not clock.over(reported=True)  # the first report: 5 s from here
+    now[0] = 124.9
+    assert not clock.over(reported=True)
+    now[0] = 125.0
+    assert clock.over(reported=True)
+
+    silent = RaceClock(5.0, boot_allowance=30.0, clock=lambda: now[0])  # at 125.0
+    now[0] = 154.9
+    assert not silent.over(reported=False)
+    now[0] = 155.0  # the allowance is spent: the race starts without a report
+    assert not silent.over(reported=False)
+    now[0] = 160.0
+    assert silent.over(reported=False)

@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -196,13 +196,20 @@ class RaceClock:
     after `boot_allowance` seconds anyway, so the demo always ends.
     """
 
-    def __init__(self, seconds: float, boot_allowance: float = _BOOT_ALLOWANCE_SECONDS) -> None:
+    def __init__(
+        self,
+        seconds: float,
+        boot_allowance: float = _BOOT_ALLOWANCE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._seconds = seconds
-        self._boot_deadline = time.monotonic() + boot_allowance
+        self._clock = clock
+        self._boot_deadline = clock() + boot_allowance
         self._deadline: float | None = None
 
     def over(self, *, reported: bool) -> bool:
-        now = time.monotonic()
+        """Whether the race is over; `reported` says a node has reported a fire."""
+        now = self._clock()
         if self._deadline is None and (reported or now >= self._boot_deadline):
             self._deadline = now + self._seconds
         return self._deadline is not None and now >= self._deadline
