@@ -12,8 +12,9 @@ Per backend it reports, averaged over `--fires` fires:
 
 * `lose`: a node whose claim finds the fire taken (`FireRunner.run`);
 * `run`: the node that claims the fire, takes the task lock fenced and releases it;
-* `deferred`: the claim releases a session backend (PostgreSQL, MySQL) sends later,
-  per fire (lease backends let the server expire claims: 0);
+* `deferred`: round trips sent later for a fire, when the node closes (0 on every
+  backend since claims outlive their claimer: leases expire, and PostgreSQL and MySQL
+  claims are rows with a server-clock expiry);
 * `guard run / lose`: the plain lock guard (`run_guarded`) for comparison.
 
 Servers come from the `FIREFLY_TEST_*_URL` variables (defaults: the local servers).

@@ -4,7 +4,6 @@ and the lazily created fence table."""
 from __future__ import annotations
 
 import itertools
-import logging
 import threading
 import time
 import uuid
@@ -117,9 +116,8 @@ def test_renew_sees_a_lock_the_session_no_longer_holds(
 
     assert lock.renew(lock_name, 30) is False
     assert lock.is_lost(lock_name)
-    with caplog.at_level(logging.WARNING, logger="firefly_scheduling.locks"):
-        lock.release(lock_name)
-    assert f"{lock_name!r} was lost before release" in caplog.text
+    assert f"lock {lock_name!r} is lost" in caplog.text
+    lock.release(lock_name)  # a lost holding is forgotten without a round trip
     assert bystander.renew(lock_name + ":other", 30) is True, "only the freed lock is lost"
 
 
