@@ -1,4 +1,9 @@
+# Generated from firefly_scheduling/aio/base.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
 """`BaseLock`: the behaviour every backend shares, written once.
+
+Written once, for asyncio, in `aio/base.py`; the synchronous flavour in
+`locks/base.py` is generated from it by `tools/async_to_sync.py`.
 
 A backend subclasses it and implements only its round trips (`_acquire`,
 `_release`, and optionally `_acquire_fenced`, `_renew`, `_claim`). Everything a user
@@ -40,7 +45,7 @@ __all__ = ["BaseLock", "Holding", "new_owner_token"]
 
 
 class BaseLock(ABC):
-    """Shared implementation of `DistributedLock` and its capabilities; subclasses do the I/O."""
+    """The port and its capabilities, implemented once; subclasses do the I/O."""
 
     backend_name: ClassVar[str] = "lock"
     ttl_honoured: ClassVar[bool] = True
@@ -234,7 +239,7 @@ class BaseLock(ABC):
 
     @contextmanager
     def hold(self, name: str, ttl_seconds: float) -> Iterator[bool]:
-        """`with lock.hold(name, ttl) as acquired:`; see `firefly_scheduling.hold`."""
+        """`with lock.hold(name, ttl) as acquired:`; see `hold`."""
         with hold(self, name, ttl_seconds) as acquired:
             yield acquired
 

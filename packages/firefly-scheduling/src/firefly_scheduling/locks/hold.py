@@ -1,4 +1,10 @@
-"""`hold`: the lock as a context manager, for code that has nothing to do with scheduling."""
+# Generated from firefly_scheduling/aio/hold.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
+"""`hold`: the lock as a context manager, for code that has nothing to do with scheduling.
+
+Written once, for asyncio, in `aio/hold.py`; the synchronous `hold` in `locks/hold.py`
+is generated from it by `tools/async_to_sync.py`.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +22,8 @@ def hold(lock: DistributedLock, name: str, ttl_seconds: float) -> Iterator[bool]
     It never waits: a caller that gets False simply does not do the guarded work.
     The release acts on the holding this call took, never on the name: if the lease
     lapsed meanwhile and another task of the process took the name again, that newer
-    holding stays held. Works with any `DistributedLock`, including third-party ones::
+    holding stays held. Works with any `DistributedLock`, including third-party
+    ones::
 
         with hold(lock, "reindex", 600) as acquired:
             if acquired:

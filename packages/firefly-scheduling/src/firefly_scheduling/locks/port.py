@@ -17,6 +17,7 @@ way, through `capabilities_of(lock)`, never by probing methods or classes:
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -95,6 +96,21 @@ def capabilities_of(lock: object) -> LockCapabilities:
         if isinstance(declared, LockCapabilities):
             return declared
     return PORT_ONLY
+
+
+def check_flavour(lock: object, *, asynchronous: bool) -> None:
+    """Refuse a lock of the other flavour: an asyncio lock where a sync one is needed, or
+    the reverse. Protocols are checked by method names, which both flavours share, so
+    without this an async lock would fail later with a puzzling "never awaited"."""
+    try_acquire = getattr(lock, "try_acquire", None)
+    if try_acquire is None or inspect.iscoroutinefunction(try_acquire) == asynchronous:
+        return
+    flavours = ("an asyncio", "a synchronous")
+    wanted, got = flavours if asynchronous else flavours[::-1]
+    raise TypeError(
+        f"{wanted} lock is needed here, got {got} one: {type(lock).__module__}."
+        f"{type(lock).__qualname__}"
+    )
 
 
 @runtime_checkable

@@ -1,15 +1,21 @@
+# Generated from firefly_scheduling/aio/port_holdings.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
 """`holding_lock(lock)`: the holdings API for any lock, including one with only the port.
 
 The library's own code (the fire runner, the keep-alive, `hold()`) acts on holdings,
-never on names. Every `BaseLock` is already a `HoldingLock` and a `ClaimingLock`;
-this module gives a lock that implements only `DistributedLock` (a third-party one)
-the same interface.
+never on names. Every `BaseLock` hands out holdings and takes claims itself
+(`HoldingLock`, `ClaimingLock`); this module gives a lock that implements
+only `DistributedLock` (a third-party one) the same interface.
 
 Limit of that adaptation: such a lock releases and renews by NAME, so the wrapper
 can only refuse a lapsed holding's late release while a newer holding of the same
 name exists in this wrapper. Another process's newer holding stays protected by the
 backend's own owner check, which the port requires. A third-party backend that
-wants the full guarantee implements `HoldingLock` itself (or subclasses `BaseLock`).
+wants the full guarantee implements `HoldingLock` itself (or subclasses
+`BaseLock`).
+
+Written once, for asyncio, in `aio/port_holdings.py`; the synchronous flavour in
+`locks/port_holdings.py` is generated from it by `tools/async_to_sync.py`.
 """
 
 from __future__ import annotations
@@ -24,11 +30,13 @@ from firefly_scheduling.locks.port import (
     HoldingLock,
     RenewableLock,
     capabilities_of,
+    check_flavour,
 )
 
 
 def holding_lock(lock: DistributedLock) -> HoldingLock:
     """`lock` itself when it hands out holdings, else `PortOnlyHoldings(lock)`."""
+    check_flavour(lock, asynchronous=False)
     if isinstance(lock, HoldingLock):
         return lock
     return PortOnlyHoldings(lock)
@@ -36,6 +44,7 @@ def holding_lock(lock: DistributedLock) -> HoldingLock:
 
 def claiming_lock(lock: DistributedLock) -> ClaimingLock:
     """`lock` itself when it takes fire claims, else `PortOnlyHoldings(lock)`."""
+    check_flavour(lock, asynchronous=False)
     if isinstance(lock, ClaimingLock):
         return lock
     return PortOnlyHoldings(lock)

@@ -1,3 +1,5 @@
+# Generated from firefly_scheduling/aio/session.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
 """`SessionLock`: shared machinery of backends whose locks live in a server session.
 
 PostgreSQL advisory locks and MySQL `GET_LOCK` belong to the connection that took
@@ -26,6 +28,9 @@ subclass implements `_server_claim` as a row with an expiry on the server's cloc
 
 A subclass supplies the connection and the statements; re-entrancy is already
 refused by the holding ledger before a statement is sent.
+
+Written once, for asyncio, in `aio/session.py`; the synchronous flavour in
+`locks/session.py` is generated from it by `tools/async_to_sync.py`.
 """
 
 from __future__ import annotations
@@ -45,6 +50,9 @@ logger = logging.getLogger("firefly_scheduling.locks")
 ConnectionT = TypeVar("ConnectionT")
 _R = TypeVar("_R")
 
+#: A statement run on the session: takes the connection, returns the result.
+_Statement = Callable[[ConnectionT], _R]
+
 
 class SessionLock(BaseLock, Generic[ConnectionT]):
     """A lock held by a dedicated server session; the TTL is accepted and ignored."""
@@ -59,7 +67,7 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
         super().__init__(target=target, secrets=secrets)
         self._connection: ConnectionT | None = None
         self._connection_pid = os.getpid()
-        self._connection_mutex = threading.RLock()
+        self._connection_mutex = threading.Lock()
         # Bumped whenever the session ends: holdings of older generations are gone.
         self._generation = 0
         self._owner_generation: dict[str, int] = {}
@@ -198,7 +206,11 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
     # -- machinery ----------------------------------------------------------------
 
     def _run(
-        self, statement: Callable[[ConnectionT], _R], *, undo: str | None = None, retry: bool = True
+        self,
+        statement: _Statement[ConnectionT, _R],
+        *,
+        undo: str | None = None,
+        retry: bool = True,
     ) -> _R:
         """Run `statement` on the session (under the connection mutex).
 
@@ -215,7 +227,11 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
                 raise
         return self._on_session(statement, undo)
 
-    def _on_session(self, statement: Callable[[ConnectionT], _R], undo: str | None) -> _R:
+    def _on_session(
+        self,
+        statement: _Statement[ConnectionT, _R],
+        undo: str | None,
+    ) -> _R:
         connection = self._session()
         try:
             return statement(connection)

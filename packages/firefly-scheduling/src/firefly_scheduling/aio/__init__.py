@@ -1,0 +1,37 @@
+"""asyncio: the async port, its shared base classes and the in-memory lock.
+
+* `AsyncDistributedLock`, the port, and its capabilities (`aio.port`);
+* `AsyncBaseLock` and `AsyncSessionLock`, which adapters subclass (`aio.base`,
+  `aio.session`); the synchronous `BaseLock` and `SessionLock` are generated from
+  them (`tools/async_to_sync.py`), so both flavours follow one text;
+* `AsyncInMemoryLock` and `ahold(lock, name, ttl_seconds)`.
+
+An async adapter and the sync adapter of one backend exclude each other on the same
+name, so a fleet can mix sync and async nodes.
+"""
+
+from __future__ import annotations
+
+from firefly_scheduling.aio.base import AsyncBaseLock
+from firefly_scheduling.aio.hold import ahold
+from firefly_scheduling.aio.memory import AsyncInMemoryLock
+from firefly_scheduling.aio.port import (
+    AsyncClaimingLock,
+    AsyncDistributedLock,
+    AsyncFencedLock,
+    AsyncHoldingLock,
+    AsyncRenewableLock,
+)
+from firefly_scheduling.aio.session import AsyncSessionLock
+
+__all__ = [
+    "AsyncBaseLock",
+    "AsyncClaimingLock",
+    "AsyncDistributedLock",
+    "AsyncFencedLock",
+    "AsyncHoldingLock",
+    "AsyncInMemoryLock",
+    "AsyncRenewableLock",
+    "AsyncSessionLock",
+    "ahold",
+]

@@ -1,0 +1,58 @@
+"""The synchronous twins of the asyncio sources are committed up to date.
+
+`tools/async_to_sync.py` generates them; a twin edited by hand, or a source edited
+without regenerating, fails here with the command to run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("async_to_sync", ROOT / "tools/async_to_sync.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["async_to_sync"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_twin_is_generated_from_its_current_source() -> None:
+    assert generator().stale_twins() == [], "run: python tools/async_to_sync.py"
+
+
+def test_the_transformation_drops_async_keeps_sync_branches_and_renames() -> None:
+    source = '''"""`AsyncBaseLock` for `async with`."""
+import asyncio  # sync: import threading
+from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
+
+
+class AsyncThing(AsyncBaseLock):
+    async def aclose(self) -> None:
+        if ASYNC:
+            await asyncio.sleep(0)
+        else:
+            print("sync only", threading.get_ident())
+        async with self._mutex:
+            await self._close()
+'''
+    twin = generator().transform(source, source_path="x/src/firefly_scheduling/aio/x.py")
+    header, _, body = twin.partition('"""')
+    assert header.startswith("# Generated from firefly_scheduling/aio/x.py")
+    twin = '"""' + body
+    assert "async" not in twin
+    assert "await" not in twin
+    assert "import threading" in twin
+    assert "ASYNC" not in twin
+    assert "print(\"sync only\", threading.get_ident())" in twin
+    assert "asyncio" not in twin
+    assert "class AsyncThing(BaseLock):" in twin
+    assert "def close(self) -> None:" in twin
+    assert '"""`BaseLock` for `with`."""' in twin
