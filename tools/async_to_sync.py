@@ -43,6 +43,7 @@ TWINS: dict[str, str] = {
     f"{CORE}/aio/hold.py": f"{CORE}/locks/hold.py",
     f"{CORE}/aio/port_holdings.py": f"{CORE}/locks/port_holdings.py",
     f"{CORE}/aio/memory.py": f"{CORE}/locks/memory.py",
+    f"{CORE}/testing/aio_contract.py": f"{CORE}/testing/contract.py",
 }
 
 #: Modules of the asyncio flavour -> their synchronous twins.
@@ -66,6 +67,9 @@ NAMES: dict[str, str] = {
     "AsyncRenewableLock": "RenewableLock",
     "AsyncPortOnlyHoldings": "PortOnlyHoldings",
     "AsyncInMemoryLock": "InMemoryLock",
+    "AsyncLockContract": "LockContract",
+    "AsyncLockFactory": "LockFactory",
+    "AsyncNodes": "Nodes",
     "async_holding_lock": "holding_lock",
     "async_claiming_lock": "claiming_lock",
     "AsyncIterator": "Iterator",

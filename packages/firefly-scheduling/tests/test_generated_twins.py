@@ -51,7 +51,7 @@ class AsyncThing(AsyncBaseLock):
     assert "await" not in twin
     assert "import threading" in twin
     assert "ASYNC" not in twin
-    assert "print(\"sync only\", threading.get_ident())" in twin
+    assert 'print("sync only", threading.get_ident())' in twin
     assert "asyncio" not in twin
     assert "class AsyncThing(BaseLock):" in twin
     assert "def close(self) -> None:" in twin

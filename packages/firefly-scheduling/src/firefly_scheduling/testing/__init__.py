@@ -13,22 +13,65 @@ that returns a new, independent instance, as if on a separate node::
         def lock_factory(self):
             return partial(MyLock, "myserver://127.0.0.1:1234")
 
-Capabilities (`ttl_honoured`, `session_scoped`, `cross_process`, `supports_fencing`)
-are read from the lock class, so each case runs only where it applies. Server
-URLs come from `server_url()`.
+An asyncio lock subclasses `AsyncLockContract` instead, with the same fixtures plus
+`sync_lock_factory` (the backend's synchronous lock, to prove the two flavours
+exclude each other); its cases are coroutines, run here on a fresh event loop each
+(no pytest plugin needed). Capabilities are read through `capabilities_of`, so each
+case runs only where it applies. Server URLs come from `server_url()`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+
+import pytest
+
 from firefly_scheduling.locks.port import LockCapabilities
-from firefly_scheduling.testing.contract import LockContract, NoneLockContract
+from firefly_scheduling.testing.aio_contract import AsyncLockContract, AsyncNodes
+from firefly_scheduling.testing.contract import LockContract
+from firefly_scheduling.testing.none_contract import NoneLockContract
 from firefly_scheduling.testing.provider_contract import ProviderContract
 from firefly_scheduling.testing.servers import server_url
 
 __all__ = [
+    "AsyncLockContract",
     "LockCapabilities",
     "LockContract",
     "NoneLockContract",
     "ProviderContract",
     "server_url",
 ]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "firefly_asyncio: a coroutine case of the async contract, run on its own loop"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run a coroutine case of `AsyncLockContract` on a fresh event loop.
+
+    Every instance the case made (`nodes`) is closed on that same loop: an asyncio
+    client belongs to the loop it connected on.
+    """
+    function = pyfuncitem.obj
+    if pyfuncitem.get_closest_marker("firefly_asyncio") is None or not (
+        inspect.iscoroutinefunction(function)
+    ):
+        return None
+    wanted = inspect.signature(function).parameters
+    arguments = {key: value for key, value in pyfuncitem.funcargs.items() if key in wanted}
+
+    async def case() -> None:
+        try:
+            await function(**arguments)
+        finally:
+            for value in arguments.values():
+                if isinstance(value, AsyncNodes):
+                    await value.close_all()
+
+    asyncio.run(case())
+    return True

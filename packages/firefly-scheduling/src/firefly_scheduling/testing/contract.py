@@ -1,4 +1,20 @@
-"""The DistributedLock contract (DESIGN.md §2), written once for every backend."""
+# Generated from firefly_scheduling/testing/aio_contract.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
+"""The lock contract (the port's rules), written once for both flavours.
+
+Written once, for asyncio, in `testing/aio_contract.py`; the synchronous contract in
+`testing/contract.py` is generated from it by `tools/async_to_sync.py`. A backend
+proves its lock by subclassing the contract of its flavour and supplying
+`lock_factory`, a picklable callable returning a new, independent instance, as if
+on a separate node. The async contract also needs `sync_lock_factory`, the same
+backend's synchronous lock, for the case proving the two flavours exclude each
+other. Capabilities are read through `capabilities_of`, so each case runs only where
+it applies.
+
+Async cases run on a fresh event loop each (`pytest_pyfunc_call` in
+`firefly_scheduling.testing`), with no pytest plugin needed; every instance a case
+makes is closed on that loop when it ends.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +42,6 @@ from firefly_scheduling.testing.workers import exclusive_file_worker
 
 LockFactory = Callable[[], DistributedLock]
 
-
 #: Longest a lease backend may take past the TTL to free a lock (memcached rounds TTLs
 #: up to whole seconds, and its clock ticks once a second).
 EXPIRY_SLACK_SECONDS = 2.5
@@ -48,6 +63,22 @@ def _close(lock: object) -> None:
         close()
 
 
+class Nodes:
+    """Makes independent instances (`nodes()`); `close_all()` closes every one made."""
+
+    def __init__(self, factory: LockFactory) -> None:
+        self._factory = factory
+        self._made: list[DistributedLock] = []
+
+    def __call__(self) -> DistributedLock:
+        self._made.append(self._factory())
+        return self._made[-1]
+
+    def close_all(self) -> None:
+        for lock in self._made:
+            _close(lock)
+
+
 class LockContract:
     """Every rule of the port, proven against a real backend.
 
@@ -60,25 +91,19 @@ class LockContract:
 
     @pytest.fixture
     def lock_factory(self) -> LockFactory:
-        raise NotImplementedError("a LockContract subclass must provide the lock_factory fixture")
+        raise NotImplementedError("a contract subclass must provide the lock_factory fixture")
 
     @pytest.fixture
-    def nodes(self, lock_factory: LockFactory) -> Iterator[Callable[[], DistributedLock]]:
-        """Make independent instances and close them all after the test."""
-        made: list[DistributedLock] = []
-
-        def make() -> DistributedLock:
-            made.append(lock_factory())
-            return made[-1]
-
-        yield make
-        for lock in made:
-            _close(lock)
+    def nodes(self, lock_factory: LockFactory) -> Iterator[Nodes]:
+        """Independent instances, all closed after the case."""
+        made = Nodes(lock_factory)
+        yield made
+        made.close_all()
 
     @pytest.fixture
-    def capabilities(self, nodes: Callable[[], DistributedLock]) -> LockCapabilities:
+    def capabilities(self, lock_factory: LockFactory) -> LockCapabilities:
         """What the backend declares (`capabilities_of`); every case checks the claim."""
-        return capabilities_of(nodes())
+        return capabilities_of(lock_factory())
 
     @pytest.fixture
     def name(self, request: pytest.FixtureRequest) -> str:
@@ -87,29 +112,25 @@ class LockContract:
 
     # -- exclusion --------------------------------------------------------------
 
-    def test_acquire(self, nodes: Callable[[], DistributedLock], name: str) -> None:
+    def test_acquire(self, nodes: Nodes, name: str) -> None:
         lock = nodes()
         assert lock.try_acquire(name, 30) is True
         lock.release(name)
 
-    def test_second_instance_is_refused(
-        self, nodes: Callable[[], DistributedLock], name: str
-    ) -> None:
+    def test_second_instance_is_refused(self, nodes: Nodes, name: str) -> None:
         first, second = nodes(), nodes()
         assert first.try_acquire(name, 30)
         assert second.try_acquire(name, 30) is False
         first.release(name)
 
-    def test_same_instance_is_refused(
-        self, nodes: Callable[[], DistributedLock], name: str
-    ) -> None:
+    def test_same_instance_is_refused(self, nodes: Nodes, name: str) -> None:
         lock = nodes()
         assert lock.try_acquire(name, 30)
         assert lock.try_acquire(name, 30) is False, "a lock must not be re-entrant"
         lock.release(name)
         assert nodes().try_acquire(name, 30), "one release must free a once-acquired lock"
 
-    def test_independent_names(self, nodes: Callable[[], DistributedLock], name: str) -> None:
+    def test_independent_names(self, nodes: Nodes, name: str) -> None:
         first, second = nodes(), nodes()
         assert first.try_acquire(name + ":a", 30)
         assert second.try_acquire(name + ":b", 30)
@@ -117,7 +138,7 @@ class LockContract:
         first.release(name + ":a")
         second.release(name + ":b")
 
-    def test_release_then_reacquire(self, nodes: Callable[[], DistributedLock], name: str) -> None:
+    def test_release_then_reacquire(self, nodes: Nodes, name: str) -> None:
         first, second = nodes(), nodes()
         assert first.try_acquire(name, 30)
         first.release(name)
@@ -127,9 +148,7 @@ class LockContract:
         assert first.try_acquire(name, 30)
         first.release(name)
 
-    def test_release_of_a_name_not_held_is_a_noop(
-        self, nodes: Callable[[], DistributedLock], name: str
-    ) -> None:
+    def test_release_of_a_name_not_held_is_a_noop(self, nodes: Nodes, name: str) -> None:
         holder, stranger = nodes(), nodes()
         stranger.release(name)  # held by nobody
         assert holder.try_acquire(name, 30)
@@ -137,7 +156,7 @@ class LockContract:
         assert nodes().try_acquire(name, 30) is False, "a stranger's release freed the lock"
         holder.release(name)
 
-    def test_hold_releases_on_exit(self, nodes: Callable[[], DistributedLock], name: str) -> None:
+    def test_hold_releases_on_exit(self, nodes: Nodes, name: str) -> None:
         first, second = nodes(), nodes()
         with hold(first, name, 30) as acquired:
             assert acquired is True
@@ -150,7 +169,7 @@ class LockContract:
 
     def test_ttl_is_honoured_as_the_backend_declares(
         self,
-        nodes: Callable[[], DistributedLock],
+        nodes: Nodes,
         name: str,
         capabilities: LockCapabilities,
     ) -> None:
@@ -167,7 +186,7 @@ class LockContract:
             pytest.fail("a backend must declare ttl_honoured or session_scoped")
 
     @staticmethod
-    def _check_lease_expiry(nodes: Callable[[], DistributedLock], name: str) -> None:
+    def _check_lease_expiry(nodes: Nodes, name: str) -> None:
         old, new, third = nodes(), nodes(), nodes()
         assert old.try_acquire(name, 1.0)
         assert new.try_acquire(name, 30) is False
@@ -182,7 +201,7 @@ class LockContract:
         third.release(name)
 
     @staticmethod
-    def _check_session_survives_ttl(nodes: Callable[[], DistributedLock], name: str) -> None:
+    def _check_session_survives_ttl(nodes: Nodes, name: str) -> None:
         holder, other = nodes(), nodes()
         assert holder.try_acquire(name, 0.2)
         time.sleep(0.6)
@@ -195,7 +214,7 @@ class LockContract:
 
     def test_a_late_release_of_an_older_holding_keeps_the_newer_one(
         self,
-        nodes: Callable[[], DistributedLock],
+        nodes: Nodes,
         name: str,
         capabilities: LockCapabilities,
     ) -> None:
@@ -227,7 +246,7 @@ class LockContract:
 
     def test_a_lapsed_holdings_renewal_never_extends_a_newer_one(
         self,
-        nodes: Callable[[], DistributedLock],
+        nodes: Nodes,
         name: str,
         capabilities: LockCapabilities,
     ) -> None:
@@ -256,7 +275,7 @@ class LockContract:
     # -- fire claims --------------------------------------------------------------
 
     def test_a_claim_blocks_every_node_and_outlives_its_claimer(
-        self, nodes: Callable[[], DistributedLock], name: str
+        self, nodes: Nodes, name: str
     ) -> None:
         """A fire claim is never released: not by its claimer, not when it closes."""
         claimer, other = _claims(nodes()), _claims(nodes())
@@ -271,7 +290,7 @@ class LockContract:
             time.sleep(0.1)
 
     def test_a_claim_takes_no_lock_of_its_name(
-        self, nodes: Callable[[], DistributedLock], name: str, capabilities: LockCapabilities
+        self, nodes: Nodes, name: str, capabilities: LockCapabilities
     ) -> None:
         """Session backends keep claims out of the server's lock table (as rows)."""
         claimer = nodes()
@@ -281,9 +300,7 @@ class LockContract:
             nodes().release(name)
 
     @pytest.mark.parametrize("ttl", [0, -1, -0.5, math.nan, math.inf, -math.inf])
-    def test_bad_ttl_is_refused(
-        self, nodes: Callable[[], DistributedLock], name: str, ttl: float
-    ) -> None:
+    def test_bad_ttl_is_refused(self, nodes: Nodes, name: str, ttl: float) -> None:
         lock = nodes()
         with pytest.raises(ValueError, match="ttl"):
             lock.try_acquire(name, ttl)
@@ -292,9 +309,7 @@ class LockContract:
 
     # -- names ------------------------------------------------------------------
 
-    def test_name_of_255_characters_is_accepted(
-        self, nodes: Callable[[], DistributedLock], name: str
-    ) -> None:
+    def test_name_of_255_characters_is_accepted(self, nodes: Nodes, name: str) -> None:
         long_name = (name + "x" * 255)[:255]
         first, second = nodes(), nodes()
         assert first.try_acquire(long_name, 30)
@@ -306,11 +321,11 @@ class LockContract:
     @pytest.mark.parametrize(
         "bad_name", ["", "x" * 256, "nul\x00inside"], ids=["empty", "256-chars", "nul"]
     )
-    def test_bad_name_is_refused(self, nodes: Callable[[], DistributedLock], bad_name: str) -> None:
+    def test_bad_name_is_refused(self, nodes: Nodes, bad_name: str) -> None:
         with pytest.raises(ValueError):
             nodes().try_acquire(bad_name, 30)
 
-    def test_non_ascii_name(self, nodes: Callable[[], DistributedLock], name: str) -> None:
+    def test_non_ascii_name(self, nodes: Nodes, name: str) -> None:
         unicode_name = name + ":überprüfung-日本語-🔒"
         first, second = nodes(), nodes()
         assert first.try_acquire(unicode_name, 30)
@@ -319,9 +334,7 @@ class LockContract:
         assert second.try_acquire(unicode_name, 30)
         second.release(unicode_name)
 
-    def test_names_differing_only_in_case_are_two_locks(
-        self, nodes: Callable[[], DistributedLock], name: str
-    ) -> None:
+    def test_names_differing_only_in_case_are_two_locks(self, nodes: Nodes, name: str) -> None:
         first, second = nodes(), nodes()
         assert first.try_acquire(name + ":Report", 30)
         assert second.try_acquire(name + ":report", 30), "lock names must be case-sensitive"
@@ -331,7 +344,7 @@ class LockContract:
         second.release(name + ":REPORT")
 
     def test_names_differing_only_in_trailing_space_are_two_locks(
-        self, nodes: Callable[[], DistributedLock], name: str
+        self, nodes: Nodes, name: str
     ) -> None:
         first, second = nodes(), nodes()
         assert first.try_acquire(name, 30)
@@ -341,9 +354,7 @@ class LockContract:
 
     # -- concurrency ------------------------------------------------------------
 
-    def test_thread_fuzz_has_no_overlap(
-        self, nodes: Callable[[], DistributedLock], name: str
-    ) -> None:
+    def test_thread_fuzz_has_no_overlap(self, nodes: Nodes, name: str) -> None:
         threads, iterations = 8, 200
         names = [name + ":0", name + ":1"]
         inside = dict.fromkeys(names, 0)
@@ -380,9 +391,7 @@ class LockContract:
         assert overlaps == []
         assert sum(won) > 0
 
-    def test_shared_instance_is_thread_safe(
-        self, nodes: Callable[[], DistributedLock], name: str
-    ) -> None:
+    def test_shared_instance_is_thread_safe(self, nodes: Nodes, name: str) -> None:
         lock = nodes()
         threads, iterations = 8, 100
         winners: list[int] = []
@@ -428,7 +437,8 @@ class LockContract:
         with context.Pool(processes) as pool:
             results: list[Any] = [
                 pool.apply_async(
-                    exclusive_file_worker, (lock_factory, name, str(witness), acquisitions, 90.0)
+                    exclusive_file_worker,
+                    (lock_factory, name, str(witness), acquisitions, 90.0),
                 )
                 for _ in range(processes)
             ]
@@ -440,7 +450,7 @@ class LockContract:
 
     def test_fencing_tokens_strictly_increase(
         self,
-        nodes: Callable[[], DistributedLock],
+        nodes: Nodes,
         name: str,
         capabilities: LockCapabilities,
     ) -> None:
@@ -459,7 +469,7 @@ class LockContract:
 
     def test_renewal_keeps_the_lease(
         self,
-        nodes: Callable[[], DistributedLock],
+        nodes: Nodes,
         name: str,
         capabilities: LockCapabilities,
     ) -> None:
@@ -496,29 +506,3 @@ class LockContract:
         assert password not in repr(caught.value)
         lock.release(name)  # must not raise either
         _close(lock)
-
-
-class NoneLockContract:
-    """The reduced contract of a lock that provides no exclusion."""
-
-    @pytest.fixture
-    def lock_factory(self) -> LockFactory:
-        raise NotImplementedError
-
-    def test_every_acquire_succeeds(self, lock_factory: LockFactory) -> None:
-        first, second = lock_factory(), lock_factory()
-        assert first.try_acquire("job", 30)
-        assert first.try_acquire("job", 30)
-        assert second.try_acquire("job", 30)
-        first.release("job")
-        first.release("never-held")
-
-    @pytest.mark.parametrize("ttl", [0, -1, math.nan, math.inf])
-    def test_bad_ttl_is_still_refused(self, lock_factory: LockFactory, ttl: float) -> None:
-        with pytest.raises(ValueError):
-            lock_factory().try_acquire("job", ttl)
-
-    @pytest.mark.parametrize("bad_name", ["", "x" * 256, "a\x00b"])
-    def test_bad_name_is_still_refused(self, lock_factory: LockFactory, bad_name: str) -> None:
-        with pytest.raises(ValueError):
-            lock_factory().try_acquire(bad_name, 30)
