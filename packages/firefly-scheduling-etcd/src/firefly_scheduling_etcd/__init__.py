@@ -1,0 +1,7 @@
+"""etcd lease-lock backend for firefly-scheduling (provider `etcd`)."""
+
+from __future__ import annotations
+
+from firefly_scheduling_etcd.lease_lock import EtcdLock
+
+__all__ = ["EtcdLock"]
