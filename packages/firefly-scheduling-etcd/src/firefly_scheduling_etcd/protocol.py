@@ -183,7 +183,9 @@ def renew(name: str, owner: str, ttl_seconds: float) -> Operation[bool]:
             f"{ttl_seconds!r} s: renew with the TTL the lock was acquired with"
         )
     key = _b64(lock_key(name))
-    attached = {"compare": [{"key": key, "target": "LEASE", "result": "EQUAL", "lease": str(lease)}]}
+    attached = {
+        "compare": [{"key": key, "target": "LEASE", "result": "EQUAL", "lease": str(lease)}]
+    }
     return _ok((yield _call("kv/txn", attached))).get("succeeded") is True
 
 
