@@ -1,4 +1,4 @@
-"""EtcdLock against a private etcd that the tests restart, edit by hand and fill up.
+"""EtcdLock against a private etcd that the tests restart, edit by hand, fill up or serve over TLS.
 
 The shared member is never stopped or reconfigured: every test here starts its own
 single-member `etcd` on free ports, with its data in the test's temporary directory.
@@ -7,12 +7,20 @@ single-member `etcd` on free ports, with its data in the test's temporary direct
 from __future__ import annotations
 
 import base64
+import ipaddress
+import ssl
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from firefly_scheduling import LockBackendError
 from firefly_scheduling.testing.local_server import LocalServer, free_local_port
@@ -24,12 +32,14 @@ NAME = "etcd-faults:job"
 READY_SECONDS = 20.0
 
 
-def etcd_member(data_dir: Path, *options: str) -> Callable[[int], Sequence[str]]:
+def etcd_member(
+    data_dir: Path, *options: str, scheme: str = "http"
+) -> Callable[[int], Sequence[str]]:
     """The argv of a single-member etcd on `port`; the same data and peer port on restart."""
     peer = f"http://127.0.0.1:{free_local_port()}"
 
     def command(port: int) -> list[str]:
-        client = f"http://127.0.0.1:{port}"
+        client = f"{scheme}://127.0.0.1:{port}"
         return [
             "etcd",
             "--name=faults",
@@ -45,10 +55,11 @@ def etcd_member(data_dir: Path, *options: str) -> Callable[[int], Sequence[str]]
     return command
 
 
-def wait_ready(server: LocalServer) -> None:
+def wait_ready(server: LocalServer, client: httpx.Client | None = None) -> None:
     """Wait (bounded) until the member has a leader: its port opens before that."""
     deadline = time.monotonic() + READY_SECONDS
-    with httpx.Client(base_url=url_of(server).replace("etcd", "http", 1), timeout=1.0) as client:
+    base = url_of(server).replace("etcd", "http", 1)
+    with client or httpx.Client(base_url=base, timeout=1.0) as client:
         while True:
             try:
                 if client.get("/health").json().get("health") == "true":
@@ -158,3 +169,113 @@ def test_a_full_member_refuses_new_locks_naming_the_alarm(tmp_path: Path) -> Non
         with pytest.raises(LockBackendError, match="NOSPACE alarm"):
             lock.try_acquire(NAME, 60)
         lock.close()
+
+
+# -- TLS -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pki:
+    """A throwaway CA, a server certificate for 127.0.0.1 and a client certificate."""
+
+    ca: Path
+    server: tuple[Path, Path]
+    client: tuple[Path, Path]
+
+
+def _issue(
+    directory: Path, name: str, issuer: tuple[x509.Name, ec.EllipticCurvePrivateKey] | None
+) -> tuple[Path, Path, x509.Name, ec.EllipticCurvePrivateKey]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    issuer_name, issuer_key = issuer or (subject, key)
+    now = datetime.now(UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=issuer is None, path_length=None), critical=True)
+    )
+    if issuer is not None:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+    certificate = builder.sign(issuer_key, hashes.SHA256())
+    cert_path, key_path = directory / f"{name}.pem", directory / f"{name}-key.pem"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path, subject, key
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> Pki:
+    ca_cert, _, ca_name, ca_key = _issue(tmp_path, "ca", None)
+    server_cert, server_key, _, _ = _issue(tmp_path, "server", (ca_name, ca_key))
+    client_cert, client_key, _, _ = _issue(tmp_path, "client", (ca_name, ca_key))
+    return Pki(ca_cert, (server_cert, server_key), (client_cert, client_key))
+
+
+@pytest.fixture
+def tls_member(tmp_path: Path, pki: Pki) -> Iterator[LocalServer]:
+    """A member that serves clients over TLS only and demands a client certificate."""
+    command = etcd_member(
+        tmp_path / "data",
+        f"--cert-file={pki.server[0]}",
+        f"--key-file={pki.server[1]}",
+        "--client-cert-auth",
+        f"--trusted-ca-file={pki.ca}",
+        scheme="https",
+    )
+    with LocalServer(command) as server:
+        context = ssl.create_default_context(cafile=str(pki.ca))
+        context.load_cert_chain(*pki.client)
+        base = f"https://127.0.0.1:{server.port}"
+        wait_ready(server, httpx.Client(base_url=base, timeout=1.0, verify=context))
+        yield server
+
+
+def test_an_etcds_url_with_a_client_certificate_locks_over_tls(
+    tls_member: LocalServer, pki: Pki
+) -> None:
+    url = (
+        f"etcds://127.0.0.1:{tls_member.port}?cacert={pki.ca}"
+        f"&cert={pki.client[0]}&key={pki.client[1]}"
+    )
+    holder, other = EtcdLock(url), EtcdLock(url)
+    token = holder.try_acquire_fenced(NAME, 60)
+    assert token is not None
+    assert other.try_acquire(NAME, 60) is False
+    assert holder.renew(NAME, 60)
+    holder.release(NAME)
+    assert (other.try_acquire_fenced(NAME, 60) or 0) > token
+    other.release(NAME)
+
+
+@pytest.mark.parametrize(
+    ("missing", "hint"),
+    [
+        ("the client certificate", "the member demands a client certificate"),
+        ("the CA", "not signed by a CA this client trusts"),
+    ],
+)
+def test_tls_without_what_the_member_demands_fails_as_a_backend_error(
+    tls_member: LocalServer, pki: Pki, missing: str, hint: str
+) -> None:
+    url = f"etcds://127.0.0.1:{tls_member.port}?cacert={pki.ca}"
+    if missing == "the CA":  # the system's CAs do not know this throwaway CA
+        url = f"etcds://127.0.0.1:{tls_member.port}?cert={pki.client[0]}&key={pki.client[1]}"
+    lock = EtcdLock(url)
+    with pytest.raises(LockBackendError, match=f"etcd lock backend etcds://.*{hint}"):
+        lock.try_acquire(NAME, 60)
+    lock.close()

@@ -264,12 +264,18 @@ _HINTS: Final = (
     ("too many requests", "the member is overloaded; its applied index is far behind"),
     ("lease already exists", "an acquisition's lease ID clashed with a live lease; retry"),
     ("404 page not found", "no etcd v3 JSON gateway here (etcd 3.4 or later serves /v3/)"),
+    # TLS handshakes: the transport's own messages (OpenSSL's).
+    (
+        "certificate verify failed",
+        "the member's certificate is not signed by a CA this client trusts: set cacert=",
+    ),
+    ("bad certificate", "the member demands a client certificate: set cert= and key="),
+    ("certificate required", "the member demands a client certificate: set cert= and key="),
+    ("wrong version number", "the member does not speak TLS here: use etcd:// instead"),
 )
 
 
 def hint(err: BaseException) -> str | None:
-    """What an operator should check for the server error `err`, if anything is known."""
-    if not isinstance(err, EtcdServerError):
-        return None
-    text = err.message.lower()
+    """What an operator should check for `err` (a server answer or a TLS failure), if known."""
+    text = (err.message if isinstance(err, EtcdServerError) else str(err)).lower()
     return next((advice for fragment, advice in _HINTS if fragment in text), None)
