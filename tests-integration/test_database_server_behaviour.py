@@ -272,7 +272,9 @@ def test_a_lapsed_lease_is_never_fenced(database_url: str, lease_table: str) -> 
     lock = DatabaseLeaseLock(database_url, table=lease_table)
     assert lock._sql.acquire_fenced is None, "this dialect fences in a second statement"
     assert lock.try_acquire("report", 0.05)
-    owner = lock._held["report"].owner
+    holding = lock.holding("report")
+    assert holding is not None
+    owner = holding.owner
     time.sleep(0.2)
     assert lock._run(lambda tx: lock._fence_held(tx, "report", owner)) is None
     assert lock.try_acquire_fenced("report", 30) == 1, "the refused fence wrote nothing"
@@ -319,8 +321,7 @@ def test_acquisitions_purge_expired_claims_about_once_a_minute(
 ) -> None:
     lock = DatabaseLeaseLock(database_url, table=lease_table)
     for k in range(3):  # claims: taken, never released, left to expire
-        assert lock.try_acquire(f"firefly:fire:{k}", 0.05)
-        lock.forget(f"firefly:fire:{k}")
+        assert lock.try_claim(f"firefly:fire:{k}", 0.05)
     time.sleep(0.2)
     engine = lock_engine(database_url)
 

@@ -76,7 +76,6 @@ def test_renew_reports_the_loss_and_release_forgets_the_lock(
     assert lock.is_lost(name)
     assert lock.is_held(name) is False
     assert f"lock {name!r} is lost" in caplog.text
-    assert lock.try_acquire(name, 30) is False, "a lost lease is refused until released"
 
     assert other.try_acquire(name, 30), "the server freed the lock with the session"
     lock.release(name)  # never raises, and must not free the new holder
@@ -85,6 +84,28 @@ def test_renew_reports_the_loss_and_release_forgets_the_lock(
     other.release(name)
     assert lock.try_acquire(name, 30), "the instance reconnected"
     lock.release(name)
+
+
+def test_a_lost_holdings_late_release_never_frees_the_newer_holding_of_the_new_session(
+    admin: Admin,
+    locks: tuple[MySqlNamedLock, MySqlNamedLock],
+    name: str,
+) -> None:
+    """Issue 8.1 on a session backend: the name is taken again on the next session."""
+    lock, other = locks
+    first = lock.acquire(name, 30)
+    assert first is not None
+    kill_holder(admin, name)
+    assert lock.renew_holding(first, 30) is False  # the loss is noticed
+    assert first.lost
+    second = lock.acquire(name, 30)
+    assert second is not None, "the instance takes the name again on a new session"
+    lock.release_holding(first)  # the old holding's late release
+    assert other.try_acquire(name, 30) is False, "a lost holding's release freed the newer"
+    assert lock.renew_holding(second, 30) is True
+    lock.release_holding(second)
+    assert other.try_acquire(name, 30)
+    other.release(name)
 
 
 def test_next_acquire_raises_marks_the_lock_lost_and_then_reconnects(

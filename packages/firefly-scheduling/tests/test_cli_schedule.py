@@ -15,39 +15,37 @@ from firefly_scheduling import ScheduledDescriptor, ScheduledManifest
 from firefly_scheduling.cli import main
 from firefly_scheduling.cli.common import FireflyGroup
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
-EXAMPLE_TARGETS = [
-    "firefly_example.tasks:Reports.weekly_digest",
-    "firefly_example.tasks:heartbeat",
-    "firefly_example.tasks:minute_report",
-    "firefly_example.tasks:tidy_up",
-    "firefly_example.tasks:warm_cache",
+DEMO_APP = "firefly_scheduling.demo_app"
+DEMO_TARGETS = [
+    "firefly_scheduling.demo_app.tasks:Reports.weekly_digest",
+    "firefly_scheduling.demo_app.tasks:heartbeat",
+    "firefly_scheduling.demo_app.tasks:minute_report",
+    "firefly_scheduling.demo_app.tasks:tidy_up",
+    "firefly_scheduling.demo_app.tasks:warm_cache",
 ]
 NOTHING_CONFIGURED = {"FIREFLY_SCAN_PACKAGES": "", "FIREFLY_SCHEDULING_MANIFEST": ""}
 
 
 @pytest.fixture(autouse=True)
-def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Run in an empty directory, restoring the import path and forgetting imported apps."""
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run in an empty directory, restoring the import path afterwards."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
     for variable in NOTHING_CONFIGURED:
         monkeypatch.delenv(variable, raising=False)
-    yield tmp_path
-    for name in [name for name in sys.modules if name.startswith("firefly_example")]:
-        del sys.modules[name]
+    return tmp_path
 
 
 def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
     return CliRunner().invoke(main, list(args), env={"COLUMNS": "200", **(env or {})})
 
 
-def test_schedule_lists_the_example_app() -> None:
-    result = invoke("schedule", "--path", str(EXAMPLES), "--app", "firefly_example")
+def test_schedule_lists_the_demo_app() -> None:
+    result = invoke("schedule", "--app", DEMO_APP)
     assert result.exit_code == 0, result.output
-    for target in EXAMPLE_TARGETS:
+    for target in DEMO_TARGETS:
         assert target in result.output
-    assert "5 tasks from a scan of firefly_example" in result.output
+    assert "5 tasks from a scan of firefly_scheduling.demo_app" in result.output
     for shown in (
         "fixed rate 1s",
         "fixed delay 5s",
@@ -62,9 +60,7 @@ def test_schedule_lists_the_example_app() -> None:
 
 
 def test_schedule_under_tick_shows_cadence_buckets() -> None:
-    result = invoke(
-        "schedule", "--path", str(EXAMPLES), "--app", "firefly_example", "--host", "tick"
-    )
+    result = invoke("schedule", "--app", DEMO_APP, "--host", "tick")
     assert result.exit_code == 0, result.output
     assert "every 10 seconds" in result.output
     assert "every second" in result.output
@@ -72,12 +68,10 @@ def test_schedule_under_tick_shows_cadence_buckets() -> None:
 
 
 def test_schedule_reads_the_packages_from_the_environment() -> None:
-    result = invoke(
-        "schedule", "--path", str(EXAMPLES), env={"FIREFLY_SCAN_PACKAGES": "firefly_example"}
-    )
+    result = invoke("schedule", env={"FIREFLY_SCAN_PACKAGES": DEMO_APP})
     assert result.exit_code == 0, result.output
     assert "(from FIREFLY_SCAN_PACKAGES)" in result.output
-    assert "firefly_example.tasks:heartbeat" in result.output
+    assert "firefly_scheduling.demo_app.tasks:heartbeat" in result.output
 
 
 def test_schedule_says_why_nothing_was_found(isolated: Path) -> None:
@@ -111,19 +105,22 @@ def test_configuration_errors_exit_2_without_a_traceback(isolated: Path) -> None
 
 
 def test_cache_compiles_then_check_passes_and_schedule_uses_it(isolated: Path) -> None:
-    env = {"FIREFLY_SCAN_PACKAGES": "firefly_example"}
-    compiled = invoke("cache", "--path", str(EXAMPLES), env=env)
+    env = {"FIREFLY_SCAN_PACKAGES": DEMO_APP}
+    compiled = invoke("cache", env=env)
     assert compiled.exit_code == 0, compiled.output
-    assert "wrote 5 task(s) from firefly_example to .firefly/scheduled.json" in compiled.output
+    assert (
+        "wrote 5 task(s) from firefly_scheduling.demo_app to .firefly/scheduled.json"
+        in compiled.output
+    )
     manifest = ScheduledManifest.load(isolated / ".firefly" / "scheduled.json")
-    assert [d.target for d in manifest.descriptors] == EXAMPLE_TARGETS
+    assert [d.target for d in manifest.descriptors] == DEMO_TARGETS
 
-    checked = invoke("cache", "--check", "--path", str(EXAMPLES), env=env)
+    checked = invoke("cache", "--check", env=env)
     assert checked.exit_code == 0, checked.output
     assert "is up to date (5 task(s))" in checked.output
 
     # Without FIREFLY_SCAN_PACKAGES, --check compares with the packages the manifest names.
-    checked_alone = invoke("cache", "--check", "--path", str(EXAMPLES))
+    checked_alone = invoke("cache", "--check")
     assert checked_alone.exit_code == 0, checked_alone.output
 
     listed = invoke("schedule", env=env)
@@ -132,28 +129,28 @@ def test_cache_compiles_then_check_passes_and_schedule_uses_it(isolated: Path) -
 
 
 def test_cache_check_exits_1_when_missing(isolated: Path) -> None:
-    result = invoke("cache", "--check", "--app", "firefly_example", "--path", str(EXAMPLES))
+    result = invoke("cache", "--check", "--app", DEMO_APP)
     assert result.exit_code == 1
     assert "no manifest at .firefly/scheduled.json" in result.output
 
 
 def test_cache_check_exits_1_when_stale(isolated: Path) -> None:
     path = isolated / "custom.json"
-    stale = [ScheduledDescriptor(target="firefly_example.tasks:heartbeat", fixed_rate=2.0)]
-    ScheduledManifest.compile(stale, path, packages=["firefly_example"])
+    stale = [
+        ScheduledDescriptor(target="firefly_scheduling.demo_app.tasks:heartbeat", fixed_rate=2.0)
+    ]
+    ScheduledManifest.compile(stale, path, packages=[DEMO_APP])
     result = invoke(
         "cache",
         "--check",
         "--manifest",
         str(path),
-        "--path",
-        str(EXAMPLES),
         "--app",
-        "firefly_example",
+        DEMO_APP,
     )
     assert result.exit_code == 1
     assert "is stale" in result.output
-    assert "changed: firefly_example.tasks:heartbeat" in result.output
+    assert "changed: firefly_scheduling.demo_app.tasks:heartbeat" in result.output
     assert "added:" in result.output
 
 
@@ -166,18 +163,16 @@ def test_cache_check_exits_1_when_compiled_from_other_packages(isolated: Path) -
         "--manifest",
         str(path),
         "--app",
-        "firefly_example",
-        "--path",
-        str(EXAMPLES),
+        DEMO_APP,
     )
     assert result.exit_code == 1
-    assert "was compiled from another_app, not firefly_example" in result.output
+    assert "was compiled from another_app, not firefly_scheduling.demo_app" in result.output
 
 
 def test_cache_check_exits_1_for_an_unreadable_manifest(isolated: Path) -> None:
     path = isolated / "custom.json"
     path.write_text('{"format": "firefly-scheduling-manifest", "version": 99, "tasks": []}')
-    result = invoke("cache", "--check", "--manifest", str(path), "--app", "firefly_example")
+    result = invoke("cache", "--check", "--manifest", str(path), "--app", DEMO_APP)
     assert result.exit_code == 1
     assert "unknown version 99" in result.output
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from typing import ClassVar
@@ -10,8 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from firefly_scheduling.fires.claims import CLAIM_PREFIX, FireClaims, claim_name, claim_seconds
+from firefly_scheduling.fires.claims import CLAIM_PREFIX, claim_name, claim_seconds
 from firefly_scheduling.locks import BaseLock, InMemoryLock
+from firefly_scheduling.locks.port_holdings import claiming_lock
 from firefly_scheduling.locks.validation import MAX_LOCK_NAME_LENGTH, validate_lock_name
 
 INSTANT = datetime(2030, 5, 17, 8, 30, 0, tzinfo=UTC)
@@ -75,7 +77,7 @@ class TestClaimSeconds:
 
 
 class FakeSessionLock(BaseLock):
-    """A session-scoped lock in a dict: the TTL is ignored, the hold lasts until released."""
+    """A session-scoped lock in a dict that does not implement fire claims."""
 
     backend_name = "fake-session"
     ttl_honoured = False
@@ -94,61 +96,54 @@ class FakeSessionLock(BaseLock):
         return True
 
 
-class TestFireClaims:
-    def test_a_lease_claim_is_forgotten_locally_and_lives_on_the_server(self) -> None:
+class PortOnlyLock:
+    """A third-party lock with the port alone, in front of the memory backend."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryLock()
+
+    def try_acquire(self, name: str, ttl_seconds: float) -> bool:
+        return self.inner.try_acquire(name, ttl_seconds)
+
+    def release(self, name: str) -> None:
+        self.inner.release(name)
+
+
+class TestClaims:
+    def test_a_lease_claim_is_not_tracked_locally_and_lives_on_the_server(self) -> None:
         name = f"claim-{uuid.uuid4()}"
         lock = InMemoryLock()
-        claims = FireClaims(lock)
-        assert claims.claim(name, 30)
-        assert not lock.is_held(name)  # no local bookkeeping left behind
-        assert claims.held() == 0
+        assert lock.try_claim(name, 30)
+        assert lock.holding(name) is None  # no local bookkeeping left behind
         assert not InMemoryLock().try_acquire(name, 30)  # but every node is blocked
-        assert not claims.claim(name, 30)
+        assert not lock.try_claim(name, 30)
 
-    def test_a_session_claim_is_kept_and_released_once_its_window_passed(self) -> None:
-        now = [100.0]
+    def test_a_lease_claim_ends_with_its_window(self) -> None:
         name = f"claim-{uuid.uuid4()}"
-        lock = FakeSessionLock()
-        claims = FireClaims(lock, monotonic=lambda: now[0])
-        assert claims.claim(name, 65)
-        assert not FakeSessionLock().try_acquire(name, 1)
-        now[0] = 164.9
-        assert claims.release_due() == 0
-        assert lock.is_held(name)
-        now[0] = 165.0
-        assert claims.release_due() == 1
-        assert not lock.is_held(name)
-        assert FakeSessionLock().try_acquire(name, 1)
+        assert InMemoryLock().try_claim(name, 0.05)
+        time.sleep(0.1)
+        assert InMemoryLock().try_claim(name, 30)
 
-    def test_close_releases_every_session_claim(self) -> None:
-        lock = FakeSessionLock()
-        claims = FireClaims(lock, monotonic=lambda: 0.0)
-        taken = [f"claim-{uuid.uuid4()}" for _ in range(3)]
-        for name in taken:
-            assert claims.claim(name, 60)
-        claims.close()
-        assert claims.held() == 0
-        assert not any(name in FakeSessionLock.table for name in taken)
-
-    def test_a_claim_lost_with_its_session_is_forgotten_not_released(
-        self, caplog: pytest.LogCaptureFixture
-    ) -> None:
-        now = [0.0]
+    def test_closing_the_claimer_keeps_its_claims(self) -> None:
         name = f"claim-{uuid.uuid4()}"
-        lock = FakeSessionLock()
-        claims = FireClaims(lock, monotonic=lambda: now[0])
-        assert claims.claim(name, 60)
-        lock._held[name].lost = True  # what SessionLock does when its session dies
-        del FakeSessionLock.table[name]
-        now[0] = 61.0
-        assert claims.release_due() == 1
-        assert not lock.is_lost(name)
-        assert "lost before release" not in caplog.text
+        lock = InMemoryLock()
+        assert lock.try_claim(name, 30)
+        lock.close()
+        assert not InMemoryLock().try_claim(name, 30)
 
-    def test_forget_refuses_a_live_session_hold(self) -> None:
+    def test_a_session_backend_without_claim_rows_refuses_to_claim(self) -> None:
+        with pytest.raises(NotImplementedError, match="fire claims"):
+            FakeSessionLock().try_claim(f"claim-{uuid.uuid4()}", 30)
+
+    def test_a_port_only_lock_claims_with_a_plain_acquisition(self) -> None:
         name = f"claim-{uuid.uuid4()}"
-        lock = FakeSessionLock()
-        assert lock.try_acquire(name, 1)
-        with pytest.raises(NotImplementedError):
-            lock.forget(name)
-        lock.release(name)
+        lock = PortOnlyLock()
+        claims = claiming_lock(lock)
+        assert claims is not lock
+        assert claims.try_claim(name, 30)
+        assert not claims.try_claim(name, 30)
+        assert not InMemoryLock().try_acquire(name, 30)
+
+    def test_claim_seconds_are_validated(self) -> None:
+        with pytest.raises(ValueError, match="claim seconds"):
+            InMemoryLock().try_claim("claim", 0)

@@ -14,8 +14,8 @@ import pytest
 from firefly_scheduling import FireContext, current_fire
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.execution import FireRunner
-from firefly_scheduling.fires.keepalive import KeepAlive, supports_renewal
-from firefly_scheduling.locks import BaseLock, InMemoryLock
+from firefly_scheduling.fires.keepalive import KeepAlive, Renewer
+from firefly_scheduling.locks import BaseLock, InMemoryLock, capabilities_of
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -74,12 +74,13 @@ class TestKeepAlive:
     def test_it_keeps_a_short_lease_held_while_running(self) -> None:
         name = f"keepalive-{uuid.uuid4()}"
         lock = InMemoryLock()
-        assert lock.try_acquire(name, 0.2)
-        with KeepAlive(lock, name, 0.2) as keepalive:
+        holding = lock.acquire(name, 0.2)
+        assert holding is not None
+        with KeepAlive(lock, holding, 0.2) as keepalive:
             time.sleep(0.6)
             assert not InMemoryLock().try_acquire(name, 1)
         assert not keepalive.lost.is_set()
-        lock.release(name)
+        lock.release_holding(holding)
 
     def test_without_it_the_lease_lapses(self) -> None:
         """The control case: the test above would pass for nothing if leases never lapsed."""
@@ -91,17 +92,55 @@ class TestKeepAlive:
     def test_a_renewal_of_a_lease_taken_over_marks_it_lost(self) -> None:
         name = f"keepalive-{uuid.uuid4()}"
         lock = InMemoryLock()
-        assert lock.try_acquire(name, 0.1)
-        keepalive = KeepAlive(lock, name, 0.1, interval=0.3).start()
+        holding = lock.acquire(name, 0.1)
+        assert holding is not None
+        keepalive = KeepAlive(lock, holding, 0.1, interval=0.3).start()
         time.sleep(0.15)
         assert InMemoryLock().try_acquire(name, 30)  # lapsed and taken by another node
         assert keepalive.lost.wait(5)
         keepalive.stop()
-        assert lock.is_lost(name)
+        assert holding.lost
+
+    def test_a_lapsed_holdings_keep_alive_never_renews_a_newer_holding_of_its_name(self) -> None:
+        """Issue 8.1: the keep-alive acted on the name, so it renewed the newer holding."""
+        name = f"keepalive-{uuid.uuid4()}"
+        lock = InMemoryLock()
+        first = lock.acquire(name, 0.1)
+        assert first is not None
+        keepalive = KeepAlive(lock, first, 0.1, interval=0.3).start()
+        time.sleep(0.15)
+        second = lock.acquire(name, 0.5)  # the same instance takes the lapsed name again
+        assert second is not None
+        assert keepalive.lost.wait(5), "the lapsed holding must learn that it is lost"
+        keepalive.stop()
+        assert not second.lost
+        time.sleep(0.6)  # the newer holding was never extended by the older keep-alive
+        assert InMemoryLock().try_acquire(name, 1)
+
+    def test_one_thread_renews_every_keep_alive(self) -> None:
+        lock = InMemoryLock()
+        renewer = Renewer()
+        keepalives = []
+        for _ in range(20):
+            holding = lock.acquire(f"keepalive-{uuid.uuid4()}", 0.3)
+            assert holding is not None
+            keepalives.append(KeepAlive(lock, holding, 0.3, renewer=renewer).start())
+        before = threading.active_count()
+        time.sleep(0.7)
+        assert renewer.watched() == 20
+        assert threading.active_count() == before
+        for keepalive in keepalives:
+            keepalive.stop()
+            assert not keepalive.lost.is_set()
+            assert not InMemoryLock().try_acquire(keepalive.holding.name, 1)
+            lock.release_holding(keepalive.holding)
+        assert renewer.watched() == 0
 
     def test_the_interval_must_be_positive(self) -> None:
+        holding = InMemoryLock().acquire(f"keepalive-{uuid.uuid4()}", 1)
+        assert holding is not None
         with pytest.raises(ValueError):
-            KeepAlive(InMemoryLock(), "x", 1, interval=0)
+            KeepAlive(InMemoryLock(), holding, 1, interval=0)
 
     def test_a_backend_without_renewal_gets_no_keep_alive(self) -> None:
         class NoRenew(BaseLock):
@@ -111,8 +150,8 @@ class TestKeepAlive:
             def _release(self, name: str, owner: str) -> bool:
                 return True
 
-        assert supports_renewal(InMemoryLock())
-        assert not supports_renewal(NoRenew())
+        assert capabilities_of(InMemoryLock()).renewable
+        assert not capabilities_of(NoRenew()).renewable
         ran: list[str] = []
 
         def body() -> None:

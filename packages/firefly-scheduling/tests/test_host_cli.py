@@ -56,7 +56,6 @@ def test_a_disabled_initial_delay_gate_refuses_a_delayed_task(
     runner: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FIREFLY_SCHEDULING_INITIAL_DELAY_ENABLED", "false")
-    examples = str(Path(__file__).resolve().parents[3] / "examples")
-    result = runner.invoke(main, ["tick", "--path", examples, "--app", "firefly_example"])
+    result = runner.invoke(main, ["tick", "--app", "firefly_scheduling.demo_app"])
     assert result.exit_code == 2
-    assert "firefly_example.tasks:warm_cache" in result.output
+    assert "firefly_scheduling.demo_app.tasks:warm_cache" in result.output

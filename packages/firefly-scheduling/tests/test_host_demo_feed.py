@@ -1,4 +1,4 @@
-"""The demo's live feed and summary, from fire-log records (no node processes here)."""
+"""The demo's live feed, summary and race clock, from fire-log records (no node processes here)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ import io
 
 from rich.console import Console
 
-from firefly_scheduling.cli.demo import FireFeed, TaskTally, print_summary, verdict_of
+from firefly_scheduling.cli.demo import RaceClock
+from firefly_scheduling.cli.demo_report import FireFeed, TaskTally, print_summary, verdict_of
 from firefly_scheduling.hosts.fire_log import FireRecord
 
-HEARTBEAT = "firefly_example.tasks:heartbeat"
-TIDY = "firefly_example.tasks:tidy_up"
+HEARTBEAT = "firefly_scheduling.demo_app.tasks:heartbeat"
+TIDY = "firefly_scheduling.demo_app.tasks:tidy_up"
 
 
 def record(
@@ -95,7 +96,67 @@ def test_the_summary_counts_runs_duplicates_and_why_the_others_did_not_run() -> 
     assert heartbeat.not_run == {"claimed elsewhere": 1, "overlapping": 1}
     out, sink = console()
     print_summary(out, {HEARTBEAT: heartbeat, TIDY: tidy})
-    rows = [line for line in sink.getvalue().splitlines() if "firefly_example" in line]
+    rows = [line for line in sink.getvalue().splitlines() if "demo_app.tasks" in line]
     assert "claimed elsewhere: 1, overlapping: 1" in rows[0]
     assert [cell.strip() for cell in rows[0].split("│")[2:6]] == ["yes", "3", "3", "1"]
     assert [cell.strip() for cell in rows[1].split("│")[2:6]] == ["no", "1", "2", "-"]
+
+
+def test_the_summary_never_truncates_or_splits_a_target_on_a_narrow_console() -> None:
+    tally = TaskTally()
+    for node in ("node-1", "node-2", "node-3"):
+        tally.add(record(node, "succeeded", second=int(node[-1])))
+        tally.add(record(node, "claimed_elsewhere", second=int(node[-1]) + 3))
+    sink = io.StringIO()
+    print_summary(Console(file=sink, width=90, color_system=None), {HEARTBEAT: tally})
+    assert HEARTBEAT in sink.getvalue(), sink.getvalue()
+
+
+def test_the_summary_names_targets_relative_to_the_app_it_states() -> None:
+    tally = TaskTally()
+    tally.add(record("node-1", "succeeded"))
+    sink = io.StringIO()
+    print_summary(
+        Console(file=sink, width=80, color_system=None),
+        {HEARTBEAT: tally},
+        app="firefly_scheduling.demo_app",
+    )
+    lines = sink.getvalue().splitlines()
+    assert lines[0].strip() == "per task of firefly_scheduling.demo_app"
+    assert any(line.startswith("│ tasks:heartbeat │ yes ") for line in lines), lines
+
+
+def test_a_complete_fire_does_not_push_out_a_waiting_one_of_the_same_instant() -> None:
+    """warm_cache and heartbeat share every tenth second; one must not split the other."""
+    out, sink = console()
+    feed = FireFeed(out, nodes=3)
+    warm_cache = "firefly_scheduling.demo_app.tasks:warm_cache"
+    feed.add([record(node, "held_back", target=warm_cache) for node in ("node-1", "node-2")])
+    feed.add([record("node-1", "claimed_elsewhere"), record("node-3", "claimed_elsewhere")])
+    feed.add([record("node-3", "held_back", target=warm_cache)])
+    feed.flush()
+    assert [line.split()[1] for line in sink.getvalue().splitlines()] == ["warm_cache"]
+    feed.add([record("node-2", "succeeded")])
+    feed.flush()
+    heartbeat = sink.getvalue().splitlines()[1]
+    assert heartbeat.endswith("node-2 succeeded · node-1, node-3 claimed elsewhere"), heartbeat
+
+
+def test_the_race_clock_starts_at_the_first_report_or_after_the_boot_allowance() -> None:
+    now = [100.0]
+    clock = RaceClock(5.0, boot_allowance=30.0, clock=lambda: now[0])
+    now[0] = 120.0  # still booting: nothing reported, the allowance not spent
+    assert not clock.over(reported=False)
+    assert not clock.over(reported=True)  # the first report: 5 s from here
+    now[0] = 124.9
+    assert not clock.over(reported=True)
+    now[0] = 125.0
+    assert clock.over(reported=True)
+
+    silent = RaceClock(5.0, boot_allowance=30.0, clock=lambda: now[0])  # at 125.0
+    now[0] = 154.9
+    assert not silent.over(reported=False)
+    now[0] = 155.0  # the allowance is spent: the race starts without a report
+    assert not silent.over(reported=False)
+    now[0] = 160.0
+    assert silent.over(reported=False)

@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from firefly_scheduling_database.lease_lock import DatabaseLeaseLock
+from firefly_scheduling_database.version import __version__
 
-__all__ = ["DatabaseLeaseLock"]
+__all__ = ["DatabaseLeaseLock", "__version__"]

@@ -51,7 +51,7 @@ def describe_url(url: str | URL) -> tuple[str, tuple[str, ...]]:
     secrets = url_secrets(text)
     try:
         password = url.password if isinstance(url, URL) else make_url(text).password
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # a malformed URL: lock_engine refuses it, redacted
         password = None
     if password:  # also in its decoded form, which is what a driver would echo
         secrets = (*secrets, str(password))
@@ -67,12 +67,7 @@ def lock_engine(url: str | URL, *, reset_on_return: bool = True) -> Engine:
     """
     text = plain_url(url).strip()
     parse_lock_url(text, provider="database", schemes=DRIVERS)
-    try:
-        parsed = make_url(text)
-    except ArgumentError as err:
-        raise ConfigurationError(
-            f"the database lock provider got a malformed URL {redact_url(text)!r}"
-        ) from err
+    parsed = _sqlalchemy_url(text)
     parsed = parsed.set(drivername=DRIVERS[parsed.drivername.lower()])
     backend = parsed.get_backend_name()
     if backend == "sqlite":
@@ -86,6 +81,19 @@ def lock_engine(url: str | URL, *, reset_on_return: bool = True) -> Engine:
         connect_args=connect_args,
         pool_recycle=POOL_RECYCLE_SECONDS,
         pool_reset_on_return="rollback" if reset_on_return else None,
+    )
+
+
+def _sqlalchemy_url(text: str) -> URL:
+    """SQLAlchemy's reading of `text`, already checked by `parse_lock_url`."""
+    try:
+        return make_url(text)
+    except (ArgumentError, ValueError):
+        pass
+    # Raised outside the handler: SQLAlchemy's message quotes the whole URL, password
+    # included, and would ride along as __context__.
+    raise ConfigurationError(
+        f"the database lock provider got a URL SQLAlchemy cannot read: {redact_url(text)}"
     )
 
 
@@ -128,5 +136,11 @@ def _mysql_arguments(url: URL) -> dict[str, Any]:
     # SQLAlchemy always adds CLIENT_FOUND_ROWS (2), which makes an unchanged upsert
     # report 1 like an insert; these values replace the flags it would pass.
     given = url.query.get("client_flag", "0")
-    arguments["client_flag"] = int(given if isinstance(given, str) else given[0]) & ~2
+    flags = given if isinstance(given, str) else given[0]
+    if not (flags.isascii() and flags.isdigit()):
+        raise ConfigurationError(
+            f"the database lock provider cannot use {redact_url(plain_url(url))}: client_flag "
+            f"must be a whole number, got {flags!r}"
+        )
+    arguments["client_flag"] = int(flags) & ~2
     return arguments

@@ -74,6 +74,7 @@ class DatabaseLeaseLock(BaseLock):
     session_scoped = False
     cross_process = True
     supports_fencing = True
+    renewable = True
     driver_errors = (SQLAlchemyError, OSError)
 
     def __init__(

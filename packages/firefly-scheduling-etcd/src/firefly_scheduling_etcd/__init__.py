@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from firefly_scheduling_etcd.lease_lock import EtcdLock
+from firefly_scheduling_etcd.version import __version__
 
-__all__ = ["EtcdLock"]
+__all__ = ["EtcdLock", "__version__"]

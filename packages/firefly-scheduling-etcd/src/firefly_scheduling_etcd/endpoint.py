@@ -88,9 +88,10 @@ def parse_endpoint(url: str) -> Endpoint:
     if not host:
         raise ConfigurationError(f"the etcd lock provider needs a host in the URL ({shown})")
     if parts.path not in ("", "/"):
+        # The path is not quoted: in a malformed URL it may hold part of a password.
         raise ConfigurationError(
-            f"the etcd lock provider got a path {parts.path!r} in the URL ({shown}); an etcd "
-            "URL names a member only (etcd://host:port), the /v3/ gateway path is added"
+            f"the etcd lock provider got a path in the URL ({shown}); an etcd URL names a "
+            "member only (etcd://host:port), the /v3/ gateway path is added"
         )
     options = _options(parts.query, shown)
     tls = parts.scheme.lower() == "etcds"

@@ -46,6 +46,7 @@ class EtcdLock(BaseLock):
     ttl_honoured: ClassVar[bool] = True
     session_scoped: ClassVar[bool] = False
     supports_fencing: ClassVar[bool] = True
+    renewable: ClassVar[bool] = True
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (
         httpx.HTTPError,
         EtcdServerError,

@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from firefly_scheduling_memcached.lease_lock import MemcachedLock
+from firefly_scheduling_memcached.version import __version__
 
-__all__ = ["MemcachedLock"]
+__all__ = ["MemcachedLock", "__version__"]

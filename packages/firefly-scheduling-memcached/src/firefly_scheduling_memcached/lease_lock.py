@@ -99,6 +99,7 @@ class MemcachedLock(BaseLock):
     ttl_honoured: ClassVar[bool] = True
     session_scoped: ClassVar[bool] = False
     supports_fencing: ClassVar[bool] = True
+    renewable: ClassVar[bool] = True
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (MemcacheError, OSError)
 
     def __init__(self, url: str) -> None:

@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from firefly_scheduling_mysql.named_lock import MySqlNamedLock
+from firefly_scheduling_mysql.version import __version__
 
-__all__ = ["MySqlNamedLock"]
+__all__ = ["MySqlNamedLock", "__version__"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import re
 from typing import Any, ClassVar, Final, TypeAlias
 from urllib.parse import unquote, urlsplit
@@ -90,6 +91,23 @@ _GET_LOCK_AND_FENCE: Final = (
     " ON DUPLICATE KEY UPDATE value = LAST_INSERT_ID(value + 1)"
 )
 _LAST_FENCE: Final = "SELECT LAST_INSERT_ID()"
+
+#: Fire claims: one row per claimed fire (by server name), expiring by the server's UTC
+#: clock (UTC_TIMESTAMP, so no session time zone can shift it), created on first use.
+CLAIM_TABLE: Final = "firefly_scheduling_claims"
+_CREATE_CLAIMS: Final = (
+    f"CREATE TABLE IF NOT EXISTS {CLAIM_TABLE}"
+    " (name VARBINARY(64) NOT NULL PRIMARY KEY, expires_at DATETIME(6) NOT NULL) ENGINE=InnoDB"
+)
+# One statement. Affected rows: 1 inserted, 2 an expired row taken over, 0 a live row
+# left alone (PyMySQL does not set CLIENT_FOUND_ROWS, which would count it as 1).
+_CLAIM: Final = (
+    f"INSERT INTO {CLAIM_TABLE} (name, expires_at)"  # noqa: S608 - constant
+    " VALUES (%(name)s, UTC_TIMESTAMP(6) + INTERVAL %(micros)s MICROSECOND)"
+    " ON DUPLICATE KEY UPDATE expires_at = IF(expires_at <= UTC_TIMESTAMP(6),"
+    " UTC_TIMESTAMP(6) + INTERVAL %(micros)s MICROSECOND, expires_at)"
+)
+_SWEEP_CLAIMS: Final = f"DELETE FROM {CLAIM_TABLE} WHERE expires_at <= UTC_TIMESTAMP(6) LIMIT 10000"  # noqa: S608
 _PROTOCOL_VERSION: Final = 10  # every MySQL and MariaDB since 3.21
 _VERSION: Final = re.compile(r"(\d+)\.(\d+)")
 
@@ -192,15 +210,25 @@ class MySqlNamedLock(SessionLock[Connection]):
             raise pymysql.err.InterfaceError("the fence counter changed no row")
         return token
 
-    def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
+    def _server_acquire_fenced(self, connection: Connection, name: str) -> int | None:
         """GET_LOCK and the counter increment in one statement: one round trip."""
         parameters = {"name": _server_name(name)}
-        with self._connection_mutex:
-            return self._use(
-                lambda connection: self._fence_statement(
-                    connection, _GET_LOCK_AND_FENCE, parameters
-                )
-            )
+        return self._fence_statement(connection, _GET_LOCK_AND_FENCE, parameters)
+
+    def _server_claim(self, connection: Connection, name: str, seconds: float) -> bool:
+        parameters = {"name": _server_name(name), "micros": math.ceil(seconds * 1_000_000)}
+        with connection.cursor() as cursor:
+            _execute_creating(cursor, _CREATE_CLAIMS, _CLAIM, parameters)
+            return cursor.rowcount in (1, 2)
+
+    def _server_sweep_claims(self, connection: Connection) -> int:
+        with connection.cursor() as cursor:
+            _execute_creating(cursor, _CREATE_CLAIMS, _SWEEP_CLAIMS, None)
+            return max(cursor.rowcount, 0)
+
+    def _alive(self, connection: Connection) -> bool:
+        # PyMySQL closes its socket on a lost connection, never on a statement's error.
+        return bool(connection.open)
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -214,15 +242,11 @@ class MySqlNamedLock(SessionLock[Connection]):
         """
         with connection.cursor() as cursor:
             try:
-                cursor.execute(statement, parameters)
+                _execute_creating(cursor, _CREATE_FENCES, statement, parameters)
             except pymysql.MySQLError as err:
-                code = err.args[0] if err.args else None
-                if code in _UNSUPPORTED_ERRORS:
+                if err.args and err.args[0] in _UNSUPPORTED_ERRORS:
                     raise self._not_mysql(f"GET_LOCK failed ({self._describe(err)})") from err
-                if code != ER.NO_SUCH_TABLE:
-                    raise
-                cursor.execute(_CREATE_FENCES)  # idempotent: racing nodes are harmless
-                cursor.execute(statement, parameters)
+                raise
             if cursor.rowcount < 1:
                 return None
             if cursor.lastrowid > 0:
@@ -269,6 +293,22 @@ def unsupported_version(version: str) -> str | None:
     if (int(match[1]), int(match[2])) < MINIMUM_VERSION:
         return f"version {version} holds at most one named lock per session"
     return None
+
+
+def _execute_creating(cursor: Cursor, create: str, statement: str, parameters: object) -> None:
+    """Run `statement`; when its table is missing, create it (`create`) and run it again.
+
+    A missing table is reported when the statement opens its tables, before it runs
+    anything (GET_LOCK included), so running it again is safe; racing creators are
+    harmless (`IF NOT EXISTS`).
+    """
+    try:
+        cursor.execute(statement, parameters)
+    except pymysql.MySQLError as err:
+        if not err.args or err.args[0] != ER.NO_SUCH_TABLE:
+            raise
+        cursor.execute(create)
+        cursor.execute(statement, parameters)
 
 
 def _greeted(connection: Connection) -> bool:

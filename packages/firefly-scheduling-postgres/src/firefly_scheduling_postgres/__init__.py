@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from firefly_scheduling_postgres.advisory_lock import PgAdvisoryLock
+from firefly_scheduling_postgres.version import __version__
 
-__all__ = ["PgAdvisoryLock"]
+__all__ = ["PgAdvisoryLock", "__version__"]

@@ -22,38 +22,24 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+from collections.abc import Callable
 from typing import Any, ClassVar, Final
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.connection_url import parse_lock_url
-from firefly_scheduling.locks.redaction import redact_url, scrub, url_secrets
 from firefly_scheduling.locks.session import SessionLock
+from firefly_scheduling_postgres.connection_string import PostgresConnection
 
 #: The session handle: a cursor kept open on the dedicated connection. Reusing one cursor
 #: instead of `connection.execute()` (a new cursor per statement) saves about a fifth of
 #: the client's CPU per round trip.
 Session = psycopg.Cursor[tuple[Any, ...]]
 
-URL_SCHEMES: Final = ("postgresql", "postgres")
-
-#: libpq parameters applied only where the URL does not set them. The TCP settings make a
-#: statement to a vanished host fail within seconds instead of TCP's ~15 minutes.
-CLIENT_DEFAULTS: Final[dict[str, str]] = {
-    "connect_timeout": "5",
-    "application_name": "firefly-scheduling",
-    "keepalives": "1",
-    "keepalives_idle": "30",
-    "keepalives_interval": "10",
-    "keepalives_count": "3",
-    "tcp_user_timeout": "10000",
-}
-
 #: Counters behind fencing tokens: one row per lock name, created on first fenced use.
 FENCE_TABLE: Final = "firefly_scheduling_fences"
+#: Fire claims: one row per claimed fire, expiring by the server's clock, created on first use.
+CLAIM_TABLE: Final = "firefly_scheduling_claims"
 
 # Run once per new session. A statement_timeout already set by the role, the database or
 # the URL's `options` is kept; only an unbounded one is bounded. The server-side TCP
@@ -97,11 +83,28 @@ _TRY_LOCK_AND_FENCE: Final = (
 )
 
 
+_CREATE_CLAIMS: Final = (
+    f"CREATE TABLE IF NOT EXISTS {CLAIM_TABLE}"
+    ' (name text COLLATE "C" PRIMARY KEY, expires_at timestamptz NOT NULL)'
+)
+# One statement: a new row, or an expired row taken over; RETURNING yields a row only
+# then. `now()` is the server's clock (the statement's transaction start, in autocommit).
+_CLAIM: Final = (
+    f"INSERT INTO {CLAIM_TABLE} AS claim (name, expires_at)"  # noqa: S608 - constant
+    " VALUES (%(name)s, now() + make_interval(secs => %(seconds)s))"
+    " ON CONFLICT (name) DO UPDATE SET expires_at = EXCLUDED.expires_at"
+    " WHERE claim.expires_at <= now() RETURNING 1"
+)
+_SWEEP_CLAIMS: Final = f"DELETE FROM {CLAIM_TABLE} WHERE expires_at <= now()"  # noqa: S608
+
+
 class PgAdvisoryLock(SessionLock[Session]):
     """A PostgreSQL advisory lock per name, held by this instance's own session.
 
-    `url` is a libpq URL (`postgresql://` or `postgres://`); any other kind is a
-    `ConfigurationError` here, before anything connects. The connection opens on first
+    `url` is a libpq URL (`postgresql://` or `postgres://`) or a libpq key=value
+    string (`host=db dbname=app user=app password=secret`); anything else, or a string
+    libpq cannot read, is a `ConfigurationError` here, before anything connects, and
+    shows no credential (see `connection_string`). The connection opens on first
     use and is reused; if it dies, the call raises `LockBackendError`, every lock it
     held is reported lost, and the next call reconnects. Not re-entrant, although the
     server lock is: the second `try_acquire` of a held name is refused before any
@@ -113,11 +116,9 @@ class PgAdvisoryLock(SessionLock[Session]):
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (psycopg.Error, OSError)
 
     def __init__(self, url: str) -> None:
-        scheme = parse_lock_url(url, provider="postgres", schemes=URL_SCHEMES).scheme
-        # libpq only knows the lower-case URI designators.
-        url = scheme + url.strip()[len(scheme) :]
-        super().__init__(target=redact_url(url), secrets=url_secrets(url))
-        self._conninfo = connection_info(url)
+        connection = PostgresConnection.parse(url)
+        super().__init__(target=connection.shown, secrets=connection.secrets)
+        self._conninfo = connection.conninfo
 
     @staticmethod
     def key(name: str) -> int:
@@ -162,36 +163,51 @@ class PgAdvisoryLock(SessionLock[Session]):
             raise psycopg.InterfaceError("the fence counter returned no row")
         return token
 
-    def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
+    def _server_acquire_fenced(self, session: Session, name: str) -> int | None:
         params = {"key": self.key(name), "name": name}
-        with self._connection_mutex:
-            return self._use(
-                lambda session: self._fence_statement(session, _TRY_LOCK_AND_FENCE, params)
-            )
+        return self._fence_statement(session, _TRY_LOCK_AND_FENCE, params)
+
+    def _server_claim(self, session: Session, name: str, seconds: float) -> bool:
+        params = {"name": name, "seconds": seconds}
+        rows = _creating(session, _CREATE_CLAIMS, lambda: session.execute(_CLAIM, params))
+        return rows.fetchone() is not None
+
+    def _server_sweep_claims(self, session: Session) -> int:
+        rows = _creating(session, _CREATE_CLAIMS, lambda: session.execute(_SWEEP_CLAIMS))
+        return max(rows.rowcount, 0)
+
+    def _alive(self, session: Session) -> bool:
+        connection = session.connection
+        return not (connection.closed or connection.broken)
 
     # -- helpers ----------------------------------------------------------------------
 
     def _fence_statement(
         self, session: Session, query: str, params: tuple[Any, ...] | dict[str, Any]
     ) -> int | None:
-        """Run a statement returning a fence value (or no row), creating the table first time.
-
-        A missing table is reported while the statement is analysed, before anything
-        runs, so no advisory lock was taken and running it again is safe.
-        """
-        try:
-            row = session.execute(query, params).fetchone()
-        except pg_errors.UndefinedTable:
-            # Two sessions may race to create it; the loser's error means it now exists.
-            # Which error the loser gets depends on where the catalogs collide: the
-            # table (DuplicateTable), its row type (DuplicateObject) or a catalog index
-            # (UniqueViolation).
-            with contextlib.suppress(
-                pg_errors.DuplicateTable, pg_errors.DuplicateObject, pg_errors.UniqueViolation
-            ):
-                session.execute(_CREATE_FENCES)
-            row = session.execute(query, params).fetchone()
+        """Run a statement returning a fence value (or no row), creating the table first time."""
+        row = _creating(session, _CREATE_FENCES, lambda: session.execute(query, params)).fetchone()
         return None if row is None else int(row[0])
+
+
+def _creating(session: Session, create: str, statement: Callable[[], Session]) -> Session:
+    """Run `statement`; when its table is missing, create it (`create`) and run it again.
+
+    A missing table is reported while the statement is analysed, before anything
+    runs, so no advisory lock was taken and running it again is safe.
+    """
+    try:
+        return statement()
+    except pg_errors.UndefinedTable:
+        # Two sessions may race to create it; the loser's error means it now exists.
+        # Which error the loser gets depends on where the catalogs collide: the table
+        # (DuplicateTable), its row type (DuplicateObject) or a catalog index
+        # (UniqueViolation).
+        with contextlib.suppress(
+            pg_errors.DuplicateTable, pg_errors.DuplicateObject, pg_errors.UniqueViolation
+        ):
+            session.execute(create)
+        return statement()
 
 
 @functools.lru_cache(maxsize=1024)
@@ -202,23 +218,6 @@ def _advisory_key(name: str) -> int:
     except UnicodeEncodeError as err:
         raise ValueError(f"lock name {name!r} cannot be encoded as UTF-8: {err}") from None
     return int(hashlib.sha256(encoded).hexdigest()[:15], 16) - 2**59
-
-
-def connection_info(url: str) -> str:
-    """The libpq connection string for `url`, with `CLIENT_DEFAULTS` where it sets nothing.
-
-    A URL libpq cannot parse is a `ConfigurationError`, redacted.
-    """
-    try:
-        given = conninfo_to_dict(url)
-    except psycopg.ProgrammingError as err:
-        # `from None`: libpq's message may quote the URL, password included.
-        raise ConfigurationError(
-            f"the postgres lock provider got an invalid URL {redact_url(url)}: "
-            f"{scrub(str(err), url_secrets(url))}"
-        ) from None
-    defaults = {key: value for key, value in CLIENT_DEFAULTS.items() if key not in given}
-    return make_conninfo(url, **defaults)
 
 
 def _scalar(cursor: Session) -> Any:

@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from firefly_scheduling_redis.lease_lock import RedisLock
+from firefly_scheduling_redis.version import __version__
 
-__all__ = ["RedisLock"]
+__all__ = ["RedisLock", "__version__"]

@@ -94,6 +94,7 @@ class RedisLock(BaseLock):
     ttl_honoured: ClassVar[bool] = True
     session_scoped: ClassVar[bool] = False
     supports_fencing: ClassVar[bool] = True
+    renewable: ClassVar[bool] = True
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (RedisError, OSError)
 
     #: KEYS[1] lock key; ARGV[1] owner token.
@@ -209,10 +210,11 @@ def _client_from_url(url: str) -> redis.Redis:
         return redis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), **CLIENT_DEFAULTS)
     except ValueError as err:
         # redis-py refuses bad query values here; its message may quote the URL.
-        raise ConfigurationError(
-            f"the redis lock provider got an invalid URL {redact_url(url)}: "
-            f"{scrub(str(err), url_secrets(url))}"
-        ) from None
+        problem = scrub(str(err), url_secrets(url))
+    # Raised outside the handler, so redis-py's error is not kept as __context__.
+    raise ConfigurationError(
+        f"the redis lock provider got an invalid URL {redact_url(url)}: {problem}"
+    )
 
 
 def _checked_client(client: object) -> redis.Redis:

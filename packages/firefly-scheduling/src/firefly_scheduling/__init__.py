@@ -20,6 +20,7 @@ from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling.manifest import ScheduledManifest
 from firefly_scheduling.scanner import scan
 from firefly_scheduling.settings import Settings
+from firefly_scheduling.version import __version__
 
 __all__ = [
     "BaseLock",
@@ -36,6 +37,7 @@ __all__ = [
     "ScheduledDescriptor",
     "ScheduledManifest",
     "Settings",
+    "__version__",
     "current_fire",
     "hold",
     "parse_duration",

@@ -134,6 +134,34 @@ class CronSchedule:
                     best = fire
         raise RuntimeError(f"cron {self.expression!r} found no fire after {after.isoformat()}")
 
+    def latest_at_or_before(self, instant: datetime) -> datetime:
+        """The last fire at or before `instant`, as an aware UTC datetime, however far back.
+
+        croniter walks the zone's wall clock backwards (`get_prev`) to the latest
+        matching wall-clock time that fired (by the DST rules) at or before `instant`.
+        Around a change of offset the wall clock and real time disagree on the order
+        of two fires, so `next_after` then steps forward over any later fire up to
+        `instant`. Cost: one backward step per matching wall-clock time examined,
+        whatever the distance (a weekly, monthly or leap-day fire alike).
+        """
+        now = as_utc(instant)
+        local = now.astimezone(self.zone).replace(tzinfo=None, second=0, microsecond=0)
+        # get_prev returns times strictly before its start. Near a change of offset a
+        # wall-clock time up to the size of the change after `local` may already have
+        # fired (clocks went back), so the walk starts that much later.
+        candidates = croniter(self.fields, local + _MINUTE + self._offset_change_near(now))
+        for _ in range(_MAX_CANDIDATES):
+            fired = [
+                fire for fire in self._instants_of(candidates.get_prev(datetime)) if fire <= now
+            ]
+            if fired:
+                latest = max(fired)
+                following = self.next_after(latest)
+                while following <= now:
+                    latest, following = following, self.next_after(following)
+                return latest
+        raise RuntimeError(f"cron {self.expression!r} found no fire before {now.isoformat()}")
+
     def matches(self, minute: datetime) -> bool:
         """Whether the task fires at the UTC minute containing `minute`."""
         start = as_utc(minute).replace(second=0, microsecond=0)

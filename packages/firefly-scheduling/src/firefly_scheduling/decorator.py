@@ -41,11 +41,12 @@ def scheduled(
 
     Exactly one trigger: `cron` (5-field crontab, evaluated in `zone`, UTC by
     default), `fixed_rate` (between starts) or `fixed_delay` (from the end of one
-    run to the start of the next). Durations are text (`30s`, `PT5M`), numbers of
-    seconds or `timedelta`s. `initial_delay` holds the task back after it is first
-    seen. `lock=True` guards every run with a lock named after the task target;
-    a string is an explicit (shared) lock name; `None`/`False` runs unlocked.
-    `lock_ttl` (default 30 s) only applies to a locked task.
+    run to the start of the next). Durations are text (`30s`, `1h30m`, `PT5M`),
+    numbers of seconds or `timedelta`s, from 1 ms to 366 days. `initial_delay` holds
+    the task back after it is first seen. `lock=True` guards every run with a lock
+    named after the task target; a string is an explicit (shared) lock name, outside
+    the reserved `firefly:` namespace; `None`/`False` runs unlocked. `lock_ttl`
+    (default 30 s) only applies to a locked task.
     """
     given = [
         name

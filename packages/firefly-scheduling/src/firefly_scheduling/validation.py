@@ -2,8 +2,9 @@
 
 `validate_descriptor` runs when the decorator runs, and `validate_descriptors`
 when `scan` emits descriptors and when `ScheduledManifest.load` reads them, so a
-bad cron, zone, duration or lock name stops the boot with a message naming the
-task target and the value, instead of failing on the fifth tick. This module is
+bad cron, zone, duration (outside 1 ms to 366 days, see `durations`) or lock name
+(invalid, or in the reserved `firefly:` namespace) stops the boot with a message
+naming the task target and the value, instead of failing on the fifth tick. This module is
 the single definition of what a valid `ScheduledDescriptor` is, whoever built it.
 
 Loading a manifest of thousands of tasks must stay fast, yet such a manifest
@@ -22,7 +23,7 @@ from firefly_scheduling.cron import CronSchedule
 from firefly_scheduling.descriptor import DEFAULT_LOCK_TTL_SECONDS, ScheduledDescriptor
 from firefly_scheduling.durations import parse_duration
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.validation import validate_lock_name
+from firefly_scheduling.locks.validation import RESERVED_LOCK_PREFIX, validate_lock_name
 
 TRIGGERS = ("cron", "fixed_rate", "fixed_delay")
 DURATION_FIELDS = ("fixed_rate", "fixed_delay", "initial_delay", "lock_ttl")
@@ -169,6 +170,14 @@ def _check_lock_name(name: object, target: str) -> None:
         validate_lock_name(name)
     except (TypeError, ValueError) as err:
         raise ConfigurationError(f"{target}: {err}") from err
+    if isinstance(name, str) and name.startswith(RESERVED_LOCK_PREFIX):
+        named_after_target = " (lock=True names the lock after the task target)"
+        raise ConfigurationError(
+            f"{target}: lock name {name!r} is in the reserved {RESERVED_LOCK_PREFIX!r} "
+            "namespace, which holds firefly's own locks such as fire claims"
+            f"{named_after_target if name == target else ''}; pass a lock= name that does "
+            f"not start with {RESERVED_LOCK_PREFIX!r}"
+        )
 
 
 def _dotted_identifiers(text: str) -> bool:

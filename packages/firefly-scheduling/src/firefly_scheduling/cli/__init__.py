@@ -19,11 +19,13 @@ from firefly_scheduling.cli.run import run
 from firefly_scheduling.cli.runs import runs
 from firefly_scheduling.cli.schedule import schedule
 from firefly_scheduling.cli.tick import tick
+from firefly_scheduling.cli.versions import version_option
 
 CLI_COMMANDS_GROUP = "firefly_scheduling.cli_commands"
 
 
 @click.group(cls=FireflyGroup, plugin_group=CLI_COMMANDS_GROUP)
+@version_option
 def main() -> None:
     """Run scheduled tasks on at most one node of a fleet."""
 

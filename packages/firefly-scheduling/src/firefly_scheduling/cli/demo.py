@@ -1,18 +1,22 @@
-"""`firefly-scheduling demo`: several local nodes racing for the example app's tasks.
+"""`firefly-scheduling demo`: several local nodes racing for the demo app's tasks.
 
-It needs no server. The nodes are real OS processes, each running the resident
-host (`firefly-scheduling run`) on the example app, sharing an embedded SQLite file
-through the `database` lock provider (so `firefly-scheduling[database]` must be
-installed); the lock, run-history and anchor tables are created first. Each node
+It needs no server and no checkout: the app it runs by default,
+`firefly_scheduling.demo_app`, ships in the package. The nodes are real OS
+processes, each running the resident host (`firefly-scheduling run`) on that app,
+sharing an embedded SQLite file through the `database` lock provider (so
+`firefly-scheduling[database]` must be installed: without it the demo says so and
+exits 2); the lock, run-history and anchor tables are created first. Each node
 appends every fire it handled to a shared fire log. The demo follows it and prints
 one line per fire once every node has reported on it (or a moment later): which
 node ran it, and each other node's verdict in the fire runner's words (claimed
-elsewhere, too late, overlapping, held back...). When the time is up it stops the
-nodes with SIGTERM and prints per task the fires, the runs, the duplicates (runs
+elsewhere, too late, overlapping, held back...). When the time is up (counted from
+the first fire any node reports, so booting does not eat it) it stops the nodes with
+SIGTERM and prints per task the fires, the runs, the duplicates (runs
 beyond one per fire of a locked task, which must be 0) and why the other nodes did
 not run it. Unlocked tasks run on every node by design and are shown for contrast.
 
-Exit status: 0, or 1 when a locked task ran twice for one fire or a node failed.
+Exit status: 0; 1 when a locked task ran twice for one fire or a node failed (its
+log is then kept, and its path and last lines printed); 2 for a configuration error.
 """
 
 from __future__ import annotations
@@ -24,19 +28,20 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from collections import defaultdict
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.table import Table
 
+from firefly_scheduling.cli.demo_report import FireFeed, TaskTally, print_summary
+from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.history.selection import resolve_history
-from firefly_scheduling.hosts.fire_log import FireRecord, read_fire_log
-from firefly_scheduling.hosts.fires import verdict_words
+from firefly_scheduling.hosts.fire_log import read_fire_log
 from firefly_scheduling.initial_delay.selection import resolve_anchor_store
-from firefly_scheduling.locks.providers import resolve_lock
+from firefly_scheduling.locks.providers import KNOWN_ADAPTERS, installed_providers, resolve_lock
 from firefly_scheduling.settings import Settings, env_var
 
 # `python -c` rather than the console script: the node runs with exactly this
@@ -46,132 +51,102 @@ _POLL_SECONDS = 0.2
 _NODE_GRACE_SECONDS = 5.0
 _STOP_TIMEOUT_SECONDS = 20.0
 _PIPE_WIDTH = 140
-# How long a fire's line waits for the nodes that have not reported on it yet.
-_FEED_DELAY_SECONDS = 1.0
-_VERDICT_STYLES = {"succeeded": "bold cyan", "failed": "bold red", "claimed elsewhere": "dim"}
-
-
-def verdict_of(record: FireRecord) -> str:
-    """The verdict in words: `claimed_elsewhere` reads "claimed elsewhere"."""
-    return verdict_words(record.status or record.outcome)
-
-
-@dataclass
-class TaskTally:
-    """What the fire log says about one task."""
-
-    locked: bool = False
-    fires: set[str] = field(default_factory=set)
-    runs: Counter[str] = field(default_factory=Counter)
-    by_node: Counter[str] = field(default_factory=Counter)
-    not_run: Counter[str] = field(default_factory=Counter)
-
-    def add(self, record: FireRecord) -> None:
-        self.locked = record.locked
-        self.fires.add(record.instant)
-        if record.ran:
-            self.runs[record.instant] += 1
-            self.by_node[record.node] += 1
-        else:
-            self.not_run[verdict_of(record)] += 1
-
-    @property
-    def duplicates(self) -> int:
-        return sum(count - 1 for count in self.runs.values())
-
-
-class FireFeed:
-    """Prints one line per fire, gathering every node's record of it first."""
-
-    def __init__(self, console: Console, nodes: int) -> None:
-        self._console = console
-        self._nodes = nodes
-        self._pending: dict[tuple[str, str], tuple[float, list[FireRecord]]] = {}
-
-    def add(self, records: list[FireRecord]) -> None:
-        now = time.monotonic()
-        for record in records:
-            key = (record.instant, record.target)
-            self._pending.setdefault(key, (now, []))[1].append(record)
-
-    def flush(self, *, everything: bool = False) -> None:
-        """Print, in order of instant, the fires every node reported on or that waited enough.
-
-        A fire waiting for more records is printed too when a later one is, so the
-        lines stay in order; any record that comes after that gets a line of its own.
-        """
-        cutoff = time.monotonic() - _FEED_DELAY_SECONDS
-        ready = [
-            key
-            for key, (seen, records) in self._pending.items()
-            if everything or seen <= cutoff or len(records) >= self._nodes
-        ]
-        if not ready:
-            return
-        latest = max(ready)
-        for key in sorted(key for key in self._pending if key <= latest):
-            _, records = self._pending.pop(key)
-            self._console.print(_fire_line(records))
-
-
-def _fire_line(records: list[FireRecord]) -> str:
-    first = records[0]
-    nodes_by_verdict: dict[str, list[str]] = defaultdict(list)
-    for record in sorted(records, key=lambda r: (not r.ran, r.node)):
-        verdict = verdict_of(record) + (" (adopted a died run)" if record.adoption else "")
-        nodes_by_verdict[verdict].append(record.node)
-    parts = []
-    for verdict, nodes in nodes_by_verdict.items():
-        style = _VERDICT_STYLES.get(verdict, "yellow")
-        parts.append(f"[{style}]{', '.join(nodes)} {verdict}[/]")
-    task = first.target.rpartition(":")[2]
-    scope = "" if first.locked else "  [dim](unlocked: every node runs it)[/]"
-    return f"{first.instant[11:23]}  {task:<24} {' · '.join(parts)}{scope}"
+DEMO_APP = "firefly_scheduling.demo_app"
+# The nodes share one SQLite file, which only the database provider can lock.
+DEMO_PROVIDER = "database"
+# The longest the race waits for a first fire before its clock starts anyway.
+_BOOT_ALLOWANCE_SECONDS = 30.0
+# The last lines of a failed node's log shown under the summary (the whole log is kept).
+_LOG_TAIL_LINES = 5
 
 
 @click.command()
 @click.option("--nodes", type=click.IntRange(1, 16), default=3, show_default=True)
-@click.option("--seconds", type=click.FloatRange(min=2), default=20.0, show_default=True)
-@click.option("--app", default="firefly_example", show_default=True, help="Package to run.")
+@click.option(
+    "--seconds",
+    type=click.FloatRange(min=2),
+    default=20.0,
+    show_default=True,
+    help="How long the race runs, counted from the first fire any node reports.",
+)
+@click.option("--app", default=DEMO_APP, show_default=True, help="Package to run.")
 @click.option(
     "--path",
     "import_path",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("examples"),
-    show_default=True,
-    help="Directory holding the app.",
+    default=None,
+    help="Directory to put on the nodes' import path, for an --app that is not installed.",
 )
 @click.option("--keep", is_flag=True, help="Keep the working directory (database, logs).")
-def demo(*, nodes: int, seconds: float, app: str, import_path: Path, keep: bool) -> None:
-    """Race N local node processes for the example app's tasks; no server needed."""
+def demo(*, nodes: int, seconds: float, app: str, import_path: Path | None, keep: bool) -> None:
+    """Race N local node processes for the demo app's tasks; no server needed."""
+    require_demo_provider(installed_providers())
     console = Console(highlight=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = _PIPE_WIDTH  # a pipe has no width; 80 columns would fold every line
     workdir = Path(tempfile.mkdtemp(prefix="firefly-demo-"))
+    failed: list[NodeExit] = []
     try:
-        ok = _run_demo(
+        failed, duplicates = _run_demo(
             console,
             workdir,
             nodes=nodes,
             seconds=seconds,
             app=app,
-            import_path=import_path.resolve(),
+            import_path=None if import_path is None else import_path.resolve(),
         )
     finally:
-        if keep:
+        # A failed node's log is the only account of why it failed: never delete it.
+        if keep or failed:
             console.print(f"kept {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    sys.exit(0 if ok else 1)
+    sys.exit(0 if not failed and duplicates == 0 else 1)
+
+
+def require_demo_provider(installed: Collection[str]) -> None:
+    """Refuse to start without the lock provider the demo's nodes share, naming the extra.
+
+    Checked before anything is created, so the operator reads what to install and
+    not a provider error about a variable they never set.
+    """
+    if DEMO_PROVIDER not in installed:
+        raise ConfigurationError(
+            f"the demo's nodes share an SQLite file through the {DEMO_PROVIDER!r} lock "
+            f"provider, which is not installed; install it with: "
+            f"pip install '{KNOWN_ADAPTERS[DEMO_PROVIDER]}'"
+        )
+
+
+@dataclass(frozen=True)
+class NodeExit:
+    """How a node process ended; `signalled` says the demo itself sent it SIGTERM."""
+
+    node: str
+    code: int
+    signalled: bool
+    log: Path
+
+    @property
+    def failed(self) -> bool:
+        """Failed on its own: SIGTERM's default action only means it was stopped while booting."""
+        return self.code != 0 and not (self.signalled and self.code == -signal.SIGTERM)
 
 
 def _run_demo(
-    console: Console, workdir: Path, *, nodes: int, seconds: float, app: str, import_path: Path
-) -> bool:
+    console: Console,
+    workdir: Path,
+    *,
+    nodes: int,
+    seconds: float,
+    app: str,
+    import_path: Path | None,
+) -> tuple[list[NodeExit], int]:
+    """Run the race; return the nodes that failed and the duplicate runs of locked tasks."""
     database_url = f"sqlite:///{workdir / 'demo.db'}"
     env = {
         **os.environ,
-        env_var("firefly.scheduling.lock.provider"): "database",
+        env_var("firefly.scheduling.lock.provider"): DEMO_PROVIDER,
         env_var("firefly.scheduling.lock.database.url"): database_url,
         # The anchors go to the lock's own store: the same SQLite file.
         env_var("firefly.scheduling.initial-delay.store"): "",
@@ -180,38 +155,73 @@ def _run_demo(
     _install_tables(Settings.from_env(env))
     fire_log = workdir / "fires.jsonl"
     console.print(
-        f"[bold]{nodes} node(s)[/] run [bold]{app}[/] for {seconds:g} s, sharing the lock "
-        f"database {database_url}"
+        f"[bold]{nodes} node(s)[/] run [bold]{app}[/] for {seconds:g} s from the first fire, "
+        f"sharing the lock database {database_url}"
     )
-    processes = [
-        _start_node(
-            f"node-{number}",
-            app=app,
-            import_path=import_path,
-            fire_log=fire_log,
-            workdir=workdir,
-            env=env,
+    processes = {
+        node: _start_node(
+            node, app=app, import_path=import_path, fire_log=fire_log, workdir=workdir, env=env
         )
-        for number in range(1, nodes + 1)
-    ]
+        for node in (f"node-{number}" for number in range(1, nodes + 1))
+    }
     tallies: dict[str, TaskTally] = defaultdict(TaskTally)
     feed = FireFeed(console, nodes)
     offset = 0
-    deadline = time.monotonic() + seconds
+    clock = RaceClock(seconds)
     try:
-        while time.monotonic() < deadline and all(p.poll() is None for p in processes):
+        while not clock.over(reported=bool(tallies)) and all(
+            p.poll() is None for p in processes.values()
+        ):
             time.sleep(_POLL_SECONDS)
             offset = _follow(feed, fire_log, offset, tallies)
     finally:
-        codes = _stop(processes)
+        exits = _stop(processes, workdir)
     _follow(feed, fire_log, offset, tallies)
     feed.flush(everything=True)
-    print_summary(console, tallies)
-    failed = [f"node-{n} (exit {code})" for n, code in enumerate(codes, 1) if code != 0]
-    if failed:
-        console.print(f"[red]failed: {', '.join(failed)}; logs in {workdir}[/]")
-    duplicates = sum(t.duplicates for t in tallies.values() if t.locked)
-    return not failed and duplicates == 0
+    print_summary(console, tallies, app)
+    failed = [node for node in exits if node.failed]
+    print_node_failures(console, failed)
+    stopped = [node.node for node in exits if not node.failed and node.code != 0]
+    if stopped:
+        console.print(f"[yellow]stopped while still starting: {', '.join(stopped)}[/]")
+    return failed, sum(t.duplicates for t in tallies.values() if t.locked)
+
+
+class RaceClock:
+    """When the race ends: `seconds` after the first fire any node reports.
+
+    A node takes a few seconds to boot (imports, the scan, the scheduler), more on
+    a loaded machine; counting from the start would spend a short race on booting.
+    A node that never reports (an app whose tasks are not due) starts the clock
+    after `boot_allowance` seconds anyway, so the demo always ends.
+    """
+
+    def __init__(
+        self,
+        seconds: float,
+        boot_allowance: float = _BOOT_ALLOWANCE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._seconds = seconds
+        self._clock = clock
+        self._boot_deadline = clock() + boot_allowance
+        self._deadline: float | None = None
+
+    def over(self, *, reported: bool) -> bool:
+        """Whether the race is over; `reported` says a node has reported a fire."""
+        now = self._clock()
+        if self._deadline is None and (reported or now >= self._boot_deadline):
+            self._deadline = now + self._seconds
+        return self._deadline is not None and now >= self._deadline
+
+
+def print_node_failures(console: Console, failed: list[NodeExit]) -> None:
+    """Each failed node's exit status, the path of its kept log and the log's last lines."""
+    for node in failed:
+        console.print(f"[red]{node.node} failed (exit {node.code}); its log: {node.log}[/]")
+        tail = node.log.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:]
+        for line in tail:
+            console.print(f"  {line}", markup=False)
 
 
 def _install_tables(settings: Settings) -> None:
@@ -234,11 +244,19 @@ def _install_tables(settings: Settings) -> None:
 
 
 def _start_node(
-    node: str, *, app: str, import_path: Path, fire_log: Path, workdir: Path, env: dict[str, str]
+    node: str,
+    *,
+    app: str,
+    import_path: Path | None,
+    fire_log: Path,
+    workdir: Path,
+    env: dict[str, str],
 ) -> subprocess.Popen[bytes]:
-    arguments = ["run", "--app", app, "--path", str(import_path), "--node", node]
+    arguments = ["run", "--app", app, "--node", node]
+    if import_path is not None:
+        arguments += ["--path", str(import_path)]
     arguments += ["--fire-log", str(fire_log), "--grace-period", str(_NODE_GRACE_SECONDS)]
-    with (workdir / f"{node}.log").open("wb") as log:
+    with _node_log(workdir, node).open("wb") as log:
         return subprocess.Popen(  # noqa: S603 - our own interpreter and fixed arguments
             [sys.executable, "-c", _NODE_COMMAND, *arguments],
             env=env,
@@ -256,40 +274,23 @@ def _follow(feed: FireFeed, fire_log: Path, offset: int, tallies: dict[str, Task
     return offset
 
 
-def _stop(processes: list[subprocess.Popen[bytes]]) -> list[int]:
-    for process in processes:
+def _node_log(workdir: Path, node: str) -> Path:
+    return workdir / f"{node}.log"
+
+
+def _stop(processes: dict[str, subprocess.Popen[bytes]], workdir: Path) -> list[NodeExit]:
+    """SIGTERM the nodes still running, wait for each, and say how each one ended."""
+    signalled = set()
+    for node, process in processes.items():
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
-    codes = []
-    for process in processes:
+            signalled.add(node)
+    exits = []
+    for node, process in processes.items():
         try:
-            codes.append(process.wait(timeout=_STOP_TIMEOUT_SECONDS))
+            code = process.wait(timeout=_STOP_TIMEOUT_SECONDS)
         except subprocess.TimeoutExpired:
             process.kill()
-            codes.append(process.wait())
-    return codes
-
-
-def print_summary(console: Console, tallies: dict[str, TaskTally]) -> None:
-    table = Table(title="per task", title_justify="left")
-    headers = ("task", "locked", "fires", "runs", "duplicates", "runs per node", "not run: why")
-    for header in headers:
-        table.add_column(header, justify="right" if header in _NUMBERS else "left")
-    for target in sorted(tallies):
-        tally = tallies[target]
-        duplicates = str(tally.duplicates) if tally.locked else "-"
-        style = "red" if tally.locked and tally.duplicates else None
-        table.add_row(
-            target,
-            "yes" if tally.locked else "no",
-            str(len(tally.fires)),
-            str(sum(tally.runs.values())),
-            duplicates,
-            ", ".join(f"{node}: {count}" for node, count in sorted(tally.by_node.items())),
-            ", ".join(f"{verdict}: {count}" for verdict, count in tally.not_run.most_common()),
-            style=style,
-        )
-    console.print(table)
-
-
-_NUMBERS = frozenset({"fires", "runs", "duplicates"})
+            code = process.wait()
+        exits.append(NodeExit(node, code, node in signalled, _node_log(workdir, node)))
+    return exits

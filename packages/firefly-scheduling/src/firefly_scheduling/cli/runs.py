@@ -15,7 +15,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from firefly_scheduling.durations import format_duration
+from firefly_scheduling.durations import format_elapsed
 from firefly_scheduling.history import HistoryError, RunRecord, RunState, require_history
 
 _NONE = "-"
@@ -71,7 +71,7 @@ def render_runs(records: Sequence[RunRecord], console: Console, task: str | None
             str(record.attempt),
             record.node,
             _NONE if record.started_at is None else _when(record.started_at),
-            _NONE if duration is None else format_duration(max(duration, 0.001)),
+            _NONE if duration is None else format_elapsed(duration),
             _NONE if record.token is None else str(record.token),
             record.error or _NONE,
         )

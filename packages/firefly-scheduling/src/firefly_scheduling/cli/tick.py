@@ -44,10 +44,14 @@ def tick(
         runtime = build_runtime(
             descriptors, settings, host="tick", observers=observers_for(fire_log)
         )
+        host = TickHost(descriptors, runtime, grace_period=grace_period, stop=stop)
         try:
-            host = TickHost(descriptors, runtime, grace_period=grace_period, stop=stop)
             report = host.run()
-        finally:
+        except BaseException:
+            runtime.close()
+            raise
+        if not report.abandoned:
+            # Closing the lock would free the task locks of bodies still running.
             runtime.close()
     ignore_stop_signals()
     click.echo(report.summary())

@@ -1,25 +1,26 @@
-"""Fire claims: one ordinary lock acquisition that blocks every later attempt at a fire.
+"""Fire claims: one acquisition that blocks every later attempt at a fire, never given back.
 
 A lock released the moment a 1 ms body ends lets a node that wakes a second later
 (its clock, or its scheduler, is late) run the same fire again. So before a locked
 task runs, the node claims the FIRE, `(task, instant)`, and nobody ever gives that
 claim back before the fire's window has passed:
 
-* The claim is a `DistributedLock.try_acquire` of a name derived from the task and
-  the instant (`claim_name`), so it works on every backend, needs nothing new from
-  any of them, and costs one round trip.
+* The claim is `ClaimingLock.try_claim` of a name derived from the task and the
+  instant (`claim_name`): one round trip on every backend.
 * Its window is `instant + grace + clock_skew` on the claiming node's clock
   (`claim_seconds`). A node attempts a fire only while it is at most `grace` late by
   ITS clock; a node whose clock runs `d` seconds slower than the claimer's may
   still attempt it `d` seconds after the claimer's window, so the window carries
   `clock_skew`, the largest clock difference between two nodes the fleet tolerates.
-* Lease backends (Redis, memcached, database, memory) take the window as the TTL and
-  forget the claim at once: the server frees it at the end, with no round trip.
-* Session backends (PostgreSQL, MySQL) cannot expire a lock, so the claim stays held
-  by the node's session and is released by `FireClaims.release_due()` once its
-  window has passed (the runner calls it after every fire). If that session dies,
-  its claims go with it: a late node could then claim such a fire again, which the
-  run history refuses when one is configured (see docs/guarantees.md).
+* Lease backends (Redis, memcached, database, memory) take the window as the TTL of
+  an ordinary lease with a throwaway owner: the server frees it at the end.
+* Session backends (PostgreSQL, MySQL) write a row with an expiry on the SERVER's
+  clock in the adapter's own table: a session lock would die with the process (a
+  `tick` exits at once; a restarted node loses its session), and would take a slot
+  in the server's lock table for every fire of the window. Expired rows are swept.
+
+So a claim outlives the process that took it on every backend, and "exactly once per
+fire" holds with or without a run history.
 
 The claim is not the mutual exclusion between different fires of a task (the task
 lock stays for that) and carries no fencing token (the task lock's does): a fencing
@@ -30,14 +31,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-import time
-from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from firefly_scheduling.instants import as_utc
-from firefly_scheduling.locks.base import BaseLock
-from firefly_scheduling.locks.port import DistributedLock
 from firefly_scheduling.locks.validation import MAX_LOCK_NAME_LENGTH
 
 #: Every claim name starts with it; lock names starting with `firefly:` are reserved.
@@ -89,67 +85,3 @@ def claim_seconds(instant: datetime, now: datetime, *, grace: float, clock_skew:
     """
     window_end = as_utc(instant) + timedelta(seconds=grace + clock_skew)
     return (window_end - as_utc(now)).total_seconds()
-
-
-class FireClaims:
-    """Takes fire claims on one lock and keeps each for its window.
-
-    Thread-safe: one instance serves every task of a host. `close()` releases the
-    claims a session backend still holds (they would otherwise go with the session).
-    """
-
-    def __init__(
-        self, lock: DistributedLock, *, monotonic: Callable[[], float] = time.monotonic
-    ) -> None:
-        self._lock = lock
-        self._monotonic = monotonic
-        self._session_scoped = bool(getattr(lock, "session_scoped", False))
-        self._mutex = threading.Lock()
-        # Session backends only: claim name -> monotonic instant its window ends.
-        self._held: dict[str, float] = {}
-
-    def claim(self, name: str, seconds: float) -> bool:
-        """Try to claim `name` for `seconds`; False when another attempt got it first.
-
-        Raises `LockBackendError` when the backend fails, like `try_acquire`.
-        """
-        if not self._lock.try_acquire(name, seconds):
-            return False
-        if self._session_scoped:
-            with self._mutex:
-                self._held[name] = self._monotonic() + seconds
-        elif isinstance(self._lock, BaseLock):
-            self._lock.forget(name)
-        return True
-
-    def held(self) -> int:
-        """How many claims this instance still has to release (session backends)."""
-        with self._mutex:
-            return len(self._held)
-
-    def release_due(self) -> int:
-        """Release the session-held claims whose window has passed; return how many."""
-        now = self._monotonic()
-        with self._mutex:
-            due = [name for name, until in self._held.items() if until <= now]
-            for name in due:
-                del self._held[name]
-        for name in due:
-            self._let_go(name)
-        return len(due)
-
-    def close(self) -> None:
-        """Release every claim still held, due or not (the host is stopping)."""
-        with self._mutex:
-            names = list(self._held)
-            self._held.clear()
-        for name in names:
-            self._let_go(name)
-
-    def _let_go(self, name: str) -> None:
-        # A claim whose session died is already gone from the server (and was logged
-        # as lost then); releasing it would only log the loss a second time.
-        if isinstance(self._lock, BaseLock) and self._lock.is_lost(name):
-            self._lock.forget(name)
-        else:
-            self._lock.release(name)

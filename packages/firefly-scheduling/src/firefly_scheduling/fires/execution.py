@@ -47,18 +47,21 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from firefly_scheduling.descriptor import DEFAULT_LOCK_TTL_SECONDS, ScheduledDescriptor
 from firefly_scheduling.errors import LockBackendError
-from firefly_scheduling.fires.claims import FireClaims, claim_name, claim_seconds
+from firefly_scheduling.fires.claims import claim_name, claim_seconds
 from firefly_scheduling.fires.context import FireContext, entered
-from firefly_scheduling.fires.keepalive import KeepAlive, supports_renewal
+from firefly_scheduling.fires.keepalive import KeepAlive
 from firefly_scheduling.fires.outcome import FireOutcome, FireStatus
+from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedFinishes
 from firefly_scheduling.history.port import HistoryError, RunHistory, RunState
 from firefly_scheduling.history.selection import resolve_history
 from firefly_scheduling.instants import as_utc
-from firefly_scheduling.locks.base import BaseLock
-from firefly_scheduling.locks.port import DistributedLock
+from firefly_scheduling.locks.holding import Holding
+from firefly_scheduling.locks.port import DistributedLock, capabilities_of
+from firefly_scheduling.locks.port_holdings import claiming_lock, holding_lock
 from firefly_scheduling.settings import (
     DEFAULT_CLOCK_SKEW_SECONDS,
     DEFAULT_GRACE_SECONDS,
@@ -67,6 +70,13 @@ from firefly_scheduling.settings import (
 )
 
 logger = logging.getLogger("firefly_scheduling.fires")
+
+_T = TypeVar("_T")
+
+#: How long the end of a run is retried while the task lock is still held.
+FINISH_RETRY_SECONDS = 10.0
+#: How long the record of a skipped fire is retried.
+SKIP_RETRY_SECONDS = 2.0
 
 #: Where the runner reads the time: an aware datetime. Tests inject skewed clocks here.
 WallClock = Callable[[], datetime]
@@ -115,7 +125,10 @@ class FireRunner:
         self._node = node or default_node_name()
         self._keepalive_interval = keepalive_interval
         self._owns_history = owns_history
-        self._claims = FireClaims(lock)
+        self._holdings = holding_lock(lock)
+        self._claims = claiming_lock(lock)
+        self._capabilities = capabilities_of(lock)
+        self._unrecorded = UnrecordedFinishes(horizon_seconds=self._grace + self._clock_skew)
 
     @classmethod
     def from_settings(
@@ -155,16 +168,14 @@ class FireRunner:
     ) -> FireOutcome:
         """Run the fire of `descriptor` scheduled for `instant` (aware), if it is this node's."""
         instant = as_utc(instant)
-        try:
-            if descriptor.lock_name is None:
-                return self._run_unlocked(descriptor, instant, body)
-            return self._run_locked(descriptor, descriptor.lock_name, instant, body)
-        finally:
-            self._claims.release_due()
+        self._unrecorded.retry(self._history, self._clock)
+        if descriptor.lock_name is None:
+            return self._run_unlocked(descriptor, instant, body)
+        return self._run_locked(descriptor, descriptor.lock_name, instant, body)
 
     def close(self) -> None:
-        """Release claims still held (session backends) and close an owned history."""
-        self._claims.close()
+        """Close an owned history; fire claims outlive the process by design."""
+        self._unrecorded.retry(self._history, self._clock)
         if self._owns_history and self._history is not None:
             self._history.close()
 
@@ -177,7 +188,7 @@ class FireRunner:
         if self._too_late(descriptor.target, instant) is not None:
             return FireOutcome(FireStatus.TOO_LATE, descriptor.target, instant)
         return self._execute(
-            descriptor, instant, body, token=None, lost=threading.Event(), recorded=False
+            descriptor, instant, body, holding=None, lost=threading.Event(), recorded=False
         )
 
     def _run_locked(
@@ -215,14 +226,14 @@ class FireRunner:
         target = descriptor.target
         ttl = descriptor.lock_ttl if descriptor.lock_ttl is not None else DEFAULT_LOCK_TTL_SECONDS
         try:
-            acquired, token = self._take_task_lock(lock_name, ttl)
+            holding = self._holdings.acquire(lock_name, ttl, fenced=self._capabilities.fenced)
         except LockBackendError as err:
             logger.warning(
                 "%s: fire %s skipped: the task lock failed: %s", target, _at(instant), err
             )
             self._skip(target, instant, f"the lock backend failed: {err}")
             return FireOutcome(FireStatus.BACKEND_ERROR, target, instant, error=str(err))
-        if not acquired:
+        if holding is None:
             logger.info(
                 "%s: fire %s skipped: the previous fire still runs (lock %r is held)",
                 target,
@@ -231,19 +242,20 @@ class FireRunner:
             )
             self._skip(target, instant, f"the previous fire still ran (lock {lock_name!r} held)")
             return FireOutcome(FireStatus.OVERLAPPING, target, instant)
+        token = holding.fence
         lost = threading.Event()
-        keepalive = self._keep_alive(lock_name, ttl, lost, f"{target} @ {_at(instant)}")
+        keepalive = self._keep_alive(holding, ttl, lost, f"{target} @ {_at(instant)}")
         try:
-            adopted = self._adopt_or_expire(descriptor, instant, body, token, lost)
-            if lost.is_set():
+            adopted = self._adopt_or_expire(descriptor, instant, body, holding, lost)
+            if not self._still_held(holding, lost):
                 self._skip(target, instant, f"the task lock {lock_name!r} was lost before it ran")
                 outcome = FireOutcome(FireStatus.LOCK_LOST, target, instant, token=token, lost=True)
             else:
-                outcome = self._execute(descriptor, instant, body, token=token, lost=lost)
+                outcome = self._execute(descriptor, instant, body, holding=holding, lost=lost)
         finally:
             if keepalive is not None:
                 keepalive.stop()
-            self._lock.release(lock_name)
+            self._holdings.release_holding(holding)
         return replace(outcome, adopted=adopted)
 
     # -- steps ------------------------------------------------------------------------
@@ -271,7 +283,7 @@ class FireRunner:
             self._skip(target, instant, "the grace ran out before it could be claimed")
             return FireStatus.TOO_LATE
         try:
-            won = self._claims.claim(claim_name(target, lock_name, instant), seconds)
+            won = self._claims.try_claim(claim_name(target, lock_name, instant), seconds)
         except LockBackendError as err:
             logger.warning("%s: fire %s skipped: its claim failed: %s", target, _at(instant), err)
             # Harmless if another node runs it: a start replaces a skip.
@@ -282,36 +294,70 @@ class FireRunner:
             return FireStatus.CLAIMED_ELSEWHERE
         return FireStatus.SUCCEEDED
 
-    def _take_task_lock(self, name: str, ttl: float) -> tuple[bool, int | None]:
-        lock = self._lock
-        if isinstance(lock, BaseLock) and lock.supports_fencing:
-            token = lock.try_acquire_fenced(name, ttl)
-            return token is not None, token
-        return lock.try_acquire(name, ttl), None
-
     def _keep_alive(
-        self, name: str, ttl: float, lost: threading.Event, label: str
+        self, holding: Holding, ttl: float, lost: threading.Event, label: str
     ) -> KeepAlive | None:
-        if not isinstance(self._lock, BaseLock) or not supports_renewal(self._lock):
+        if not self._capabilities.renewable:
             return None
         return KeepAlive(
-            self._lock, name, ttl, interval=self._keepalive_interval, lost=lost, label=label
+            self._holdings,
+            holding,
+            ttl,
+            interval=self._keepalive_interval,
+            lost=lost,
+            label=label,
         ).start()
+
+    def _still_held(self, holding: Holding, lost: threading.Event) -> bool:
+        """Whether the task lock may still be trusted; checked just before a body starts.
+
+        A stall longer than the lease between the acquisition and the body (a GC pause,
+        SIGSTOP, a saturated pool, a slow history) lets the lease lapse unnoticed by the
+        keep-alive, which may not have run yet. One renewal then decides: it succeeds
+        only while the server still holds the lease (the local expiry is taken before
+        the acquisition's round trip, so it comes first); once the server freed it,
+        another node may have run, and the fire is skipped.
+        """
+        if holding.lost:
+            lost.set()
+        if lost.is_set():
+            return False
+        if not holding.lapsed():
+            return True
+        if self._capabilities.renewable and self._holdings.renew_holding(
+            holding, holding.ttl_seconds
+        ):
+            return True
+        lost.set()
+        logger.error(
+            "the task lock %r lapsed before the body could start (the node stalled "
+            "longer than its lease)",
+            holding.name,
+        )
+        return False
 
     def _adopt_or_expire(
         self,
         descriptor: ScheduledDescriptor,
         instant: datetime,
         body: Callable[[], object],
-        token: int | None,
+        holding: Holding,
         lost: threading.Event,
     ) -> tuple[FireOutcome, ...]:
-        """Adopt the newest died run within grace; close older ones as expired."""
+        """Adopt the newest died run within grace; close older ones as expired.
+
+        A fire this node finished but could not record is never adopted: it ran.
+        """
         if self._history is None:
             return ()
         target = descriptor.target
+        token = holding.fence
         try:
-            died = [r for r in self._history.unfinished(target) if r.instant != instant]
+            died = [
+                r
+                for r in self._history.unfinished(target)
+                if r.instant != instant and not self._unrecorded.finished_here(target, r.instant)
+            ]
         except HistoryError as err:
             logger.warning("%s: the run history is unavailable, nothing adopted: %s", target, err)
             return ()
@@ -333,7 +379,7 @@ class FireRunner:
             outcomes.append(
                 FireOutcome(FireStatus.EXPIRED, target, record.instant, record.attempt, token)
             )
-        if adopt is not None and not lost.is_set():
+        if adopt is not None and self._still_held(holding, lost):
             logger.warning(
                 "%s: adopting fire %s: attempt %d on %s stopped holding the task lock",
                 target,
@@ -341,7 +387,9 @@ class FireRunner:
                 adopt.attempt,
                 adopt.node,
             )
-            outcomes.append(self._execute(descriptor, adopt.instant, body, token=token, lost=lost))
+            outcomes.append(
+                self._execute(descriptor, adopt.instant, body, holding=holding, lost=lost)
+            )
         return tuple(outcomes)
 
     def _execute(
@@ -350,12 +398,18 @@ class FireRunner:
         instant: datetime,
         body: Callable[[], object],
         *,
-        token: int | None,
+        holding: Holding | None,
         lost: threading.Event,
         recorded: bool = True,
     ) -> FireOutcome:
-        """Run the body once for `instant`, between the history's start and finish."""
+        """Run the body once for `instant`, between the history's start and finish.
+
+        `holding` is the task lock's. A lease that lapsed while the body ran (the node
+        stalled past it, renewals failed) marks the run lost at its end, even when no
+        renewal got to say so: another node may have run meanwhile.
+        """
         target = descriptor.target
+        token = None if holding is None else holding.fence
         attempt = 1
         if recorded and self._history is not None:
             try:
@@ -373,6 +427,13 @@ class FireRunner:
                 )
                 return FireOutcome(FireStatus.ALREADY_RECORDED, target, instant, token=token)
             attempt = started
+        if holding is not None and not self._still_held(holding, lost):
+            reason = "the task lock lapsed or was lost before the body started"
+            if recorded:
+                self._finish(target, instant, token, RunState.EXPIRED, reason)
+            return FireOutcome(
+                FireStatus.LOCK_LOST, target, instant, attempt, token, lost=True, error=reason
+            )
         context = FireContext(
             target, instant, attempt, token, self._node, descriptor.lock_name, lost
         )
@@ -389,6 +450,15 @@ class FireRunner:
                 "%s: the task raised (fire %s, attempt %d)", target, _at(instant), attempt
             )
         finally:
+            if holding is not None and not lost.is_set() and (holding.lost or holding.lapsed()):
+                lost.set()
+                logger.error(
+                    "%s: fire %s: the task lock %r lapsed or was lost while the body ran; "
+                    "another node may have run meanwhile",
+                    target,
+                    _at(instant),
+                    holding.name,
+                )
             if recorded:
                 accepted = self._finish(target, instant, token, state, error)
         status = FireStatus.SUCCEEDED if state is RunState.SUCCEEDED else FireStatus.FAILED
@@ -408,15 +478,35 @@ class FireRunner:
     def _finish(
         self, target: str, instant: datetime, token: int | None, state: RunState, error: str | None
     ) -> bool | None:
-        """Write the end of a run; None without (a reachable) history, False when fenced."""
-        if self._history is None:
+        """Write the end of a run; None without (a reachable) history, False when fenced.
+
+        Retried for up to `FINISH_RETRY_SECONDS` while the caller still holds the task
+        lock: a `running` record left behind would make the next fire adopt and run
+        again a fire that ended. Still unwritten then, it is remembered
+        (`fires.unrecorded`) and never adopted here.
+        """
+        history = self._history
+        if history is None:
             return None
+        ended_at = self._clock()
         try:
-            accepted = self._history.finish(
-                target, instant, token=token, state=state, error=error, at=self._clock()
+            accepted = _retrying(
+                lambda: history.finish(
+                    target, instant, token=token, state=state, error=error, at=ended_at
+                ),
+                FINISH_RETRY_SECONDS,
             )
         except HistoryError as err:
-            logger.warning("%s: fire %s ended %s, unrecorded: %s", target, _at(instant), state, err)
+            logger.warning(
+                "%s: fire %s ended %s, unrecorded (retried before the next fires): %s",
+                target,
+                _at(instant),
+                state,
+                err,
+            )
+            self._unrecorded.remember(
+                UnrecordedFinish(target, instant, token, state, error, ended_at)
+            )
             return None
         if not accepted:
             logger.warning(
@@ -430,13 +520,32 @@ class FireRunner:
         return accepted
 
     def _skip(self, target: str, instant: datetime, reason: str) -> None:
-        if self._history is None:
+        history = self._history
+        if history is None:
             return
+        at = self._clock()
         try:
-            self._history.skip(target, instant, node=self._node, reason=reason, at=self._clock())
+            _retrying(
+                lambda: history.skip(target, instant, node=self._node, reason=reason, at=at),
+                SKIP_RETRY_SECONDS,
+            )
         except HistoryError as err:
             logger.warning("%s: skip of fire %s unrecorded: %s", target, _at(instant), err)
 
 
 def _at(instant: datetime) -> str:
     return instant.isoformat()
+
+
+def _retrying(write: Callable[[], _T], seconds: float) -> _T:
+    """`write()`, tried again on `HistoryError` (backing off) until `seconds` have passed."""
+    deadline = time.monotonic() + seconds
+    pause = 0.05
+    while True:
+        try:
+            return write()
+        except HistoryError:
+            if time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)

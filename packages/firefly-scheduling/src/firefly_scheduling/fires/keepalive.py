@@ -1,81 +1,93 @@
-"""`KeepAlive`: renew a held lock while a task body runs.
+"""Keep-alive: renew held task locks while their bodies run, from one thread per process.
 
 A lease shorter than the task would let a second node start while the first still
 runs; a lease as long as the longest imaginable run would keep a died node's task
-blocked for as long. So the lease stays short (`lock_ttl`) and a daemon thread
-renews it every `lock_ttl / 3` while the body runs: two renewals may fail or be
-late before the lease can lapse.
+blocked for as long. So the lease stays short (`lock_ttl`) and is renewed every
+`lock_ttl / 3` while the body runs.
+
+One `Renewer` thread serves every keep-alive of the process (a thread per fire
+costs a thread start per fire and a thread per running body). It keeps a heap of
+due renewals and renews each HOLDING, never a name, so a lapsed holding's renewal
+can never extend a newer holding of the same name. Renewals run one after another:
+one stuck on a dead connection delays the others by at most the backend's timeout,
+and such a fault usually hits them all anyway.
 
 On a session backend (PostgreSQL, MySQL) the TTL means nothing; the same call asks
 the server whether the session still holds the lock, which is how a killed session
-(`pg_terminate_backend`, a failover) is noticed while the body runs.
+is noticed while the body runs.
 
-A renewal that fails marks the hold lost for good: `BaseLock` records it, this
-class logs it with the task's name, sets the `lost` event the body sees through
-`current_fire().lost`, and stops renewing. Nothing interrupts the body: Python
-cannot stop a thread safely, and only the body knows whether stopping halfway is
-better than finishing. Its history write is then fenced if another node adopted
-the fire meanwhile.
+A renewal the server refuses marks the holding lost for good; a renewal that fails
+(the backend is unreachable) is tried again half an interval later, and the holding
+is lost once its lease lapsed without one succeeding. Lost: the keep-alive logs it
+with the task's name, sets the `lost` event the body sees through
+`current_fire().lost`, and stops. Nothing interrupts the body: Python cannot stop a
+thread safely, and only the body knows whether stopping halfway is better than
+finishing. Its history write is then fenced if another node adopted the fire.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
+import os
 import threading
+import time
 from types import TracebackType
 
-from firefly_scheduling.locks.base import BaseLock
+from firefly_scheduling.locks.holding import Holding
+from firefly_scheduling.locks.port import HoldingLock
 
 logger = logging.getLogger("firefly_scheduling.fires")
 
 #: Renewals per lease: the lease survives `RENEWALS_PER_TTL - 1` failed or late ones.
 RENEWALS_PER_TTL = 3
+#: Longest `KeepAlive.stop()` waits for a renewal of its holding already in flight.
+STOP_TIMEOUT_SECONDS = 10.0
 
 
 class KeepAlive:
-    """Renews `name` on `lock` every `interval` seconds until `stop()`.
+    """Renews `holding` on `lock` every `interval` seconds until `stop()`.
 
     Use it as a context manager around the body. `interval` defaults to
-    `ttl_seconds / 3`. `lost` is the event set when a renewal fails; pass your own to
-    share it (the fire's context holds it).
+    `ttl_seconds / 3`. `lost` is the event set when the holding is lost; pass your
+    own to share it (the fire's context holds it).
     """
 
     def __init__(
         self,
-        lock: BaseLock,
-        name: str,
+        lock: HoldingLock,
+        holding: Holding,
         ttl_seconds: float,
         *,
         interval: float | None = None,
         lost: threading.Event | None = None,
         label: str = "",
+        renewer: Renewer | None = None,
     ) -> None:
-        self._lock = lock
-        self._name = name
-        self._ttl = ttl_seconds
-        self._interval = ttl_seconds / RENEWALS_PER_TTL if interval is None else interval
-        if not self._interval > 0:
+        self.lock = lock
+        self.holding = holding
+        self.ttl_seconds = ttl_seconds
+        self.interval = ttl_seconds / RENEWALS_PER_TTL if interval is None else interval
+        if not self.interval > 0:
             raise ValueError(f"keep-alive interval must be > 0, got {interval!r}")
         self.lost = threading.Event() if lost is None else lost
-        self._label = label or name
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(
-            target=self._renew_until_stopped, name=f"firefly-keepalive:{name}", daemon=True
-        )
+        self.label = label or holding.name
+        self._renewer = renewer
+        self.stopped = False
+        self.renewing = False
 
     def start(self) -> KeepAlive:
-        self._thread.start()
+        (self._renewer or Renewer.shared()).watch(self)
         return self
 
-    def stop(self) -> None:
-        """Stop renewing and wait for an in-flight renewal (bounded by the backend's timeouts).
+    def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> None:
+        """Stop renewing; wait (at most `timeout` s) for a renewal of this holding in flight.
 
-        Call it before releasing the lock: a renewal racing a release would report the
-        released lock as lost.
+        Call it before releasing the holding: a renewal racing a release would report
+        the released lock as lost.
         """
-        self._stopping.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        (self._renewer or Renewer.shared()).unwatch(self, timeout)
 
     def __enter__(self) -> KeepAlive:
         return self.start()
@@ -88,24 +100,111 @@ class KeepAlive:
     ) -> None:
         self.stop()
 
-    def _renew_until_stopped(self) -> None:
-        while not self._stopping.wait(self._interval):
-            try:
-                kept = self._lock.renew(self._name, self._ttl)
-            except Exception:  # a bug in a backend must not kill the fire silently
-                logger.exception("%s: renewing the lock %r raised", self._label, self._name)
-                kept = False
-            if not kept:
-                self.lost.set()
-                logger.error(
-                    "%s: the lock %r is lost while the body runs; another node may start "
-                    "this task meanwhile, and writes of this run will be fenced if it does",
-                    self._label,
-                    self._name,
+
+class Renewer:
+    """One daemon thread renewing every watched holding at its own interval."""
+
+    _shared: Renewer | None = None
+    _shared_mutex = threading.Lock()
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._due: list[tuple[float, int, KeepAlive]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+
+    @classmethod
+    def shared(cls) -> Renewer:
+        """The process's renewer (a forked child gets its own: threads do not survive a fork)."""
+        with cls._shared_mutex:
+            if cls._shared is None or cls._shared._pid != os.getpid():
+                cls._shared = cls()
+            return cls._shared
+
+    def watched(self) -> int:
+        """How many keep-alives are waiting for their next renewal."""
+        with self._condition:
+            return sum(1 for _, _, keep in self._due if not keep.stopped)
+
+    def watch(self, keep: KeepAlive) -> None:
+        with self._condition:
+            keep.stopped = False
+            self._schedule(keep, time.monotonic() + keep.interval)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="firefly-keepalive", daemon=True
                 )
-                return
+                self._thread.start()
 
+    def unwatch(self, keep: KeepAlive, timeout: float) -> None:
+        with self._condition:
+            keep.stopped = True
+            self._condition.notify_all()
+            self._condition.wait_for(lambda: not keep.renewing, timeout=max(timeout, 0.0))
+            if keep.renewing:
+                logger.warning(
+                    "%s: a renewal of the lock %r is still in flight after %.1f s",
+                    keep.label,
+                    keep.holding.name,
+                    timeout,
+                )
 
-def supports_renewal(lock: BaseLock) -> bool:
-    """Whether `lock`'s backend implements renewal (the `_renew` hook is overridden)."""
-    return type(lock)._renew is not BaseLock._renew
+    def _schedule(self, keep: KeepAlive, at: float) -> None:
+        heapq.heappush(self._due, (at, next(self._order), keep))
+        self._condition.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._condition:
+                keep = self._next_due()
+                keep.renewing = True
+            try:
+                renewed = self._renew(keep)
+            finally:
+                with self._condition:
+                    keep.renewing = False
+                    self._condition.notify_all()
+                    if not keep.stopped and renewed is not None:
+                        delay = keep.interval if renewed else keep.interval / 2
+                        self._schedule(keep, time.monotonic() + delay)
+
+    def _next_due(self) -> KeepAlive:
+        """Wait for the next live keep-alive that is due (called under the condition)."""
+        while True:
+            while self._due and self._due[0][2].stopped:
+                heapq.heappop(self._due)
+            if not self._due:
+                self._condition.wait()
+                continue
+            at, _, keep = self._due[0]
+            wait = at - time.monotonic()
+            if wait <= 0:
+                heapq.heappop(self._due)
+                return keep
+            self._condition.wait(wait)
+
+    @staticmethod
+    def _renew(keep: KeepAlive) -> bool | None:
+        """Renew once: True renewed, False failed (try again soon), None lost (stop)."""
+        holding = keep.holding
+        try:
+            renewed = keep.lock.renew_holding(holding, keep.ttl_seconds)
+        except Exception:  # a bug in a backend must not kill every keep-alive silently
+            logger.exception("%s: renewing the lock %r raised", keep.label, holding.name)
+            renewed = False
+        if renewed:
+            return True
+        if holding.released:
+            return None
+        if not holding.lost:
+            return False
+        if not keep.stopped:
+            keep.lost.set()
+            logger.error(
+                "%s: the lock %r is lost while the body runs; another node may start this "
+                "task meanwhile, and writes of this run will be fenced if it does",
+                keep.label,
+                holding.name,
+            )
+        return None

@@ -5,7 +5,8 @@ which a node happened to wake up:
 
 * `fixed_rate`: instants `k * rate` from the Unix epoch, so every node, whenever it
   started, names the same instants (a 1 s rate fires on whole seconds);
-* cron: the matched minute, in UTC;
+* cron: the latest instant the schedule has at or before the wake-up, in UTC (never
+  the wake-up's own minute when the schedule has no fire there);
 * `fixed_delay`: the end of the previous run on this node plus the delay. It is
   per node by nature: nodes do not share "the end of the previous run".
 
@@ -22,10 +23,8 @@ from firefly_scheduling.instants import as_utc
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
-_MINUTE = timedelta(minutes=1)
-# How far back to look for the cron fire a late wake-up belongs to. An on-time fire
-# is found in the first window; the longer ones only serve a stalled process.
-_CRON_LOOKBACKS = (_MINUTE, timedelta(hours=1), timedelta(days=1))
+# An on-time cron wake-up finds its fire within this window, forwards from its start.
+_FAST_LOOKBACK = timedelta(minutes=1)
 
 
 def rate_step(rate_seconds: float) -> timedelta:
@@ -44,21 +43,22 @@ def rate_fire_after(step: timedelta, instant: datetime) -> datetime:
 
 
 def cron_fire_at_or_before(schedule: CronSchedule, instant: datetime) -> datetime:
-    """The latest fire of `schedule` not after `instant` (a UTC minute).
+    """The latest fire of `schedule` not after `instant`: always a scheduled instant.
 
-    Called when a cron job wakes up, to name the fire it belongs to. Falls back to
-    the minute containing `instant` when no fire lies within the last day, which only
-    a process suspended for longer than that can see.
+    Called when a cron job wakes up, to name the fire it belongs to. An on-time wake-up
+    finds it within the last minute (the fast path). A late one, however late (a
+    process suspended for days, a weekly task woken on a Wednesday), gets the true
+    latest scheduled instant, which the fire runner's grace then skips as too late:
+    a fire is never run at an instant its schedule does not have.
     """
     now = as_utc(instant)
-    for lookback in _CRON_LOOKBACKS:
-        fire = schedule.next_after(now - lookback)
-        if fire <= now:
-            following = schedule.next_after(fire)
-            while following <= now:
-                fire, following = following, schedule.next_after(following)
-            return fire
-    return now.replace(second=0, microsecond=0)
+    fire = schedule.next_after(now - _FAST_LOOKBACK)
+    if fire > now:
+        return schedule.latest_at_or_before(now)
+    following = schedule.next_after(fire)
+    while following <= now:
+        fire, following = following, schedule.next_after(following)
+    return fire
 
 
 def minute_start(instant: datetime) -> datetime:

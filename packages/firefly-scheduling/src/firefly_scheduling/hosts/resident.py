@@ -11,8 +11,8 @@ epoch-aligned fire instants, end-to-start delays) is supplied by `jobs` and
 Shutdown (SIGTERM or SIGINT) follows `firefly_scheduling.hosts.shutdown`: no new
 fire starts, the scheduler stops, running bodies get `grace_period` seconds to finish
 and release their locks, then the lock backend is closed and the process exits 0.
-Bodies still running after the grace period are abandoned (their task locks
-released); a second signal ends the grace period at once.
+Bodies still running after the grace period are abandoned: the process exits at once,
+their task locks still held; a second signal ends the grace period at once.
 """
 
 from __future__ import annotations
@@ -107,8 +107,8 @@ class ResidentHost:
             self.scheduler.get_jobs()
             self.scheduler.shutdown(wait=False)
         abandoned = drain(self.runtime, self.grace_period, self.stop)
-        self.runtime.close()
         if abandoned:
-            exit_abandoning()
+            exit_abandoning()  # never closes the lock: that would free the bodies' locks
+        self.runtime.close()
         logger.info("resident host stopped")
         return 0

@@ -1,11 +1,13 @@
 """Stopping a host on SIGTERM/SIGINT, shared by `run` and `tick`.
 
-The rules (DESIGN.md §5): no new fire starts, running bodies get a grace period to
-finish and release their locks through the fire runner, then the process exits 0.
-A body still running when the grace period ends is abandoned: its task lock is
-released here (the lock instance is owner-checked, so only our holding is freed),
-an error names it, and the process exits 0 without waiting for its thread
-(`exit_abandoning`). A second signal ends the grace period at once.
+The rules: no new fire starts, running bodies get a grace period to finish and
+release their locks through the fire runner, then the process exits 0. A body still
+running when the grace period ends is abandoned: an error names it, and the process
+exits 0 at once without waiting for its thread (`exit_abandoning`), WITHOUT releasing
+its task lock or closing the lock backend first. Releasing it while the body still
+runs would let another node start the task beside it; the exit ends the body, and
+then its session (PostgreSQL, MySQL) goes with the process, or its lease runs out by
+its TTL. A second signal ends the grace period at once.
 
 The signal handler only counts the signal. Taking a lock inside a handler can
 deadlock: the handler runs in the main thread, between two bytecodes, possibly
@@ -121,7 +123,7 @@ def log_stop_request(stop: StopRequest) -> None:
 def drain(runtime: TaskRuntime, grace_period: float, stop: StopRequest) -> list[object]:
     """Stop new fires, wait up to `grace_period` for those in flight; return the abandoned.
 
-    The task locks of abandoned fires are released before returning.
+    The task locks of abandoned fires stay held: the caller exits the process.
     """
     runtime.stop_accepting()
     running = runtime.in_flight()
@@ -136,12 +138,11 @@ def drain(runtime: TaskRuntime, grace_period: float, stop: StopRequest) -> list[
             break
     abandoned = runtime.in_flight()
     logger.error(
-        "stopping: the grace period of %.1f s ended with %s still running; releasing "
-        "their locks and exiting without them",
+        "stopping: the grace period of %.1f s ended with %s still running; exiting "
+        "without them (their locks end with the process or by their TTL)",
         grace_period,
         describe_fires(abandoned),
     )
-    _release_task_locks(runtime, abandoned)
     return abandoned
 
 
@@ -159,15 +160,6 @@ def exit_abandoning() -> NoReturn:
 
 def describe_fires(fires: Sequence[object]) -> str:
     return ", ".join(_describe(fire) for fire in fires)
-
-
-def _release_task_locks(runtime: TaskRuntime, fires: Sequence[object]) -> None:
-    if not runtime.lock.built:
-        return
-    lock = runtime.lock.get()
-    for fire in fires:
-        if isinstance(fire, Fire) and fire.descriptor.lock_name is not None:
-            lock.release(fire.descriptor.lock_name)
 
 
 def _describe(fire: object) -> str:

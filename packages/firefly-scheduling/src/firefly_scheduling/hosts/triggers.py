@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from apscheduler.triggers.base import BaseTrigger
 
 from firefly_scheduling.cron import CronSchedule
+from firefly_scheduling.durations import MAX_DURATION_SECONDS, MIN_DURATION_SECONDS, format_duration
 from firefly_scheduling.hosts.fire_instants import (
     cron_fire_at_or_before,
     rate_fire_after,
@@ -65,7 +66,11 @@ class EpochAlignedRateTrigger(FireTrigger):
         return rate_fire_at_or_before(self.step, now)
 
     def __str__(self) -> str:
-        return f"every {self.step.total_seconds():g}s (epoch-aligned)"
+        seconds = self.step.total_seconds()
+        # Validated rates always format; a hand-built trigger must still print.
+        if MIN_DURATION_SECONDS <= seconds <= MAX_DURATION_SECONDS:
+            return f"every {format_duration(seconds)} (epoch-aligned)"
+        return f"every {seconds!r} s (epoch-aligned)"
 
 
 class CronScheduleTrigger(FireTrigger):

@@ -1,67 +1,53 @@
 """`BaseLock`: the behaviour every backend shares, written once.
 
 A backend subclasses it and implements only its round trips (`_acquire`,
-`_release`, and optionally `_renew` and `_fence`). Everything a user relies on
-regardless of the server lives here: name and TTL validation, the
-not-re-entrant bookkeeping, a fresh owner token per acquisition, driver-error
-translation with credentials scrubbed, and release that never raises.
+`_release`, and optionally `_acquire_fenced`, `_renew`, `_claim`). Everything a user
+relies on regardless of the server lives here: name and TTL validation, the
+not-re-entrant bookkeeping, one `Holding` with a fresh owner token per acquisition
+(`locks.holding`), driver-error translation with credentials scrubbed, and release
+that never raises.
 
-Capabilities are class attributes, read by the contract suite and the scheduler
-rather than discovered with `isinstance`:
+Capabilities are class attributes, gathered in `capabilities` and read through
+`locks.port.capabilities_of` by the contract suite and the scheduler:
 
 * `ttl_honoured`: the server frees the lock when the TTL passes (lease backends).
 * `session_scoped`: the lock lives as long as the backend's connection (PostgreSQL,
   MySQL); the TTL is accepted and ignored.
 * `cross_process`: the lock excludes other OS processes (False only in memory).
+* `supports_fencing`: `try_acquire_fenced` returns fencing tokens.
+* `renewable`: `renew` extends a lease (or checks a session still holds the lock).
 """
 
 from __future__ import annotations
 
 import logging
-import secrets
-import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import ClassVar
 
 from firefly_scheduling.errors import ConfigurationError, LockBackendError
 from firefly_scheduling.locks.hold import hold
+from firefly_scheduling.locks.holding import Holding, HoldingLedger, new_owner_token
+from firefly_scheduling.locks.port import LockCapabilities
 from firefly_scheduling.locks.redaction import scrub
 from firefly_scheduling.locks.validation import validate_lock_name, validate_ttl
 
 logger = logging.getLogger("firefly_scheduling.locks")
 
-
-def new_owner_token() -> str:
-    """A fresh, unguessable token identifying one acquisition (never `uuid1`)."""
-    return secrets.token_hex(16)
-
-
-@dataclass
-class Lease:
-    """What an instance remembers about one name it holds."""
-
-    name: str
-    owner: str
-    ttl_seconds: float
-    # Monotonic instant after which a lease backend's server may have freed the lock.
-    # Taken before the acquire round trip, so the local view never outlives the server's.
-    expires_at: float
-    fence: int | None = None
-    lost: bool = False
+__all__ = ["BaseLock", "Holding", "new_owner_token"]
 
 
 class BaseLock(ABC):
-    """Shared implementation of `DistributedLock`; subclasses supply the I/O."""
+    """Shared implementation of `DistributedLock` and its capabilities; subclasses do the I/O."""
 
     backend_name: ClassVar[str] = "lock"
     ttl_honoured: ClassVar[bool] = True
     session_scoped: ClassVar[bool] = False
     cross_process: ClassVar[bool] = True
     supports_fencing: ClassVar[bool] = False
+    renewable: ClassVar[bool] = False
     #: Driver exceptions that mean "the backend failed"; translated to LockBackendError.
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError,)
 
@@ -69,15 +55,24 @@ class BaseLock(ABC):
         # `target` is an already-redacted description of where the server is.
         self._target = target
         self._secrets = secrets
-        self._state_mutex = threading.Lock()
-        self._held: dict[str, Lease] = {}
-        self._in_flight: set[str] = set()
+        self._ledger = HoldingLedger(ttl_honoured=self.ttl_honoured)
 
-    # -- public API -------------------------------------------------------------
+    @property
+    def capabilities(self) -> LockCapabilities:
+        """What this backend promises beyond the port (see the module doc)."""
+        return LockCapabilities(
+            ttl_honoured=self.ttl_honoured,
+            session_scoped=self.session_scoped,
+            cross_process=self.cross_process,
+            fenced=self.supports_fencing,
+            renewable=self.renewable,
+        )
+
+    # -- the port, by name --------------------------------------------------------------
 
     def try_acquire(self, name: str, ttl_seconds: float) -> bool:
         """Win `name` now or return False; never waits for a holder to let go."""
-        return self._try_acquire(name, ttl_seconds, fenced=False) is not None
+        return self.acquire(name, ttl_seconds) is not None
 
     def try_acquire_fenced(self, name: str, ttl_seconds: float) -> int | None:
         """Like `try_acquire`, but return the fencing token of the new holding (or None).
@@ -85,111 +80,157 @@ class BaseLock(ABC):
         The token is strictly greater than every earlier token for `name` on this
         backend, so a guarded resource can refuse writes stamped with an older one.
         """
-        if not self.supports_fencing:
-            raise NotImplementedError(f"the {self.backend_name} backend has no fencing tokens")
-        lease = self._try_acquire(name, ttl_seconds, fenced=True)
-        return None if lease is None else lease.fence
+        holding = self.acquire(name, ttl_seconds, fenced=True)
+        return None if holding is None else holding.fence
 
     def release(self, name: str) -> None:
-        """Give `name` back if this instance holds it; otherwise do nothing.
+        """Give back the current holding of `name` if this instance has one; else nothing.
 
         Never raises for a backend failure (it runs in `finally` blocks): the lock is
-        then either gone with its session or will expire, and a warning says so.
+        then either gone with its session or will expire, and a warning says so. Code
+        that holds a `Holding` should call `release_holding`, which can never free a
+        newer holding of the same name.
         """
-        validate_lock_name(name)
-        with self._state_mutex:
-            lease = self._held.get(name)
-            if lease is None or name in self._in_flight:
-                return
-            self._in_flight.add(name)
-        try:
-            confirmed = self._release(name, lease.owner)
-        except self.driver_errors as err:
-            logger.warning(
-                "%s lock %r: release failed (%s); the lock is lost or will expire",
-                self.backend_name,
-                name,
-                self._describe(err),
-            )
-            if self.ttl_honoured and time.monotonic() < lease.expires_at:
-                # Keep the lease so a later release can still free it early.
-                with self._state_mutex:
-                    self._in_flight.discard(name)
-                return
-            confirmed = True  # nothing more can be done; forget it below
-        with self._state_mutex:
-            self._in_flight.discard(name)
-            if self._held.get(name) is lease:
-                del self._held[name]
-        if not confirmed:
-            logger.warning(
-                "%s lock %r was lost before release: another holder may have run meanwhile",
-                self.backend_name,
-                name,
-            )
+        holding = self._ledger.current(validate_lock_name(name))
+        if holding is not None:
+            self.release_holding(holding)
 
     def renew(self, name: str, ttl_seconds: float) -> bool:
-        """Extend a held lease to `ttl_seconds` from now; False (and marked lost) if gone.
+        """Extend the current holding of `name` to `ttl_seconds` from now; False if gone."""
+        holding = self._ledger.current(validate_lock_name(name))
+        return holding is not None and self.renew_holding(holding, ttl_seconds)
 
+    # -- holdings -----------------------------------------------------------------------
+
+    def acquire(self, name: str, ttl_seconds: float, *, fenced: bool = False) -> Holding | None:
+        """Take `name` now and return the new `Holding`, or None when it is taken.
+
+        `fenced=True` gives the holding a fencing token (backends with fencing only).
+        Raises `LockBackendError` when the backend fails.
+        """
+        if fenced and not self.supports_fencing:
+            raise NotImplementedError(f"the {self.backend_name} backend has no fencing tokens")
+        reservation = self._ledger.reserve(name, ttl_seconds)
+        if reservation is None:
+            return None
+        won = False
+        try:
+            name, owner, ttl = reservation.name, reservation.owner, reservation.ttl_seconds
+            try:
+                if fenced:
+                    fence = self._acquire_fenced(name, owner, ttl)
+                    won = fence is not None
+                else:
+                    fence, won = None, self._acquire(name, owner, ttl)
+            except ConfigurationError:
+                raise
+            except self.driver_errors as err:
+                raise self._backend_error("acquiring", name, err) from err
+            return self._ledger.record(reservation, fence) if won else None
+        finally:
+            if not won:
+                self._ledger.abandon(reservation)
+
+    def release_holding(self, holding: Holding) -> None:
+        """Give back `holding` if it is still held; never raises for a backend failure.
+
+        A lost holding is only forgotten: the server already let it go (and a newer
+        holding of its name may exist, which a round trip must not touch).
+        """
+        if not self._ledger.begin_release(holding):
+            return
+        done = True
+        try:
+            if holding.lost:
+                return
+            try:
+                confirmed = self._release(holding.name, holding.owner)
+            except self.driver_errors as err:
+                logger.warning(
+                    "%s lock %r: release failed (%s); the lock is lost or will expire",
+                    self.backend_name,
+                    holding.name,
+                    self._describe(err),
+                )
+                # Keep a lease that is still valid, so that a later release may free it early.
+                done = not (self.ttl_honoured and not holding.lapsed())
+                return
+            if not confirmed:
+                logger.warning(
+                    "%s lock %r was lost before release: another holder may have run meanwhile",
+                    self.backend_name,
+                    holding.name,
+                )
+        finally:
+            self._ledger.end_release(holding, done=done)
+
+    def renew_holding(self, holding: Holding, ttl_seconds: float) -> bool:
+        """Extend `holding` to `ttl_seconds` from now; False when it was not extended.
+
+        The server refusing (the owner token is gone) marks the holding lost. A backend
+        error does not, while the lease may still run on the server: the next renewal
+        may succeed. Once the lease has lapsed without a renewal, the holding is lost.
         Session backends check that their session still holds the lock instead.
         """
         ttl = validate_ttl(ttl_seconds)
-        with self._state_mutex:
-            lease = self._held.get(validate_lock_name(name))
-        if lease is None or lease.lost:
+        if holding.lost or holding.released:
             return False
         started = time.monotonic()
         try:
-            kept = self._renew(name, lease.owner, ttl)
+            kept = self._renew(holding.name, holding.owner, ttl)
         except self.driver_errors as err:
             logger.warning(
-                "%s lock %r: renewal failed (%s)", self.backend_name, name, self._describe(err)
+                "%s lock %r: renewal failed (%s)",
+                self.backend_name,
+                holding.name,
+                self._describe(err),
             )
-            kept = False
+            if holding.lapsed():
+                self._lose(holding, "its lease lapsed while renewals failed")
+            return False
         if kept:
-            lease.expires_at = started + ttl
-        else:
-            lease.lost = True
-            logger.error("%s lock %r is lost: it was not renewed", self.backend_name, name)
-        return kept
+            holding.ttl_seconds = ttl
+            self._ledger.renewed(holding, started)
+            return True
+        self._lose(holding, "the server no longer holds it for this owner")
+        return False
 
-    def forget(self, name: str) -> None:
-        """Stop tracking `name` here without a round trip; the server's lease runs out by its TTL.
+    def try_claim(self, name: str, seconds: float) -> bool:
+        """Take a fire claim on `name` for `seconds`: never released, never tracked here.
 
-        For a hold that must outlive this process's interest in it, such as a fire claim
-        kept for its grace window: it is never renewed or released, and without this
-        every such name would stay in the local bookkeeping forever. Lease backends
-        only, or a hold already reported lost: a session backend's live lock would stay
-        held until its connection closes, so it must be released instead.
+        Lease backends take an ordinary lease with a throwaway owner token, which the
+        server frees at the end of the window. Session backends override `_claim`
+        (a lock would die with the session; a claim must outlive it).
         """
-        with self._state_mutex:
-            lease = self._held.get(validate_lock_name(name))
-            if lease is None:
-                return
-            if not self.ttl_honoured and not lease.lost:
-                raise NotImplementedError(
-                    f"the {self.backend_name} backend holds {name!r} for its session; "
-                    "release it instead"
-                )
-            del self._held[name]
+        name = validate_lock_name(name)
+        seconds = validate_ttl(seconds, source="claim seconds")
+        try:
+            return self._claim(name, seconds)
+        except ConfigurationError:
+            raise
+        except self.driver_errors as err:
+            raise self._backend_error("claiming", name, err) from err
+
+    # -- local views, by name ------------------------------------------------------------
+
+    def holding(self, name: str) -> Holding | None:
+        """The current holding of `name` by this instance, whatever its state."""
+        return self._ledger.current(validate_lock_name(name))
 
     def is_held(self, name: str) -> bool:
         """Whether this instance believes it holds `name` (local view, no round trip)."""
-        with self._state_mutex:
-            lease = self._held.get(name)
-        return lease is not None and not lease.lost and not self._locally_expired(lease)
+        holding = self._ledger.current(name)
+        return holding is not None and holding.valid
 
     def is_lost(self, name: str) -> bool:
-        """Whether a renewal or the session reported `name` lost while it was held."""
-        with self._state_mutex:
-            lease = self._held.get(name)
-        return lease is not None and lease.lost
+        """Whether the current holding of `name` was reported lost while it was held."""
+        holding = self._ledger.current(name)
+        return holding is not None and holding.lost
 
     def fencing_token(self, name: str) -> int | None:
         """The fencing token of the current holding of `name`, if it was acquired fenced."""
-        with self._state_mutex:
-            lease = self._held.get(name)
-        return None if lease is None else lease.fence
+        holding = self._ledger.current(name)
+        return None if holding is None else holding.fence
 
     @contextmanager
     def hold(self, name: str, ttl_seconds: float) -> Iterator[bool]:
@@ -198,19 +239,17 @@ class BaseLock(ABC):
             yield acquired
 
     def close(self) -> None:
-        """Release every held name and drop connections; safe to call twice."""
-        with self._state_mutex:  # other threads may still acquire and release meanwhile
-            names = list(self._held)
+        """Release every holding and drop connections; safe to call twice."""
         try:
-            for name in names:
-                self.release(name)
+            for holding in self._ledger.holdings():
+                self.release_holding(holding)
         finally:
             self._close()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._target!r})"
 
-    # -- hooks for subclasses ---------------------------------------------------
+    # -- hooks for subclasses ---------------------------------------------------------
 
     @abstractmethod
     def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
@@ -246,51 +285,28 @@ class BaseLock(ABC):
         """Increment and return the fencing counter of `name`."""
         raise NotImplementedError(f"the {self.backend_name} backend has no fencing tokens")
 
+    def _claim(self, name: str, seconds: float) -> bool:
+        """Take a claim for `seconds`; lease backends: a lease with a throwaway token."""
+        if not self.ttl_honoured:
+            raise NotImplementedError(
+                f"the {self.backend_name} backend must implement fire claims (_claim)"
+            )
+        return self._acquire(name, new_owner_token(), seconds)
+
     def _close(self) -> None:  # noqa: B027 - optional hook; most backends hold no connection
         """Drop connections; the default has none."""
 
-    # -- shared machinery ---------------------------------------------------------
+    # -- shared machinery -------------------------------------------------------------
 
-    def _try_acquire(self, name: str, ttl_seconds: float, *, fenced: bool) -> Lease | None:
-        name = validate_lock_name(name)
-        ttl = validate_ttl(ttl_seconds)
-        with self._state_mutex:
-            current = self._held.get(name)
-            if name in self._in_flight or (
-                current is not None and not self._locally_expired(current)
-            ):
-                return None
-            self._in_flight.add(name)
-        try:
-            owner = new_owner_token()
-            started = time.monotonic()
-            try:
-                if fenced:
-                    fence = self._acquire_fenced(name, owner, ttl)
-                    acquired = fence is not None
-                else:
-                    fence, acquired = None, self._acquire(name, owner, ttl)
-            except ConfigurationError:
-                raise
-            except self.driver_errors as err:
-                raise LockBackendError(
-                    f"{self.backend_name} lock backend {self._target} failed while acquiring "
-                    f"{name!r}: {self._describe(err)}"
-                ) from err
-            if not acquired:
-                return None
-            lease = Lease(name, owner, ttl, started + ttl, fence)
-            with self._state_mutex:
-                self._held[name] = lease
-            return lease
-        finally:
-            with self._state_mutex:
-                self._in_flight.discard(name)
+    def _lose(self, holding: Holding, why: str) -> None:
+        if self._ledger.mark_lost([holding]):
+            logger.error("%s lock %r is lost: %s", self.backend_name, holding.name, why)
 
-    def _locally_expired(self, lease: Lease) -> bool:
-        # A lease backend's server frees the lock at the TTL; past it, asking the
-        # server again is the only honest answer (and the old owner token is dropped).
-        return self.ttl_honoured and time.monotonic() >= lease.expires_at
+    def _backend_error(self, action: str, name: str, err: BaseException) -> LockBackendError:
+        return LockBackendError(
+            f"{self.backend_name} lock backend {self._target} failed while {action} "
+            f"{name!r}: {self._describe(err)}"
+        )
 
     def _describe(self, err: BaseException) -> str:
         text = scrub(str(err), self._secrets) or "no detail"

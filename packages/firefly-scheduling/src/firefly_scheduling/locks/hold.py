@@ -6,22 +6,26 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from firefly_scheduling.locks.port import DistributedLock
+from firefly_scheduling.locks.port_holdings import holding_lock
 
 
 @contextmanager
 def hold(lock: DistributedLock, name: str, ttl_seconds: float) -> Iterator[bool]:
-    """Try `name` once; yield whether it was won; release it on exit if it was.
+    """Try `name` once; yield whether it was won; release that holding on exit.
 
     It never waits: a caller that gets False simply does not do the guarded work.
-    Works with any `DistributedLock`, including third-party implementations::
+    The release acts on the holding this call took, never on the name: if the lease
+    lapsed meanwhile and another task of the process took the name again, that newer
+    holding stays held. Works with any `DistributedLock`, including third-party ones::
 
         with hold(lock, "reindex", 600) as acquired:
             if acquired:
                 reindex()
     """
-    acquired = lock.try_acquire(name, ttl_seconds)
+    holdings = holding_lock(lock)
+    holding = holdings.acquire(name, ttl_seconds)
     try:
-        yield acquired
+        yield holding is not None
     finally:
-        if acquired:
-            lock.release(name)
+        if holding is not None:
+            holdings.release_holding(holding)

@@ -8,6 +8,9 @@ from typing import ClassVar
 
 from firefly_scheduling.locks.base import BaseLock
 
+#: Seconds between two purges of expired entries from the process table.
+PURGE_INTERVAL_SECONDS = 1.0
+
 
 class InMemoryLock(BaseLock):
     """A lease lock kept in this process's memory, on the monotonic clock.
@@ -15,7 +18,9 @@ class InMemoryLock(BaseLock):
     It excludes the threads of one process, never other processes or hosts: use it
     for tests and for single-process deployments that want the same semantics as the
     real backends. Every instance shares the process-wide table, just as instances
-    of a server backend share their server.
+    of a server backend share their server. Expired entries (fire claims, lapsed
+    leases) are purged at most once a second, so the table holds only live leases
+    and fence counters.
     """
 
     backend_name = "memory"
@@ -23,12 +28,14 @@ class InMemoryLock(BaseLock):
     session_scoped = False
     cross_process = False
     supports_fencing = True
+    renewable = True
     driver_errors = ()
 
     # One table per process, shared by every instance, as a server is shared by nodes.
     _process_table: ClassVar[dict[str, tuple[str, float]]] = {}
     _process_fences: ClassVar[dict[str, int]] = {}
     _process_mutex: ClassVar[threading.Lock] = threading.Lock()
+    _next_purge: ClassVar[list[float]] = [0.0]
 
     def __init__(self) -> None:
         super().__init__(target="process memory")
@@ -36,9 +43,16 @@ class InMemoryLock(BaseLock):
         self._fences = self._process_fences
         self._mutex = self._process_mutex
 
+    @classmethod
+    def entries(cls) -> int:
+        """How many leases the process table holds (expired ones not yet purged included)."""
+        with cls._process_mutex:
+            return len(cls._process_table)
+
     def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
         now = time.monotonic()
         with self._mutex:
+            self._purge_when_due(now)
             holder = self._table.get(name)
             if holder is not None and holder[1] > now:
                 return False
@@ -66,3 +80,12 @@ class InMemoryLock(BaseLock):
         with self._mutex:
             self._fences[name] = self._fences.get(name, 0) + 1
             return self._fences[name]
+
+    def _purge_when_due(self, now: float) -> None:
+        """Drop expired entries; called under the mutex, at most once a second."""
+        if now < self._next_purge[0]:
+            return
+        self._next_purge[0] = now + PURGE_INTERVAL_SECONDS
+        expired = [name for name, (_, until) in self._table.items() if until <= now]
+        for name in expired:
+            del self._table[name]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from firefly_scheduling.locks.port import LockCapabilities
 from firefly_scheduling.locks.validation import validate_lock_name, validate_ttl
 
 
@@ -15,9 +16,7 @@ class NoneLock:
     """
 
     backend_name = "none"
-    ttl_honoured = False
-    session_scoped = False
-    cross_process = False
+    capabilities = LockCapabilities(ttl_honoured=False, cross_process=False)
 
     def try_acquire(self, name: str, ttl_seconds: float) -> bool:
         validate_lock_name(name)

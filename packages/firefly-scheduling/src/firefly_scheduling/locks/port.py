@@ -1,8 +1,27 @@
-"""The port every lock backend implements."""
+"""The port every lock backend implements, and the capabilities a backend may declare.
+
+`DistributedLock` is the whole contract a backend must meet. The other protocols are
+capabilities a backend MAY add; a backend says which ones it has in one place, its
+`capabilities` (a `LockCapabilities`), and everything in the library reads them one
+way, through `capabilities_of(lock)`, never by probing methods or classes:
+
+* `FencedLock` (`capabilities.fenced`): each acquisition can return a fencing token.
+* `RenewableLock` (`capabilities.renewable`): a held lease can be extended.
+* `HoldingLock`: each acquisition is its own `Holding`, released and renewed through
+  that handle, so a lapsed holding's late release or renewal never touches a newer
+  holding of the same name (`BaseLock` provides it; `holdings.holding_lock` adapts a
+  lock that only has the port).
+* `ClaimingLock`: a fire claim, a hold that is never given back and outlives the
+  process (`fires.claims`).
+"""
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from firefly_scheduling.locks.holding import Holding
 
 
 @runtime_checkable
@@ -33,4 +52,99 @@ class DistributedLock(Protocol):
 
     def release(self, name: str) -> None:
         """Give back `name` if, and only if, this instance holds it."""
+        ...
+
+
+@dataclass(frozen=True)
+class LockCapabilities:
+    """What a backend promises beyond the port; the contract suite checks each claim.
+
+    * `ttl_honoured`: the server frees the lock when the TTL passes (lease backends).
+    * `session_scoped`: the lock lives as long as the backend's connection (PostgreSQL,
+      MySQL); the TTL is accepted and ignored.
+    * `cross_process`: the lock excludes other OS processes (False only in memory).
+    * `fenced`: the lock is a `FencedLock`.
+    * `renewable`: the lock is a `RenewableLock` (on a session backend, renewing
+      checks that the session still holds the lock).
+    """
+
+    ttl_honoured: bool = True
+    session_scoped: bool = False
+    cross_process: bool = True
+    fenced: bool = False
+    renewable: bool = False
+
+
+#: What a lock that declares nothing is taken to be: a lease lock with the port only.
+#: Its fire claims are plain acquisitions, never released, freed by their TTL.
+PORT_ONLY = LockCapabilities()
+
+
+@runtime_checkable
+class DeclaresCapabilities(Protocol):
+    """A lock that states its capabilities (every `BaseLock` does)."""
+
+    @property
+    def capabilities(self) -> LockCapabilities: ...
+
+
+def capabilities_of(lock: object) -> LockCapabilities:
+    """The capabilities `lock` declares; `PORT_ONLY` when it declares none."""
+    if isinstance(lock, DeclaresCapabilities):
+        declared = lock.capabilities
+        if isinstance(declared, LockCapabilities):
+            return declared
+    return PORT_ONLY
+
+
+@runtime_checkable
+class FencedLock(Protocol):
+    """A lock whose acquisitions carry a fencing token."""
+
+    def try_acquire_fenced(self, name: str, ttl_seconds: float) -> int | None:
+        """Like `try_acquire`, returning the new holding's token (or None when lost).
+
+        The token is strictly greater than every earlier token of `name` on this
+        backend, so a guarded resource can refuse writes stamped with an older one.
+        """
+        ...
+
+
+@runtime_checkable
+class RenewableLock(Protocol):
+    """A lock whose held lease can be extended."""
+
+    def renew(self, name: str, ttl_seconds: float) -> bool:
+        """Extend the held `name` to `ttl_seconds` from now; False when it is gone."""
+        ...
+
+
+@runtime_checkable
+class HoldingLock(Protocol):
+    """A lock that hands out one `Holding` per acquisition and acts on it alone."""
+
+    def acquire(self, name: str, ttl_seconds: float, *, fenced: bool = False) -> Holding | None:
+        """Take `name` now and return the new holding, or None at once when it is taken."""
+        ...
+
+    def release_holding(self, holding: Holding) -> None:
+        """Give back `holding` if it is still held; never another holding of its name."""
+        ...
+
+    def renew_holding(self, holding: Holding, ttl_seconds: float) -> bool:
+        """Extend `holding`; False when it was not extended (then see `holding.lost`)."""
+        ...
+
+
+@runtime_checkable
+class ClaimingLock(Protocol):
+    """A lock that can take a fire claim: held for a window, never released."""
+
+    def try_claim(self, name: str, seconds: float) -> bool:
+        """Take `name` for `seconds` on the server's terms, or return False at once.
+
+        The claim is never released and never tracked locally: it outlives this
+        process and ends when its window has passed, by the server's clock where the
+        backend has one.
+        """
         ...

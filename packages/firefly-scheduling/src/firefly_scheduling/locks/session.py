@@ -3,12 +3,29 @@
 PostgreSQL advisory locks and MySQL `GET_LOCK` belong to the connection that took
 them: they vanish when it closes, and they are re-entrant within it. So such a
 backend keeps one dedicated connection (never a pooled one, which would hand the
-session to someone else) for as long as the instance lives, serialises its use
-with a mutex, and treats any driver error as the loss of the session: every lock
-it held is marked lost, and the next call reconnects.
+session to someone else) for as long as the instance lives, and serialises its use
+with a mutex.
+
+Failures are isolated:
+
+* Only a real disconnect ends the session (`_alive` says whether the connection
+  survived an error). Then every holding of that session is marked lost, the
+  session's generation moves on, and the next call reconnects. A holding of an
+  ended generation is never released or renewed on a newer session, which could
+  hold a newer holding of the same name.
+* Any other error (a statement timeout, "out of shared memory" when the server's
+  lock table is full, a refused statement) fails that call alone with
+  `LockBackendError`; every other holding stays held. Session locks are not
+  transactional, so a failed acquisition may still have taken the server lock: its
+  name is queued for unlocking, and the queue is flushed before the next statement,
+  so the re-entrant server lock can never be taken twice and never leaks.
+* A release that fails on a live session is queued the same way.
+
+Fire claims are not session locks here (they would die with the process): a
+subclass implements `_server_claim` as a row with an expiry on the server's clock.
 
 A subclass supplies the connection and the statements; re-entrancy is already
-refused by `BaseLock`'s bookkeeping before a statement is sent.
+refused by the holding ledger before a statement is sent.
 """
 
 from __future__ import annotations
@@ -16,9 +33,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from abc import abstractmethod
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 from firefly_scheduling.locks.base import BaseLock
 
@@ -33,12 +51,21 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
 
     ttl_honoured = False
     session_scoped = True
+    renewable = True
+    #: Seconds between two sweeps of expired claim rows (one statement each).
+    claim_sweep_seconds: ClassVar[float] = 60.0
 
     def __init__(self, *, target: str, secrets: tuple[str, ...] = ()) -> None:
         super().__init__(target=target, secrets=secrets)
         self._connection: ConnectionT | None = None
         self._connection_pid = os.getpid()
         self._connection_mutex = threading.RLock()
+        # Bumped whenever the session ends: holdings of older generations are gone.
+        self._generation = 0
+        self._owner_generation: dict[str, int] = {}
+        # Server locks this session may hold although no holding owns them.
+        self._pending_unlocks: list[str] = []
+        self._next_sweep = 0.0
 
     # -- hooks ------------------------------------------------------------------
 
@@ -49,6 +76,10 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
     @abstractmethod
     def _disconnect(self, connection: ConnectionT) -> None:
         """Close `connection`, ignoring errors: it may already be dead."""
+
+    @abstractmethod
+    def _alive(self, connection: ConnectionT) -> bool:
+        """Whether `connection` is still usable after one of its statements failed."""
 
     @abstractmethod
     def _server_acquire(self, connection: ConnectionT, name: str) -> bool:
@@ -62,90 +93,226 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
     def _server_holds(self, connection: ConnectionT, name: str) -> bool:
         """Whether this session still holds the server lock for `name`."""
 
+    @abstractmethod
+    def _server_claim(self, connection: ConnectionT, name: str, seconds: float) -> bool:
+        """Insert the claim row of `name`, expiring `seconds` from now by the server's clock.
+
+        True when inserted (or when it replaced an expired row); False when a live
+        row exists. One statement.
+        """
+
+    @abstractmethod
+    def _server_sweep_claims(self, connection: ConnectionT) -> int:
+        """Delete claim rows that expired; return how many."""
+
     def _server_fence(self, connection: ConnectionT, name: str) -> int:
         """Increment and return the fencing counter of `name`."""
         raise NotImplementedError(f"the {self.backend_name} backend has no fencing tokens")
+
+    def _server_acquire_fenced(self, connection: ConnectionT, name: str) -> int | None:
+        """Take the server lock and return the next fencing token; override for one trip."""
+        if not self._server_acquire(connection, name):
+            return None
+        return self._server_fence(connection, name)
 
     # -- BaseLock hooks -----------------------------------------------------------
 
     def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
         with self._connection_mutex:
-            reused = self._connection is not None and not self._held_any()
-            try:
-                return self._use(lambda connection: self._server_acquire(connection, name))
-            except self.driver_errors:
-                if not reused:
-                    raise
-            # The idle connection died while it held nothing (a server restart, an idle
-            # timeout): no lock was lost, so one fresh connection is tried at once
-            # instead of skipping a run.
-            return self._use(lambda connection: self._server_acquire(connection, name))
+            won = self._run(lambda connection: self._server_acquire(connection, name), undo=name)
+            if won:
+                self._owner_generation[owner] = self._generation
+            return won
+
+    def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
+        with self._connection_mutex:
+            token = self._run(
+                lambda connection: self._server_acquire_fenced(connection, name), undo=name
+            )
+            if token is not None:
+                self._owner_generation[owner] = self._generation
+            return token
 
     def _release(self, name: str, owner: str) -> bool:
         with self._connection_mutex:
-            if self._connection is None:
+            if not self._owns(owner, forget=True):
                 return False  # the session died, and the lock with it
-            return self._use(lambda connection: self._server_release(connection, name))
+            try:
+                return self._run(
+                    lambda connection: self._server_release(connection, name), retry=False
+                )
+            except self.driver_errors as err:
+                if self._connection is None:
+                    raise  # the session ended: nothing left to release
+                self._queue_unlock(name)
+                logger.warning(
+                    "%s lock %r: release failed (%s); it stays held by this session until "
+                    "it is released before the next statement",
+                    self.backend_name,
+                    name,
+                    self._describe(err),
+                )
+                return True
 
     def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
         with self._connection_mutex:
-            if self._connection is None:
+            if not self._owns(owner):
                 return False
-            return self._use(lambda connection: self._server_holds(connection, name))
+            generation = self._generation
+            try:
+                return self._run(
+                    lambda connection: self._server_holds(connection, name), retry=False
+                )
+            except self.driver_errors as err:
+                if self._generation != generation:
+                    return False  # the session ended, and every lock of it
+                # A session lock lives as long as its session, which is still there.
+                logger.warning(
+                    "%s lock %r: checking the session's hold failed (%s); the session is "
+                    "alive, so it still holds the lock",
+                    self.backend_name,
+                    name,
+                    self._describe(err),
+                )
+                return True
 
     def _fence(self, name: str) -> int:
         with self._connection_mutex:
-            return self._use(lambda connection: self._server_fence(connection, name))
+            return self._run(lambda connection: self._server_fence(connection, name))
+
+    def _claim(self, name: str, seconds: float) -> bool:
+        with self._connection_mutex:
+            won = self._run(lambda connection: self._server_claim(connection, name, seconds))
+            self._sweep_when_due()
+            return won
 
     def _close(self) -> None:
         with self._connection_mutex:
             if self._connection is not None:
                 self._disconnect(self._connection)
                 self._connection = None
+            self._generation += 1
+            self._owner_generation.clear()
+            self._pending_unlocks.clear()
 
     # -- machinery ----------------------------------------------------------------
 
-    def _use(self, statement: Callable[[ConnectionT], _R]) -> _R:
+    def _run(
+        self, statement: Callable[[ConnectionT], _R], *, undo: str | None = None, retry: bool = True
+    ) -> _R:
+        """Run `statement` on the session (under the connection mutex).
+
+        `undo`: the server lock the statement may have taken before it failed. With
+        `retry`, an idle session (no holding on it) that turns out dead is replaced
+        once at once: a server restart or an idle timeout lost no lock, so the call
+        should not fail for it.
+        """
+        idle = self._connection is not None and not self._owner_generation
+        try:
+            return self._on_session(statement, undo)
+        except self.driver_errors:
+            if not (retry and idle and self._connection is None):
+                raise
+        return self._on_session(statement, undo)
+
+    def _on_session(self, statement: Callable[[ConnectionT], _R], undo: str | None) -> _R:
+        connection = self._session()
+        try:
+            return statement(connection)
+        except self.driver_errors:
+            if not self._alive(connection):
+                self._session_lost()
+            elif undo is not None:
+                self._queue_unlock(undo)
+                self._flush_unlocks_quietly(connection)
+            raise
+
+    def _session(self) -> ConnectionT:
+        """The live session, connected on demand, with queued unlocks flushed first."""
         self._forget_inherited_connection()
         if self._connection is None:
             self._connection = self._connect()
             self._connection_pid = os.getpid()
-        try:
-            return statement(self._connection)
-        except self.driver_errors:
-            self._session_lost()
-            raise
+        connection = self._connection
+        if self._pending_unlocks:
+            self._flush_unlocks(connection)
+        return connection
 
-    def _held_any(self) -> bool:
-        with self._state_mutex:
-            return bool(self._held)
+    def _flush_unlocks(self, connection: ConnectionT) -> None:
+        """Release every queued server lock; raises (and keeps the rest queued) on failure."""
+        while self._pending_unlocks:
+            name = self._pending_unlocks[0]
+            try:
+                self._server_release(connection, name)
+            except self.driver_errors:
+                if not self._alive(connection):
+                    self._session_lost()
+                raise
+            self._pending_unlocks.pop(0)
+
+    def _flush_unlocks_quietly(self, connection: ConnectionT) -> None:
+        try:
+            self._flush_unlocks(connection)
+        except self.driver_errors as err:
+            logger.warning(
+                "%s lock: undoing a failed acquisition failed too (%s); retried before the "
+                "next statement",
+                self.backend_name,
+                self._describe(err),
+            )
+
+    def _queue_unlock(self, name: str) -> None:
+        if name not in self._pending_unlocks:
+            self._pending_unlocks.append(name)
+
+    def _owns(self, owner: str, *, forget: bool = False) -> bool:
+        """Whether `owner`'s holding belongs to the live session (checked under the mutex)."""
+        self._forget_inherited_connection()
+        generation = (
+            self._owner_generation.pop(owner, None) if forget else self._owner_generation.get(owner)
+        )
+        return self._connection is not None and generation == self._generation
+
+    def _sweep_when_due(self) -> None:
+        now = time.monotonic()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + self.claim_sweep_seconds
+        try:
+            self._run(self._server_sweep_claims, retry=False)
+        except self.driver_errors as err:  # the next sweep tries again
+            logger.warning(
+                "%s lock: sweeping expired fire claims failed (%s)",
+                self.backend_name,
+                self._describe(err),
+            )
 
     def _forget_inherited_connection(self) -> None:
         """After a fork (gunicorn --preload, multiprocessing), the parent's session is not ours.
 
         Closing it would end the parent's session and free the parent's locks, so the
-        child drops the reference without closing it and forgets the parent's leases.
+        child drops the reference without closing it and forgets the parent's holdings.
         """
         if self._connection is None or self._connection_pid == os.getpid():
             return
         self._connection = None
-        with self._state_mutex:
-            self._held.clear()
-            self._in_flight.clear()
+        self._generation += 1
+        self._owner_generation.clear()
+        self._pending_unlocks.clear()
+        self._ledger.forget_all()
 
     def _session_lost(self) -> None:
-        """Drop the dead connection and mark every lock it held as lost."""
+        """Drop the dead connection and mark every holding of its session as lost."""
         if self._connection is not None:
             self._disconnect(self._connection)
             self._connection = None
-        with self._state_mutex:
-            lost = [lease for lease in self._held.values() if not lease.lost]
-            for lease in lost:
-                lease.lost = True
-        for lease in lost:
+        self._generation += 1
+        self._owner_generation.clear()
+        self._pending_unlocks.clear()
+        for holding in self._ledger.mark_lost():
             logger.error(
                 "%s lock %r is lost: its session %s ended",
                 self.backend_name,
-                lease.name,
+                holding.name,
                 self._target,
             )

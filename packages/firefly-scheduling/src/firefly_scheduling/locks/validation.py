@@ -6,6 +6,11 @@ import math
 from numbers import Real
 
 MAX_LOCK_NAME_LENGTH = 255
+#: Lock names starting with this are the library's own: fire claims (`firefly:fire:...`)
+#: and probes. The lock port accepts them, since the library takes them through it;
+#: a task's `lock=` is refused there (see `validation.py`), so no task can take, or be
+#: blocked by, one of them.
+RESERVED_LOCK_PREFIX = "firefly:"
 
 
 def validate_lock_name(name: object, *, source: str = "lock name") -> str:

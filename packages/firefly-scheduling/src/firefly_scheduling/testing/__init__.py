@@ -20,7 +20,8 @@ URLs come from `server_url()`.
 
 from __future__ import annotations
 
-from firefly_scheduling.testing.contract import LockCapabilities, LockContract, NoneLockContract
+from firefly_scheduling.locks.port import LockCapabilities
+from firefly_scheduling.testing.contract import LockContract, NoneLockContract
 from firefly_scheduling.testing.provider_contract import ProviderContract
 from firefly_scheduling.testing.servers import server_url
 

@@ -8,7 +8,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,35 +15,34 @@ import pytest
 
 from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.locks.hold import hold
-from firefly_scheduling.locks.port import DistributedLock
+from firefly_scheduling.locks.port import (
+    ClaimingLock,
+    DistributedLock,
+    HoldingLock,
+    LockCapabilities,
+    capabilities_of,
+)
 from firefly_scheduling.testing.workers import exclusive_file_worker
 
 LockFactory = Callable[[], DistributedLock]
 
 
-@dataclass(frozen=True)
-class LockCapabilities:
-    """What a backend promises; read from the lock class unless a suite overrides it."""
-
-    ttl_honoured: bool
-    session_scoped: bool
-    cross_process: bool
-    supports_fencing: bool
-    #: Longest a lease backend may take past the TTL to free a lock (memcached
-    #: rounds TTLs up to whole seconds, and its clock ticks once a second).
-    expiry_slack_seconds: float = 2.5
-
-    @classmethod
-    def of(cls, lock: DistributedLock) -> LockCapabilities:
-        return cls(
-            ttl_honoured=bool(getattr(lock, "ttl_honoured", False)),
-            session_scoped=bool(getattr(lock, "session_scoped", False)),
-            cross_process=bool(getattr(lock, "cross_process", True)),
-            supports_fencing=bool(getattr(lock, "supports_fencing", False)),
-        )
+#: Longest a lease backend may take past the TTL to free a lock (memcached rounds TTLs
+#: up to whole seconds, and its clock ticks once a second).
+EXPIRY_SLACK_SECONDS = 2.5
 
 
-def _close(lock: DistributedLock) -> None:
+def _holdings(lock: DistributedLock) -> HoldingLock:
+    assert isinstance(lock, HoldingLock), f"{lock!r} hands out no holdings"
+    return lock
+
+
+def _claims(lock: DistributedLock) -> ClaimingLock:
+    assert isinstance(lock, ClaimingLock), f"{lock!r} takes no fire claims"
+    return lock
+
+
+def _close(lock: object) -> None:
     close = getattr(lock, "close", None)
     if callable(close):
         close()
@@ -79,7 +77,8 @@ class LockContract:
 
     @pytest.fixture
     def capabilities(self, nodes: Callable[[], DistributedLock]) -> LockCapabilities:
-        return LockCapabilities.of(nodes())
+        """What the backend declares (`capabilities_of`); every case checks the claim."""
+        return capabilities_of(nodes())
 
     @pytest.fixture
     def name(self, request: pytest.FixtureRequest) -> str:
@@ -161,20 +160,18 @@ class LockContract:
         never free the lease's new holder.
         """
         if capabilities.ttl_honoured:
-            self._check_lease_expiry(nodes, name, capabilities)
+            self._check_lease_expiry(nodes, name)
         elif capabilities.session_scoped:
             self._check_session_survives_ttl(nodes, name)
         else:
             pytest.fail("a backend must declare ttl_honoured or session_scoped")
 
     @staticmethod
-    def _check_lease_expiry(
-        nodes: Callable[[], DistributedLock], name: str, capabilities: LockCapabilities
-    ) -> None:
+    def _check_lease_expiry(nodes: Callable[[], DistributedLock], name: str) -> None:
         old, new, third = nodes(), nodes(), nodes()
         assert old.try_acquire(name, 1.0)
         assert new.try_acquire(name, 30) is False
-        deadline = time.monotonic() + 1.0 + capabilities.expiry_slack_seconds
+        deadline = time.monotonic() + 1.0 + EXPIRY_SLACK_SECONDS
         while not new.try_acquire(name, 30):
             assert time.monotonic() < deadline, "the lease was not freed after its TTL"
             time.sleep(0.05)
@@ -193,6 +190,95 @@ class LockContract:
         holder.release(name)
         assert other.try_acquire(name, 30)
         other.release(name)
+
+    # -- holdings ---------------------------------------------------------------
+
+    def test_a_late_release_of_an_older_holding_keeps_the_newer_one(
+        self,
+        nodes: Callable[[], DistributedLock],
+        name: str,
+        capabilities: LockCapabilities,
+    ) -> None:
+        """Every acquisition is its own holding: an older one's release never frees a newer.
+
+        On a lease backend this is the stall of issue 8: a task's lease lapses, another
+        task of the same process takes the name again, and the first task's `finally`
+        must not free it. On a session backend a holding only ends with its session or
+        its release, so the older holding is a released one, released again.
+        """
+        lock, other = nodes(), nodes()
+        if capabilities.ttl_honoured:
+            with hold(lock, name, 0.3) as first:
+                assert first
+                time.sleep(0.3 + EXPIRY_SLACK_SECONDS)
+                assert lock.try_acquire(name, 30), "a lapsed lease must free the name"
+            # Leaving the block released the first, lapsed holding only.
+        else:
+            holdings = _holdings(lock)
+            first_holding = holdings.acquire(name, 30)
+            assert first_holding is not None
+            holdings.release_holding(first_holding)
+            assert lock.try_acquire(name, 30)
+            holdings.release_holding(first_holding)
+        assert other.try_acquire(name, 30) is False, "an older holding's release freed a newer"
+        lock.release(name)
+        assert other.try_acquire(name, 30)
+        other.release(name)
+
+    def test_a_lapsed_holdings_renewal_never_extends_a_newer_one(
+        self,
+        nodes: Callable[[], DistributedLock],
+        name: str,
+        capabilities: LockCapabilities,
+    ) -> None:
+        if not capabilities.renewable:
+            pytest.skip("backend declares no renewal")
+        lock, other = _holdings(nodes()), nodes()
+        first = lock.acquire(name, 0.3 if capabilities.ttl_honoured else 30)
+        assert first is not None
+        if capabilities.ttl_honoured:
+            time.sleep(0.3 + EXPIRY_SLACK_SECONDS)
+        else:
+            lock.release_holding(first)
+        second = lock.acquire(name, 1.0)
+        assert second is not None
+        assert lock.renew_holding(first, 30) is False, "an older holding was renewed"
+        assert first.lost or first.released
+        assert not second.lost
+        if capabilities.ttl_honoured:
+            deadline = time.monotonic() + 1.0 + EXPIRY_SLACK_SECONDS
+            while not other.try_acquire(name, 30):  # the newer lease still ends at its TTL
+                assert time.monotonic() < deadline, "the newer lease was extended"
+                time.sleep(0.05)
+            other.release(name)
+        lock.release_holding(second)
+
+    # -- fire claims --------------------------------------------------------------
+
+    def test_a_claim_blocks_every_node_and_outlives_its_claimer(
+        self, nodes: Callable[[], DistributedLock], name: str
+    ) -> None:
+        """A fire claim is never released: not by its claimer, not when it closes."""
+        claimer, other = _claims(nodes()), _claims(nodes())
+        assert claimer.try_claim(name, 1.0)
+        assert other.try_claim(name, 1.0) is False
+        assert claimer.try_claim(name, 1.0) is False, "a claim is not re-entrant"
+        _close(claimer)
+        assert other.try_claim(name, 1.0) is False, "a claim died with its claimer"
+        deadline = time.monotonic() + 1.0 + EXPIRY_SLACK_SECONDS
+        while not other.try_claim(name, 30):  # it ends with its window, by the server
+            assert time.monotonic() < deadline, "a claim outlived its window"
+            time.sleep(0.1)
+
+    def test_a_claim_takes_no_lock_of_its_name(
+        self, nodes: Callable[[], DistributedLock], name: str, capabilities: LockCapabilities
+    ) -> None:
+        """Session backends keep claims out of the server's lock table (as rows)."""
+        claimer = nodes()
+        assert _claims(claimer).try_claim(name, 30)
+        if capabilities.session_scoped:
+            assert nodes().try_acquire(name, 30), "a claim took a session lock"
+            nodes().release(name)
 
     @pytest.mark.parametrize("ttl", [0, -1, -0.5, math.nan, math.inf, -math.inf])
     def test_bad_ttl_is_refused(
@@ -358,8 +444,8 @@ class LockContract:
         name: str,
         capabilities: LockCapabilities,
     ) -> None:
-        if not capabilities.supports_fencing:
-            pytest.skip("backend has no fencing tokens")
+        if not capabilities.fenced:
+            pytest.skip("backend declares no fencing tokens")
         tokens: list[int] = []
         for _ in range(5):
             lock: Any = nodes()
@@ -377,9 +463,9 @@ class LockContract:
         name: str,
         capabilities: LockCapabilities,
     ) -> None:
+        if not capabilities.renewable:
+            pytest.skip("backend declares no renewal")
         holder: Any = nodes()
-        if not hasattr(holder, "renew"):
-            pytest.skip("backend has no renew()")
         other = nodes()
         assert holder.try_acquire(name, 1.0)
         for _ in range(4):

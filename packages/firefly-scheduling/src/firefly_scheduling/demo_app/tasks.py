@@ -1,4 +1,4 @@
-"""The example's tasks: one of each kind of trigger the decorator accepts.
+"""The demo's tasks: one of each kind of trigger the decorator accepts.
 
 Each task only logs a line, so a demo shows who ran what and when. Importing this
 module schedules nothing: `@scheduled` only attaches metadata.
@@ -12,7 +12,7 @@ import socket
 
 from firefly_scheduling import scheduled
 
-logger = logging.getLogger("firefly_example")
+logger = logging.getLogger(__name__)
 
 
 def _node() -> str:

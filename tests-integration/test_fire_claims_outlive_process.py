@@ -1,0 +1,84 @@
+"""A fire claim outlives the process that took it, on every backend, with no run history.
+
+Issue 8.3: on PostgreSQL and MySQL a claim was a session lock, released when `tick`
+exited (or gone with a restarted node's session). With the run history off, a second
+`tick` later in the same minute ran the fire again. Here two `tick` processes run one
+after the other in one minute, the history off; the first must run the fire and the
+second must find it claimed.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
+from firefly_hostapps.harness import node_env, read_runs, start_node
+
+from firefly_scheduling_database import DatabaseLeaseLock
+
+pytestmark = pytest.mark.slow
+
+BACKENDS = (
+    "postgres",
+    "mysql",
+    "redis",
+    "memcached",
+    "etcd",
+    "database-sqlite",
+    "database-postgres",
+    "database-mariadb",
+)
+
+
+@pytest.fixture
+def lock_env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """The lock provider and URL variables of one backend."""
+    provider, _, server = str(request.param).partition("-")
+    if provider == "database":
+        url = {
+            "sqlite": f"sqlite:///{tmp_path / 'locks.db'}",
+            "postgres": request.getfixturevalue("postgres_url"),
+            "mariadb": request.getfixturevalue("mysql_url"),
+        }[server]
+        lock = DatabaseLeaseLock(url)
+        lock.install()  # what `firefly-scheduling migrate` does once per database
+        lock.close()
+    else:
+        url = request.getfixturevalue(f"{provider}_url")
+    return {
+        "FIREFLY_SCHEDULING_LOCK_PROVIDER": provider,
+        f"FIREFLY_SCHEDULING_LOCK_{provider.upper()}_URL": url,
+    }
+
+
+@pytest.mark.parametrize("lock_env", BACKENDS, indirect=True)
+def test_a_second_tick_in_the_same_minute_finds_the_fire_claimed(
+    tmp_path: Path, lock_env: dict[str, str]
+) -> None:
+    log = tmp_path / "runs.log"
+    env = node_env(
+        tmp_path,
+        **lock_env,
+        FIREFLY_SCHEDULING_HISTORY_URL="off",
+        FIREFLY_HOSTAPP_LOCK=f"hostapps-claim-outlives-{uuid.uuid4().hex}",
+        FIREFLY_HOSTAPP_LOG=str(log),
+        FIREFLY_HOSTAPP_BODY="0.1",
+    )
+    if datetime.now(UTC).second > 40:  # both ticks must fall in one minute
+        time.sleep(60 - datetime.now(UTC).second + 0.2)
+    minute = datetime.now(UTC).replace(second=0, microsecond=0)
+    outputs = []
+    for name in ("first", "second"):
+        node = start_node("tick", name, app="firefly_hostapps.tick_once", env=env, workdir=tmp_path)
+        assert node.wait(timeout=60) == 0, node.text()
+        outputs.append(node.text())
+    assert datetime.now(UTC).replace(second=0, microsecond=0) == minute, "ran past the minute"
+    assert "1 succeeded" in outputs[0], outputs[0]
+    assert "1 claimed elsewhere" in outputs[1], outputs[1]
+    assert len(read_runs(log)) == 1, "\n".join(outputs)
