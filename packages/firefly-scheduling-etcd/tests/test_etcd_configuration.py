@@ -68,7 +68,7 @@ def test_credentials_are_refused_without_showing_the_password(url: str) -> None:
         ("etcd://h?timeout=-1s", "timeout="),
         ("etcd://h?cacert=/etc/ca.pem", "TLS option 'cacert' on a plain etcd:// URL"),
         ("etcds://h?key=/etc/k.pem", "key= without cert="),
-        ("etcd://h:99999", "malformed URL"),
+        ("etcd://h:99999", "the port is not a whole number"),
     ],
 )
 def test_bad_urls_are_refused_naming_the_problem(url: str, problem: str) -> None:
