@@ -47,6 +47,7 @@ POSTGRES = url("postgres", "postgresql://postgres@127.0.0.1:5432/test")
 MYSQL = url("mysql", "mysql://root@127.0.0.1:3306/test")
 REDIS = url("redis", "redis://127.0.0.1:6379/0")
 MEMCACHED = url("memcached", "memcached://127.0.0.1:11211")
+ETCD = url("etcd", "etcd://127.0.0.1:2379")
 
 
 def lock_cycle(lock: Any, name: str, ttl: float = 30.0) -> Cycle:
@@ -237,6 +238,83 @@ def memcached_floor(stack: ExitStack) -> Iterator[Case]:
     yield Case("memcached", "pymemcache: add + gets + md C<cas>", "floor", floor)
 
 
+# -- etcd ------------------------------------------------------------------------------------
+
+
+def etcd_cases(stack: ExitStack) -> Iterator[Case]:
+    """EtcdLock, and the same four requests sent raw with httpx and with etcd3gw.
+
+    A won cycle is a linearizable read of the key, a lease grant, the create-if-absent
+    transaction and a lease revoke. The bodies are written out here, not taken from
+    the adapter, so the floor is what a hand-written client would send.
+    """
+    import base64  # noqa: PLC0415
+    import json  # noqa: PLC0415
+    from urllib.parse import urlsplit  # noqa: PLC0415
+
+    import httpx  # noqa: PLC0415
+
+    from firefly_scheduling_etcd import EtcdLock  # noqa: PLC0415
+
+    lock = EtcdLock(ETCD)
+    stack.callback(lock.close)
+    yield Case("etcd", "EtcdLock", "adapter", lock_cycle(lock, unique("etcd")))
+
+    parts = urlsplit(ETCD)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 2379
+
+    def requests_of(name: str) -> Callable[[], list[tuple[str, dict[str, Any]]]]:
+        key = base64.b64encode(f"firefly/scheduling/lock/{name}".encode()).decode()
+
+        def cycle_requests() -> list[tuple[str, dict[str, Any]]]:
+            owner = os.urandom(16).hex()
+            lease = str(random.getrandbits(62) + 1)
+            create = {"key": key, "value": base64.b64encode(owner.encode()).decode()}
+            absent = {"key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}
+            return [
+                ("kv/range", {"key": key, "count_only": True}),
+                ("lease/grant", {"ID": lease, "TTL": "30"}),
+                (
+                    "kv/txn",
+                    {
+                        "compare": [absent],
+                        "success": [{"request_put": {**create, "lease": lease}}],
+                    },
+                ),
+                ("lease/revoke", {"ID": lease}),
+            ]
+
+        return cycle_requests
+
+    client = httpx.Client(base_url=f"http://{host}:{port}/v3/", timeout=3.0, trust_env=False)
+    stack.callback(client.close)
+    httpx_requests = requests_of(unique("etcd-httpx"))
+
+    def httpx_floor() -> None:
+        for path, body in httpx_requests():
+            answer = client.post(path, content=json.dumps(body)).json()
+            if path == "kv/txn":
+                require(answer.get("succeeded") is True, "uncontended cycle failed")
+
+    yield Case("etcd", "httpx: range + grant + txn + revoke", "floor", httpx_floor)
+
+    try:
+        import etcd3gw  # noqa: PLC0415
+    except ImportError:
+        return
+    gateway = etcd3gw.client(host=host, port=port, timeout=3, api_path="/v3/")
+    stack.callback(gateway.session.close)
+    gateway_requests = requests_of(unique("etcd3gw"))
+
+    def etcd3gw_cycle() -> None:
+        for path, body in gateway_requests():
+            answer = gateway.post(gateway.get_url(path), json=body)
+            if path == "kv/txn":
+                require(answer.get("succeeded") is True, "uncontended cycle failed")
+
+    yield Case("etcd", "etcd3gw: range + grant + txn + revoke", "peer", etcd3gw_cycle)
+
+
 # -- database (SQLAlchemy) --------------------------------------------------------------------
 
 
@@ -318,6 +396,7 @@ SUITES: dict[str, Callable[[ExitStack], Iterator[Case]]] = {
     "mysql": mysql_cases,
     "redis": redis_cases,
     "memcached": memcached_cases,
+    "etcd": etcd_cases,
     "database": database_cases,
 }
 

@@ -59,6 +59,7 @@ URLS = {
     "mysql": server_url("mysql", "mysql://root@127.0.0.1:3306/test"),
     "redis": server_url("redis", "redis://127.0.0.1:6379/0"),
     "memcached": server_url("memcached", "memcached://127.0.0.1:11211"),
+    "etcd": server_url("etcd", "etcd://127.0.0.1:2379"),
 }
 #: backend -> (lock provider, server whose URL it uses)
 BACKENDS = {
@@ -66,6 +67,7 @@ BACKENDS = {
     "postgres": ("postgres", "postgres"),
     "mysql": ("mysql", "mysql"),
     "memcached": ("memcached", "memcached"),
+    "etcd": ("etcd", "etcd"),
     "database-postgres": ("database", "postgres"),
     "database-mariadb": ("database", "mysql"),
 }
@@ -168,7 +170,8 @@ class Counts:
 def measure(backend: str, fires: int, urls: dict[str, str] | None = None) -> Counts:
     """Round trips of every fire for each role (see the module doc).
 
-    `urls`: server kind (`postgres`, `mysql`, `redis`, `memcached`) -> URL; default `URLS`.
+    `urls`: server kind (`postgres`, `mysql`, `redis`, `memcached`, `etcd`) -> URL; default
+    `URLS`.
     """
     provider, server = BACKENDS[backend]
     url = (urls or URLS)[server]

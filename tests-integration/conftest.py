@@ -71,3 +71,9 @@ def redis_url() -> str:
 @pytest.fixture(scope="session")
 def memcached_url() -> str:
     return server_url("memcached", _container("memcached"))
+
+
+@pytest.fixture(scope="session")
+def etcd_url() -> str:
+    """`etcd://` URL of a real etcd member (no container image is wired up for it)."""
+    return server_url("etcd")

@@ -33,6 +33,7 @@ from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
 from firefly_scheduling_database.history_store import DatabaseRunHistory
+from firefly_scheduling_etcd import EtcdLock
 from firefly_scheduling_memcached import MemcachedLock
 from firefly_scheduling_memcached.anchor_store import MemcachedAnchorStore
 from firefly_scheduling_mysql import MySqlNamedLock
@@ -119,6 +120,7 @@ ENTRY_PATHS = [
     EntryPath("DatabaseLeaseLock on MariaDB", "mysql", DatabaseLeaseLock),
     EntryPath("RedisLock", "redis", RedisLock),
     EntryPath("MemcachedLock", "memcached", MemcachedLock),
+    EntryPath("EtcdLock", "etcd", EtcdLock),
     EntryPath("RedisAnchorStore", "redis", RedisAnchorStore),
     EntryPath("MemcachedAnchorStore", "memcached", MemcachedAnchorStore),
     EntryPath("DatabaseAnchorStore", "postgresql", DatabaseAnchorStore),
@@ -131,6 +133,7 @@ ENTRY_PATHS = [
             ("database", "postgresql"),
             ("redis", "redis"),
             ("memcached", "memcached"),
+            ("etcd", "etcd"),
         ]
     ),
     EntryPath(
@@ -225,7 +228,8 @@ def test_a_special_character_in_a_password_is_refused_asking_to_percent_encode(
     assert "user:***@" in message
 
 
-@pytest.mark.parametrize("path", ENTRY_PATHS[:10], ids=lambda path: path.name)
+# The first eleven entry paths are the adapters' own lock and store classes.
+@pytest.mark.parametrize("path", ENTRY_PATHS[:11], ids=lambda path: path.name)
 def test_a_lock_or_store_never_echoes_a_value_that_is_not_a_url(path: EntryPath) -> None:
     # A bare word holds no credential by redaction's rules (a setting may read `off`),
     # so it is only the adapters that must never echo it: it may be a pasted password.

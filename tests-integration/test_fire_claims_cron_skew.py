@@ -152,9 +152,10 @@ def races(
     mysql_url: str,
     redis_url: str,
     memcached_url: str,
+    etcd_url: str,
 ) -> dict[tuple[str, str], Race]:
     urls = {"postgres": postgres_url, "mysql": mysql_url}
-    urls |= {"redis": redis_url, "memcached": memcached_url}
+    urls |= {"redis": redis_url, "memcached": memcached_url, "etcd": etcd_url}
     # The first minute every node's clock reaches: a minute of the fake timeline.
     first_minute = 60.0 * math.ceil(time.time() / 60.0) + 60.0
     launched: dict[tuple[str, str], tuple[Race, list[subprocess.Popen[str]]]] = {}

@@ -46,7 +46,14 @@ LOCK_TTL = 2.0
 STARTED = "started"
 #: Longest the survivor keeps firing before the test gives up (lease lapse is ~2 s).
 ADOPTION_SECONDS = 20.0
-LEASE_BACKENDS = ("redis", "memcached", "database-sqlite", "database-postgres", "database-mariadb")
+LEASE_BACKENDS = (
+    "redis",
+    "memcached",
+    "etcd",
+    "database-sqlite",
+    "database-postgres",
+    "database-mariadb",
+)
 ALL_BACKENDS = ("postgres", "mysql", *LEASE_BACKENDS)
 
 
@@ -60,7 +67,12 @@ def settings_for(backend: str, urls: dict[str, str], workdir: Path, node: str) -
             "mariadb": urls["mysql"],
         }[server]
         return Settings(lock_provider="database", database_url=url, history_url=history, node=node)
-    fields = {f"{provider}_url": urls[provider]}
+    # A provider without a settings field of its own (etcd) is read from other_lock_urls.
+    fields: dict[str, object] = (
+        {f"{provider}_url": urls[provider]}
+        if hasattr(Settings, f"{provider}_url")
+        else {"other_lock_urls": {provider: urls[provider]}}
+    )
     return Settings(lock_provider=provider, history_url=history, node=node, **fields)  # type: ignore[arg-type]
 
 
@@ -107,12 +119,15 @@ class Scene:
 
 
 @pytest.fixture
-def urls(postgres_url: str, mysql_url: str, redis_url: str, memcached_url: str) -> dict[str, str]:
+def urls(
+    postgres_url: str, mysql_url: str, redis_url: str, memcached_url: str, etcd_url: str
+) -> dict[str, str]:
     return {
         "postgres": postgres_url,
         "mysql": mysql_url,
         "redis": redis_url,
         "memcached": memcached_url,
+        "etcd": etcd_url,
     }
 
 

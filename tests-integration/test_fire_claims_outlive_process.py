@@ -29,6 +29,7 @@ BACKENDS = (
     "mysql",
     "redis",
     "memcached",
+    "etcd",
     "database-sqlite",
     "database-postgres",
     "database-mariadb",

@@ -51,6 +51,7 @@ BACKENDS = (
     "mysql",
     "redis",
     "memcached",
+    "etcd",
     "database-sqlite",
     "database-postgres",
     "database-mariadb",
@@ -68,7 +69,12 @@ def settings_for(backend: str, urls: dict[str, str], workdir: Path, node: str) -
         }[server]
         return Settings(lock_provider="database", database_url=url, node=node)
     history = "" if provider in {"postgres", "mysql"} else f"sqlite:///{workdir / 'history.db'}"
-    fields = {f"{provider}_url": urls[provider]}
+    # A provider without a settings field of its own (etcd) is read from other_lock_urls.
+    fields: dict[str, object] = (
+        {f"{provider}_url": urls[provider]}
+        if hasattr(Settings, f"{provider}_url")
+        else {"other_lock_urls": {provider: urls[provider]}}
+    )
     return Settings(lock_provider=provider, history_url=history, node=node, **fields)  # type: ignore[arg-type]
 
 
@@ -134,9 +140,10 @@ def races(
     mysql_url: str,
     redis_url: str,
     memcached_url: str,
+    etcd_url: str,
 ) -> dict[str, Race]:
     urls = {"postgres": postgres_url, "mysql": mysql_url, "redis": redis_url}
-    urls["memcached"] = memcached_url
+    urls |= {"memcached": memcached_url, "etcd": etcd_url}
     launched: dict[str, tuple[Race, list[subprocess.Popen[str]]]] = {}
     for backend in BACKENDS:
         workdir = tmp_path_factory.mktemp(backend)

@@ -32,6 +32,7 @@ BACKENDS = (
     "mysql",
     "redis",
     "memcached",
+    "etcd",
     "database-sqlite",
     "database-postgres",
     "database-mariadb",
@@ -77,12 +78,14 @@ def races(
     mysql_url: str,
     redis_url: str,
     memcached_url: str,
+    etcd_url: str,
 ) -> dict[str, Race]:
     urls = {
         "postgres": postgres_url,
         "mysql": mysql_url,
         "redis": redis_url,
         "memcached": memcached_url,
+        "etcd": etcd_url,
     }
     started: dict[str, tuple[Path, list[Node]]] = {}
     for backend in BACKENDS:

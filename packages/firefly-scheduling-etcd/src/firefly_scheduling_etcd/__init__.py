@@ -1,0 +1,8 @@
+"""etcd lease-lock backend for firefly-scheduling (provider `etcd`)."""
+
+from __future__ import annotations
+
+from firefly_scheduling_etcd.lease_lock import EtcdLock
+from firefly_scheduling_etcd.version import __version__
+
+__all__ = ["EtcdLock", "__version__"]

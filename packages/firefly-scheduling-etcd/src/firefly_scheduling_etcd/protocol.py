@@ -1,0 +1,281 @@
+"""The etcd lock protocol over the v3 JSON gateway, written once for every driver.
+
+Nothing here does I/O. Each lock operation is a generator that yields the HTTP
+calls it needs (`Call`: a path under `/v3/` and a JSON body) and receives each
+`Reply`; its return value is the operation's result. A driver only pumps it: the
+sync `EtcdLock` with an `httpx.Client`, the asyncio twin with an `httpx.AsyncClient`,
+so the request bodies, the base64 key encoding, the lease rules and the reading of
+every answer exist once. A transport error is thrown into the generator, which may
+clean up (one more call) before it re-raises.
+
+The data model, for one lock name:
+
+* The key `firefly/scheduling/lock/<name>` (UTF-8, any name is a legal key), whose
+  value is the acquisition's owner token, attached to a lease of its own.
+* The lease's ID is derived from the owner token (`lease_id`), so an acquisition's
+  lease needs no bookkeeping on the client: release and renewal recompute it. IDs
+  are 63 random bits; a clash with a live lease is refused by the server ("lease
+  already exists") and the attempt fails as a backend error.
+* The fencing token is the key's `create_revision`: the revision of the transaction
+  that created it, which etcd's single, cluster-wide revision counter makes greater
+  than every earlier creation of the key. No separate counter, nothing that can
+  drift from the lock.
+
+Round trips (one HTTP request each; the TTL is whole seconds, rounded up, and never
+less than the server's minimum lease TTL, 2 s by default):
+
+* acquire, name held: **1** (a linearizable read of the key; nothing is written, so
+  the nodes that lose a contended lock cost the cluster no Raft write);
+* acquire, name free: **3** (that read, the lease grant, the create-if-absent
+  transaction); **4** when another node created the key between the read and the
+  transaction: the unused lease is revoked;
+* release: **1** (revoking the lease deletes the key with it);
+* renew: **2** (a keep-alive of this holding's lease, then a read-only check that the
+  key is still attached to it); **1** when the lease is already gone.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import math
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+logger = logging.getLogger("firefly_scheduling.locks")
+
+API_PREFIX: Final = "/v3/"
+LOCK_KEY_PREFIX: Final = "firefly/scheduling/lock/"
+#: gRPC status codes the gateway reports in error bodies.
+NOT_FOUND: Final = 5
+_LEASE_ID_MASK: Final = (1 << 63) - 1
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One POST to the gateway: `path` (under the API prefix) and its JSON `body`."""
+
+    path: str
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the gateway answered to a `Call`: the HTTP status and the raw body."""
+
+    status: int
+    body: bytes
+
+
+#: A lock operation: yields calls, receives replies, returns its result.
+Operation = Generator[Call, Reply, T]
+
+
+class EtcdServerError(Exception):
+    """The gateway answered with an error: etcd's message, gRPC code and HTTP status."""
+
+    def __init__(self, message: str, *, code: int | None, status: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.status = status
+
+
+# -- keys, leases, TTLs ----------------------------------------------------------------
+
+
+def lock_key(name: str) -> bytes:
+    """The etcd key of the lock `name`: the prefix and the name's UTF-8 bytes.
+
+    etcd keys are arbitrary bytes (limited only by the request size, 1.5 MiB by
+    default), so prefix + name is injective and readable with `etcdctl get --prefix
+    firefly/scheduling/lock/`. A name that is not valid Unicode raises `ValueError`.
+    """
+    return (LOCK_KEY_PREFIX + name).encode("utf-8")
+
+
+def lease_id(owner: str) -> int:
+    """The lease ID of the acquisition whose owner token is `owner`: 63 bits, never 0.
+
+    0 would ask the server to choose an ID, which the client could not recompute.
+    """
+    digest = hashlib.sha256(owner.encode("utf-8")).digest()
+    return (int.from_bytes(digest[:8], "big") & _LEASE_ID_MASK) or 1
+
+
+def lease_seconds(ttl_seconds: float) -> int:
+    """The lease TTL for `ttl_seconds`: whole seconds, rounded up, so never shorter."""
+    return max(1, math.ceil(ttl_seconds))
+
+
+# -- the operations ----------------------------------------------------------------------
+
+
+def acquire(name: str, owner: str, ttl_seconds: float) -> Operation[int | None]:
+    """Take `name` for `owner`; return the fencing token (the key's create_revision) or None.
+
+    1 round trip when `name` is held, 3 when it is free, 4 when a race is lost
+    between the read and the create (see the module doc).
+    """
+    key = _b64(lock_key(name))
+    held = _ok((yield _call("kv/range", {"key": key, "count_only": True})))
+    if int(held.get("count", 0)) > 0:
+        return None
+    lease = lease_id(owner)
+    _ok((yield _call("lease/grant", {"ID": str(lease), "TTL": str(lease_seconds(ttl_seconds))})))
+    create = {
+        "compare": [{"key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
+        "success": [
+            {"request_put": {"key": key, "value": _b64(owner.encode()), "lease": str(lease)}}
+        ],
+    }
+    try:
+        created = _ok((yield _call("kv/txn", create)))
+    except Exception:
+        # The create may have been applied and only its reply lost: revoking the lease
+        # frees the key now instead of at the end of its TTL.
+        yield from _revoke_quietly(lease)
+        raise
+    if created.get("succeeded") is True:
+        return int(created["header"]["revision"])
+    yield from _revoke_quietly(lease)  # another node created the key since the read
+    return None
+
+
+def release(owner: str) -> Operation[bool]:
+    """Revoke the holding's lease, which deletes its key; False if the lease was gone.
+
+    One round trip. Owner-checked by construction: the lease belongs to this
+    acquisition alone, and a key is attached to exactly one lease, so revoking it can
+    never delete a key another holder created (that key has the other holder's lease).
+    """
+    reply = yield _call("lease/revoke", {"ID": str(lease_id(owner))})
+    if _is_not_found(reply):
+        return False
+    _ok(reply)
+    return True
+
+
+def renew(name: str, owner: str, ttl_seconds: float) -> Operation[bool]:
+    """Keep the holding's lease alive; True only if the key is still attached to it.
+
+    The keep-alive restarts the lease's TTL at the value it was granted with; etcd
+    cannot change a lease's TTL, so a renewal asking for more than that is refused
+    with `ValueError` (renew with the TTL you acquired with). Owner-checked twice:
+    the lease is this acquisition's own, so a lapsed holding's keep-alive finds its
+    lease gone and can never extend a newer holder's; and the second, read-only call
+    checks that the key still carries this lease, so a key deleted by hand (an
+    operator's `etcdctl del`) is reported lost rather than renewed.
+    """
+    lease = lease_id(owner)
+    kept = _ok((yield _call("lease/keepalive", {"ID": str(lease)})))
+    granted = int(kept.get("result", {}).get("TTL", 0))
+    if granted <= 0:
+        return False  # expired or revoked: the key went with it
+    if granted < ttl_seconds:
+        raise ValueError(
+            f"etcd renews a lease to the TTL it was granted with ({granted} s), not to "
+            f"{ttl_seconds!r} s: renew with the TTL the lock was acquired with"
+        )
+    key = _b64(lock_key(name))
+    attached = {
+        "compare": [{"key": key, "target": "LEASE", "result": "EQUAL", "lease": str(lease)}]
+    }
+    return _ok((yield _call("kv/txn", attached))).get("succeeded") is True
+
+
+def _revoke_quietly(lease: int) -> Operation[None]:
+    """Revoke a lease nobody needs; a failure only leaves it to expire at its TTL."""
+    try:
+        reply = yield _call("lease/revoke", {"ID": str(lease)})
+        if not _is_not_found(reply):
+            _ok(reply)
+    except Exception as err:  # noqa: BLE001 - best effort; the lease expires anyway
+        logger.debug("etcd: revoking the unused lease %x failed (%s)", lease, err)
+
+
+# -- encoding and reading --------------------------------------------------------------------
+
+
+def _call(path: str, body: dict[str, Any]) -> Call:
+    return Call(API_PREFIX + path, json.dumps(body, separators=(",", ":")).encode())
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _ok(reply: Reply) -> dict[str, Any]:
+    """The reply's JSON document, or `EtcdServerError` for any error answer."""
+    document = _document(reply)
+    error = document.get("error") if document is not None else None
+    if document is not None and reply.status == 200 and error is None:
+        return document
+    raise _server_error(reply, document)
+
+
+def _is_not_found(reply: Reply) -> bool:
+    document = _document(reply)
+    return reply.status == 404 and document is not None and document.get("code") == NOT_FOUND
+
+
+def _document(reply: Reply) -> dict[str, Any] | None:
+    try:
+        document = json.loads(reply.body)
+    except ValueError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def _server_error(reply: Reply, document: dict[str, Any] | None) -> EtcdServerError:
+    if document is None:  # not the gateway: a proxy, another server, a 404 page
+        text = reply.body[:200].decode("utf-8", "replace").strip()
+        return EtcdServerError(f"HTTP {reply.status}: {text!r}", code=None, status=reply.status)
+    error = document.get("error")
+    # Unary calls answer {"error": "...", "code": N}; streams {"error": {"message": ...}}.
+    detail = error if isinstance(error, dict) else document
+    message = str(detail.get("message") or error or f"HTTP {reply.status}")
+    code = detail.get("code", detail.get("grpc_code"))
+    return EtcdServerError(
+        message, code=code if isinstance(code, int) else None, status=reply.status
+    )
+
+
+#: (fragment of etcd's message, what the operator should do), first match wins.
+_HINTS: Final = (
+    ("no leader", "the cluster has no leader: check that a majority of its members is up"),
+    ("request timed out", "the cluster did not commit in time: check quorum and disk latency"),
+    (
+        "database space exceeded",
+        "the backend quota is exhausted (NOSPACE alarm): compact and defragment, then "
+        "disarm the alarm (etcdctl alarm disarm)",
+    ),
+    (
+        "user name is empty",
+        "the cluster has authentication enabled; this backend authenticates with TLS "
+        "client certificates only (etcds:// with cert= and key=)",
+    ),
+    ("permission denied", "the client certificate's user lacks a role on firefly/scheduling/"),
+    ("too many requests", "the member is overloaded; its applied index is far behind"),
+    ("lease already exists", "an acquisition's lease ID clashed with a live lease; retry"),
+    ("404 page not found", "no etcd v3 JSON gateway here (etcd 3.4 or later serves /v3/)"),
+    # TLS handshakes: the transport's own messages (OpenSSL's).
+    (
+        "certificate verify failed",
+        "the member's certificate is not signed by a CA this client trusts: set cacert=",
+    ),
+    ("bad certificate", "the member demands a client certificate: set cert= and key="),
+    ("certificate required", "the member demands a client certificate: set cert= and key="),
+    ("wrong version number", "the member does not speak TLS here: use etcd:// instead"),
+)
+
+
+def hint(err: BaseException) -> str | None:
+    """What an operator should check for `err` (a server answer or a TLS failure), if known."""
+    text = (err.message if isinstance(err, EtcdServerError) else str(err)).lower()
+    return next((advice for fragment, advice in _HINTS if fragment in text), None)
