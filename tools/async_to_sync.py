@@ -35,6 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CORE = "packages/firefly-scheduling/src/firefly_scheduling"
+ETCD = "packages/firefly-scheduling-etcd/src/firefly_scheduling_etcd"
 
 #: asyncio source -> generated synchronous twin, relative to the repository root.
 TWINS: dict[str, str] = {
@@ -44,6 +45,7 @@ TWINS: dict[str, str] = {
     f"{CORE}/aio/port_holdings.py": f"{CORE}/locks/port_holdings.py",
     f"{CORE}/aio/memory.py": f"{CORE}/locks/memory.py",
     f"{CORE}/testing/aio_contract.py": f"{CORE}/testing/contract.py",
+    f"{ETCD}/aio_lease_lock.py": f"{ETCD}/lease_lock.py",
 }
 
 #: Modules of the asyncio flavour -> their synchronous twins.
@@ -70,6 +72,8 @@ NAMES: dict[str, str] = {
     "AsyncLockContract": "LockContract",
     "AsyncLockFactory": "LockFactory",
     "AsyncNodes": "Nodes",
+    "AsyncEtcdLock": "EtcdLock",
+    "httpx.AsyncClient": "httpx.Client",
     "async_holding_lock": "holding_lock",
     "async_claiming_lock": "claiming_lock",
     "AsyncIterator": "Iterator",

@@ -6,8 +6,8 @@ from functools import partial
 
 import pytest
 
-from firefly_scheduling.testing import LockContract
-from firefly_scheduling_etcd import EtcdLock
+from firefly_scheduling.testing import AsyncLockContract, LockContract
+from firefly_scheduling_etcd import AsyncEtcdLock, EtcdLock
 
 # An etcd URL cannot carry a password: user/password authentication is refused at
 # construction (test_etcd_configuration proves that, without echoing it). This string
@@ -26,3 +26,17 @@ class TestEtcdLockContract(LockContract):
     def unreachable_lock(self) -> tuple[EtcdLock, str]:
         # Port 1 on loopback is closed: the connection is refused at once.
         return EtcdLock("etcd://127.0.0.1:1"), PASSWORD
+
+
+class TestAsyncEtcdLockContract(AsyncLockContract):
+    @pytest.fixture
+    def lock_factory(self, etcd_url: str) -> partial[AsyncEtcdLock]:
+        return partial(AsyncEtcdLock, etcd_url)
+
+    @pytest.fixture
+    def sync_lock_factory(self, etcd_url: str) -> partial[EtcdLock]:
+        return partial(EtcdLock, etcd_url)
+
+    @pytest.fixture
+    def unreachable_lock(self) -> tuple[AsyncEtcdLock, str]:
+        return AsyncEtcdLock("etcd://127.0.0.1:1"), PASSWORD

@@ -1,9 +1,13 @@
+# Generated from firefly_scheduling_etcd/aio_lease_lock.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
 """`EtcdLock`: a lease per acquisition, with fencing tokens from etcd's own revision.
 
-A thin synchronous driver: every rule of the lock (keys, leases, the create-if-absent
+A thin driver: every rule of the lock (keys, leases, the create-if-absent
 transaction, owner checks, fencing from `create_revision`) lives in `protocol`, which
-this class pumps over an `httpx.Client` talking to etcd's v3 JSON gateway. The round
-trips of each operation are listed there.
+this class pumps over an `httpx.Client` talking to etcd's v3 JSON gateway. The
+round trips of each operation are listed there. Written once, for asyncio, in
+`aio_lease_lock.py`; the synchronous `EtcdLock` in `lease_lock.py` is generated from
+it by `tools/async_to_sync.py`, and the two exclude each other on the same name.
 
 Limits, stated once here and in the docs page:
 
@@ -37,9 +41,9 @@ class EtcdLock(BaseLock):
 
     `url` is `etcd://host:port` or `etcds://host:port` (see `endpoint` for the
     options). Construction checks the URL and reads any TLS files but does not
-    connect. Thread-safe: the client's connection pool gives each concurrent call its
-    own connection. Proxy variables of the environment (`HTTP_PROXY`...) are ignored:
-    lock traffic goes to the member named in the URL.
+    connect. Safe for concurrent use: the client's connection pool gives each
+    concurrent call its own connection. Proxy variables of the environment
+    (`HTTP_PROXY`...) are ignored: lock traffic goes to the member named in the URL.
     """
 
     backend_name: ClassVar[str] = "etcd"

@@ -1,0 +1,110 @@
+"""`AsyncEtcdLock`: a lease per acquisition, with fencing tokens from etcd's own revision.
+
+A thin driver: every rule of the lock (keys, leases, the create-if-absent
+transaction, owner checks, fencing from `create_revision`) lives in `protocol`, which
+this class pumps over an `httpx.AsyncClient` talking to etcd's v3 JSON gateway. The
+round trips of each operation are listed there. Written once, for asyncio, in
+`aio_lease_lock.py`; the synchronous `EtcdLock` in `lease_lock.py` is generated from
+it by `tools/async_to_sync.py`, and the two exclude each other on the same name.
+
+Limits, stated once here and in the docs page:
+
+* The TTL runs on the etcd leader's clock, in whole seconds (rounded up), and is
+  never shorter than the server's minimum lease TTL (1.5 election timeouts, rounded
+  up: 2 s by default). A new leader (an election, a restart) restarts every lease's
+  TTL in full, so a lock can outlive its TTL by up to one TTL across a failover.
+* An etcd lock alone does not make a paused process safe (Jepsen, etcd 3.4.3, 2020):
+  a holder stopped past its lease keeps running when it resumes. Stamp writes with
+  the fencing token (`try_acquire_fenced`) and let the guarded resource refuse
+  older tokens.
+* One member per URL (see `endpoint`); user/password authentication is refused.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, TypeVar
+
+import httpx
+
+from firefly_scheduling.aio.base import AsyncBaseLock
+from firefly_scheduling_etcd import protocol
+from firefly_scheduling_etcd.endpoint import parse_endpoint
+from firefly_scheduling_etcd.protocol import Call, EtcdServerError, Operation, Reply
+
+T = TypeVar("T")
+
+
+class AsyncEtcdLock(AsyncBaseLock):
+    """An etcd lease lock per name; the cluster frees it when the lease's TTL passes.
+
+    `url` is `etcd://host:port` or `etcds://host:port` (see `endpoint` for the
+    options). Construction checks the URL and reads any TLS files but does not
+    connect. Safe for concurrent use: the client's connection pool gives each
+    concurrent call its own connection. Proxy variables of the environment
+    (`HTTP_PROXY`...) are ignored: lock traffic goes to the member named in the URL.
+    """
+
+    backend_name: ClassVar[str] = "etcd"
+    ttl_honoured: ClassVar[bool] = True
+    session_scoped: ClassVar[bool] = False
+    supports_fencing: ClassVar[bool] = True
+    renewable: ClassVar[bool] = True
+    driver_errors: ClassVar[tuple[type[BaseException], ...]] = (
+        httpx.HTTPError,
+        EtcdServerError,
+        OSError,
+    )
+
+    def __init__(self, url: str) -> None:
+        endpoint = parse_endpoint(url)
+        super().__init__(target=endpoint.shown)
+        self._client = httpx.AsyncClient(
+            base_url=endpoint.base_url,
+            timeout=endpoint.timeout,
+            verify=endpoint.ssl_context() or True,
+            headers={"Content-Type": "application/json"},
+            trust_env=False,
+        )
+
+    # -- AsyncBaseLock hooks -----------------------------------------------------------
+
+    async def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
+        return await self._run(protocol.acquire(name, owner, ttl_seconds)) is not None
+
+    async def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
+        return await self._run(protocol.acquire(name, owner, ttl_seconds))
+
+    async def _release(self, name: str, owner: str) -> bool:
+        return await self._run(protocol.release(owner))
+
+    async def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
+        return await self._run(protocol.renew(name, owner, ttl_seconds))
+
+    async def _close(self) -> None:
+        await self._client.aclose()
+
+    def _describe(self, err: BaseException) -> str:
+        described = super()._describe(err)
+        advice = protocol.hint(err)
+        return f"{described} ({advice})" if advice else described
+
+    # -- the driver ---------------------------------------------------------------
+
+    async def _run(self, operation: Operation[T]) -> T:
+        """Send each call the operation yields; throw transport errors into it."""
+        try:
+            call = next(operation)
+            while True:
+                try:
+                    reply = await self._post(call)
+                except self.driver_errors as err:
+                    call = operation.throw(err)
+                else:
+                    call = operation.send(reply)
+        except StopIteration as finished:
+            result: T = finished.value
+            return result
+
+    async def _post(self, call: Call) -> Reply:
+        response = await self._client.post(call.path, content=call.body)
+        return Reply(response.status_code, response.content)
