@@ -21,6 +21,18 @@ The transformation, in order:
    alike, on whole words), modules through `MODULES`; strings and comments lose
    their `async`/`await` words too (docstring examples).
 5. The result is formatted with ruff, like every file of the repository.
+
+An adapter declares its own twins in its asyncio source, so no central table grows
+with every backend (and parallel work on two adapters never edits one file):
+
+    # async-to-sync: twin lease_lock.py
+    # async-to-sync: rename AsyncRedisLock RedisLock
+    # async-to-sync: rename firefly_scheduling_redis.aio_lock firefly_scheduling_redis.lock
+
+`twin` names the generated file, beside the source; every `rename` (a name, dotted
+name or module) applies to that source on top of the shared tables below. The
+directive lines themselves are not copied into the twin. Every file under
+`packages/*/src` carrying a `twin` directive is found and generated.
 """
 
 from __future__ import annotations
@@ -35,7 +47,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CORE = "packages/firefly-scheduling/src/firefly_scheduling"
-ETCD = "packages/firefly-scheduling-etcd/src/firefly_scheduling_etcd"
 
 #: asyncio source -> generated synchronous twin, relative to the repository root.
 TWINS: dict[str, str] = {
@@ -45,7 +56,6 @@ TWINS: dict[str, str] = {
     f"{CORE}/aio/port_holdings.py": f"{CORE}/locks/port_holdings.py",
     f"{CORE}/aio/memory.py": f"{CORE}/locks/memory.py",
     f"{CORE}/testing/aio_contract.py": f"{CORE}/testing/contract.py",
-    f"{ETCD}/aio_lease_lock.py": f"{ETCD}/lease_lock.py",
 }
 
 #: Modules of the asyncio flavour -> their synchronous twins.
@@ -72,8 +82,6 @@ NAMES: dict[str, str] = {
     "AsyncLockContract": "LockContract",
     "AsyncLockFactory": "LockFactory",
     "AsyncNodes": "Nodes",
-    "AsyncEtcdLock": "EtcdLock",
-    "httpx.AsyncClient": "httpx.Client",
     "async_holding_lock": "holding_lock",
     "async_claiming_lock": "claiming_lock",
     "AsyncIterator": "Iterator",
@@ -94,19 +102,47 @@ _HEADER = (
 )
 _IF_ASYNC = re.compile(r"^(\s*)if ASYNC:\s*(#.*)?$")
 _SYNC_DIRECTIVE = re.compile(r"^(\s*)(.*?)\s*# sync: (.*)$")
-_RENAMES = {**MODULES, **NAMES}
+_FILE_DIRECTIVE = re.compile(r"^# async-to-sync: (twin|rename) (.+)$")
 #: `async with`/`async for`/`async def` and `await ` in prose and examples.
 _ASYNC_WORDS = re.compile(r"\basync (with|for|def)\b|\bawait ")
-_WORDS = re.compile(
-    r"(?<![\w.])("
-    + "|".join(re.escape(name) for name in sorted(_RENAMES, key=len, reverse=True))
-    + r")(?![\w])"
-)
+
+
+class Renames:
+    """The renames of one source: the shared tables plus the source's own."""
+
+    def __init__(self, own: dict[str, str]) -> None:
+        self.table = {**MODULES, **NAMES, **own}
+        self.words = re.compile(
+            r"(?<![\w.])("
+            + "|".join(re.escape(name) for name in sorted(self.table, key=len, reverse=True))
+            + r")(?![\w])"
+        )
+
+
+def file_directives(source: str) -> tuple[str | None, dict[str, str], str]:
+    """The source's `twin` file name, its own renames, and its text without them."""
+    twin: str | None = None
+    own: dict[str, str] = {}
+    kept: list[str] = []
+    for line in source.splitlines(keepends=True):
+        match = _FILE_DIRECTIVE.match(line.rstrip("\n"))
+        if match is None:
+            kept.append(line)
+        elif match.group(1) == "twin":
+            twin = match.group(2).strip()
+        else:
+            old, _, new = match.group(2).strip().partition(" ")
+            if not new.strip():
+                raise ValueError(f"`# async-to-sync: rename {old}` names no replacement")
+            own[old] = new.strip()
+    return twin, own, "".join(kept)
 
 
 def transform(source: str, *, source_path: str) -> str:
     """The synchronous twin of the asyncio module `source` (see the module doc)."""
-    text = _rename_tokens(_apply_directives(_drop_async_blocks(source)))
+    _, own, source = file_directives(source)
+    renames = Renames(own)
+    text = _rename_tokens(_apply_directives(_drop_async_blocks(source)), renames)
     shown = source_path.partition("/src/")[2] or source_path
     body = _HEADER.format(source=shown) + text
     # Imports the asyncio flavour alone needed go; then the house format.
@@ -170,7 +206,7 @@ def _apply_directives(source: str) -> str:
     return "".join(out)
 
 
-def _rename_tokens(source: str) -> str:
+def _rename_tokens(source: str, renames: Renames) -> str:
     """Drop `async`/`await` and rename names, working on exact token positions."""
     lines = source.splitlines(keepends=True)
     offsets = [0]
@@ -201,15 +237,16 @@ def _rename_tokens(source: str) -> str:
             end = _dotted_end(tokens, index)
             for cut in range(end, index, -1):  # the longest renamed prefix wins
                 prefix = "".join(t.string for t in tokens[index:cut])
-                if prefix in _RENAMES and tokens[cut - 1].type == tokenize.NAME:
-                    edits.append((at(token.start), at(tokens[cut - 1].end), _RENAMES[prefix]))
+                if prefix in renames.table and tokens[cut - 1].type == tokenize.NAME:
+                    replacement = renames.table[prefix]
+                    edits.append((at(token.start), at(tokens[cut - 1].end), replacement))
                     index = cut
                     break
             else:
                 index += 1  # `self.aclose`: the attribute is looked at on its own
             continue
         if token.type in {tokenize.STRING, tokenize.COMMENT}:
-            renamed = _WORDS.sub(lambda m: _RENAMES[m.group(1)], token.string)
+            renamed = renames.words.sub(lambda m: renames.table[m.group(1)], token.string)
             renamed = _ASYNC_WORDS.sub(lambda m: m.group(1) or "", renamed)
             if renamed != token.string:
                 edits.append((at(token.start), at(token.end), renamed))
@@ -233,10 +270,21 @@ def _dotted_end(tokens: list[tokenize.TokenInfo], index: int) -> int:
     return end
 
 
+def all_twins() -> dict[str, str]:
+    """Every asyncio source -> its twin: the core table plus the adapters' directives."""
+    found = dict(TWINS)
+    for path in sorted(ROOT.glob("packages/*/src/**/*.py")):
+        twin, _, _ = file_directives(path.read_text())
+        if twin is not None:
+            source = path.relative_to(ROOT).as_posix()
+            found[source] = (path.parent / twin).relative_to(ROOT).as_posix()
+    return found
+
+
 def stale_twins() -> list[str]:
     """The generated twins whose committed text differs from a fresh generation."""
     stale = []
-    for source, twin in TWINS.items():
+    for source, twin in all_twins().items():
         expected = transform((ROOT / source).read_text(), source_path=source)
         target = ROOT / twin
         if not target.exists() or target.read_text() != expected:
@@ -253,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         for twin in stale:
             print(f"stale: {twin} (run python tools/async_to_sync.py)")
         return 1 if stale else 0
-    for source, twin in TWINS.items():
+    for source, twin in all_twins().items():
         (ROOT / twin).write_text(transform((ROOT / source).read_text(), source_path=source))
     return 0
 

@@ -56,3 +56,33 @@ class AsyncThing(AsyncBaseLock):
     assert "class AsyncThing(BaseLock):" in twin
     assert "def close(self) -> None:" in twin
     assert '"""`BaseLock` for `with`."""' in twin
+
+
+def test_an_adapter_declares_its_twin_and_renames_in_its_own_source() -> None:
+    source = '''"""`AsyncFooLock` over `foo.aio`."""
+# async-to-sync: twin lock.py
+# async-to-sync: rename AsyncFooLock FooLock
+# async-to-sync: rename foo.aio.Client foo.Client
+
+import foo.aio
+
+
+class AsyncFooLock:
+    async def aclose(self) -> None:
+        await foo.aio.Client().aclose()
+'''
+    module = generator()
+    twin_name, own, _ = module.file_directives(source)
+    assert twin_name == "lock.py"
+    assert own == {"AsyncFooLock": "FooLock", "foo.aio.Client": "foo.Client"}
+    twin = module.transform(source, source_path="x/src/foo_pkg/aio_lock.py")
+    assert "async-to-sync" not in twin
+    assert "class FooLock:" in twin
+    assert "foo.Client().close()" in twin
+    assert "AsyncFooLock" not in twin
+
+
+def test_every_declared_adapter_twin_is_found() -> None:
+    twins = generator().all_twins()
+    etcd = "packages/firefly-scheduling-etcd/src/firefly_scheduling_etcd/"
+    assert twins[etcd + "aio_lease_lock.py"] == etcd + "lease_lock.py"

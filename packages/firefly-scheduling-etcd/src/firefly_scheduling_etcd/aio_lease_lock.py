@@ -20,6 +20,10 @@ Limits, stated once here and in the docs page:
 * One member per URL (see `endpoint`); user/password authentication is refused.
 """
 
+# async-to-sync: twin lease_lock.py
+# async-to-sync: rename AsyncEtcdLock EtcdLock
+# async-to-sync: rename httpx.AsyncClient httpx.Client
+
 from __future__ import annotations
 
 from typing import ClassVar, TypeVar

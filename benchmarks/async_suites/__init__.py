@@ -1,0 +1,1 @@
+"""One module per backend for `benchmarks/async_locks.py` (see its docstring)."""
