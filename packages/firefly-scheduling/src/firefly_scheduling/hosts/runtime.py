@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from firefly_scheduling.fires.execution import FireRunner, utc_now
 from firefly_scheduling.guard import CallableResolver, Resolver
+from firefly_scheduling.hosts.telemetry import Telemetry, process_telemetry
 from firefly_scheduling.initial_delay.gate import InitialDelayGate
 from firefly_scheduling.locks.port import DistributedLock
 
@@ -71,6 +72,7 @@ class TaskRuntime:
         node: str,
         observers: Sequence[FireObserver] = (),
         fire_runner: Callable[[TaskRuntime], FireRunner] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.lock = lock
         #: The wall clock fires are judged by (grace); a host with a clock seam replaces it.
@@ -84,6 +86,8 @@ class TaskRuntime:
         self.callables = CallableResolver(resolver)
         self.node = node
         self.observers = tuple(observers)
+        #: A span and metrics per fire (OpenTelemetry when its API is installed).
+        self.telemetry = process_telemetry() if telemetry is None else telemetry
         self._accepting = True
         self._in_flight: dict[int, object] = {}
         self._next_ticket = 0
