@@ -6,9 +6,11 @@ The shared server is never stopped or filled: every test here starts its own sma
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
 
 import pytest
 from pymemcache.client.base import Client
@@ -16,7 +18,7 @@ from pymemcache.exceptions import MemcacheServerError
 
 from firefly_scheduling import LockBackendError
 from firefly_scheduling.testing.local_server import LocalServer, running_as_root
-from firefly_scheduling_memcached import MemcachedLock
+from firefly_scheduling_memcached import AsyncMemcachedLock, MemcachedLock
 
 NAME = "memcached-faults:job"
 #: Enough same-sized items to cycle a 2 MB server's memory several times over.
@@ -139,6 +141,52 @@ def test_with_m_a_full_server_keeps_held_locks_and_refuses_writes_loudly() -> No
         holder.release(NAME)
         assert observer.get(key) is None
         observer.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fenced", [False, True], ids=["plain", "fenced"])
+@pytest.mark.parametrize("flavour", ["sync", "asyncio"])
+def test_with_m_a_refused_attempt_on_a_full_server_never_frees_the_held_lock(
+    fenced: bool, flavour: str
+) -> None:
+    """memcached's meta set (`ms`, any mode) unlinks the item it fails to replace.
+
+    On a full `-M` server, `ms <key> ... ME` from a contender is refused for lack of
+    memory, and memcached 1.6 then deletes the existing item: the holder's lock. The
+    classic `add` and `cas` commands leave it alone, so the lock uses those to store.
+    """
+    with LocalServer(memcached("-m", "2", "-M")) as server:
+        holder = MemcachedLock(url_of(server))
+        assert holder.try_acquire(NAME, 3600)
+        with pytest.raises(MemcacheServerError, match="out of memory"):
+            fill_with_items_the_size_of_a_lock(server)
+        observer = Client(("127.0.0.1", server.port), timeout=3)
+        held = observer.get(MemcachedLock.key(NAME))
+        assert held is not None
+        with pytest.raises(LockBackendError, match="out of memory"):
+            attempt(flavour, url_of(server), fenced=fenced)
+        assert observer.get(MemcachedLock.key(NAME)) == held, "a refused attempt freed the lock"
+        # The holder still owns it: renewing fails for memory, but keeps it too.
+        assert holder.renew(NAME, 3600) is False
+        assert observer.get(MemcachedLock.key(NAME)) == held
+        observer.close()
+
+
+def attempt(flavour: str, url: str, *, fenced: bool) -> None:
+    """One acquisition attempt on `NAME` by a fresh instance of the given flavour."""
+    if flavour == "sync":
+        with closing(MemcachedLock(url)) as lock:
+            (lock.try_acquire_fenced if fenced else lock.try_acquire)(NAME, 3600)
+        return
+
+    async def attempt_async() -> None:
+        lock = AsyncMemcachedLock(url)
+        try:
+            await (lock.try_acquire_fenced if fenced else lock.try_acquire)(NAME, 3600)
+        finally:
+            await lock.aclose()
+
+    asyncio.run(attempt_async())
 
 
 def test_a_server_without_cas_never_gets_a_blind_delete(caplog: pytest.LogCaptureFixture) -> None:

@@ -26,7 +26,7 @@ Limits, stated once here and in the docs page:
   taken from this node's clock.
 * Fencing counters are items too: see `protocol.increment_command` for what happens
   when one is lost.
-* The meta commands (`ms`, `mg`, `ma`, `md`) need memcached 1.6.10 or newer.
+* The meta commands (`mg`, `ma`, `md`) need memcached 1.6.10 or newer.
 """
 
 from __future__ import annotations

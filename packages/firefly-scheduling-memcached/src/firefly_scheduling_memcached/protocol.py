@@ -16,17 +16,24 @@ The data model, for one lock name:
 
 Round trips (each one write and one read on one connection):
 
-* acquire: **1**, `ms <key> <len> T<exp> ME` (mode E: add, refused if the item exists);
+* acquire: **1**, `add <key> 0 <exp> <len>` (refused if the item exists);
 * fenced acquire: **1**, the add and `ma <counter> N0 J<seed> v` pipelined in one write;
 * release: **2**, `mg <key> v c` (value and CAS), then `md <key> C<cas>` only when the
   value is this owner's token: the delete happens only if the item is unchanged since
   the read, so a late release never frees a newer holder;
-* renew: **2**, the same read, then `ms <key> <len> T<exp> C<cas>` (store the same
+* renew: **2**, the same read, then `cas <key> 0 <exp> <len> <cas>` (store the same
   token with the new expiry, only if unchanged since the read).
 
+Storing uses the classic `add` and `cas`, never the meta set `ms`: when memcached
+cannot allocate the new item (a full server under `-M`), `ms` in any mode (add,
+replace, with or without a CAS check) deletes the existing item on its way out
+(memcached 1.6.18, tested in `test_memcached_faults`), so a contender's refused
+attempt would free the holder's lock. `add` and `cas` leave it in place.
+
 memcached has no conditional touch, so a renewal stores a new copy of the item:
-under `-M` (no eviction) a full server refuses it with `SERVER_ERROR out of memory`,
-which the lock reports as a failed renewal, not a loss. A release allocates nothing.
+under `-M` a full server refuses it with `SERVER_ERROR out of memory`, which the lock
+reports as a failed renewal (the lease still runs), not a loss. A release allocates
+nothing.
 """
 
 from __future__ import annotations
@@ -66,11 +73,15 @@ FENCE_KEYS: Final = ServerKeyScheme(
     readable=_KEY_SAFE,
 )
 
-# Reply status codes of the meta commands.
-STORED: Final = b"HD"  # ms: stored; md: deleted
-NOT_STORED: Final = b"NS"  # ms in add mode: the item exists
-EXISTS: Final = b"EX"  # ms/md with C<cas>: the item changed since it was read
-NOT_FOUND: Final = b"NF"  # ms/md with C<cas>: no such item (expired, evicted, deleted)
+# Reply status codes of the classic storage commands...
+STORED: Final = b"STORED"  # add, cas: stored
+NOT_STORED: Final = b"NOT_STORED"  # add: the item exists
+EXISTS: Final = b"EXISTS"  # cas: the item changed since it was read
+NOT_FOUND: Final = b"NOT_FOUND"  # cas: no such item (expired, evicted, deleted)
+# ...and of the meta commands.
+DONE: Final = b"HD"  # md: deleted
+META_EXISTS: Final = b"EX"  # md with C<cas>: the item changed since it was read
+META_NOT_FOUND: Final = b"NF"  # md: no such item
 MISS: Final = b"EN"  # mg: no such item
 VALUE: Final = b"VA"  # mg/ma with v: a value follows
 #: Errors end a reply too; the stream stays in step after them.
@@ -201,7 +212,11 @@ def release(name: str, owner: str) -> Operation[bool]:
     if cas is None:
         return False
     (deleted,) = yield Request(b"md %s C%s\r\n" % (key, cas), 1)
-    return _changed(deleted, "meta delete")
+    if deleted.status == DONE:
+        return True
+    if deleted.status in (META_EXISTS, META_NOT_FOUND):
+        return False
+    raise unexpected(deleted, "meta delete")
 
 
 def renew(name: str, owner: str, ttl_seconds: float) -> Operation[bool]:
@@ -214,9 +229,13 @@ def renew(name: str, owner: str, ttl_seconds: float) -> Operation[bool]:
     token = owner.encode()
     expire = server_expiry(ttl_seconds, time.time())
     (stored,) = yield Request(
-        b"ms %s %d T%d C%s\r\n%s\r\n" % (key, len(token), expire, cas, token), 1
+        b"cas %s 0 %d %d %s\r\n%s\r\n" % (key, expire, len(token), cas, token), 1
     )
-    return _changed(stored, "meta set")
+    if stored.status == STORED:
+        return True
+    if stored.status in (EXISTS, NOT_FOUND):
+        return False
+    raise unexpected(stored, "cas")
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -225,7 +244,7 @@ def renew(name: str, owner: str, ttl_seconds: float) -> Operation[bool]:
 def _add(name: str, owner: str, ttl_seconds: float) -> bytes:
     token = owner.encode()
     expire = server_expiry(ttl_seconds, time.time())
-    return b"ms %s %d T%d ME\r\n%s\r\n" % (_lock_key_bytes(name), len(token), expire, token)
+    return b"add %s 0 %d %d\r\n%s\r\n" % (_lock_key_bytes(name), expire, len(token), token)
 
 
 def increment_command(name: str) -> bytes:
@@ -251,16 +270,7 @@ def _added(reply: Reply) -> bool:
         return True
     if reply.status == NOT_STORED:
         return False
-    raise unexpected(reply, "meta add")
-
-
-def _changed(reply: Reply, command: str) -> bool:
-    """A CAS-checked `md`/`ms`: True if done; False if the item changed or is gone."""
-    if reply.status == STORED:
-        return True
-    if reply.status in (EXISTS, NOT_FOUND):
-        return False
-    raise unexpected(reply, command)
+    raise unexpected(reply, "add")
 
 
 def owned_cas(reply: Reply, owner: str) -> bytes | None:
@@ -354,6 +364,8 @@ class ReplyParser:
 
 
 #: Replies that are one line with no value.
-_LINE_REPLIES: Final = frozenset({STORED, NOT_STORED, EXISTS, NOT_FOUND, MISS, b"MN"})
+_LINE_REPLIES: Final = frozenset(
+    {STORED, NOT_STORED, EXISTS, NOT_FOUND, DONE, META_EXISTS, META_NOT_FOUND, MISS, b"MN"}
+)
 #: No reply line of these commands comes near this; a longer one is garbage.
 _MAX_LINE: Final = 4096
