@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
@@ -199,3 +201,124 @@ def test_a_server_without_cas_never_gets_a_blind_delete(caplog: pytest.LogCaptur
         assert "runs with -C, which disables CAS" in caplog.text
         # The lock was left to expire rather than deleted without a compare-and-swap.
         assert other.try_acquire(NAME, 60) is False
+
+
+# -- the connection pool, counted by the server ------------------------------------------
+
+
+@pytest.fixture
+def observer(private_server: LocalServer) -> Iterator[Client]:
+    """One connection that stays open, so counting connections opens none."""
+    client = Client(("127.0.0.1", private_server.port), timeout=3)
+    client.stats()
+    yield client
+    client.close()
+
+
+def connections_accepted(observer: Client) -> int:
+    """How many connections the server has accepted so far."""
+    return int(observer.stats()[b"total_connections"])
+
+
+def test_a_hundred_coroutines_share_at_most_pool_size_connections(
+    private_server: LocalServer, observer: Client
+) -> None:
+    url = url_of(private_server)
+
+    async def crowd() -> None:
+        lock = AsyncMemcachedLock(url, pool_size=3)
+
+        async def worker(index: int) -> None:
+            for round_ in range(5):
+                name = f"pool:{index}:{round_}"
+                assert await lock.try_acquire(name, 30)
+                assert await lock.renew(name, 30)
+                await lock.release(name)
+                assert lock.is_held(name) is False
+
+        try:
+            await asyncio.gather(*(worker(index) for index in range(100)))
+        finally:
+            await lock.aclose()
+
+    before = connections_accepted(observer)
+    asyncio.run(crowd())
+    opened = connections_accepted(observer) - before
+    assert 1 <= opened <= 3
+
+
+def test_threads_share_at_most_pool_size_connections(
+    private_server: LocalServer, observer: Client
+) -> None:
+    lock = MemcachedLock(url_of(private_server), pool_size=3)
+    failures: list[BaseException] = []
+
+    def worker(index: int) -> None:
+        try:
+            for round_ in range(20):
+                name = f"pool:{index}:{round_}"
+                assert lock.try_acquire(name, 30)
+                lock.release(name)
+        except BaseException as err:  # noqa: BLE001 - reported by the main thread
+            failures.append(err)
+
+    before = connections_accepted(observer)
+    threads = [threading.Thread(target=worker, args=(index,)) for index in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    lock.close()
+    assert failures == []
+    opened = connections_accepted(observer) - before
+    assert 1 <= opened <= 3
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_speaks_on_connections_of_its_own(
+    private_server: LocalServer, observer: Client
+) -> None:
+    """Parent and child hammer one inherited instance at once; no reply goes astray."""
+    lock = MemcachedLock(url_of(private_server), pool_size=1)
+    assert lock.try_acquire("fork:before", 30)  # the pool now keeps one open connection
+    before = connections_accepted(observer)
+
+    def hammer(who: str) -> None:
+        for index in range(300):
+            name = f"fork:{who}:{index}"
+            if not (lock.try_acquire(name, 30) and lock.renew(name, 30)):
+                raise AssertionError(f"{who} lost uncontended {name}")
+            lock.release(name)
+            if lock.is_held(name):
+                raise AssertionError(f"{who} still holds {name}")
+
+    pid = os.fork()
+    if pid == 0:  # the child: report through the exit status only
+        code = 1
+        try:
+            hammer("child")
+            code = 0
+        finally:
+            os._exit(code)
+    try:
+        hammer("parent")
+    finally:
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the child's replies went astray"
+    # The child opened one connection of its own (the parent reused its own).
+    assert connections_accepted(observer) - before == 1
+    lock.release("fork:before")
+    lock.close()
+
+
+def test_an_async_lock_serves_one_event_loop_after_another(private_server: LocalServer) -> None:
+    """Connections belong to the event loop that opened them; a new loop opens its own."""
+    lock = AsyncMemcachedLock(url_of(private_server))
+
+    async def cycle(name: str) -> None:
+        assert await lock.try_acquire(name, 30)
+        await lock.release(name)
+
+    asyncio.run(cycle("loops:first"))
+    asyncio.run(cycle("loops:second"))
+    asyncio.run(lock.aclose())
