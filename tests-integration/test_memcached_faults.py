@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -322,3 +323,44 @@ def test_an_async_lock_serves_one_event_loop_after_another(private_server: Local
     asyncio.run(cycle("loops:first"))
     asyncio.run(cycle("loops:second"))
     asyncio.run(lock.aclose())
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A TCP port that accepts connections and reads requests, but never answers."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    done = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.2)
+        while not done.is_set():
+            try:
+                accepted.append(listener.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1]
+    done.set()
+    thread.join(timeout=5)
+    for connection in accepted:
+        connection.close()
+    listener.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flavour", ["sync", "asyncio"])
+def test_a_server_that_never_answers_fails_the_call_within_its_timeout(
+    silent_server: int, flavour: str
+) -> None:
+    url = f"memcached://127.0.0.1:{silent_server}"
+    started = time.monotonic()
+    with pytest.raises(LockBackendError, match="TimeoutError") as caught:
+        attempt(flavour, url, fenced=False)
+    elapsed = time.monotonic() - started
+    # The bound is CLIENT_DEFAULTS["timeout"] (3 s): once per read for the blocking
+    # socket, once per operation for asyncio.
+    assert 2.9 <= elapsed < 10, elapsed
+    assert "127.0.0.1" in str(caught.value)

@@ -59,7 +59,7 @@ def test_connections_have_bounded_timeouts_and_a_bounded_pool(
 ) -> None:
     lock = lock_class("memcached://127.0.0.1:1")
     assert lock._pool.connect_timeout == CLIENT_DEFAULTS["connect_timeout"]
-    assert lock._timeout == CLIENT_DEFAULTS["timeout"]
+    assert lock._pool.timeout == CLIENT_DEFAULTS["timeout"]
     assert lock._pool.size == DEFAULT_POOL_SIZE
     assert lock_class("memcached://127.0.0.1:1", pool_size=2)._pool.size == 2
 

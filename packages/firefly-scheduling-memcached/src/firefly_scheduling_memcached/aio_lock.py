@@ -30,20 +30,17 @@ Limits, stated once here and in the docs page:
 # async-to-sync: twin lease_lock.py
 # async-to-sync: rename AsyncMemcachedLock MemcachedLock
 # async-to-sync: rename AsyncPool Pool
-# async-to-sync: rename AsyncConnection Connection
 # async-to-sync: rename firefly_scheduling_memcached.aio_pool firefly_scheduling_memcached.pool
 
 from __future__ import annotations
 
-import asyncio
 from typing import ClassVar, Final, TypeVar
 
 from firefly_scheduling.aio.base import AsyncBaseLock
-from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.redaction import redact_url, url_secrets
 from firefly_scheduling_memcached import protocol
-from firefly_scheduling_memcached.aio_pool import AsyncConnection, AsyncPool
+from firefly_scheduling_memcached.aio_pool import AsyncPool
 from firefly_scheduling_memcached.endpoint import CLIENT_DEFAULTS, memcached_server
 from firefly_scheduling_memcached.protocol import (
     MemcachedError,
@@ -95,9 +92,11 @@ class AsyncMemcachedLock(AsyncBaseLock):
                 f"at least 1; got {pool_size!r}"
             )
         super().__init__(target=redact_url(url), secrets=url_secrets(url))
-        self._timeout = CLIENT_DEFAULTS["timeout"]
         self._pool = AsyncPool(
-            server, size=pool_size, connect_timeout=CLIENT_DEFAULTS["connect_timeout"]
+            server,
+            size=pool_size,
+            connect_timeout=CLIENT_DEFAULTS["connect_timeout"],
+            timeout=CLIENT_DEFAULTS["timeout"],
         )
 
     # -- AsyncBaseLock hooks -----------------------------------------------------------
@@ -132,12 +131,14 @@ class AsyncMemcachedLock(AsyncBaseLock):
         pool = self._pool
         connection = await pool.take()
         try:
-            if ASYNC:
-                async with asyncio.timeout(self._timeout):
-                    result = await _pump(connection, operation)
-            else:
-                # The socket's own timeout bounds each send and each read.
-                result = _pump(connection, operation)
+            request = next(operation)
+            while True:
+                replies = await connection.exchange(request)
+                try:
+                    request = operation.send(replies)
+                except StopIteration as finished:
+                    result: T = finished.value
+                    break
         except MemcachedServerError:
             pool.give_back(connection)
             raise
@@ -146,15 +147,3 @@ class AsyncMemcachedLock(AsyncBaseLock):
             raise
         pool.give_back(connection)
         return result
-
-
-async def _pump(connection: AsyncConnection, operation: Operation[T]) -> T:
-    """Send each request the operation yields; give it the replies; return its result."""
-    request = next(operation)
-    while True:
-        replies = await connection.exchange(request)
-        try:
-            request = operation.send(replies)
-        except StopIteration as finished:
-            result: T = finished.value
-            return result

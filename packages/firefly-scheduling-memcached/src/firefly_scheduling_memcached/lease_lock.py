@@ -38,7 +38,7 @@ from firefly_scheduling.locks.base import BaseLock
 from firefly_scheduling.locks.redaction import redact_url, url_secrets
 from firefly_scheduling_memcached import protocol
 from firefly_scheduling_memcached.endpoint import CLIENT_DEFAULTS, memcached_server
-from firefly_scheduling_memcached.pool import Connection, Pool
+from firefly_scheduling_memcached.pool import Pool
 from firefly_scheduling_memcached.protocol import (
     MemcachedError,
     MemcachedServerError,
@@ -89,9 +89,11 @@ class MemcachedLock(BaseLock):
                 f"at least 1; got {pool_size!r}"
             )
         super().__init__(target=redact_url(url), secrets=url_secrets(url))
-        self._timeout = CLIENT_DEFAULTS["timeout"]
         self._pool = Pool(
-            server, size=pool_size, connect_timeout=CLIENT_DEFAULTS["connect_timeout"]
+            server,
+            size=pool_size,
+            connect_timeout=CLIENT_DEFAULTS["connect_timeout"],
+            timeout=CLIENT_DEFAULTS["timeout"],
         )
 
     # -- BaseLock hooks -----------------------------------------------------------
@@ -126,8 +128,14 @@ class MemcachedLock(BaseLock):
         pool = self._pool
         connection = pool.take()
         try:
-            # The socket's own timeout bounds each send and each read.
-            result = _pump(connection, operation)
+            request = next(operation)
+            while True:
+                replies = connection.exchange(request)
+                try:
+                    request = operation.send(replies)
+                except StopIteration as finished:
+                    result: T = finished.value
+                    break
         except MemcachedServerError:
             pool.give_back(connection)
             raise
@@ -136,15 +144,3 @@ class MemcachedLock(BaseLock):
             raise
         pool.give_back(connection)
         return result
-
-
-def _pump(connection: Connection, operation: Operation[T]) -> T:
-    """Send each request the operation yields; give it the replies; return its result."""
-    request = next(operation)
-    while True:
-        replies = connection.exchange(request)
-        try:
-            request = operation.send(replies)
-        except StopIteration as finished:
-            result: T = finished.value
-            return result

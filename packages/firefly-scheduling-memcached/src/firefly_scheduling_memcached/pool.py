@@ -36,6 +36,30 @@ from firefly_scheduling_memcached.protocol import Reply, ReplyParser, Request
 
 #: Bytes asked of the socket per read; a lock's replies are far smaller.
 RECEIVE_SIZE: Final = 65536
+#: asyncio: an idle connection is also polled for an end-of-file only when it rested
+#: this long (seconds). The event loop watches every socket it holds, and notices a
+#: closed one within an iteration; a poll, one system call per operation, only covers
+#: an event loop that was blocked meanwhile (and costs the asyncio lock a sixth of
+#: its speed on a busy machine when done every time).
+LOOP_NOTICES_WITHIN: Final = 0.1
+
+
+class _Forks:
+    """How many times this process is a fork child of the one that imported us.
+
+    Counted by an `os.register_at_fork` hook, so checking for a fork costs no system
+    call (`os.getpid` is one).
+    """
+
+    count = 0
+
+
+def _count_fork() -> None:
+    _Forks.count += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_count_fork)
 
 
 class Connection:
@@ -47,15 +71,16 @@ class Connection:
         self._replies = ReplyParser()
 
     @classmethod
-    def open(cls, server: tuple[str, int], timeout: float) -> Connection:
-        """Connect within `timeout` seconds.
+    def open(cls, server: tuple[str, int], *, connect_timeout: float, timeout: float) -> Connection:
+        """Connect within `connect_timeout` seconds.
 
-        A blocking socket keeps that timeout for each later send and read; asyncio
-        callers bound their exchanges themselves (one deadline per operation).
+        A blocking socket then bounds each send and each read by `timeout`; an
+        asyncio connection bounds each loan (all the round trips of one operation).
         """
         host, port = server
-        sock = socket.create_connection((host, port), timeout=timeout)
+        sock = socket.create_connection((host, port), timeout=connect_timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(timeout)
         return cls(sock)
 
     def exchange(self, request: Request) -> list[Reply]:
@@ -80,10 +105,10 @@ class Connection:
 
         Or stray bytes, which would be taken for the next reply; either way the
         connection is not fit for use. One `select` with no wait: a few microseconds.
+        asyncio: the event loop has seen it already unless it was blocked since the
+        connection came back (see `LOOP_NOTICES_WITHIN`).
         """
-        # asyncio may have seen the end already (and closed the socket: check first).
-        ended = False
-        return ended or bool(select.select([self._fileno], [], [], 0)[0])
+        return bool(select.select([self._fileno], [], [], 0)[0])
 
     def discard(self) -> None:
         """Close at once, without waiting: what the connection holds is not wanted."""
@@ -97,33 +122,38 @@ class Connection:
 class Pool:
     """At most `size` connections to `server`, each lent to one operation at a time."""
 
-    def __init__(self, server: tuple[str, int], *, size: int, connect_timeout: float) -> None:
+    def __init__(
+        self, server: tuple[str, int], *, size: int, connect_timeout: float, timeout: float
+    ) -> None:
         self.server = server
         self.size = size
         self.connect_timeout = connect_timeout
+        self.timeout = timeout
         self._idle: list[Connection] = []
         self._slots = threading.Semaphore(size)
-        self._owner: object = None
+        self._forks = _Forks.count
         self._reset_mutex = threading.Lock()
 
     def take(self) -> Connection:
-        """A connection for one operation; hand it back with `give_back` or `discard`."""
-        if self._owner != _current_owner():
+        """A connection for one operation; hand it back with `give_back` or `discard`.
+
+        asyncio: the loan must end within `timeout` seconds, else the connection is
+        aborted and its pending read raises `TimeoutError` (a blocking socket has
+        its own timeout for each send and read).
+        """
+        if not self._ours():
             self._adopt()
         self._slots.acquire()
-        try:
-            while self._idle:
-                try:
-                    connection = self._idle.pop()
-                except IndexError:  # another thread took the last one meanwhile
-                    break
-                if not connection.closed_by_server():
-                    return connection
-                connection.discard()
-            return Connection.open(self.server, self.connect_timeout)
-        except BaseException:
-            self._slots.release()
-            raise
+        connection = self._idle_connection()
+        if connection is None:
+            try:
+                connection = Connection.open(
+                    self.server, connect_timeout=self.connect_timeout, timeout=self.timeout
+                )
+            except BaseException:
+                self._slots.release()
+                raise
+        return connection
 
     def give_back(self, connection: Connection) -> None:
         """Return a connection whose last exchange ended cleanly."""
@@ -137,9 +167,21 @@ class Pool:
         finally:
             self._slots.release()
 
+    def _idle_connection(self) -> Connection | None:
+        """An idle connection still fit for use, or None; the unfit ones are closed."""
+        while self._idle:
+            try:
+                connection = self._idle.pop()
+            except IndexError:  # another thread took the last one meanwhile
+                return None
+            if not connection.closed_by_server():
+                return connection
+            connection.discard()
+        return None
+
     def close(self) -> None:
         """Close the idle connections; the pool opens new ones if it is used again."""
-        if self._owner != _current_owner():
+        if not self._ours():
             return  # inherited or from another event loop: not ours to close
         while self._idle:
             try:
@@ -147,6 +189,15 @@ class Pool:
             except IndexError:
                 break
             connection.close()
+
+    def _ours(self) -> bool:
+        """Whether the idle connections may serve this call: same process (and loop).
+
+        No system call: `asyncio.get_running_loop` makes one in Python 3.11 (it
+        compares process ids). A thread runs one event loop at a time, so a pool
+        whose loop no longer runs belongs to a finished loop.
+        """
+        return self._forks == _Forks.count
 
     def _adopt(self) -> None:
         """Make the pool this process's (and event loop's), forgetting older connections.
@@ -160,16 +211,10 @@ class Pool:
         or be bound to the old event loop.
         """
         with self._reset_mutex:
-            owner = _current_owner()
-            if self._owner == owner:
+            if self._ours():
                 return
             inherited, self._idle = self._idle, []
             self._slots = threading.Semaphore(self.size)
-            self._owner = owner
+            self._forks = _Forks.count
         for connection in inherited:
             connection.discard()
-
-
-def _current_owner() -> object:
-    """Who may use a pool's connections: this process (and, asyncio, this event loop)."""
-    return os.getpid()

@@ -310,8 +310,8 @@ def unexpected(reply: Reply, command: str) -> MemcachedError:
     shown = b" ".join((reply.status, *reply.flags))[:64]
     if reply.status in ERRORS:
         text = shown.decode("ascii", "replace")
-        return MemcachedServerError(f"memcached refused a {command}: {text}")
-    return MemcachedError(f"unexpected reply to a {command}: {shown!r}")
+        return MemcachedServerError(f"memcached refused the {command} command: {text}")
+    return MemcachedError(f"unexpected reply to the {command} command: {shown!r}")
 
 
 class ReplyParser:
@@ -319,48 +319,53 @@ class ReplyParser:
 
     Feed it what the socket returns; `next_reply` returns each complete reply, or
     None until more bytes arrive. A reply it does not know raises
-    `MemcachedProtocolError`: the stream is then out of step for good.
+    `MemcachedProtocolError`: the stream is then out of step for good. A lock's
+    replies nearly always arrive whole, one read each: the received bytes are kept
+    as they are and read by position, never copied into a buffer first.
     """
 
-    __slots__ = ("_buffer",)
+    __slots__ = ("_data", "_position")
 
     def __init__(self) -> None:
-        self._buffer = bytearray()
+        self._data = b""
+        self._position = 0
 
     def feed(self, data: bytes) -> None:
-        self._buffer += data
+        if self._position >= len(self._data):
+            self._data = data
+        else:
+            self._data = self._data[self._position :] + data
+        self._position = 0
 
     def next_reply(self) -> Reply | None:
-        buffer = self._buffer
-        end = buffer.find(b"\r\n")
+        data, start = self._data, self._position
+        end = data.find(b"\r\n", start)
         if end < 0:
-            if len(buffer) > _MAX_LINE:
-                raise MemcachedProtocolError(f"reply line too long: {bytes(buffer[:64])!r}")
+            if len(data) - start > _MAX_LINE:
+                raise MemcachedProtocolError(f"reply line too long: {data[start : start + 64]!r}")
             return None
-        line = bytes(buffer[:end])
-        words = line.split(b" ")
-        status = words[0]
-        if status in ERRORS:
-            del buffer[: end + 2]
-            # The rest of an error line is the server's message: keep it whole.
-            message = line[len(status) + 1 :]
-            return Reply(status, (message,) if message else (), None)
+        line = data[start:end]
+        status, _, rest = line.partition(b" ")
         if status == VALUE:
-            if len(words) < 2 or not words[1].isdigit():
-                raise MemcachedProtocolError(f"malformed value header: {bytes(buffer[:64])!r}")
-            size = int(words[1])
-            start = end + 2
-            if len(buffer) < start + size + 2:
+            size_field, _, flags = rest.partition(b" ")
+            if not size_field.isdigit():
+                raise MemcachedProtocolError(f"malformed value header: {line[:64]!r}")
+            value_start = end + 2
+            value_end = value_start + int(size_field)
+            if len(data) < value_end + 2:
                 return None
-            if buffer[start + size : start + size + 2] != b"\r\n":
+            if data[value_end : value_end + 2] != b"\r\n":
                 raise MemcachedProtocolError("a value is not followed by CRLF")
-            value = bytes(buffer[start : start + size])
-            del buffer[: start + size + 2]
-            return Reply(status, tuple(words[2:]), value)
+            self._position = value_end + 2
+            return Reply(status, tuple(flags.split()), data[value_start:value_end])
+        if status in ERRORS:
+            # The rest of an error line is the server's message: keep it whole.
+            self._position = end + 2
+            return Reply(status, (rest,) if rest else (), None)
         if status not in _LINE_REPLIES:
-            raise MemcachedProtocolError(f"unknown reply: {bytes(buffer[:64])!r}")
-        del buffer[: end + 2]
-        return Reply(status, tuple(words[1:]), None)
+            raise MemcachedProtocolError(f"unknown reply: {line[:64]!r}")
+        self._position = end + 2
+        return Reply(status, tuple(rest.split()), None)
 
 
 #: Replies that are one line with no value.
