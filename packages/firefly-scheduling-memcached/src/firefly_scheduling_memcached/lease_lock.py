@@ -2,9 +2,9 @@
 # Edit the asyncio source and run `python tools/async_to_sync.py`.
 """`MemcachedLock`: a lease per name, kept as a memcached item that the server expires.
 
-A thin driver: every rule of the lock (keys, expiry fields, the meta commands, the
+A thin driver: every rule of the lock (keys, expiry fields, the commands, the
 owner and CAS checks, fencing) lives in `protocol`, which this class pumps over a
-pooled connection (`aio_pool`). Written once, for asyncio, in
+pooled connection (`aio_pool.py`, `pool.py`). Written once, for asyncio, in
 `aio_lock.py`; the synchronous `MemcachedLock` in `lease_lock.py` is generated
 from it by `tools/async_to_sync.py`, and the two exclude each other on the same name.
 No third-party client: none speaks the meta commands with CAS over asyncio, and the
@@ -64,9 +64,10 @@ class MemcachedLock(BaseLock):
 
     Safe for concurrent use: each operation borrows a connection from a pool of at
     most `pool_size` (default 8), opened on demand and reused; callers beyond that
-    wait for a connection to come back. Connecting, and each operation's round trips,
-    are bounded by 3 seconds each (`CLIENT_DEFAULTS`). Fork-safe: a child process
-    opens connections of its own.
+    wait for a connection to come back. Connecting takes at most 3 seconds, and so
+    does each operation's round trips together (asyncio) or each send and each read
+    (blocking sockets); see `CLIENT_DEFAULTS`. Fork-safe: a child process opens
+    connections of its own.
     """
 
     backend_name: ClassVar[str] = "memcached"

@@ -22,6 +22,9 @@ The pool's rules, for both flavours:
 * After `os.fork()`, the child must not speak on the parent's sockets (both
   processes would read each other's replies): a pool used in a new process forgets
   the inherited connections without shutting them down and opens its own.
+* asyncio: a pool serves one event loop at a time; used from a new one (a second
+  `asyncio.run`), it forgets the finished loop's connections. Each loan must end
+  within the pool's `timeout`, enforced by one watchdog timer per connection.
 """
 
 from __future__ import annotations
