@@ -5,6 +5,8 @@ Each test uses names of its own and touches only the items of those names.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -15,7 +17,7 @@ import pytest
 from pymemcache.client.base import Client
 
 from firefly_scheduling import LockBackendError
-from firefly_scheduling_memcached import MemcachedLock
+from firefly_scheduling_memcached import AsyncMemcachedLock, MemcachedLock
 from firefly_scheduling_memcached.lease_lock import memcached_server
 
 HEX_TOKEN_LENGTH = 32
@@ -216,3 +218,30 @@ def test_a_counter_that_cannot_count_frees_the_new_holding(
     assert other.try_acquire(name, 30)
     other.release(name)
     server.delete(MemcachedLock.fence_key(name))
+
+
+def test_cancelled_async_operations_never_leave_a_connection_out_of_step(
+    memcached_url: str, name: str
+) -> None:
+    """A coroutine cancelled mid-exchange leaves half a reply: that connection must go."""
+
+    async def main() -> None:
+        lock = AsyncMemcachedLock(memcached_url, pool_size=2)
+        try:
+            for round_ in range(100):
+                task = asyncio.ensure_future(lock.try_acquire(f"{name}:{round_}", 30))
+                for _ in range(round_ % 4):  # cancel at varying points of the exchange
+                    await asyncio.sleep(0)
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                # Every reply the instance reads now must be the answer to its own command.
+                probe = f"{name}:probe:{round_}"
+                assert await lock.try_acquire(probe, 30)
+                assert await lock.renew(probe, 30)
+                await lock.release(probe)
+                assert lock.is_held(probe) is False
+        finally:
+            await lock.aclose()
+
+    asyncio.run(main())

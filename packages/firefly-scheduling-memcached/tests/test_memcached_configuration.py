@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from firefly_scheduling import ConfigurationError
-from firefly_scheduling_memcached import MemcachedLock
+from firefly_scheduling_memcached import AsyncMemcachedLock, MemcachedLock
+from firefly_scheduling_memcached.aio_lock import DEFAULT_POOL_SIZE
 from firefly_scheduling_memcached.lease_lock import CLIENT_DEFAULTS, memcached_server
 
 SECRET = "s3cr3t-pw"
@@ -50,10 +53,30 @@ def test_repr_shows_the_url() -> None:
     )
 
 
-def test_the_client_has_bounded_timeouts_and_waits_for_replies() -> None:
-    client = MemcachedLock("memcached://127.0.0.1:1")._client
-    assert (client.connect_timeout, client.timeout) == (
-        CLIENT_DEFAULTS["connect_timeout"],
-        CLIENT_DEFAULTS["timeout"],
+@pytest.mark.parametrize("lock_class", [MemcachedLock, AsyncMemcachedLock])
+def test_connections_have_bounded_timeouts_and_a_bounded_pool(
+    lock_class: type[MemcachedLock | AsyncMemcachedLock],
+) -> None:
+    lock = lock_class("memcached://127.0.0.1:1")
+    assert lock._pool.connect_timeout == CLIENT_DEFAULTS["connect_timeout"]
+    assert lock._pool.timeout == CLIENT_DEFAULTS["timeout"]
+    assert lock._pool.size == DEFAULT_POOL_SIZE
+    assert lock_class("memcached://127.0.0.1:1", pool_size=2)._pool.size == 2
+
+
+@pytest.mark.parametrize("lock_class", [MemcachedLock, AsyncMemcachedLock])
+@pytest.mark.parametrize("size", [0, -1, 1.5, "4", True, None])
+def test_a_pool_size_that_is_not_a_positive_whole_number_is_refused(
+    lock_class: type[MemcachedLock | AsyncMemcachedLock], size: object
+) -> None:
+    with pytest.raises(ConfigurationError, match=f"pool_size.*{re.escape(repr(size))}"):
+        lock_class("memcached://127.0.0.1:1", pool_size=size)  # type: ignore[arg-type]
+
+
+def test_the_async_lock_takes_the_same_urls_and_refuses_the_same_way() -> None:
+    assert repr(AsyncMemcachedLock(" memcached://cache:11211 ")) == (
+        "AsyncMemcachedLock('memcached://cache:11211')"
     )
-    assert client.default_noreply is False
+    with pytest.raises(ConfigurationError, match="no authentication") as caught:
+        AsyncMemcachedLock(f"memcached://app:{SECRET}@cache:11211")
+    assert SECRET not in str(caught.value)

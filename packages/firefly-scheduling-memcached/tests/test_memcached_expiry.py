@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from firefly_scheduling import ConfigurationError
-from firefly_scheduling_memcached.lease_lock import (
+from firefly_scheduling_memcached.protocol import (
     MAX_ABSOLUTE_EXPIRY,
     MAX_RELATIVE_EXPIRY,
     server_expiry,

@@ -1,11 +1,20 @@
+# Generated from firefly_scheduling_memcached/aio_lock.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
 """`MemcachedLock`: a lease per name, kept as a memcached item that the server expires.
 
-A lock is an item holding this acquisition's owner token, stored with `add` (which
-fails when the item exists) and an expiry, so memcached itself frees it when the
-TTL passes. Release and renewal read the item with its CAS value (`gets`) and act
-only if it still holds the token and has not changed since: release with the meta
-protocol's `md <key> C<cas>`, renewal with `cas`. A late release never frees a
-newer holder, and nothing ever deletes blindly.
+A thin driver: every rule of the lock (keys, expiry fields, the commands, the
+owner and CAS checks, fencing) lives in `protocol`, which this class pumps over a
+pooled connection (`aio_pool.py`, `pool.py`). Written once, for asyncio, in
+`aio_lock.py`; the synchronous `MemcachedLock` in `lease_lock.py` is generated
+from it by `tools/async_to_sync.py`, and the two exclude each other on the same name.
+No third-party client: none speaks the meta commands with CAS over asyncio, and the
+few commands a lock needs are short.
+
+A lock is an item holding this acquisition's owner token, added only if absent and
+with an expiry, so memcached itself frees it when the TTL passes. Release and
+renewal read the item with its CAS value and act only if it still holds the token
+and has not changed since. A late release never frees a newer holder, and nothing
+ever deletes blindly.
 
 Limits, stated once here and in the docs page:
 
@@ -13,86 +22,53 @@ Limits, stated once here and in the docs page:
   included, unless started with `-M`; a restart loses every lock; nothing is
   replicated. One server per URL.
 * Expiries are whole seconds on a clock that ticks once a second (see
-  `server_expiry`). TTLs over 30 days are sent as an absolute Unix time taken from
-  this node's clock.
-* Fencing counters are items too: see `_fence` for what happens when one is lost.
-* The meta commands (`ms`, `ma`, `md`, `mn`) need memcached 1.6.10 or newer.
-
-A fenced acquisition is ONE round trip: the add and the counter increment are
-pipelined in one write (see `_acquire_fenced`).
+  `protocol.server_expiry`). TTLs over 30 days are sent as an absolute Unix time
+  taken from this node's clock.
+* Fencing counters are items too: see `protocol.increment_command` for what happens
+  when one is lost.
+* The meta commands (`mg`, `ma`, `md`) need memcached 1.6.10 or newer.
 """
 
 from __future__ import annotations
 
-import functools
-import math
-import re
-import select
-import threading
-import time
-from typing import ClassVar, Final
-
-from pymemcache.client.base import Client
-from pymemcache.exceptions import MemcacheClientError, MemcacheError, MemcacheUnknownError
+from typing import ClassVar, Final, TypeVar
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.base import BaseLock
-from firefly_scheduling.locks.connection_url import parse_lock_url
-from firefly_scheduling.locks.keys import ServerKeyScheme
 from firefly_scheduling.locks.redaction import redact_url, url_secrets
-
-URL_SCHEMES: Final = ("memcached",)
-DEFAULT_PORT: Final = 11211
-
-#: Bounds every round trip: seconds to connect, and to wait for each send or reply.
-CLIENT_DEFAULTS: Final[dict[str, float]] = {"connect_timeout": 3.0, "timeout": 3.0}
-
-#: memcached reads an expiry above this many seconds (30 days) as an absolute Unix time.
-MAX_RELATIVE_EXPIRY: Final = 30 * 24 * 3600
-#: The expiry field is a signed 32-bit integer: absolute times end in January 2038.
-MAX_ABSOLUTE_EXPIRY: Final = 2**31 - 1
-
-# Printable ASCII except the space: legal in a text-protocol key exactly as written.
-# Anything else (spaces, control characters, non-ASCII, names too long once prefixed to
-# fit 250 bytes) becomes a SHA-256 digest. The hashed prefixes differ from the readable
-# ones right after "lock"/"fence", so the two forms can never produce the same key.
-_KEY_SAFE: Final = re.compile(r"[!-~]+")
-LOCK_KEYS: Final = ServerKeyScheme(
-    readable_prefix="firefly:scheduling:lock:",
-    hashed_prefix="firefly:scheduling:lock-sha256:",
-    max_length=250,
-    readable=_KEY_SAFE,
-)
-FENCE_KEYS: Final = ServerKeyScheme(
-    readable_prefix="firefly:scheduling:fence:",
-    hashed_prefix="firefly:scheduling:fence-sha256:",
-    max_length=250,
-    readable=_KEY_SAFE,
+from firefly_scheduling_memcached import protocol
+from firefly_scheduling_memcached.endpoint import CLIENT_DEFAULTS, memcached_server
+from firefly_scheduling_memcached.pool import Pool
+from firefly_scheduling_memcached.protocol import (
+    MemcachedError,
+    MemcachedServerError,
+    Operation,
+    server_expiry,
 )
 
-# Replies to `md <key> C<cas>`: deleted; no such item (expired or evicted); the CAS
-# value differs (the item was replaced after our `gets`, so it is not ours to delete).
-_META_DELETED: Final = b"HD"
-_META_NOT_DELETED: Final = frozenset({b"NF", b"EX"})
-# The CAS value of every item on a server started with -C (CAS disabled).
-_CAS_DISABLED: Final = b"0"
-# Replies to `ms <key> ... ME` (add mode): stored; not stored (the item exists).
-_META_STORED: Final = b"HD"
-_META_NOT_STORED: Final = b"NS"
-# The reply to `mn` (meta no-op), which ends a pipeline so its replies can be read at once.
-_META_NOOP: Final = b"MN\r\n"
+T = TypeVar("T")
+
+# Re-exported: the URL and expiry rules were first defined here, and are imported so.
+__all__ = ["CLIENT_DEFAULTS", "MemcachedLock", "memcached_server", "server_expiry"]
+
+#: Connections one instance opens at most; more concurrent callers wait for one.
+DEFAULT_POOL_SIZE: Final = 4
 
 
 class MemcachedLock(BaseLock):
     """A memcached lease lock per name; the server frees it when the TTL passes.
 
     `url` is `memcached://host[:port]` (port 11211 by default): one server, no
-    credentials (pymemcache speaks the text protocol, which has none), no path or
-    query. Anything else is a `ConfigurationError` at construction. The instance
-    keeps one connection behind a mutex, so it is thread-safe (a pooled client
-    measured slower for the short exchanges a lock makes). It opens on first use,
-    is replaced before use when the server has closed it, and reopens on the call
-    after a failure.
+    credentials (memcached's text protocol has none), no path or query. Anything
+    else is a `ConfigurationError` at construction, which never connects.
+
+    Safe for concurrent use: each operation borrows a connection from a pool of at
+    most `pool_size` (default 4, the per-backend bound of docs/scaling.md), opened
+    on demand and reused; callers beyond that
+    wait for a connection to come back. Connecting takes at most 3 seconds, and so
+    does each operation's round trips together (asyncio) or each send and each read
+    (blocking sockets); see `CLIENT_DEFAULTS`. Fork-safe: a child process opens
+    connections of its own.
     """
 
     backend_name: ClassVar[str] = "memcached"
@@ -100,198 +76,73 @@ class MemcachedLock(BaseLock):
     session_scoped: ClassVar[bool] = False
     supports_fencing: ClassVar[bool] = True
     renewable: ClassVar[bool] = True
-    driver_errors: ClassVar[tuple[type[BaseException], ...]] = (MemcacheError, OSError)
+    # TimeoutError (asyncio's too) and the connection errors are OSErrors.
+    driver_errors: ClassVar[tuple[type[BaseException], ...]] = (MemcachedError, OSError)
 
-    def __init__(self, url: str) -> None:
+    key = staticmethod(protocol.lock_key)
+    fence_key = staticmethod(protocol.fence_key)
+
+    def __init__(self, url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> None:
         server = memcached_server(url)
         url = url.strip()
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise ConfigurationError(
+                f"the memcached lock's pool_size must be a whole number of connections, "
+                f"at least 1; got {pool_size!r}"
+            )
         super().__init__(target=redact_url(url), secrets=url_secrets(url))
-        self._client = Client(server, no_delay=True, default_noreply=False, **CLIENT_DEFAULTS)
-        self._client_mutex = threading.Lock()
-
-    @staticmethod
-    @functools.lru_cache(maxsize=4096)  # names repeat (one per task): skip the regex and digest
-    def key(name: str) -> str:
-        """The memcached key of the lock `name`: readable when safe, else a SHA-256 digest."""
-        return LOCK_KEYS.key(name)
-
-    @staticmethod
-    @functools.lru_cache(maxsize=4096)
-    def fence_key(name: str) -> str:
-        """The memcached key of the fencing counter of `name`; it never expires."""
-        return FENCE_KEYS.key(name)
+        self._pool = Pool(
+            server,
+            size=pool_size,
+            connect_timeout=CLIENT_DEFAULTS["connect_timeout"],
+            timeout=CLIENT_DEFAULTS["timeout"],
+        )
 
     # -- BaseLock hooks -----------------------------------------------------------
 
     def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
-        expire = server_expiry(ttl_seconds, time.time())
-        with self._client_mutex:
-            return bool(self._connected().add(self.key(name), owner.encode(), expire=expire))
-
-    def _release(self, name: str, owner: str) -> bool:
-        key = self.key(name)
-        with self._client_mutex:
-            client = self._connected()
-            value, cas = client.gets(key)
-            if value != owner.encode():
-                return False
-            _require_cas(cas)
-            reply = client.raw_command(b"md " + key.encode() + b" C" + cas)
-        if reply == _META_DELETED:
-            return True
-        if reply in _META_NOT_DELETED:
-            return False
-        raise MemcacheUnknownError(f"unexpected reply to a meta delete: {reply[:32]!r}")
-
-    def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
-        key = self.key(name)
-        token = owner.encode()
-        expire = server_expiry(ttl_seconds, time.time())
-        with self._client_mutex:
-            client = self._connected()
-            value, cas = client.gets(key)
-            if value != token:
-                return False
-            _require_cas(cas)
-            # True: stored; False: changed since `gets`; None: gone since `gets`.
-            return client.cas(key, token, cas, expire=expire) is True
+        return self._run(protocol.acquire(name, owner, ttl_seconds))
 
     def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
-        """Add the lock item and increment its counter in one write: one round trip.
-
-        memcached has no multi-command atomicity, but it runs one connection's commands
-        in order, so the increment runs after the add, while the new holding is in
-        force: its token is greater than every earlier holding's, whose increments all
-        ran before that holding was released or expired. The increment runs even when
-        the add is refused; that only leaves a gap in the tokens, which need not be
-        consecutive. A counter the server cannot increment frees the new holding again.
-        """
-        key = self.key(name)
-        token = owner.encode()
-        expire = server_expiry(ttl_seconds, time.time())
-        # `ms ... ME` is `add` (mode E); `mn` ends the pipeline with a fixed reply.
-        command = b"ms %s %d T%d ME\r\n%s\r\n%s\r\nmn" % (
-            key.encode(),
-            len(token),
-            expire,
-            token,
-            self._increment_command(name),
-        )
-        with self._client_mutex:
-            reply = self._connected().raw_command(command, end_tokens=_META_NOOP)
-        added, _, increment = reply.partition(b"\r\n")
-        if added == _META_NOT_STORED:
-            return None
-        if added != _META_STORED:
-            raise MemcacheUnknownError(f"unexpected reply to a meta add: {added[:32]!r}")
-        try:
-            return _incremented_value(increment)
-        except MemcacheError:
-            self._release(name, owner)
-            raise
+        return self._run(protocol.acquire_fenced(name, owner, ttl_seconds))
 
     def _fence(self, name: str) -> int:
-        """Increment the counter of `name`; one round trip."""
-        with self._client_mutex:
-            reply = self._connected().raw_command(
-                self._increment_command(name) + b"\r\nmn", end_tokens=_META_NOOP
-            )
-        return _incremented_value(reply)
+        return self._run(protocol.fence(name))
 
-    def _increment_command(self, name: str) -> bytes:
-        """`ma` of the counter of `name`, creating it from the clock when it is missing.
+    def _release(self, name: str, owner: str) -> bool:
+        return self._run(protocol.release(name, owner))
 
-        A counter is an item, so an eviction or a restart can lose it. `N0 J<seed>`
-        makes the server create a missing one, atomically, holding the current Unix
-        time in microseconds rather than 1, which keeps tokens above every token handed
-        out before the loss, as long as fewer than a million fenced acquisitions a
-        second were made on the name and the seeding node's clock is not behind by
-        more than the counter's age. Nodes racing to create it get one seed, then
-        increments. `N0`: the counter never expires.
-        """
-        seed = time.time_ns() // 1000
-        return b"ma %s N0 J%d v" % (self.fence_key(name).encode(), seed)
+    def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
+        return self._run(protocol.renew(name, owner, ttl_seconds))
 
     def _close(self) -> None:
-        with self._client_mutex:
-            self._client.close()
+        self._pool.close()
 
-    def _connected(self) -> Client:
-        """The client, with its connection dropped first if the server closed it meanwhile.
+    # -- the driver ---------------------------------------------------------------------
 
-        A restarted server, or a firewall ending an idle connection, closes the socket
-        without a word; the next exchange would fail. A socket that is readable
-        before we sent anything holds an end-of-file (or stray bytes): close it, and
-        the client reconnects for this exchange. The caller holds the client mutex.
+    def _run(self, operation: Operation[T]) -> T:
+        """Pump `operation` over one pooled connection, kept for all its round trips.
+
+        A connection comes back to the pool only when the exchange ended in step with
+        the server: after a result, or a whole `SERVER_ERROR` reply. A transport error,
+        a timeout or a cancellation may leave half a reply behind: discarded.
         """
-        sock = self._client.sock
-        if sock is not None and select.select([sock], [], [], 0)[0]:
-            self._client.close()
-        return self._client
-
-
-def memcached_server(url: str) -> tuple[str, int]:
-    """The `(host, port)` of a `memcached://host[:port]` URL, or a `ConfigurationError`."""
-    if isinstance(url, str) and "," in url:
-        raise ConfigurationError(
-            f"the memcached lock provider takes one server, got {redact_url(url)}: a lock "
-            "must live on a single server, so spreading keys over several is not supported"
-        )
-    parts = parse_lock_url(url, provider="memcached", schemes=URL_SCHEMES)
-    shown = redact_url(url)
-    if parts.username is not None or parts.password is not None:
-        raise ConfigurationError(
-            f"the memcached lock provider got credentials in {shown}, but memcached's text "
-            "protocol has no authentication; remove them"
-        )
-    if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise ConfigurationError(
-            f"the memcached lock provider expects memcached://host[:port], got {shown}"
-        )
-    if not parts.hostname:
-        raise ConfigurationError(f"the memcached lock provider needs a host, got {shown}")
-    return parts.hostname, parts.port or DEFAULT_PORT
-
-
-def _incremented_value(reply: bytes) -> int:
-    """The counter value in a reply to `ma ... v`: a `VA <size>` line, then the value."""
-    header, _, rest = reply.partition(b"\r\n")
-    value = rest.removesuffix(b"\r\n")
-    if not header.startswith(b"VA ") or not value.isdigit():
-        raise MemcacheUnknownError(f"unexpected reply to a meta increment: {reply[:64]!r}")
-    return int(value)
-
-
-def _require_cas(cas: bytes) -> None:
-    # With CAS disabled, `md <key> C0` deletes whatever the item holds by then: a blind
-    # delete. Refuse, so the lock expires at its TTL instead of freeing a newer holder.
-    if cas == _CAS_DISABLED:
-        raise MemcacheClientError(
-            "the memcached server runs with -C, which disables CAS: locks can be neither "
-            "released early nor renewed safely; restart it without -C"
-        )
-
-
-def server_expiry(ttl_seconds: float, now: float) -> int:
-    """The expiry field for a lease of `ttl_seconds` stored at Unix time `now`.
-
-    memcached's clock ticks once a second, so an item stored with expiry `n` lives
-    somewhere between `n - 1` and `n` seconds. Hence the TTL is rounded up to whole
-    seconds and one second is added: the lock lives at least `ttl_seconds` and less
-    than `ttl_seconds + 2`.
-
-    memcached reads an expiry over 30 days as an absolute Unix time, so a longer TTL
-    is sent as `now + ttl_seconds` rounded up. That instant comes from this node's
-    clock and is compared with the server's: a skew between them shortens or
-    lengthens such a lease by the skew. Absolute times end in January 2038.
-    """
-    relative = math.ceil(ttl_seconds) + 1
-    if relative <= MAX_RELATIVE_EXPIRY:
-        return relative
-    absolute = math.ceil(now + ttl_seconds)
-    if absolute > MAX_ABSOLUTE_EXPIRY:
-        raise ConfigurationError(
-            f"ttl_seconds={ttl_seconds!r} ends after memcached's last expiry time "
-            f"(Unix time {MAX_ABSOLUTE_EXPIRY}, January 2038)"
-        )
-    return absolute
+        pool = self._pool
+        connection = pool.take()
+        try:
+            request = next(operation)
+            while True:
+                replies = connection.exchange(request)
+                try:
+                    request = operation.send(replies)
+                except StopIteration as finished:
+                    result: T = finished.value
+                    break
+        except MemcachedServerError:
+            pool.give_back(connection)
+            raise
+        except BaseException:
+            pool.discard(connection)
+            raise
+        pool.give_back(connection)
+        return result

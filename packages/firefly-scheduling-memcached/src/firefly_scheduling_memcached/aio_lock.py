@@ -1,0 +1,151 @@
+"""`AsyncMemcachedLock`: a lease per name, kept as a memcached item that the server expires.
+
+A thin driver: every rule of the lock (keys, expiry fields, the commands, the
+owner and CAS checks, fencing) lives in `protocol`, which this class pumps over a
+pooled connection (`aio_pool.py`, `pool.py`). Written once, for asyncio, in
+`aio_lock.py`; the synchronous `MemcachedLock` in `lease_lock.py` is generated
+from it by `tools/async_to_sync.py`, and the two exclude each other on the same name.
+No third-party client: none speaks the meta commands with CAS over asyncio, and the
+few commands a lock needs are short.
+
+A lock is an item holding this acquisition's owner token, added only if absent and
+with an expiry, so memcached itself frees it when the TTL passes. Release and
+renewal read the item with its CAS value and act only if it still holds the token
+and has not changed since. A late release never frees a newer holder, and nothing
+ever deletes blindly.
+
+Limits, stated once here and in the docs page:
+
+* memcached is a cache. Under memory pressure it evicts items, held locks
+  included, unless started with `-M`; a restart loses every lock; nothing is
+  replicated. One server per URL.
+* Expiries are whole seconds on a clock that ticks once a second (see
+  `protocol.server_expiry`). TTLs over 30 days are sent as an absolute Unix time
+  taken from this node's clock.
+* Fencing counters are items too: see `protocol.increment_command` for what happens
+  when one is lost.
+* The meta commands (`mg`, `ma`, `md`) need memcached 1.6.10 or newer.
+"""
+
+# async-to-sync: twin lease_lock.py
+# async-to-sync: rename AsyncMemcachedLock MemcachedLock
+# async-to-sync: rename AsyncPool Pool
+# async-to-sync: rename firefly_scheduling_memcached.aio_pool firefly_scheduling_memcached.pool
+
+from __future__ import annotations
+
+from typing import ClassVar, Final, TypeVar
+
+from firefly_scheduling.aio.base import AsyncBaseLock
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.locks.redaction import redact_url, url_secrets
+from firefly_scheduling_memcached import protocol
+from firefly_scheduling_memcached.aio_pool import AsyncPool
+from firefly_scheduling_memcached.endpoint import CLIENT_DEFAULTS, memcached_server
+from firefly_scheduling_memcached.protocol import (
+    MemcachedError,
+    MemcachedServerError,
+    Operation,
+    server_expiry,
+)
+
+T = TypeVar("T")
+
+# Re-exported: the URL and expiry rules were first defined here, and are imported so.
+__all__ = ["CLIENT_DEFAULTS", "AsyncMemcachedLock", "memcached_server", "server_expiry"]
+
+#: Connections one instance opens at most; more concurrent callers wait for one.
+DEFAULT_POOL_SIZE: Final = 4
+
+
+class AsyncMemcachedLock(AsyncBaseLock):
+    """A memcached lease lock per name; the server frees it when the TTL passes.
+
+    `url` is `memcached://host[:port]` (port 11211 by default): one server, no
+    credentials (memcached's text protocol has none), no path or query. Anything
+    else is a `ConfigurationError` at construction, which never connects.
+
+    Safe for concurrent use: each operation borrows a connection from a pool of at
+    most `pool_size` (default 4, the per-backend bound of docs/scaling.md), opened
+    on demand and reused; callers beyond that
+    wait for a connection to come back. Connecting takes at most 3 seconds, and so
+    does each operation's round trips together (asyncio) or each send and each read
+    (blocking sockets); see `CLIENT_DEFAULTS`. Fork-safe: a child process opens
+    connections of its own.
+    """
+
+    backend_name: ClassVar[str] = "memcached"
+    ttl_honoured: ClassVar[bool] = True
+    session_scoped: ClassVar[bool] = False
+    supports_fencing: ClassVar[bool] = True
+    renewable: ClassVar[bool] = True
+    # TimeoutError (asyncio's too) and the connection errors are OSErrors.
+    driver_errors: ClassVar[tuple[type[BaseException], ...]] = (MemcachedError, OSError)
+
+    key = staticmethod(protocol.lock_key)
+    fence_key = staticmethod(protocol.fence_key)
+
+    def __init__(self, url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> None:
+        server = memcached_server(url)
+        url = url.strip()
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise ConfigurationError(
+                f"the memcached lock's pool_size must be a whole number of connections, "
+                f"at least 1; got {pool_size!r}"
+            )
+        super().__init__(target=redact_url(url), secrets=url_secrets(url))
+        self._pool = AsyncPool(
+            server,
+            size=pool_size,
+            connect_timeout=CLIENT_DEFAULTS["connect_timeout"],
+            timeout=CLIENT_DEFAULTS["timeout"],
+        )
+
+    # -- AsyncBaseLock hooks -----------------------------------------------------------
+
+    async def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
+        return await self._run(protocol.acquire(name, owner, ttl_seconds))
+
+    async def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
+        return await self._run(protocol.acquire_fenced(name, owner, ttl_seconds))
+
+    async def _fence(self, name: str) -> int:
+        return await self._run(protocol.fence(name))
+
+    async def _release(self, name: str, owner: str) -> bool:
+        return await self._run(protocol.release(name, owner))
+
+    async def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
+        return await self._run(protocol.renew(name, owner, ttl_seconds))
+
+    async def _close(self) -> None:
+        await self._pool.close()
+
+    # -- the driver ---------------------------------------------------------------------
+
+    async def _run(self, operation: Operation[T]) -> T:
+        """Pump `operation` over one pooled connection, kept for all its round trips.
+
+        A connection comes back to the pool only when the exchange ended in step with
+        the server: after a result, or a whole `SERVER_ERROR` reply. A transport error,
+        a timeout or a cancellation may leave half a reply behind: discarded.
+        """
+        pool = self._pool
+        connection = await pool.take()
+        try:
+            request = next(operation)
+            while True:
+                replies = await connection.exchange(request)
+                try:
+                    request = operation.send(replies)
+                except StopIteration as finished:
+                    result: T = finished.value
+                    break
+        except MemcachedServerError:
+            pool.give_back(connection)
+            raise
+        except BaseException:
+            pool.discard(connection)
+            raise
+        pool.give_back(connection)
+        return result
