@@ -89,8 +89,15 @@ def test_prune_expires_died_runs_and_deletes_old_records(
     old = now - timedelta(days=10)
     fire(history, HEALTHY, old, fails=False)
     fire(history, HEALTHY, now, fails=False)
-    history.start(BROKEN, now - timedelta(days=2), node="died", token=1, at=now - timedelta(days=2))
-    history.start(BROKEN, now - timedelta(minutes=5), node="alive", token=2, at=now)
+    history.start(
+        BROKEN,
+        now - timedelta(days=2),
+        lock=BROKEN,
+        node="died",
+        token=1,
+        at=now - timedelta(days=2),
+    )
+    history.start(BROKEN, now - timedelta(minutes=5), lock=BROKEN, node="alive", token=2, at=now)
     result = CliRunner().invoke(main, ["prune", "--days", "7"])
     assert result.exit_code == 0, result.output
     assert "closed 1 died run(s) as expired" in result.output

@@ -25,8 +25,10 @@ def locked(target: str, **schedule: str | float) -> ScheduledDescriptor:
 def record(
     history: MemoryRunHistory, target: str, instant: datetime, state: RunState, error: str = ""
 ) -> None:
-    history.start(target, instant, node="n1", token=1, at=instant)
-    history.finish(target, instant, token=1, state=state, error=error or None, at=instant)
+    history.start(target, instant, lock=target, node="n1", token=1, at=instant)
+    history.finish(
+        target, instant, lock=target, token=1, state=state, error=error or None, at=instant
+    )
 
 
 class TestSuccessWindow:
@@ -99,7 +101,7 @@ class TestRunsTable:
     def test_rows_show_state_attempt_node_and_error(self) -> None:
         history = MemoryRunHistory()
         record(history, "app:job", NOW, RunState.FAILED, "ValueError: boom")
-        history.skip("app:job", NOW + MINUTE, node="n2", reason="3.0s late", at=NOW)
+        history.skip("app:job", NOW + MINUTE, lock="app:job", node="n2", reason="3.0s late", at=NOW)
         output = io.StringIO()
         render_runs(history.runs(), Console(file=output, width=200))
         text = output.getvalue()

@@ -33,17 +33,23 @@ _STATE_STYLE = {
 @click.command()
 @click.option("--task", default=None, metavar="TARGET", help="Only this task (its target).")
 @click.option(
+    "--lock",
+    default=None,
+    metavar="NAME",
+    help="Only the fires recorded under this task lock name (one deployment's).",
+)
+@click.option(
     "--limit",
     type=click.IntRange(min=1),
     default=20,
     show_default=True,
     help="How many fires to show.",
 )
-def runs(task: str | None, limit: int) -> None:
+def runs(task: str | None, lock: str | None, limit: int) -> None:
     """Show the run history, newest fire first."""
     history = require_history()
     try:
-        records = history.runs(task, limit)
+        records = history.runs(task, limit, lock=lock)
     except HistoryError as err:
         raise click.ClickException(str(err)) from err
     finally:
@@ -58,7 +64,8 @@ def render_runs(records: Sequence[RunRecord], console: Console, task: str | None
         console.print(f"[bold yellow]no run recorded{scope}[/]")
         return
     table = Table(title="Runs, newest fire first", title_justify="left")
-    for header in ("Fire (UTC)", "Task", "State", "Try", "Node", "Started", "Took", "Token"):
+    headers = ("Fire (UTC)", "Task", "Lock", "State", "Try", "Node", "Started", "Took", "Token")
+    for header in headers:
         table.add_column(header, overflow="fold")
     table.add_column("Error / reason", overflow="fold")
     for record in records:
@@ -67,6 +74,7 @@ def render_runs(records: Sequence[RunRecord], console: Console, task: str | None
         table.add_row(
             _when(record.instant),
             record.task,
+            record.lock,
             f"[{style}]{record.state.value}[/]",
             str(record.attempt),
             record.node,
