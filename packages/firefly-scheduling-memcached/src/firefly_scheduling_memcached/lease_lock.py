@@ -27,8 +27,6 @@ from __future__ import annotations
 import functools
 import math
 import re
-import select
-import threading
 import time
 from typing import ClassVar, Final
 
@@ -40,6 +38,7 @@ from firefly_scheduling.locks.base import BaseLock
 from firefly_scheduling.locks.connection_url import parse_lock_url
 from firefly_scheduling.locks.keys import ServerKeyScheme
 from firefly_scheduling.locks.redaction import redact_url, url_secrets
+from firefly_scheduling_memcached.connection import SharedClient
 
 URL_SCHEMES: Final = ("memcached",)
 DEFAULT_PORT: Final = 11211
@@ -89,10 +88,11 @@ class MemcachedLock(BaseLock):
     `url` is `memcached://host[:port]` (port 11211 by default): one server, no
     credentials (pymemcache speaks the text protocol, which has none), no path or
     query. Anything else is a `ConfigurationError` at construction. The instance
-    keeps one connection behind a mutex, so it is thread-safe (a pooled client
-    measured slower for the short exchanges a lock makes). It opens on first use,
-    is replaced before use when the server has closed it, and reopens on the call
-    after a failure.
+    keeps one connection behind a mutex (`connection.SharedClient`), so it is
+    thread-safe (a pooled client measured slower for the short exchanges a lock
+    makes). It opens on first use, is replaced before use when the server has closed
+    it, reopens on the call after a failure, and is not the parent's in a forked
+    child.
     """
 
     backend_name: ClassVar[str] = "memcached"
@@ -106,8 +106,9 @@ class MemcachedLock(BaseLock):
         server = memcached_server(url)
         url = url.strip()
         super().__init__(target=redact_url(url), secrets=url_secrets(url))
-        self._client = Client(server, no_delay=True, default_noreply=False, **CLIENT_DEFAULTS)
-        self._client_mutex = threading.Lock()
+        self._client = SharedClient(
+            Client(server, no_delay=True, default_noreply=False, **CLIENT_DEFAULTS)
+        )
 
     @staticmethod
     @functools.lru_cache(maxsize=4096)  # names repeat (one per task): skip the regex and digest
@@ -125,13 +126,12 @@ class MemcachedLock(BaseLock):
 
     def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
         expire = server_expiry(ttl_seconds, time.time())
-        with self._client_mutex:
-            return bool(self._connected().add(self.key(name), owner.encode(), expire=expire))
+        with self._client.exchange() as client:
+            return bool(client.add(self.key(name), owner.encode(), expire=expire))
 
     def _release(self, name: str, owner: str) -> bool:
         key = self.key(name)
-        with self._client_mutex:
-            client = self._connected()
+        with self._client.exchange() as client:
             value, cas = client.gets(key)
             if value != owner.encode():
                 return False
@@ -147,8 +147,7 @@ class MemcachedLock(BaseLock):
         key = self.key(name)
         token = owner.encode()
         expire = server_expiry(ttl_seconds, time.time())
-        with self._client_mutex:
-            client = self._connected()
+        with self._client.exchange() as client:
             value, cas = client.gets(key)
             if value != token:
                 return False
@@ -177,8 +176,8 @@ class MemcachedLock(BaseLock):
             token,
             self._increment_command(name),
         )
-        with self._client_mutex:
-            reply = self._connected().raw_command(command, end_tokens=_META_NOOP)
+        with self._client.exchange() as client:
+            reply = client.raw_command(command, end_tokens=_META_NOOP)
         added, _, increment = reply.partition(b"\r\n")
         if added == _META_NOT_STORED:
             return None
@@ -192,8 +191,8 @@ class MemcachedLock(BaseLock):
 
     def _fence(self, name: str) -> int:
         """Increment the counter of `name`; one round trip."""
-        with self._client_mutex:
-            reply = self._connected().raw_command(
+        with self._client.exchange() as client:
+            reply = client.raw_command(
                 self._increment_command(name) + b"\r\nmn", end_tokens=_META_NOOP
             )
         return _incremented_value(reply)
@@ -213,21 +212,7 @@ class MemcachedLock(BaseLock):
         return b"ma %s N0 J%d v" % (self.fence_key(name).encode(), seed)
 
     def _close(self) -> None:
-        with self._client_mutex:
-            self._client.close()
-
-    def _connected(self) -> Client:
-        """The client, with its connection dropped first if the server closed it meanwhile.
-
-        A restarted server, or a firewall ending an idle connection, closes the socket
-        without a word; the next exchange would fail. A socket that is readable
-        before we sent anything holds an end-of-file (or stray bytes): close it, and
-        the client reconnects for this exchange. The caller holds the client mutex.
-        """
-        sock = self._client.sock
-        if sock is not None and select.select([sock], [], [], 0)[0]:
-            self._client.close()
-        return self._client
+        self._client.close()
 
 
 def memcached_server(url: str) -> tuple[str, int]:
