@@ -15,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
+from firefly_scheduling.cli import main
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.history import HistoryError, RunState, resolve_history
 from firefly_scheduling.settings import Settings
@@ -179,3 +180,28 @@ def test_migrate_history_without_a_sql_history_says_what_to_set() -> None:
     )
     assert result.exit_code != 0
     assert "FIREFLY_SCHEDULING_HISTORY_URL" in result.output
+
+
+@pytest.mark.parametrize("command", [["tick", "--app", "firefly_scheduling.demo_app"], ["runs"]])
+def test_a_host_or_a_command_on_an_old_table_exits_2_before_any_fire(
+    tmp_path: Path, command: list[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = lock_engine(url)
+    try:
+        _old_table(DEFAULT_TABLE).create(engine)
+    finally:
+        engine.dispose()
+    result = CliRunner().invoke(
+        main,
+        command,
+        env={
+            "FIREFLY_SCHEDULING_LOCK_PROVIDER": "memory",
+            "FIREFLY_SCHEDULING_HISTORY_URL": url,
+            "FIREFLY_SCHEDULING_INITIAL_DELAY_STORE": "memory://",
+        },
+    )
+    assert result.exit_code == 2, result.output
+    assert "firefly-scheduling migrate --history" in result.output
+    assert "firefly_scheduling_runs" in result.output
+    assert _key_and_rows(url) == (OLD_KEY, 0)
