@@ -75,7 +75,7 @@ def _local_port(sock: socket.socket | None) -> int | None:
 def _memcached_port(store: MemcachedLock | MemcachedAnchorStore) -> int | None:
     """The kernel's local port of the instance's socket (read, never used)."""
     shared: Any = store._client
-    return _local_port(getattr(shared, "_client", shared).sock)
+    return _local_port(getattr(shared, "client", shared).sock)
 
 
 def test_a_forked_child_neither_holds_nor_frees_the_parents_memcached_lease(

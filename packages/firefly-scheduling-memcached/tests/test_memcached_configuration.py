@@ -51,7 +51,7 @@ def test_repr_shows_the_url() -> None:
 
 
 def test_the_client_has_bounded_timeouts_and_waits_for_replies() -> None:
-    client = MemcachedLock("memcached://127.0.0.1:1")._client
+    client = MemcachedLock("memcached://127.0.0.1:1")._client.client
     assert (client.connect_timeout, client.timeout) == (
         CLIENT_DEFAULTS["connect_timeout"],
         CLIENT_DEFAULTS["timeout"],

@@ -46,6 +46,11 @@ class SharedClient:
         self._mutex = threading.Lock()
         reset_in_forked_child(self, SharedClient._after_fork_in_child)
 
+    @property
+    def client(self) -> Client:
+        """The underlying client, to read its settings; do I/O through `exchange` only."""
+        return self._client
+
     @contextmanager
     def exchange(self) -> Iterator[Client]:
         """The connected client, held for the caller's whole exchange (e.g. `gets` + `cas`)."""
