@@ -55,6 +55,11 @@ def test_runs_lists_the_newest_fire_first(workspace: tuple[Path, DatabaseRunHist
     only = CliRunner().invoke(main, ["runs", "--task", HEALTHY])
     assert HEALTHY in only.output
     assert BROKEN not in only.output
+    by_lock = CliRunner().invoke(main, ["runs", "--lock", BROKEN])
+    assert by_lock.exit_code == 0, by_lock.output
+    assert "Lock" in by_lock.output
+    assert BROKEN in by_lock.output
+    assert HEALTHY not in by_lock.output
 
 
 def test_monitor_fails_on_a_broken_task_and_passes_once_it_recovers(

@@ -1,6 +1,6 @@
 """`firefly-scheduling runs`: the run history, newest fire first.
 
-One row per fire: its instant (UTC), task, state, attempt, node, start, duration,
+One row per fire: its instant (UTC), task, lock name, state, attempt, node, start, duration,
 fencing token, and the error (failed), or the reason (skipped, expired). Reads the
 history configured by `firefly.scheduling.history.url` (see `history.selection`).
 """
