@@ -7,11 +7,19 @@ missing and a Docker engine answers, testcontainers starts the server instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from urllib.parse import urlsplit, urlunsplit
 
+import psycopg
+import pymysql
 import pytest
+from psycopg import sql
 
 from firefly_scheduling.testing.servers import register_container_cleanup, server_url
+from firefly_scheduling_database.engine import lock_engine
+from firefly_scheduling_database.history_migration import upgrade_history_table
+from firefly_scheduling_database.history_schema import DEFAULT_TABLE as DEFAULT_HISTORY_TABLE
 
 
 def _container(kind: str) -> Callable[[], str]:
@@ -51,16 +59,33 @@ def _container(kind: str) -> Callable[[], str]:
     return start
 
 
+def _current_history_table(url: str) -> str:
+    """Bring the server's default run-history table to this version's shape; `url`.
+
+    Tests and the hosts they start use the default `firefly_scheduling_runs` table in
+    the shared `test` database, where an older checkout may have created it in the
+    0.1.0 shape, which this version refuses at boot. Upgrading it here (idempotent,
+    `firefly-scheduling migrate --history`'s code) makes the suite deterministic
+    whatever ran on the server before; a 0.1.0 node can still write to the result.
+    """
+    engine = lock_engine(url)
+    try:
+        upgrade_history_table(engine, DEFAULT_HISTORY_TABLE)
+    finally:
+        engine.dispose()
+    return url
+
+
 @pytest.fixture(scope="session")
 def postgres_url() -> str:
-    """libpq URL of a real PostgreSQL server."""
-    return server_url("postgres", _container("postgres"))
+    """libpq URL of a real PostgreSQL server (its default history table is current)."""
+    return _current_history_table(server_url("postgres", _container("postgres")))
 
 
 @pytest.fixture(scope="session")
 def mysql_url() -> str:
-    """`mysql://` URL of a real MySQL or MariaDB server."""
-    return server_url("mysql", _container("mysql"))
+    """`mysql://` URL of a real MySQL or MariaDB server (its default history table is current)."""
+    return _current_history_table(server_url("mysql", _container("mysql")))
 
 
 @pytest.fixture(scope="session")
@@ -77,3 +102,39 @@ def memcached_url() -> str:
 def etcd_url() -> str:
     """`etcd://` URL of a real etcd member (no container image is wired up for it)."""
     return server_url("etcd")
+
+
+@pytest.fixture
+def postgres_schema_url(postgres_url: str) -> Iterator[str]:
+    """A database-provider URL whose sessions live in a fresh schema, dropped afterwards."""
+    schema = f"firefly_migrate_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    try:
+        options = f"-c search_path={schema}".replace(" ", "%20").replace("=", "%3D")
+        yield f"{postgres_url}{'&' if '?' in postgres_url else '?'}options={options}"
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture
+def mysql_database_url(mysql_url: str) -> Iterator[str]:
+    """A URL on a fresh, empty MySQL/MariaDB database, dropped afterwards."""
+    database = f"firefly_migrate_{uuid.uuid4().hex[:12]}"
+    parts = urlsplit(mysql_url)
+    admin = pymysql.connect(
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or 3306,
+        user=parts.username or "root",
+        password=parts.password or "",
+        autocommit=True,
+    )
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute(f"CREATE DATABASE {database}")
+        yield urlunsplit(parts._replace(path=f"/{database}"))
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS {database}")
+        admin.close()

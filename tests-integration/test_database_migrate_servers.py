@@ -9,16 +9,9 @@ anchor store and the run history must then work on them.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from urllib.parse import urlsplit, urlunsplit
 
-import psycopg
-import pymysql
-import pytest
 from click.testing import CliRunner
-from psycopg import sql
 from sqlalchemy import inspect
 
 from firefly_scheduling.history.port import RunState
@@ -34,42 +27,6 @@ EVERY_TABLE = {
     "firefly_scheduling_anchors",
     "firefly_scheduling_runs",
 }
-
-
-@pytest.fixture
-def postgres_schema_url(postgres_url: str) -> Iterator[str]:
-    """A database-provider URL whose sessions live in a fresh schema, dropped afterwards."""
-    schema = f"firefly_migrate_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-    try:
-        options = f"-c search_path={schema}".replace(" ", "%20").replace("=", "%3D")
-        yield f"{postgres_url}{'&' if '?' in postgres_url else '?'}options={options}"
-    finally:
-        with psycopg.connect(postgres_url, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-
-
-@pytest.fixture
-def mysql_database_url(mysql_url: str) -> Iterator[str]:
-    """A URL on a fresh, empty MySQL/MariaDB database, dropped afterwards."""
-    database = f"firefly_migrate_{uuid.uuid4().hex[:12]}"
-    parts = urlsplit(mysql_url)
-    admin = pymysql.connect(
-        host=parts.hostname or "127.0.0.1",
-        port=parts.port or 3306,
-        user=parts.username or "root",
-        password=parts.password or "",
-        autocommit=True,
-    )
-    try:
-        with admin.cursor() as cursor:
-            cursor.execute(f"CREATE DATABASE {database}")
-        yield urlunsplit(parts._replace(path=f"/{database}"))
-    finally:
-        with admin.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS {database}")
-        admin.close()
 
 
 def _tables(url: str) -> set[str]:
@@ -104,9 +61,17 @@ def _migrate_twice_then_use(url: str) -> None:
     history = DatabaseRunHistory(url)
     instant = datetime(2026, 6, 3, 12, 0, tzinfo=UTC)
     try:
-        assert history.start("pkg:task", instant, node="n1", token=1, at=instant) == 1
+        assert (
+            history.start("pkg:task", instant, lock="pkg:task", node="n1", token=1, at=instant) == 1
+        )
         assert history.finish(
-            "pkg:task", instant, token=1, state=RunState.SUCCEEDED, error=None, at=instant
+            "pkg:task",
+            instant,
+            lock="pkg:task",
+            token=1,
+            state=RunState.SUCCEEDED,
+            error=None,
+            at=instant,
         )
         assert [record.state for record in history.runs("pkg:task")] == [RunState.SUCCEEDED]
     finally:

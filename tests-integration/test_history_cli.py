@@ -55,6 +55,11 @@ def test_runs_lists_the_newest_fire_first(workspace: tuple[Path, DatabaseRunHist
     only = CliRunner().invoke(main, ["runs", "--task", HEALTHY])
     assert HEALTHY in only.output
     assert BROKEN not in only.output
+    by_lock = CliRunner().invoke(main, ["runs", "--lock", BROKEN])
+    assert by_lock.exit_code == 0, by_lock.output
+    assert "Lock" in by_lock.output
+    assert BROKEN in by_lock.output
+    assert HEALTHY not in by_lock.output
 
 
 def test_monitor_fails_on_a_broken_task_and_passes_once_it_recovers(
@@ -89,8 +94,15 @@ def test_prune_expires_died_runs_and_deletes_old_records(
     old = now - timedelta(days=10)
     fire(history, HEALTHY, old, fails=False)
     fire(history, HEALTHY, now, fails=False)
-    history.start(BROKEN, now - timedelta(days=2), node="died", token=1, at=now - timedelta(days=2))
-    history.start(BROKEN, now - timedelta(minutes=5), node="alive", token=2, at=now)
+    history.start(
+        BROKEN,
+        now - timedelta(days=2),
+        lock=BROKEN,
+        node="died",
+        token=1,
+        at=now - timedelta(days=2),
+    )
+    history.start(BROKEN, now - timedelta(minutes=5), lock=BROKEN, node="alive", token=2, at=now)
     result = CliRunner().invoke(main, ["prune", "--days", "7"])
     assert result.exit_code == 0, result.output
     assert "closed 1 died run(s) as expired" in result.output
@@ -101,6 +113,50 @@ def test_prune_expires_died_runs_and_deletes_old_records(
         (BROKEN, "died"): RunState.EXPIRED,
         (BROKEN, "alive"): RunState.RUNNING,
     }
+
+
+def test_prune_days_0_keeps_every_fire_a_node_may_still_run_or_adopt(
+    workspace: tuple[Path, DatabaseRunHistory], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 8.7: `prune --days 0` deleted a finished fire still inside grace + skew.
+
+    Deleted, the record no longer stops a node waking late within grace: the fire
+    ran a second time. Grace 60 s and skew 5 s here, so 65 s is the horizon.
+    """
+    _, history = workspace
+    monkeypatch.setenv("FIREFLY_SCHEDULING_FIRES_GRACE", "60s")
+    monkeypatch.setenv("FIREFLY_SCHEDULING_FIRES_CLOCK_SKEW", "5s")
+    now = datetime.now(UTC)
+    inside, outside = now - timedelta(seconds=50), now - timedelta(seconds=120)
+    fire(history, HEALTHY, inside, fails=False)
+    fire(history, HEALTHY, outside, fails=False)
+    history.skip(BROKEN, inside, lock=BROKEN, node="late", reason="late", at=now)
+
+    result = CliRunner().invoke(main, ["prune", "--days", "0"])
+
+    assert result.exit_code == 0, result.output
+    assert "deleted 1 record(s)" in result.output
+    assert "grace + clock skew (1m5s)" in result.output
+    kept = {(r.task, r.instant, r.state) for r in history.runs(limit=10)}
+    assert kept == {(HEALTHY, inside, RunState.SUCCEEDED), (BROKEN, inside, RunState.SKIPPED)}
+    # A node waking late within grace, whose claim is gone (the claim server restarted),
+    # is still refused by the record: the fire is finished.
+    assert history.start(HEALTHY, inside, lock=HEALTHY, node="late", token=99, at=now) is None
+
+
+@pytest.mark.parametrize("days", ["-1", "abc", "nan", "inf", "-inf", "1e9", "", "7 days"])
+def test_prune_refuses_a_bad_days_value_with_exit_2(
+    workspace: tuple[Path, DatabaseRunHistory], days: str
+) -> None:
+    _, history = workspace
+    now = datetime.now(UTC)
+    fire(history, HEALTHY, now - timedelta(days=30), fails=False)
+    result = CliRunner().invoke(main, ["prune", "--days", days])
+    assert result.exit_code == 2, result.output
+    assert "--days" in result.output
+    assert repr(days) in result.output or days in result.output
+    assert "Traceback" not in result.output
+    assert len(history.runs(limit=10)) == 1, "a refused prune deleted something"
 
 
 def test_without_a_history_the_commands_say_how_to_configure_one(

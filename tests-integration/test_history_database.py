@@ -52,7 +52,7 @@ class TestStoreSelection:
         url = f"sqlite:///{tmp_path / 'locks.db'}"
         history = resolve_history(Settings(lock_provider="database", database_url=url))
         assert isinstance(history, DatabaseRunHistory)
-        assert history.start("app:job", T0, node="a", token=1, at=T0) == 1
+        assert history.start("app:job", T0, lock="app:job", node="a", token=1, at=T0) == 1
         history.close()
 
     def test_the_postgres_lock_provider_records_history_on_its_server(

@@ -155,7 +155,7 @@ def test_runs_json_prints_one_object_per_fire(
     instant = datetime(2026, 6, 3, 12, 0, tzinfo=UTC)
     try:
         history.install()
-        attempt = history.start("app:job", instant, node="n1", token=7, at=instant)
+        attempt = history.start("app:job", instant, lock="app:job", node="n1", token=7, at=instant)
         assert attempt is not None
     finally:
         history.close()
@@ -164,6 +164,7 @@ def test_runs_json_prints_one_object_per_fire(
     assert result.exit_code == 0, result.output
     [row] = [json.loads(line) for line in result.output.splitlines()]
     assert row["target"] == "app:job"
+    assert row["lock"] == "app:job"
     assert row["state"] == "running"
     assert row["node"] == "n1"
     assert row["attempt"] == 1

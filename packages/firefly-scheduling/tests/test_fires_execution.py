@@ -165,8 +165,16 @@ class TestOneRunPerFire:
         """E.g. a session backend's claim vanished with its session: the history still knows."""
         history = MemoryRunHistory()
         descriptor = task()
-        history.start(descriptor.target, T0, node="a", token=1, at=T0)
-        history.finish(descriptor.target, T0, token=1, state=RunState.SUCCEEDED, error=None, at=T0)
+        history.start(descriptor.target, T0, lock=descriptor.target, node="a", token=1, at=T0)
+        history.finish(
+            descriptor.target,
+            T0,
+            lock=descriptor.target,
+            token=1,
+            state=RunState.SUCCEEDED,
+            error=None,
+            at=T0,
+        )
         body = Recorder()
         outcome = runner(Clock(), history, "b").run(descriptor, T0, body)
         assert outcome.status is FireStatus.ALREADY_RECORDED
@@ -304,7 +312,7 @@ class TestTheTaskLock:
             def finish(self, *args: object, **kwargs: object) -> bool:
                 raise HistoryError("history database down")
 
-            def unfinished(self, task: str) -> list[RunRecord]:
+            def unfinished(self, task: str, *, lock: str) -> list[RunRecord]:
                 raise HistoryError("history database down")
 
         body = Recorder()
@@ -331,7 +339,12 @@ class DeadNode:
         token = lock.try_acquire_fenced(descriptor.lock_name, 0.05)
         assert token is not None
         self.token = token
-        assert history.start(descriptor.target, T0, node="dead", token=token, at=T0) == 1
+        assert (
+            history.start(
+                descriptor.target, T0, lock=descriptor.target, node="dead", token=token, at=T0
+            )
+            == 1
+        )
         time.sleep(0.1)  # its lease lapses: nobody renews it
 
 

@@ -7,6 +7,7 @@ import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -35,11 +36,11 @@ class FailingFinishes(MemoryRunHistory):
         super().__init__()
         self.failures = failures
 
-    def finish(self, task: str, instant: datetime, **kwargs: object) -> bool:  # type: ignore[override]
+    def finish(self, task: str, instant: datetime, **kwargs: Any) -> bool:
         if self.failures > 0:
             self.failures -= 1
             raise HistoryError("the history is unreachable (injected)")
-        return super().finish(task, instant, **kwargs)  # type: ignore[arg-type]
+        return super().finish(task, instant, **kwargs)
 
 
 class TestFailedFinish:
@@ -68,7 +69,9 @@ class TestFailedFinish:
         runs: list[datetime] = []
         now[0] = T0
         runner.run(descriptor, T0, lambda: runs.append(T0))
-        assert [r.state for r in history.unfinished(descriptor.target)] == [RunState.RUNNING]
+        assert [r.state for r in history.unfinished(descriptor.target, lock=descriptor.target)] == [
+            RunState.RUNNING
+        ]
         history.failures = 0  # the history is back
         now[0] = T0 + SECOND
         outcome = runner.run(descriptor, T0 + SECOND, lambda: runs.append(T0 + SECOND))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -11,7 +12,9 @@ from rich.console import Console
 from firefly_scheduling.cli.monitor import health_problems, success_window
 from firefly_scheduling.cli.runs import render_runs
 from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.history import MemoryRunHistory, RunState
+from firefly_scheduling.locks import InMemoryLock
 
 # A Monday.
 NOW = datetime(2030, 1, 7, 9, 5, tzinfo=UTC)
@@ -25,8 +28,10 @@ def locked(target: str, **schedule: str | float) -> ScheduledDescriptor:
 def record(
     history: MemoryRunHistory, target: str, instant: datetime, state: RunState, error: str = ""
 ) -> None:
-    history.start(target, instant, node="n1", token=1, at=instant)
-    history.finish(target, instant, token=1, state=state, error=error or None, at=instant)
+    history.start(target, instant, lock=target, node="n1", token=1, at=instant)
+    history.finish(
+        target, instant, lock=target, token=1, state=state, error=error or None, at=instant
+    )
 
 
 class TestSuccessWindow:
@@ -99,7 +104,7 @@ class TestRunsTable:
     def test_rows_show_state_attempt_node_and_error(self) -> None:
         history = MemoryRunHistory()
         record(history, "app:job", NOW, RunState.FAILED, "ValueError: boom")
-        history.skip("app:job", NOW + MINUTE, node="n2", reason="3.0s late", at=NOW)
+        history.skip("app:job", NOW + MINUTE, lock="app:job", node="n2", reason="3.0s late", at=NOW)
         output = io.StringIO()
         render_runs(history.runs(), Console(file=output, width=200))
         text = output.getvalue()
@@ -111,3 +116,35 @@ class TestRunsTable:
         output = io.StringIO()
         render_runs([], Console(file=output), task="app:job")
         assert "no run recorded for app:job" in output.getvalue()
+
+
+class TestDeploymentsSharingAHistory:
+    """Issue 8.7: monitor judges a task by the fires of its own lock name only."""
+
+    @staticmethod
+    def _fire(
+        history: MemoryRunHistory, descriptor: ScheduledDescriptor, ago: int, *, fails: bool
+    ) -> None:
+        def body() -> None:
+            if fails:
+                raise RuntimeError("staging database is down")
+
+        FireRunner(InMemoryLock(), history=history, clock=lambda: NOW, node="n").run(
+            descriptor, NOW - ago * MINUTE, body
+        )
+
+    def test_another_deployments_runs_neither_heal_nor_break_a_task(self) -> None:
+        target = f"app.jobs_{uuid.uuid4().hex}:sync"
+        production = ScheduledDescriptor(
+            target=target, lock_name=f"prod:{target}", lock_ttl=30.0, fixed_rate=60.0
+        )
+        staging = ScheduledDescriptor(
+            target=target, lock_name=f"staging:{target}", lock_ttl=30.0, fixed_rate=60.0
+        )
+        history = MemoryRunHistory()
+        self._fire(history, staging, 2, fails=True)
+        self._fire(history, staging, 1, fails=False)
+        problems = health_problems([production], history, NOW)
+        assert [p.reason for p in problems] == ["no successful run recorded"]
+        self._fire(history, production, 1, fails=False)
+        assert health_problems([production], history, NOW) == []

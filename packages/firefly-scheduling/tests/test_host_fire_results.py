@@ -64,7 +64,12 @@ def test_a_fire_that_adopts_a_died_run_reports_both_runs_to_observers_in_order()
     now = datetime.now(UTC).replace(microsecond=0)
     died_at = now - timedelta(seconds=5)
     history = MemoryRunHistory()
-    assert history.start(descriptor.target, died_at, node="died", token=None, at=died_at) == 1
+    assert (
+        history.start(
+            descriptor.target, died_at, lock="adopt-me", node="died", token=None, at=died_at
+        )
+        == 1
+    )
     recorder = Recorder()
     result = execute_fire(Fire(descriptor, now), runtime_with(history, recorder))
 

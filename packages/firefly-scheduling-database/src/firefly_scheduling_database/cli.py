@@ -16,6 +16,13 @@ safe to run again, and on several nodes at once.
 Exit status: 0 when every table is ready, 1 when the database refused (unreachable,
 no privilege), 2 for a configuration error (no URL, a malformed one), as in every
 `firefly-scheduling` command.
+
+It also upgrades a 0.1.0 run-history table (keyed by target alone) to 0.2.0's key,
+`(lock_name, task, instant)` (`history_migration`), which nodes refuse to use before.
+`migrate --history` does only that: creates or upgrades the run-history table, for
+deployments whose history lives on the PostgreSQL or MySQL server of the `postgres`
+or `mysql` lock provider (no lease tables there). Run it with one node, before
+starting the new version; running it again changes nothing.
 """
 
 from __future__ import annotations
@@ -24,13 +31,18 @@ from collections.abc import Callable
 from typing import Protocol
 
 import click
+from sqlalchemy.exc import SQLAlchemyError
 
 from firefly_scheduling.cli.common import ConfigurationFailure
 from firefly_scheduling.errors import ConfigurationError, FireflySchedulingError
-from firefly_scheduling.settings import Settings
+from firefly_scheduling.history import HistoryError
+from firefly_scheduling.history.selection import HISTORY_KEY, history_url
+from firefly_scheduling.locks.redaction import scrub
+from firefly_scheduling.settings import Settings, env_var
 from firefly_scheduling_database.anchor_store import TABLE_NAME as ANCHORS_TABLE
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
 from firefly_scheduling_database.engine import describe_url
+from firefly_scheduling_database.history_migration import upgrade_history_table
 from firefly_scheduling_database.history_store import DEFAULT_TABLE as RUNS_TABLE
 from firefly_scheduling_database.history_store import DatabaseRunHistory
 from firefly_scheduling_database.lease_lock import DatabaseLeaseLock
@@ -44,16 +56,29 @@ from firefly_scheduling_database.schema import DEFAULT_TABLE, FENCES_SUFFIX
     help="SQLAlchemy URL [default: FIREFLY_SCHEDULING_LOCK_DATABASE_URL, then DATABASE_URL]",
 )
 @click.option("--table", default=DEFAULT_TABLE, show_default=True, help="Lease table name.")
-def migrate(url: str | None, table: str) -> None:
-    """Create the database backend's tables if absent (safe to run again).
+@click.option(
+    "--history",
+    "history_only",
+    is_flag=True,
+    help="Only create or upgrade the run-history table (URL default: the history URL).",
+)
+def migrate(url: str | None, table: str, history_only: bool) -> None:
+    """Create the database backend's tables if absent, upgrade old ones (safe to run again).
 
-    The lease table and its fences, the initial-delay anchors and the run history.
+    The lease table and its fences, the initial-delay anchors and the run history
+    (a 0.1.0 history table is upgraded to the (lock_name, task, instant) key).
     """
     try:
+        if history_only:
+            url = url or _history_url()
+            done = _upgrade_history(url)
+            where, _ = describe_url(url)
+            click.echo(f"run-history table {RUNS_TABLE} {done} in {where}")
+            return
         url = url or Settings.from_env().url_for("database")
         _install(lambda: DatabaseLeaseLock(url, table=table))
         _install(lambda: DatabaseAnchorStore(url))
-        _install(lambda: DatabaseRunHistory(url))
+        done = _upgrade_history(url)
         where, _ = describe_url(url)
     except ConfigurationError as err:
         raise ConfigurationFailure(str(err)) from err  # exit 2, as in every command
@@ -61,6 +86,36 @@ def migrate(url: str | None, table: str) -> None:
         raise click.ClickException(str(err)) from err
     tables = (table, table + FENCES_SUFFIX, ANCHORS_TABLE, RUNS_TABLE)
     click.echo(f"tables {', '.join(tables[:-1])} and {tables[-1]} are ready in {where}")
+    if done == "upgraded":
+        click.echo(f"run-history table {RUNS_TABLE} upgraded to the (lock_name, task, instant) key")
+
+
+def _history_url() -> str:
+    """The configured history's URL; a `ConfigurationError` when none is a SQL database."""
+    settings = Settings.from_env()
+    found = history_url(settings)
+    if found is None or found.startswith("memory:"):
+        raise ConfigurationError(
+            f"migrate --history needs --url or a SQL run history; the configuration has "
+            f"{'none' if found is None else 'a memory one'} "
+            f"(set {env_var(HISTORY_KEY)} or use the database, postgres or mysql provider)"
+        )
+    return found
+
+
+def _upgrade_history(url: str) -> str:
+    """Create or upgrade the run-history table at `url`; 'created', 'upgraded' or 'current'."""
+    store = DatabaseRunHistory(url)
+    try:
+        return upgrade_history_table(store.engine, store.table.name)
+    except SQLAlchemyError as err:
+        where, secrets = describe_url(url)
+        raise HistoryError(
+            f"upgrading the run-history table in {where} failed: "
+            f"{scrub(str(err), secrets) or type(err).__name__}"
+        ) from None
+    finally:
+        store.close()
 
 
 class _Installable(Protocol):

@@ -5,6 +5,13 @@ spellings: `sqlite://`, `postgresql://` / `postgres://` (mapped to psycopg 3) an
 `mysql://` / `mariadb://` (mapped to PyMySQL). Each gets a connect timeout and a
 bound on how long a statement or a row-lock wait may take, so `try_acquire` answers
 within seconds even when the server hangs. Values already in the URL's query win.
+
+Every engine built here forgets its pooled connections in a forked child
+(`firefly_scheduling.forks`): they are the parent's sessions, and the child opening
+its own is what keeps the two processes' statements apart. `dispose(close=False)`
+is SQLAlchemy's way: the parent's connections are dropped without a word to the
+server (psycopg, for its part, never ends a connection from a process other than
+the one that opened it).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from sqlalchemy import URL, Engine, create_engine, make_url
 from sqlalchemy.exc import ArgumentError
 
 from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.forks import reset_in_forked_child
 from firefly_scheduling.locks.connection_url import parse_lock_url
 from firefly_scheduling.locks.redaction import redact_url, url_secrets
 
@@ -76,12 +84,19 @@ def lock_engine(url: str | URL, *, reset_on_return: bool = True) -> Engine:
         connect_args = _postgres_arguments(parsed)
     else:
         connect_args = _mysql_arguments(parsed)
-    return create_engine(
+    engine = create_engine(
         parsed,
         connect_args=connect_args,
         pool_recycle=POOL_RECYCLE_SECONDS,
         pool_reset_on_return="rollback" if reset_on_return else None,
     )
+    reset_in_forked_child(engine, _forget_parent_connections)
+    return engine
+
+
+def _forget_parent_connections(engine: Engine) -> None:
+    """In a forked child: a fresh pool, the parent's connections untouched."""
+    engine.dispose(close=False)
 
 
 def _sqlalchemy_url(text: str) -> URL:

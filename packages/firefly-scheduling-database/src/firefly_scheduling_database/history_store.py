@@ -1,7 +1,9 @@
 """`DatabaseRunHistory`: the run history in a SQL table (history-store entry point `database`).
 
-One row per fire in `firefly_scheduling_runs`, keyed by `(task, instant)`, created on
-first use, on SQLite, PostgreSQL or MySQL/MariaDB. Every write the fire runner races
+One row per fire in `firefly_scheduling_runs`, keyed by `(lock_name, task, instant)`
+(`history_schema`), created on first use, on SQLite, PostgreSQL or MySQL/MariaDB. A
+0.1.0 table, keyed by `(task, instant)`, is refused until `firefly-scheduling migrate
+--history` upgrades it (`history_migration`). Every write the fire runner races
 on is ONE atomic statement, so the rules of `firefly_scheduling.history.port` hold
 between nodes:
 
@@ -15,8 +17,7 @@ between nodes:
 * `skip` is an insert-if-absent.
 
 Instants are stored as naive UTC with microseconds (`DATETIME(6)` on MySQL) and
-read back as aware UTC. Task names compare exactly (collation "C" on PostgreSQL,
-`utf8mb4_bin` on MySQL/MariaDB, whose default collations ignore case). The engine
+read back as aware UTC. Task and lock names compare exactly (see `history_schema`). The engine
 is the database lock's (`engine.lock_engine`): bare `postgresql://` and `mysql://`
 URLs get psycopg 3 and PyMySQL, and every connect, statement and row-lock wait is
 bounded, so a hung server delays a fire by seconds, never forever.
@@ -24,18 +25,17 @@ bounded, so a hung server delays a fire by seconds, never forever.
 
 from __future__ import annotations
 
-import re
+import logging
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
-from typing import Any, Final, TypeVar
+from datetime import datetime
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql, postgresql, sqlite
-from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
-from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.history.port import (
     EXPIRED_BY_PRUNE,
     FINISHED_STATES,
@@ -47,68 +47,18 @@ from firefly_scheduling.history.port import (
 from firefly_scheduling.instants import as_utc
 from firefly_scheduling.locks.redaction import scrub
 from firefly_scheduling_database.engine import describe_url, lock_engine
+from firefly_scheduling_database.history_schema import (
+    DEFAULT_TABLE,
+    OldHistoryTable,
+    refuse_unless_current,
+    runs_table,
+    table_key,
+)
 
-DEFAULT_TABLE: Final = "firefly_scheduling_runs"
-# Short enough that `<table>_by_state_ended` fits PostgreSQL's 63-character limit.
-_TABLE_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
-_NAME_LENGTH: Final = 255
+__all__ = ["DEFAULT_TABLE", "DatabaseRunHistory", "create_history_store", "runs_table"]
+
 _T = TypeVar("_T")
-
-
-class UtcDateTime(sa.types.TypeDecorator[datetime]):
-    """An aware UTC datetime stored naive, to the microsecond, on every dialect."""
-
-    impl = sa.DateTime
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
-        if dialect.name in {"mysql", "mariadb"}:
-            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
-        return dialect.type_descriptor(sa.DateTime(timezone=False))
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        return None if value is None else as_utc(value).replace(tzinfo=None)
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def _exact_name() -> sa.types.TypeEngine[str]:
-    return (
-        sa.String(_NAME_LENGTH)
-        .with_variant(postgresql.VARCHAR(_NAME_LENGTH, collation="C"), "postgresql")
-        .with_variant(
-            mysql.VARCHAR(_NAME_LENGTH, charset="utf8mb4", collation="utf8mb4_bin"),
-            "mysql",
-            "mariadb",
-        )
-    )
-
-
-def runs_table(name: str = DEFAULT_TABLE) -> sa.Table:
-    """The history table called `name`; a `ConfigurationError` for an odd name."""
-    if not isinstance(name, str) or not _TABLE_NAME.fullmatch(name):
-        raise ConfigurationError(
-            f"the database history store needs a plain table name (letters, digits, "
-            f"underscores, at most 48 characters), got {name!r}"
-        )
-    return sa.Table(
-        name,
-        sa.MetaData(),
-        sa.Column("task", _exact_name(), primary_key=True),
-        sa.Column("instant", UtcDateTime(), primary_key=True),
-        sa.Column("node", sa.String(_NAME_LENGTH), nullable=False),
-        sa.Column("attempt", sa.Integer(), nullable=False),
-        sa.Column("state", sa.String(16), nullable=False),
-        sa.Column("started_at", UtcDateTime(), nullable=True),
-        sa.Column("ended_at", UtcDateTime(), nullable=True),
-        sa.Column("error", sa.Text(), nullable=True),
-        sa.Column("token", sa.BigInteger(), nullable=True),
-        sa.Index(f"{name}_by_instant", "instant"),
-        sa.Index(f"{name}_by_state_ended", "state", "ended_at"),
-    )
+logger = logging.getLogger("firefly_scheduling.history")
 
 
 class DatabaseRunHistory:
@@ -141,9 +91,16 @@ class DatabaseRunHistory:
     # -- writes --------------------------------------------------------------------
 
     def start(
-        self, task: str, instant: datetime, *, node: str, token: int | None, at: datetime
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        token: int | None,
+        at: datetime,
     ) -> int | None:
-        key = self._key(task, instant)
+        key = self._key(lock, task, instant)
         row = {
             **key,
             "node": node,
@@ -200,6 +157,7 @@ class DatabaseRunHistory:
         task: str,
         instant: datetime,
         *,
+        lock: str,
         token: int | None,
         state: RunState,
         error: str | None,
@@ -207,7 +165,7 @@ class DatabaseRunHistory:
     ) -> bool:
         if state not in FINISHED_STATES:
             raise ValueError(f"finish() writes a finished state, not {state!r}")
-        key = self._key(task, instant)
+        key = self._key(lock, task, instant)
         runs = self._table
         not_newer = (
             runs.c.token.is_(None)
@@ -221,9 +179,11 @@ class DatabaseRunHistory:
         )
         return self._call("finishing a run", lambda: self._rowcount(statement) == 1)
 
-    def skip(self, task: str, instant: datetime, *, node: str, reason: str, at: datetime) -> bool:
+    def skip(
+        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+    ) -> bool:
         row = {
-            **self._key(task, instant),
+            **self._key(lock, task, instant),
             "node": node,
             "attempt": 1,
             "state": RunState.SKIPPED.value,
@@ -260,28 +220,42 @@ class DatabaseRunHistory:
 
     # -- reads -----------------------------------------------------------------------
 
-    def unfinished(self, task: str) -> list[RunRecord]:
+    def unfinished(self, task: str, *, lock: str) -> list[RunRecord]:
         runs = self._table
         query = (
             sa.select(runs)
-            .where(runs.c.task == task, runs.c.state == RunState.RUNNING.value)
+            .where(
+                runs.c.lock_name == lock,
+                runs.c.task == task,
+                runs.c.state == RunState.RUNNING.value,
+            )
             .order_by(runs.c.instant)
         )
         return self._call("reading running fires", lambda: self._records(query))
 
-    def runs(self, task: str | None = None, limit: int = 20) -> list[RunRecord]:
+    def runs(
+        self, task: str | None = None, limit: int = 20, *, lock: str | None = None
+    ) -> list[RunRecord]:
         runs = self._table
-        query = sa.select(runs).order_by(runs.c.instant.desc(), runs.c.task.desc())
+        query = sa.select(runs).order_by(
+            runs.c.instant.desc(), runs.c.task.desc(), runs.c.lock_name.desc()
+        )
         if task is not None:
             query = query.where(runs.c.task == task)
+        if lock is not None:
+            query = query.where(runs.c.lock_name == lock)
         query = query.limit(max(limit, 0))
         return self._call("reading runs", lambda: self._records(query))
 
-    def last_success(self, task: str) -> RunRecord | None:
+    def last_success(self, task: str, *, lock: str) -> RunRecord | None:
         runs = self._table
         query = (
             sa.select(runs)
-            .where(runs.c.task == task, runs.c.state == RunState.SUCCEEDED.value)
+            .where(
+                runs.c.lock_name == lock,
+                runs.c.task == task,
+                runs.c.state == RunState.SUCCEEDED.value,
+            )
             .order_by(runs.c.instant.desc())
             .limit(1)
         )
@@ -308,11 +282,16 @@ class DatabaseRunHistory:
 
     # -- machinery -------------------------------------------------------------------
 
-    def _key(self, task: str, instant: datetime) -> dict[str, Any]:
-        return {"task": task, "instant": as_utc(instant)}
+    def _key(self, lock: str, task: str, instant: datetime) -> dict[str, Any]:
+        return {"lock_name": lock, "task": task, "instant": as_utc(instant)}
 
     def _is(self, key: dict[str, Any]) -> sa.ColumnElement[bool]:
-        return sa.and_(self._table.c.task == key["task"], self._table.c.instant == key["instant"])
+        columns = self._table.c
+        return sa.and_(
+            columns.lock_name == key["lock_name"],
+            columns.task == key["task"],
+            columns.instant == key["instant"],
+        )
 
     def _insert_if_absent(self, connection: Connection, row: dict[str, Any]) -> bool:
         """Insert `row` unless its key exists; whether it was inserted.
@@ -351,14 +330,30 @@ class DatabaseRunHistory:
                 ended_at=row["ended_at"],
                 error=row["error"],
                 token=row["token"],
+                lock=row["lock_name"],
             )
             for row in rows
         ]
+
+    def verify(self) -> None:
+        """Check the table at boot: create it if absent, refuse a 0.1.0 one.
+
+        `OldHistoryTable` (a `ConfigurationError` naming the table and the migration
+        command) when the table has another shape. An unreachable database is only
+        logged: the history never stops a fire, and the check runs again on first use.
+        """
+        try:
+            self._ensure_table()
+        except (SQLAlchemyError, OSError) as err:
+            logger.warning("%r: not checked at boot, will be on first use: %s", self, err)
 
     def _call(self, doing: str, operation: Callable[[], _T]) -> _T:
         try:
             self._ensure_table()
             return operation()
+        except OldHistoryTable as err:
+            # Within a fire the history only ever fails softly (logged, the fire runs).
+            raise HistoryError(str(err)) from None
         except (SQLAlchemyError, OSError) as err:
             detail = err.orig if isinstance(err, DBAPIError) and err.orig is not None else err
             text = scrub(str(detail), self._secrets) or "no detail"
@@ -368,7 +363,11 @@ class DatabaseRunHistory:
             ) from err
 
     def _ensure_table(self) -> None:
-        """Create the table once per instance; a concurrent creator elsewhere is fine."""
+        """Create the table once per instance, or refuse an old one (`OldHistoryTable`).
+
+        A concurrent creator elsewhere is fine. The shape is checked once, here: a
+        0.1.0 table keyed by target alone would mix the fires of deployments.
+        """
         with self._table_mutex:
             if self._table_ready:
                 return
@@ -378,9 +377,22 @@ class DatabaseRunHistory:
                 # Another node created it between our check and our CREATE.
                 if not sa.inspect(self._engine).has_table(self._table.name):
                     raise
+            with self._engine.connect() as connection:
+                key = table_key(connection, self._table.name) or ()
+            refuse_unless_current(key, table=self._table.name, where=self._target)
             self._table_ready = True
 
 
 def create_history_store(url: str) -> DatabaseRunHistory:
-    """Entry point of the `firefly_scheduling.history_stores` group."""
-    return DatabaseRunHistory(url)
+    """Entry point of the `firefly_scheduling.history_stores` group; checks the table.
+
+    Called when a host boots and by `runs`, `monitor` and `prune`: a 0.1.0 table is
+    refused there, with the command that upgrades it, rather than on a fire.
+    """
+    store = DatabaseRunHistory(url)
+    try:
+        store.verify()
+    except BaseException:
+        store.close()
+        raise
+    return store

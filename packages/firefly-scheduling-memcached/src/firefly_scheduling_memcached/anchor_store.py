@@ -6,6 +6,10 @@ written and measured with this host's wall clock: node clock skew shifts a windo
 the skew. Anchors are stored without expiry, but memcached may still evict them under
 memory pressure, which re-arms the window; give memcached room, or prefer Redis or a
 database for long windows.
+
+One store is shared by every thread of a host: its connection is a `SharedClient`
+(one exchange at a time; `replace`'s `gets` and `cas` in one), reset in a forked
+child.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pymemcache.exceptions import MemcacheError
 from firefly_scheduling.initial_delay.base import BaseAnchorStore
 from firefly_scheduling.locks.keys import ServerKeyScheme
 from firefly_scheduling.locks.redaction import redact_url
+from firefly_scheduling_memcached.connection import SharedClient
 from firefly_scheduling_memcached.lease_lock import memcached_server
 
 #: Seconds. A gate check must never hang a fire on a silent server.
@@ -45,24 +50,25 @@ class MemcachedAnchorStore(BaseAnchorStore):
         # The same URL rules as the lock: one server, no credentials, nothing else.
         server = memcached_server(url)
         super().__init__(target=redact_url(url))
-        self._client = Client(
-            server,
-            connect_timeout=TIMEOUT_SECONDS,
-            timeout=TIMEOUT_SECONDS,
+        self._client = SharedClient(
+            Client(server, connect_timeout=TIMEOUT_SECONDS, timeout=TIMEOUT_SECONDS)
         )
 
     def _add(self, key: str, value: str) -> bool:
-        return bool(self._client.add(key, value.encode(), expire=0, noreply=False))
+        with self._client.exchange() as client:
+            return bool(client.add(key, value.encode(), expire=0, noreply=False))
 
     def _get(self, key: str) -> str | None:
-        value = self._client.get(key)
+        with self._client.exchange() as client:
+            value = client.get(key)
         return None if value is None else bytes(value).decode()
 
     def _replace(self, key: str, expected: str, value: str) -> bool:
-        current, cas_token = self._client.gets(key)
-        if current is None or bytes(current).decode() != expected:
-            return False
-        return bool(self._client.cas(key, value.encode(), cas_token, expire=0, noreply=False))
+        with self._client.exchange() as client:
+            current, cas_token = client.gets(key)
+            if current is None or bytes(current).decode() != expected:
+                return False
+            return bool(client.cas(key, value.encode(), cas_token, expire=0, noreply=False))
 
     def _close(self) -> None:
         self._client.close()

@@ -85,11 +85,11 @@ def health_problems(
     failures_within: timedelta = timedelta(hours=24),
 ) -> list[HealthProblem]:
     """Every problem of the locked `descriptors` the history shows at `now`."""
-    locked = [d for d in descriptors if d.lock_name is not None]
+    locked = [(d, d.lock_name) for d in descriptors if d.lock_name is not None]
     problems: list[HealthProblem] = []
-    for descriptor in locked:
+    for descriptor, lock in locked:
         window = success_window(descriptor, now)
-        success = history.last_success(descriptor.target)
+        success = history.last_success(descriptor.target, lock=lock)
         if success is None:
             problems.append(HealthProblem(descriptor.target, "no successful run recorded"))
         elif success.instant < now - window:
@@ -100,9 +100,10 @@ def health_problems(
                     f"(last: the fire of {success.instant:%Y-%m-%d %H:%M:%S} UTC)",
                 )
             )
-    targets = {d.target for d in locked}
+    # Another deployment's failures (same target, another lock name) are not ours.
+    keys = {(lock, d.target) for d, lock in locked}
     for record in history.failures_since(now - failures_within):
-        if record.task in targets:
+        if (record.lock, record.task) in keys:
             problems.append(
                 HealthProblem(
                     record.task,
@@ -124,7 +125,7 @@ def health_rows(
         if descriptor.lock_name is None:
             continue
         reasons = [p.reason for p in problems if p.target == descriptor.target]
-        success = history.last_success(descriptor.target)
+        success = history.last_success(descriptor.target, lock=descriptor.lock_name)
         rows.append(
             {
                 "target": descriptor.target,

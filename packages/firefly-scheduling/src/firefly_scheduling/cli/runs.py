@@ -1,7 +1,7 @@
 """`firefly-scheduling runs`: the run history, newest fire first.
 
-One row per fire: its instant (UTC), task, state, attempt, node, start, duration,
-fencing token, and the error (failed), or the reason (skipped, expired). Reads the
+One row per fire: its instant (UTC), task, lock name, state, attempt, node, start,
+duration, fencing token, and the error (failed), or the reason (skipped, expired). Reads the
 history configured by `firefly.scheduling.history.url` (see `history.selection`).
 `--json` prints one object per fire instead (keys in `run_json`).
 """
@@ -39,6 +39,12 @@ _STATE_STYLE = {
 @click.command()
 @click.option("--task", default=None, metavar="TARGET", help="Only this task (its target).")
 @click.option(
+    "--lock",
+    default=None,
+    metavar="NAME",
+    help="Only the fires recorded under this task lock name (one deployment's).",
+)
+@click.option(
     "--limit",
     type=click.IntRange(min=1),
     default=20,
@@ -46,11 +52,11 @@ _STATE_STYLE = {
     help="How many fires to show.",
 )
 @json_option
-def runs(task: str | None, limit: int, as_json: bool) -> None:
+def runs(task: str | None, lock: str | None, limit: int, as_json: bool) -> None:
     """Show the run history, newest fire first."""
     history = require_history()
     try:
-        records = history.runs(task, limit)
+        records = history.runs(task, limit, lock=lock)
     except HistoryError as err:
         raise click.ClickException(str(err)) from err
     finally:
@@ -64,11 +70,12 @@ def runs(task: str | None, limit: int, as_json: bool) -> None:
 def run_json(record: RunRecord) -> dict[str, object]:
     """One fire as a JSON object with stable keys; instants ISO 8601, durations in seconds.
 
-    Keys: `target`, `instant`, `state`, `attempt`, `node`, `started_at`, `ended_at`,
-    `duration`, `token`, `error`.
+    Keys: `target`, `lock`, `instant`, `state`, `attempt`, `node`, `started_at`,
+    `ended_at`, `duration`, `token`, `error`.
     """
     return {
         "target": record.task,
+        "lock": record.lock,
         "instant": iso(record.instant),
         "state": record.state.value,
         "attempt": record.attempt,
@@ -90,6 +97,7 @@ def render_runs(records: Sequence[RunRecord], console: Console, task: str | None
     table = Table(title="Runs, newest fire first", title_justify="left")
     table.add_column("Fire (UTC)", overflow="fold")
     target_column(table, "Task", (record.task for record in records))
+    target_column(table, "Lock", (record.lock for record in records))
     for header in ("State", "Try", "Node", "Started", "Took", "Token"):
         table.add_column(header, overflow="fold")
     table.add_column("Error / reason", overflow="fold")
@@ -99,6 +107,7 @@ def render_runs(records: Sequence[RunRecord], console: Console, task: str | None
         table.add_row(
             _when(record.instant),
             record.task,
+            record.lock,
             f"[{style}]{record.state.value}[/]",
             str(record.attempt),
             record.node,

@@ -202,7 +202,10 @@ class FireRunner:
         lateness = self._too_late(target, instant)
         if lateness is not None:
             self._skip(
-                target, instant, f"{lateness:.3f}s late, beyond the grace of {self._grace:g}s"
+                lock_name,
+                target,
+                instant,
+                f"{lateness:.3f}s late, beyond the grace of {self._grace:g}s",
             )
             return FireOutcome(FireStatus.TOO_LATE, target, instant)
         if descriptor.fixed_delay is not None:
@@ -231,7 +234,7 @@ class FireRunner:
             logger.warning(
                 "%s: fire %s skipped: the task lock failed: %s", target, _at(instant), err
             )
-            self._skip(target, instant, f"the lock backend failed: {err}")
+            self._skip(lock_name, target, instant, f"the lock backend failed: {err}")
             return FireOutcome(FireStatus.BACKEND_ERROR, target, instant, error=str(err))
         if holding is None:
             logger.info(
@@ -240,7 +243,9 @@ class FireRunner:
                 _at(instant),
                 lock_name,
             )
-            self._skip(target, instant, f"the previous fire still ran (lock {lock_name!r} held)")
+            self._skip(
+                lock_name, target, instant, f"the previous fire still ran (lock {lock_name!r} held)"
+            )
             return FireOutcome(FireStatus.OVERLAPPING, target, instant)
         token = holding.fence
         lost = threading.Event()
@@ -248,7 +253,12 @@ class FireRunner:
         try:
             adopted = self._adopt_or_expire(descriptor, instant, body, holding, lost)
             if not self._still_held(holding, lost):
-                self._skip(target, instant, f"the task lock {lock_name!r} was lost before it ran")
+                self._skip(
+                    lock_name,
+                    target,
+                    instant,
+                    f"the task lock {lock_name!r} was lost before it ran",
+                )
                 outcome = FireOutcome(FireStatus.LOCK_LOST, target, instant, token=token, lost=True)
             else:
                 outcome = self._execute(descriptor, instant, body, holding=holding, lost=lost)
@@ -280,14 +290,14 @@ class FireRunner:
             instant, self._clock(), grace=self._grace, clock_skew=self._clock_skew
         )
         if seconds <= 0:  # grace ran out between the check and now (clock_skew == 0)
-            self._skip(target, instant, "the grace ran out before it could be claimed")
+            self._skip(lock_name, target, instant, "the grace ran out before it could be claimed")
             return FireStatus.TOO_LATE
         try:
             won = self._claims.try_claim(claim_name(target, lock_name, instant), seconds)
         except LockBackendError as err:
             logger.warning("%s: fire %s skipped: its claim failed: %s", target, _at(instant), err)
             # Harmless if another node runs it: a start replaces a skip.
-            self._skip(target, instant, f"the lock backend failed: {err}")
+            self._skip(lock_name, target, instant, f"the lock backend failed: {err}")
             return FireStatus.BACKEND_ERROR
         if not won:
             logger.debug("%s: fire %s is claimed elsewhere", target, _at(instant))
@@ -350,13 +360,14 @@ class FireRunner:
         """
         if self._history is None:
             return ()
-        target = descriptor.target
+        target, lock = descriptor.target, holding.name
         token = holding.fence
         try:
             died = [
                 r
-                for r in self._history.unfinished(target)
-                if r.instant != instant and not self._unrecorded.finished_here(target, r.instant)
+                for r in self._history.unfinished(target, lock=lock)
+                if r.instant != instant
+                and not self._unrecorded.finished_here(lock, target, r.instant)
             ]
         except HistoryError as err:
             logger.warning("%s: the run history is unavailable, nothing adopted: %s", target, err)
@@ -375,7 +386,9 @@ class FireRunner:
                 "without finishing, and no node adopted it within grace"
             )
             logger.warning("%s: fire %s expired: %s", target, _at(record.instant), reason)
-            self._finish(target, record.instant, token, RunState.EXPIRED, reason)
+            self._finish(
+                lock, target, record.instant, token=token, state=RunState.EXPIRED, error=reason
+            )
             outcomes.append(
                 FireOutcome(FireStatus.EXPIRED, target, record.instant, record.attempt, token)
             )
@@ -409,12 +422,14 @@ class FireRunner:
         renewal got to say so: another node may have run meanwhile.
         """
         target = descriptor.target
+        # Only a locked task's fires are recorded: the lock name is half of their key.
+        lock = descriptor.lock_name if recorded else None
         token = None if holding is None else holding.fence
         attempt = 1
-        if recorded and self._history is not None:
+        if lock is not None and self._history is not None:
             try:
                 started = self._history.start(
-                    target, instant, node=self._node, token=token, at=self._clock()
+                    target, instant, lock=lock, node=self._node, token=token, at=self._clock()
                 )
             except HistoryError as err:
                 logger.warning("%s: fire %s runs unrecorded: %s", target, _at(instant), err)
@@ -429,8 +444,10 @@ class FireRunner:
             attempt = started
         if holding is not None and not self._still_held(holding, lost):
             reason = "the task lock lapsed or was lost before the body started"
-            if recorded:
-                self._finish(target, instant, token, RunState.EXPIRED, reason)
+            if lock is not None:
+                self._finish(
+                    lock, target, instant, token=token, state=RunState.EXPIRED, error=reason
+                )
             return FireOutcome(
                 FireStatus.LOCK_LOST, target, instant, attempt, token, lost=True, error=reason
             )
@@ -459,8 +476,10 @@ class FireRunner:
                     _at(instant),
                     holding.name,
                 )
-            if recorded:
-                accepted = self._finish(target, instant, token, state, error)
+            if lock is not None:
+                accepted = self._finish(
+                    lock, target, instant, token=token, state=state, error=error
+                )
         status = FireStatus.SUCCEEDED if state is RunState.SUCCEEDED else FireStatus.FAILED
         return FireOutcome(
             status,
@@ -476,7 +495,14 @@ class FireRunner:
     # -- history writes that never stop a fire --------------------------------------
 
     def _finish(
-        self, target: str, instant: datetime, token: int | None, state: RunState, error: str | None
+        self,
+        lock: str,
+        target: str,
+        instant: datetime,
+        *,
+        token: int | None,
+        state: RunState,
+        error: str | None,
     ) -> bool | None:
         """Write the end of a run; None without (a reachable) history, False when fenced.
 
@@ -492,7 +518,7 @@ class FireRunner:
         try:
             accepted = _retrying(
                 lambda: history.finish(
-                    target, instant, token=token, state=state, error=error, at=ended_at
+                    target, instant, lock=lock, token=token, state=state, error=error, at=ended_at
                 ),
                 FINISH_RETRY_SECONDS,
             )
@@ -505,7 +531,7 @@ class FireRunner:
                 err,
             )
             self._unrecorded.remember(
-                UnrecordedFinish(target, instant, token, state, error, ended_at)
+                UnrecordedFinish(lock, target, instant, token, state, error, ended_at)
             )
             return None
         if not accepted:
@@ -519,14 +545,16 @@ class FireRunner:
             )
         return accepted
 
-    def _skip(self, target: str, instant: datetime, reason: str) -> None:
+    def _skip(self, lock: str, target: str, instant: datetime, reason: str) -> None:
         history = self._history
         if history is None:
             return
         at = self._clock()
         try:
             _retrying(
-                lambda: history.skip(target, instant, node=self._node, reason=reason, at=at),
+                lambda: history.skip(
+                    target, instant, lock=lock, node=self._node, reason=reason, at=at
+                ),
                 SKIP_RETRY_SECONDS,
             )
         except HistoryError as err:

@@ -29,6 +29,7 @@ logger = logging.getLogger("firefly_scheduling.fires")
 class UnrecordedFinish:
     """The final write a run could not make."""
 
+    lock: str
     target: str
     instant: datetime
     token: int | None
@@ -43,16 +44,16 @@ class UnrecordedFinishes:
     def __init__(self, *, horizon_seconds: float) -> None:
         self._horizon = timedelta(seconds=horizon_seconds)
         self._mutex = threading.Lock()
-        self._pending: dict[tuple[str, datetime], UnrecordedFinish] = {}
+        self._pending: dict[tuple[str, str, datetime], UnrecordedFinish] = {}
 
     def remember(self, finish: UnrecordedFinish) -> None:
         with self._mutex:
-            self._pending[(finish.target, finish.instant)] = finish
+            self._pending[(finish.lock, finish.target, finish.instant)] = finish
 
-    def finished_here(self, target: str, instant: datetime) -> bool:
+    def finished_here(self, lock: str, target: str, instant: datetime) -> bool:
         """Whether this node ran the fire to its end although the history says otherwise."""
         with self._mutex:
-            return (target, instant) in self._pending
+            return (lock, target, instant) in self._pending
 
     def __len__(self) -> int:
         with self._mutex:
@@ -76,7 +77,7 @@ class UnrecordedFinishes:
             elif now - finish.instant <= self._horizon:
                 continue
             with self._mutex:
-                self._pending.pop((finish.target, finish.instant), None)
+                self._pending.pop((finish.lock, finish.target, finish.instant), None)
 
     @staticmethod
     def _written(history: RunHistory, finish: UnrecordedFinish) -> bool:
@@ -84,6 +85,7 @@ class UnrecordedFinishes:
             history.finish(
                 finish.target,
                 finish.instant,
+                lock=finish.lock,
                 token=finish.token,
                 state=finish.state,
                 error=finish.error,

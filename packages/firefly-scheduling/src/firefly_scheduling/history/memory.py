@@ -20,18 +20,28 @@ from firefly_scheduling.history.port import (
 )
 from firefly_scheduling.instants import as_utc
 
+#: A record's key: (lock name, task target, instant in UTC).
+_Key = tuple[str, str, datetime]
+
 
 class MemoryRunHistory:
     """A `RunHistory` kept in a dict; thread-safe."""
 
     def __init__(self) -> None:
         self._mutex = threading.Lock()
-        self._records: dict[tuple[str, datetime], RunRecord] = {}
+        self._records: dict[_Key, RunRecord] = {}
 
     def start(
-        self, task: str, instant: datetime, *, node: str, token: int | None, at: datetime
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        token: int | None,
+        at: datetime,
     ) -> int | None:
-        key = (task, as_utc(instant))
+        key = (lock, task, as_utc(instant))
         with self._mutex:
             current = self._records.get(key)
             if current is None or current.state is RunState.SKIPPED:
@@ -41,7 +51,16 @@ class MemoryRunHistory:
             else:
                 return None
             self._records[key] = RunRecord(
-                task, key[1], node, attempt, RunState.RUNNING, as_utc(at), None, None, token
+                task=task,
+                instant=key[2],
+                node=node,
+                attempt=attempt,
+                state=RunState.RUNNING,
+                started_at=as_utc(at),
+                ended_at=None,
+                error=None,
+                token=token,
+                lock=lock,
             )
             return attempt
 
@@ -50,6 +69,7 @@ class MemoryRunHistory:
         task: str,
         instant: datetime,
         *,
+        lock: str,
         token: int | None,
         state: RunState,
         error: str | None,
@@ -57,7 +77,7 @@ class MemoryRunHistory:
     ) -> bool:
         if state not in FINISHED_STATES:
             raise ValueError(f"finish() writes a finished state, not {state!r}")
-        key = (task, as_utc(instant))
+        key = (lock, task, as_utc(instant))
         with self._mutex:
             current = self._records.get(key)
             if (
@@ -71,33 +91,54 @@ class MemoryRunHistory:
             )
             return True
 
-    def skip(self, task: str, instant: datetime, *, node: str, reason: str, at: datetime) -> bool:
-        key = (task, as_utc(instant))
+    def skip(
+        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+    ) -> bool:
+        key = (lock, task, as_utc(instant))
         with self._mutex:
             if key in self._records:
                 return False
             self._records[key] = RunRecord(
-                task, key[1], node, 1, RunState.SKIPPED, None, as_utc(at), clip_error(reason), None
+                task=task,
+                instant=key[2],
+                node=node,
+                attempt=1,
+                state=RunState.SKIPPED,
+                started_at=None,
+                ended_at=as_utc(at),
+                error=clip_error(reason),
+                token=None,
+                lock=lock,
             )
             return True
 
-    def unfinished(self, task: str) -> list[RunRecord]:
-        with self._mutex:
-            found = [r for r in self._records.values() if r.task == task and not r.state.terminal]
-        return sorted(found, key=lambda record: record.instant)
-
-    def runs(self, task: str | None = None, limit: int = 20) -> list[RunRecord]:
-        with self._mutex:
-            found = [r for r in self._records.values() if task is None or r.task == task]
-        found.sort(key=lambda record: (record.instant, record.task), reverse=True)
-        return found[: max(limit, 0)]
-
-    def last_success(self, task: str) -> RunRecord | None:
+    def unfinished(self, task: str, *, lock: str) -> list[RunRecord]:
         with self._mutex:
             found = [
                 r
                 for r in self._records.values()
-                if r.task == task and r.state is RunState.SUCCEEDED
+                if r.task == task and r.lock == lock and not r.state.terminal
+            ]
+        return sorted(found, key=lambda record: record.instant)
+
+    def runs(
+        self, task: str | None = None, limit: int = 20, *, lock: str | None = None
+    ) -> list[RunRecord]:
+        with self._mutex:
+            found = [
+                r
+                for r in self._records.values()
+                if (task is None or r.task == task) and (lock is None or r.lock == lock)
+            ]
+        found.sort(key=lambda record: (record.instant, record.task, record.lock), reverse=True)
+        return found[: max(limit, 0)]
+
+    def last_success(self, task: str, *, lock: str) -> RunRecord | None:
+        with self._mutex:
+            found = [
+                r
+                for r in self._records.values()
+                if r.task == task and r.lock == lock and r.state is RunState.SUCCEEDED
             ]
         return max(found, key=lambda record: record.instant, default=None)
 

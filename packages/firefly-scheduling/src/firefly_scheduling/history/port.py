@@ -1,6 +1,6 @@
 """The run-history port: one record per fire, written under fencing.
 
-A record is keyed by `(task, instant)`, the fire's identity, and moves through
+A record is keyed by `(lock, task, instant)`, the fire's identity, and moves through
 
     running -> succeeded | failed | expired        skipped (no run at all)
 
@@ -14,6 +14,11 @@ Every write that could race is a single atomic, conditional operation on the sto
   than the writer's. A zombie that wakes up after its fire was adopted writes with
   an older token and is refused, and a finished record never flips back.
 * `skip` records a skip only where nothing is recorded yet.
+
+The lock name is part of the key because it is what names a deployment's fires: two
+deployments sharing one history database (staging and production, two tenants) run
+the same targets under different lock names, and each must neither adopt nor be
+refused by the other's fires. Every read and write of a fire names both.
 
 Tokens are the task lock's fencing tokens (strictly increasing per lock name on a
 backend). A run without a token (a backend without fencing) can neither fence nor
@@ -72,6 +77,7 @@ class RunRecord:
 
     `started_at` is None for a skip; `ended_at` is when it finished or was skipped.
     `error` holds the exception (failed), the reason (skipped, expired) or None.
+    `lock` is the task lock's name: with `task` and `instant`, the record's key.
     """
 
     task: str
@@ -83,6 +89,7 @@ class RunRecord:
     ended_at: datetime | None
     error: str | None
     token: int | None
+    lock: str
 
     @property
     def duration(self) -> float | None:
@@ -97,9 +104,16 @@ class RunHistory(Protocol):
     """Where fires are recorded. Thread-safe; instants passed in must be aware."""
 
     def start(
-        self, task: str, instant: datetime, *, node: str, token: int | None, at: datetime
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        token: int | None,
+        at: datetime,
     ) -> int | None:
-        """Record the fire as running on `node`; return its attempt number, or None if refused.
+        """Record the fire as running on `node`; its attempt number, or None if refused.
 
         1 for a new record or one replacing a skip; the previous attempt + 1 when a
         `running` record with an older token (or none) is taken over. None when the
@@ -112,6 +126,7 @@ class RunHistory(Protocol):
         task: str,
         instant: datetime,
         *,
+        lock: str,
         token: int | None,
         state: RunState,
         error: str | None,
@@ -120,20 +135,24 @@ class RunHistory(Protocol):
         """Close a running record as `state`; False when refused (fenced, or not running)."""
         ...
 
-    def skip(self, task: str, instant: datetime, *, node: str, reason: str, at: datetime) -> bool:
+    def skip(
+        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+    ) -> bool:
         """Record that nobody ran this fire, unless something is recorded already."""
         ...
 
-    def unfinished(self, task: str) -> list[RunRecord]:
-        """The `running` records of `task`, oldest instant first."""
+    def unfinished(self, task: str, *, lock: str) -> list[RunRecord]:
+        """The `running` records of `task` under `lock`, oldest instant first."""
         ...
 
-    def runs(self, task: str | None = None, limit: int = 20) -> list[RunRecord]:
-        """The latest records (of `task`, or of every task), newest instant first."""
+    def runs(
+        self, task: str | None = None, limit: int = 20, *, lock: str | None = None
+    ) -> list[RunRecord]:
+        """The latest records (of `task` and/or `lock`, or of all), newest instant first."""
         ...
 
-    def last_success(self, task: str) -> RunRecord | None:
-        """The newest `succeeded` record of `task`."""
+    def last_success(self, task: str, *, lock: str) -> RunRecord | None:
+        """The newest `succeeded` record of `task` under `lock`."""
         ...
 
     def failures_since(self, since: datetime) -> list[RunRecord]:

@@ -7,6 +7,11 @@ process that then took the same name share a name, never a holding. So release a
 renewal act on the holding handle; the name is only a key of the port's by-name
 calls (`release(name)` acts on the name's current holding).
 
+A forked child inherits a copy of the ledger but none of the holdings: the leases
+are the parent's. `forks` makes the child's copy mark them lost and forget them, so
+the child neither believes it holds them nor releases or renews them with the
+parent's owner tokens (which the server would accept).
+
 The ledger is bookkeeping only, no I/O and no awaiting, so the synchronous and the
 asyncio lock drivers share it: each critical section is a few dictionary operations
 under a `threading.Lock`, which never blocks an event loop for long.
@@ -20,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from firefly_scheduling.forks import reset_in_forked_child
 from firefly_scheduling.locks.validation import validate_lock_name, validate_ttl
 
 
@@ -88,6 +94,7 @@ class HoldingLedger:
         self._current: dict[str, Holding] = {}
         self._acquiring: set[str] = set()
         self._releasing: set[int] = set()
+        reset_in_forked_child(self, HoldingLedger._after_fork_in_child)
 
     # -- acquisition ------------------------------------------------------------------
 
@@ -178,6 +185,20 @@ class HoldingLedger:
             self._current.clear()
             self._acquiring.clear()
             self._releasing.clear()
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: every holding is the parent's; lose it here and forget it.
+
+        Marked lost (not released) so that a `Holding` handle the child still has
+        refuses to release or renew: a lost holding is only ever forgotten. The mutex
+        is replaced, since a parent thread may have held it at the fork.
+        """
+        self._mutex = threading.Lock()
+        for holding in self._current.values():
+            holding.lost = True
+        self._current.clear()
+        self._acquiring.clear()
+        self._releasing.clear()
 
     # -- helpers ----------------------------------------------------------------------
 

@@ -24,6 +24,9 @@ from firefly_scheduling.history.port import MAX_ERROR_LENGTH, RunHistory, RunSta
 T0 = datetime(2030, 1, 1, 12, 0, 0, 123456, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
 TASK = "app.jobs:report"
+#: The task lock's name: with the task and the instant, a record's key.
+LOCK = "production:app.jobs:report"
+OTHER_LOCK = "staging:app.jobs:report"
 
 
 class RunHistoryContract:
@@ -32,26 +35,26 @@ class RunHistoryContract:
     # -- start ----------------------------------------------------------------------
 
     def test_start_records_a_running_fire_with_attempt_one(self, history: RunHistory) -> None:
-        assert history.start(TASK, T0, node="a", token=7, at=T0 + SECOND) == 1
+        assert history.start(TASK, T0, lock=LOCK, node="a", token=7, at=T0 + SECOND) == 1
         [record] = history.runs(TASK)
-        assert (record.task, record.instant, record.node) == (TASK, T0, "a")
+        assert (record.lock, record.task, record.instant, record.node) == (LOCK, TASK, T0, "a")
         assert (record.attempt, record.state, record.token) == (1, RunState.RUNNING, 7)
         assert record.started_at == T0 + SECOND
         assert record.ended_at is None
         assert record.duration is None
 
     def test_start_is_refused_for_a_token_that_is_not_newer(self, history: RunHistory) -> None:
-        assert history.start(TASK, T0, node="a", token=7, at=T0) == 1
-        assert history.start(TASK, T0, node="b", token=7, at=T0) is None
-        assert history.start(TASK, T0, node="b", token=6, at=T0) is None
+        assert history.start(TASK, T0, lock=LOCK, node="a", token=7, at=T0) == 1
+        assert history.start(TASK, T0, lock=LOCK, node="b", token=7, at=T0) is None
+        assert history.start(TASK, T0, lock=LOCK, node="b", token=6, at=T0) is None
         assert history.runs(TASK)[0].node == "a"
 
     def test_a_newer_token_adopts_a_running_fire_as_the_next_attempt(
         self, history: RunHistory
     ) -> None:
-        assert history.start(TASK, T0, node="a", token=7, at=T0) == 1
-        assert history.start(TASK, T0, node="b", token=9, at=T0 + SECOND) == 2
-        assert history.start(TASK, T0, node="c", token=12, at=T0 + 2 * SECOND) == 3
+        assert history.start(TASK, T0, lock=LOCK, node="a", token=7, at=T0) == 1
+        assert history.start(TASK, T0, lock=LOCK, node="b", token=9, at=T0 + SECOND) == 2
+        assert history.start(TASK, T0, lock=LOCK, node="c", token=12, at=T0 + 2 * SECOND) == 3
         [record] = history.runs(TASK)
         assert (record.node, record.attempt, record.token) == ("c", 3, 12)
         assert record.started_at == T0 + 2 * SECOND
@@ -59,17 +62,25 @@ class RunHistoryContract:
     def test_a_finished_fire_is_never_started_again(self, history: RunHistory) -> None:
         for state in (RunState.SUCCEEDED, RunState.FAILED, RunState.EXPIRED):
             instant = T0 + timedelta(minutes=len(state))
-            history.start(TASK, instant, node="a", token=1, at=instant)
-            assert history.finish(TASK, instant, token=1, state=state, error=None, at=instant)
-            assert history.start(TASK, instant, node="b", token=99, at=instant) is None
-            assert history.start(TASK, instant, node="b", token=None, at=instant) is None
+            history.start(TASK, instant, lock=LOCK, node="a", token=1, at=instant)
+            assert history.finish(
+                TASK, instant, lock=LOCK, token=1, state=state, error=None, at=instant
+            )
+            assert history.start(TASK, instant, lock=LOCK, node="b", token=99, at=instant) is None
+            assert history.start(TASK, instant, lock=LOCK, node="b", token=None, at=instant) is None
 
     # -- finish and fencing ------------------------------------------------------------
 
     def test_finish_closes_the_run(self, history: RunHistory) -> None:
-        history.start(TASK, T0, node="a", token=3, at=T0)
+        history.start(TASK, T0, lock=LOCK, node="a", token=3, at=T0)
         assert history.finish(
-            TASK, T0, token=3, state=RunState.FAILED, error="ValueError: no", at=T0 + 2 * SECOND
+            TASK,
+            T0,
+            lock=LOCK,
+            token=3,
+            state=RunState.FAILED,
+            error="ValueError: no",
+            at=T0 + 2 * SECOND,
         )
         [record] = history.runs(TASK)
         assert (record.state, record.error, record.ended_at) == (
@@ -80,19 +91,19 @@ class RunHistoryContract:
         assert record.duration == pytest.approx(2.0)
 
     def test_a_zombie_write_is_fenced_and_no_state_flips_back(self, history: RunHistory) -> None:
-        history.start(TASK, T0, node="zombie", token=5, at=T0)
-        assert history.start(TASK, T0, node="adopter", token=8, at=T0 + SECOND) == 2
+        history.start(TASK, T0, lock=LOCK, node="zombie", token=5, at=T0)
+        assert history.start(TASK, T0, lock=LOCK, node="adopter", token=8, at=T0 + SECOND) == 2
         # The zombie wakes up while the adopter runs: refused.
         assert not history.finish(
-            TASK, T0, token=5, state=RunState.FAILED, error="late", at=T0 + 2 * SECOND
+            TASK, T0, lock=LOCK, token=5, state=RunState.FAILED, error="late", at=T0 + 2 * SECOND
         )
         assert history.runs(TASK)[0].state is RunState.RUNNING
         assert history.finish(
-            TASK, T0, token=8, state=RunState.SUCCEEDED, error=None, at=T0 + 3 * SECOND
+            TASK, T0, lock=LOCK, token=8, state=RunState.SUCCEEDED, error=None, at=T0 + 3 * SECOND
         )
         # ... or after it finished: refused, and the record stays as the adopter left it.
         assert not history.finish(
-            TASK, T0, token=5, state=RunState.FAILED, error="later", at=T0 + 4 * SECOND
+            TASK, T0, lock=LOCK, token=5, state=RunState.FAILED, error="later", at=T0 + 4 * SECOND
         )
         [record] = history.runs(TASK)
         assert (record.state, record.node, record.attempt, record.error) == (
@@ -103,34 +114,46 @@ class RunHistoryContract:
         )
 
     def test_finish_twice_is_refused(self, history: RunHistory) -> None:
-        history.start(TASK, T0, node="a", token=3, at=T0)
-        assert history.finish(TASK, T0, token=3, state=RunState.SUCCEEDED, error=None, at=T0)
-        assert not history.finish(TASK, T0, token=3, state=RunState.FAILED, error="x", at=T0)
+        history.start(TASK, T0, lock=LOCK, node="a", token=3, at=T0)
+        assert history.finish(
+            TASK, T0, lock=LOCK, token=3, state=RunState.SUCCEEDED, error=None, at=T0
+        )
+        assert not history.finish(
+            TASK, T0, lock=LOCK, token=3, state=RunState.FAILED, error="x", at=T0
+        )
         assert history.runs(TASK)[0].state is RunState.SUCCEEDED
 
     def test_finish_of_an_unknown_fire_is_refused(self, history: RunHistory) -> None:
-        assert not history.finish(TASK, T0, token=3, state=RunState.SUCCEEDED, error=None, at=T0)
+        assert not history.finish(
+            TASK, T0, lock=LOCK, token=3, state=RunState.SUCCEEDED, error=None, at=T0
+        )
         assert history.runs(TASK) == []
 
     def test_finish_only_writes_finished_states(self, history: RunHistory) -> None:
-        history.start(TASK, T0, node="a", token=3, at=T0)
+        history.start(TASK, T0, lock=LOCK, node="a", token=3, at=T0)
         for state in (RunState.RUNNING, RunState.SKIPPED):
             with pytest.raises(ValueError):
-                history.finish(TASK, T0, token=3, state=state, error=None, at=T0)
+                history.finish(TASK, T0, lock=LOCK, token=3, state=state, error=None, at=T0)
 
     def test_runs_without_tokens_neither_fence_nor_are_fenced(self, history: RunHistory) -> None:
-        assert history.start(TASK, T0, node="a", token=None, at=T0) == 1
-        assert history.finish(TASK, T0, token=None, state=RunState.SUCCEEDED, error=None, at=T0)
-        later = T0 + SECOND
-        history.start(TASK, later, node="a", token=4, at=later)
-        assert not history.finish(
-            TASK, later, token=None, state=RunState.SUCCEEDED, error=None, at=later
+        assert history.start(TASK, T0, lock=LOCK, node="a", token=None, at=T0) == 1
+        assert history.finish(
+            TASK, T0, lock=LOCK, token=None, state=RunState.SUCCEEDED, error=None, at=T0
         )
-        assert history.finish(TASK, later, token=4, state=RunState.SUCCEEDED, error=None, at=later)
+        later = T0 + SECOND
+        history.start(TASK, later, lock=LOCK, node="a", token=4, at=later)
+        assert not history.finish(
+            TASK, later, lock=LOCK, token=None, state=RunState.SUCCEEDED, error=None, at=later
+        )
+        assert history.finish(
+            TASK, later, lock=LOCK, token=4, state=RunState.SUCCEEDED, error=None, at=later
+        )
 
     def test_long_errors_are_clipped(self, history: RunHistory) -> None:
-        history.start(TASK, T0, node="a", token=1, at=T0)
-        history.finish(TASK, T0, token=1, state=RunState.FAILED, error="x" * 10_000, at=T0)
+        history.start(TASK, T0, lock=LOCK, node="a", token=1, at=T0)
+        history.finish(
+            TASK, T0, lock=LOCK, token=1, state=RunState.FAILED, error="x" * 10_000, at=T0
+        )
         error = history.runs(TASK)[0].error
         assert error is not None
         assert 100 < len(error) <= MAX_ERROR_LENGTH
@@ -138,20 +161,63 @@ class RunHistoryContract:
     # -- skip -----------------------------------------------------------------------
 
     def test_skip_is_recorded_once_and_a_start_replaces_it(self, history: RunHistory) -> None:
-        assert history.skip(TASK, T0, node="late", reason="3s late", at=T0 + 3 * SECOND)
-        assert not history.skip(TASK, T0, node="other", reason="again", at=T0)
+        assert history.skip(TASK, T0, lock=LOCK, node="late", reason="3s late", at=T0 + 3 * SECOND)
+        assert not history.skip(TASK, T0, lock=LOCK, node="other", reason="again", at=T0)
         [record] = history.runs(TASK)
         assert (record.state, record.node, record.error) == (RunState.SKIPPED, "late", "3s late")
         assert record.started_at is None
-        assert history.start(TASK, T0, node="a", token=2, at=T0) == 1
+        assert history.start(TASK, T0, lock=LOCK, node="a", token=2, at=T0) == 1
         assert history.runs(TASK)[0].state is RunState.RUNNING
 
     def test_skip_never_overwrites_a_run(self, history: RunHistory) -> None:
-        history.start(TASK, T0, node="a", token=2, at=T0)
-        assert not history.skip(TASK, T0, node="b", reason="late", at=T0)
-        history.finish(TASK, T0, token=2, state=RunState.SUCCEEDED, error=None, at=T0)
-        assert not history.skip(TASK, T0, node="b", reason="late", at=T0)
+        history.start(TASK, T0, lock=LOCK, node="a", token=2, at=T0)
+        assert not history.skip(TASK, T0, lock=LOCK, node="b", reason="late", at=T0)
+        history.finish(TASK, T0, lock=LOCK, token=2, state=RunState.SUCCEEDED, error=None, at=T0)
+        assert not history.skip(TASK, T0, lock=LOCK, node="b", reason="late", at=T0)
         assert history.runs(TASK)[0].state is RunState.SUCCEEDED
+
+    # -- the lock name is part of the key (issue 8.7) ---------------------------------
+
+    def test_two_locks_record_the_same_fire_of_a_task_apart(self, history: RunHistory) -> None:
+        """Two deployments (lock names) sharing a store run the same targets."""
+        assert history.start(TASK, T0, lock=LOCK, node="prod", token=5, at=T0) == 1
+        assert history.start(TASK, T0, lock=OTHER_LOCK, node="staging", token=1, at=T0) == 1
+        assert [r.node for r in history.unfinished(TASK, lock=LOCK)] == ["prod"]
+        assert [r.node for r in history.unfinished(TASK, lock=OTHER_LOCK)] == ["staging"]
+        # A token of one lock neither fences nor adopts the other's record.
+        assert history.finish(
+            TASK, T0, lock=OTHER_LOCK, token=1, state=RunState.SUCCEEDED, error=None, at=T0
+        )
+        assert history.unfinished(TASK, lock=OTHER_LOCK) == []
+        assert [r.state for r in history.unfinished(TASK, lock=LOCK)] == [RunState.RUNNING]
+        assert history.last_success(TASK, lock=LOCK) is None
+        success = history.last_success(TASK, lock=OTHER_LOCK)
+        assert success is not None
+        assert (success.lock, success.node) == (OTHER_LOCK, "staging")
+
+    def test_a_skip_under_one_lock_leaves_the_other_free(self, history: RunHistory) -> None:
+        assert history.skip(TASK, T0, lock=OTHER_LOCK, node="s", reason="late", at=T0)
+        assert history.skip(TASK, T0, lock=LOCK, node="p", reason="late", at=T0)
+        assert history.start(TASK, T0, lock=LOCK, node="p", token=2, at=T0) == 1
+        states = {r.lock: r.state for r in history.runs(TASK)}
+        assert states == {LOCK: RunState.RUNNING, OTHER_LOCK: RunState.SKIPPED}
+
+    def test_runs_filter_by_lock(self, history: RunHistory) -> None:
+        history.start(TASK, T0, lock=LOCK, node="p", token=1, at=T0)
+        history.start(TASK, T0 + SECOND, lock=OTHER_LOCK, node="s", token=1, at=T0)
+        history.start("app.jobs:other", T0, lock=LOCK, node="p", token=1, at=T0)
+        assert {(r.lock, r.task) for r in history.runs(lock=LOCK)} == {
+            (LOCK, TASK),
+            (LOCK, "app.jobs:other"),
+        }
+        assert [r.node for r in history.runs(TASK, lock=OTHER_LOCK)] == ["s"]
+        assert len(history.runs()) == 3
+
+    def test_lock_names_are_exact(self, history: RunHistory) -> None:
+        long_lock = "x" * 255
+        for lock in ("Job", "job", "job ", long_lock):
+            assert history.start(TASK, T0, lock=lock, node="a", token=1, at=T0) == 1
+        assert {r.lock for r in history.runs(limit=10)} == {"Job", "job", "job ", long_lock}
 
     # -- reading ------------------------------------------------------------------------
 
@@ -159,15 +225,27 @@ class RunHistoryContract:
         self, history: RunHistory
     ) -> None:
         for offset in (3, 1, 2):
-            history.start(TASK, T0 + offset * SECOND, node="a", token=offset, at=T0)
-        history.finish(TASK, T0 + 2 * SECOND, token=2, state=RunState.FAILED, error=None, at=T0)
-        history.start("app.jobs:other", T0, node="a", token=1, at=T0)
-        assert [r.instant for r in history.unfinished(TASK)] == [T0 + SECOND, T0 + 3 * SECOND]
+            history.start(TASK, T0 + offset * SECOND, lock=LOCK, node="a", token=offset, at=T0)
+        history.finish(
+            TASK, T0 + 2 * SECOND, lock=LOCK, token=2, state=RunState.FAILED, error=None, at=T0
+        )
+        history.start("app.jobs:other", T0, lock="app.jobs:other", node="a", token=1, at=T0)
+        assert [r.instant for r in history.unfinished(TASK, lock=LOCK)] == [
+            T0 + SECOND,
+            T0 + 3 * SECOND,
+        ]
 
     def test_runs_are_newest_first_limited_and_filtered(self, history: RunHistory) -> None:
         for offset in range(5):
-            history.start(TASK, T0 + offset * SECOND, node="a", token=offset, at=T0)
-        history.skip("app.jobs:other", T0 + 10 * SECOND, node="a", reason="late", at=T0)
+            history.start(TASK, T0 + offset * SECOND, lock=LOCK, node="a", token=offset, at=T0)
+        history.skip(
+            "app.jobs:other",
+            T0 + 10 * SECOND,
+            lock="app.jobs:other",
+            node="a",
+            reason="late",
+            at=T0,
+        )
         assert [r.instant for r in history.runs(TASK, limit=3)] == [
             T0 + 4 * SECOND,
             T0 + 3 * SECOND,
@@ -180,7 +258,7 @@ class RunHistoryContract:
     def test_task_names_are_exact(self, history: RunHistory) -> None:
         long_name = "app.jobs:" + "x" * 246
         for name in ("app.jobs:Report", "app.jobs:report", long_name):
-            assert history.start(name, T0, node="a", token=1, at=T0) == 1
+            assert history.start(name, T0, lock=name, node="a", token=1, at=T0) == 1
         assert {r.task for r in history.runs(limit=10)} == {
             "app.jobs:Report",
             "app.jobs:report",
@@ -189,27 +267,29 @@ class RunHistoryContract:
 
     def test_instants_round_trip_to_the_microsecond_in_utc(self, history: RunHistory) -> None:
         paris = timezone(timedelta(hours=1))
-        history.start(TASK, T0.astimezone(paris), node="a", token=1, at=T0)
-        history.start(TASK, T0 + timedelta(microseconds=1), node="a", token=1, at=T0)
+        history.start(TASK, T0.astimezone(paris), lock=LOCK, node="a", token=1, at=T0)
+        history.start(TASK, T0 + timedelta(microseconds=1), lock=LOCK, node="a", token=1, at=T0)
         instants = [r.instant for r in history.runs(TASK)]
         assert instants == [T0 + timedelta(microseconds=1), T0]
         assert all(instant.utcoffset() == timedelta(0) for instant in instants)
 
     def test_naive_instants_are_refused(self, history: RunHistory) -> None:
         with pytest.raises(ValueError):
-            history.start(TASK, T0.replace(tzinfo=None), node="a", token=1, at=T0)
+            history.start(TASK, T0.replace(tzinfo=None), lock=LOCK, node="a", token=1, at=T0)
 
     def test_last_success_is_the_newest_succeeded_run(self, history: RunHistory) -> None:
-        assert history.last_success(TASK) is None
+        assert history.last_success(TASK, lock=LOCK) is None
         for offset, state in (
             (1, RunState.SUCCEEDED),
             (2, RunState.SUCCEEDED),
             (3, RunState.FAILED),
         ):
             instant = T0 + offset * SECOND
-            history.start(TASK, instant, node="a", token=offset, at=instant)
-            history.finish(TASK, instant, token=offset, state=state, error=None, at=instant)
-        success = history.last_success(TASK)
+            history.start(TASK, instant, lock=LOCK, node="a", token=offset, at=instant)
+            history.finish(
+                TASK, instant, lock=LOCK, token=offset, state=state, error=None, at=instant
+            )
+        success = history.last_success(TASK, lock=LOCK)
         assert success is not None
         assert success.instant == T0 + 2 * SECOND
 
@@ -217,8 +297,10 @@ class RunHistoryContract:
         states = (RunState.FAILED, RunState.EXPIRED, RunState.SUCCEEDED, RunState.FAILED)
         for offset, state in enumerate(states):
             instant = T0 + offset * timedelta(hours=1)
-            history.start(TASK, instant, node="a", token=offset, at=instant)
-            history.finish(TASK, instant, token=offset, state=state, error="e", at=instant)
+            history.start(TASK, instant, lock=LOCK, node="a", token=offset, at=instant)
+            history.finish(
+                TASK, instant, lock=LOCK, token=offset, state=state, error="e", at=instant
+            )
         found = history.failures_since(T0 + timedelta(minutes=30))
         assert [(r.instant, r.state) for r in found] == [
             (T0 + timedelta(hours=3), RunState.FAILED),
@@ -228,10 +310,14 @@ class RunHistoryContract:
     # -- maintenance --------------------------------------------------------------------
 
     def test_expire_dead_closes_only_old_running_records(self, history: RunHistory) -> None:
-        history.start(TASK, T0, node="dead", token=1, at=T0)
-        history.start(TASK, T0 + SECOND, node="alive", token=2, at=T0 + timedelta(hours=2))
-        history.start(TASK, T0 + 2 * SECOND, node="done", token=3, at=T0)
-        history.finish(TASK, T0 + 2 * SECOND, token=3, state=RunState.SUCCEEDED, error=None, at=T0)
+        history.start(TASK, T0, lock=LOCK, node="dead", token=1, at=T0)
+        history.start(
+            TASK, T0 + SECOND, lock=LOCK, node="alive", token=2, at=T0 + timedelta(hours=2)
+        )
+        history.start(TASK, T0 + 2 * SECOND, lock=LOCK, node="done", token=3, at=T0)
+        history.finish(
+            TASK, T0 + 2 * SECOND, lock=LOCK, token=3, state=RunState.SUCCEEDED, error=None, at=T0
+        )
         now = T0 + timedelta(hours=3)
         assert history.expire_dead(T0 + timedelta(hours=1), at=now) == 1
         states = {r.node: (r.state, r.ended_at) for r in history.runs(TASK)}
@@ -244,23 +330,27 @@ class RunHistoryContract:
     ) -> None:
         old, recent = T0, T0 + timedelta(days=30)
         for node, instant in (("old-ok", old), ("recent-ok", recent)):
-            history.start(TASK, instant, node=node, token=1, at=instant)
-            history.finish(TASK, instant, token=1, state=RunState.SUCCEEDED, error=None, at=instant)
-        history.skip(TASK, old + SECOND, node="old-skip", reason="late", at=old)
-        history.start(TASK, old + 2 * SECOND, node="old-running", token=2, at=old)
+            history.start(TASK, instant, lock=LOCK, node=node, token=1, at=instant)
+            history.finish(
+                TASK, instant, lock=LOCK, token=1, state=RunState.SUCCEEDED, error=None, at=instant
+            )
+        history.skip(TASK, old + SECOND, lock=LOCK, node="old-skip", reason="late", at=old)
+        history.start(TASK, old + 2 * SECOND, lock=LOCK, node="old-running", token=2, at=old)
         assert history.prune(T0 + timedelta(days=7)) == 2
         assert sorted(r.node for r in history.runs(TASK)) == ["old-running", "recent-ok"]
 
     # -- concurrency ----------------------------------------------------------------------
 
     def test_concurrent_adopters_end_with_the_newest_token(self, history: RunHistory) -> None:
-        history.start(TASK, T0, node="dead", token=0, at=T0)
+        history.start(TASK, T0, lock=LOCK, node="dead", token=0, at=T0)
         results: dict[int, int | None] = {}
         barrier = threading.Barrier(8)
 
         def adopt(token: int) -> None:
             barrier.wait()
-            results[token] = history.start(TASK, T0, node=f"n{token}", token=token, at=T0)
+            results[token] = history.start(
+                TASK, T0, lock=LOCK, node=f"n{token}", token=token, at=T0
+            )
 
         threads = [threading.Thread(target=adopt, args=(token,)) for token in range(1, 9)]
         for thread in threads:
