@@ -28,18 +28,22 @@ A subclass supplies the connection and the statements; re-entrancy is already
 refused by the holding ledger before a statement is sent.
 
 Written once, for asyncio, in `aio/session.py`; the synchronous flavour in
-`locks/session.py` is generated from it by `tools/async_to_sync.py`.
+`locks/session.py` is generated from it by `tools/async_to_sync.py`. In asyncio, `_run`
+finishes a statement even when its caller is cancelled; a thread has no such thing.
 """
+
+# async-to-sync: rename _attempts _run
 
 from __future__ import annotations
 
 import asyncio  # sync: import threading
+import contextlib  # sync: drop
 import logging
 import os
 import time
 from abc import abstractmethod
 from collections.abc import Awaitable, Callable
-from typing import ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from firefly_scheduling.aio.base import AsyncBaseLock
 from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
@@ -210,7 +214,42 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
 
     # -- machinery ----------------------------------------------------------------
 
-    async def _run(
+    if ASYNC:
+
+        async def _run(
+            self,
+            statement: _Statement[ConnectionT, _R],
+            *,
+            undo: str | None = None,
+            retry: bool = True,
+        ) -> _R:
+            """`_attempts`, finished even when the caller is cancelled (`_to_completion`)."""
+            work = self._attempts(statement, undo=undo, retry=retry)
+            return await self._to_completion(work, undo)
+
+        async def _to_completion(self, work: Awaitable[_R], undo: str | None) -> _R:
+            """Finish `work` (statements on the session) even when the caller is cancelled.
+
+            A statement cancelled mid-reply leaves the driver between two packets: asyncmy
+            then closes the connection, which ends the session and frees every lock it
+            holds; psycopg cancels the query, but the server lock may already be taken,
+            and no holding owns it. So the round trip always completes, under the mutex
+            the caller holds; an acquisition that won for a caller who is gone is
+            released at once (`undo`), and only then does the cancellation go on.
+            """
+            task = asyncio.ensure_future(work)
+            try:
+                return await asyncio.shield(task)
+            except asyncio.CancelledError:
+                await _completion(task)
+                if undo is not None and _won(task):
+                    self._queue_unlock(undo)
+                    if self._connection is not None:
+                        flush = self._flush_unlocks_quietly(self._connection)
+                        await _completion(asyncio.ensure_future(flush))
+                raise
+
+    async def _attempts(
         self,
         statement: _Statement[ConnectionT, _R],
         *,
@@ -337,3 +376,16 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
                 holding.name,
                 self._target,
             )
+
+
+if ASYNC:
+
+    async def _completion(task: asyncio.Future[Any]) -> None:
+        """Wait until `task` is done, whatever cancellations reach the waiter meanwhile."""
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(task)
+
+    def _won(task: asyncio.Future[Any]) -> bool:
+        """Whether the finished acquisition `task` took its lock (a truthy result)."""
+        return not task.cancelled() and task.exception() is None and bool(task.result())
