@@ -71,6 +71,11 @@ class AsyncPgAdvisoryLock(AsyncSessionLock[Session]):
     backend_name: ClassVar[str] = "postgres"
     supports_fencing: ClassVar[bool] = True
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (psycopg.Error, OSError)
+    if ASYNC:
+        #: psycopg answers a cancelled statement by cancelling it on the server and reading
+        #: its end, so the session survives (a cancel request that arrives after the
+        #: statement ended is ignored by the server, never applied to the next one).
+        cancel_safe_driver: ClassVar[bool] = True
 
     def __init__(self, url: str) -> None:
         connection = PostgresConnection.parse(url)

@@ -69,6 +69,14 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
     renewable = True
     #: Seconds between two sweeps of expired claim rows (one statement each).
     claim_sweep_seconds: ClassVar[float] = 60.0
+    if ASYNC:
+        #: Whether the driver keeps its connection usable when a statement is cancelled
+        #: mid-reply (psycopg cancels the query on the server and reads its end). When it
+        #: does not (asyncmy closes the connection), each statement runs in a task of its
+        #: own that a cancelled caller waits for: a task per statement, the price of not
+        #: ending the session. Either way an acquisition that a cancelled caller may have
+        #: won is released before the cancellation goes on. See `_run`.
+        cancel_safe_driver: ClassVar[bool] = False
 
     def __init__(self, *, target: str, secrets: tuple[str, ...] = ()) -> None:
         super().__init__(target=target, secrets=secrets)
@@ -223,19 +231,32 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
             undo: str | None = None,
             retry: bool = True,
         ) -> _R:
-            """`_attempts`, finished even when the caller is cancelled (`_to_completion`)."""
+            """`_attempts`, with what a cancelled caller leaves behind put right.
+
+            A cancelled statement must not end the session (`_to_completion`), and an
+            acquisition that may have won for a caller who is gone must not keep the
+            server lock, which no holding owns (`undo`).
+            """
             work = self._attempts(statement, undo=undo, retry=retry)
-            return await self._to_completion(work, undo)
+            if not self.cancel_safe_driver:
+                return await self._to_completion(work, undo)
+            try:
+                return await work
+            except asyncio.CancelledError:
+                # The driver read the statement's end; whether it won is unknown, and
+                # releasing a lock the session does not hold is harmless.
+                if undo is not None:
+                    await self._undo_for_cancelled(undo)
+                raise
 
         async def _to_completion(self, work: Awaitable[_R], undo: str | None) -> _R:
             """Finish `work` (statements on the session) even when the caller is cancelled.
 
-            A statement cancelled mid-reply leaves the driver between two packets: asyncmy
-            then closes the connection, which ends the session and frees every lock it
-            holds; psycopg cancels the query, but the server lock may already be taken,
-            and no holding owns it. So the round trip always completes, under the mutex
-            the caller holds; an acquisition that won for a caller who is gone is
-            released at once (`undo`), and only then does the cancellation go on.
+            A statement cancelled mid-reply leaves the driver between two packets, and
+            asyncmy then closes the connection, which ends the session and frees every
+            lock it holds. So the round trip always completes, under the mutex the
+            caller holds; an acquisition that won for a caller who is gone is released
+            at once (`undo`), and only then does the cancellation go on.
             """
             task = asyncio.ensure_future(work)
             try:
@@ -243,11 +264,15 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
             except asyncio.CancelledError:
                 await _completion(task)
                 if undo is not None and _won(task):
-                    self._queue_unlock(undo)
-                    if self._connection is not None:
-                        flush = self._flush_unlocks_quietly(self._connection)
-                        await _completion(asyncio.ensure_future(flush))
+                    await self._undo_for_cancelled(undo)
                 raise
+
+        async def _undo_for_cancelled(self, name: str) -> None:
+            """Release `name` now, for a cancelled caller; else before the next statement."""
+            self._queue_unlock(name)
+            if self._connection is not None:
+                flush = self._flush_unlocks_quietly(self._connection)
+                await _completion(asyncio.ensure_future(flush))
 
     async def _attempts(
         self,
