@@ -263,7 +263,8 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
                 return await asyncio.shield(task)
             except asyncio.CancelledError:
                 await _completion(task)
-                if undo is not None and _won(task):
+                # `_won` reads the task's outcome, so its failure is never left unread.
+                if _won(task) and undo is not None:
                     await self._undo_for_cancelled(undo)
                 raise
 
