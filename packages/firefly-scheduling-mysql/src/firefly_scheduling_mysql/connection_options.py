@@ -1,8 +1,10 @@
-"""Turn a `mysql://` URL into PyMySQL connection arguments, refusing what it cannot use.
+"""Turn a `mysql://` URL into PyMySQL or asyncmy connection arguments, refusing what it cannot use.
 
 Everything is checked here, at construction, so a typo fails when the lock is built
 and not on the first scheduled run. Timeouts are always bounded: PyMySQL's defaults
 would let a connect wait 10 s and a read wait forever, and `try_acquire` must not hang.
+One URL means the same server, credentials and TLS settings to both drivers:
+`asyncmy_arguments` translates PyMySQL's arguments, it does not read the URL again.
 """
 
 from __future__ import annotations
@@ -62,6 +64,34 @@ def connection_arguments(url: str) -> dict[str, Any]:
     if charset_by_name(arguments["charset"]) is None:
         raise _refused(url, f"unknown charset {arguments['charset']!r}")
     return arguments
+
+
+def asyncmy_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """asyncmy's keyword arguments for the PyMySQL ones `connection_arguments` returned.
+
+    asyncmy takes TLS as one `ssl` dict, built here the way PyMySQL builds its own
+    from the `ssl_*` arguments (verify_identity implies verify_cert). It has no write
+    timeout: its writes go to the event loop's buffer and never block, so a peer that
+    stopped reading is caught by `read_timeout` waiting for the reply.
+    """
+    translated = {
+        key: value
+        for key, value in arguments.items()
+        if key != "write_timeout" and not key.startswith("ssl_")
+    }
+    ssl_given = {key: value for key, value in arguments.items() if key.startswith("ssl_")}
+    if ssl_given:
+        identity = bool(ssl_given.get("ssl_verify_identity"))
+        ssl: dict[str, Any] = {
+            "ca": ssl_given.get("ssl_ca"),
+            "check_hostname": identity,
+            "verify_mode": True if identity else bool(ssl_given.get("ssl_verify_cert", False)),
+        }
+        for key in ("cert", "key"):
+            if f"ssl_{key}" in ssl_given:
+                ssl[key] = ssl_given[f"ssl_{key}"]
+        translated["ssl"] = ssl
+    return translated
 
 
 def _parameter(url: str, key: str, value: str) -> str | float | bool:

@@ -1,9 +1,17 @@
+# Generated from firefly_scheduling_mysql/aio_named_lock.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
 """`MySqlNamedLock`: MySQL/MariaDB `GET_LOCK` named locks on a dedicated connection.
 
 Each instance owns one autocommit connection (a server session). A lock is
 `GET_LOCK(server_name, 0)` in that session and lives until `RELEASE_LOCK` or until the
 session ends, so the TTL is accepted and ignored. The connection is kept for reuse:
 a reconnect per acquisition would multiply the cost of a cycle.
+
+Written once, for asyncio (asyncmy), in `aio_named_lock.py`; the synchronous
+`MySqlNamedLock` (PyMySQL) in `named_lock.py` is generated from it by
+`tools/async_to_sync.py`. Both send the statements of `statements`, so the two
+flavours exclude each other on the same name. asyncmy was chosen over aiomysql by
+measurement (benchmarks/async_suites/mysql.py and docs/backends/mysql.md).
 
 Limits, stated once here and in the docs page:
 
@@ -15,101 +23,29 @@ Limits, stated once here and in the docs page:
   promoted replica holds none of them. Galera refuses them outright.
 * A proxy that multiplexes sessions (ProxySQL, a transaction pooler) hands the session
   to other clients between statements, which breaks session locks; connect directly.
+  For the same reason the lock never takes a connection from an application's pool.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import math
-import re
-from typing import Any, ClassVar, Final, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 from urllib.parse import unquote, urlsplit
 
-import pymysql
 from pymysql.connections import Connection as PyMySqlConnection
-from pymysql.constants import CR, ER
+from pymysql.constants import CR
 from pymysql.cursors import Cursor
+from pymysql.err import InterfaceError, MySQLError, OperationalError
 
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.keys import ServerKeyScheme
 from firefly_scheduling.locks.redaction import redact_url, scrub, url_secrets
 from firefly_scheduling.locks.session import SessionLock
 from firefly_scheduling.locks.validation import validate_lock_name
+from firefly_scheduling_mysql import statements as sql
 from firefly_scheduling_mysql.connection_options import connection_arguments
 
 # PyMySQL's Connection is generic only in its stubs, hence the string.
 Connection: TypeAlias = "PyMySqlConnection[Cursor]"
-
-#: Only these names are sent as they are: no case, no spaces, no characters a
-#: collation could fold together, so distinct readable names are distinct server names.
-SERVER_NAMES: Final = ServerKeyScheme(
-    readable_prefix="",
-    hashed_prefix="firefly:",
-    max_length=64,
-    readable=re.compile(r"[a-z0-9_.:/-]+"),
-    digest="sha1",
-)
-
-#: Counters behind fencing tokens: one row per server name, created on first fenced use.
-FENCE_TABLE: Final = "firefly_scheduling_fences"
-
-#: Oldest servers whose session can hold several named locks at once. MySQL 5.6 and
-#: older silently release a session's lock when it takes another one.
-MINIMUM_VERSION: Final = (5, 7)
-
-# Server errors meaning "this server lacks the feature": a parse error or an unknown
-# function (a MySQL look-alike), or "not supported yet" (MariaDB Galera with wsrep_on).
-_UNSUPPORTED_ERRORS: Final = frozenset(
-    {ER.PARSE_ERROR, ER.SYNTAX_ERROR, ER.SP_DOES_NOT_EXIST, ER.NOT_SUPPORTED_YET}
-)
-_PROBE: Final = "SELECT VERSION(), IS_USED_LOCK(%s)"
-_PROBE_NAME: Final = "firefly:probe"
-# A session that holds a lock idles by design; the default wait_timeout (8 h) would
-# end it and free the lock. 31536000 s is the largest value the server accepts.
-_SESSION_SETUP: Final = "SET SESSION wait_timeout = 31536000"
-_GET_LOCK: Final = "SELECT GET_LOCK(%s, 0)"
-_RELEASE_LOCK: Final = "SELECT RELEASE_LOCK(%s)"
-_HOLDS: Final = "SELECT IS_USED_LOCK(%s) = CONNECTION_ID()"
-# VARBINARY compares bytes: no collation can merge two server names.
-_CREATE_FENCES: Final = (
-    f"CREATE TABLE IF NOT EXISTS {FENCE_TABLE}"
-    " (name VARBINARY(64) NOT NULL PRIMARY KEY, value BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB"
-)
-# LAST_INSERT_ID(expr) puts the new value in the OK packet (cursor.lastrowid), so one
-# round trip both increments and reads it. The table name is a constant, never input.
-_NEXT_FENCE: Final = (
-    f"INSERT INTO {FENCE_TABLE} (name, value) VALUES (%s, LAST_INSERT_ID(1))"  # noqa: S608 - constant
-    " ON DUPLICATE KEY UPDATE value = LAST_INSERT_ID(value + 1)"
-)
-# Lock and fence in one statement, so one round trip: the row is written (and the OK
-# packet carries the new value) only when GET_LOCK won. A missing table is reported
-# when the statement opens its tables, before GET_LOCK runs, so no lock is taken then.
-_GET_LOCK_AND_FENCE: Final = (
-    f"INSERT INTO {FENCE_TABLE} (name, value)"  # noqa: S608 - constant
-    " SELECT %(name)s, LAST_INSERT_ID(1) FROM DUAL WHERE GET_LOCK(%(name)s, 0) = 1"
-    " ON DUPLICATE KEY UPDATE value = LAST_INSERT_ID(value + 1)"
-)
-_LAST_FENCE: Final = "SELECT LAST_INSERT_ID()"
-
-#: Fire claims: one row per claimed fire (by server name), expiring by the server's UTC
-#: clock (UTC_TIMESTAMP, so no session time zone can shift it), created on first use.
-CLAIM_TABLE: Final = "firefly_scheduling_claims"
-_CREATE_CLAIMS: Final = (
-    f"CREATE TABLE IF NOT EXISTS {CLAIM_TABLE}"
-    " (name VARBINARY(64) NOT NULL PRIMARY KEY, expires_at DATETIME(6) NOT NULL) ENGINE=InnoDB"
-)
-# One statement. Affected rows: 1 inserted, 2 an expired row taken over, 0 a live row
-# left alone (PyMySQL does not set CLIENT_FOUND_ROWS, which would count it as 1).
-_CLAIM: Final = (
-    f"INSERT INTO {CLAIM_TABLE} (name, expires_at)"  # noqa: S608 - constant
-    " VALUES (%(name)s, UTC_TIMESTAMP(6) + INTERVAL %(micros)s MICROSECOND)"
-    " ON DUPLICATE KEY UPDATE expires_at = IF(expires_at <= UTC_TIMESTAMP(6),"
-    " UTC_TIMESTAMP(6) + INTERVAL %(micros)s MICROSECOND, expires_at)"
-)
-_SWEEP_CLAIMS: Final = f"DELETE FROM {CLAIM_TABLE} WHERE expires_at <= UTC_TIMESTAMP(6) LIMIT 10000"  # noqa: S608
-_PROTOCOL_VERSION: Final = 10  # every MySQL and MariaDB since 3.21
-_VERSION: Final = re.compile(r"(\d+)\.(\d+)")
 
 
 class MySqlNamedLock(SessionLock[Connection]):
@@ -127,7 +63,7 @@ class MySqlNamedLock(SessionLock[Connection]):
 
     backend_name: ClassVar[str] = "mysql"
     supports_fencing: ClassVar[bool] = True
-    driver_errors: ClassVar[tuple[type[BaseException], ...]] = (pymysql.MySQLError, OSError)
+    driver_errors: ClassVar[tuple[type[BaseException], ...]] = (MySQLError, OSError)
 
     def __init__(self, url: str) -> None:
         self._arguments = connection_arguments(url)
@@ -143,33 +79,31 @@ class MySqlNamedLock(SessionLock[Connection]):
         Identical on every node. At most 64 characters, and two distinct names never
         map to server names that MySQL or MariaDB would consider equal.
         """
-        return _server_name(validate_lock_name(name))
+        return sql.server_name(validate_lock_name(name))
 
-    # -- SessionLock hooks ----------------------------------------------------------
+    # -- SessionLock hooks -----------------------------------------------------------
 
     def _connect(self) -> Connection:
-        connection: Connection = PyMySqlConnection(
-            **self._arguments, autocommit=True, defer_connect=True
-        )
+        connection = _unconnected(self._arguments)
         try:
             connection.connect()
-        except pymysql.err.OperationalError as err:
+        except OperationalError as err:
             if _greeted(connection) or err.args[0] != CR.CR_SERVER_LOST:
                 raise  # refused after greeting (credentials, limits), or nothing listens
             # Accepted, then silence or a hang-up: MySQL greets at once, so the server is
             # overloaded, or is not MySQL at all; the two cannot be told apart from here.
             timeout = self._arguments["read_timeout"]
-            raise pymysql.err.OperationalError(
+            raise OperationalError(
                 CR.CR_SERVER_LOST,
                 f"no MySQL greeting (waited up to {timeout:g} s): the server is overloaded "
                 "or went away, or it is not a MySQL or MariaDB server",
             ) from err
-        except Exception as err:  # a garbled greeting fails in many ways, not all PyMySQL's
+        except Exception as err:  # a garbled greeting fails in many ways, not all the driver's
             if not _greeted(connection):
                 raise self._not_mysql(
                     f"its greeting is not MySQL's ({self._describe(err)})"
                 ) from err
-            if isinstance(err, pymysql.MySQLError):
+            if isinstance(err, MySQLError):
                 raise
             # The driver itself gave up, e.g. MySQL 8's caching_sha2_password over plain
             # TCP needs the `cryptography` package for the first login.
@@ -179,56 +113,57 @@ class MySqlNamedLock(SessionLock[Connection]):
         try:
             self._check_server(connection)
             with connection.cursor() as cursor:
-                cursor.execute(_SESSION_SETUP)
+                cursor.execute(sql.SESSION_SETUP)
         except BaseException:
             self._disconnect(connection)
             raise
         return connection
 
     def _disconnect(self, connection: Connection) -> None:
-        with contextlib.suppress(*self.driver_errors):  # already dead: closing is all we want
+        # Closing the socket is enough: the server ends the session, and its locks, when
+        # it sees the socket close. A polite QUIT could wait on a dead peer.
+        with contextlib.suppress(*self.driver_errors):
             connection.close()
 
     def _server_acquire(self, connection: Connection, name: str) -> bool:
         try:
-            return bool(_scalar(connection, _GET_LOCK, _server_name(name)) == 1)
-        except pymysql.MySQLError as err:
-            if err.args and err.args[0] in _UNSUPPORTED_ERRORS:
+            return bool(_scalar(connection, sql.GET_LOCK, sql.server_name(name)) == 1)
+        except MySQLError as err:
+            if err.args and err.args[0] in sql.UNSUPPORTED_ERRORS:
                 raise self._not_mysql(f"GET_LOCK failed ({self._describe(err)})") from err
             raise
 
     def _server_release(self, connection: Connection, name: str) -> bool:
         # 1: released; 0: held by another session; NULL: no such lock (ours was lost).
-        return bool(_scalar(connection, _RELEASE_LOCK, _server_name(name)) == 1)
+        return bool(_scalar(connection, sql.RELEASE_LOCK, sql.server_name(name)) == 1)
 
     def _server_holds(self, connection: Connection, name: str) -> bool:
-        return bool(_scalar(connection, _HOLDS, _server_name(name)) == 1)
+        return bool(_scalar(connection, sql.HOLDS, sql.server_name(name)) == 1)
 
     def _server_fence(self, connection: Connection, name: str) -> int:
-        token = self._fence_statement(connection, _NEXT_FENCE, (_server_name(name),))
+        token = self._fence_statement(connection, sql.NEXT_FENCE, (sql.server_name(name),))
         if token is None:
-            raise pymysql.err.InterfaceError("the fence counter changed no row")
+            raise InterfaceError("the fence counter changed no row")
         return token
 
     def _server_acquire_fenced(self, connection: Connection, name: str) -> int | None:
         """GET_LOCK and the counter increment in one statement: one round trip."""
-        parameters = {"name": _server_name(name)}
-        return self._fence_statement(connection, _GET_LOCK_AND_FENCE, parameters)
+        parameters = sql.fenced_acquire_parameters(name)
+        return self._fence_statement(connection, sql.GET_LOCK_AND_FENCE, parameters)
 
     def _server_claim(self, connection: Connection, name: str, seconds: float) -> bool:
-        parameters = {"name": _server_name(name), "micros": math.ceil(seconds * 1_000_000)}
+        parameters = sql.claim_parameters(name, seconds)
         with connection.cursor() as cursor:
-            _execute_creating(cursor, _CREATE_CLAIMS, _CLAIM, parameters)
-            return cursor.rowcount in (1, 2)
+            _execute_creating(cursor, sql.CREATE_CLAIMS, sql.CLAIM, parameters)
+            return _rowcount(cursor) in sql.CLAIM_WON
 
     def _server_sweep_claims(self, connection: Connection) -> int:
         with connection.cursor() as cursor:
-            _execute_creating(cursor, _CREATE_CLAIMS, _SWEEP_CLAIMS, None)
-            return max(cursor.rowcount, 0)
+            _execute_creating(cursor, sql.CREATE_CLAIMS, sql.SWEEP_CLAIMS, None)
+            return max(_rowcount(cursor), 0)
 
     def _alive(self, connection: Connection) -> bool:
-        # PyMySQL closes its socket on a lost connection, never on a statement's error.
-        return bool(connection.open)
+        return _connection_alive(connection)
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -242,57 +177,56 @@ class MySqlNamedLock(SessionLock[Connection]):
         """
         with connection.cursor() as cursor:
             try:
-                _execute_creating(cursor, _CREATE_FENCES, statement, parameters)
-            except pymysql.MySQLError as err:
-                if err.args and err.args[0] in _UNSUPPORTED_ERRORS:
+                _execute_creating(cursor, sql.CREATE_FENCES, statement, parameters)
+            except MySQLError as err:
+                if err.args and err.args[0] in sql.UNSUPPORTED_ERRORS:
                     raise self._not_mysql(f"GET_LOCK failed ({self._describe(err)})") from err
                 raise
-            if cursor.rowcount < 1:
+            if _rowcount(cursor) < 1:
                 return None
             if cursor.lastrowid > 0:
-                return cursor.lastrowid
+                return int(cursor.lastrowid)
         # A server that leaves LAST_INSERT_ID(expr) out of the OK packet: ask for it.
-        return int(_scalar(connection, _LAST_FENCE))
+        return int(_scalar(connection, sql.LAST_FENCE))
 
     def _check_server(self, connection: Connection) -> None:
         """Refuse a server that speaks the protocol but cannot hold our named locks."""
         try:
-            version = str(_scalar(connection, _PROBE, _PROBE_NAME))
-        except pymysql.MySQLError as err:
-            if err.args and err.args[0] in _UNSUPPORTED_ERRORS:
+            version = str(_scalar(connection, sql.PROBE, sql.PROBE_NAME))
+        except MySQLError as err:
+            if err.args and err.args[0] in sql.UNSUPPORTED_ERRORS:
                 raise self._not_mysql(f"it lacks IS_USED_LOCK ({self._describe(err)})") from err
             raise
-        problem = unsupported_version(version)
+        problem = sql.unsupported_version(version)
         if problem:
             raise self._not_mysql(problem)
 
     def _not_mysql(self, reason: str) -> ConfigurationError:
+        minimum = ".".join(str(part) for part in sql.MINIMUM_VERSION)
         return ConfigurationError(
-            f"the mysql lock provider needs MySQL {MINIMUM_VERSION[0]}.{MINIMUM_VERSION[1]}+ "
+            f"the mysql lock provider needs MySQL {minimum}+ "
             f"or MariaDB, but the server at {self._target} cannot serve: "
             f"{scrub(reason, self._secrets)}"
         )
 
 
-@functools.lru_cache(maxsize=4096)
-def _server_name(name: str) -> str:
-    # The hooks get names BaseLock already validated. A scheduler asks for the same few
-    # names every cycle, and a cache hit skips the pattern match and the hash.
-    return SERVER_NAMES.key(name)
+def _unconnected(arguments: dict[str, Any]) -> Connection:
+    """A connection that has not connected yet (`connect()` does), so a failed
+    connect leaves an object to ask whether the server greeted."""
+    return PyMySqlConnection(**arguments, autocommit=True, defer_connect=True)
 
 
-def unsupported_version(version: str) -> str | None:
-    """Why a server reporting `VERSION() = version` cannot serve, or None if it can.
+def _connection_alive(connection: Connection) -> bool:
+    """Whether `connection` survived a failed statement.
 
-    MariaDB reports 10.0 or later and qualifies. MySQL must be 5.7 or later: older
-    sessions hold at most one named lock, and taking a second silently frees the first.
+    PyMySQL closes its socket on a lost connection, never on a statement's error.
     """
-    match = _VERSION.match(version)
-    if match is None:
-        return f"it reports version {version!r}, which is not a MySQL or MariaDB version"
-    if (int(match[1]), int(match[2])) < MINIMUM_VERSION:
-        return f"version {version} holds at most one named lock per session"
-    return None
+    return bool(connection.open)
+
+
+def _rowcount(cursor: Cursor) -> int:
+    """The affected or returned rows."""
+    return cursor.rowcount
 
 
 def _execute_creating(cursor: Cursor, create: str, statement: str, parameters: object) -> None:
@@ -304,16 +238,16 @@ def _execute_creating(cursor: Cursor, create: str, statement: str, parameters: o
     """
     try:
         cursor.execute(statement, parameters)
-    except pymysql.MySQLError as err:
-        if not err.args or err.args[0] != ER.NO_SUCH_TABLE:
+    except MySQLError as err:
+        if not err.args or err.args[0] != sql.NO_SUCH_TABLE:
             raise
         cursor.execute(create)
         cursor.execute(statement, parameters)
 
 
 def _greeted(connection: Connection) -> bool:
-    """Whether a MySQL greeting (protocol version 10) was read; PyMySQL keeps its fields."""
-    return getattr(connection, "protocol_version", None) == _PROTOCOL_VERSION
+    """Whether a MySQL greeting (protocol version 10) was read; the driver keeps its fields."""
+    return getattr(connection, "protocol_version", None) == sql.PROTOCOL_VERSION
 
 
 def _scalar(connection: Connection, statement: str, *args: Any) -> Any:
@@ -322,5 +256,5 @@ def _scalar(connection: Connection, statement: str, *args: Any) -> Any:
         cursor.execute(statement, args or None)
         row = cursor.fetchone()
     if row is None:
-        raise pymysql.err.InterfaceError("the server returned no row for a single-row query")
+        raise InterfaceError("the server returned no row for a single-row query")
     return row[0]

@@ -28,18 +28,22 @@ A subclass supplies the connection and the statements; re-entrancy is already
 refused by the holding ledger before a statement is sent.
 
 Written once, for asyncio, in `aio/session.py`; the synchronous flavour in
-`locks/session.py` is generated from it by `tools/async_to_sync.py`.
+`locks/session.py` is generated from it by `tools/async_to_sync.py`. In asyncio, `_run`
+finishes a statement even when its caller is cancelled; a thread has no such thing.
 """
+
+# async-to-sync: rename _attempts _run
 
 from __future__ import annotations
 
 import asyncio  # sync: import threading
+import contextlib  # sync: drop
 import logging
 import os
 import time
 from abc import abstractmethod
 from collections.abc import Awaitable, Callable
-from typing import ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from firefly_scheduling.aio.base import AsyncBaseLock
 from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
@@ -65,6 +69,14 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
     renewable = True
     #: Seconds between two sweeps of expired claim rows (one statement each).
     claim_sweep_seconds: ClassVar[float] = 60.0
+    if ASYNC:
+        #: Whether the driver keeps its connection usable when a statement is cancelled
+        #: mid-reply (psycopg cancels the query on the server and reads its end). When it
+        #: does not (asyncmy closes the connection), each statement runs in a task of its
+        #: own that a cancelled caller waits for: a task per statement, the price of not
+        #: ending the session. Either way an acquisition that a cancelled caller may have
+        #: won is released before the cancellation goes on. See `_run`.
+        cancel_safe_driver: ClassVar[bool] = False
 
     def __init__(self, *, target: str, secrets: tuple[str, ...] = ()) -> None:
         super().__init__(target=target, secrets=secrets)
@@ -210,7 +222,60 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
 
     # -- machinery ----------------------------------------------------------------
 
-    async def _run(
+    if ASYNC:
+
+        async def _run(
+            self,
+            statement: _Statement[ConnectionT, _R],
+            *,
+            undo: str | None = None,
+            retry: bool = True,
+        ) -> _R:
+            """`_attempts`, with what a cancelled caller leaves behind put right.
+
+            A cancelled statement must not end the session (`_to_completion`), and an
+            acquisition that may have won for a caller who is gone must not keep the
+            server lock, which no holding owns (`undo`).
+            """
+            work = self._attempts(statement, undo=undo, retry=retry)
+            if not self.cancel_safe_driver:
+                return await self._to_completion(work, undo)
+            try:
+                return await work
+            except asyncio.CancelledError:
+                # The driver read the statement's end; whether it won is unknown, and
+                # releasing a lock the session does not hold is harmless.
+                if undo is not None:
+                    await self._undo_for_cancelled(undo)
+                raise
+
+        async def _to_completion(self, work: Awaitable[_R], undo: str | None) -> _R:
+            """Finish `work` (statements on the session) even when the caller is cancelled.
+
+            A statement cancelled mid-reply leaves the driver between two packets, and
+            asyncmy then closes the connection, which ends the session and frees every
+            lock it holds. So the round trip always completes, under the mutex the
+            caller holds; an acquisition that won for a caller who is gone is released
+            at once (`undo`), and only then does the cancellation go on.
+            """
+            task = asyncio.ensure_future(work)
+            try:
+                return await asyncio.shield(task)
+            except asyncio.CancelledError:
+                await _completion(task)
+                # `_won` reads the task's outcome, so its failure is never left unread.
+                if _won(task) and undo is not None:
+                    await self._undo_for_cancelled(undo)
+                raise
+
+        async def _undo_for_cancelled(self, name: str) -> None:
+            """Release `name` now, for a cancelled caller; else before the next statement."""
+            self._queue_unlock(name)
+            if self._connection is not None:
+                flush = self._flush_unlocks_quietly(self._connection)
+                await _completion(asyncio.ensure_future(flush))
+
+    async def _attempts(
         self,
         statement: _Statement[ConnectionT, _R],
         *,
@@ -337,3 +402,16 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
                 holding.name,
                 self._target,
             )
+
+
+if ASYNC:
+
+    async def _completion(task: asyncio.Future[Any]) -> None:
+        """Wait until `task` is done, whatever cancellations reach the waiter meanwhile."""
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(task)
+
+    def _won(task: asyncio.Future[Any]) -> bool:
+        """Whether the finished acquisition `task` took its lock (a truthy result)."""
+        return not task.cancelled() and task.exception() is None and bool(task.result())

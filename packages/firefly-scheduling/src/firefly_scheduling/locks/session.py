@@ -30,7 +30,8 @@ A subclass supplies the connection and the statements; re-entrancy is already
 refused by the holding ledger before a statement is sent.
 
 Written once, for asyncio, in `aio/session.py`; the synchronous flavour in
-`locks/session.py` is generated from it by `tools/async_to_sync.py`.
+`locks/session.py` is generated from it by `tools/async_to_sync.py`. In asyncio, `_run`
+finishes a statement even when its caller is cancelled; a thread has no such thing.
 """
 
 from __future__ import annotations

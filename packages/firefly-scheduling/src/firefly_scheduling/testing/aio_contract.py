@@ -456,6 +456,54 @@ class AsyncLockContract:
                 if callable(close):
                     await asyncio.to_thread(close)
 
+        async def test_a_cancelled_acquire_frees_nothing_and_keeps_nothing(
+            self, nodes: AsyncNodes, capabilities: LockCapabilities, name: str
+        ) -> None:
+            """Cancelling a coroutine that awaits an acquisition (a timeout, a shutdown).
+
+            The acquisition either won (and the caller, gone, releases nothing) or not;
+            either way the name must end up free and every other holding of the same
+            instance must stay held. Session backends are where this bites: a driver
+            cancelled mid-reply closes its connection (asyncmy), which ends the session
+            and frees every lock of it, or leaves a server lock no holding owns
+            (psycopg). Lease backends free such a name when its TTL passes, so the
+            case is theirs only where the lock lives in a session.
+            """
+            if not capabilities.session_scoped:
+                pytest.skip("a lease lock left by a cancelled acquisition expires with its TTL")
+            lock, other = nodes(), nodes()
+            held = name + ":held"
+            assert await lock.try_acquire(held, 30)
+            attempts: list[tuple[str, Callable[[str], Any]]] = [
+                ("plain", lambda attempt: lock.try_acquire(attempt, 30))
+            ]
+            if capabilities.fenced:
+                fenced: Any = lock
+                attempts.append(("fenced", lambda attempt: fenced.try_acquire_fenced(attempt, 30)))
+            for kind, acquire in attempts:
+                for yields in range(1, 8):
+                    attempt = f"{name}:{kind}:{yields}"
+                    task = asyncio.ensure_future(acquire(attempt))
+                    for _ in range(yields):
+                        await asyncio.sleep(0)
+                    task.cancel()
+                    try:
+                        won = await task
+                    except asyncio.CancelledError:
+                        won = None
+                    if won:  # it finished before the cancellation landed: an ordinary win
+                        await lock.release(attempt)
+                    assert await other.try_acquire(attempt, 30), (
+                        f"a {kind} acquisition cancelled after {yields} yields kept {attempt!r}"
+                    )
+                    await other.release(attempt)
+            assert await other.try_acquire(held, 30) is False, "a cancellation freed a holding"
+            assert await lock.try_acquire(name + ":after", 30), "the instance no longer works"
+            await lock.release(name + ":after")
+            await lock.release(held)
+            assert await other.try_acquire(held, 30)
+            await other.release(held)
+
     else:
 
         def test_thread_fuzz_has_no_overlap(self, nodes: AsyncNodes, name: str) -> None:

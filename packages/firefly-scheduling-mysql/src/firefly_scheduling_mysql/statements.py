@@ -1,0 +1,129 @@
+"""The SQL of `MySqlNamedLock` and `AsyncMySqlNamedLock`, and the server name of a lock.
+
+No I/O here: both flavours send exactly these statements with these parameters, so
+a node running the synchronous lock (PyMySQL) and a node running the asyncio one
+(asyncmy) take the same server lock names and write the same fence and claim rows,
+and exclude each other on every name. The server error numbers are the protocol's,
+the same whichever driver reports them.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from typing import Final
+
+from pymysql.constants import ER
+
+from firefly_scheduling.locks.keys import ServerKeyScheme
+
+#: Only these names are sent as they are: no case, no spaces, no characters a
+#: collation could fold together, so distinct readable names are distinct server names.
+SERVER_NAMES: Final = ServerKeyScheme(
+    readable_prefix="",
+    hashed_prefix="firefly:",
+    max_length=64,
+    readable=re.compile(r"[a-z0-9_.:/-]+"),
+    digest="sha1",
+)
+
+#: Counters behind fencing tokens: one row per server name, created on first fenced use.
+FENCE_TABLE: Final = "firefly_scheduling_fences"
+#: Fire claims: one row per claimed fire (by server name), expiring by the server's UTC
+#: clock (UTC_TIMESTAMP, so no session time zone can shift it), created on first use.
+CLAIM_TABLE: Final = "firefly_scheduling_claims"
+
+#: Oldest servers whose session can hold several named locks at once. MySQL 5.6 and
+#: older silently release a session's lock when it takes another one.
+MINIMUM_VERSION: Final = (5, 7)
+
+#: Server errors meaning "this server lacks the feature": a parse error or an unknown
+#: function (a MySQL look-alike), or "not supported yet" (MariaDB Galera with wsrep_on).
+UNSUPPORTED_ERRORS: Final = frozenset(
+    {ER.PARSE_ERROR, ER.SYNTAX_ERROR, ER.SP_DOES_NOT_EXIST, ER.NOT_SUPPORTED_YET}
+)
+#: The server's "table does not exist": the fence or claim table is created on first use.
+NO_SUCH_TABLE: Final = ER.NO_SUCH_TABLE
+#: The protocol version of a MySQL greeting: every MySQL and MariaDB since 3.21.
+PROTOCOL_VERSION: Final = 10
+
+PROBE: Final = "SELECT VERSION(), IS_USED_LOCK(%s)"
+PROBE_NAME: Final = "firefly:probe"
+# A session that holds a lock idles by design; the default wait_timeout (8 h) would
+# end it and free the lock. 31536000 s is the largest value the server accepts.
+SESSION_SETUP: Final = "SET SESSION wait_timeout = 31536000"
+GET_LOCK: Final = "SELECT GET_LOCK(%s, 0)"
+RELEASE_LOCK: Final = "SELECT RELEASE_LOCK(%s)"
+HOLDS: Final = "SELECT IS_USED_LOCK(%s) = CONNECTION_ID()"
+# VARBINARY compares bytes: no collation can merge two server names.
+CREATE_FENCES: Final = (
+    f"CREATE TABLE IF NOT EXISTS {FENCE_TABLE}"
+    " (name VARBINARY(64) NOT NULL PRIMARY KEY, value BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB"
+)
+# LAST_INSERT_ID(expr) puts the new value in the OK packet (cursor.lastrowid), so one
+# round trip both increments and reads it. The table name is a constant, never input.
+NEXT_FENCE: Final = (
+    f"INSERT INTO {FENCE_TABLE} (name, value) VALUES (%s, LAST_INSERT_ID(1))"  # noqa: S608 - constant
+    " ON DUPLICATE KEY UPDATE value = LAST_INSERT_ID(value + 1)"
+)
+# Lock and fence in one statement, so one round trip: the row is written (and the OK
+# packet carries the new value) only when GET_LOCK won. A missing table is reported
+# when the statement opens its tables, before GET_LOCK runs, so no lock is taken then.
+GET_LOCK_AND_FENCE: Final = (
+    f"INSERT INTO {FENCE_TABLE} (name, value)"  # noqa: S608 - constant
+    " SELECT %(name)s, LAST_INSERT_ID(1) FROM DUAL WHERE GET_LOCK(%(name)s, 0) = 1"
+    " ON DUPLICATE KEY UPDATE value = LAST_INSERT_ID(value + 1)"
+)
+LAST_FENCE: Final = "SELECT LAST_INSERT_ID()"
+
+CREATE_CLAIMS: Final = (
+    f"CREATE TABLE IF NOT EXISTS {CLAIM_TABLE}"
+    " (name VARBINARY(64) NOT NULL PRIMARY KEY, expires_at DATETIME(6) NOT NULL) ENGINE=InnoDB"
+)
+# One statement. Affected rows: 1 inserted, 2 an expired row taken over, 0 a live row
+# left alone (neither driver sets CLIENT_FOUND_ROWS, which would count it as 1).
+CLAIM: Final = (
+    f"INSERT INTO {CLAIM_TABLE} (name, expires_at)"  # noqa: S608 - constant
+    " VALUES (%(name)s, UTC_TIMESTAMP(6) + INTERVAL %(micros)s MICROSECOND)"
+    " ON DUPLICATE KEY UPDATE expires_at = IF(expires_at <= UTC_TIMESTAMP(6),"
+    " UTC_TIMESTAMP(6) + INTERVAL %(micros)s MICROSECOND, expires_at)"
+)
+#: Affected-row counts of `CLAIM` that mean the claim was won.
+CLAIM_WON: Final = frozenset({1, 2})
+SWEEP_CLAIMS: Final = f"DELETE FROM {CLAIM_TABLE} WHERE expires_at <= UTC_TIMESTAMP(6) LIMIT 10000"  # noqa: S608
+_VERSION: Final = re.compile(r"(\d+)\.(\d+)")
+
+
+@functools.lru_cache(maxsize=4096)
+def server_name(name: str) -> str:
+    """The server lock name of an already validated lock name (see `SERVER_NAMES`).
+
+    Cached: a scheduler asks for the same few names every cycle, and a cache hit
+    skips the pattern match and the hash.
+    """
+    return SERVER_NAMES.key(name)
+
+
+def fenced_acquire_parameters(name: str) -> dict[str, str]:
+    """`GET_LOCK_AND_FENCE`'s parameters for lock `name`."""
+    return {"name": server_name(name)}
+
+
+def claim_parameters(name: str, seconds: float) -> dict[str, object]:
+    """`CLAIM`'s parameters: the server name, and the TTL in whole microseconds, rounded up."""
+    return {"name": server_name(name), "micros": math.ceil(seconds * 1_000_000)}
+
+
+def unsupported_version(version: str) -> str | None:
+    """Why a server reporting `VERSION() = version` cannot serve, or None if it can.
+
+    MariaDB reports 10.0 or later and qualifies. MySQL must be 5.7 or later: older
+    sessions hold at most one named lock, and taking a second silently frees the first.
+    """
+    match = _VERSION.match(version)
+    if match is None:
+        return f"it reports version {version!r}, which is not a MySQL or MariaDB version"
+    if (int(match[1]), int(match[2])) < MINIMUM_VERSION:
+        return f"version {version} holds at most one named lock per session"
+    return None
