@@ -183,7 +183,9 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
     # -- AsyncBaseLock hooks -----------------------------------------------------------
 
     async def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
-        won = await self._attempt(partial(self._take, name=name, owner=owner, ttl=ttl_seconds))
+        won = await self._attempt(
+            partial(self._take, name=name, owner=owner, ttl_seconds=ttl_seconds)
+        )
         await self._purge_when_due()
         return won is True
 
@@ -238,9 +240,9 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
 
     # -- statements -------------------------------------------------------------
 
-    async def _take(self, tx: _Transaction, *, name: str, owner: str, ttl: float) -> bool:
+    async def _take(self, tx: _Transaction, name: str, owner: str, ttl_seconds: float) -> bool:
         key = self._sql.key(name)
-        bound = self._sql.ttl(_lease_seconds(ttl))
+        bound = self._sql.ttl(_lease_seconds(ttl_seconds))
         result = await tx.run(self._sql.acquire, {"name": key, "owner": owner, "ttl": bound})
         won = self._sql.acquired(result.rowcount, tx.driver_connection)
         if won is None:  # the rowcount was ambiguous; the row is locked by us now
@@ -256,7 +258,7 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
     async def _purge(self, tx: _Transaction) -> int:
         return (await tx.run(self._sql.purge, {})).rowcount
 
-    async def _next_fence(self, tx: _Transaction, *, name: str) -> int:
+    async def _next_fence(self, tx: _Transaction, name: str) -> int:
         result = await tx.run(self._sql.fence, {"name": self._sql.key(name)})
         return self._sql.fence_value(result)
 
@@ -265,7 +267,7 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
     ) -> int | None:
         return self._sql.fenced_value(await tx.run(statement, parameters))
 
-    async def _fence_held(self, tx: _Transaction, *, name: str, owner: str) -> int | None:
+    async def _fence_held(self, tx: _Transaction, name: str, owner: str) -> int | None:
         statement = self._sql.fence_held
         if statement is None:  # pragma: no cover - every dialect has one form or the other
             raise NotImplementedError(f"the {self._sql.dialect_names[0]} dialect cannot fence")

@@ -155,7 +155,7 @@ class DatabaseLeaseLock(BaseLock):
     # -- BaseLock hooks -----------------------------------------------------------
 
     def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
-        won = self._attempt(partial(self._take, name=name, owner=owner, ttl=ttl_seconds))
+        won = self._attempt(partial(self._take, name=name, owner=owner, ttl_seconds=ttl_seconds))
         self._purge_when_due()
         return won is True
 
@@ -210,9 +210,9 @@ class DatabaseLeaseLock(BaseLock):
 
     # -- statements -------------------------------------------------------------
 
-    def _take(self, tx: _Transaction, *, name: str, owner: str, ttl: float) -> bool:
+    def _take(self, tx: _Transaction, name: str, owner: str, ttl_seconds: float) -> bool:
         key = self._sql.key(name)
-        bound = self._sql.ttl(_lease_seconds(ttl))
+        bound = self._sql.ttl(_lease_seconds(ttl_seconds))
         result = tx.run(self._sql.acquire, {"name": key, "owner": owner, "ttl": bound})
         won = self._sql.acquired(result.rowcount, tx.driver_connection)
         if won is None:  # the rowcount was ambiguous; the row is locked by us now
@@ -228,7 +228,7 @@ class DatabaseLeaseLock(BaseLock):
     def _purge(self, tx: _Transaction) -> int:
         return (tx.run(self._sql.purge, {})).rowcount
 
-    def _next_fence(self, tx: _Transaction, *, name: str) -> int:
+    def _next_fence(self, tx: _Transaction, name: str) -> int:
         result = tx.run(self._sql.fence, {"name": self._sql.key(name)})
         return self._sql.fence_value(result)
 
@@ -237,7 +237,7 @@ class DatabaseLeaseLock(BaseLock):
     ) -> int | None:
         return self._sql.fenced_value(tx.run(statement, parameters))
 
-    def _fence_held(self, tx: _Transaction, *, name: str, owner: str) -> int | None:
+    def _fence_held(self, tx: _Transaction, name: str, owner: str) -> int | None:
         statement = self._sql.fence_held
         if statement is None:  # pragma: no cover - every dialect has one form or the other
             raise NotImplementedError(f"the {self._sql.dialect_names[0]} dialect cannot fence")
