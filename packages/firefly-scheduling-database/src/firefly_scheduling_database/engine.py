@@ -48,10 +48,13 @@ ASYNC_DRIVERS: dict[str, str] = {
     "mariadb+pymysql": "mariadb+asyncmy",
 }
 #: Accepted URL schemes of the asyncio lock -> the SQLAlchemy async driver name used:
-#: every synchronous spelling, mapped, and the async drivers' own names.
+#: every synchronous spelling, mapped, and the async drivers' own names. (psycopg's is
+#: `postgresql+psycopg` for both flavours; `psycopg_async` is no valid URL scheme.)
 ASYNC_SCHEMES: dict[str, str] = {
     **{scheme: ASYNC_DRIVERS[driver] for scheme, driver in DRIVERS.items()},
-    **{driver: driver for driver in ASYNC_DRIVERS.values()},
+    "sqlite+aiosqlite": "sqlite+aiosqlite",
+    "mysql+asyncmy": "mysql+asyncmy",
+    "mariadb+asyncmy": "mariadb+asyncmy",
 }
 CONNECT_TIMEOUT_SECONDS = 5
 #: Longest a statement may run (PostgreSQL) or the driver may wait for a reply (MySQL).
