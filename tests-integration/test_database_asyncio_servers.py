@@ -11,6 +11,7 @@ connections, and every table is private to its case.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -241,4 +242,52 @@ def test_postgres_lease_in_your_transaction_commits_or_rolls_back_with_it(
     for created in installer.tables.all:
         created.drop(engine)
     engine.dispose()
+    installer.close()
+
+
+def test_connections_beyond_the_pool_size_are_closed_on_the_server(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """50 coroutines on one lock overflow its pool (5 + 10); the overflow is closed for real.
+
+    Returning an overflow connection makes the pool close it, which waits on the async
+    driver: done outside SQLAlchemy's greenlet it fails, is only logged, and leaves the
+    session open on the server. The server's own list of sessions is the witness.
+    """
+    table = f"ff_aio_{uuid.uuid4().hex[:12]}"
+    installer = DatabaseLeaseLock(postgres_url, table=table)
+    installer.install()
+    tag = f"ff-aio-{uuid.uuid4().hex[:12]}"
+    separator = "&" if "?" in postgres_url else "?"
+    url = f"{postgres_url}{separator}application_name={tag}"
+    watcher = lock_engine(postgres_url)
+    count = sql("SELECT count(*) FROM pg_stat_activity WHERE application_name = :tag")
+
+    async def scenario() -> int:
+        lock = AsyncDatabaseLeaseLock(url, table=table)
+
+        async def worker(index: int) -> None:
+            for round_ in range(5):
+                name = f"overflow:{index}:{round_}"
+                assert await lock.try_acquire(name, 30)
+                await lock.release(name)
+
+        await asyncio.gather(*(worker(index) for index in range(50)))
+        with watcher.connect() as connection:
+            open_sessions = int(connection.scalar(count, {"tag": tag}))
+        await lock.aclose()
+        return open_sessions
+
+    caplog.set_level(logging.ERROR, logger="sqlalchemy.pool")
+    open_sessions = asyncio.run(scenario())
+    assert open_sessions <= 5, "only the pool's own connections may stay open between calls"
+    assert not [r for r in caplog.records if "closing connection" in r.getMessage()]
+    deadline = time.monotonic() + 5
+    with watcher.connect() as connection:
+        while int(connection.scalar(count, {"tag": tag})) > 0:
+            assert time.monotonic() < deadline, "aclose() left sessions open on the server"
+            time.sleep(0.05)
+    for created in installer.tables.all:
+        created.drop(watcher)
+    watcher.dispose()
     installer.close()

@@ -378,7 +378,7 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
             if cursor is not None:
                 with suppress(driver_error):
                     cursor.close()
-            pooled.close()  # back to the pool, with no transaction open
+            await _check_in(pooled)  # back to the pool, with no transaction open
 
     async def _attempt(self, operation: _Operation[_T]) -> _T | None:
         """Run an acquisition; a lost race is None, a missing table a ConfigurationError."""
@@ -412,6 +412,14 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
         except SQLAlchemyError:
             return False
         return found
+
+
+async def _check_in(pooled: PoolProxiedConnection) -> None:
+    """Hand `pooled` back; a full pool closes it instead, which waits on the async driver."""
+    if ASYNC:
+        await greenlet_spawn(pooled.close)
+    else:
+        pooled.close()
 
 
 async def _invalidate(pooled: PoolProxiedConnection, err: BaseException) -> None:

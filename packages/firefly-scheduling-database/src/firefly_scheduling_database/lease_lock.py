@@ -334,7 +334,7 @@ class DatabaseLeaseLock(BaseLock):
             if cursor is not None:
                 with suppress(driver_error):
                     cursor.close()
-            pooled.close()  # back to the pool, with no transaction open
+            _check_in(pooled)  # back to the pool, with no transaction open
 
     def _attempt(self, operation: _Operation[_T]) -> _T | None:
         """Run an acquisition; a lost race is None, a missing table a ConfigurationError."""
@@ -361,6 +361,11 @@ class DatabaseLeaseLock(BaseLock):
         except SQLAlchemyError:
             return False
         return found
+
+
+def _check_in(pooled: PoolProxiedConnection) -> None:
+    """Hand `pooled` back; a full pool closes it instead, which waits on the async driver."""
+    pooled.close()
 
 
 def _invalidate(pooled: PoolProxiedConnection, err: BaseException) -> None:
