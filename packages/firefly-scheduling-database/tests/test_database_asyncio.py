@@ -9,6 +9,8 @@ SQLAlchemy objects, on a SQLite file.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -210,3 +212,30 @@ def _connect_arguments(engine: Any) -> dict[str, Any]:
 
 class _Captured(Exception):
     """Raised by the `do_connect` listener once it has the arguments: no server needed."""
+
+
+def test_without_greenlet_the_sync_package_works_and_the_async_lock_names_the_extra(
+    tmp_path: Path,
+) -> None:
+    """SQLAlchemy 2.1 installs greenlet only with `[asyncio]`: the sync side must not need it."""
+    url = f"sqlite:///{tmp_path / 'g.sqlite'}"
+    script = (
+        "import sys\n"
+        "sys.modules['greenlet'] = None  # as if it were not installed\n"
+        "import firefly_scheduling_database as package\n"
+        "from firefly_scheduling_database.anchor_store import DatabaseAnchorStore\n"
+        "from firefly_scheduling_database.history_store import DatabaseRunHistory\n"
+        f"lock = package.DatabaseLeaseLock({url!r})\n"
+        "lock.install()\n"
+        "assert lock.try_acquire('report', 5)\n"
+        "lock.close()\n"
+        "try:\n"
+        "    package.AsyncDatabaseLeaseLock\n"
+        "except ImportError as err:\n"
+        "    print(err)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "firefly-scheduling-database[asyncio]" in done.stdout

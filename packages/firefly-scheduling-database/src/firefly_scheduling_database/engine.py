@@ -16,16 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import URL, Engine, create_engine, event, make_url
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.connection_url import parse_lock_url
 from firefly_scheduling.locks.redaction import redact_url, url_secrets
+
+if TYPE_CHECKING:  # the asyncio extension needs greenlet, which only the async lock needs
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 #: Accepted URL schemes -> the SQLAlchemy driver name used.
 DRIVERS: dict[str, str] = {
@@ -109,6 +111,8 @@ def async_lock_engine(
     A synchronous spelling (`sqlite:///`, `postgresql+psycopg://`, `mysql://`...) is
     mapped through `ASYNC_DRIVERS`; an async one (`sqlite+aiosqlite://`...) is kept.
     """
+    from sqlalchemy.ext.asyncio import create_async_engine  # noqa: PLC0415 - see TYPE_CHECKING
+
     parsed, arguments = _engine_arguments(url, ASYNC_SCHEMES, reset_on_return=reset_on_return)
     engine = create_async_engine(parsed, **arguments)
     if autocommit:
