@@ -17,6 +17,7 @@ No server is needed: nothing listens on port 1, so a connection attempt fails at
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import traceback
 from collections.abc import Callable, Iterator
@@ -30,7 +31,7 @@ from firefly_scheduling.errors import ConfigurationError, FireflySchedulingError
 from firefly_scheduling.history.selection import resolve_history
 from firefly_scheduling.initial_delay.selection import resolve_anchor_store
 from firefly_scheduling.locks.providers import resolve_lock
-from firefly_scheduling_database import DatabaseLeaseLock
+from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
 from firefly_scheduling_database.history_store import DatabaseRunHistory
 from firefly_scheduling_etcd import EtcdLock
@@ -113,11 +114,29 @@ def _lock_from_settings(provider: str) -> Callable[[str], Any]:
     return build
 
 
+class _Awaited:
+    """An asyncio lock driven from these synchronous cases, a fresh event loop per call."""
+
+    def __init__(self, url: str) -> None:
+        self._lock = AsyncDatabaseLeaseLock(url)
+
+    def __repr__(self) -> str:
+        return repr(self._lock)
+
+    def try_acquire(self, name: str, ttl_seconds: float) -> bool:
+        return asyncio.run(self._lock.try_acquire(name, ttl_seconds))
+
+    def close(self) -> None:
+        asyncio.run(self._lock.aclose())
+
+
 ENTRY_PATHS = [
     EntryPath("PgAdvisoryLock", "postgresql", PgAdvisoryLock),
     EntryPath("MySqlNamedLock", "mysql", MySqlNamedLock),
     EntryPath("DatabaseLeaseLock on PostgreSQL", "postgresql", DatabaseLeaseLock),
     EntryPath("DatabaseLeaseLock on MariaDB", "mysql", DatabaseLeaseLock),
+    EntryPath("AsyncDatabaseLeaseLock on PostgreSQL", "postgresql", _Awaited),
+    EntryPath("AsyncDatabaseLeaseLock on MariaDB", "mysql", _Awaited),
     EntryPath("RedisLock", "redis", RedisLock),
     EntryPath("MemcachedLock", "memcached", MemcachedLock),
     EntryPath("EtcdLock", "etcd", EtcdLock),

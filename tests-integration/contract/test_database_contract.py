@@ -1,7 +1,11 @@
-"""DatabaseLeaseLock against the shared contract on SQLite, PostgreSQL and MariaDB.
+"""DatabaseLeaseLock and AsyncDatabaseLeaseLock against the shared contract on SQLite,
+PostgreSQL and MariaDB.
 
 Each class works in its own freshly created table (dropped afterwards), so reruns
-against the same servers are independent.
+against the same servers are independent. The asyncio classes are given the very
+URLs the synchronous ones get (plain `sqlite:///`, `postgresql://`, `mysql://`): the
+async lock maps them to aiosqlite, psycopg's async connection and asyncmy, and the
+cross-flavour case runs a synchronous lock on the same table and name against it.
 """
 
 from __future__ import annotations
@@ -13,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from firefly_scheduling.testing import LockContract
-from firefly_scheduling_database import DatabaseLeaseLock
+from firefly_scheduling.testing import AsyncLockContract, LockContract
+from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
 from firefly_scheduling_database.engine import lock_engine
 
 PASSWORD = "database-contract-secret"
 
 
-class DatabaseLeaseLockContract(LockContract):
-    """The contract for one database; a subclass provides `database_url`."""
+class _LeaseTable:
+    """A fresh lease table per class; a subclass provides `database_url`."""
 
     @pytest.fixture(scope="class")
     @classmethod
@@ -41,8 +45,24 @@ class DatabaseLeaseLockContract(LockContract):
         engine.dispose()
         installer.close()
 
+
+class DatabaseLeaseLockContract(_LeaseTable, LockContract):
+    """The contract for one database; a subclass provides `database_url`."""
+
     @pytest.fixture
     def lock_factory(self, database_url: str, lease_table: str) -> partial[DatabaseLeaseLock]:
+        return partial(DatabaseLeaseLock, database_url, table=lease_table)
+
+
+class AsyncDatabaseLeaseLockContract(_LeaseTable, AsyncLockContract):
+    """The asyncio contract for one database, next to the synchronous lock on it."""
+
+    @pytest.fixture
+    def lock_factory(self, database_url: str, lease_table: str) -> partial[AsyncDatabaseLeaseLock]:
+        return partial(AsyncDatabaseLeaseLock, database_url, table=lease_table)
+
+    @pytest.fixture
+    def sync_lock_factory(self, database_url: str, lease_table: str) -> partial[DatabaseLeaseLock]:
         return partial(DatabaseLeaseLock, database_url, table=lease_table)
 
 
@@ -76,3 +96,33 @@ class TestMariaDbDatabaseLeaseLockContract(DatabaseLeaseLockContract):
     @pytest.fixture
     def unreachable_lock(self) -> tuple[DatabaseLeaseLock, str]:
         return DatabaseLeaseLock(f"mysql://app:{PASSWORD}@127.0.0.1:1/app"), PASSWORD
+
+
+class TestSqliteAsyncDatabaseLeaseLockContract(AsyncDatabaseLeaseLockContract):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def database_url(cls, tmp_path_factory: pytest.TempPathFactory) -> str:
+        path: Path = tmp_path_factory.mktemp("sqlite-async-contract") / "locks.sqlite"
+        return f"sqlite:///{path}"  # the sync spelling: mapped to aiosqlite
+
+
+class TestPostgresAsyncDatabaseLeaseLockContract(AsyncDatabaseLeaseLockContract):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def database_url(cls, postgres_url: str) -> str:
+        return postgres_url  # plain postgresql://: mapped to psycopg's async connection
+
+    @pytest.fixture
+    def unreachable_lock(self) -> tuple[AsyncDatabaseLeaseLock, str]:
+        return AsyncDatabaseLeaseLock(f"postgresql://app:{PASSWORD}@127.0.0.1:1/app"), PASSWORD
+
+
+class TestMariaDbAsyncDatabaseLeaseLockContract(AsyncDatabaseLeaseLockContract):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def database_url(cls, mysql_url: str) -> str:
+        return mysql_url  # plain mysql://: mapped to asyncmy
+
+    @pytest.fixture
+    def unreachable_lock(self) -> tuple[AsyncDatabaseLeaseLock, str]:
+        return AsyncDatabaseLeaseLock(f"mysql://app:{PASSWORD}@127.0.0.1:1/app"), PASSWORD

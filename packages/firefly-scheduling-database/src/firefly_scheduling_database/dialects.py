@@ -277,7 +277,10 @@ class MySqlLeaseSql(LeaseSql):
         return _mysql_code(err) == 1146  # ER_NO_SUCH_TABLE
 
     def _counts_found_rows(self, driver_connection: object) -> bool:
+        # PyMySQL names them `client_flag`, asyncmy `_client_flag`.
         flags = getattr(driver_connection, "client_flag", None)
+        if flags is None:
+            flags = getattr(driver_connection, "_client_flag", None)
         # A driver that does not expose its flags is assumed to count found rows.
         return not isinstance(flags, int) or bool(flags & self.CLIENT_FOUND_ROWS)
 

@@ -1,4 +1,13 @@
-"""`DatabaseLeaseLock`: a lease per name, kept as a row of an ordinary SQL table."""
+# Generated from firefly_scheduling_database/aio_lock.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
+"""`DatabaseLeaseLock`: a lease per name, kept as a row of an ordinary SQL table.
+
+Written once, for asyncio, in `aio_lock.py` on SQLAlchemy's asyncio extension;
+the synchronous `DatabaseLeaseLock` in `lease_lock.py` is generated from it by
+`tools/async_to_sync.py`. Both send the same statements (`dialects`) to the same
+tables (`schema`) and build their engines from the same URLs (`engine`), so a
+fleet can mix sync and async nodes: the two exclude each other on the same name.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +19,9 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
-from sqlalchemy import URL, Connection, Engine, event, inspect
+from sqlalchemy import URL, Connection, Engine, inspect
 from sqlalchemy.engine.interfaces import DBAPIModule
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import PoolProxiedConnection
@@ -24,6 +33,12 @@ from firefly_scheduling_database.engine import describe_url, lock_engine
 from firefly_scheduling_database.schema import DEFAULT_TABLE, LeaseTables, create_if_absent
 
 _T = TypeVar("_T")
+
+_Run: TypeAlias = Callable[[Statement, Mapping[str, object]], StatementResult]
+_Operation: TypeAlias = Callable[["_Transaction"], _T]
+_OnConnection: TypeAlias = Callable[[Connection], _T]
+
+_ACCEPTED = "a URL, an Engine or a Connection"
 
 logger = logging.getLogger("firefly_scheduling.locks")
 
@@ -37,8 +52,8 @@ PURGE_INTERVAL_SECONDS = 60.0
 class _Transaction:
     """Statements running inside one transaction, whichever way it was opened."""
 
-    run: Callable[[Statement, Mapping[str, object]], StatementResult]
-    #: The DBAPI connection underneath, for driver capability checks.
+    run: _Run
+    #: The driver's own connection underneath, for capability checks (MySQL's flags).
     driver_connection: object
 
 
@@ -55,9 +70,14 @@ class DatabaseLeaseLock(BaseLock):
     round trip per operation, see `_run_on_driver`), an `Engine`
     (each operation is its own short transaction on a pooled connection, through
     SQLAlchemy's execution layer, so the application's event listeners see it) or a
-    `Connection`. On a `Connection` already inside a transaction every operation
-    runs in a savepoint, so a failed statement never aborts the caller's transaction;
+    connection (`Connection`). On a connection already inside a transaction every
+    operation runs in a savepoint, so a failed statement never aborts the caller's transaction;
     the lease then becomes visible to other nodes only when the caller commits.
+
+    The URL is the one the synchronous lock takes (`sqlite:///...`, `postgresql://`,
+    `mysql+pymysql://`...); the asyncio lock maps it to its dialect's async driver
+    (aiosqlite, psycopg's async connection, asyncmy; see `engine.ASYNC_DRIVERS`), and
+    takes an explicit async URL (`sqlite+aiosqlite:///...`) as it is.
 
     Expired rows are deleted (`purge_expired`) by every instance built on a URL or an
     Engine about once a minute, at the end of an acquisition: fire claims are never
@@ -88,12 +108,10 @@ class DatabaseLeaseLock(BaseLock):
         owns_engine = isinstance(bind, str | URL)
         if isinstance(bind, str | URL):
             # No transaction is ever left open on it (see `_run_on_driver`).
-            bind = lock_engine(bind, reset_on_return=False)
-            event.listen(bind, "connect", partial(_autocommit, bind))
+            bind = lock_engine(bind, reset_on_return=False, autocommit=True)
         elif not isinstance(bind, Engine | Connection):
             raise ConfigurationError(
-                f"DatabaseLeaseLock needs a URL, an Engine or a Connection, "
-                f"got {type(bind).__name__}"
+                f"DatabaseLeaseLock needs {_ACCEPTED}, got {type(bind).__name__}"
             )
         target, secrets = describe_url(bind.engine.url)
         super().__init__(target=target, secrets=secrets)
@@ -101,7 +119,7 @@ class DatabaseLeaseLock(BaseLock):
         self._tables = tables
         self._bind: Engine | Connection = bind
         self._owns_engine = owns_engine
-        # A Connection is not thread-safe; an Engine hands each thread its own.
+        # A connection is not safe for concurrent use; an engine hands each caller its own.
         self._connection_mutex = threading.Lock()
         # Only where a purge is its own transaction, never inside a caller's.
         self._purges = isinstance(bind, Engine)
@@ -132,14 +150,14 @@ class DatabaseLeaseLock(BaseLock):
         Safe at any time: an expired lease is free already (the next acquirer would
         take it over), so deleting its row changes nothing but the table's size.
         """
-        return self._run(lambda tx: tx.run(self._sql.purge, {}).rowcount)
+        return self._run(self._purge)
 
     # -- BaseLock hooks -----------------------------------------------------------
 
     def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
-        won = self._attempt(lambda tx: self._take(tx, name, owner, ttl_seconds), lost=False)
+        won = self._attempt(partial(self._take, name=name, owner=owner, ttl_seconds=ttl_seconds))
         self._purge_when_due()
-        return won
+        return won is True
 
     def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
         statement = self._sql.acquire_fenced
@@ -150,14 +168,14 @@ class DatabaseLeaseLock(BaseLock):
                 "ttl": self._sql.ttl(_lease_seconds(ttl_seconds)),
             }
             return self._attempt(
-                lambda tx: self._sql.fenced_value(tx.run(statement, parameters)), lost=None
+                partial(self._fenced_read, statement=statement, parameters=parameters)
             )
         if not self._acquire(name, owner, ttl_seconds):
             return None
         # The fence counts only while the lease is still ours, so the token order is the
         # holding order even though the two statements commit separately.
         try:
-            token = self._attempt(lambda tx: self._fence_held(tx, name, owner), lost=None)
+            token = self._attempt(partial(self._fence_held, name=name, owner=owner))
         except BaseException:
             self._release(name, owner)
             raise
@@ -167,7 +185,7 @@ class DatabaseLeaseLock(BaseLock):
 
     def _release(self, name: str, owner: str) -> bool:
         parameters = {"name": self._sql.key(name), "owner": owner}
-        return self._run(lambda tx: tx.run(self._sql.release, parameters).rowcount == 1)
+        return self._run(partial(self._changed_one, self._sql.release, parameters))
 
     def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
         parameters = {
@@ -175,10 +193,10 @@ class DatabaseLeaseLock(BaseLock):
             "owner": owner,
             "ttl": self._sql.ttl(_lease_seconds(ttl_seconds)),
         }
-        return self._run(lambda tx: tx.run(self._sql.renew, parameters).rowcount == 1)
+        return self._run(partial(self._changed_one, self._sql.renew, parameters))
 
     def _fence(self, name: str) -> int:
-        return self._run(lambda tx: self._next_fence(tx, name))
+        return self._run(partial(self._next_fence, name=name))
 
     def _close(self) -> None:
         if self._owns_engine and isinstance(self._bind, Engine):
@@ -194,16 +212,30 @@ class DatabaseLeaseLock(BaseLock):
 
     def _take(self, tx: _Transaction, name: str, owner: str, ttl_seconds: float) -> bool:
         key = self._sql.key(name)
-        ttl = self._sql.ttl(_lease_seconds(ttl_seconds))
-        result = tx.run(self._sql.acquire, {"name": key, "owner": owner, "ttl": ttl})
+        bound = self._sql.ttl(_lease_seconds(ttl_seconds))
+        result = tx.run(self._sql.acquire, {"name": key, "owner": owner, "ttl": bound})
         won = self._sql.acquired(result.rowcount, tx.driver_connection)
         if won is None:  # the rowcount was ambiguous; the row is locked by us now
-            holder = tx.run(self._sql.holder, {"name": key}).fetchone()
+            holder = (tx.run(self._sql.holder, {"name": key})).fetchone()
             won = holder is not None and holder[0] == owner
         return won
 
+    def _changed_one(
+        self, statement: Statement, parameters: Mapping[str, object], tx: _Transaction
+    ) -> bool:
+        return (tx.run(statement, parameters)).rowcount == 1
+
+    def _purge(self, tx: _Transaction) -> int:
+        return (tx.run(self._sql.purge, {})).rowcount
+
     def _next_fence(self, tx: _Transaction, name: str) -> int:
-        return self._sql.fence_value(tx.run(self._sql.fence, {"name": self._sql.key(name)}))
+        result = tx.run(self._sql.fence, {"name": self._sql.key(name)})
+        return self._sql.fence_value(result)
+
+    def _fenced_read(
+        self, tx: _Transaction, *, statement: Statement, parameters: Mapping[str, object]
+    ) -> int | None:
+        return self._sql.fenced_value(tx.run(statement, parameters))
 
     def _fence_held(self, tx: _Transaction, name: str, owner: str) -> int | None:
         statement = self._sql.fence_held
@@ -226,13 +258,22 @@ class DatabaseLeaseLock(BaseLock):
 
     # -- transactions -------------------------------------------------------------
 
-    def _run(self, operation: Callable[[_Transaction], _T]) -> _T:
+    def _run(self, operation: _Operation[_T]) -> _T:
         """Run `operation` in a transaction of its own, or in a savepoint of the caller's."""
         if isinstance(self._bind, Engine) and self._owns_engine:
             return self._run_on_driver(self._bind, operation)
-        return self._run_on_sqlalchemy(lambda connection: operation(_through(connection)))
+        return self._run_on_sqlalchemy(lambda connection: self._through(connection, operation))
 
-    def _run_on_sqlalchemy(self, operation: Callable[[Connection], _T]) -> _T:
+    def _through(self, connection: Connection, operation: _Operation[_T]) -> _T:
+        """`operation` through SQLAlchemy's execution layer, on `connection`'s transaction."""
+
+        def run(statement: Statement, parameters: Mapping[str, object]) -> StatementResult:
+            return connection.execute(statement.clause, parameters)
+
+        driver_connection = connection.connection.driver_connection
+        return operation(_Transaction(run, driver_connection))
+
+    def _run_on_sqlalchemy(self, operation: _OnConnection[_T]) -> _T:
         if isinstance(self._bind, Engine):
             with self._bind.begin() as connection:
                 return operation(connection)
@@ -244,16 +285,18 @@ class DatabaseLeaseLock(BaseLock):
             with transaction:
                 return operation(connection)
 
-    def _run_on_driver(self, engine: Engine, operation: Callable[[_Transaction], _T]) -> _T:
-        """Statements on a pooled DBAPI connection of the lock's own engine, in autocommit.
+    def _run_on_driver(self, engine: Engine, operation: _Operation[_T]) -> _T:
+        """Statements on a pooled driver connection of the lock's own engine, in autocommit.
 
         Every operation is one statement, atomic on its own, so the connection is in
-        autocommit (`_autocommit`): no BEGIN and no COMMIT, one round trip per
+        autocommit (`engine._autocommit`): no BEGIN and no COMMIT, one round trip per
         statement. (The fenced acquire without a one-statement form is two statements
         that need no transaction around them, see `dialects`.) Driver errors are wrapped
         as SQLAlchemy would (`DBAPIError`); a lost server connection is invalidated, and
         the pool's idle ones are dropped with it. No transaction is left open, so the
-        pool need not reset the connection on its return.
+        pool need not reset the connection on its return. The asyncio flavour speaks
+        to the async driver's own connection (`aio_driver`); one it was interrupted
+        on (a cancellation) is discarded, as its protocol state is unknown.
         """
         dialect = engine.dialect
         driver_error: type[DBAPIModule.Error] = dialect.loaded_dbapi.Error
@@ -275,26 +318,26 @@ class DatabaseLeaseLock(BaseLock):
                 cursor.execute(statement.driver_sql, statement.driver_parameters(parameters))
                 return cursor  # type: ignore[no-any-return]
 
-            return operation(_Transaction(run, pooled.dbapi_connection))
+            return operation(_Transaction(run, pooled.driver_connection))
         except driver_error as err:
             disconnected = dialect.is_disconnect(err, pooled.dbapi_connection, cursor)
             if disconnected:
-                pooled.invalidate(err)
-                engine.pool.dispose()
+                _invalidate(pooled, err)
+                _dispose_pool(engine)
             else:
                 _roll_back(pooled, driver_error)
             raise wrapped(err, disconnected=disconnected) from err
-        except BaseException:
-            _roll_back(pooled, driver_error)
+        except BaseException as err:
+            _after_interruption(pooled, driver_error, err)
             raise
         finally:
             if cursor is not None:
                 with suppress(driver_error):
                     cursor.close()
-            pooled.close()  # back to the pool, with no transaction open
+            _check_in(pooled)  # back to the pool, with no transaction open
 
-    def _attempt(self, operation: Callable[[_Transaction], _T], *, lost: _T) -> _T:
-        """Run an acquisition; a lost race is `lost`, a missing table a ConfigurationError."""
+    def _attempt(self, operation: _Operation[_T]) -> _T | None:
+        """Run an acquisition; a lost race is None, a missing table a ConfigurationError."""
         try:
             return self._run(operation)
         except DBAPIError as err:
@@ -306,25 +349,44 @@ class DatabaseLeaseLock(BaseLock):
                     f"DatabaseLeaseLock.install()"
                 ) from err
             if self._sql.is_contention(err):
-                return lost  # another transaction held or raced for the row
+                return None  # another transaction held or raced for the row
             raise
 
     def _exists(self, table: str) -> bool:
+        def exists(connection: Connection) -> bool:
+            return inspect(connection).has_table(table)
+
         try:
-            return self._run_on_sqlalchemy(lambda connection: inspect(connection).has_table(table))
+            found = self._run_on_sqlalchemy(exists)
         except SQLAlchemyError:
             return False
+        return found
 
 
-def _autocommit(engine: Engine, dbapi_connection: Any, record: object) -> None:
-    """Switch a new connection of the lock's own engine to autocommit (the `connect` event)."""
-    del record
-    engine.dialect.set_isolation_level(dbapi_connection, "AUTOCOMMIT")
+def _check_in(pooled: PoolProxiedConnection) -> None:
+    """Hand `pooled` back; a full pool closes it instead, which waits on the async driver."""
+    pooled.close()
 
 
-def _purge_pause() -> float:
-    # Jitter keeps a fleet's nodes from purging the same rows at the same moment.
-    return PURGE_INTERVAL_SECONDS * random.uniform(1.0, 1.5)  # noqa: S311 - not a secret
+def _invalidate(pooled: PoolProxiedConnection, err: BaseException) -> None:
+    """Discard a pooled connection (closing it may wait on the async driver)."""
+    pooled.invalidate(err)
+
+
+def _dispose_pool(engine: Engine) -> None:
+    """Drop the pool's idle connections too: the server that held them went away."""
+    engine.pool.dispose()
+
+
+def _after_interruption(
+    pooled: PoolProxiedConnection, driver_error: type[DBAPIModule.Error], err: BaseException
+) -> None:
+    """Make `pooled` safe to reuse after an operation stopped by an exception of ours.
+
+    A synchronous call ran to its end, so a rollback suffices; an awaited one may have
+    been cancelled halfway through the driver's protocol, so its connection goes.
+    """
+    _roll_back(pooled, driver_error)
 
 
 def _roll_back(pooled: PoolProxiedConnection, driver_error: type[DBAPIModule.Error]) -> None:
@@ -332,13 +394,9 @@ def _roll_back(pooled: PoolProxiedConnection, driver_error: type[DBAPIModule.Err
         pooled.rollback()
 
 
-def _through(connection: Connection) -> _Transaction:
-    """Statements through SQLAlchemy's execution layer, on `connection`'s transaction."""
-
-    def run(statement: Statement, parameters: Mapping[str, object]) -> StatementResult:
-        return connection.execute(statement.clause, parameters)
-
-    return _Transaction(run, connection.connection.dbapi_connection)
+def _purge_pause() -> float:
+    # Jitter keeps a fleet's nodes from purging the same rows at the same moment.
+    return PURGE_INTERVAL_SECONDS * random.uniform(1.0, 1.5)  # noqa: S311 - not a secret
 
 
 def _lease_seconds(ttl_seconds: float) -> float:
