@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 import redis.asyncio  # sync: import redis
 import redis.asyncio.cluster  # sync: import redis.cluster
 import redis.asyncio.retry  # sync: import redis.retry
-from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
 from firefly_scheduling.aio.base import AsyncBaseLock
@@ -59,10 +59,9 @@ class AsyncRedisLock(AsyncBaseLock):
 
     * `redis://`, `rediss://` or `unix://` (one server), or `redis+cluster://` /
       `rediss+cluster://host:port` (a Redis Cluster, reached through that node). A
-      client is built with `protocol.CLIENT_DEFAULTS`, no retries on one server and
-      `protocol.CLUSTER_RETRIES` on a cluster, and closed by `aclose()`. Construction
-      checks the URL and does not connect: a cluster client, which discovers the slot
-      map when it is built, is built on first use.
+      client is built with `protocol.CLIENT_DEFAULTS` and no retries, and closed by
+      `aclose()`. Construction checks the URL and does not connect: a cluster client,
+      which discovers the slot map when it is built, is built on first use.
     * a `redis.asyncio.Redis` or `redis.asyncio.RedisCluster` client, used as it is (its
       timeouts and retries apply) and left open.
 
@@ -182,13 +181,11 @@ class AsyncRedisLock(AsyncBaseLock):
 
 
 def _client_from_url(server: ServerUrl) -> Client:
-    if server.cluster:
-        backoff = ExponentialBackoff(cap=1.0, base=protocol.CLUSTER_BACKOFF_SECONDS)
-        retry = redis.asyncio.retry.Retry(backoff, protocol.CLUSTER_RETRIES)
-        return redis.asyncio.RedisCluster.from_url(
-            server.driver_url, retry=retry, **protocol.CLIENT_DEFAULTS
-        )
     no_retries = redis.asyncio.retry.Retry(NoBackoff(), 0)
+    if server.cluster:
+        return redis.asyncio.RedisCluster.from_url(
+            server.driver_url, retry=no_retries, **protocol.CLIENT_DEFAULTS
+        )
     return redis.asyncio.Redis.from_url(
         server.driver_url, retry=no_retries, **protocol.CLIENT_DEFAULTS
     )

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 import redis
 import redis.cluster
 import redis.retry
-from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
 from firefly_scheduling.locks.base import BaseLock
@@ -54,10 +54,9 @@ class RedisLock(BaseLock):
 
     * `redis://`, `rediss://` or `unix://` (one server), or `redis+cluster://` /
       `rediss+cluster://host:port` (a Redis Cluster, reached through that node). A
-      client is built with `protocol.CLIENT_DEFAULTS`, no retries on one server and
-      `protocol.CLUSTER_RETRIES` on a cluster, and closed by `close()`. Construction
-      checks the URL and does not connect: a cluster client, which discovers the slot
-      map when it is built, is built on first use.
+      client is built with `protocol.CLIENT_DEFAULTS` and no retries, and closed by
+      `close()`. Construction checks the URL and does not connect: a cluster client,
+      which discovers the slot map when it is built, is built on first use.
     * a `redis.Redis` or `redis.cluster.RedisCluster` client, used as it is (its
       timeouts and retries apply) and left open.
 
@@ -177,11 +176,9 @@ class RedisLock(BaseLock):
 
 
 def _client_from_url(server: ServerUrl) -> Client:
-    if server.cluster:
-        backoff = ExponentialBackoff(cap=1.0, base=protocol.CLUSTER_BACKOFF_SECONDS)
-        retry = redis.retry.Retry(backoff, protocol.CLUSTER_RETRIES)
-        return redis.cluster.RedisCluster.from_url(
-            server.driver_url, retry=retry, **protocol.CLIENT_DEFAULTS
-        )
     no_retries = redis.retry.Retry(NoBackoff(), 0)
+    if server.cluster:
+        return redis.cluster.RedisCluster.from_url(
+            server.driver_url, retry=no_retries, **protocol.CLIENT_DEFAULTS
+        )
     return redis.Redis.from_url(server.driver_url, retry=no_retries, **protocol.CLIENT_DEFAULTS)

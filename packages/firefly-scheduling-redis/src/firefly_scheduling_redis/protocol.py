@@ -64,20 +64,13 @@ CLUSTER_FENCE_SUFFIX: Final = "}:fence"
 #: Client options for a client built from a URL. The URL's query wins (for example
 #: `?socket_timeout=10`). No retries: a call is one round trip bounded by the timeouts;
 #: a connection the server closed is still replaced when the pool hands it out.
+#: A cluster client gets no retries either: a retried `SET NX` whose first send had
+#: won would answer "taken", and a retried release "lost". After a failure redis-py's
+#: cluster client refreshes its slot map, so the next call follows a failover.
 CLIENT_DEFAULTS: Final[dict[str, Any]] = {
     "socket_connect_timeout": 3.0,
     "socket_timeout": 3.0,
 }
-
-#: A cluster client built from a URL retries a failed call this many times, after
-#: `CLUSTER_BACKOFF_SECONDS` (doubling): a retry is how redis-py's cluster client
-#: follows a failover or a resharding (it refreshes the slot map, then sends again).
-#: Every lock command is safe to send twice: a repeated `SET NX` or fenced acquire
-#: that already won answers "taken" (the attempt is reported lost, never won twice,
-#: and the key expires at its TTL); release and renewal are owner-checked. Bounded:
-#: at most 3 x the socket timeout plus 0.15 s of backoff per call.
-CLUSTER_RETRIES: Final = 2
-CLUSTER_BACKOFF_SECONDS: Final = 0.05
 
 
 @dataclass(frozen=True)
