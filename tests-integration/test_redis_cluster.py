@@ -98,3 +98,40 @@ def test_a_user_built_asyncio_cluster_client_excludes_the_sync_flavour(
     finally:
         sync_lock.release(name)
         sync_lock.close()
+
+
+@pytest.mark.parametrize("given_client", [False, True], ids=["from-url", "given-client"])
+def test_a_hundred_coroutines_first_calls_on_a_fresh_async_cluster_lock_all_succeed(
+    redis_cluster_url: str, given_client: bool
+) -> None:
+    # redis-py's asyncio cluster client reads the slot map on its first command; 100
+    # first commands at once made some fail with "Connection closed by server" (and
+    # "'NoneType' object has no attribute 'writelines'") until the lock initialised
+    # the client once, under a lock, before sending anything.
+    names = _names(100)
+
+    async def race() -> list[bool | str]:
+        client = None
+        if given_client:
+            client = redis.asyncio.RedisCluster.from_url(
+                protocol.parse_url(redis_cluster_url).driver_url
+            )
+        lock = AsyncRedisLock(client if client is not None else redis_cluster_url)
+
+        async def cycle(name: str) -> bool | str:
+            try:
+                won = await lock.try_acquire(name, 30)
+                await lock.release(name)
+            except Exception as err:  # noqa: BLE001 - collected and asserted below
+                return f"{type(err).__name__}: {err}"
+            return won
+
+        try:
+            return list(await asyncio.gather(*(cycle(name) for name in names)))
+        finally:
+            await lock.aclose()
+            if client is not None:
+                await client.aclose()
+
+    outcomes = asyncio.run(race())
+    assert [o for o in outcomes if o is not True] == []

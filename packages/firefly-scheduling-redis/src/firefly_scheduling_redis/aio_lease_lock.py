@@ -29,7 +29,7 @@ Limits, stated once here and in the docs page:
 
 from __future__ import annotations
 
-import threading
+import asyncio  # sync: import threading
 from typing import Any, ClassVar
 
 import redis.asyncio  # sync: import redis
@@ -88,8 +88,10 @@ class AsyncRedisLock(AsyncBaseLock):
 
     def __init__(self, url_or_client: str | Client) -> None:
         self._server: ServerUrl | None = None
+        self._given: Client | None = None
+        #: The client, once ready for concurrent use (see `_connect`).
         self._client: Client | None = None
-        self._connecting = threading.Lock()
+        self._connecting = asyncio.Lock()
         if isinstance(url_or_client, str):
             self._server = protocol.parse_url(url_or_client)
             super().__init__(target=self._server.shown, secrets=self._server.secrets)
@@ -97,13 +99,15 @@ class AsyncRedisLock(AsyncBaseLock):
             if not self._cluster:
                 self._client = _client_from_url(self._server)
         else:
-            asyncio = ASYNC  # sync: asyncio = False
-            check_flavour(url_or_client, asyncio=asyncio)
+            flavour_is_asyncio = ASYNC  # sync: flavour_is_asyncio = False
+            check_flavour(url_or_client, asyncio=flavour_is_asyncio)
             super().__init__(
                 target=describe_client(url_or_client), secrets=client_secrets(url_or_client)
             )
-            self._client = url_or_client
             self._cluster = is_cluster(url_or_client)
+            self._given = url_or_client
+            if not self._cluster:
+                self._client = url_or_client
 
     @staticmethod
     def key(name: str) -> bytes:
@@ -120,7 +124,7 @@ class AsyncRedisLock(AsyncBaseLock):
     async def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
         key = protocol.lock_key(name, cluster=self._cluster)
         ttl = protocol.milliseconds(ttl_seconds)
-        return bool(await self._redis().set(key, owner, nx=True, px=ttl))
+        return bool(await (await self._redis()).set(key, owner, nx=True, px=ttl))
 
     async def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
         keys = (
@@ -141,7 +145,9 @@ class AsyncRedisLock(AsyncBaseLock):
         return bool(await self._eval(protocol.RENEW, keys, (owner, ttl)))
 
     async def _fence(self, name: str) -> int:
-        return int(await self._redis().incr(protocol.fence_key(name, cluster=self._cluster)))
+        return int(
+            await (await self._redis()).incr(protocol.fence_key(name, cluster=self._cluster))
+        )
 
     async def _close(self) -> None:
         if self._server is not None and self._client is not None:
@@ -154,17 +160,35 @@ class AsyncRedisLock(AsyncBaseLock):
 
     # -- the driver ---------------------------------------------------------------
 
-    def _redis(self) -> Client:
-        """The client; a cluster client from a URL is built here, on first use."""
+    async def _redis(self) -> Client:
+        """The client, ready for concurrent use."""
         client = self._client
         if client is None:
-            with self._connecting:  # no await inside: safe for threads and coroutines
-                if self._client is None and self._server is not None:
-                    self._client = _client_from_url(self._server)
-                client = self._client
-            if client is None:  # pragma: no cover - a URL or a client is always given
-                raise AssertionError("AsyncRedisLock has neither a client nor a URL")
+            client = await self._connect()
         return client
+
+    async def _connect(self) -> Client:
+        """First use of a cluster client: build it (from a URL) and read its slot map once.
+
+        redis-py's synchronous cluster client reads the slot map when it is built, so
+        building it waits until here: construction stays free of I/O. Its asyncio
+        client reads the map on its first command, and when many coroutines send
+        their first commands at once some fail with `ConnectionError` ("Connection
+        closed by server"; redis-py 8.1). So one caller initialises it, under a
+        lock, before any command is sent. A failure leaves nothing half-built: the
+        next call starts again.
+        """
+        async with self._connecting:
+            if self._client is None:
+                client = self._given
+                if client is None and self._server is not None:
+                    client = _client_from_url(self._server)
+                if client is None:  # pragma: no cover - a URL or a client is always given
+                    raise AssertionError("AsyncRedisLock has neither a client nor a URL")
+                if isinstance(client, redis.asyncio.RedisCluster):  # sync: drop
+                    await client.initialize()  # sync: drop
+                self._client = client
+            return self._client
 
     async def _eval(self, script: protocol.Script, keys: tuple[bytes, ...], args: Any) -> Any:
         """One `EVALSHA`; the script is loaded again when the server forgot it (NOSCRIPT).
@@ -172,7 +196,7 @@ class AsyncRedisLock(AsyncBaseLock):
         A restart without persistence, a failover or `SCRIPT FLUSH` empties the
         server's script cache; on a cluster `SCRIPT LOAD` goes to every primary.
         """
-        client = self._redis()
+        client = await self._redis()
         try:
             return await client.evalsha(script.sha, len(keys), *keys, *args)
         except NoScriptError:

@@ -83,6 +83,8 @@ class RedisLock(BaseLock):
 
     def __init__(self, url_or_client: str | Client) -> None:
         self._server: ServerUrl | None = None
+        self._given: Client | None = None
+        #: The client, once ready for concurrent use (see `_connect`).
         self._client: Client | None = None
         self._connecting = threading.Lock()
         if isinstance(url_or_client, str):
@@ -92,13 +94,15 @@ class RedisLock(BaseLock):
             if not self._cluster:
                 self._client = _client_from_url(self._server)
         else:
-            asyncio = False
-            check_flavour(url_or_client, asyncio=asyncio)
+            flavour_is_asyncio = False
+            check_flavour(url_or_client, asyncio=flavour_is_asyncio)
             super().__init__(
                 target=describe_client(url_or_client), secrets=client_secrets(url_or_client)
             )
-            self._client = url_or_client
             self._cluster = is_cluster(url_or_client)
+            self._given = url_or_client
+            if not self._cluster:
+                self._client = url_or_client
 
     @staticmethod
     def key(name: str) -> bytes:
@@ -115,7 +119,7 @@ class RedisLock(BaseLock):
     def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
         key = protocol.lock_key(name, cluster=self._cluster)
         ttl = protocol.milliseconds(ttl_seconds)
-        return bool(self._redis().set(key, owner, nx=True, px=ttl))
+        return bool((self._redis()).set(key, owner, nx=True, px=ttl))
 
     def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
         keys = (
@@ -136,7 +140,7 @@ class RedisLock(BaseLock):
         return bool(self._eval(protocol.RENEW, keys, (owner, ttl)))
 
     def _fence(self, name: str) -> int:
-        return int(self._redis().incr(protocol.fence_key(name, cluster=self._cluster)))
+        return int((self._redis()).incr(protocol.fence_key(name, cluster=self._cluster)))
 
     def _close(self) -> None:
         if self._server is not None and self._client is not None:
@@ -150,16 +154,32 @@ class RedisLock(BaseLock):
     # -- the driver ---------------------------------------------------------------
 
     def _redis(self) -> Client:
-        """The client; a cluster client from a URL is built here, on first use."""
+        """The client, ready for concurrent use."""
         client = self._client
         if client is None:
-            with self._connecting:  # no inside: safe for threads and coroutines
-                if self._client is None and self._server is not None:
-                    self._client = _client_from_url(self._server)
-                client = self._client
-            if client is None:  # pragma: no cover - a URL or a client is always given
-                raise AssertionError("RedisLock has neither a client nor a URL")
+            client = self._connect()
         return client
+
+    def _connect(self) -> Client:
+        """First use of a cluster client: build it (from a URL) and read its slot map once.
+
+        redis-py's synchronous cluster client reads the slot map when it is built, so
+        building it waits until here: construction stays free of I/O. Its asyncio
+        client reads the map on its first command, and when many coroutines send
+        their first commands at once some fail with `ConnectionError` ("Connection
+        closed by server"; redis-py 8.1). So one caller initialises it, under a
+        lock, before any command is sent. A failure leaves nothing half-built: the
+        next call starts again.
+        """
+        with self._connecting:
+            if self._client is None:
+                client = self._given
+                if client is None and self._server is not None:
+                    client = _client_from_url(self._server)
+                if client is None:  # pragma: no cover - a URL or a client is always given
+                    raise AssertionError("RedisLock has neither a client nor a URL")
+                self._client = client
+            return self._client
 
     def _eval(self, script: protocol.Script, keys: tuple[bytes, ...], args: Any) -> Any:
         """One `EVALSHA`; the script is loaded again when the server forgot it (NOSCRIPT).
