@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from redis.connection import parse_url as redis_py_parse_url
@@ -78,10 +78,12 @@ class Script:
     """A Lua script and its SHA-1, which `EVALSHA` names it by."""
 
     source: str
+    #: Computed once here, not per call.
+    sha: str = field(init=False)
 
-    @property
-    def sha(self) -> str:
-        return hashlib.sha1(self.source.encode("utf-8"), usedforsecurity=False).hexdigest()
+    def __post_init__(self) -> None:
+        digest = hashlib.sha1(self.source.encode("utf-8"), usedforsecurity=False).hexdigest()
+        object.__setattr__(self, "sha", digest)
 
 
 #: KEYS[1] lock key; ARGV[1] owner token.
