@@ -94,6 +94,12 @@ def redis_url() -> str:
 
 
 @pytest.fixture(scope="session")
+def redis_cluster_url() -> str:
+    """`redis+cluster://` URL of one node of a real Redis Cluster (no container image)."""
+    return server_url("redis_cluster")
+
+
+@pytest.fixture(scope="session")
 def memcached_url() -> str:
     return server_url("memcached", _container("memcached"))
 

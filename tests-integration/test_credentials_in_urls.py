@@ -138,9 +138,11 @@ ENTRY_PATHS = [
     EntryPath("AsyncDatabaseLeaseLock on PostgreSQL", "postgresql", _Awaited),
     EntryPath("AsyncDatabaseLeaseLock on MariaDB", "mysql", _Awaited),
     EntryPath("RedisLock", "redis", RedisLock),
+    EntryPath("RedisLock on a cluster", "redis+cluster", RedisLock),
     EntryPath("MemcachedLock", "memcached", MemcachedLock),
     EntryPath("EtcdLock", "etcd", EtcdLock),
     EntryPath("RedisAnchorStore", "redis", RedisAnchorStore),
+    EntryPath("RedisAnchorStore on a cluster", "redis+cluster", RedisAnchorStore),
     EntryPath("MemcachedAnchorStore", "memcached", MemcachedAnchorStore),
     EntryPath("DatabaseAnchorStore", "postgresql", DatabaseAnchorStore),
     EntryPath("DatabaseRunHistory", "postgresql", DatabaseRunHistory),
@@ -247,8 +249,8 @@ def test_a_special_character_in_a_password_is_refused_asking_to_percent_encode(
     assert "user:***@" in message
 
 
-# The first eleven entry paths are the adapters' own lock and store classes.
-@pytest.mark.parametrize("path", ENTRY_PATHS[:11], ids=lambda path: path.name)
+# The first thirteen entry paths are the adapters' own lock and store classes.
+@pytest.mark.parametrize("path", ENTRY_PATHS[:13], ids=lambda path: path.name)
 def test_a_lock_or_store_never_echoes_a_value_that_is_not_a_url(path: EntryPath) -> None:
     # A bare word holds no credential by redaction's rules (a setting may read `off`),
     # so it is only the adapters that must never echo it: it may be a pasted password.

@@ -23,7 +23,14 @@ from firefly_scheduling_database.anchor_store import create_anchor_store as data
 from firefly_scheduling_memcached.anchor_store import create_anchor_store as memcached_store
 from firefly_scheduling_redis.anchor_store import create_anchor_store as redis_store
 
-STORES = ("redis", "memcached", "database-sqlite", "database-postgres", "database-mariadb")
+STORES = (
+    "redis",
+    "redis-cluster",
+    "memcached",
+    "database-sqlite",
+    "database-postgres",
+    "database-mariadb",
+)
 PASSWORD = "anchor-store-secret"
 
 
@@ -34,11 +41,13 @@ def store_factory(
     postgres_url: str,
     mysql_url: str,
     redis_url: str,
+    redis_cluster_url: str,
     memcached_url: str,
 ) -> Callable[[], AnchorStore]:
     """A picklable zero-argument factory of independent store instances (as if on other nodes)."""
     factories: dict[str, Callable[[], AnchorStore]] = {
         "redis": partial(redis_store, redis_url),
+        "redis-cluster": partial(redis_store, redis_cluster_url),
         "memcached": partial(memcached_store, memcached_url),
         "database-sqlite": partial(database_store, f"sqlite:///{tmp_path / 'anchors.db'}"),
         "database-postgres": partial(database_store, postgres_url),
@@ -136,6 +145,7 @@ def test_two_gates_on_separate_instances_share_the_first_observation(
     ("factory", "url"),
     [
         (redis_store, f"redis://app:{PASSWORD}@127.0.0.1:1/0"),
+        (redis_store, f"redis+cluster://app:{PASSWORD}@127.0.0.1:1"),
         (database_store, f"postgresql://app:{PASSWORD}@127.0.0.1:1/test"),
         (database_store, f"mysql://app:{PASSWORD}@127.0.0.1:1/test"),
         (memcached_store, "memcached://127.0.0.1:1"),

@@ -31,6 +31,7 @@ BACKENDS = (
     "postgres",
     "mysql",
     "redis",
+    "redis-cluster",
     "memcached",
     "etcd",
     "database-sqlite",
@@ -50,6 +51,11 @@ class Race:
 
 def _provider_settings(backend: str, urls: dict[str, str], workdir: Path) -> dict[str, str]:
     provider, _, server = backend.partition("-")
+    if provider == "redis" and server == "cluster":
+        return {
+            "FIREFLY_SCHEDULING_LOCK_PROVIDER": "redis",
+            "FIREFLY_SCHEDULING_LOCK_REDIS_URL": urls["redis-cluster"],
+        }
     if provider != "database":
         return {
             "FIREFLY_SCHEDULING_LOCK_PROVIDER": provider,
@@ -77,6 +83,7 @@ def races(
     postgres_url: str,
     mysql_url: str,
     redis_url: str,
+    redis_cluster_url: str,
     memcached_url: str,
     etcd_url: str,
 ) -> dict[str, Race]:
@@ -84,6 +91,7 @@ def races(
         "postgres": postgres_url,
         "mysql": mysql_url,
         "redis": redis_url,
+        "redis-cluster": redis_cluster_url,
         "memcached": memcached_url,
         "etcd": etcd_url,
     }

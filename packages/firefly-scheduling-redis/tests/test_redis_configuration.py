@@ -9,7 +9,8 @@ from redis.sentinel import Sentinel
 
 from firefly_scheduling import ConfigurationError, Settings
 from firefly_scheduling_redis import RedisLock
-from firefly_scheduling_redis.lease_lock import CLIENT_DEFAULTS, describe_client
+from firefly_scheduling_redis.clients import describe_client
+from firefly_scheduling_redis.protocol import CLIENT_DEFAULTS
 from firefly_scheduling_redis.provider import create_lock
 
 SECRET = "s3cr3t-pw"

@@ -1,33 +1,54 @@
-"""`RedisAnchorStore`: initial-delay anchors in Redis (entry point `redis`).
+"""`RedisAnchorStore`: initial-delay anchors in Redis or Redis Cluster (entry point `redis`).
 
 `add` is `SET key value NX`, `replace` a compare-and-set Lua script, and `now` the
 server's `TIME`, so anchors are written and measured on one clock whatever the skew
-between nodes. Anchors have no expiry. On a Redis configured to evict keys
-(`maxmemory-policy` other than `noeviction`/`volatile-*`) an evicted anchor re-arms
-the window.
+between nodes. On a Redis Cluster every operation touches one key (no hash tag is
+needed), and `TIME` is always read from the primary that owns the slot of one fixed
+key, so every node of the fleet reads the same clock. Anchors have no expiry. On a
+Redis configured to evict keys (`maxmemory-policy` other than `noeviction`/`volatile-*`)
+an evicted anchor re-arms the window.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import ClassVar, Final
 
 import redis
+import redis.cluster
+from redis.exceptions import RedisClusterException
 
 from firefly_scheduling.initial_delay.base import BaseAnchorStore
-from firefly_scheduling.locks.connection_url import parse_lock_url
-from firefly_scheduling.locks.redaction import redact_url, url_secrets
+from firefly_scheduling_redis.clients import (
+    check_flavour,
+    client_secrets,
+    describe_client,
+    is_cluster,
+)
+from firefly_scheduling_redis.protocol import URL_SCHEMES, ServerUrl, parse_url
 
-URL_SCHEMES: Final = ("redis", "rediss", "unix")
+__all__ = ["URL_SCHEMES", "RedisAnchorStore", "create_anchor_store"]
+
 #: Seconds. A gate check must never hang a fire on a silent server.
 TIMEOUT_SECONDS: Final = 5.0
+#: On a cluster, `TIME` is read from the primary owning this key's slot.
+CLOCK_KEY: Final = "firefly:scheduling:anchor-clock"
+
+Client = redis.Redis | redis.cluster.RedisCluster
 
 
 class RedisAnchorStore(BaseAnchorStore):
-    """Anchors as plain Redis strings, shared by every process that reaches the server."""
+    """Anchors as plain Redis strings, shared by every process that reaches the server.
+
+    `url_or_client` is a URL the redis lock accepts (`redis+cluster://` included) or a
+    synchronous `redis.Redis` / `redis.cluster.RedisCluster` client, used as it is and
+    left open. A cluster client from a URL is built on first use, so construction
+    never connects.
+    """
 
     store_name = "redis"
     shared_across_processes = True
-    driver_errors = (redis.RedisError, OSError)
+    driver_errors = (redis.RedisError, RedisClusterException, OSError)
 
     # KEYS[1] = anchor key; ARGV[1] = expected value, ARGV[2] = new value.
     # Returns 1 when the key held ARGV[1] and now holds ARGV[2], otherwise 0.
@@ -39,33 +60,76 @@ end
 return 0
 """
 
-    def __init__(self, url: str) -> None:
-        parse_lock_url(url, provider="redis", schemes=URL_SCHEMES)
-        super().__init__(target=redact_url(url), secrets=url_secrets(url))
-        self._client: redis.Redis = redis.Redis.from_url(
-            url,
-            socket_timeout=TIMEOUT_SECONDS,
-            socket_connect_timeout=TIMEOUT_SECONDS,
-            decode_responses=True,
-        )
-        self._replace_script = self._client.register_script(self.REPLACE_SCRIPT)
+    def __init__(self, url_or_client: str | Client) -> None:
+        self._server: ServerUrl | None = None
+        self._client: Client | None = None
+        self._connecting = threading.Lock()
+        if isinstance(url_or_client, str):
+            self._server = parse_url(url_or_client)
+            super().__init__(target=self._server.shown, secrets=self._server.secrets)
+            self._cluster = self._server.cluster
+        else:
+            check_flavour(url_or_client, asyncio=False)
+            super().__init__(
+                target=describe_client(url_or_client), secrets=client_secrets(url_or_client)
+            )
+            self._client = url_or_client
+            self._cluster = is_cluster(url_or_client)
 
     def _add(self, key: str, value: str) -> bool:
-        return bool(self._client.set(key, value, nx=True))
+        return bool(self._redis().set(key, value, nx=True))
 
     def _get(self, key: str) -> str | None:
-        value = self._client.get(key)
-        return None if value is None else str(value)
+        value = self._redis().get(key)
+        return _text(value)
 
     def _replace(self, key: str, expected: str, value: str) -> bool:
-        return bool(self._replace_script(keys=[key], args=[expected, value]))
+        # Registering hashes the script and sends nothing; replacements are rare.
+        return bool(
+            self._redis().register_script(self.REPLACE_SCRIPT)(keys=[key], args=[expected, value])
+        )
 
     def _now(self) -> float:
-        seconds, microseconds = self._client.time()
+        client = self._redis()
+        if isinstance(client, redis.cluster.RedisCluster):
+            clock = client.get_node_from_key(CLOCK_KEY)  # type: ignore[no-untyped-call]
+            seconds, microseconds = client.time(target_nodes=clock)
+        else:
+            seconds, microseconds = client.time()
         return float(seconds) + float(microseconds) / 1_000_000
 
     def _close(self) -> None:
-        self._client.close()
+        if self._server is not None and self._client is not None:
+            self._client.close()
+
+    def _redis(self) -> Client:
+        """The client; one built from a URL is built here, on first use."""
+        client = self._client
+        if client is None:
+            with self._connecting:
+                if self._client is None and self._server is not None:
+                    self._client = _client_from_url(self._server)
+                client = self._client
+            if client is None:  # pragma: no cover - a URL or a client is always given
+                raise AssertionError("RedisAnchorStore has neither a client nor a URL")
+        return client
+
+
+def _client_from_url(server: ServerUrl) -> Client:
+    options = {
+        "socket_timeout": TIMEOUT_SECONDS,
+        "socket_connect_timeout": TIMEOUT_SECONDS,
+        "decode_responses": True,
+    }
+    if server.cluster:
+        return redis.cluster.RedisCluster.from_url(server.driver_url, **options)
+    return redis.Redis.from_url(server.driver_url, **options)
+
+
+def _text(value: object) -> str | None:
+    if value is None:
+        return None
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
 def create_anchor_store(url: str) -> RedisAnchorStore:

@@ -1,0 +1,215 @@
+"""`AsyncRedisLock`: a lease per name, kept as a Redis key that the server expires.
+
+A thin driver over redis-py: the keys, the Lua scripts, the URL rules and the error
+hints live in `protocol`, which both flavours use. Written once, for asyncio, in
+`aio_lease_lock.py`; the synchronous `RedisLock` in `lease_lock.py` is generated from
+it by `tools/async_to_sync.py`, and the two exclude each other on the same name.
+
+A lock is a key holding this acquisition's owner token, written with `SET NX PX`, so
+Redis itself frees it when the TTL passes. Release and renewal are Lua scripts that
+act only while the key still holds the token. Fencing tokens come from `INCR` of a
+counter key, in the same script as the acquisition.
+
+Limits, stated once here and in the docs page:
+
+* One Redis server (or primary), or one Redis Cluster. Replication is asynchronous:
+  a failover can promote a replica that never saw a lock just taken, and two nodes
+  then hold it. Redlock (a majority of independent servers) is not implemented.
+* The TTL runs on the clock of the Redis server (on a cluster: of the primary that
+  owns the name's slot), not the nodes'.
+* An eviction policy that may evict any key (`allkeys-*`) can evict a held lock;
+  use `noeviction` or a `volatile-*` policy.
+"""
+
+# async-to-sync: twin lease_lock.py
+# async-to-sync: rename AsyncRedisLock RedisLock
+# async-to-sync: rename redis.asyncio.Redis redis.Redis
+# async-to-sync: rename redis.asyncio.RedisCluster redis.cluster.RedisCluster
+# async-to-sync: rename redis.asyncio.retry.Retry redis.retry.Retry
+
+from __future__ import annotations
+
+import asyncio  # sync: import threading
+from typing import Any, ClassVar
+
+import redis.asyncio  # sync: import redis
+import redis.asyncio.cluster  # sync: import redis.cluster
+import redis.asyncio.retry  # sync: import redis.retry
+from redis.backoff import NoBackoff
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError
+
+from firefly_scheduling.aio.base import AsyncBaseLock
+from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
+from firefly_scheduling_redis import protocol
+from firefly_scheduling_redis.clients import (
+    check_flavour,
+    client_secrets,
+    describe_client,
+    is_cluster,
+)
+from firefly_scheduling_redis.protocol import ServerUrl
+
+Client = redis.asyncio.Redis | redis.asyncio.RedisCluster
+
+
+class AsyncRedisLock(AsyncBaseLock):
+    """A Redis lease lock per name; the server frees it when the TTL passes.
+
+    `url_or_client` is a URL or an existing client of this flavour:
+
+    * `redis://`, `rediss://` or `unix://` (one server), or `redis+cluster://` /
+      `rediss+cluster://host:port` (a Redis Cluster, reached through that node). A
+      client is built with `protocol.CLIENT_DEFAULTS` and no retries, and closed by
+      `aclose()`. Construction checks the URL and does not connect: a cluster client,
+      which discovers the slot map when it is built, is built on first use.
+    * a `redis.asyncio.Redis` or `redis.asyncio.RedisCluster` client, used as it is (its
+      timeouts and retries apply) and left open.
+
+    Anything else, including a client of the other flavour, is a `ConfigurationError`
+    at construction. Safe for concurrent use: redis-py's pool gives each concurrent
+    call its own connection.
+    """
+
+    backend_name: ClassVar[str] = "redis"
+    ttl_honoured: ClassVar[bool] = True
+    session_scoped: ClassVar[bool] = False
+    supports_fencing: ClassVar[bool] = True
+    renewable: ClassVar[bool] = True
+    driver_errors: ClassVar[tuple[type[BaseException], ...]] = (
+        RedisError,
+        RedisClusterException,  # an unreachable cluster; not a RedisError
+        OSError,
+    )
+
+    #: The Lua scripts (see `protocol`), as the class constants the docs name.
+    RELEASE_SCRIPT: ClassVar[str] = protocol.RELEASE.source
+    RENEW_SCRIPT: ClassVar[str] = protocol.RENEW.source
+    ACQUIRE_FENCED_SCRIPT: ClassVar[str] = protocol.ACQUIRE_FENCED.source
+
+    def __init__(self, url_or_client: str | Client) -> None:
+        self._server: ServerUrl | None = None
+        self._given: Client | None = None
+        #: The client, once ready for concurrent use (see `_connect`).
+        self._client: Client | None = None
+        self._connecting = asyncio.Lock()
+        if isinstance(url_or_client, str):
+            self._server = protocol.parse_url(url_or_client)
+            super().__init__(target=self._server.shown, secrets=self._server.secrets)
+            self._cluster = self._server.cluster
+            if not self._cluster:
+                self._client = _client_from_url(self._server)
+        else:
+            flavour_is_asyncio = ASYNC  # sync: flavour_is_asyncio = False
+            check_flavour(url_or_client, asyncio=flavour_is_asyncio)
+            super().__init__(
+                target=describe_client(url_or_client), secrets=client_secrets(url_or_client)
+            )
+            self._cluster = is_cluster(url_or_client)
+            self._given = url_or_client
+            if not self._cluster:
+                self._client = url_or_client
+
+    @staticmethod
+    def key(name: str) -> bytes:
+        """The key of the lock `name` on one server: the prefix and the name as UTF-8."""
+        return protocol.lock_key(name, cluster=False)
+
+    @staticmethod
+    def fence_key(name: str) -> bytes:
+        """The key of the fencing counter of `name` on one server; it never expires."""
+        return protocol.fence_key(name, cluster=False)
+
+    # -- AsyncBaseLock hooks -----------------------------------------------------------
+
+    async def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
+        key = protocol.lock_key(name, cluster=self._cluster)
+        ttl = protocol.milliseconds(ttl_seconds)
+        return bool(await (await self._redis()).set(key, owner, nx=True, px=ttl))
+
+    async def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
+        keys = (
+            protocol.lock_key(name, cluster=self._cluster),
+            protocol.fence_key(name, cluster=self._cluster),
+        )
+        ttl = protocol.milliseconds(ttl_seconds)
+        token = await self._eval(protocol.ACQUIRE_FENCED, keys, (owner, ttl))
+        return None if token is None else int(token)
+
+    async def _release(self, name: str, owner: str) -> bool:
+        keys = (protocol.lock_key(name, cluster=self._cluster),)
+        return bool(await self._eval(protocol.RELEASE, keys, (owner,)))
+
+    async def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
+        keys = (protocol.lock_key(name, cluster=self._cluster),)
+        ttl = protocol.milliseconds(ttl_seconds)
+        return bool(await self._eval(protocol.RENEW, keys, (owner, ttl)))
+
+    async def _fence(self, name: str) -> int:
+        return int(
+            await (await self._redis()).incr(protocol.fence_key(name, cluster=self._cluster))
+        )
+
+    async def _close(self) -> None:
+        if self._server is not None and self._client is not None:
+            await self._client.aclose()
+
+    def _describe(self, err: BaseException) -> str:
+        described = super()._describe(err)
+        advice = protocol.hint(err)
+        return f"{described} ({advice})" if advice else described
+
+    # -- the driver ---------------------------------------------------------------
+
+    async def _redis(self) -> Client:
+        """The client, ready for concurrent use."""
+        client = self._client
+        if client is None:
+            client = await self._connect()
+        return client
+
+    async def _connect(self) -> Client:
+        """First use of a cluster client: build it (from a URL) and read its slot map once.
+
+        redis-py's synchronous cluster client reads the slot map when it is built, so
+        building it waits until here: construction stays free of I/O. Its asyncio
+        client reads the map on its first command, and when many coroutines send
+        their first commands at once some fail with `ConnectionError` ("Connection
+        closed by server"; redis-py 8.1). So one caller initialises it, under a
+        lock, before any command is sent. A failure leaves nothing half-built: the
+        next call starts again.
+        """
+        async with self._connecting:
+            if self._client is None:
+                client = self._given
+                if client is None and self._server is not None:
+                    client = _client_from_url(self._server)
+                if client is None:  # pragma: no cover - a URL or a client is always given
+                    raise AssertionError("AsyncRedisLock has neither a client nor a URL")
+                if isinstance(client, redis.asyncio.RedisCluster):  # sync: drop
+                    await client.initialize()  # sync: drop
+                self._client = client
+            return self._client
+
+    async def _eval(self, script: protocol.Script, keys: tuple[bytes, ...], args: Any) -> Any:
+        """One `EVALSHA`; the script is loaded again when the server forgot it (NOSCRIPT).
+
+        A restart without persistence, a failover or `SCRIPT FLUSH` empties the
+        server's script cache; on a cluster `SCRIPT LOAD` goes to every primary.
+        """
+        client = await self._redis()
+        try:
+            return await client.evalsha(script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            await client.script_load(script.source)
+            return await client.evalsha(script.sha, len(keys), *keys, *args)
+
+
+def _client_from_url(server: ServerUrl) -> Client:
+    no_retries = redis.asyncio.retry.Retry(NoBackoff(), 0)
+    if server.cluster:
+        return redis.asyncio.RedisCluster.from_url(
+            server.driver_url, retry=no_retries, **protocol.CLIENT_DEFAULTS
+        )
+    return redis.asyncio.Redis.from_url(
+        server.driver_url, retry=no_retries, **protocol.CLIENT_DEFAULTS
+    )

@@ -1,0 +1,209 @@
+"""The Redis lock's protocol without I/O: URLs, keys, Lua scripts and error hints.
+
+`AsyncRedisLock` and the generated `RedisLock` both drive these pieces, so the two
+flavours cannot disagree on a key, a script or an owner rule, and therefore exclude
+each other on the same name.
+
+**Keys.** On one server (or a Sentinel-managed primary) a lock is
+`firefly:scheduling:lock:<name>` and its fencing counter
+`firefly:scheduling:fence:<name>`: the prefix and the name's UTF-8 bytes, readable
+and injective (Redis keys are binary-safe, so no `ServerKeyScheme` is needed).
+
+On a **Redis Cluster** a script may only touch keys of one slot, and the fenced
+acquisition touches two. There both keys carry one hash tag, the part between the
+first `{` and the next `}`: `{firefly:scheduling:<name>}:lock` and
+`{firefly:scheduling:<name>}:fence`. The tag starts with our own text, so it is never
+empty (an empty `{}` would hash the whole key), and whatever the name holds, the two
+keys of one name share their tag and so their slot. A fixed prefix and suffix keep
+the keys injective. Single-node keys keep their old form, so upgrading moves no
+running lock. (A name containing `}` hashes by its part before the `}`; that only
+groups such names into fewer slots.)
+
+**Owner rule.** Every acquisition writes a fresh random token; release and renewal
+act only while the key still holds it (`RELEASE`, `RENEW`), so a late release never
+frees a newer holder. The fencing token is `INCR` of the counter, in the same script
+as the acquisition (`ACQUIRE_FENCED`): one round trip, and a refused attempt consumes
+no token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from redis.connection import parse_url as redis_py_parse_url
+from redis.exceptions import (
+    AuthenticationError,
+    ClusterDownError,
+    NoPermissionError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    RedisError,
+    ResponseError,
+)
+
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.locks.connection_url import parse_lock_url
+from firefly_scheduling.locks.redaction import redact_url, scrub, url_secrets
+
+#: One server: TCP, TLS, or a Unix socket.
+SERVER_SCHEMES: Final = ("redis", "rediss", "unix")
+#: A Redis Cluster, reached through one of its nodes (TCP or TLS).
+CLUSTER_SCHEMES: Final = ("redis+cluster", "rediss+cluster")
+URL_SCHEMES: Final = SERVER_SCHEMES + CLUSTER_SCHEMES
+
+LOCK_KEY_PREFIX: Final = "firefly:scheduling:lock:"
+FENCE_KEY_PREFIX: Final = "firefly:scheduling:fence:"
+#: Cluster keys: `{firefly:scheduling:<name>}:lock` and `...:fence` (see the module doc).
+CLUSTER_TAG_PREFIX: Final = "{firefly:scheduling:"
+CLUSTER_LOCK_SUFFIX: Final = "}:lock"
+CLUSTER_FENCE_SUFFIX: Final = "}:fence"
+
+#: Client options for a client built from a URL. The URL's query wins (for example
+#: `?socket_timeout=10`). No retries: a call is one round trip bounded by the timeouts;
+#: a connection the server closed is still replaced when the pool hands it out.
+#: A cluster client gets no retries either: a retried `SET NX` whose first send had
+#: won would answer "taken", and a retried release "lost". After a failure redis-py's
+#: cluster client refreshes its slot map, so the next call follows a failover.
+CLIENT_DEFAULTS: Final[dict[str, Any]] = {
+    "socket_connect_timeout": 3.0,
+    "socket_timeout": 3.0,
+}
+
+
+@dataclass(frozen=True)
+class Script:
+    """A Lua script and its SHA-1, which `EVALSHA` names it by."""
+
+    source: str
+    #: Computed once here, not per call.
+    sha: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        digest = hashlib.sha1(self.source.encode("utf-8"), usedforsecurity=False).hexdigest()
+        object.__setattr__(self, "sha", digest)
+
+
+#: KEYS[1] lock key; ARGV[1] owner token.
+#: Returns 1 when the key held the token and was deleted; 0 when it was absent or held
+#: another token (expired and taken over), which it then leaves alone.
+RELEASE: Final = Script("""
+if redis.call('get', KEYS[1]) == ARGV[1] then
+    return redis.call('del', KEYS[1])
+end
+return 0
+""")
+
+#: KEYS[1] lock key; ARGV[1] owner token; ARGV[2] new TTL in milliseconds.
+#: Returns 1 when the key held the token and now expires ARGV[2] ms from now; else 0.
+RENEW: Final = Script("""
+if redis.call('get', KEYS[1]) == ARGV[1] then
+    return redis.call('pexpire', KEYS[1], ARGV[2])
+end
+return 0
+""")
+
+#: KEYS[1] lock key, KEYS[2] fence counter key (one slot on a cluster); ARGV[1] owner
+#: token; ARGV[2] TTL in ms. Returns the incremented fence counter when the lock was
+#: free and is now taken; nil (no increment) when another token holds it.
+ACQUIRE_FENCED: Final = Script("""
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    return redis.call('incr', KEYS[2])
+end
+return false
+""")
+
+
+def lock_key(name: str, *, cluster: bool) -> bytes:
+    """The key of the lock `name`; a name that is not valid text raises `ValueError`."""
+    if cluster:
+        return (CLUSTER_TAG_PREFIX + name + CLUSTER_LOCK_SUFFIX).encode("utf-8")
+    return (LOCK_KEY_PREFIX + name).encode("utf-8")
+
+
+def fence_key(name: str, *, cluster: bool) -> bytes:
+    """The key of the fencing counter of `name`; it never expires."""
+    if cluster:
+        return (CLUSTER_TAG_PREFIX + name + CLUSTER_FENCE_SUFFIX).encode("utf-8")
+    return (FENCE_KEY_PREFIX + name).encode("utf-8")
+
+
+def milliseconds(ttl_seconds: float) -> int:
+    """Rounded up, so the server never frees the lock before the TTL the caller asked for."""
+    return math.ceil(ttl_seconds * 1000)
+
+
+@dataclass(frozen=True)
+class ServerUrl:
+    """A checked lock URL: what redis-py is given, and what may be shown."""
+
+    #: The URL in the form redis-py reads (`redis+cluster://` becomes `redis://`).
+    driver_url: str
+    cluster: bool
+    shown: str
+    secrets: tuple[str, ...]
+
+
+def parse_url(url: str, *, provider: str = "redis") -> ServerUrl:
+    """Check `url` at construction, before anything connects; refuse it with a clear error.
+
+    Query options are parsed here the way redis-py will parse them, so a bad value
+    (`?socket_timeout=soon`) is refused at boot for every kind of client, including
+    a cluster client that is only built on first use.
+    """
+    scheme = parse_lock_url(url, provider=provider, schemes=URL_SCHEMES).scheme
+    text = url.strip()
+    base, cluster = scheme.removesuffix("+cluster"), scheme in CLUSTER_SCHEMES
+    # redis-py only knows the lower-case, single-server schemes.
+    driver_url = base + text[len(scheme) :]
+    secrets = url_secrets(text)
+    shown = redact_url(text) if cluster else redact_url(driver_url)
+    try:
+        options: dict[str, Any] = redis_py_parse_url(driver_url)  # type: ignore[no-untyped-call]
+    except ValueError as err:
+        # redis-py's message may quote the URL.
+        problem: str | None = scrub(str(err), secrets)
+    else:
+        problem = None
+        if cluster and options.get("db", 0) not in (0, "0"):
+            problem = "a Redis Cluster has database 0 only; drop the path or ?db="
+    if problem is not None:
+        # Raised outside the handler, so redis-py's error is not kept as __context__.
+        raise ConfigurationError(
+            f"the {provider} lock provider got an invalid URL {shown}: {problem}"
+        )
+    return ServerUrl(driver_url, cluster, shown, secrets)
+
+
+# What an operator must fix when a server that answers refuses a command anyway.
+# The first matching class wins, so subclasses come before ResponseError.
+_MISCONFIGURATION_HINTS: Final[tuple[tuple[type[RedisError], str], ...]] = (
+    (ReadOnlyError, "the URL points at a read-only replica; point it at the primary"),
+    (
+        NoPermissionError,
+        "the Redis user lacks an ACL permission; it needs GET, SET, DEL, PEXPIRE, INCR, "
+        "EVALSHA and SCRIPT LOAD on the keys firefly:scheduling:* "
+        "({firefly:scheduling:* on a cluster)",
+    ),
+    (OutOfMemoryError, "maxmemory is reached and the eviction policy refuses writes"),
+    (AuthenticationError, "check the user name and password of the URL or client"),
+    (
+        ClusterDownError,
+        "the cluster is down or a slot has no primary; check CLUSTER INFO on its nodes",
+    ),
+    (
+        ResponseError,
+        "the server refused the command; check that Lua scripting is enabled and that "
+        "no command the lock uses is renamed or disabled",
+    ),
+)
+
+
+def hint(err: BaseException) -> str | None:
+    """What to fix, when `err` is a refusal an operator can act on."""
+    for error_class, advice in _MISCONFIGURATION_HINTS:
+        if isinstance(err, error_class):
+            return advice
+    return None
