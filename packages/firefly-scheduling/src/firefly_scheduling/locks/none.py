@@ -1,4 +1,10 @@
-"""`NoneLock`: the default, for a single node or for tasks that may run everywhere."""
+# Generated from firefly_scheduling/aio/none.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
+"""`NoneLock`: the default, for a single node or for tasks that may run everywhere.
+
+Written once, for asyncio; the synchronous `NoneLock` in `locks/none.py` is generated
+from it by `tools/async_to_sync.py`.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +31,9 @@ class NoneLock:
 
     def release(self, name: str) -> None:
         validate_lock_name(name)
+
+    def close(self) -> None:
+        """Nothing to give back: it holds nothing and has no connection."""
 
     def __repr__(self) -> str:
         return "NoneLock()"
