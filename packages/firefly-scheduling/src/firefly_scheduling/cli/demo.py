@@ -78,7 +78,7 @@ _LOG_TAIL_LINES = 5
     default=None,
     help="Directory to put on the nodes' import path, for an --app that is not installed.",
 )
-@click.option("--keep", is_flag=True, help="Keep the working directory (database, logs).")
+@click.option("--keep", is_flag=True, help="Keep the working directory (lock file, logs).")
 def demo(*, nodes: int, seconds: float, app: str, import_path: Path | None, keep: bool) -> None:
     """Race N local node processes for the demo app's tasks; no server needed."""
     provider, file_url = demo_provider(installed_providers())

@@ -56,7 +56,7 @@ def resolve_history(settings: Settings | None = None) -> RunHistory | None:
     source = (
         f"{env_var(HISTORY_KEY)}={redact_url(url)!r}"
         if settings.history_url.strip()
-        else f"the {settings.lock_provider!r} lock provider's database"
+        else f"the {settings.lock_provider!r} lock provider's own store"
     )
     factory = store_factory(
         url,
