@@ -55,7 +55,6 @@ TWINS: dict[str, str] = {
     f"{CORE}/aio/hold.py": f"{CORE}/locks/hold.py",
     f"{CORE}/aio/port_holdings.py": f"{CORE}/locks/port_holdings.py",
     f"{CORE}/aio/memory.py": f"{CORE}/locks/memory.py",
-    f"{CORE}/aio/none.py": f"{CORE}/locks/none.py",
     f"{CORE}/testing/aio_contract.py": f"{CORE}/testing/contract.py",
 }
 
@@ -67,7 +66,6 @@ MODULES: dict[str, str] = {
     "firefly_scheduling.aio.port_holdings": "firefly_scheduling.locks.port_holdings",
     "firefly_scheduling.aio.port": "firefly_scheduling.locks.port",
     "firefly_scheduling.aio.memory": "firefly_scheduling.locks.memory",
-    "firefly_scheduling.aio.none": "firefly_scheduling.locks.none",
 }
 
 #: Names of the asyncio flavour -> their synchronous twins (whole words only).
@@ -81,7 +79,6 @@ NAMES: dict[str, str] = {
     "AsyncRenewableLock": "RenewableLock",
     "AsyncPortOnlyHoldings": "PortOnlyHoldings",
     "AsyncInMemoryLock": "InMemoryLock",
-    "AsyncNoneLock": "NoneLock",
     "AsyncLockContract": "LockContract",
     "AsyncLockFactory": "LockFactory",
     "AsyncNodes": "Nodes",

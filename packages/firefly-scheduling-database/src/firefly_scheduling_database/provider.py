@@ -18,8 +18,7 @@ PROVIDER = LockProvider(
     history_store="firefly_scheduling_database.history_store:create_history_store",
     # The base schemes of engine.DRIVERS, written out: this module imports no driver.
     store_schemes=("sqlite", "postgresql", "postgres", "mysql", "mariadb"),
-    anchors_at_lock_url=True,
-    history_at_lock_url=True,
+    stores_at_lock_url=("anchor_store", "history_store"),
     local_file_url="sqlite:///{path}",
     extra="firefly-scheduling[database]",
 )

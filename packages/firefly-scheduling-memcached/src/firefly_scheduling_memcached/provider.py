@@ -15,6 +15,6 @@ PROVIDER = LockProvider(
     default_url="memcached://127.0.0.1:11211",
     anchor_store="firefly_scheduling_memcached.anchor_store:create_anchor_store",
     store_schemes=("memcached",),
-    anchors_at_lock_url=True,
+    stores_at_lock_url=("anchor_store",),
     extra="firefly-scheduling[memcached]",
 )

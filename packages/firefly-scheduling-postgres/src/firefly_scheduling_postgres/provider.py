@@ -13,7 +13,6 @@ PROVIDER = LockProvider(
     lock="firefly_scheduling_postgres.advisory_lock:PgAdvisoryLock",
     async_lock=None,
     url_fallbacks=("DATABASE_URL",),
-    anchors_at_lock_url=True,
-    history_at_lock_url=True,
+    stores_at_lock_url=("anchor_store", "history_store"),
     extra="firefly-scheduling[postgres]",
 )

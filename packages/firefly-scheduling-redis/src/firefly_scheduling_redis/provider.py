@@ -16,6 +16,6 @@ PROVIDER = LockProvider(
     default_url="redis://127.0.0.1:6379/0",
     anchor_store="firefly_scheduling_redis.anchor_store:create_anchor_store",
     store_schemes=("redis", "rediss"),
-    anchors_at_lock_url=True,
+    stores_at_lock_url=("anchor_store",),
     extra="firefly-scheduling[redis]",
 )

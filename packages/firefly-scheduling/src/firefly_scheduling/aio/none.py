@@ -1,34 +1,28 @@
-"""`AsyncNoneLock`: the default, for a single node or for tasks that may run everywhere.
-
-Written once, for asyncio; the synchronous `NoneLock` in `locks/none.py` is generated
-from it by `tools/async_to_sync.py`.
-"""
+"""`AsyncNoneLock`: `NoneLock` for asyncio code, what `resolve_async_lock` gives for `none`."""
 
 from __future__ import annotations
 
-from firefly_scheduling.locks.port import LockCapabilities
-from firefly_scheduling.locks.validation import validate_lock_name, validate_ttl
+from firefly_scheduling.locks.none import NoneLock
 
 
 class AsyncNoneLock:
-    """Every acquire succeeds and release does nothing.
+    """Every acquire succeeds and release does nothing: no exclusion at all.
 
-    It provides no exclusion at all: with several replicas, every replica runs every
-    locked task. It still validates names and TTLs, so a configuration that works
-    with `AsyncNoneLock` in development does not start failing when a real backend is
-    configured in production.
+    It wraps a `NoneLock`, which does no I/O, so awaiting it never blocks the loop;
+    names and TTLs are validated exactly as the synchronous lock validates them.
     """
 
-    backend_name = "none"
-    capabilities = LockCapabilities(ttl_honoured=False, cross_process=False)
+    backend_name = NoneLock.backend_name
+    capabilities = NoneLock.capabilities
+
+    def __init__(self) -> None:
+        self._rules = NoneLock()
 
     async def try_acquire(self, name: str, ttl_seconds: float) -> bool:
-        validate_lock_name(name)
-        validate_ttl(ttl_seconds)
-        return True
+        return self._rules.try_acquire(name, ttl_seconds)
 
     async def release(self, name: str) -> None:
-        validate_lock_name(name)
+        self._rules.release(name)
 
     async def aclose(self) -> None:
         """Nothing to give back: it holds nothing and has no connection."""

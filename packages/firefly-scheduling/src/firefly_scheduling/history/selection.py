@@ -3,7 +3,7 @@
 The setting is a URL: `memory://` (this process only), a URL of a scheme some
 installed provider's history store serves (its descriptor's `store_schemes`), or
 `off`. `''` (the default) means the lock backend's own database where its
-descriptor says it keeps the history at the lock's URL (`history_at_lock_url`), and
+descriptor says it keeps the history at the lock's URL (`stores_at_lock_url`), and
 no history otherwise.
 
 Why on by default where a database is at hand: adopting a died run needs the
@@ -21,8 +21,8 @@ from __future__ import annotations
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.history.port import RunHistory
 from firefly_scheduling.locks.redaction import redact_url
-from firefly_scheduling.providers.building import registered_provider
-from firefly_scheduling.providers.registry import installed_providers, store_factory
+from firefly_scheduling.providers.building import store_url_at_lock
+from firefly_scheduling.providers.registry import store_factory, store_keepers, store_schemes
 from firefly_scheduling.settings import Settings, env_var
 
 HISTORY_KEY = "firefly.scheduling.history.url"
@@ -35,12 +35,7 @@ def history_url(settings: Settings) -> str | None:
     explicit = settings.history_url.strip()
     if explicit.lower() == OFF:
         return None
-    if explicit:
-        return explicit
-    provider = registered_provider(settings)
-    if provider is None or not provider.history_at_lock_url:
-        return None
-    return settings.url_for(provider)
+    return explicit or store_url_at_lock(settings, "history_store")
 
 
 def resolve_history(settings: Settings | None = None) -> RunHistory | None:
@@ -78,15 +73,11 @@ def require_history(settings: Settings | None = None) -> RunHistory:
     settings = Settings.from_env() if settings is None else settings
     history = resolve_history(settings)
     if history is None:
-        installed = installed_providers()
-        keepers = [p.name for p in installed if p.history_at_lock_url]
-        schemes = sorted(
-            f"{scheme}://" for p in installed if p.history_store for scheme in p.store_schemes
-        )
+        schemes = ", ".join(store_schemes("history_store")) or "(none installed)"
+        keepers = ", ".join(store_keepers("history_store")) or "(none)"
         raise ConfigurationError(
             f"no run history is configured: set {env_var(HISTORY_KEY)} ({HISTORY_KEY}) to a "
-            f"URL of an installed history store ({', '.join(schemes) or '(none installed)'}), "
-            f"or use a lock provider that keeps it by default ({', '.join(keepers) or '(none)'}) "
-            f"(lock provider now: {settings.lock_provider!r})"
+            f"URL of an installed history store ({schemes}), or use a lock provider that "
+            f"keeps it by default ({keepers}) (lock provider now: {settings.lock_provider!r})"
         )
     return history

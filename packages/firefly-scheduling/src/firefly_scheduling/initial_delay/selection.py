@@ -3,7 +3,7 @@
 The setting is a URL: `memory://`, or a URL of a scheme some installed provider's
 anchor store serves (its descriptor's `store_schemes`). `''` means the lock
 backend's own store, where its descriptor says it keeps the anchors at the lock's
-URL (`anchors_at_lock_url`), and process memory otherwise.
+URL (`stores_at_lock_url`), and process memory otherwise.
 
 Stores come from the providers' descriptors (entry-point group
 `firefly_scheduling.lock_providers`), the same loader as the locks, so core never
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from firefly_scheduling.initial_delay.port import AnchorStore
 from firefly_scheduling.locks.redaction import redact_url
-from firefly_scheduling.providers.building import registered_provider
-from firefly_scheduling.providers.registry import providers_with, store_factory
+from firefly_scheduling.providers.building import store_url_at_lock
+from firefly_scheduling.providers.registry import store_factory, store_keepers, store_schemes
 from firefly_scheduling.settings import Settings, env_var
 
 STORE_KEY = "firefly.scheduling.initial-delay.store"
@@ -25,12 +25,7 @@ MEMORY_URL = "memory://"
 def anchor_store_url(settings: Settings) -> str:
     """The store URL in effect: the explicit setting, else the lock backend's own store."""
     explicit = settings.initial_delay_store.strip()
-    if explicit:
-        return explicit
-    provider = registered_provider(settings)
-    if provider is None or not provider.anchors_at_lock_url:
-        return MEMORY_URL
-    return settings.url_for(provider)
+    return explicit or store_url_at_lock(settings, "anchor_store") or MEMORY_URL
 
 
 def resolve_anchor_store(settings: Settings | None = None) -> AnchorStore:
@@ -52,15 +47,9 @@ def resolve_anchor_store(settings: Settings | None = None) -> AnchorStore:
 def shared_anchor_stores() -> str:
     """What an operator can use for anchors shared by the fleet, from what is installed.
 
-    `redis://, sqlite:// … (set FIREFLY_…_STORE), or a lock provider that keeps them:
-    x, y`: built from the descriptors, so it names only what this environment has.
+    `redis://, sqlite://; or a lock provider that keeps them: x, y`: built from the
+    descriptors, so it names only what this environment has.
     """
-    schemes = sorted(
-        f"{scheme}://"
-        for provider in providers_with("anchor_store")
-        for scheme in provider.store_schemes
-        if scheme != "memory"
-    )
-    keepers = [p.name for p in providers_with("anchor_store") if p.anchors_at_lock_url]
-    stores = ", ".join(schemes) if schemes else "(no shared store is installed)"
-    return f"{stores}; or a lock provider that keeps them: {', '.join(keepers) or '(none)'}"
+    stores = ", ".join(store_schemes("anchor_store")) or "(no shared store is installed)"
+    keepers = ", ".join(store_keepers("anchor_store")) or "(none)"
+    return f"{stores}; or a lock provider that keeps them: {keepers}"

@@ -1,10 +1,4 @@
-# Generated from firefly_scheduling/aio/none.py by tools/async_to_sync.py: do not edit.
-# Edit the asyncio source and run `python tools/async_to_sync.py`.
-"""`NoneLock`: the default, for a single node or for tasks that may run everywhere.
-
-Written once, for asyncio; the synchronous `NoneLock` in `locks/none.py` is generated
-from it by `tools/async_to_sync.py`.
-"""
+"""`NoneLock`: the default, for a single node or for tasks that may run everywhere."""
 
 from __future__ import annotations
 
@@ -31,9 +25,6 @@ class NoneLock:
 
     def release(self, name: str) -> None:
         validate_lock_name(name)
-
-    def close(self) -> None:
-        """Nothing to give back: it holds nothing and has no connection."""
 
     def __repr__(self) -> str:
         return "NoneLock()"

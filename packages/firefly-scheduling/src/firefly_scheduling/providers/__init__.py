@@ -7,6 +7,6 @@
 
 from __future__ import annotations
 
-from firefly_scheduling.providers.descriptor import Factory, LockProvider
+from firefly_scheduling.providers.descriptor import Factory, LockProvider, StoreSlot
 
-__all__ = ["Factory", "LockProvider"]
+__all__ = ["Factory", "LockProvider", "StoreSlot"]

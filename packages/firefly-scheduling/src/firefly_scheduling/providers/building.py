@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.providers.descriptor import LockProvider, load_factory
+from firefly_scheduling.providers.descriptor import LockProvider, StoreSlot, load_factory
 from firefly_scheduling.providers.registry import (
-    installed_providers,
     load_provider,
+    providers_with,
     registered_providers,
 )
 from firefly_scheduling.settings import Settings, env_var
@@ -47,6 +47,14 @@ def registered_provider(settings: Settings) -> LockProvider | None:
     return configured_provider(settings)
 
 
+def store_url_at_lock(settings: Settings, slot: StoreSlot) -> str | None:
+    """The lock's URL when the configured provider keeps its `slot` store there, else None."""
+    provider = registered_provider(settings)
+    if provider is None or slot not in provider.stores_at_lock_url:
+        return None
+    return settings.url_for(provider)
+
+
 def build_lock(settings: Settings, slot: Literal["lock", "async_lock"]) -> Any:
     """The configured provider's lock of the flavour `slot` names, built with its URL."""
     provider = configured_provider(settings)
@@ -55,11 +63,7 @@ def build_lock(settings: Settings, slot: Literal["lock", "async_lock"]) -> Any:
         raise ConfigurationError(
             f"the {provider.name!r} lock provider ({provider_source(settings)}) has no "
             f"{_ROLES[slot]}; use its {_ROLES['lock']} from synchronous code, or a "
-            f"provider that has one: {', '.join(_providers_with(slot)) or '(none)'}"
+            f"provider that has one: {', '.join(p.name for p in providers_with(slot)) or '(none)'}"
         )
     build = load_factory(factory, provider=provider, role=_ROLES[slot])
     return build(settings.url_for(provider)) if provider.takes_url else build()
-
-
-def _providers_with(slot: str) -> list[str]:
-    return [provider.name for provider in installed_providers() if getattr(provider, slot)]

@@ -11,8 +11,8 @@ An adapter distribution registers ONE object under the entry-point group
   called with the URL;
 * its own initial-delay anchor store and run-history store, if it has any, each
   called with a store URL of one of `store_schemes`;
-* whether, when no store is configured, the anchors and the history default to the
-  lock's own URL (`anchors_at_lock_url`, `history_at_lock_url`);
+* which stores, when none is configured, default to the lock's own URL
+  (`stores_at_lock_url`), built by whichever installed provider serves its scheme;
 * its pip `extra`, for messages.
 
 Factories are given lazily, as `"module:attribute"` strings (or as callables), so
@@ -27,9 +27,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from firefly_scheduling.errors import ConfigurationError
+
+#: A store slot of the descriptor: the initial-delay anchors, or the run history.
+StoreSlot = Literal["anchor_store", "history_store"]
 
 #: A factory: a callable, or the `"module:attribute"` path of one, imported on first use.
 Factory = str | Callable[..., Any]
@@ -48,8 +51,7 @@ class LockProvider:
     anchor_store: Factory | None = None
     history_store: Factory | None = None
     store_schemes: tuple[str, ...] = ()
-    anchors_at_lock_url: bool = False
-    history_at_lock_url: bool = False
+    stores_at_lock_url: tuple[StoreSlot, ...] = ()
     #: A URL template with `{path}` under which processes of one host share a lock in
     #: a local file (the demo uses it), or None.
     local_file_url: str | None = None

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.providers.descriptor import LockProvider, load_factory
+from firefly_scheduling.providers.descriptor import LockProvider, StoreSlot, load_factory
 from firefly_scheduling.providers.install_hints import (
     KNOWN_PROVIDERS,
     install_advice,
@@ -24,9 +24,6 @@ from firefly_scheduling.providers.install_hints import (
 )
 
 ENTRY_POINT_GROUP = "firefly_scheduling.lock_providers"
-
-#: A store slot of the descriptor, and how messages call it.
-StoreSlot = Literal["anchor_store", "history_store"]
 
 
 def registered_providers() -> dict[str, EntryPoint]:
@@ -96,9 +93,21 @@ def url_scheme(url: str) -> str:
         return ""
 
 
-def providers_with(slot: StoreSlot) -> list[LockProvider]:
-    """The installed providers that declare a store in `slot`."""
+def providers_with(slot: str) -> list[LockProvider]:
+    """The installed providers whose descriptor fills `slot` (`"async_lock"`, a store)."""
     return [provider for provider in installed_providers() if getattr(provider, slot)]
+
+
+def store_keepers(slot: StoreSlot) -> list[str]:
+    """The installed providers that keep their `slot` store at the lock's URL by default."""
+    return [p.name for p in installed_providers() if slot in p.stores_at_lock_url]
+
+
+def store_schemes(slot: StoreSlot) -> list[str]:
+    """`scheme://` of every URL an installed `slot` store serves, `memory://` left out."""
+    return sorted(
+        {f"{s}://" for p in providers_with(slot) for s in p.store_schemes if s != "memory"}
+    )
 
 
 def store_factory(

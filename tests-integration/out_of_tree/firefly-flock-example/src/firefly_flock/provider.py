@@ -9,6 +9,6 @@ PROVIDER = LockProvider(
     lock="firefly_flock.lock:FlockLock",
     anchor_store="firefly_flock.anchors:FlockAnchorStore",
     store_schemes=("flock",),
-    anchors_at_lock_url=True,
+    stores_at_lock_url=("anchor_store",),
     extra="firefly-flock-example",
 )
