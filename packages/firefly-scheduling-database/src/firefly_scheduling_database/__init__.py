@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from firefly_scheduling_database.lease_lock import DatabaseLeaseLock
+from typing import TYPE_CHECKING
+
+from firefly_scheduling.providers.lazy import lazy_exports
 from firefly_scheduling_database.version import __version__
 
+if TYPE_CHECKING:
+    from firefly_scheduling_database.lease_lock import DatabaseLeaseLock
+
 __all__ = ["DatabaseLeaseLock", "__version__"]
+
+# Imported on first use, so that loading the descriptor (`provider.py`) imports no driver.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "DatabaseLeaseLock": "firefly_scheduling_database.lease_lock",
+    },
+)
