@@ -58,7 +58,6 @@ from firefly_scheduling.history.port import RunState
 from firefly_scheduling.hosts.boot import build_runtime, validated
 from firefly_scheduling.hosts.resident import ResidentHost
 from firefly_scheduling.hosts.runtime import Lazy
-from firefly_scheduling.initial_delay.selection import sqlalchemy_url
 from firefly_scheduling.settings import Settings
 from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.history_store import DatabaseRunHistory
@@ -138,7 +137,7 @@ def node_main(config: dict[str, object]) -> None:
             for target in targets(str(config["run"]), int(config["tasks"]))  # type: ignore[call-overload]
         ]
     )
-    settings = Settings(lock_provider="database", database_url=url, node=node)
+    settings = Settings(lock_provider="database", lock_urls={"database": url}, node=node)
     lock = DatabaseLeaseLock(url, table=str(config["lock_table"]))
     runtime = build_runtime(descriptors, settings, host="run", lock=lock, eager=False, node=node)
     runner = RecordingRunner(
@@ -262,7 +261,7 @@ def run_stress(
     workdir: Path,
 ) -> StressReport:
     """Start the nodes, measure the window, stop them and read what they recorded."""
-    url = sqlalchemy_url(database_url)
+    url = database_url  # the database package maps bare schemes to its drivers
     run = uuid.uuid4().hex[:8]
     lock_table, runs_table = f"ff_stress_{run}", f"ff_stress_runs_{run}"
     installer = DatabaseLeaseLock(url, table=lock_table)

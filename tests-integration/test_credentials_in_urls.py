@@ -165,7 +165,7 @@ ENTRY_PATHS = [
     EntryPath(
         "history setting", "postgresql", lambda url: resolve_history(Settings(history_url=url))
     ),
-    EntryPath("Settings repr", "postgresql", lambda url: Settings(postgres_url=url)),
+    EntryPath("Settings repr", "postgresql", lambda url: Settings(lock_urls={"postgres": url})),
 ]
 
 

@@ -66,14 +66,15 @@ def settings_for(backend: str, urls: dict[str, str], workdir: Path, node: str) -
             "postgres": urls["postgres"],
             "mariadb": urls["mysql"],
         }[server]
-        return Settings(lock_provider="database", database_url=url, history_url=history, node=node)
-    # A provider without a settings field of its own (etcd) is read from other_lock_urls.
-    fields: dict[str, object] = (
-        {f"{provider}_url": urls[provider]}
-        if hasattr(Settings, f"{provider}_url")
-        else {"other_lock_urls": {provider: urls[provider]}}
+        return Settings(
+            lock_provider="database", lock_urls={"database": url}, history_url=history, node=node
+        )
+    return Settings(
+        lock_provider=provider,
+        lock_urls={provider: urls[provider]},
+        history_url=history,
+        node=node,
     )
-    return Settings(lock_provider=provider, history_url=history, node=node, **fields)  # type: ignore[arg-type]
 
 
 def descriptor_for(target: str) -> ScheduledDescriptor:

@@ -50,7 +50,7 @@ class TestStoreSelection:
         self, tmp_path: Path
     ) -> None:
         url = f"sqlite:///{tmp_path / 'locks.db'}"
-        history = resolve_history(Settings(lock_provider="database", database_url=url))
+        history = resolve_history(Settings(lock_provider="database", lock_urls={"database": url}))
         assert isinstance(history, DatabaseRunHistory)
         assert history.start("app:job", T0, lock="app:job", node="a", token=1, at=T0) == 1
         history.close()
@@ -58,7 +58,9 @@ class TestStoreSelection:
     def test_the_postgres_lock_provider_records_history_on_its_server(
         self, postgres_url: str
     ) -> None:
-        history = resolve_history(Settings(lock_provider="postgres", postgres_url=postgres_url))
+        history = resolve_history(
+            Settings(lock_provider="postgres", lock_urls={"postgres": postgres_url})
+        )
         assert isinstance(history, DatabaseRunHistory)
         assert history.engine.dialect.name == "postgresql"
         assert history.table.name == "firefly_scheduling_runs"

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import ssl
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from firefly_scheduling import ConfigurationError, Settings
+from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling_etcd import EtcdLock
 from firefly_scheduling_etcd.endpoint import DEFAULT_TIMEOUT_SECONDS, parse_endpoint
-from firefly_scheduling_etcd.provider import create_lock
 
 SECRET = "s3cr3t-pw"
+
+
+def create_lock(settings: Settings) -> object:
+    """The lock the `etcd` provider's descriptor builds from `settings`."""
+    return resolve_lock(replace(settings, lock_provider="etcd"))
 
 
 @pytest.mark.parametrize(

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import redis
 import redis.asyncio
 from redis.sentinel import Sentinel
 
 from firefly_scheduling import ConfigurationError, Settings
+from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling_redis import RedisLock
 from firefly_scheduling_redis.clients import describe_client
 from firefly_scheduling_redis.protocol import CLIENT_DEFAULTS
-from firefly_scheduling_redis.provider import create_lock
 
 SECRET = "s3cr3t-pw"
+
+
+def create_lock(settings: Settings) -> object:
+    """The lock the `redis` provider's descriptor builds from `settings`."""
+    return resolve_lock(replace(settings, lock_provider="redis"))
 
 
 def sentinel_client(service: str) -> redis.Redis:

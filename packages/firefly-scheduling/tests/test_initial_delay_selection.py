@@ -10,7 +10,7 @@ from firefly_scheduling.initial_delay import (
     anchor_store_url,
     resolve_anchor_store,
 )
-from firefly_scheduling.initial_delay.selection import installed_anchor_stores
+from firefly_scheduling.providers.registry import providers_with
 
 
 @pytest.mark.parametrize(
@@ -18,14 +18,21 @@ from firefly_scheduling.initial_delay.selection import installed_anchor_stores
     [
         (Settings(), "memory://"),
         (Settings(lock_provider="memory"), "memory://"),
-        (Settings(lock_provider="redis", redis_url="redis://cache:6379/2"), "redis://cache:6379/2"),
-        (Settings(lock_provider="memcached"), "memcached://127.0.0.1:11211"),
-        (Settings(lock_provider="database", database_url="sqlite:///a.db"), "sqlite:///a.db"),
         (
-            Settings(lock_provider="postgres", postgres_url="postgresql://db/app"),
+            Settings(lock_provider="redis", lock_urls={"redis": "redis://cache:6379/2"}),
+            "redis://cache:6379/2",
+        ),
+        (Settings(lock_provider="memcached"), "memcached://127.0.0.1:11211"),
+        (
+            Settings(lock_provider="database", lock_urls={"database": "sqlite:///a.db"}),
+            "sqlite:///a.db",
+        ),
+        (
+            Settings(lock_provider="postgres", lock_urls={"postgres": "postgresql://db/app"}),
             "postgresql://db/app",
         ),
-        (Settings(lock_provider="mysql", mysql_url="mysql://db/app"), "mysql://db/app"),
+        (Settings(lock_provider="mysql", lock_urls={"mysql": "mysql://db/app"}), "mysql://db/app"),
+        (Settings(lock_provider="etcd"), "memory://"),
         (Settings(lock_provider="third-party"), "memory://"),
         (Settings(lock_provider="redis", initial_delay_store="memory://"), "memory://"),
         (Settings(initial_delay_store=" redis://other/0 "), "redis://other/0"),
@@ -46,8 +53,9 @@ def test_memory_is_built_in() -> None:
     assert store.shared_across_processes is False
 
 
-def test_the_adapters_register_their_stores_through_entry_points() -> None:
-    assert {"redis", "memcached", "database"} <= set(installed_anchor_stores())
+def test_the_adapters_declare_their_stores_in_their_descriptors() -> None:
+    declared = {provider.name for provider in providers_with("anchor_store")}
+    assert {"redis", "memcached", "database", "memory"} <= declared
 
 
 @pytest.mark.parametrize(
@@ -74,6 +82,6 @@ def test_an_unknown_scheme_is_refused_listing_the_stores_without_the_password() 
         resolve_anchor_store(Settings(initial_delay_store="etcd://user:hunter2@host:2379"))
     message = str(raised.value)
     assert "'etcd'" in message
-    assert "memory, " in message
-    assert "redis" in message
+    assert "memory://" in message
+    assert "redis://" in message
     assert "hunter2" not in message

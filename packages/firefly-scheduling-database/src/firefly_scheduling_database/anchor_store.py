@@ -161,5 +161,5 @@ class DatabaseAnchorStore(BaseAnchorStore):
 
 
 def create_anchor_store(url: str) -> DatabaseAnchorStore:
-    """Entry point of the `firefly_scheduling.anchor_stores` group."""
+    """The `anchor_store` factory of this provider's descriptor (`provider.py`)."""
     return DatabaseAnchorStore(url)

@@ -1,11 +1,24 @@
-"""The `database` lock provider (entry point `firefly_scheduling.lock_providers`)."""
+"""The `database` provider's descriptor (entry point `firefly_scheduling.lock_providers`).
+
+It keeps its own anchors and run history, at the lock's SQLAlchemy URL by default,
+and serves every SQL URL it accepts, including the `postgres` and `mysql` providers'
+(`engine.DRIVERS` maps the bare schemes to the drivers this package is tested with).
+"""
 
 from __future__ import annotations
 
-from firefly_scheduling.settings import Settings
-from firefly_scheduling_database.lease_lock import DatabaseLeaseLock
+from firefly_scheduling.providers import LockProvider
 
-
-def create_lock(settings: Settings) -> DatabaseLeaseLock:
-    """Build the lock from `FIREFLY_SCHEDULING_LOCK_DATABASE_URL`, else `DATABASE_URL`."""
-    return DatabaseLeaseLock(settings.url_for("database"))
+PROVIDER = LockProvider(
+    name="database",
+    lock="firefly_scheduling_database.lease_lock:DatabaseLeaseLock",
+    async_lock="firefly_scheduling_database.aio_lock:AsyncDatabaseLeaseLock",
+    url_fallbacks=("DATABASE_URL",),
+    anchor_store="firefly_scheduling_database.anchor_store:create_anchor_store",
+    history_store="firefly_scheduling_database.history_store:create_history_store",
+    # The base schemes of engine.DRIVERS, written out: this module imports no driver.
+    store_schemes=("sqlite", "postgresql", "postgres", "mysql", "mariadb"),
+    stores_at_lock_url=("anchor_store", "history_store"),
+    local_file_url="sqlite:///{path}",
+    extra="firefly-scheduling[database]",
+)

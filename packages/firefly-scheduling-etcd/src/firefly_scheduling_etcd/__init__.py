@@ -2,8 +2,22 @@
 
 from __future__ import annotations
 
-from firefly_scheduling_etcd.aio_lease_lock import AsyncEtcdLock
-from firefly_scheduling_etcd.lease_lock import EtcdLock
+from typing import TYPE_CHECKING
+
+from firefly_scheduling.providers.lazy import lazy_exports
 from firefly_scheduling_etcd.version import __version__
 
+if TYPE_CHECKING:
+    from firefly_scheduling_etcd.aio_lease_lock import AsyncEtcdLock
+    from firefly_scheduling_etcd.lease_lock import EtcdLock
+
 __all__ = ["AsyncEtcdLock", "EtcdLock", "__version__"]
+
+# Imported on first use, so that loading the descriptor (`provider.py`) imports no driver.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "AsyncEtcdLock": "firefly_scheduling_etcd.aio_lease_lock",
+        "EtcdLock": "firefly_scheduling_etcd.lease_lock",
+    },
+)

@@ -1,12 +1,19 @@
-"""Entry point of the `etcd` lock provider (group `firefly_scheduling.lock_providers`)."""
+"""The `etcd` provider's descriptor (entry point `firefly_scheduling.lock_providers`).
+
+Its URL defaults to the local member. It keeps no anchors or run history of its
+own: the initial-delay gate then uses process memory, and the history is off
+unless `firefly.scheduling.history.url` names one.
+"""
 
 from __future__ import annotations
 
-from firefly_scheduling.settings import Settings
+from firefly_scheduling.providers import LockProvider
 from firefly_scheduling_etcd.endpoint import DEFAULT_URL
-from firefly_scheduling_etcd.lease_lock import EtcdLock
 
-
-def create_lock(settings: Settings) -> EtcdLock:
-    """Build the lock from `firefly.scheduling.lock.etcd.url`, else the local member."""
-    return EtcdLock(settings.other_lock_urls.get("etcd") or DEFAULT_URL)
+PROVIDER = LockProvider(
+    name="etcd",
+    lock="firefly_scheduling_etcd.lease_lock:EtcdLock",
+    async_lock="firefly_scheduling_etcd.aio_lease_lock:AsyncEtcdLock",
+    default_url=DEFAULT_URL,
+    extra="firefly-scheduling[etcd]",
+)

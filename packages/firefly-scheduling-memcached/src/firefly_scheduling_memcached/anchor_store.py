@@ -75,5 +75,5 @@ class MemcachedAnchorStore(BaseAnchorStore):
 
 
 def create_anchor_store(url: str) -> MemcachedAnchorStore:
-    """Entry point of the `firefly_scheduling.anchor_stores` group."""
+    """The `anchor_store` factory of this provider's descriptor (`provider.py`)."""
     return MemcachedAnchorStore(url)

@@ -1,11 +1,20 @@
-"""Entry point of the `memcached` lock provider (group `firefly_scheduling.lock_providers`)."""
+"""The `memcached` provider's descriptor (entry point `firefly_scheduling.lock_providers`).
+
+Its URL defaults to the local server; it keeps the initial-delay anchors at the
+lock's URL by default. No run history of its own.
+"""
 
 from __future__ import annotations
 
-from firefly_scheduling.settings import Settings
-from firefly_scheduling_memcached.lease_lock import MemcachedLock
+from firefly_scheduling.providers import LockProvider
 
-
-def create_lock(settings: Settings) -> MemcachedLock:
-    """Build the lock from `firefly.scheduling.lock.memcached.url`, else the local server."""
-    return MemcachedLock(settings.url_for("memcached"))
+PROVIDER = LockProvider(
+    name="memcached",
+    lock="firefly_scheduling_memcached.lease_lock:MemcachedLock",
+    async_lock="firefly_scheduling_memcached.aio_lock:AsyncMemcachedLock",
+    default_url="memcached://127.0.0.1:11211",
+    anchor_store="firefly_scheduling_memcached.anchor_store:create_anchor_store",
+    store_schemes=("memcached",),
+    stores_at_lock_url=("anchor_store",),
+    extra="firefly-scheduling[memcached]",
+)

@@ -1,11 +1,18 @@
-"""Entry point of the `mysql` lock provider (group `firefly_scheduling.lock_providers`)."""
+"""The `mysql` provider's descriptor (entry point `firefly_scheduling.lock_providers`).
+
+Its anchors and run history default to its own server, kept by the `database`
+provider's stores (the `[mysql]` extra installs them): they accept its URL as is.
+"""
 
 from __future__ import annotations
 
-from firefly_scheduling.settings import Settings
-from firefly_scheduling_mysql.named_lock import MySqlNamedLock
+from firefly_scheduling.providers import LockProvider
 
-
-def create_lock(settings: Settings) -> MySqlNamedLock:
-    """Build the lock from `firefly.scheduling.lock.mysql.url`, else `DATABASE_URL`."""
-    return MySqlNamedLock(settings.url_for("mysql"))
+PROVIDER = LockProvider(
+    name="mysql",
+    lock="firefly_scheduling_mysql.named_lock:MySqlNamedLock",
+    async_lock="firefly_scheduling_mysql.aio_named_lock:AsyncMySqlNamedLock",
+    url_fallbacks=("DATABASE_URL",),
+    stores_at_lock_url=("anchor_store", "history_store"),
+    extra="firefly-scheduling[mysql]",
+)

@@ -1,11 +1,18 @@
-"""Entry point of the `postgres` lock provider (group `firefly_scheduling.lock_providers`)."""
+"""The `postgres` provider's descriptor (entry point `firefly_scheduling.lock_providers`).
+
+Its anchors and run history default to its own server, kept by the `database`
+provider's stores (the `[postgres]` extra installs them): they accept its URL as is.
+"""
 
 from __future__ import annotations
 
-from firefly_scheduling.settings import Settings
-from firefly_scheduling_postgres.advisory_lock import PgAdvisoryLock
+from firefly_scheduling.providers import LockProvider
 
-
-def create_lock(settings: Settings) -> PgAdvisoryLock:
-    """Build the lock from `firefly.scheduling.lock.postgres.url`, else `DATABASE_URL`."""
-    return PgAdvisoryLock(settings.url_for("postgres"))
+PROVIDER = LockProvider(
+    name="postgres",
+    lock="firefly_scheduling_postgres.advisory_lock:PgAdvisoryLock",
+    async_lock="firefly_scheduling_postgres.aio_lock:AsyncPgAdvisoryLock",
+    url_fallbacks=("DATABASE_URL",),
+    stores_at_lock_url=("anchor_store", "history_store"),
+    extra="firefly-scheduling[postgres]",
+)

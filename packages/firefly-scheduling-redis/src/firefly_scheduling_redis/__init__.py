@@ -2,8 +2,22 @@
 
 from __future__ import annotations
 
-from firefly_scheduling_redis.aio_lease_lock import AsyncRedisLock
-from firefly_scheduling_redis.lease_lock import RedisLock
+from typing import TYPE_CHECKING
+
+from firefly_scheduling.providers.lazy import lazy_exports
 from firefly_scheduling_redis.version import __version__
 
+if TYPE_CHECKING:
+    from firefly_scheduling_redis.aio_lease_lock import AsyncRedisLock
+    from firefly_scheduling_redis.lease_lock import RedisLock
+
 __all__ = ["AsyncRedisLock", "RedisLock", "__version__"]
+
+# Imported on first use, so that loading the descriptor (`provider.py`) imports no driver.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "AsyncRedisLock": "firefly_scheduling_redis.aio_lease_lock",
+        "RedisLock": "firefly_scheduling_redis.lease_lock",
+    },
+)

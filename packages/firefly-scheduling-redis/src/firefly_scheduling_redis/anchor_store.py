@@ -133,5 +133,5 @@ def _text(value: object) -> str | None:
 
 
 def create_anchor_store(url: str) -> RedisAnchorStore:
-    """Entry point of the `firefly_scheduling.anchor_stores` group."""
+    """The `anchor_store` factory of this provider's descriptor (`provider.py`)."""
     return RedisAnchorStore(url)

@@ -1,11 +1,21 @@
-"""Entry point of the `redis` lock provider (group `firefly_scheduling.lock_providers`)."""
+"""The `redis` provider's descriptor (entry point `firefly_scheduling.lock_providers`).
+
+Its URL falls back to `REDIS_URL`, then to the local server; it keeps the
+initial-delay anchors at the lock's URL by default. No run history of its own.
+"""
 
 from __future__ import annotations
 
-from firefly_scheduling.settings import Settings
-from firefly_scheduling_redis.lease_lock import RedisLock
+from firefly_scheduling.providers import LockProvider
 
-
-def create_lock(settings: Settings) -> RedisLock:
-    """Build the lock from `firefly.scheduling.lock.redis.url`, else `REDIS_URL`, else local."""
-    return RedisLock(settings.url_for("redis"))
+PROVIDER = LockProvider(
+    name="redis",
+    lock="firefly_scheduling_redis.lease_lock:RedisLock",
+    async_lock="firefly_scheduling_redis.aio_lease_lock:AsyncRedisLock",
+    url_fallbacks=("REDIS_URL",),
+    default_url="redis://127.0.0.1:6379/0",
+    anchor_store="firefly_scheduling_redis.anchor_store:create_anchor_store",
+    store_schemes=("redis", "rediss", "redis+cluster", "rediss+cluster"),
+    stores_at_lock_url=("anchor_store",),
+    extra="firefly-scheduling[redis]",
+)

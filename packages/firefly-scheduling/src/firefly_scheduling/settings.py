@@ -3,6 +3,10 @@
 A dotted key maps to an environment variable by upper-casing it and turning `.`
 and `-` into `_`: `firefly.scheduling.lock.provider` is read from
 `FIREFLY_SCHEDULING_LOCK_PROVIDER`.
+
+Core knows its own keys. A provider's URL is generic: `firefly.scheduling.lock.<name>.url`
+for any provider name, with the fallbacks and default the provider's descriptor
+declares (`url_for`), so a new backend needs no field here.
 """
 
 from __future__ import annotations
@@ -17,9 +21,8 @@ from pathlib import Path
 from firefly_scheduling.durations import parse_duration
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.redaction import redact_url
+from firefly_scheduling.providers.descriptor import LockProvider
 
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-DEFAULT_MEMCACHED_URL = "memcached://127.0.0.1:11211"
 DEFAULT_MANIFEST = ".firefly/scheduled.json"
 #: How late a fire may still be claimed (and a died run adopted); see docs/guarantees.md.
 DEFAULT_GRACE_SECONDS = 60.0
@@ -47,11 +50,8 @@ class Settings:
     lock_provider: str = "none"
     #: Refuse to boot locked tasks on a lock that excludes nothing across processes.
     lock_required: bool = False
-    postgres_url: str | None = None
-    database_url: str | None = None
-    mysql_url: str | None = None
-    redis_url: str = DEFAULT_REDIS_URL
-    memcached_url: str = DEFAULT_MEMCACHED_URL
+    #: `firefly.scheduling.lock.<name>.url` values, by provider name (`-` read as `_`).
+    lock_urls: Mapping[str, str] = field(default_factory=dict)
     initial_delay_enabled: bool = True
     initial_delay_store: str = ""
     initial_delay_release: str = ""
@@ -61,9 +61,9 @@ class Settings:
     grace: float = DEFAULT_GRACE_SECONDS
     clock_skew: float = DEFAULT_CLOCK_SKEW_SECONDS
     node: str = field(default_factory=default_node_name)
-    #: `FIREFLY_SCHEDULING_LOCK_<NAME>_URL` of providers without a field above
-    #: (third-party ones), by lower-case provider name.
-    other_lock_urls: Mapping[str, str] = field(default_factory=dict)
+    #: The environment the providers' URL fallbacks (`DATABASE_URL`, ...) are read
+    #: from; empty for settings built by hand, which then name every URL they use.
+    fallback_env: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -74,17 +74,10 @@ class Settings:
             value = env.get(env_var(key))
             return None if value is None or value.strip() == "" else value.strip()
 
-        database_url = env.get("DATABASE_URL") or None
         return cls(
             lock_provider=(get("firefly.scheduling.lock.provider") or "none").lower(),
             lock_required=_parse_bool(env, "firefly.scheduling.lock.required", default=False),
-            postgres_url=get("firefly.scheduling.lock.postgres.url") or database_url,
-            database_url=get("firefly.scheduling.lock.database.url") or database_url,
-            mysql_url=get("firefly.scheduling.lock.mysql.url") or database_url,
-            redis_url=get("firefly.scheduling.lock.redis.url")
-            or env.get("REDIS_URL")
-            or DEFAULT_REDIS_URL,
-            memcached_url=get("firefly.scheduling.lock.memcached.url") or DEFAULT_MEMCACHED_URL,
+            lock_urls=_lock_urls(env),
             initial_delay_enabled=_parse_bool(
                 env, "firefly.scheduling.initial-delay.enabled", default=True
             ),
@@ -98,23 +91,29 @@ class Settings:
                 env, "firefly.scheduling.fires.clock-skew", DEFAULT_CLOCK_SKEW_SECONDS
             ),
             node=get("firefly.scheduling.node") or default_node_name(),
-            other_lock_urls=_other_lock_urls(env),
+            fallback_env=dict(env),
         )
 
-    def url_for(self, provider: str) -> str:
-        """The URL configured for `provider`, or a `ConfigurationError` naming the key."""
-        url = {
-            "postgres": self.postgres_url,
-            "database": self.database_url,
-            "mysql": self.mysql_url,
-            "redis": self.redis_url,
-            "memcached": self.memcached_url,
-        }.get(provider, self.other_lock_urls.get(provider))
+    def url_for(self, provider: LockProvider | str) -> str:
+        """The URL of `provider`: its key, else its fallbacks in order, else its default.
+
+        A `ConfigurationError` naming the key and the fallbacks when none is set and
+        the provider has no default. A name is looked up among the installed
+        providers for its fallbacks; an unknown name has its key alone.
+        """
+        descriptor = _descriptor(provider)
+        name = descriptor.name if isinstance(descriptor, LockProvider) else descriptor
+        url = self.lock_urls.get(_url_name(name), "")
+        fallbacks = descriptor.url_fallbacks if isinstance(descriptor, LockProvider) else ()
+        for variable in fallbacks:
+            url = url or (self.fallback_env.get(variable) or "").strip()
+        if not url and isinstance(descriptor, LockProvider):
+            url = descriptor.default_url or ""
         if not url:
-            key = f"firefly.scheduling.lock.{provider}.url"
+            key = f"firefly.scheduling.lock.{name}.url"
+            also = "".join(f" or {variable}" for variable in fallbacks)
             raise ConfigurationError(
-                f"the {provider!r} lock provider needs a URL: set {env_var(key)} "
-                f"({key}) or DATABASE_URL"
+                f"the {name!r} lock provider needs a URL: set {env_var(key)} ({key}){also}"
             )
         return url
 
@@ -125,10 +124,7 @@ class Settings:
         return (
             f"Settings(lock_provider={self.lock_provider!r}, "
             f"lock_required={self.lock_required!r}, "
-            f"postgres_url={shown(self.postgres_url)!r}, "
-            f"database_url={shown(self.database_url)!r}, "
-            f"mysql_url={shown(self.mysql_url)!r}, redis_url={shown(self.redis_url)!r}, "
-            f"memcached_url={shown(self.memcached_url)!r}, "
+            f"lock_urls={ {name: shown(url) for name, url in self.lock_urls.items()}!r}, "
             f"initial_delay_enabled={self.initial_delay_enabled!r}, "
             f"initial_delay_store={shown(self.initial_delay_store)!r}, "
             f"initial_delay_release={self.initial_delay_release!r}, "
@@ -161,17 +157,34 @@ def _parse_list(raw: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in raw.split(",") if item.strip())
 
 
-_FIRST_PARTY_URL_PROVIDERS = frozenset({"postgres", "database", "mysql", "redis", "memcached"})
 _LOCK_URL_VARIABLE = re.compile(r"FIREFLY_SCHEDULING_LOCK_([A-Z0-9_]+)_URL")
 
 
-def _other_lock_urls(env: Mapping[str, str]) -> dict[str, str]:
-    """`FIREFLY_SCHEDULING_LOCK_<NAME>_URL` values for providers core has no field for."""
+def _url_name(provider: str) -> str:
+    """How a provider name appears in its URL variable, lower-cased: `-` and `.` as `_`."""
+    return env_var(provider).lower()
+
+
+def _lock_urls(env: Mapping[str, str]) -> dict[str, str]:
+    """Every `FIREFLY_SCHEDULING_LOCK_<NAME>_URL` that is set, by lower-case name."""
     found: dict[str, str] = {}
     for variable, value in env.items():
         match = _LOCK_URL_VARIABLE.fullmatch(variable)
         if match and value.strip():
-            provider = match.group(1).lower()
-            if provider not in _FIRST_PARTY_URL_PROVIDERS:
-                found[provider] = value.strip()
+            found[match.group(1).lower()] = value.strip()
     return found
+
+
+def _descriptor(provider: LockProvider | str) -> LockProvider | str:
+    """`provider` itself, or the installed descriptor of that name, or the bare name."""
+    if isinstance(provider, LockProvider):
+        return provider
+    # Imported here: the registry reads entry points, which only a name lookup needs.
+    from firefly_scheduling.providers.registry import registered_providers  # noqa: PLC0415
+
+    name = provider.strip().lower()
+    if name not in registered_providers():
+        return name
+    from firefly_scheduling.providers.registry import load_provider  # noqa: PLC0415
+
+    return load_provider(name, source=f"a URL lookup for {name!r}")

@@ -4,7 +4,8 @@
 * `AsyncBaseLock` and `AsyncSessionLock`, which adapters subclass (`aio.base`,
   `aio.session`); the synchronous `BaseLock` and `SessionLock` are generated from
   them (`tools/async_to_sync.py`), so both flavours follow one text;
-* `AsyncInMemoryLock` and `ahold(lock, name, ttl_seconds)`.
+* `AsyncInMemoryLock`, `AsyncNoneLock` and `ahold(lock, name, ttl_seconds)`;
+* `resolve_async_lock(settings)`, the configured provider's asyncio lock.
 
 An async adapter and the sync adapter of one backend exclude each other on the same
 name, so a fleet can mix sync and async nodes.
@@ -15,6 +16,7 @@ from __future__ import annotations
 from firefly_scheduling.aio.base import AsyncBaseLock
 from firefly_scheduling.aio.hold import ahold
 from firefly_scheduling.aio.memory import AsyncInMemoryLock
+from firefly_scheduling.aio.none import AsyncNoneLock
 from firefly_scheduling.aio.port import (
     AsyncClaimingLock,
     AsyncDistributedLock,
@@ -22,6 +24,7 @@ from firefly_scheduling.aio.port import (
     AsyncHoldingLock,
     AsyncRenewableLock,
 )
+from firefly_scheduling.aio.providers import resolve_async_lock
 from firefly_scheduling.aio.session import AsyncSessionLock
 
 __all__ = [
@@ -31,7 +34,9 @@ __all__ = [
     "AsyncFencedLock",
     "AsyncHoldingLock",
     "AsyncInMemoryLock",
+    "AsyncNoneLock",
     "AsyncRenewableLock",
     "AsyncSessionLock",
     "ahold",
+    "resolve_async_lock",
 ]

@@ -213,12 +213,7 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
 
     async def _close(self) -> None:
         async with self._connection_mutex:
-            if self._connection is not None:
-                await self._disconnect(self._connection)
-                self._connection = None
-            self._generation += 1
-            self._owner_generation.clear()
-            self._pending_unlocks.clear()
+            await self._drop_session()
 
     # -- machinery ----------------------------------------------------------------
 
@@ -373,6 +368,19 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
                 self._describe(err),
             )
 
+    async def _drop_session(self) -> None:
+        """Disconnect, then forget the session (see `_forget_session`)."""
+        if self._connection is not None:
+            await self._disconnect(self._connection)
+        self._forget_session()
+
+    def _forget_session(self) -> None:
+        """Forget the session: no connection, a new generation, no owners, no pending unlocks."""
+        self._connection = None
+        self._generation += 1
+        self._owner_generation.clear()
+        self._pending_unlocks.clear()
+
     def _forget_inherited_connection(self) -> None:
         """After a fork (gunicorn --preload, multiprocessing), the parent's session is not ours.
 
@@ -381,20 +389,12 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
         """
         if self._connection is None or self._connection_pid == os.getpid():
             return
-        self._connection = None
-        self._generation += 1
-        self._owner_generation.clear()
-        self._pending_unlocks.clear()
+        self._forget_session()
         self._ledger.forget_all()
 
     async def _session_lost(self) -> None:
         """Drop the dead connection and mark every holding of its session as lost."""
-        if self._connection is not None:
-            await self._disconnect(self._connection)
-            self._connection = None
-        self._generation += 1
-        self._owner_generation.clear()
-        self._pending_unlocks.clear()
+        await self._drop_session()
         for holding in self._ledger.mark_lost():
             logger.error(
                 "%s lock %r is lost: its session %s ended",

@@ -41,7 +41,10 @@ from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.history.selection import resolve_history
 from firefly_scheduling.hosts.fire_log import read_fire_log
 from firefly_scheduling.initial_delay.selection import resolve_anchor_store
-from firefly_scheduling.locks.providers import KNOWN_ADAPTERS, installed_providers, resolve_lock
+from firefly_scheduling.locks.providers import resolve_lock
+from firefly_scheduling.providers import LockProvider
+from firefly_scheduling.providers.install_hints import KNOWN_PROVIDERS
+from firefly_scheduling.providers.registry import installed_providers
 from firefly_scheduling.settings import Settings, env_var
 
 # `python -c` rather than the console script: the node runs with exactly this
@@ -52,8 +55,6 @@ _NODE_GRACE_SECONDS = 5.0
 _STOP_TIMEOUT_SECONDS = 20.0
 _PIPE_WIDTH = 140
 DEMO_APP = "firefly_scheduling.demo_app"
-# The nodes share one SQLite file, which only the database provider can lock.
-DEMO_PROVIDER = "database"
 # The longest the race waits for a first fire before its clock starts anyway.
 _BOOT_ALLOWANCE_SECONDS = 30.0
 # The last lines of a failed node's log shown under the summary (the whole log is kept).
@@ -77,10 +78,10 @@ _LOG_TAIL_LINES = 5
     default=None,
     help="Directory to put on the nodes' import path, for an --app that is not installed.",
 )
-@click.option("--keep", is_flag=True, help="Keep the working directory (database, logs).")
+@click.option("--keep", is_flag=True, help="Keep the working directory (lock file, logs).")
 def demo(*, nodes: int, seconds: float, app: str, import_path: Path | None, keep: bool) -> None:
     """Race N local node processes for the demo app's tasks; no server needed."""
-    require_demo_provider(installed_providers())
+    provider, file_url = demo_provider(installed_providers())
     console = Console(highlight=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = _PIPE_WIDTH  # a pipe has no width; 80 columns would fold every line
@@ -90,6 +91,8 @@ def demo(*, nodes: int, seconds: float, app: str, import_path: Path | None, keep
         failed, duplicates = _run_demo(
             console,
             workdir,
+            provider=provider,
+            file_url=file_url,
             nodes=nodes,
             seconds=seconds,
             app=app,
@@ -104,18 +107,21 @@ def demo(*, nodes: int, seconds: float, app: str, import_path: Path | None, keep
     sys.exit(0 if not failed and duplicates == 0 else 1)
 
 
-def require_demo_provider(installed: Collection[str]) -> None:
-    """Refuse to start without the lock provider the demo's nodes share, naming the extra.
+def demo_provider(installed: Collection[LockProvider]) -> tuple[LockProvider, str]:
+    """The installed provider whose lock the demo's nodes share through a local file.
 
-    Checked before anything is created, so the operator reads what to install and
-    not a provider error about a variable they never set.
+    Its descriptor says it can, and how to address the file (`local_file_url`).
+    Checked before anything is created, so without one the operator reads what to
+    install, not a provider error about a variable they never set.
     """
-    if DEMO_PROVIDER not in installed:
-        raise ConfigurationError(
-            f"the demo's nodes share an SQLite file through the {DEMO_PROVIDER!r} lock "
-            f"provider, which is not installed; install it with: "
-            f"pip install '{KNOWN_ADAPTERS[DEMO_PROVIDER]}'"
-        )
+    for provider in installed:
+        if provider.local_file_url:
+            return provider, provider.local_file_url
+    extras = [hint.extra for hint in KNOWN_PROVIDERS.values() if hint.local_file]
+    raise ConfigurationError(
+        "the demo's nodes share a lock in a local file, and no installed lock provider "
+        f"can keep one; install one with: pip install {' or '.join(repr(e) for e in extras)}"
+    )
 
 
 @dataclass(frozen=True)
@@ -137,18 +143,20 @@ def _run_demo(
     console: Console,
     workdir: Path,
     *,
+    provider: LockProvider,
+    file_url: str,
     nodes: int,
     seconds: float,
     app: str,
     import_path: Path | None,
 ) -> tuple[list[NodeExit], int]:
     """Run the race; return the nodes that failed and the duplicate runs of locked tasks."""
-    database_url = f"sqlite:///{workdir / 'demo.db'}"
+    shared_url = file_url.format(path=workdir / "demo.db")
     env = {
         **os.environ,
-        env_var("firefly.scheduling.lock.provider"): DEMO_PROVIDER,
-        env_var("firefly.scheduling.lock.database.url"): database_url,
-        # The anchors go to the lock's own store: the same SQLite file.
+        env_var("firefly.scheduling.lock.provider"): provider.name,
+        env_var(provider.url_key): shared_url,
+        # The anchors go to the lock's own store: the same local file.
         env_var("firefly.scheduling.initial-delay.store"): "",
         "PYTHONUNBUFFERED": "1",
     }
@@ -156,7 +164,7 @@ def _run_demo(
     fire_log = workdir / "fires.jsonl"
     console.print(
         f"[bold]{nodes} node(s)[/] run [bold]{app}[/] for {seconds:g} s from the first fire, "
-        f"sharing the lock database {database_url}"
+        f"sharing the lock file {shared_url}"
     )
     processes = {
         node: _start_node(
@@ -227,9 +235,9 @@ def print_node_failures(console: Console, failed: list[NodeExit]) -> None:
 def _install_tables(settings: Settings) -> None:
     """Create the tables of the lock, the run history and the anchor store, once.
 
-    What `firefly-scheduling migrate` does for the database backend, reached
-    through the configured stores so core names no adapter; three nodes creating
-    them at once on their first fire would only race for SQLite's write lock.
+    What `firefly-scheduling migrate` does for a SQL backend, reached through the
+    configured stores so core names no adapter; three nodes creating them at once
+    on their first fire would only race for the file's write lock.
     """
     for build in (resolve_lock, resolve_history, resolve_anchor_store):
         store = build(settings)

@@ -1,41 +1,33 @@
 """Choose the run-history store from `firefly.scheduling.history.url`.
 
-The setting is a URL: `memory://` (this process only), a SQLAlchemy URL
-(`sqlite:///…`, `postgresql://…`, `mysql://…`), or `off`. `''` (the default) means
-the lock backend's own SQL database where it has one, and no history otherwise:
+The setting is a URL: `memory://` (this process only), a URL of a scheme some
+installed provider's history store serves (its descriptor's `store_schemes`), or
+`off`. `''` (the default) means the lock backend's own database where its
+descriptor says it keeps the history at the lock's URL (`stores_at_lock_url`), and
+no history otherwise.
 
-| lock provider | history |
-|---|---|
-| `database` | the database store, at the lock's SQLAlchemy URL |
-| `postgres`, `mysql` | the database store, on the same server (URL rewritten for SQLAlchemy) |
-| `redis`, `memcached`, `none`, `memory` | none; set the URL to get one |
-
-Why on by default where a SQL database is at hand: adopting a died run needs the
+Why on by default where a database is at hand: adopting a died run needs the
 history (it is where the run is found), and a table next to the lock's costs nothing
 to set up. Why not elsewhere: a per-process memory history would make `runs` and
 `monitor`, which run in another process, report nothing while looking healthy.
 
-Stores other than memory come from the entry-point group
-`firefly_scheduling.history_stores` (`create_history_store(url)` factories registered
-by adapter distributions), so core never imports an adapter.
+Stores come from the providers' descriptors (entry-point group
+`firefly_scheduling.lock_providers`), the same loader as the locks, so core never
+imports an adapter.
 """
 
 from __future__ import annotations
 
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.history.memory import MemoryRunHistory
 from firefly_scheduling.history.port import RunHistory
-from firefly_scheduling.initial_delay.selection import sqlalchemy_url
 from firefly_scheduling.locks.redaction import redact_url
+from firefly_scheduling.providers.building import store_url_at_lock
+from firefly_scheduling.providers.registry import store_factory, store_keepers, store_schemes
 from firefly_scheduling.settings import Settings, env_var
-from firefly_scheduling.store_plugins import load_store_factory, store_for_url
 
-ENTRY_POINT_GROUP = "firefly_scheduling.history_stores"
 HISTORY_KEY = "firefly.scheduling.history.url"
 #: The value that turns the history off whatever the lock provider.
 OFF = "off"
-
-_INSTALL_HINTS: dict[str, str] = {"database": "firefly-scheduling[database]"}
 
 
 def history_url(settings: Settings) -> str | None:
@@ -43,14 +35,7 @@ def history_url(settings: Settings) -> str | None:
     explicit = settings.history_url.strip()
     if explicit.lower() == OFF:
         return None
-    if explicit:
-        return explicit
-    provider = settings.lock_provider.strip().lower()
-    if provider == "database":
-        return settings.url_for(provider)
-    if provider in {"postgres", "mysql"}:
-        return sqlalchemy_url(settings.url_for(provider))
-    return None
+    return explicit or store_url_at_lock(settings, "history_store")
 
 
 def resolve_history(settings: Settings | None = None) -> RunHistory | None:
@@ -66,16 +51,13 @@ def resolve_history(settings: Settings | None = None) -> RunHistory | None:
     source = (
         f"{env_var(HISTORY_KEY)}={redact_url(url)!r}"
         if settings.history_url.strip()
-        else f"the {settings.lock_provider!r} lock provider's database"
+        else f"the {settings.lock_provider!r} lock provider's own store"
     )
-    if store_for_url(url)[1] == "memory":
-        return MemoryRunHistory()
-    factory = load_store_factory(
+    factory = store_factory(
         url,
-        group=ENTRY_POINT_GROUP,
+        slot="history_store",
         kind="run-history store",
         source=source,
-        install_hints=_INSTALL_HINTS,
         advice=f"; set {env_var(HISTORY_KEY)}={OFF} for no history",
     )
     history: RunHistory = factory(url)
@@ -91,9 +73,11 @@ def require_history(settings: Settings | None = None) -> RunHistory:
     settings = Settings.from_env() if settings is None else settings
     history = resolve_history(settings)
     if history is None:
+        schemes = ", ".join(store_schemes("history_store")) or "(none installed)"
+        keepers = ", ".join(store_keepers("history_store")) or "(none)"
         raise ConfigurationError(
             f"no run history is configured: set {env_var(HISTORY_KEY)} ({HISTORY_KEY}) to a "
-            f"SQLAlchemy URL, or use the database, postgres or mysql lock provider, whose "
-            f"database keeps it by default (lock provider now: {settings.lock_provider!r})"
+            f"URL of an installed history store ({schemes}), or use a lock provider that "
+            f"keeps it by default ({keepers}) (lock provider now: {settings.lock_provider!r})"
         )
     return history

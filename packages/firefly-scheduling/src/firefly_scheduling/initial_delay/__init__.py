@@ -13,15 +13,13 @@ from firefly_scheduling.initial_delay.gate import (
 from firefly_scheduling.initial_delay.memory import MemoryAnchorStore
 from firefly_scheduling.initial_delay.port import AnchorStore, AnchorStoreError
 from firefly_scheduling.initial_delay.selection import (
-    ENTRY_POINT_GROUP,
     anchor_store_url,
     resolve_anchor_store,
-    sqlalchemy_url,
+    shared_anchor_stores,
 )
 
 __all__ = [
     "ANCHOR_KEY_PREFIX",
-    "ENTRY_POINT_GROUP",
     "Anchor",
     "AnchorStore",
     "AnchorStoreError",
@@ -33,6 +31,6 @@ __all__ = [
     "check_initial_delays",
     "delayed_tasks",
     "resolve_anchor_store",
-    "sqlalchemy_url",
+    "shared_anchor_stores",
     "warn_if_per_process",
 ]

@@ -32,6 +32,7 @@ from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.initial_delay.anchor import Anchor, anchor_key
 from firefly_scheduling.initial_delay.port import AnchorStore, AnchorStoreError
+from firefly_scheduling.initial_delay.selection import shared_anchor_stores
 from firefly_scheduling.settings import Settings, env_var
 
 logger = logging.getLogger("firefly_scheduling.initial_delay")
@@ -199,9 +200,10 @@ def warn_if_per_process(
         "the %s host starts a fresh process each time, but the initial-delay anchor store "
         "(%r) lives in one process's memory: these delayed tasks will never see their window "
         "elapse and will never run: %s. Set FIREFLY_SCHEDULING_INITIAL_DELAY_STORE to a shared "
-        "store (redis://, memcached:// or a SQLAlchemy URL), or use a lock provider that has one",
+        "store: %s",
         host,
         store,
         ", ".join(d.target for d in delayed),
+        shared_anchor_stores(),
     )
     return True

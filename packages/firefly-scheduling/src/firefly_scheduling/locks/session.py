@@ -197,12 +197,7 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
 
     def _close(self) -> None:
         with self._connection_mutex:
-            if self._connection is not None:
-                self._disconnect(self._connection)
-                self._connection = None
-            self._generation += 1
-            self._owner_generation.clear()
-            self._pending_unlocks.clear()
+            self._drop_session()
 
     # -- machinery ----------------------------------------------------------------
 
@@ -304,6 +299,19 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
                 self._describe(err),
             )
 
+    def _drop_session(self) -> None:
+        """Disconnect, then forget the session (see `_forget_session`)."""
+        if self._connection is not None:
+            self._disconnect(self._connection)
+        self._forget_session()
+
+    def _forget_session(self) -> None:
+        """Forget the session: no connection, a new generation, no owners, no pending unlocks."""
+        self._connection = None
+        self._generation += 1
+        self._owner_generation.clear()
+        self._pending_unlocks.clear()
+
     def _forget_inherited_connection(self) -> None:
         """After a fork (gunicorn --preload, multiprocessing), the parent's session is not ours.
 
@@ -312,20 +320,12 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
         """
         if self._connection is None or self._connection_pid == os.getpid():
             return
-        self._connection = None
-        self._generation += 1
-        self._owner_generation.clear()
-        self._pending_unlocks.clear()
+        self._forget_session()
         self._ledger.forget_all()
 
     def _session_lost(self) -> None:
         """Drop the dead connection and mark every holding of its session as lost."""
-        if self._connection is not None:
-            self._disconnect(self._connection)
-            self._connection = None
-        self._generation += 1
-        self._owner_generation.clear()
-        self._pending_unlocks.clear()
+        self._drop_session()
         for holding in self._ledger.mark_lost():
             logger.error(
                 "%s lock %r is lost: its session %s ended",

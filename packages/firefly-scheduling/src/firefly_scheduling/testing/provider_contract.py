@@ -9,12 +9,16 @@ subclasses `ProviderContract`, sets the class attributes and supplies
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, ClassVar
 
 import pytest
 
+from firefly_scheduling.aio.port import AsyncDistributedLock
+from firefly_scheduling.aio.providers import resolve_async_lock
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.providers import resolve_lock
+from firefly_scheduling.providers.registry import load_provider
 from firefly_scheduling.settings import Settings, env_var
 
 
@@ -44,6 +48,30 @@ class ProviderContract:
     @property
     def url_variable(self) -> str:
         return env_var(f"firefly.scheduling.lock.{self.provider}.url")
+
+    def test_the_entry_point_loads_the_providers_descriptor(self) -> None:
+        descriptor = load_provider(self.provider, source="the provider contract")
+        assert descriptor.name == self.provider
+        assert descriptor.url_key == f"firefly.scheduling.lock.{self.provider}.url"
+
+    def test_the_async_lock_is_built_from_the_same_keys_or_refused_by_name(
+        self, configured_url: tuple[str, str]
+    ) -> None:
+        url, shown = configured_url
+        settings = Settings.from_env(
+            {"FIREFLY_SCHEDULING_LOCK_PROVIDER": self.provider, self.url_variable: url}
+        )
+        if load_provider(self.provider, source="the provider contract").async_lock is None:
+            with pytest.raises(ConfigurationError, match=f"'{self.provider}' lock provider"):
+                resolve_async_lock(settings)
+            return
+        lock = resolve_async_lock(settings)
+        assert isinstance(lock, AsyncDistributedLock)
+        # The same redacted target as the sync lock's repr, whatever the class is called;
+        # a URL's scheme may name the asyncio driver the same setting maps to.
+        where = shown.partition("(")[2]
+        assert where.partition("://")[2] in repr(lock)
+        asyncio.run(lock.aclose())
 
     def test_capabilities_are_declared(self) -> None:
         for flag, expected in self.capabilities.items():
