@@ -8,7 +8,9 @@ record from inside the coroutine AFTER an await, so a body that was only created
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -18,10 +20,22 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "host_support"))
 import firefly_async_unit_tasks as atasks
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.schedulers.background import BackgroundScheduler
 
-from firefly_scheduling import ScheduledDescriptor, Settings
+from firefly_scheduling import (
+    ConfigurationError,
+    InMemoryLock,
+    ScheduledDescriptor,
+    Settings,
+    register,
+)
+from firefly_scheduling.aio import AsyncInMemoryLock
 from firefly_scheduling.fires.outcome import FireStatus
+from firefly_scheduling.guard import RunOutcome, run_guarded
 from firefly_scheduling.hosts.boot import build_runtime
+from firefly_scheduling.hosts.fires import FireResult
+from firefly_scheduling.hosts.resident import ResidentHost
 from firefly_scheduling.hosts.tick import TickHost
 
 MODULE = "firefly_async_unit_tasks"
@@ -69,3 +83,131 @@ def test_tick_awaits_an_async_task_and_reports_success_only_because_it_ran() -> 
     assert [result.verdict for result in report.results] == [FireStatus.SUCCEEDED]
     assert len(atasks.calls("tock")) == 1, report.summary()
     assert "1 succeeded" in report.summary()
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.results: list[FireResult] = []
+        self._mutex = threading.Lock()
+
+    def fire_finished(self, result: FireResult) -> None:
+        with self._mutex:
+            self.results.append(result)
+
+
+def test_tick_reports_a_failing_async_task_as_failed() -> None:
+    host = tick_once([task("aboom", cron="* * * * *")])
+    report = host.run()
+    host.runtime.close()
+    assert [result.verdict for result in report.results] == [FireStatus.FAILED]
+    assert report.results[0].runner is not None
+    assert report.results[0].runner.error == "RuntimeError: aboom"
+
+
+def test_the_resident_host_runs_every_async_fire_on_one_loop_thread_of_its_own() -> None:
+    recorder = Recorder()
+    descriptors = [
+        task("tock", fixed_rate=0.2, lock_name="tock-lock", lock_ttl=5.0),
+        ScheduledDescriptor(target=f"{MODULE}:AsyncService.poll", fixed_rate=0.2),
+    ]
+    runtime = build_runtime(
+        descriptors, Settings(lock_provider="memory"), host="run", node="u", observers=[recorder]
+    )
+    host = ResidentHost(descriptors, runtime, grace_period=5.0)
+    host.start()
+    time.sleep(1.0)
+    assert host.shutdown() == 0
+    tocks, polls = atasks.calls("tock"), atasks.calls("poll")
+    assert len(tocks) >= 3 and len(polls) >= 3
+    # current_fire() inside the coroutine names the fire the runner entered
+    assert {call[1] for call in tocks} == {f"{MODULE}:tock"}
+    # one loop, one thread, for every fire of every async task
+    assert len({call[2] for call in tocks + polls}) == 1
+    assert {call[3] for call in tocks + polls} == {"firefly-asyncio"}
+    ran = [r for r in recorder.results if r.fire.target == f"{MODULE}:tock"]
+    assert all(r.verdict is FireStatus.SUCCEEDED for r in ran)
+    assert len(ran) == len(tocks)
+    assert "firefly-asyncio" not in {thread.name for thread in threading.enumerate()}
+
+
+def test_register_on_a_threaded_scheduler_awaits_async_tasks() -> None:
+    scheduler = BackgroundScheduler(timezone=UTC)
+    register(
+        scheduler,
+        descriptors=[task("tock", fixed_rate=0.2, lock_name="tock-bg", lock_ttl=5.0)],
+        lock=InMemoryLock(),
+        settings=Settings(lock_provider="none"),
+    )
+    scheduler.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not atasks.calls("tock") and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        scheduler.shutdown(wait=True)
+    assert atasks.calls("tock")
+
+
+def test_the_plain_guard_refuses_an_async_body_rather_than_report_it_ran() -> None:
+    descriptor = task("tock", fixed_rate=1.0)
+    with pytest.raises(TypeError, match="firefly_async_unit_tasks:tock.*async def"):
+        run_guarded(descriptor, atasks.tock, InMemoryLock())
+    # a plain callable that hands back a coroutine is a failure, not a success
+    assert run_guarded(descriptor, lambda: atasks.tock(), InMemoryLock()) is RunOutcome.FAILED
+    assert not atasks.calls("tock")
+
+
+def test_register_on_an_asyncio_scheduler_awaits_on_the_scheduler_loop() -> None:
+    async def scenario() -> tuple[int, list[FireResult]]:
+        recorder_loop = id(asyncio.get_running_loop())
+        scheduler = AsyncIOScheduler(event_loop=asyncio.get_running_loop(), timezone=UTC)
+        register(
+            scheduler,
+            descriptors=[
+                task("tock", fixed_rate=0.2, lock_name="tock-aio", lock_ttl=5.0),
+                ScheduledDescriptor(
+                    target="firefly_host_unit_tasks:ping", fixed_rate=0.2, lock_name="ping-aio"
+                ),
+            ],
+            lock=AsyncInMemoryLock(),
+            settings=Settings(lock_provider="none"),
+        )
+        scheduler.start()
+        await asyncio.sleep(1.0)
+        scheduler.shutdown(wait=False)
+        return recorder_loop, []
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "host_support"))
+    import firefly_host_unit_tasks as plain  # noqa: PLC0415 - on the path set above
+
+    plain.reset()
+    loop_id, _ = asyncio.run(scenario())
+    tocks = atasks.calls("tock")
+    assert len(tocks) >= 3
+    assert {call[2] for call in tocks} == {loop_id}  # the application's own loop
+    assert {call[3] for call in tocks} == {"MainThread"}
+    assert plain.calls("ping")  # a plain task ran too, in a worker thread
+
+
+def test_an_asyncio_scheduler_refuses_a_synchronous_lock_naming_it() -> None:
+    async def scenario() -> None:
+        scheduler = AsyncIOScheduler(event_loop=asyncio.get_running_loop(), timezone=UTC)
+        register(
+            scheduler,
+            descriptors=[task("tock", fixed_rate=1.0, lock_name="x")],
+            lock=InMemoryLock(),
+            settings=Settings(lock_provider="none"),
+        )
+
+    with pytest.raises(ConfigurationError, match=r"InMemoryLock.*asyncio twin"):
+        asyncio.run(scenario())
+
+
+def test_a_threaded_scheduler_refuses_an_asyncio_lock_naming_it() -> None:
+    with pytest.raises(ConfigurationError, match=r"AsyncInMemoryLock"):
+        register(
+            BackgroundScheduler(timezone=UTC),
+            descriptors=[task("tock", fixed_rate=1.0, lock_name="x")],
+            lock=AsyncInMemoryLock(),
+            settings=Settings(lock_provider="none"),
+        )

@@ -8,7 +8,9 @@ of every call is looked at, and an awaitable is awaited to completion:
   it to the host's own event loop thread (`CoroutineLoop`) and waits for it;
 * `acall_task` (the asyncio host) awaits a coroutine function on the running loop,
   and runs a plain function in a worker thread, so a blocking body never stalls
-  the loop. Context variables (`current_fire()`) follow the body either way.
+  the loop. Context variables (`current_fire()`) follow the body either way. A
+  cancelled coroutine body stops; a cancelled plain body cannot (it is a thread),
+  so its fire waits for it before unwinding, and its task lock stays held meanwhile.
 """
 
 from __future__ import annotations
@@ -32,9 +34,27 @@ async def acall_task(task: Callable[[], object]) -> None:
     if inspect.iscoroutinefunction(task):
         await task()
         return
-    result = await asyncio.to_thread(task)
+    thread = asyncio.ensure_future(asyncio.to_thread(task))
+    try:
+        result = await asyncio.shield(thread)
+    except asyncio.CancelledError:
+        # Python cannot stop a thread: the body goes on, so this fire must not end (and
+        # release its task lock) before the body does. The cancellation is kept.
+        await _outlast(thread)
+        raise
     if inspect.isawaitable(result):
         await result
+
+
+async def _outlast(thread: asyncio.Future[object]) -> None:
+    """Wait for `thread` to end, through any further cancellation."""
+    while not thread.done():
+        try:
+            await asyncio.shield(thread)
+        except asyncio.CancelledError:
+            continue
+        except Exception:  # noqa: BLE001 - its own outcome no longer matters: cancelled
+            return
 
 
 async def _awaited(awaitable: Awaitable[object]) -> object:

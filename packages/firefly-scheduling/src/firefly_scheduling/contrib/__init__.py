@@ -1,0 +1,1 @@
+"""Integrations with application frameworks, each behind its own optional extra."""
