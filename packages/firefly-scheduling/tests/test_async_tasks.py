@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "host_support"))
 import firefly_async_unit_tasks as atasks
@@ -31,6 +32,7 @@ from firefly_scheduling import (
     register,
 )
 from firefly_scheduling.aio import AsyncInMemoryLock
+from firefly_scheduling.cli import main
 from firefly_scheduling.fires.outcome import FireStatus
 from firefly_scheduling.guard import RunOutcome, run_guarded
 from firefly_scheduling.hosts.boot import build_runtime
@@ -39,6 +41,7 @@ from firefly_scheduling.hosts.resident import ResidentHost
 from firefly_scheduling.hosts.tick import TickHost
 
 MODULE = "firefly_async_unit_tasks"
+SUPPORT = str(Path(__file__).resolve().parent / "host_support")
 MINUTE = datetime(2026, 6, 3, 12, 0, tzinfo=UTC)
 
 
@@ -216,3 +219,19 @@ def test_a_threaded_scheduler_refuses_an_asyncio_lock_naming_it() -> None:
             lock=AsyncInMemoryLock(),
             settings=Settings(lock_provider="none"),
         )
+
+
+def test_the_tick_command_says_succeeded_only_for_an_async_task_that_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 9's report, as a user ran it: `tick` printed "1 succeeded" beside
+    # "coroutine 'every_minute' was never awaited".
+    for variable in ("FIREFLY_SCAN_PACKAGES", "FIREFLY_SCHEDULING_LOCK_PROVIDER"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("FIREFLY_SCHEDULING_MANIFEST", str(tmp_path / "absent.json"))
+    arguments = ["tick", "--path", SUPPORT, "--app", "firefly_async_unit_app"]
+    result = CliRunner().invoke(main, [*arguments, "--lock-provider", "memory"])
+    assert result.exit_code == 0, result.output
+    assert "1 succeeded" in result.output
+    [call] = atasks.calls("every_minute")
+    assert call[1] == "firefly_async_unit_app:every_minute"

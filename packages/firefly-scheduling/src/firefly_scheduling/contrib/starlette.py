@@ -43,8 +43,8 @@ from firefly_scheduling.settings import Settings
 
 __all__ = ["scheduled_tasks", "scheduling_lifespan"]
 
-#: A lock, or a factory called on the application's loop at startup (for a client
-#: that must be created on the loop it will run on).
+#: A lock, or a factory (a class, a function) called on the application's loop at
+#: startup, for a client that must be created on the loop it will run on.
 LockSource = AsyncDistributedLock | Callable[[], AsyncDistributedLock]
 
 
@@ -75,10 +75,13 @@ async def scheduled_tasks(
     if descriptors is None:
         descriptors = resolve_descriptors(settings).descriptors
     tasks = validated(descriptors)
-    if lock is not None and not isinstance(lock, AsyncDistributedLock) and callable(lock):
-        lock = lock()
     runtime = build_async_runtime(
-        tasks, settings, host="asyncio", lock=lock, resolver=resolver, observers=observers
+        tasks,
+        settings,
+        host="asyncio",
+        lock=_built(lock),
+        resolver=resolver,
+        observers=observers,
     )
     host = AsyncHost(tasks, runtime, grace_period=grace_period)
     host.start()
@@ -86,6 +89,14 @@ async def scheduled_tasks(
         yield host
     finally:
         await host.stop()
+
+
+def _built(lock: LockSource | None) -> object | None:
+    """The lock itself, or what its factory (a class, a function) builds, on this loop."""
+    # A class has the protocol's methods too, so it is told apart from an instance first.
+    if isinstance(lock, type) or (callable(lock) and not isinstance(lock, AsyncDistributedLock)):
+        return lock()
+    return lock
 
 
 def scheduling_lifespan(
