@@ -7,6 +7,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from sqlalchemy import inspect
 
+from firefly_scheduling.cli import main
 from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.cli import migrate
 from firefly_scheduling_database.engine import lock_engine
@@ -60,12 +61,16 @@ def test_migrate_reads_the_url_from_the_environment(tmp_path: Path) -> None:
     assert _tables(fallback) == LEASE_TABLES | STORE_TABLES
 
 
-def test_migrate_without_a_url_names_the_setting() -> None:
-    result = CliRunner().invoke(
-        migrate, [], env={"FIREFLY_SCHEDULING_LOCK_DATABASE_URL": None, "DATABASE_URL": None}
-    )
-    assert result.exit_code == 1
-    assert "FIREFLY_SCHEDULING_LOCK_DATABASE_URL" in result.output
+def test_migrate_without_a_url_is_a_configuration_error_exiting_2() -> None:
+    for command, arguments in ((migrate, []), (main, ["migrate"])):
+        result = CliRunner().invoke(
+            command,
+            arguments,
+            env={"FIREFLY_SCHEDULING_LOCK_DATABASE_URL": None, "DATABASE_URL": None},
+        )
+        assert result.exit_code == 2, result.output
+        assert "FIREFLY_SCHEDULING_LOCK_DATABASE_URL" in result.output
+        assert "Traceback" not in result.output
 
 
 def test_migrate_failure_is_a_clean_message_without_the_password() -> None:

@@ -14,6 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "host_support"))
 import firefly_host_unit_tasks as tasks
+from firefly_fake_clock import FakeClock
 
 from firefly_scheduling import InMemoryLock, ScheduledDescriptor, Settings
 from firefly_scheduling.fires.outcome import FireStatus
@@ -24,31 +25,6 @@ from firefly_scheduling.hosts.tick import TickHost
 
 MODULE = "firefly_host_unit_tasks"
 REAL_PAUSE = 0.05
-
-
-class FakeClock:
-    """A clock whose sleep moves time instead of waiting.
-
-    It still pauses for a few real milliseconds, so a quick body started for one slot
-    has ended before the next slot comes, as it would have in real time.
-    """
-
-    def __init__(self, now: datetime) -> None:
-        self.current = now
-        self.slept = 0.0
-        self.interrupted = False
-
-    def now(self) -> datetime:
-        return self.current
-
-    def sleep(self, seconds: float) -> None:
-        if seconds > 0 and not self.interrupted:
-            self.slept += seconds
-            self.current += timedelta(seconds=seconds)
-            time.sleep(REAL_PAUSE)
-
-    def interrupt(self) -> None:
-        self.interrupted = True
 
 
 def task(name: str, **trigger: object) -> ScheduledDescriptor:

@@ -12,6 +12,10 @@ The last two are also created on first use, but only where the application's rol
 may run `CREATE TABLE`; `migrate` lets a deployment create all of them ahead of time
 with a privileged role. Every statement is `CREATE TABLE IF NOT EXISTS`, so it is
 safe to run again, and on several nodes at once.
+
+Exit status: 0 when every table is ready, 1 when the database refused (unreachable,
+no privilege), 2 for a configuration error (no URL, a malformed one), as in every
+`firefly-scheduling` command.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from typing import Protocol
 
 import click
 
-from firefly_scheduling.errors import FireflySchedulingError
+from firefly_scheduling.cli.common import ConfigurationFailure
+from firefly_scheduling.errors import ConfigurationError, FireflySchedulingError
 from firefly_scheduling.settings import Settings
 from firefly_scheduling_database.anchor_store import TABLE_NAME as ANCHORS_TABLE
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
@@ -50,6 +55,8 @@ def migrate(url: str | None, table: str) -> None:
         _install(lambda: DatabaseAnchorStore(url))
         _install(lambda: DatabaseRunHistory(url))
         where, _ = describe_url(url)
+    except ConfigurationError as err:
+        raise ConfigurationFailure(str(err)) from err  # exit 2, as in every command
     except FireflySchedulingError as err:
         raise click.ClickException(str(err)) from err
     tables = (table, table + FENCES_SUFFIX, ANCHORS_TABLE, RUNS_TABLE)

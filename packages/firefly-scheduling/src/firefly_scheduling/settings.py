@@ -45,6 +45,8 @@ class Settings:
     """Resolved configuration. Build it with `Settings.from_env()` or pass fields directly."""
 
     lock_provider: str = "none"
+    #: Refuse to boot locked tasks on a lock that excludes nothing across processes.
+    lock_required: bool = False
     postgres_url: str | None = None
     database_url: str | None = None
     mysql_url: str | None = None
@@ -75,6 +77,7 @@ class Settings:
         database_url = env.get("DATABASE_URL") or None
         return cls(
             lock_provider=(get("firefly.scheduling.lock.provider") or "none").lower(),
+            lock_required=_parse_bool(env, "firefly.scheduling.lock.required", default=False),
             postgres_url=get("firefly.scheduling.lock.postgres.url") or database_url,
             database_url=get("firefly.scheduling.lock.database.url") or database_url,
             mysql_url=get("firefly.scheduling.lock.mysql.url") or database_url,
@@ -121,6 +124,7 @@ class Settings:
 
         return (
             f"Settings(lock_provider={self.lock_provider!r}, "
+            f"lock_required={self.lock_required!r}, "
             f"postgres_url={shown(self.postgres_url)!r}, "
             f"database_url={shown(self.database_url)!r}, "
             f"mysql_url={shown(self.mysql_url)!r}, redis_url={shown(self.redis_url)!r}, "

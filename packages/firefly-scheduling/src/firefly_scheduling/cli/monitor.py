@@ -12,6 +12,9 @@ It exits 1, printing one line per problem, when a locked task
 Otherwise it exits 0. Unlocked tasks are not checked: they run on every node and
 are not recorded. "No success" is measured by the fire's instant, so a run that
 is still going does not count as a success yet.
+
+`--json` prints one object per locked task instead, with the same exit status:
+`{"target", "healthy", "last_success", "problems": [reason, ...]}`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 import click
 
 from firefly_scheduling.cli.common import discover_tasks, task_source_options
+from firefly_scheduling.cli.output import echo_json_lines, iso, json_option
 from firefly_scheduling.cron import CronSchedule
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.durations import format_duration, parse_duration
@@ -109,6 +113,29 @@ def health_problems(
     return problems
 
 
+def health_rows(
+    descriptors: Sequence[ScheduledDescriptor],
+    problems: Sequence[HealthProblem],
+    history: RunHistory,
+) -> list[dict[str, object]]:
+    """One JSON-ready object per locked task: healthy or not, its last success, its problems."""
+    rows: list[dict[str, object]] = []
+    for descriptor in descriptors:
+        if descriptor.lock_name is None:
+            continue
+        reasons = [p.reason for p in problems if p.target == descriptor.target]
+        success = history.last_success(descriptor.target)
+        rows.append(
+            {
+                "target": descriptor.target,
+                "healthy": not reasons,
+                "last_success": None if success is None else iso(success.instant),
+                "problems": reasons,
+            }
+        )
+    return rows
+
+
 @click.command()
 @task_source_options
 @click.option(
@@ -117,8 +144,13 @@ def health_problems(
     show_default=True,
     help="How far back a failed or expired run makes the check fail.",
 )
+@json_option
 def monitor(
-    apps: tuple[str, ...], manifest: Path | None, paths: tuple[Path, ...], failures_within: str
+    apps: tuple[str, ...],
+    manifest: Path | None,
+    paths: tuple[Path, ...],
+    failures_within: str,
+    as_json: bool,
 ) -> None:
     """Exit 1 if a task has not succeeded lately or failed recently, saying why."""
     window = timedelta(seconds=parse_duration(failures_within, source="--failures-within"))
@@ -126,10 +158,14 @@ def monitor(
     history = require_history()
     try:
         problems = health_problems(discovered.descriptors, history, datetime.now(UTC), window)
+        if as_json:
+            echo_json_lines(health_rows(discovered.descriptors, problems, history))
     except HistoryError as err:
         raise click.ClickException(f"cannot check: {err}") from err
     finally:
         history.close()
+    if as_json:
+        raise SystemExit(1 if problems else 0)
     checked = sum(1 for d in discovered.descriptors if d.lock_name is not None)
     unchecked = len(discovered.descriptors) - checked
     note = f" ({unchecked} unlocked, not recorded, not checked)" if unchecked else ""

@@ -3,11 +3,11 @@
 One row per fire: its instant (UTC), task, state, attempt, node, start, duration,
 fencing token, and the error (failed), or the reason (skipped, expired). Reads the
 history configured by `firefly.scheduling.history.url` (see `history.selection`).
+`--json` prints one object per fire instead (keys in `run_json`).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -15,12 +15,18 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from firefly_scheduling.cli.output import (
+    console,
+    echo_json_lines,
+    iso,
+    json_option,
+    print_table,
+    target_column,
+)
 from firefly_scheduling.durations import format_elapsed
 from firefly_scheduling.history import HistoryError, RunRecord, RunState, require_history
 
 _NONE = "-"
-#: Columns for a pipe or a CI log, which have no width of their own.
-PIPE_WIDTH = 160
 _STATE_STYLE = {
     RunState.RUNNING: "cyan",
     RunState.SUCCEEDED: "green",
@@ -39,7 +45,8 @@ _STATE_STYLE = {
     show_default=True,
     help="How many fires to show.",
 )
-def runs(task: str | None, limit: int) -> None:
+@json_option
+def runs(task: str | None, limit: int, as_json: bool) -> None:
     """Show the run history, newest fire first."""
     history = require_history()
     try:
@@ -48,7 +55,30 @@ def runs(task: str | None, limit: int) -> None:
         raise click.ClickException(str(err)) from err
     finally:
         history.close()
-    render_runs(records, history_console(), task)
+    if as_json:
+        echo_json_lines(run_json(record) for record in records)
+        return
+    render_runs(records, console(), task)
+
+
+def run_json(record: RunRecord) -> dict[str, object]:
+    """One fire as a JSON object with stable keys; instants ISO 8601, durations in seconds.
+
+    Keys: `target`, `instant`, `state`, `attempt`, `node`, `started_at`, `ended_at`,
+    `duration`, `token`, `error`.
+    """
+    return {
+        "target": record.task,
+        "instant": iso(record.instant),
+        "state": record.state.value,
+        "attempt": record.attempt,
+        "node": record.node,
+        "started_at": iso(record.started_at),
+        "ended_at": iso(record.ended_at),
+        "duration": record.duration,
+        "token": record.token,
+        "error": record.error,
+    }
 
 
 def render_runs(records: Sequence[RunRecord], console: Console, task: str | None = None) -> None:
@@ -58,7 +88,9 @@ def render_runs(records: Sequence[RunRecord], console: Console, task: str | None
         console.print(f"[bold yellow]no run recorded{scope}[/]")
         return
     table = Table(title="Runs, newest fire first", title_justify="left")
-    for header in ("Fire (UTC)", "Task", "State", "Try", "Node", "Started", "Took", "Token"):
+    table.add_column("Fire (UTC)", overflow="fold")
+    target_column(table, "Task", (record.task for record in records))
+    for header in ("State", "Try", "Node", "Started", "Took", "Token"):
         table.add_column(header, overflow="fold")
     table.add_column("Error / reason", overflow="fold")
     for record in records:
@@ -75,15 +107,7 @@ def render_runs(records: Sequence[RunRecord], console: Console, task: str | None
             _NONE if record.token is None else str(record.token),
             record.error or _NONE,
         )
-    console.print(table)
-
-
-def history_console() -> Console:
-    """A console that keeps rows readable when the output is not a terminal."""
-    console = Console()
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console.width = PIPE_WIDTH
-    return console
+    print_table(console, table)
 
 
 def _when(instant: datetime) -> str:

@@ -9,12 +9,12 @@ task is found it says so, and why.
 
 `--host run|tick` says which host the listing describes: the exact interval and
 its epoch-aligned next fire for `run` (the default), the cadence bucket and its
-next fire for `tick`.
+next fire for `tick`. `--json` prints one object per task instead (keys in
+`schedule_json`).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +26,14 @@ from rich.table import Table
 
 from firefly_scheduling.cadence import Cadence
 from firefly_scheduling.cli.common import discover_tasks, task_source_options
+from firefly_scheduling.cli.output import (
+    console,
+    echo_json_lines,
+    iso,
+    json_option,
+    print_table,
+    target_column,
+)
 from firefly_scheduling.cron import CronSchedule
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.durations import format_duration
@@ -33,7 +41,6 @@ from firefly_scheduling.hosts.next_fire import HOSTS, Host
 from firefly_scheduling.hosts.next_fire import next_fire as next_fire_under
 
 _NONE = "-"
-PIPE_WIDTH = 160
 
 
 @dataclass(frozen=True)
@@ -103,7 +110,7 @@ def render_schedule(
         return
     title = f"{explanation}; as `firefly-scheduling {host}` runs them"
     table = Table(title=title, title_justify="left", show_lines=True)
-    table.add_column("Target", overflow="fold")
+    target_column(table, "Target", (d.target for d in descriptors))
     for header in ("Schedule", "Zone", "Lock", "Initial delay", "Next fire"):
         table.add_column(header, overflow="fold")
     for descriptor in descriptors:
@@ -112,11 +119,41 @@ def render_schedule(
         table.add_row(
             row.target, schedule_text, row.zone, row.lock, row.initial_delay, row.next_fire
         )
-    console.print(table)
+    print_table(console, table)
+
+
+def schedule_json(
+    descriptor: ScheduledDescriptor, now: datetime, host: Host = "run"
+) -> dict[str, object]:
+    """One task as a JSON object with stable keys; durations in seconds, instants ISO 8601.
+
+    Keys: `target`, `cron`, `fixed_rate`, `fixed_delay`, `zone`, `schedule` (as the
+    table shows it for `host`), `lock`, `lock_ttl`, `initial_delay`, `next_fire`
+    (null when the interval starts when the host does).
+    """
+    row = schedule_row(descriptor, now, host)
+    if descriptor.cron is not None:
+        cron = CronSchedule.parse(descriptor.cron, descriptor.zone, source=descriptor.target)
+        upcoming: datetime | None = cron.next_after(now)
+    else:
+        upcoming = next_fire_under(descriptor, host, now)
+    return {
+        "target": descriptor.target,
+        "cron": descriptor.cron,
+        "fixed_rate": descriptor.fixed_rate,
+        "fixed_delay": descriptor.fixed_delay,
+        "zone": None if descriptor.cron is None else descriptor.zone or "UTC",
+        "schedule": row.trigger if host == "run" else row.under_tick,
+        "lock": descriptor.lock_name,
+        "lock_ttl": descriptor.lock_ttl if descriptor.lock_name is not None else None,
+        "initial_delay": descriptor.initial_delay,
+        "next_fire": iso(upcoming),
+    }
 
 
 @click.command()
 @task_source_options
+@json_option
 @click.option(
     "--host",
     type=click.Choice(HOSTS),
@@ -125,18 +162,12 @@ def render_schedule(
     help="Which host to describe: exact intervals (run) or cadence buckets (tick).",
 )
 def schedule(
-    apps: tuple[str, ...], manifest: Path | None, paths: tuple[Path, ...], host: Host
+    apps: tuple[str, ...], manifest: Path | None, paths: tuple[Path, ...], host: Host, as_json: bool
 ) -> None:
     """List every scheduled task: trigger, zone, lock, initial delay, next fire."""
     discovered = discover_tasks(apps, manifest, paths)
-    render_schedule(
-        discovered.descriptors, discovered.explanation, _console(), datetime.now(UTC), host
-    )
-
-
-def _console() -> Console:
-    console = Console()
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        # A pipe or a CI log has no width; rich's 80 columns would fold every target.
-        console.width = PIPE_WIDTH
-    return console
+    now = datetime.now(UTC)
+    if as_json:
+        echo_json_lines(schedule_json(d, now, host) for d in discovered.descriptors)
+        return
+    render_schedule(discovered.descriptors, discovered.explanation, console(), now, host)

@@ -1,19 +1,29 @@
 """`firefly-scheduling tick`: one pass for crontab or a Kubernetes CronJob, every minute.
 
 Runs every task due in the current minute, repeating sub-minute cadences until the
-minute ends, then exits 0. A failing task is logged and does not change the exit
-status; a configuration error exits 2 with the message. SIGTERM/SIGINT (a CronJob's
+minute ends, then exits. Exit status: 0 when every fire succeeded or was legitimately
+not run here (claimed elsewhere, not due, held back, overlapping); 1 when any fire's
+body failed, its lock backend failed or its lock was lost, so a CronJob alerts; 2 for
+a configuration error, with the message. `--json` prints one JSON object per fire
+instead of the summary line. SIGTERM/SIGINT (a CronJob's
 pod deleted, a deadline reached) start no further slot, give running bodies
 `--grace-period` seconds, release the locks and exit 0, as `run` does.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
-from firefly_scheduling.cli.run import configure_logging, host_options, observers_for, prepare_host
+from firefly_scheduling.cli.host_options import (
+    configure_logging,
+    host_options,
+    observers_for,
+    prepare_host,
+)
+from firefly_scheduling.cli.output import echo_json_lines, json_option
 from firefly_scheduling.hosts.boot import build_runtime
 from firefly_scheduling.hosts.shutdown import (
     StopRequest,
@@ -26,6 +36,7 @@ from firefly_scheduling.hosts.tick import TickHost
 
 @click.command()
 @host_options
+@json_option
 def tick(
     *,
     apps: tuple[str, ...],
@@ -36,11 +47,13 @@ def tick(
     fire_log: Path | None,
     grace_period: float,
     log_level: str,
+    log_format: str,
+    as_json: bool,
 ) -> None:
     """Run what is due in the current minute, then exit (the cron-driven host)."""
     with stop_on_signals(StopRequest()) as stop:
         settings, descriptors = prepare_host(apps, manifest, paths, lock_provider, node)
-        configure_logging(log_level, settings.node)
+        configure_logging(log_level, settings.node, log_format)
         runtime = build_runtime(
             descriptors, settings, host="tick", observers=observers_for(fire_log)
         )
@@ -54,6 +67,10 @@ def tick(
             # Closing the lock would free the task locks of bodies still running.
             runtime.close()
     ignore_stop_signals()
-    click.echo(report.summary())
+    if as_json:
+        echo_json_lines(report.rows())
+    else:
+        click.echo(report.summary())
     if report.abandoned:
         exit_abandoning()
+    sys.exit(report.exit_status)

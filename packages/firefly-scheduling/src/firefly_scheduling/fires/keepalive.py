@@ -41,6 +41,29 @@ from firefly_scheduling.locks.port import HoldingLock
 
 logger = logging.getLogger("firefly_scheduling.fires")
 
+
+class KeepAliveStats:
+    """Process-wide counts for metrics: renewals that failed (and were retried).
+
+    A plain counter behind a lock: telemetry reads it from an observable counter, so
+    the keep-alive needs no hook and pays one increment per failure.
+    """
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._failed_renewals = 0
+
+    @property
+    def failed_renewals(self) -> int:
+        return self._failed_renewals
+
+    def renewal_failed(self) -> None:
+        with self._mutex:
+            self._failed_renewals += 1
+
+
+KEEPALIVE_STATS = KeepAliveStats()
+
 #: Renewals per lease: the lease survives `RENEWALS_PER_TTL - 1` failed or late ones.
 RENEWALS_PER_TTL = 3
 #: Longest `KeepAlive.stop()` waits for a renewal of its holding already in flight.
@@ -216,6 +239,7 @@ def judge_renewal(keep: Watched, renewed: bool) -> bool | None:
         return True
     if holding.released:
         return None
+    KEEPALIVE_STATS.renewal_failed()
     if not holding.lost:
         return False
     if not keep.stopped:

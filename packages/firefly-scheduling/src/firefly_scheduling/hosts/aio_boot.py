@@ -19,6 +19,7 @@ from firefly_scheduling.hosts.aio_lock_selection import configured_async_lock
 from firefly_scheduling.hosts.aio_runtime import AsyncTaskRuntime
 from firefly_scheduling.hosts.boot import initial_delay_gate
 from firefly_scheduling.hosts.fires import FireObserver
+from firefly_scheduling.hosts.lock_safety import check_lock_guards
 from firefly_scheduling.hosts.runtime import Lazy
 from firefly_scheduling.initial_delay.gate import delayed_tasks
 from firefly_scheduling.locks.port import check_flavour
@@ -49,7 +50,11 @@ def build_async_runtime(
         else Lazy(lambda: asyncio_lock(configured_async_lock(settings)))
     )
     if eager:
-        lock_value.get()
+        built = lock_value.get()
+        if lock is None:
+            # An asyncio lock opens its connection on first use: a refusal here leaves
+            # nothing open, so there is nothing to close (the sync boot closes its lock).
+            check_lock_guards(descriptors, settings, built, host=host)
         if delayed_tasks(descriptors):
             gate.get()
     runtime = AsyncTaskRuntime(

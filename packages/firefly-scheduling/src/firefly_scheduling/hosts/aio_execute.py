@@ -34,13 +34,15 @@ logger = logging.getLogger("firefly_scheduling.hosts")
 async def execute_fire(fire: Fire, runtime: AsyncTaskRuntime) -> FireResult:
     """Run `fire` through the gate and the fire runner; never raises for a task's failure.
 
-    Observers hear about every adopted run first, then about the fire itself.
+    Observers hear about every adopted run first, then about the fire itself. The
+    whole fire (claim, task lock, body) runs inside its telemetry span.
     """
-    with runtime.tracking(fire) as accepted:
+    with runtime.tracking(fire) as accepted, runtime.telemetry.fire(fire, runtime.node) as ended:
         if not accepted:
             result = FireResult(fire, runtime.node, FireSkip.SHUTTING_DOWN)
         else:
             result = await _run(fire, runtime)
+        ended(result)
     for finished in (*result.adopted, result):
         for observer in runtime.observers:
             try:

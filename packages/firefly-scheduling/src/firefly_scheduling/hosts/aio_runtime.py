@@ -18,6 +18,7 @@ from firefly_scheduling.aio.port import AsyncDistributedLock
 from firefly_scheduling.fires.aio_execution import AsyncFireRunner
 from firefly_scheduling.guard import Resolver
 from firefly_scheduling.hosts.runtime import Lazy, RuntimeBase
+from firefly_scheduling.hosts.telemetry import Telemetry
 from firefly_scheduling.initial_delay.gate import InitialDelayGate
 
 if TYPE_CHECKING:
@@ -38,8 +39,11 @@ class AsyncTaskRuntime(RuntimeBase):
         node: str,
         observers: Sequence[FireObserver] = (),
         fire_runner: Callable[[AsyncTaskRuntime], AsyncFireRunner] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
-        super().__init__(gate=gate, resolver=resolver, node=node, observers=observers)
+        super().__init__(
+            gate=gate, resolver=resolver, node=node, observers=observers, telemetry=telemetry
+        )
         self.lock = lock
         make_runner = fire_runner or (
             lambda runtime: AsyncFireRunner(runtime.lock.get(), clock=runtime.wall_now, node=node)

@@ -15,6 +15,7 @@ from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.guard import Resolver
 from firefly_scheduling.hosts.fires import FireObserver
+from firefly_scheduling.hosts.lock_safety import check_lock_guards
 from firefly_scheduling.hosts.runtime import Lazy, TaskRuntime
 from firefly_scheduling.initial_delay.gate import (
     InitialDelayGate,
@@ -47,7 +48,8 @@ def build_runtime(
 ) -> TaskRuntime:
     """The runtime of a host running `descriptors` (already validated).
 
-    An explicit `lock` always wins over the configured provider; `node` over
+    An explicit `lock` always wins over the configured provider (and, being the
+    caller's choice, is not checked by `check_lock_guards`); `node` over
     `settings.node` (`FIREFLY_SCHEDULING_NODE`, else `<hostname>-<pid>`). Under the cron-driven
     host (`host="tick"`) a per-process anchor store draws a warning naming the
     delayed tasks, because each tick process would re-anchor and never run them.
@@ -57,7 +59,9 @@ def build_runtime(
         Lazy.of(lock) if lock is not None else Lazy(lambda: resolve_lock(settings))
     )
     if eager:
-        lock_value.get()
+        built = lock_value.get()
+        if lock is None:
+            _check_guards_or_close(descriptors, settings, built, host=host)
         if delayed_tasks(descriptors):
             gate.get()
     runtime = TaskRuntime(
@@ -109,3 +113,20 @@ def synchronous_lock(lock: object) -> DistributedLock:
             "try_acquire/release methods"
         )
     return lock
+
+
+def _check_guards_or_close(
+    descriptors: Sequence[ScheduledDescriptor],
+    settings: Settings,
+    lock: DistributedLock,
+    *,
+    host: str,
+) -> None:
+    """`check_lock_guards`, closing the configured lock when the host refuses to boot."""
+    try:
+        check_lock_guards(descriptors, settings, lock, host=host)
+    except BaseException:
+        close = getattr(lock, "close", None)
+        if callable(close):
+            close()
+        raise

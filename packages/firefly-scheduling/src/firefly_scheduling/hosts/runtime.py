@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from firefly_scheduling.fires.execution import FireRunner, utc_now
 from firefly_scheduling.guard import CallableResolver, Resolver
 from firefly_scheduling.hosts.coroutine_loop import CoroutineLoop
+from firefly_scheduling.hosts.telemetry import Telemetry, process_telemetry
 from firefly_scheduling.initial_delay.gate import InitialDelayGate
 from firefly_scheduling.locks.port import DistributedLock
 
@@ -71,6 +72,7 @@ class RuntimeBase:
         resolver: Resolver | None = None,
         node: str,
         observers: Sequence[FireObserver] = (),
+        telemetry: Telemetry | None = None,
     ) -> None:
         #: The wall clock fires are judged by (grace); a host with a clock seam replaces it.
         self.now: Callable[[], datetime] = utc_now
@@ -78,6 +80,8 @@ class RuntimeBase:
         self.callables = CallableResolver(resolver)
         self.node = node
         self.observers = tuple(observers)
+        #: A span and metrics per fire (OpenTelemetry when its API is installed).
+        self.telemetry = process_telemetry() if telemetry is None else telemetry
         self._accepting = True
         self._in_flight: dict[int, object] = {}
         self._next_ticket = 0
@@ -142,8 +146,11 @@ class TaskRuntime(RuntimeBase):
         node: str,
         observers: Sequence[FireObserver] = (),
         fire_runner: Callable[[TaskRuntime], FireRunner] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
-        super().__init__(gate=gate, resolver=resolver, node=node, observers=observers)
+        super().__init__(
+            gate=gate, resolver=resolver, node=node, observers=observers, telemetry=telemetry
+        )
         self.lock = lock
         make_runner = fire_runner or (
             lambda runtime: FireRunner(runtime.lock.get(), clock=runtime.wall_now, node=node)

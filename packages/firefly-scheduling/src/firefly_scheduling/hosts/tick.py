@@ -39,11 +39,12 @@ from zoneinfo import ZoneInfo
 from firefly_scheduling.cadence import Cadence
 from firefly_scheduling.cron import CronSchedule
 from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.fires.outcome import FireStatus
 from firefly_scheduling.hosts.clock import Clock, SystemClock
 from firefly_scheduling.hosts.cron_prefilter import MinutePrefilter, WallClock
 from firefly_scheduling.hosts.execute import execute_fire
 from firefly_scheduling.hosts.fire_instants import minute_start
-from firefly_scheduling.hosts.fires import Fire, FireResult
+from firefly_scheduling.hosts.fires import Fire, FireResult, FireSkip, FireVerdict
 from firefly_scheduling.hosts.runtime import TaskRuntime
 from firefly_scheduling.hosts.shutdown import (
     DEFAULT_GRACE_PERIOD_SECONDS,
@@ -57,6 +58,12 @@ logger = logging.getLogger("firefly_scheduling.hosts")
 
 _MINUTE = timedelta(minutes=1)
 _MAX_WORKERS = 32
+#: Verdicts that make `tick` exit 1: a body failed, or the backend did (the lock, its
+#: lease, the anchor store). A run found expired is the history's news of an earlier
+#: pass, reported by `monitor`, not a failure of this one.
+PROBLEM_VERDICTS: frozenset[FireVerdict] = frozenset(
+    {FireStatus.FAILED, FireStatus.BACKEND_ERROR, FireStatus.LOCK_LOST, FireSkip.UNAVAILABLE}
+)
 
 
 def cadence_of(descriptor: ScheduledDescriptor) -> Cadence:
@@ -106,6 +113,68 @@ class TickReport:
     not_started: list[TickSlot] = field(default_factory=list)
     #: Fires still running when the grace period ended (their task locks released).
     abandoned: list[object] = field(default_factory=list)
+    #: Fires that raised outside their task body (a defect or a backend failure).
+    crashed: int = 0
+
+    def every_result(self) -> list[FireResult]:
+        """Each fire's result, preceded by the died runs it adopted or expired."""
+        return [each for result in self.results for each in (*result.adopted, result)]
+
+    def problems(self) -> list[FireResult]:
+        """Results an operator must hear about: a body failed, or the backend did.
+
+        A fire claimed elsewhere, not due, too late, held back or overlapping was
+        legitimately not run here, and is no problem.
+        """
+        return [
+            result
+            for result in self.every_result()
+            if result.verdict in PROBLEM_VERDICTS or (result.runner and result.runner.lost)
+        ]
+
+    @property
+    def exit_status(self) -> int:
+        """1 when a fire met a backend error, a lost lock or a failing body; else 0."""
+        return 1 if self.problems() or self.crashed else 0
+
+    def rows(self) -> list[dict[str, object]]:
+        """One JSON-ready object per fire handled, adoptions included, then slots not run."""
+        rows: list[dict[str, object]] = [
+            {
+                "target": result.fire.target,
+                "instant": result.fire.instant.isoformat(),
+                "verdict": result.verdict.name.lower(),
+                "adoption": result.adoption,
+                "attempt": None if result.runner is None else result.runner.attempt,
+                "token": None if result.runner is None else result.runner.token,
+                "node": result.node,
+                "started_at": None if result.started_at is None else result.started_at.isoformat(),
+                "ended_at": None if result.ended_at is None else result.ended_at.isoformat(),
+                "error": None if result.runner is None else result.runner.error,
+            }
+            for result in self.every_result()
+        ]
+        for verdict, slots in (
+            ("missed", self.missed),
+            ("overlapping", self.overlapping),
+            ("not_started", self.not_started),
+        ):
+            rows.extend(
+                {
+                    "target": slot.fire.target,
+                    "instant": slot.fire.instant.isoformat(),
+                    "verdict": verdict,
+                    "adoption": False,
+                    "attempt": None,
+                    "token": None,
+                    "node": None,
+                    "started_at": None,
+                    "ended_at": None,
+                    "error": None,
+                }
+                for slot in slots
+            )
+        return rows
 
     def summary(self) -> str:
         """One line: the count of each verdict ("3 succeeded; 2 claimed elsewhere")."""
@@ -115,6 +184,8 @@ class TickReport:
             parts.append(f"{len(self.missed)} slot(s) already past at start")
         if self.overlapping:
             parts.append(f"{len(self.overlapping)} slot(s) skipped: previous run still going")
+        if self.crashed:
+            parts.append(f"{self.crashed} fire(s) failed outside their body (see the log)")
         if self.stopped:
             parts.append(
                 f"stopped early: {len(self.not_started)} slot(s) not started, "
@@ -235,15 +306,12 @@ class TickHost:
             # Abandoned bodies keep their threads: waiting for them is what the
             # grace period refused to do.
             pool.shutdown(wait=not report.abandoned, cancel_futures=True)
-        report.results = [result for result in map(_result_of, submitted) if result is not None]
-
-
-def _result_of(future: Future[FireResult]) -> FireResult | None:
-    """A finished fire's result; a fire that raised is logged, never the whole pass's end."""
-    if not future.done() or future.cancelled():
-        return None
-    error = future.exception()
-    if error is not None:
-        logger.error("a fire failed outside its task body: %s", error, exc_info=error)
-        return None
-    return future.result()
+        for future in submitted:
+            if not future.done() or future.cancelled():
+                continue
+            error = future.exception()
+            if error is None:
+                report.results.append(future.result())
+            else:  # logged, counted, never the whole pass's end
+                logger.error("a fire failed outside its task body: %s", error, exc_info=error)
+                report.crashed += 1

@@ -1,0 +1,146 @@
+"""What `run` and `tick` share: their options, logging, and the boot of their tasks.
+
+Both hosts take the same task source, provider, node, fire log, grace period and
+logging options, and boot the same way; this module holds that once (the commands
+themselves only differ in the host they build).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from firefly_scheduling.cli.common import discover_tasks, settings_for, task_source_options
+from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.hosts.boot import validated
+from firefly_scheduling.hosts.fire_log import FireLog
+from firefly_scheduling.hosts.fires import FireObserver
+from firefly_scheduling.hosts.shutdown import DEFAULT_GRACE_PERIOD_SECONDS
+from firefly_scheduling.settings import Settings
+
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+LOG_FORMATS = ("text", "json")
+
+
+def host_options(command: Command) -> Command:
+    """The options `run` and `tick` share: task source, lock provider, node, grace, logging."""
+    options = (
+        click.option(
+            "--lock-provider",
+            default=None,
+            metavar="NAME",
+            help="Lock provider for this process, overriding FIREFLY_SCHEDULING_LOCK_PROVIDER.",
+        ),
+        click.option(
+            "--node",
+            default=None,
+            metavar="NAME",
+            help="This node's name in logs and records, overriding FIREFLY_SCHEDULING_NODE "
+            "[default: hostname-pid].",
+        ),
+        click.option(
+            "--fire-log",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="Append one JSON line per fire handled here to this file (debugging, demo).",
+        ),
+        click.option(
+            "--grace-period",
+            type=click.FloatRange(min=0),
+            default=DEFAULT_GRACE_PERIOD_SECONDS,
+            show_default=True,
+            help="Seconds running bodies get to finish after SIGTERM/SIGINT.",
+        ),
+        click.option(
+            "--log-level",
+            type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+            default="INFO",
+            show_default=True,
+        ),
+        click.option(
+            "--log-format",
+            type=click.Choice(LOG_FORMATS, case_sensitive=False),
+            default="text",
+            show_default=True,
+            help="`json`: one JSON object per log line (time, level, node, logger, message).",
+        ),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return task_source_options(command)
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per record, for log shippers that parse structured lines.
+
+    Keys: `time` (ISO 8601, UTC), `level`, `node`, `logger`, `message`, and `error`
+    (the formatted traceback) when the record carries one.
+    """
+
+    def __init__(self, node: str) -> None:
+        super().__init__()
+        self.node = node
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname,
+            "node": self.node,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def configure_logging(level: str, node: str, log_format: str = "text") -> None:
+    """Log lines to stderr, each naming the node, as text or JSON.
+
+    APScheduler's own INFO lines (every job added, run and removed) are left out
+    unless `--log-level DEBUG`; its warnings (a fire skipped because the previous
+    run of the task is still going) stay.
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format.lower() == "json":
+        handler.setFormatter(JsonLogFormatter(node))
+    else:
+        handler.setFormatter(
+            logging.Formatter(f"%(asctime)s %(levelname)s [{node}] %(name)s: %(message)s")
+        )
+    logging.basicConfig(level=level.upper(), handlers=[handler])
+    if level.upper() != "DEBUG":
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
+
+
+def prepare_host(
+    apps: tuple[str, ...],
+    manifest: Path | None,
+    paths: tuple[Path, ...],
+    lock_provider: str | None,
+    node: str | None,
+) -> tuple[Settings, tuple[ScheduledDescriptor, ...]]:
+    """Settings with the overrides applied, and the validated tasks (none is an error)."""
+    settings = settings_for(manifest)
+    if lock_provider:
+        settings = replace(settings, lock_provider=lock_provider.strip().lower())
+    if node:
+        settings = replace(settings, node=node)
+    discovered = discover_tasks(apps, manifest, paths, settings)
+    if not discovered.descriptors:
+        raise ConfigurationError(discovered.explanation)
+    return settings, validated(discovered.descriptors)
+
+
+def observers_for(fire_log: Path | None) -> tuple[FireObserver, ...]:
+    return () if fire_log is None else (FireLog(fire_log),)

@@ -1,0 +1,59 @@
+"""Say, at boot, which lock guards the tasks, and refuse to run unguarded on demand.
+
+The default provider (`none`) and `memory` exclude nothing across processes: every
+node of a fleet runs every locked task. That is right for one node and for local
+development, and silently wrong in production, so a host that boots locked tasks on
+such a lock logs a WARNING naming how many there are. A deployment that must never
+run that way sets `firefly.scheduling.lock.required`
+(`FIREFLY_SCHEDULING_LOCK_REQUIRED=true`) and the warning becomes a refusal at boot
+(exit 2). Either way the startup line names the provider and the lock's redacted
+target, so an operator reading one log line knows where the locks are kept.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.locks.port import capabilities_of
+from firefly_scheduling.settings import Settings, env_var
+
+logger = logging.getLogger("firefly_scheduling.hosts")
+
+REQUIRED_KEY = "firefly.scheduling.lock.required"
+
+
+def check_lock_guards(
+    descriptors: Sequence[ScheduledDescriptor], settings: Settings, lock: object, *, host: str
+) -> None:
+    """Log the startup line; warn about (or, when required, refuse) unguarded locked tasks."""
+    locked = [d.target for d in descriptors if d.lock_name is not None]
+    logger.info(
+        "%s host: %d task(s), %d locked; lock provider %r: %r",
+        host,
+        len(descriptors),
+        len(locked),
+        settings.lock_provider,
+        lock,
+    )
+    if not locked or capabilities_of(lock).cross_process:
+        return
+    problem = (
+        f"{len(locked)} locked task(s) run under the {settings.lock_provider!r} lock "
+        f"provider, which excludes nothing across processes: every node will run them "
+        f"({', '.join(sorted(locked)[:5])}{', ...' if len(locked) > 5 else ''})"
+    )
+    if settings.lock_required:
+        raise ConfigurationError(
+            f"{problem}; {env_var(REQUIRED_KEY)} ({REQUIRED_KEY}) is set, so this host "
+            f"refuses to start: configure a shared lock provider "
+            f"(FIREFLY_SCHEDULING_LOCK_PROVIDER)"
+        )
+    logger.warning(
+        "%s. Configure a shared lock provider (FIREFLY_SCHEDULING_LOCK_PROVIDER), or set "
+        "%s=true to refuse to start like this.",
+        problem,
+        env_var(REQUIRED_KEY),
+    )

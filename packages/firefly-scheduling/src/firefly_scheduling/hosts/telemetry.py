@@ -1,0 +1,182 @@
+"""OpenTelemetry for every fire a host runs: one span, and a few metrics.
+
+Optional and API-only: with the `[otel]` extra (`opentelemetry-api`) installed, each
+fire is a span and the metrics below are recorded through the global providers the
+application configured (an SDK, the OpenTelemetry distro, a collector's exporters);
+without an SDK the API's own no-op providers make this free, and without the API
+package `NO_TELEMETRY` is used and nothing is imported at all. The library never
+configures exporters: that is the application's decision.
+
+The span (`fire <target>`, kind INTERNAL) wraps the claim, the task lock and the
+body, so the body's own spans nest under it. Its attributes follow the FaaS timer
+conventions where they fit (`faas.trigger=timer`, `faas.cron`) and add the fire's
+identity: `firefly.task`, `firefly.fire.instant`, `firefly.node`, then, when the
+fire ends, `firefly.fire.verdict`, `firefly.fire.attempt`, `firefly.fire.token`. A
+failed body sets the span's status to ERROR with its message.
+
+Metrics (names are stable; see docs/operations.md for a Grafana-ready list):
+
+* `firefly.fires` (counter, `{fire}`): fires by `firefly.task` and `firefly.fire.verdict`;
+* `firefly.fire.lateness` (histogram, `s`): scheduled instant to body start;
+* `firefly.fire.duration` (histogram, `s`): body duration;
+* `firefly.fire.claim.duration` (histogram, `s`): claiming the fire, round trip included;
+* `firefly.lock.lost` (counter, `{lock}`): task locks lost while a body ran;
+* `firefly.keepalive.failures` (counter, `{renewal}`): renewals that failed and
+  will be retried (a lost lock is counted once more, in `firefly.lock.lost`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any, Protocol
+
+from firefly_scheduling.fires.keepalive import KEEPALIVE_STATS
+from firefly_scheduling.fires.outcome import FireStatus
+from firefly_scheduling.version import __version__
+
+if TYPE_CHECKING:
+    from firefly_scheduling.hosts.fires import Fire, FireResult
+
+INSTRUMENTATION = "firefly_scheduling"
+logger = logging.getLogger(__name__)
+
+#: Called once with the fire's result when it ended.
+FinishFire = Callable[["FireResult"], None]
+
+
+class Telemetry(Protocol):
+    """What a host asks of telemetry: a context around each fire."""
+
+    def fire(self, fire: Fire, node: str) -> AbstractContextManager[FinishFire]: ...
+
+
+class NoTelemetry:
+    """Used when `opentelemetry-api` is not installed: does nothing, imports nothing."""
+
+    @contextmanager
+    def fire(self, fire: Fire, node: str) -> Iterator[FinishFire]:
+        yield _ignore
+
+
+def _ignore(result: FireResult) -> None:
+    del result
+
+
+NO_TELEMETRY = NoTelemetry()
+
+
+class OpenTelemetry:
+    """Spans and metrics through OpenTelemetry's API (global providers unless given)."""
+
+    def __init__(self, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+        from opentelemetry import metrics, trace  # noqa: PLC0415 - an optional dependency
+
+        self._trace = trace
+        self._tracer = trace.get_tracer(
+            INSTRUMENTATION, __version__, tracer_provider=tracer_provider
+        )
+        meter = metrics.get_meter(INSTRUMENTATION, __version__, meter_provider=meter_provider)
+        self._fires = meter.create_counter(
+            "firefly.fires", unit="{fire}", description="Fires handled, by task and verdict"
+        )
+        self._lateness = meter.create_histogram(
+            "firefly.fire.lateness",
+            unit="s",
+            description="From a fire's scheduled instant to its body's start",
+        )
+        self._duration = meter.create_histogram(
+            "firefly.fire.duration", unit="s", description="How long a fire's body ran"
+        )
+        self._claim = meter.create_histogram(
+            "firefly.fire.claim.duration",
+            unit="s",
+            description="How long claiming a fire took, its round trip included",
+        )
+        self._lost = meter.create_counter(
+            "firefly.lock.lost", unit="{lock}", description="Task locks lost while a body ran"
+        )
+        meter.create_observable_counter(
+            "firefly.keepalive.failures",
+            callbacks=[self._observe_renewal_failures],
+            unit="{renewal}",
+            description="Lock renewals that failed (retried until the lease lapses)",
+        )
+
+    @contextmanager
+    def fire(self, fire: Fire, node: str) -> Iterator[FinishFire]:
+        attributes: dict[str, str] = {
+            "faas.trigger": "timer",
+            "firefly.task": fire.target,
+            "firefly.fire.instant": fire.instant.isoformat(),
+            "firefly.node": node,
+        }
+        if fire.descriptor.cron is not None:
+            attributes["faas.cron"] = fire.descriptor.cron
+        with self._tracer.start_as_current_span(
+            f"fire {fire.target}", attributes=attributes, record_exception=False
+        ) as span:
+            yield lambda result: self._finish(span, result)
+
+    def _finish(self, span: Any, result: FireResult) -> None:
+        try:
+            self._annotate(span, result)
+        except Exception:  # telemetry must never break a host
+            logger.exception("recording telemetry for %s failed", result.fire.target)
+
+    def _annotate(self, span: Any, result: FireResult) -> None:
+        for each in (*result.adopted, result):
+            self._record(each)
+        verdict = result.verdict.name.lower()
+        span.set_attribute("firefly.fire.verdict", verdict)
+        runner = result.runner
+        if runner is not None and runner.attempt is not None:
+            span.set_attribute("firefly.fire.attempt", runner.attempt)
+        if runner is not None and runner.token is not None:
+            span.set_attribute("firefly.fire.token", runner.token)
+        if result.verdict is FireStatus.FAILED or (runner is not None and runner.lost):
+            detail = runner.error if runner is not None and runner.error else verdict
+            if runner is not None and runner.lost:
+                detail = f"{detail}; the task lock was lost while the body ran"
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, detail))
+
+    def _record(self, result: FireResult) -> None:
+        labels = {"firefly.task": result.fire.target}
+        self._fires.add(1, {**labels, "firefly.fire.verdict": result.verdict.name.lower()})
+        if result.started_at is not None:
+            lateness = (result.started_at - result.fire.instant).total_seconds()
+            self._lateness.record(max(lateness, 0.0), labels)
+            if result.ended_at is not None:
+                duration = (result.ended_at - result.started_at).total_seconds()
+                self._duration.record(duration, labels)
+        runner = result.runner
+        if runner is not None and runner.claim_seconds is not None:
+            self._claim.record(runner.claim_seconds, labels)
+        if runner is not None and runner.lost:
+            self._lost.add(1, labels)
+
+    @staticmethod
+    def _observe_renewal_failures(options: Any) -> Iterator[Any]:
+        from opentelemetry.metrics import Observation  # noqa: PLC0415
+
+        yield Observation(KEEPALIVE_STATS.failed_renewals)
+
+
+def process_telemetry() -> Telemetry:
+    """OpenTelemetry when its API is installed, else `NO_TELEMETRY`; one per process."""
+    global _PROCESS_TELEMETRY  # noqa: PLW0603 - built once, on first use
+    if _PROCESS_TELEMETRY is None:
+        try:
+            _PROCESS_TELEMETRY = (
+                NO_TELEMETRY
+                if importlib.util.find_spec("opentelemetry") is None
+                else OpenTelemetry()
+            )
+        except ImportError:  # an `opentelemetry` namespace without the API in it
+            _PROCESS_TELEMETRY = NO_TELEMETRY
+    return _PROCESS_TELEMETRY
+
+
+_PROCESS_TELEMETRY: Telemetry | None = None

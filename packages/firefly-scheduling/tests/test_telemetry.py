@@ -1,0 +1,149 @@
+"""OpenTelemetry: a span per fire with its identity, the body's spans nested, and metrics.
+
+Read back through the SDK's in-memory exporters (issue 11): what an operator's
+collector would receive.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "host_support"))
+import firefly_host_unit_tasks as tasks
+from firefly_fake_clock import FakeClock
+
+from firefly_scheduling import ScheduledDescriptor, Settings
+from firefly_scheduling.fires.outcome import FireStatus
+from firefly_scheduling.hosts.boot import build_runtime
+from firefly_scheduling.hosts.fires import Fire, FireResult
+from firefly_scheduling.hosts.telemetry import NO_TELEMETRY, OpenTelemetry, process_telemetry
+from firefly_scheduling.hosts.tick import TickHost
+
+MODULE = "firefly_host_unit_tasks"
+MINUTE = datetime(2026, 6, 3, 12, 0, tzinfo=UTC)  # a Wednesday
+
+
+class Collected:
+    def __init__(self) -> None:
+        self.spans = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
+        self.metrics = InMemoryMetricReader()
+        self.meter_provider = MeterProvider(metric_readers=[self.metrics])
+        self.telemetry = OpenTelemetry(self.tracer_provider, self.meter_provider)
+
+    def points(self) -> dict[str, list[Any]]:
+        data = self.metrics.get_metrics_data()
+        found: dict[str, list[Any]] = {}
+        assert data is not None
+        for resource in data.resource_metrics:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    found.setdefault(metric.name, []).extend(metric.data.data_points)
+        return found
+
+
+@pytest.fixture
+def collected() -> Iterator[Collected]:
+    tasks.reset()
+    made = Collected()
+    yield made
+    made.tracer_provider.shutdown()
+    made.meter_provider.shutdown()
+
+
+def run_minute(descriptors: list[ScheduledDescriptor], collected: Collected) -> Any:
+    runtime = build_runtime(descriptors, Settings(lock_provider="memory"), host="tick", node="n1")
+    runtime.telemetry = collected.telemetry
+    try:
+        return TickHost(descriptors, runtime, clock=FakeClock(MINUTE), grace_period=5.0).run()
+    finally:
+        runtime.close()
+
+
+def test_each_fire_is_a_span_with_its_identity_and_the_body_nests_under_it(
+    collected: Collected, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inner: list[Any] = []
+    original = tasks.ping
+
+    def traced_ping() -> None:
+        with trace.get_tracer(
+            "app", tracer_provider=collected.tracer_provider
+        ).start_as_current_span("app work") as span:
+            inner.append(span)
+            original()
+
+    monkeypatch.setattr(tasks, "ping", traced_ping, raising=True)
+    descriptor = ScheduledDescriptor(
+        target=f"{MODULE}:ping", cron="* * * * *", lock_name="ping", lock_ttl=30.0
+    )
+    run_minute([descriptor], collected)
+    spans = {span.name: span for span in collected.spans.get_finished_spans()}
+    fire = spans[f"fire {MODULE}:ping"]
+    work = spans["app work"]
+    assert work.parent is not None
+    assert work.parent.span_id == fire.context.span_id
+    attributes = dict(fire.attributes or {})
+    assert attributes["faas.trigger"] == "timer"
+    assert attributes["faas.cron"] == "* * * * *"
+    assert attributes["firefly.task"] == f"{MODULE}:ping"
+    assert attributes["firefly.fire.instant"] == MINUTE.isoformat()
+    assert attributes["firefly.node"] == "n1"
+    assert attributes["firefly.fire.verdict"] == "succeeded"
+    assert isinstance(attributes["firefly.fire.token"], int)
+
+
+def test_a_failed_body_marks_its_span_as_an_error(collected: Collected) -> None:
+    run_minute([ScheduledDescriptor(target=f"{MODULE}:boom", cron="* * * * *")], collected)
+    [span] = collected.spans.get_finished_spans()
+    assert span.status.status_code is trace.StatusCode.ERROR
+    assert "boom" in (span.status.description or "")
+    assert dict(span.attributes or {})["firefly.fire.verdict"] == "failed"
+
+
+def test_fires_lateness_duration_and_claim_latency_are_recorded(collected: Collected) -> None:
+    descriptors = [
+        ScheduledDescriptor(target=f"{MODULE}:ping", fixed_rate=15.0, lock_name="p", lock_ttl=30.0),
+        ScheduledDescriptor(target=f"{MODULE}:boom", cron="* * * * *"),
+    ]
+    run_minute(descriptors, collected)
+    points = collected.points()
+    by_verdict = {
+        (
+            p.attributes["firefly.task"].partition(":")[2],
+            p.attributes["firefly.fire.verdict"],
+        ): p.value
+        for p in points["firefly.fires"]
+    }
+    assert by_verdict == {("ping", "succeeded"): 4, ("boom", "failed"): 1}
+    lateness = {p.attributes["firefly.task"]: p.count for p in points["firefly.fire.lateness"]}
+    assert lateness == {f"{MODULE}:ping": 4, f"{MODULE}:boom": 1}
+    durations = {p.attributes["firefly.task"]: p.count for p in points["firefly.fire.duration"]}
+    assert durations == lateness
+    claims = {p.attributes["firefly.task"]: p.count for p in points["firefly.fire.claim.duration"]}
+    assert claims == {f"{MODULE}:ping": 4}  # the unlocked task claims nothing
+    assert "firefly.keepalive.failures" in points
+
+
+def test_without_the_api_installed_telemetry_is_a_no_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    import firefly_scheduling.hosts.telemetry as module  # noqa: PLC0415
+
+    monkeypatch.setattr(module, "_PROCESS_TELEMETRY", None)
+    monkeypatch.setattr(module.importlib.util, "find_spec", lambda name: None)
+    assert process_telemetry() is NO_TELEMETRY
+    descriptor = ScheduledDescriptor(target=f"{MODULE}:ping", cron="* * * * *")
+    with NO_TELEMETRY.fire(Fire(descriptor, MINUTE), "n") as ended:
+        ended(FireResult(Fire(descriptor, MINUTE), "n", FireStatus.SUCCEEDED))
