@@ -36,6 +36,7 @@ from firefly_scheduling.cli import main
 from firefly_scheduling.fires.outcome import FireStatus
 from firefly_scheduling.guard import RunOutcome, run_guarded
 from firefly_scheduling.hosts.boot import build_runtime
+from firefly_scheduling.hosts.coroutine_loop import CoroutineLoop
 from firefly_scheduling.hosts.fires import FireResult
 from firefly_scheduling.hosts.resident import ResidentHost
 from firefly_scheduling.hosts.tick import TickHost
@@ -235,3 +236,20 @@ def test_the_tick_command_says_succeeded_only_for_an_async_task_that_ran(
     assert "1 succeeded" in result.output
     [call] = atasks.calls("every_minute")
     assert call[1] == "firefly_async_unit_app:every_minute"
+
+
+def test_the_host_loop_runs_coroutines_on_one_thread_and_refuses_after_close() -> None:
+    loop = CoroutineLoop()
+
+    async def where() -> tuple[int, str]:
+        await asyncio.sleep(0)
+        return id(asyncio.get_running_loop()), threading.current_thread().name
+
+    first, second = loop.run(where()), loop.run(where())
+    assert first == second
+    assert first[1] == "firefly-asyncio"
+    loop.close()
+    pending = where()
+    with pytest.raises(RuntimeError, match="shutting down"):
+        loop.run(pending)
+    assert pending.cr_frame is None  # closed, not left un-awaited

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -40,6 +41,7 @@ class CoroutineLoop:
         self._mutex = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
         self._closed = False
 
     @property
@@ -73,6 +75,8 @@ class CoroutineLoop:
         with self._mutex:
             if self._closed:
                 raise RuntimeError("the host's event loop is closed: it is shutting down")
+            if self._pid != os.getpid():  # a forked child: the loop's thread stayed behind
+                self._loop, self._thread, self._pid = None, None, os.getpid()
             if self._loop is None:
                 loop = asyncio.new_event_loop()
                 ready = threading.Event()
