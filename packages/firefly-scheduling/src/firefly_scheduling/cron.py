@@ -32,12 +32,14 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-from croniter import CroniterBadDateError, CroniterError, croniter
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.instants import as_utc
+
+if TYPE_CHECKING:
+    from croniter import croniter as Croniter
 
 MACROS: dict[str, str] = {
     "@yearly": "0 0 1 1 *",
@@ -123,7 +125,7 @@ class CronSchedule:
         # Near a change of offset, wall-clock times up to the size of the change before
         # `start` may still have a second occurrence after `instant`.
         start -= self._offset_change_near(after)
-        candidates = croniter(self.fields, start)
+        candidates = croniter_for(self.fields, start)
         best: datetime | None = None
         for _ in range(_MAX_CANDIDATES):
             instants = self._instants_of(candidates.get_next(datetime))
@@ -149,7 +151,7 @@ class CronSchedule:
         # get_prev returns times strictly before its start. Near a change of offset a
         # wall-clock time up to the size of the change after `local` may already have
         # fired (clocks went back), so the walk starts that much later.
-        candidates = croniter(self.fields, local + _MINUTE + self._offset_change_near(now))
+        candidates = croniter_for(self.fields, local + _MINUTE + self._offset_change_near(now))
         for _ in range(_MAX_CANDIDATES):
             fired = [
                 fire for fire in self._instants_of(candidates.get_prev(datetime)) if fire <= now
@@ -208,12 +210,25 @@ class _CronRefusal(Exception):
     """Why an expression was refused, before the caller adds its source."""
 
 
+def croniter_for(fields: str, start: datetime) -> Croniter:
+    """A croniter over `fields` from `start`, croniter imported on first use.
+
+    croniter (and dateutil, which it pulls in) costs more at import than the rest of
+    the package; a deployment with interval tasks only never pays for it.
+    """
+    from croniter import croniter  # noqa: PLC0415 - lazily, see above
+
+    return croniter(fields, start)
+
+
 @lru_cache(maxsize=4096)
 def _parse(expression: str, zone: ZoneInfo) -> CronSchedule:
     # Cached: boot validation parses the same few expressions for thousands of tasks.
+    from croniter import CroniterBadDateError, CroniterError  # noqa: PLC0415 - lazily
+
     fields = _standard_fields(expression)
     try:
-        parsed = croniter(fields, datetime(2000, 1, 1))
+        parsed = croniter_for(fields, datetime(2000, 1, 1))
         parsed.get_next(datetime)
     except CroniterBadDateError as err:
         raise _CronRefusal("never fires (no such date, e.g. 30 February)") from err

@@ -1,1 +1,1 @@
-"""Integrations with application frameworks, each behind its own optional extra."""
+"""Framework integrations, each an optional extra: `django` and `starlette`."""

@@ -23,9 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from croniter import croniter
-
-from firefly_scheduling.cron import CronSchedule
+from firefly_scheduling.cron import CronSchedule, croniter_for
 from firefly_scheduling.instants import as_utc
 
 # Longer than any wall-clock shift a DST transition makes (2 h at most, historically).
@@ -62,7 +60,7 @@ class MinutePrefilter:
 
     def __init__(self, schedule: CronSchedule) -> None:
         self.schedule = schedule
-        minutes, hours, days, months, weekdays = croniter(schedule.fields, _REFERENCE).expanded
+        minutes, hours, days, months, weekdays = croniter_for(schedule.fields, _REFERENCE).expanded
         self._minutes = _field(minutes)
         self._hours = _field(hours)
         self._days = _field(days)
