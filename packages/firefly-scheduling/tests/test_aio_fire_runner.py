@@ -9,6 +9,7 @@ worker thread, and the host's cancellation at the end of the grace period.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
 from datetime import UTC, datetime
 
@@ -17,12 +18,16 @@ from firefly_scheduling.aio import AsyncInMemoryLock
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.aio_execution import AsyncFireRunner
 from firefly_scheduling.fires.context import FireContext
+from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import FireStatus
 from firefly_scheduling.history import MemoryRunHistory, RunState
 from firefly_scheduling.hosts.aio_host import AsyncHost
 from firefly_scheduling.hosts.aio_runtime import AsyncTaskRuntime
+from firefly_scheduling.hosts.coroutine_loop import CoroutineLoop
 from firefly_scheduling.hosts.runtime import Lazy
+from firefly_scheduling.hosts.task_calls import call_task
 from firefly_scheduling.initial_delay import InitialDelayGate, MemoryAnchorStore
+from firefly_scheduling.locks import InMemoryLock
 
 
 def descriptor(**options: object) -> ScheduledDescriptor:
@@ -164,3 +169,62 @@ def test_the_async_host_cancels_a_coroutine_past_the_grace_period_and_frees_its_
     assert 0.3 <= took < 5.0
     [record] = history.runs(task.target)
     assert record.state is RunState.FAILED
+
+
+def test_a_fixed_delay_task_on_the_async_host_runs_again_after_each_run() -> None:
+    import sys  # noqa: PLC0415 - the task module is created for this test only
+    import types  # noqa: PLC0415
+
+    module = types.ModuleType("firefly_aio_host_again")
+    runs: list[float] = []
+
+    async def again() -> None:
+        runs.append(asyncio.get_running_loop().time())
+        await asyncio.sleep(0.05)
+
+    module.again = again  # type: ignore[attr-defined]
+    sys.modules[module.__name__] = module
+    task = ScheduledDescriptor(
+        target="firefly_aio_host_again:again",
+        fixed_delay=0.2,
+        lock_name=f"again-{uuid.uuid4().hex[:8]}",
+        lock_ttl=5.0,
+    )
+
+    async def scenario() -> None:
+        host = AsyncHost([task], runtime_for(AsyncInMemoryLock(), MemoryRunHistory()))
+        host.start()
+        await asyncio.sleep(1.2)
+        assert await host.stop() == []
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        del sys.modules[module.__name__]
+    assert len(runs) >= 3
+    # end to start: each start is at least the delay after the previous run's end
+    assert all(later - earlier >= 0.25 - 0.02 for earlier, later in itertools.pairwise(runs))
+
+
+def test_an_async_body_on_the_sync_runner_is_claimed_fenced_and_recorded() -> None:
+    task = descriptor(lock_ttl=5.0)
+    history = MemoryRunHistory()
+    loop = CoroutineLoop()
+    seen: list[FireContext | None] = []
+
+    async def body() -> None:
+        await asyncio.sleep(0.01)
+        seen.append(current_fire())
+
+    try:
+        runner = FireRunner(InMemoryLock(), history=history, node="sync")
+        outcome = runner.run(task, now(), lambda: call_task(body, loop))
+    finally:
+        loop.close()
+    assert outcome.status is FireStatus.SUCCEEDED
+    [context] = seen
+    assert context is not None
+    assert context.token == outcome.token is not None
+    [record] = history.runs(task.target)
+    assert record.state is RunState.SUCCEEDED
+    assert record.token == outcome.token
