@@ -225,7 +225,10 @@ class AsyncFireRunner:
         lateness = self._too_late(target, instant)
         if lateness is not None:
             await self._skip(
-                target, instant, f"{lateness:.3f}s late, beyond the grace of {self._grace:g}s"
+                lock_name,
+                target,
+                instant,
+                f"{lateness:.3f}s late, beyond the grace of {self._grace:g}s",
             )
             return FireOutcome(FireStatus.TOO_LATE, target, instant)
         if descriptor.fixed_delay is not None:
@@ -254,7 +257,7 @@ class AsyncFireRunner:
             logger.warning(
                 "%s: fire %s skipped: the task lock failed: %s", target, _at(instant), err
             )
-            await self._skip(target, instant, f"the lock backend failed: {err}")
+            await self._skip(lock_name, target, instant, f"the lock backend failed: {err}")
             return FireOutcome(FireStatus.BACKEND_ERROR, target, instant, error=str(err))
         if holding is None:
             logger.info(
@@ -264,7 +267,7 @@ class AsyncFireRunner:
                 lock_name,
             )
             await self._skip(
-                target, instant, f"the previous fire still ran (lock {lock_name!r} held)"
+                lock_name, target, instant, f"the previous fire still ran (lock {lock_name!r} held)"
             )
             return FireOutcome(FireStatus.OVERLAPPING, target, instant)
         token = holding.fence
@@ -274,7 +277,10 @@ class AsyncFireRunner:
             adopted = await self._adopt_or_expire(descriptor, instant, body, holding, lost)
             if not await self._still_held(holding, lost):
                 await self._skip(
-                    target, instant, f"the task lock {lock_name!r} was lost before it ran"
+                    lock_name,
+                    target,
+                    instant,
+                    f"the task lock {lock_name!r} was lost before it ran",
                 )
                 outcome = FireOutcome(FireStatus.LOCK_LOST, target, instant, token=token, lost=True)
             else:
@@ -307,14 +313,16 @@ class AsyncFireRunner:
             instant, self._clock(), grace=self._grace, clock_skew=self._clock_skew
         )
         if seconds <= 0:  # grace ran out between the check and now (clock_skew == 0)
-            await self._skip(target, instant, "the grace ran out before it could be claimed")
+            await self._skip(
+                lock_name, target, instant, "the grace ran out before it could be claimed"
+            )
             return FireStatus.TOO_LATE
         try:
             won = await self._claims.try_claim(claim_name(target, lock_name, instant), seconds)
         except LockBackendError as err:
             logger.warning("%s: fire %s skipped: its claim failed: %s", target, _at(instant), err)
             # Harmless if another node runs it: a start replaces a skip.
-            await self._skip(target, instant, f"the lock backend failed: {err}")
+            await self._skip(lock_name, target, instant, f"the lock backend failed: {err}")
             return FireStatus.BACKEND_ERROR
         if not won:
             logger.debug("%s: fire %s is claimed elsewhere", target, _at(instant))
@@ -377,14 +385,15 @@ class AsyncFireRunner:
         """
         if self._history is None:
             return ()
-        target = descriptor.target
+        target, lock = descriptor.target, holding.name
         token = holding.fence
         try:
-            unfinished = await _off_loop(self._history.unfinished, target)
+            unfinished = await _off_loop(self._history.unfinished, target, lock=lock)
             died = [
                 r
                 for r in unfinished
-                if r.instant != instant and not self._unrecorded.finished_here(target, r.instant)
+                if r.instant != instant
+                and not self._unrecorded.finished_here(lock, target, r.instant)
             ]
         except HistoryError as err:
             logger.warning("%s: the run history is unavailable, nothing adopted: %s", target, err)
@@ -403,7 +412,9 @@ class AsyncFireRunner:
                 "without finishing, and no node adopted it within grace"
             )
             logger.warning("%s: fire %s expired: %s", target, _at(record.instant), reason)
-            await self._finish(target, record.instant, token, RunState.EXPIRED, reason)
+            await self._finish(
+                lock, target, record.instant, token=token, state=RunState.EXPIRED, error=reason
+            )
             outcomes.append(
                 FireOutcome(FireStatus.EXPIRED, target, record.instant, record.attempt, token)
             )
@@ -437,14 +448,17 @@ class AsyncFireRunner:
         renewal got to say so: another node may have run meanwhile.
         """
         target = descriptor.target
+        # Only a locked task's fires are recorded: the lock name is half of their key.
+        lock = descriptor.lock_name if recorded else None
         token = None if holding is None else holding.fence
         attempt = 1
-        if recorded and self._history is not None:
+        if lock is not None and self._history is not None:
             try:
                 started = await _off_loop(
                     self._history.start,
                     target,
                     instant,
+                    lock=lock,
                     node=self._node,
                     token=token,
                     at=self._clock(),
@@ -462,8 +476,10 @@ class AsyncFireRunner:
             attempt = started
         if holding is not None and not await self._still_held(holding, lost):
             reason = "the task lock lapsed or was lost before the body started"
-            if recorded:
-                await self._finish(target, instant, token, RunState.EXPIRED, reason)
+            if lock is not None:
+                await self._finish(
+                    lock, target, instant, token=token, state=RunState.EXPIRED, error=reason
+                )
             return FireOutcome(
                 FireStatus.LOCK_LOST, target, instant, attempt, token, lost=True, error=reason
             )
@@ -492,8 +508,10 @@ class AsyncFireRunner:
                     _at(instant),
                     holding.name,
                 )
-            if recorded:
-                accepted = await self._finish(target, instant, token, state, error)
+            if lock is not None:
+                accepted = await self._finish(
+                    lock, target, instant, token=token, state=state, error=error
+                )
         status = FireStatus.SUCCEEDED if state is RunState.SUCCEEDED else FireStatus.FAILED
         return FireOutcome(
             status,
@@ -509,7 +527,14 @@ class AsyncFireRunner:
     # -- history writes that never stop a fire --------------------------------------
 
     async def _finish(
-        self, target: str, instant: datetime, token: int | None, state: RunState, error: str | None
+        self,
+        lock: str,
+        target: str,
+        instant: datetime,
+        *,
+        token: int | None,
+        state: RunState,
+        error: str | None,
     ) -> bool | None:
         """Write the end of a run; None without (a reachable) history, False when fenced.
 
@@ -528,6 +553,7 @@ class AsyncFireRunner:
                     history.finish,
                     target,
                     instant,
+                    lock=lock,
                     token=token,
                     state=state,
                     error=error,
@@ -544,7 +570,7 @@ class AsyncFireRunner:
                 err,
             )
             self._unrecorded.remember(
-                UnrecordedFinish(target, instant, token, state, error, ended_at)
+                UnrecordedFinish(lock, target, instant, token, state, error, ended_at)
             )
             return None
         if not accepted:
@@ -558,7 +584,7 @@ class AsyncFireRunner:
             )
         return accepted
 
-    async def _skip(self, target: str, instant: datetime, reason: str) -> None:
+    async def _skip(self, lock: str, target: str, instant: datetime, reason: str) -> None:
         history = self._history
         if history is None:
             return
@@ -566,7 +592,7 @@ class AsyncFireRunner:
         try:
             await _retrying(
                 lambda: _off_loop(
-                    history.skip, target, instant, node=self._node, reason=reason, at=at
+                    history.skip, target, instant, lock=lock, node=self._node, reason=reason, at=at
                 ),
                 SKIP_RETRY_SECONDS,
             )
