@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import enum
 import importlib
+import inspect
 import logging
 import threading
 from collections.abc import Callable
@@ -56,6 +57,13 @@ def run_guarded(
     `SystemExit` still propagate, after the lock is released.
     """
     target = descriptor.target
+    if inspect.iscoroutinefunction(body):
+        # It would only build a coroutine: "ran" would be reported for a body that never
+        # did. The hosts await such tasks (`hosts.task_calls`); this plain guard cannot.
+        raise TypeError(
+            f"{target}: run_guarded cannot run an async def body; run it on a host "
+            "(firefly-scheduling run/tick, register(), or contrib.starlette)"
+        )
     name = descriptor.lock_name
     if name is not None:
         ttl = descriptor.lock_ttl if descriptor.lock_ttl is not None else DEFAULT_LOCK_TTL_SECONDS
@@ -68,7 +76,11 @@ def run_guarded(
             logger.debug("%s: skipped, the lock %r is held elsewhere", target, name)
             return RunOutcome.SKIPPED_LOCKED
     try:
-        body()
+        returned = body()
+        if inspect.isawaitable(returned):
+            if inspect.iscoroutine(returned):
+                returned.close()  # never run: no "never awaited" warning on top
+            raise TypeError(f"{target}: the body returned an awaitable this guard cannot await")
     except Exception:
         logger.exception("%s: the task raised", target)
         return RunOutcome.FAILED

@@ -1,1 +1,1 @@
-"""Framework integrations, each an optional extra: `django` (and `starlette`)."""
+"""Framework integrations, each an optional extra: `django` and `starlette`."""

@@ -1,4 +1,12 @@
+# Generated from firefly_scheduling/fires/aio_execution.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
 """`FireRunner`: run one fire of a task at most once across the fleet, and record it.
+
+Written once, for asyncio, in `fires/aio_execution.py`; the synchronous flavour in
+`fires/execution.py` is generated from it by `tools/async_to_sync.py`, so the rules
+below bind both alike. The asyncio flavour awaits the lock and the body on the
+caller's event loop and calls the (synchronous) run history in a worker thread
+(`_off_loop`), so a slow history never stalls the loop.
 
 `FireRunner.run(descriptor, instant, body)` is the one place where a host's fire
 meets the lock and the history. For a locked task it does, in order:
@@ -47,7 +55,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import ParamSpec, TypeAlias, TypeVar
 
 from firefly_scheduling.descriptor import DEFAULT_LOCK_TTL_SECONDS, ScheduledDescriptor
 from firefly_scheduling.errors import LockBackendError
@@ -72,6 +80,12 @@ from firefly_scheduling.settings import (
 logger = logging.getLogger("firefly_scheduling.fires")
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
+
+#: A task body as the runner calls it (a coroutine function in the asyncio flavour).
+Body: TypeAlias = Callable[[], object]
+#: A history write the retry loop repeats.
+Write: TypeAlias = Callable[[], _T]
 
 #: How long the end of a run is retried while the task lock is still held.
 FINISH_RETRY_SECONDS = 10.0
@@ -163,26 +177,28 @@ class FireRunner:
     def node(self) -> str:
         return self._node
 
-    def run(
-        self, descriptor: ScheduledDescriptor, instant: datetime, body: Callable[[], object]
-    ) -> FireOutcome:
+    def run(self, descriptor: ScheduledDescriptor, instant: datetime, body: Body) -> FireOutcome:
         """Run the fire of `descriptor` scheduled for `instant` (aware), if it is this node's."""
         instant = as_utc(instant)
-        self._unrecorded.retry(self._history, self._clock)
+        self._retry_unrecorded()
         if descriptor.lock_name is None:
             return self._run_unlocked(descriptor, instant, body)
         return self._run_locked(descriptor, descriptor.lock_name, instant, body)
 
     def close(self) -> None:
         """Close an owned history; fire claims outlive the process by design."""
-        self._unrecorded.retry(self._history, self._clock)
+        self._retry_unrecorded()
         if self._owns_history and self._history is not None:
-            self._history.close()
+            _off_loop(self._history.close)
+
+    def _retry_unrecorded(self) -> None:
+        if len(self._unrecorded):  # the common case costs no thread hop
+            _off_loop(self._unrecorded.retry, self._history, self._clock)
 
     # -- the two paths --------------------------------------------------------------
 
     def _run_unlocked(
-        self, descriptor: ScheduledDescriptor, instant: datetime, body: Callable[[], object]
+        self, descriptor: ScheduledDescriptor, instant: datetime, body: Body
     ) -> FireOutcome:
         """An unlocked task runs on every node: no claim, no history (it would collide)."""
         if self._too_late(descriptor.target, instant) is not None:
@@ -196,7 +212,7 @@ class FireRunner:
         descriptor: ScheduledDescriptor,
         lock_name: str,
         instant: datetime,
-        body: Callable[[], object],
+        body: Body,
     ) -> FireOutcome:
         target = descriptor.target
         lateness = self._too_late(target, instant)
@@ -223,7 +239,7 @@ class FireRunner:
         descriptor: ScheduledDescriptor,
         lock_name: str,
         instant: datetime,
-        body: Callable[[], object],
+        body: Body,
     ) -> FireOutcome:
         """Steps 3 to 7 for a fire that is this node's (claimed, or `fixed_delay`)."""
         target = descriptor.target
@@ -350,7 +366,7 @@ class FireRunner:
         self,
         descriptor: ScheduledDescriptor,
         instant: datetime,
-        body: Callable[[], object],
+        body: Body,
         holding: Holding,
         lost: threading.Event,
     ) -> tuple[FireOutcome, ...]:
@@ -363,9 +379,10 @@ class FireRunner:
         target, lock = descriptor.target, holding.name
         token = holding.fence
         try:
+            unfinished = _off_loop(self._history.unfinished, target, lock=lock)
             died = [
                 r
-                for r in self._history.unfinished(target, lock=lock)
+                for r in unfinished
                 if r.instant != instant
                 and not self._unrecorded.finished_here(lock, target, r.instant)
             ]
@@ -409,7 +426,7 @@ class FireRunner:
         self,
         descriptor: ScheduledDescriptor,
         instant: datetime,
-        body: Callable[[], object],
+        body: Body,
         *,
         holding: Holding | None,
         lost: threading.Event,
@@ -428,8 +445,14 @@ class FireRunner:
         attempt = 1
         if lock is not None and self._history is not None:
             try:
-                started = self._history.start(
-                    target, instant, lock=lock, node=self._node, token=token, at=self._clock()
+                started = _off_loop(
+                    self._history.start,
+                    target,
+                    instant,
+                    lock=lock,
+                    node=self._node,
+                    token=token,
+                    at=self._clock(),
                 )
             except HistoryError as err:
                 logger.warning("%s: fire %s runs unrecorded: %s", target, _at(instant), err)
@@ -517,8 +540,15 @@ class FireRunner:
         ended_at = self._clock()
         try:
             accepted = _retrying(
-                lambda: history.finish(
-                    target, instant, lock=lock, token=token, state=state, error=error, at=ended_at
+                lambda: _off_loop(
+                    history.finish,
+                    target,
+                    instant,
+                    lock=lock,
+                    token=token,
+                    state=state,
+                    error=error,
+                    at=ended_at,
                 ),
                 FINISH_RETRY_SECONDS,
             )
@@ -552,8 +582,8 @@ class FireRunner:
         at = self._clock()
         try:
             _retrying(
-                lambda: history.skip(
-                    target, instant, lock=lock, node=self._node, reason=reason, at=at
+                lambda: _off_loop(
+                    history.skip, target, instant, lock=lock, node=self._node, reason=reason, at=at
                 ),
                 SKIP_RETRY_SECONDS,
             )
@@ -565,7 +595,7 @@ def _at(instant: datetime) -> str:
     return instant.isoformat()
 
 
-def _retrying(write: Callable[[], _T], seconds: float) -> _T:
+def _retrying(write: Write[_T], seconds: float) -> _T:
     """`write()`, tried again on `HistoryError` (backing off) until `seconds` have passed."""
     deadline = time.monotonic() + seconds
     pause = 0.05
@@ -577,3 +607,8 @@ def _retrying(write: Callable[[], _T], seconds: float) -> _T:
                 raise
         time.sleep(pause)
         pause = min(pause * 2, 1.0)
+
+
+def _off_loop(call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    """`call(*args, **kwargs)`: the synchronous runner already runs off any loop."""
+    return call(*args, **kwargs)

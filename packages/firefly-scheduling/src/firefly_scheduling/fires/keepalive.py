@@ -34,6 +34,7 @@ import os
 import threading
 import time
 from types import TracebackType
+from typing import Protocol
 
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.port import HoldingLock
@@ -210,25 +211,43 @@ class Renewer:
     @staticmethod
     def _renew(keep: KeepAlive) -> bool | None:
         """Renew once: True renewed, False failed (try again soon), None lost (stop)."""
-        holding = keep.holding
         try:
-            renewed = keep.lock.renew_holding(holding, keep.ttl_seconds)
+            renewed = keep.lock.renew_holding(keep.holding, keep.ttl_seconds)
         except Exception:  # a bug in a backend must not kill every keep-alive silently
-            logger.exception("%s: renewing the lock %r raised", keep.label, holding.name)
+            logger.exception("%s: renewing the lock %r raised", keep.label, keep.holding.name)
             renewed = False
-        if renewed:
-            return True
-        if holding.released:
-            return None
-        KEEPALIVE_STATS.renewal_failed()
-        if not holding.lost:
-            return False
-        if not keep.stopped:
-            keep.lost.set()
-            logger.error(
-                "%s: the lock %r is lost while the body runs; another node may start this "
-                "task meanwhile, and writes of this run will be fenced if it does",
-                keep.label,
-                holding.name,
-            )
+        return judge_renewal(keep, renewed)
+
+
+class Watched(Protocol):
+    """What `judge_renewal` reads of a keep-alive, whichever flavour it is."""
+
+    holding: Holding
+    lost: threading.Event
+    label: str
+    stopped: bool
+
+
+def judge_renewal(keep: Watched, renewed: bool) -> bool | None:
+    """What one renewal means: True renewed, False failed (try again soon), None stop.
+
+    Shared by the renewer thread and the asyncio keep-alive (`fires.aio_keepalive`),
+    so both flavours mark a holding lost, and say so, by the same rule.
+    """
+    holding = keep.holding
+    if renewed:
+        return True
+    if holding.released:
         return None
+    KEEPALIVE_STATS.renewal_failed()
+    if not holding.lost:
+        return False
+    if not keep.stopped:
+        keep.lost.set()
+        logger.error(
+            "%s: the lock %r is lost while the body runs; another node may start this "
+            "task meanwhile, and writes of this run will be fenced if it does",
+            keep.label,
+            holding.name,
+        )
+    return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.guard import Resolver
 from firefly_scheduling.hosts.fires import FireObserver
@@ -23,7 +24,7 @@ from firefly_scheduling.initial_delay.gate import (
     warn_if_per_process,
 )
 from firefly_scheduling.initial_delay.selection import resolve_anchor_store
-from firefly_scheduling.locks.port import DistributedLock
+from firefly_scheduling.locks.port import DistributedLock, check_flavour
 from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.validation import validate_descriptor
@@ -53,18 +54,10 @@ def build_runtime(
     host (`host="tick"`) a per-process anchor store draws a warning naming the
     delayed tasks, because each tick process would re-anchor and never run them.
     """
-    check_initial_delays(descriptors, settings)
-
-    def build_gate() -> InitialDelayGate:
-        store = resolve_anchor_store(settings)
-        if host == "tick":
-            warn_if_per_process(store, descriptors, host=host)
-        return InitialDelayGate(store, release=settings.initial_delay_release)
-
+    gate = initial_delay_gate(descriptors, settings, host=host)
     lock_value: Lazy[DistributedLock] = (
         Lazy.of(lock) if lock is not None else Lazy(lambda: resolve_lock(settings))
     )
-    gate = Lazy(build_gate)
     if eager:
         built = lock_value.get()
         if lock is None:
@@ -84,6 +77,43 @@ def build_runtime(
     if eager:
         runtime.fire_runner.get()  # an unusable history URL fails here, at boot
     return runtime
+
+
+def initial_delay_gate(
+    descriptors: Sequence[ScheduledDescriptor], settings: Settings, *, host: str
+) -> Lazy[InitialDelayGate]:
+    """The initial-delay rules checked now; the gate (and its store) built on first use.
+
+    Under the cron-driven host (`host="tick"`) a per-process anchor store draws a
+    warning naming the delayed tasks, because each tick process would re-anchor.
+    """
+    check_initial_delays(descriptors, settings)
+
+    def build_gate() -> InitialDelayGate:
+        store = resolve_anchor_store(settings)
+        if host == "tick":
+            warn_if_per_process(store, descriptors, host=host)
+        return InitialDelayGate(store, release=settings.initial_delay_release)
+
+    return Lazy(build_gate)
+
+
+def synchronous_lock(lock: object) -> DistributedLock:
+    """`lock` when it is a synchronous lock; `ConfigurationError` naming it otherwise."""
+    try:
+        check_flavour(lock, asynchronous=False)
+    except TypeError as err:
+        raise ConfigurationError(
+            f"{err}; a threaded host calls its lock: use the backend's synchronous lock "
+            "(InMemoryLock for AsyncInMemoryLock, and so on), or an AsyncIOScheduler "
+            "for an asyncio lock"
+        ) from err
+    if not isinstance(lock, DistributedLock):
+        raise ConfigurationError(
+            f"not a lock: {type(lock).__module__}.{type(lock).__qualname__} has no "
+            "try_acquire/release methods"
+        )
+    return lock
 
 
 def _check_guards_or_close(

@@ -1,4 +1,4 @@
-"""A fire, and `execute_fire`: the single path from "a trigger fired" to the fire runner.
+"""A fire and its result, as every host names them (`execute_fire` lives in `hosts.execute`).
 
 Every host (resident, cron-driven, library) turns a trigger into a `Fire`, the task
 plus its scheduled instant in UTC, and hands it to `execute_fire`. That function is
@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import enum
 import logging
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from typing import Protocol
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
 
 from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.errors import FireflySchedulingError
 from firefly_scheduling.fires.outcome import FireOutcome, FireStatus
 from firefly_scheduling.guard import RunOutcome
-from firefly_scheduling.hosts.runtime import TaskRuntime
 from firefly_scheduling.instants import as_utc
 
 logger = logging.getLogger("firefly_scheduling.hosts")
@@ -122,69 +120,10 @@ def verdict_words(name: str) -> str:
     return name.lower().replace("_", " ")
 
 
-def execute_fire(fire: Fire, runtime: TaskRuntime) -> FireResult:
-    """Run `fire` through the gate and the fire runner; never raises for a task's failure.
+def __getattr__(name: str) -> Any:
+    """`execute_fire` moved to `hosts.execute`; still importable from here (no cycle)."""
+    if name == "execute_fire":
+        from firefly_scheduling.hosts.execute import execute_fire  # noqa: PLC0415 - cycle
 
-    Observers hear about every adopted run first, then about the fire itself. The
-    whole fire (claim, task lock, body) runs inside its telemetry span.
-    """
-    with runtime.tracking(fire) as accepted, runtime.telemetry.fire(fire, runtime.node) as ended:
-        if not accepted:
-            result = FireResult(fire, runtime.node, FireSkip.SHUTTING_DOWN)
-        else:
-            result = _run(fire, runtime)
-        ended(result)
-    for finished in (*result.adopted, result):
-        for observer in runtime.observers:
-            try:
-                observer.fire_finished(finished)
-            except Exception:  # an observer must never break the host
-                logger.exception("fire observer %r failed", observer)
-    return result
-
-
-def _run(fire: Fire, runtime: TaskRuntime) -> FireResult:
-    descriptor = fire.descriptor
-    try:
-        # The gate (and its store) is only built for a task that has a delay.
-        admitted = descriptor.initial_delay is None or runtime.gate.get().admit(descriptor)
-        runner = runtime.fire_runner.get()  # builds the lock: a broken provider is UNAVAILABLE
-    except FireflySchedulingError as err:
-        logger.error("%s: fire of %s skipped: %s", fire.target, fire.instant.isoformat(), err)
-        return FireResult(fire, runtime.node, FireSkip.UNAVAILABLE)
-    if not admitted:
-        return FireResult(fire, runtime.node, FireSkip.HELD_BACK)
-    # One (start, end) per call of the body: the runner calls it once for each
-    # adopted run that it runs again, then once for this fire, in that order.
-    spans: list[tuple[datetime | None, datetime | None]] = []
-
-    def body() -> None:
-        started: datetime | None = None
-        try:
-            # Resolved inside the runner: an import error is logged as this task's failure.
-            task = runtime.callables.resolve(descriptor.target)
-            started = datetime.now(UTC)
-            task()
-        finally:
-            spans.append((started, None if started is None else datetime.now(UTC)))
-
-    outcome = runner.run(descriptor, fire.instant, body)
-    bodies = iter(spans)
-
-    def result_of(verdict: FireOutcome, the_fire: Fire, *, adoption: bool) -> FireResult:
-        started, ended = next(bodies, (None, None)) if verdict.ran else (None, None)
-        return FireResult(
-            the_fire,
-            runtime.node,
-            verdict.status,
-            started,
-            ended,
-            runner=verdict,
-            adoption=adoption,
-        )
-
-    adopted = tuple(
-        result_of(earlier, Fire(descriptor, earlier.instant), adoption=True)
-        for earlier in outcome.adopted
-    )
-    return replace(result_of(outcome, fire, adoption=False), adopted=adopted)
+        return execute_fire
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,3 +1,5 @@
+# Generated from firefly_scheduling/hosts/aio_jobs.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
 """Attach firefly tasks to an APScheduler 3 scheduler (the resident and library hosts).
 
 Each task becomes one APScheduler job whose function builds the `Fire` and calls
@@ -27,18 +29,24 @@ fire runner's grace (`firefly.scheduling.fires.grace`):
   is skipped as too late by the runner, and the next one is scheduled `delay` later.
 
 Jobs hold live objects, so they belong in a memory job store, the default.
+
+Written once, for asyncio (`AsyncIOScheduler`: each job is awaited on the
+scheduler's event loop), in `hosts/aio_jobs.py`; the synchronous flavour in
+`hosts/jobs.py` (a threaded scheduler) is generated from it by
+`tools/async_to_sync.py`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from firefly_scheduling.cron import CronSchedule
 from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.hosts.fires import Fire, execute_fire
+from firefly_scheduling.hosts.execute import execute_fire
+from firefly_scheduling.hosts.fires import Fire
 from firefly_scheduling.hosts.runtime import TaskRuntime
 from firefly_scheduling.hosts.triggers import (
     CronScheduleTrigger,
@@ -85,7 +93,11 @@ class FixedDelayFire:
     """The job function of a `fixed_delay` task: it re-adds itself when a run ends."""
 
     def __init__(
-        self, scheduler: Any, descriptor: ScheduledDescriptor, runtime: TaskRuntime, job_id: str
+        self,
+        scheduler: Any,
+        descriptor: ScheduledDescriptor,
+        runtime: TaskRuntime,
+        job_id: str,
     ) -> None:
         self.scheduler = scheduler
         self.descriptor = descriptor
@@ -101,7 +113,7 @@ class FixedDelayFire:
         from apscheduler.triggers.date import DateTrigger  # noqa: PLC0415 - see above
 
         self.scheduler.add_job(
-            self,
+            job_function(self),
             DateTrigger(run_date=at),
             kwargs={"instant": at},
             id=self.job_id,
@@ -141,7 +153,7 @@ def attach_tasks(
         else:
             trigger = trigger_for(descriptor)
             scheduler.add_job(
-                RecurringFire(descriptor, trigger, runtime),
+                job_function(RecurringFire(descriptor, trigger, runtime)),
                 trigger,
                 id=job_id,
                 name=descriptor.target,
@@ -157,3 +169,13 @@ def _unique(job_id: str, taken: set[str]) -> str:
     while candidate in taken:
         candidate, suffix = f"{job_id}#{suffix}", suffix + 1
     return candidate
+
+
+def job_function(job: RecurringFire | FixedDelayFire) -> Callable[..., object]:
+    """What APScheduler is given to call for `job`.
+
+    An `AsyncIOScheduler` awaits a job on its loop only when the function is itself a
+    coroutine function: a bound coroutine method is, an object is not (it would run
+    in a worker thread and its coroutine would never be awaited).
+    """
+    return job

@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from firefly_scheduling.aio.port import AsyncDistributedLock
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.discovery import resolve_descriptors
 from firefly_scheduling.guard import Resolver
-from firefly_scheduling.hosts.boot import build_runtime, validated
+from firefly_scheduling.hosts.aio_boot import build_async_runtime
+from firefly_scheduling.hosts.aio_jobs import attach_tasks as attach_async_tasks
+from firefly_scheduling.hosts.boot import build_runtime, synchronous_lock, validated
 from firefly_scheduling.hosts.jobs import attach_tasks
 from firefly_scheduling.locks.port import DistributedLock
 from firefly_scheduling.settings import Settings
@@ -23,11 +26,17 @@ def register(
     scheduler: Any,
     *,
     descriptors: Sequence[ScheduledDescriptor] | None = None,
-    lock: DistributedLock | None = None,
+    lock: DistributedLock | AsyncDistributedLock | None = None,
     resolver: Resolver | None = None,
     settings: Settings | None = None,
 ) -> list[str]:
     """Attach the tasks to `scheduler` (an APScheduler 3 scheduler); return the job ids.
+
+    On an `AsyncIOScheduler` every fire is awaited on the scheduler's event loop
+    through the asyncio fire runner, with an asyncio lock (`lock`, an
+    `AsyncDistributedLock`; a synchronous one is refused here, naming it), and an
+    `async def` task runs on that loop. On a threaded scheduler an `async def` task
+    runs on an event loop thread of the host's own and its worker waits for it.
 
     * `descriptors`: the tasks; by default the compiled manifest, else a scan of
       `FIREFLY_SCAN_PACKAGES` (DESIGN.md §4 resolution order).
@@ -47,7 +56,25 @@ def register(
     if descriptors is None:
         descriptors = resolve_descriptors(settings).descriptors
     tasks = validated(descriptors)
+    if _is_asyncio_scheduler(scheduler):
+        async_runtime = build_async_runtime(
+            tasks, settings, host="library", lock=lock, resolver=resolver, eager=False
+        )
+        return attach_async_tasks(scheduler, tasks, async_runtime)
     runtime = build_runtime(
-        tasks, settings, host="library", lock=lock, resolver=resolver, eager=False
+        tasks,
+        settings,
+        host="library",
+        lock=None if lock is None else synchronous_lock(lock),
+        resolver=resolver,
+        eager=False,
     )
     return attach_tasks(scheduler, tasks, runtime)
+
+
+def _is_asyncio_scheduler(scheduler: object) -> bool:
+    # Imported here: apscheduler's asyncio scheduler pulls in asyncio, and `register`
+    # is exported from the package root, whose import must stay light.
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler  # noqa: PLC0415 - see above
+
+    return isinstance(scheduler, AsyncIOScheduler)

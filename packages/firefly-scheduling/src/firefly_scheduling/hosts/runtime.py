@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from firefly_scheduling.fires.execution import FireRunner, utc_now
 from firefly_scheduling.guard import CallableResolver, Resolver
+from firefly_scheduling.hosts.coroutine_loop import CoroutineLoop
 from firefly_scheduling.hosts.telemetry import Telemetry, process_telemetry
 from firefly_scheduling.initial_delay.gate import InitialDelayGate
 from firefly_scheduling.locks.port import DistributedLock
@@ -60,28 +61,21 @@ class Lazy(Generic[_T]):
         return self._built
 
 
-class TaskRuntime:
-    """The lock, gate, callables, observers and in-flight bookkeeping of one host."""
+class RuntimeBase:
+    """What every host's runtime shares, whatever its flavour: the gate, the callables,
+    the observers, the wall clock fires are judged by, and the fires in flight."""
 
     def __init__(
         self,
         *,
-        lock: Lazy[DistributedLock],
         gate: Lazy[InitialDelayGate],
         resolver: Resolver | None = None,
         node: str,
         observers: Sequence[FireObserver] = (),
-        fire_runner: Callable[[TaskRuntime], FireRunner] | None = None,
         telemetry: Telemetry | None = None,
     ) -> None:
-        self.lock = lock
         #: The wall clock fires are judged by (grace); a host with a clock seam replaces it.
         self.now: Callable[[], datetime] = utc_now
-        make_runner = fire_runner or (
-            lambda runtime: FireRunner(runtime.lock.get(), clock=runtime.wall_now, node=node)
-        )
-        #: Claims, keep-alive, fencing and history for every fire (built with the lock).
-        self.fire_runner: Lazy[FireRunner] = Lazy(lambda: make_runner(self))
         self.gate = gate
         self.callables = CallableResolver(resolver)
         self.node = node
@@ -135,11 +129,42 @@ class TaskRuntime:
         with self._idle:
             return self._idle.wait_for(lambda: not self._in_flight, timeout=max(timeout, 0.0))
 
+
+class TaskRuntime(RuntimeBase):
+    """The lock, gate, callables, observers and in-flight bookkeeping of one host.
+
+    `loop` is the host's own event loop for `async def` tasks
+    (`hosts.coroutine_loop`), started by the first one.
+    """
+
+    def __init__(
+        self,
+        *,
+        lock: Lazy[DistributedLock],
+        gate: Lazy[InitialDelayGate],
+        resolver: Resolver | None = None,
+        node: str,
+        observers: Sequence[FireObserver] = (),
+        fire_runner: Callable[[TaskRuntime], FireRunner] | None = None,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        super().__init__(
+            gate=gate, resolver=resolver, node=node, observers=observers, telemetry=telemetry
+        )
+        self.lock = lock
+        make_runner = fire_runner or (
+            lambda runtime: FireRunner(runtime.lock.get(), clock=runtime.wall_now, node=node)
+        )
+        #: Claims, keep-alive, fencing and history for every fire (built with the lock).
+        self.fire_runner: Lazy[FireRunner] = Lazy(lambda: make_runner(self))
+        self.loop = CoroutineLoop()
+
     def close(self) -> None:
-        """Close the fire runner, the lock and the gate's store if they were built."""
+        """Close the fire runner, the lock, the gate's store and the task loop if built."""
         # Each is closed even if an earlier one fails; the runner goes first because it
         # releases the claims it still holds through the lock.
         with ExitStack() as closing:
+            closing.callback(self.loop.close)
             if self.gate.built:
                 closing.callback(self.gate.get().close)
             if self.lock.built:

@@ -42,8 +42,9 @@ from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.outcome import FireStatus
 from firefly_scheduling.hosts.clock import Clock, SystemClock
 from firefly_scheduling.hosts.cron_prefilter import MinutePrefilter, WallClock
+from firefly_scheduling.hosts.execute import execute_fire
 from firefly_scheduling.hosts.fire_instants import minute_start
-from firefly_scheduling.hosts.fires import Fire, FireResult, FireSkip, FireVerdict, execute_fire
+from firefly_scheduling.hosts.fires import Fire, FireResult, FireSkip, FireVerdict
 from firefly_scheduling.hosts.runtime import TaskRuntime
 from firefly_scheduling.hosts.shutdown import (
     DEFAULT_GRACE_PERIOD_SECONDS,

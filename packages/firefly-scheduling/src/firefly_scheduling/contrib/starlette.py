@@ -1,0 +1,130 @@
+"""Starlette and FastAPI: run the `@scheduled` tasks on the application's own event loop.
+
+    from fastapi import FastAPI
+    from firefly_scheduling.contrib.starlette import scheduling_lifespan
+    from firefly_scheduling_etcd import AsyncEtcdLock
+
+    app = FastAPI(lifespan=scheduling_lifespan(lock=AsyncEtcdLock(ETCD_URL)))
+
+The lifespan starts the asyncio host (`hosts.aio_host`) at the application's
+startup, on the loop the server runs it on, and stops it gracefully at shutdown:
+no new fire starts, running fires get `grace_period` seconds, then the rest are
+cancelled and the lock backend is closed. Under `uvicorn --workers N` every worker
+process runs the host; the claims and the task lock make each fire run on one of
+them (and on one node of the fleet), exactly as with `firefly-scheduling run`.
+
+An application with a lifespan of its own enters `scheduled_tasks(...)` inside it:
+
+    @asynccontextmanager
+    async def lifespan(app):
+        async with pool_started(), scheduled_tasks(lock=AsyncEtcdLock(ETCD_URL)):
+            yield
+
+Install with `pip install 'firefly-scheduling[starlette]'`. Nothing here imports
+Starlette at run time: a lifespan is a plain async context manager factory, so the
+same helper fits FastAPI, Starlette and any framework that takes one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+from firefly_scheduling.aio.port import AsyncDistributedLock
+from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.discovery import resolve_descriptors
+from firefly_scheduling.guard import Resolver
+from firefly_scheduling.hosts.aio_boot import build_async_runtime
+from firefly_scheduling.hosts.aio_host import AsyncHost
+from firefly_scheduling.hosts.boot import validated
+from firefly_scheduling.hosts.fires import FireObserver
+from firefly_scheduling.hosts.shutdown import DEFAULT_GRACE_PERIOD_SECONDS
+from firefly_scheduling.settings import Settings
+
+__all__ = ["scheduled_tasks", "scheduling_lifespan"]
+
+#: A lock, or a factory (a class, a function) called on the application's loop at
+#: startup, for a client that must be created on the loop it will run on.
+LockSource = AsyncDistributedLock | Callable[[], AsyncDistributedLock]
+
+
+@asynccontextmanager
+async def scheduled_tasks(
+    *,
+    lock: LockSource | None = None,
+    descriptors: Sequence[ScheduledDescriptor] | None = None,
+    resolver: Resolver | None = None,
+    settings: Settings | None = None,
+    grace_period: float = DEFAULT_GRACE_PERIOD_SECONDS,
+    observers: Sequence[FireObserver] = (),
+) -> AsyncIterator[AsyncHost]:
+    """Run the tasks on the running loop while the block runs; yield the host.
+
+    * `lock`: an `AsyncDistributedLock` (or a factory of one); by default the
+      configured `firefly.scheduling.lock.provider`, resolved for asyncio. A
+      synchronous lock is refused, naming it.
+    * `descriptors`: the tasks; by default the compiled manifest, else a scan of
+      `FIREFLY_SCAN_PACKAGES`.
+    * `resolver(cls) -> instance` supplies the object a method task runs on.
+    * `grace_period`: how long running fires may finish at shutdown.
+
+    Everything is validated and built before the block is entered (a bad task or
+    an unusable backend fails the application's startup, naming the cause).
+    """
+    settings = Settings.from_env() if settings is None else settings
+    if descriptors is None:
+        descriptors = resolve_descriptors(settings).descriptors
+    tasks = validated(descriptors)
+    runtime = build_async_runtime(
+        tasks,
+        settings,
+        host="asyncio",
+        lock=_built(lock),
+        resolver=resolver,
+        observers=observers,
+    )
+    host = AsyncHost(tasks, runtime, grace_period=grace_period)
+    host.start()
+    try:
+        yield host
+    finally:
+        await host.stop()
+
+
+def _built(lock: LockSource | None) -> object | None:
+    """The lock itself, or what its factory (a class, a function) builds, on this loop."""
+    # A class has the protocol's methods too, so it is told apart from an instance first.
+    if isinstance(lock, type) or (callable(lock) and not isinstance(lock, AsyncDistributedLock)):
+        return lock()
+    return lock
+
+
+def scheduling_lifespan(
+    *,
+    lock: LockSource | None = None,
+    descriptors: Sequence[ScheduledDescriptor] | None = None,
+    resolver: Resolver | None = None,
+    settings: Settings | None = None,
+    grace_period: float = DEFAULT_GRACE_PERIOD_SECONDS,
+    observers: Sequence[FireObserver] = (),
+) -> Callable[[object], AbstractAsyncContextManager[None]]:
+    """A lifespan for `FastAPI(lifespan=...)` or `Starlette(lifespan=...)`.
+
+    The arguments are those of `scheduled_tasks`; nothing is built until the
+    application starts, so creating the app stays free of I/O.
+    """
+
+    @asynccontextmanager
+    async def lifespan(app: object) -> AsyncIterator[None]:
+        del app
+        async with scheduled_tasks(
+            lock=lock,
+            descriptors=descriptors,
+            resolver=resolver,
+            settings=settings,
+            grace_period=grace_period,
+            observers=observers,
+        ):
+            yield
+
+    return lifespan

@@ -1,0 +1,631 @@
+# async-to-sync: twin execution.py
+# async-to-sync: rename AsyncFireRunner FireRunner
+# async-to-sync: rename AsyncKeepAlive KeepAlive
+# async-to-sync: rename firefly_scheduling.fires.aio_keepalive firefly_scheduling.fires.keepalive
+"""`AsyncFireRunner`: run one fire of a task at most once across the fleet, and record it.
+
+Written once, for asyncio, in `fires/aio_execution.py`; the synchronous flavour in
+`fires/execution.py` is generated from it by `tools/async_to_sync.py`, so the rules
+below bind both alike. The asyncio flavour awaits the lock and the body on the
+caller's event loop and calls the (synchronous) run history in a worker thread
+(`_off_loop`), so a slow history never stalls the loop.
+
+`AsyncFireRunner.run(descriptor, instant, body)` is the one place where a host's fire
+meets the lock and the history. For a locked task it does, in order:
+
+1. **Grace.** A fire more than `grace` seconds late (by this node's clock) is
+   skipped and the skip recorded: no catch-up flood after a stall.
+2. **Claim** (cron and `fixed_rate` tasks, whose instants every node names alike):
+   one lock acquisition blocking every later attempt at this fire for its window
+   (`fires.claims`). Lost: another node has the fire; nothing is recorded here.
+3. **Task lock**, fenced where the backend can: the mutual exclusion between fires
+   of one task, as before. Held: the previous fire still runs, so this one is
+   skipped and recorded. Its fencing token orders every holding of the task lock,
+   so it orders the attempts at one fire too.
+4. **Keep-alive** of the task lock while bodies run (`fires.keepalive`).
+5. **Adoption.** Holding the task lock proves no other run of the task is alive,
+   so a `running` record in the history is a died (or stalled) run. The newest one
+   still within grace is adopted: run again here with `attempt + 1` and the newer
+   token (its zombie's late writes are then refused). Older ones are closed as
+   `expired`. At most one extra run, never a flood.
+6. **The body**, in try/except/finally, inside `current_fire()`'s context, between
+   `history.start` (which may refuse: the fire is finished, or owned by a newer
+   attempt) and `history.finish` (which may be fenced).
+7. The task lock is released; the claim is kept for its window.
+
+It never runs a body unlocked: a `LockBackendError` skips the fire (logged), and a
+lock reported lost during an adopted run stops the fire that follows it. Exceptions
+from the body are logged with the task target and never propagate; only
+`KeyboardInterrupt`/`SystemExit` do, after the fire is recorded as failed and the
+lock released. History failures are logged and never stop a run: the lock keeps a
+task from running twice, the history records what ran.
+
+Round trips on the lock backend per fire: 1 for a node that loses the claim, as
+the plain guard's lost `try_acquire`; for the winner, claim + fenced acquire +
+release, one more than the plain guard's acquire + release wherever the backend
+fences within the acquisition's round trip (every first-party one but the database
+backend on MySQL/MariaDB and SQLite, which needs a second statement); plus the
+deferred release of the claim on session backends. docs/guarantees.md has the
+measured table. Keep-alive adds one per `lock_ttl / 3` of body time.
+"""
+
+from __future__ import annotations
+
+import asyncio  # sync: drop
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import ParamSpec, TypeAlias, TypeVar
+
+from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
+from firefly_scheduling.aio.port import AsyncDistributedLock
+from firefly_scheduling.aio.port_holdings import async_claiming_lock, async_holding_lock
+from firefly_scheduling.descriptor import DEFAULT_LOCK_TTL_SECONDS, ScheduledDescriptor
+from firefly_scheduling.errors import LockBackendError
+from firefly_scheduling.fires.aio_keepalive import AsyncKeepAlive
+from firefly_scheduling.fires.claims import claim_name, claim_seconds
+from firefly_scheduling.fires.context import FireContext, entered
+from firefly_scheduling.fires.outcome import FireOutcome, FireStatus
+from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedFinishes
+from firefly_scheduling.history.port import HistoryError, RunHistory, RunState
+from firefly_scheduling.history.selection import resolve_history
+from firefly_scheduling.instants import as_utc
+from firefly_scheduling.locks.holding import Holding
+from firefly_scheduling.locks.port import capabilities_of
+from firefly_scheduling.settings import (
+    DEFAULT_CLOCK_SKEW_SECONDS,
+    DEFAULT_GRACE_SECONDS,
+    Settings,
+    default_node_name,
+)
+
+logger = logging.getLogger("firefly_scheduling.fires")
+
+_T = TypeVar("_T")
+_P = ParamSpec("_P")
+
+#: A task body as the runner calls it (a coroutine function in the asyncio flavour).
+Body: TypeAlias = Callable[[], Awaitable[object]]  # sync: Body: TypeAlias = Callable[[], object]
+#: A history write the retry loop repeats.
+Write: TypeAlias = Callable[[], Awaitable[_T]]  # sync: Write: TypeAlias = Callable[[], _T]
+
+#: How long the end of a run is retried while the task lock is still held.
+FINISH_RETRY_SECONDS = 10.0
+#: How long the record of a skipped fire is retried.
+SKIP_RETRY_SECONDS = 2.0
+
+#: Where the runner reads the time: an aware datetime. Tests inject skewed clocks here.
+WallClock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    """The system wall clock, aware, in UTC."""
+    return datetime.now(UTC)
+
+
+class AsyncFireRunner:
+    """Runs fires against one lock and one (optional) history; one per host, thread-safe.
+
+    * `grace`: seconds a fire may be late and still be claimed or adopted.
+    * `clock_skew`: the largest clock difference between two nodes the claims
+      tolerate (added to the claim's window).
+    * `clock`: the wall clock, aware UTC; inject an offset to simulate a skewed node.
+    * `node`: this process's name in the history (default `hostname-pid`).
+    * `keepalive_interval`: seconds between renewals (default `lock_ttl / 3`).
+
+    `close()` releases the claims a session backend still holds and closes a history
+    built by `from_settings`.
+    """
+
+    def __init__(
+        self,
+        lock: AsyncDistributedLock,
+        *,
+        history: RunHistory | None = None,
+        clock: WallClock = utc_now,
+        grace: float = DEFAULT_GRACE_SECONDS,
+        clock_skew: float = DEFAULT_CLOCK_SKEW_SECONDS,
+        node: str | None = None,
+        keepalive_interval: float | None = None,
+        owns_history: bool = False,
+    ) -> None:
+        if not grace > 0:
+            raise ValueError(f"grace must be > 0 seconds, got {grace!r}")
+        if not clock_skew >= 0:
+            raise ValueError(f"clock_skew must be >= 0 seconds, got {clock_skew!r}")
+        self._lock = lock
+        self._history = history
+        self._clock = clock
+        self._grace = float(grace)
+        self._clock_skew = float(clock_skew)
+        self._node = node or default_node_name()
+        self._keepalive_interval = keepalive_interval
+        self._owns_history = owns_history
+        self._holdings = async_holding_lock(lock)
+        self._claims = async_claiming_lock(lock)
+        self._capabilities = capabilities_of(lock)
+        self._unrecorded = UnrecordedFinishes(horizon_seconds=self._grace + self._clock_skew)
+
+    @classmethod
+    def from_settings(
+        cls,
+        lock: AsyncDistributedLock,
+        settings: Settings | None = None,
+        *,
+        clock: WallClock = utc_now,
+        node: str | None = None,
+    ) -> AsyncFireRunner:
+        """A runner with the configured history, grace and clock-skew tolerance.
+
+        `node` overrides `settings.node`. Raises `ConfigurationError` for a history
+        URL that cannot be used, so a host fails at boot rather than on a fire.
+        """
+        settings = Settings.from_env() if settings is None else settings
+        return cls(
+            lock,
+            history=resolve_history(settings),
+            clock=clock,
+            grace=settings.grace,
+            clock_skew=settings.clock_skew,
+            node=node or settings.node,
+            owns_history=True,
+        )
+
+    @property
+    def history(self) -> RunHistory | None:
+        return self._history
+
+    @property
+    def node(self) -> str:
+        return self._node
+
+    async def run(
+        self, descriptor: ScheduledDescriptor, instant: datetime, body: Body
+    ) -> FireOutcome:
+        """Run the fire of `descriptor` scheduled for `instant` (aware), if it is this node's."""
+        instant = as_utc(instant)
+        await self._retry_unrecorded()
+        if descriptor.lock_name is None:
+            return await self._run_unlocked(descriptor, instant, body)
+        return await self._run_locked(descriptor, descriptor.lock_name, instant, body)
+
+    async def aclose(self) -> None:
+        """Close an owned history; fire claims outlive the process by design."""
+        await self._retry_unrecorded()
+        if self._owns_history and self._history is not None:
+            await _off_loop(self._history.close)
+
+    async def _retry_unrecorded(self) -> None:
+        if len(self._unrecorded):  # the common case costs no thread hop
+            await _off_loop(self._unrecorded.retry, self._history, self._clock)
+
+    # -- the two paths --------------------------------------------------------------
+
+    async def _run_unlocked(
+        self, descriptor: ScheduledDescriptor, instant: datetime, body: Body
+    ) -> FireOutcome:
+        """An unlocked task runs on every node: no claim, no history (it would collide)."""
+        if self._too_late(descriptor.target, instant) is not None:
+            return FireOutcome(FireStatus.TOO_LATE, descriptor.target, instant)
+        return await self._execute(
+            descriptor, instant, body, holding=None, lost=threading.Event(), recorded=False
+        )
+
+    async def _run_locked(
+        self,
+        descriptor: ScheduledDescriptor,
+        lock_name: str,
+        instant: datetime,
+        body: Body,
+    ) -> FireOutcome:
+        target = descriptor.target
+        lateness = self._too_late(target, instant)
+        if lateness is not None:
+            await self._skip(
+                lock_name,
+                target,
+                instant,
+                f"{lateness:.3f}s late, beyond the grace of {self._grace:g}s",
+            )
+            return FireOutcome(FireStatus.TOO_LATE, target, instant)
+        if descriptor.fixed_delay is not None:
+            return await self._run_claimed(descriptor, lock_name, instant, body)
+        started = time.perf_counter()
+        claimed = await self._claim(target, lock_name, instant)
+        claim_took = time.perf_counter() - started
+        if claimed is not FireStatus.SUCCEEDED:
+            return FireOutcome(claimed, target, instant, claim_seconds=claim_took)
+        outcome = await self._run_claimed(descriptor, lock_name, instant, body)
+        return replace(outcome, claim_seconds=claim_took)
+
+    async def _run_claimed(
+        self,
+        descriptor: ScheduledDescriptor,
+        lock_name: str,
+        instant: datetime,
+        body: Body,
+    ) -> FireOutcome:
+        """Steps 3 to 7 for a fire that is this node's (claimed, or `fixed_delay`)."""
+        target = descriptor.target
+        ttl = descriptor.lock_ttl if descriptor.lock_ttl is not None else DEFAULT_LOCK_TTL_SECONDS
+        try:
+            holding = await self._holdings.acquire(lock_name, ttl, fenced=self._capabilities.fenced)
+        except LockBackendError as err:
+            logger.warning(
+                "%s: fire %s skipped: the task lock failed: %s", target, _at(instant), err
+            )
+            await self._skip(lock_name, target, instant, f"the lock backend failed: {err}")
+            return FireOutcome(FireStatus.BACKEND_ERROR, target, instant, error=str(err))
+        if holding is None:
+            logger.info(
+                "%s: fire %s skipped: the previous fire still runs (lock %r is held)",
+                target,
+                _at(instant),
+                lock_name,
+            )
+            await self._skip(
+                lock_name, target, instant, f"the previous fire still ran (lock {lock_name!r} held)"
+            )
+            return FireOutcome(FireStatus.OVERLAPPING, target, instant)
+        token = holding.fence
+        lost = threading.Event()
+        keepalive = self._keep_alive(holding, ttl, lost, f"{target} @ {_at(instant)}")
+        try:
+            adopted = await self._adopt_or_expire(descriptor, instant, body, holding, lost)
+            if not await self._still_held(holding, lost):
+                await self._skip(
+                    lock_name,
+                    target,
+                    instant,
+                    f"the task lock {lock_name!r} was lost before it ran",
+                )
+                outcome = FireOutcome(FireStatus.LOCK_LOST, target, instant, token=token, lost=True)
+            else:
+                outcome = await self._execute(descriptor, instant, body, holding=holding, lost=lost)
+        finally:
+            if keepalive is not None:
+                await keepalive.stop()
+            await self._holdings.release_holding(holding)
+        return replace(outcome, adopted=adopted)
+
+    # -- steps ------------------------------------------------------------------------
+
+    def _too_late(self, target: str, instant: datetime) -> float | None:
+        """Seconds late when beyond grace (logged), else None."""
+        lateness = (self._clock() - instant).total_seconds()
+        if lateness <= self._grace:
+            return None
+        logger.warning(
+            "%s: fire %s skipped: %.3fs late, beyond the grace of %gs",
+            target,
+            _at(instant),
+            lateness,
+            self._grace,
+        )
+        return lateness
+
+    async def _claim(self, target: str, lock_name: str, instant: datetime) -> FireStatus:
+        """Claim the fire: SUCCEEDED when won, else the status to return."""
+        seconds = claim_seconds(
+            instant, self._clock(), grace=self._grace, clock_skew=self._clock_skew
+        )
+        if seconds <= 0:  # grace ran out between the check and now (clock_skew == 0)
+            await self._skip(
+                lock_name, target, instant, "the grace ran out before it could be claimed"
+            )
+            return FireStatus.TOO_LATE
+        try:
+            won = await self._claims.try_claim(claim_name(target, lock_name, instant), seconds)
+        except LockBackendError as err:
+            logger.warning("%s: fire %s skipped: its claim failed: %s", target, _at(instant), err)
+            # Harmless if another node runs it: a start replaces a skip.
+            await self._skip(lock_name, target, instant, f"the lock backend failed: {err}")
+            return FireStatus.BACKEND_ERROR
+        if not won:
+            logger.debug("%s: fire %s is claimed elsewhere", target, _at(instant))
+            return FireStatus.CLAIMED_ELSEWHERE
+        return FireStatus.SUCCEEDED
+
+    def _keep_alive(
+        self, holding: Holding, ttl: float, lost: threading.Event, label: str
+    ) -> AsyncKeepAlive | None:
+        if not self._capabilities.renewable:
+            return None
+        return AsyncKeepAlive(
+            self._holdings,
+            holding,
+            ttl,
+            interval=self._keepalive_interval,
+            lost=lost,
+            label=label,
+        ).start()
+
+    async def _still_held(self, holding: Holding, lost: threading.Event) -> bool:
+        """Whether the task lock may still be trusted; checked just before a body starts.
+
+        A stall longer than the lease between the acquisition and the body (a GC pause,
+        SIGSTOP, a saturated pool, a slow history) lets the lease lapse unnoticed by the
+        keep-alive, which may not have run yet. One renewal then decides: it succeeds
+        only while the server still holds the lease (the local expiry is taken before
+        the acquisition's round trip, so it comes first); once the server freed it,
+        another node may have run, and the fire is skipped.
+        """
+        if holding.lost:
+            lost.set()
+        if lost.is_set():
+            return False
+        if not holding.lapsed():
+            return True
+        if self._capabilities.renewable and await self._holdings.renew_holding(
+            holding, holding.ttl_seconds
+        ):
+            return True
+        lost.set()
+        logger.error(
+            "the task lock %r lapsed before the body could start (the node stalled "
+            "longer than its lease)",
+            holding.name,
+        )
+        return False
+
+    async def _adopt_or_expire(
+        self,
+        descriptor: ScheduledDescriptor,
+        instant: datetime,
+        body: Body,
+        holding: Holding,
+        lost: threading.Event,
+    ) -> tuple[FireOutcome, ...]:
+        """Adopt the newest died run within grace; close older ones as expired.
+
+        A fire this node finished but could not record is never adopted: it ran.
+        """
+        if self._history is None:
+            return ()
+        target, lock = descriptor.target, holding.name
+        token = holding.fence
+        try:
+            unfinished = await _off_loop(self._history.unfinished, target, lock=lock)
+            died = [
+                r
+                for r in unfinished
+                if r.instant != instant
+                and not self._unrecorded.finished_here(lock, target, r.instant)
+            ]
+        except HistoryError as err:
+            logger.warning("%s: the run history is unavailable, nothing adopted: %s", target, err)
+            return ()
+        if not died:
+            return ()
+        now = self._clock()
+        within = [r for r in died if (now - r.instant).total_seconds() <= self._grace]
+        adopt = within[-1] if within else None
+        outcomes: list[FireOutcome] = []
+        for record in died:
+            if record is adopt:
+                continue
+            reason = (
+                f"attempt {record.attempt} on {record.node} stopped holding the task lock "
+                "without finishing, and no node adopted it within grace"
+            )
+            logger.warning("%s: fire %s expired: %s", target, _at(record.instant), reason)
+            await self._finish(
+                lock, target, record.instant, token=token, state=RunState.EXPIRED, error=reason
+            )
+            outcomes.append(
+                FireOutcome(FireStatus.EXPIRED, target, record.instant, record.attempt, token)
+            )
+        if adopt is not None and await self._still_held(holding, lost):
+            logger.warning(
+                "%s: adopting fire %s: attempt %d on %s stopped holding the task lock",
+                target,
+                _at(adopt.instant),
+                adopt.attempt,
+                adopt.node,
+            )
+            outcomes.append(
+                await self._execute(descriptor, adopt.instant, body, holding=holding, lost=lost)
+            )
+        return tuple(outcomes)
+
+    async def _execute(
+        self,
+        descriptor: ScheduledDescriptor,
+        instant: datetime,
+        body: Body,
+        *,
+        holding: Holding | None,
+        lost: threading.Event,
+        recorded: bool = True,
+    ) -> FireOutcome:
+        """Run the body once for `instant`, between the history's start and finish.
+
+        `holding` is the task lock's. A lease that lapsed while the body ran (the node
+        stalled past it, renewals failed) marks the run lost at its end, even when no
+        renewal got to say so: another node may have run meanwhile.
+        """
+        target = descriptor.target
+        # Only a locked task's fires are recorded: the lock name is half of their key.
+        lock = descriptor.lock_name if recorded else None
+        token = None if holding is None else holding.fence
+        attempt = 1
+        if lock is not None and self._history is not None:
+            try:
+                started = await _off_loop(
+                    self._history.start,
+                    target,
+                    instant,
+                    lock=lock,
+                    node=self._node,
+                    token=token,
+                    at=self._clock(),
+                )
+            except HistoryError as err:
+                logger.warning("%s: fire %s runs unrecorded: %s", target, _at(instant), err)
+                started = 1
+            if started is None:
+                logger.info(
+                    "%s: fire %s not run: the history has it finished or owned by a newer attempt",
+                    target,
+                    _at(instant),
+                )
+                return FireOutcome(FireStatus.ALREADY_RECORDED, target, instant, token=token)
+            attempt = started
+        if holding is not None and not await self._still_held(holding, lost):
+            reason = "the task lock lapsed or was lost before the body started"
+            if lock is not None:
+                await self._finish(
+                    lock, target, instant, token=token, state=RunState.EXPIRED, error=reason
+                )
+            return FireOutcome(
+                FireStatus.LOCK_LOST, target, instant, attempt, token, lost=True, error=reason
+            )
+        context = FireContext(
+            target, instant, attempt, token, self._node, descriptor.lock_name, lost
+        )
+        state = RunState.FAILED
+        error: str | None = "interrupted: the body did not return"
+        accepted: bool | None = None
+        try:
+            with entered(context):
+                await body()
+            state, error = RunState.SUCCEEDED, None
+        except Exception as err:
+            error = f"{type(err).__name__}: {err}"
+            logger.exception(
+                "%s: the task raised (fire %s, attempt %d)", target, _at(instant), attempt
+            )
+        finally:
+            if holding is not None and not lost.is_set() and (holding.lost or holding.lapsed()):
+                lost.set()
+                logger.error(
+                    "%s: fire %s: the task lock %r lapsed or was lost while the body ran; "
+                    "another node may have run meanwhile",
+                    target,
+                    _at(instant),
+                    holding.name,
+                )
+            if lock is not None:
+                accepted = await self._finish(
+                    lock, target, instant, token=token, state=state, error=error
+                )
+        status = FireStatus.SUCCEEDED if state is RunState.SUCCEEDED else FireStatus.FAILED
+        return FireOutcome(
+            status,
+            target,
+            instant,
+            attempt,
+            token,
+            lost=lost.is_set(),
+            fenced=accepted is False,
+            error=error,
+        )
+
+    # -- history writes that never stop a fire --------------------------------------
+
+    async def _finish(
+        self,
+        lock: str,
+        target: str,
+        instant: datetime,
+        *,
+        token: int | None,
+        state: RunState,
+        error: str | None,
+    ) -> bool | None:
+        """Write the end of a run; None without (a reachable) history, False when fenced.
+
+        Retried for up to `FINISH_RETRY_SECONDS` while the caller still holds the task
+        lock: a `running` record left behind would make the next fire adopt and run
+        again a fire that ended. Still unwritten then, it is remembered
+        (`fires.unrecorded`) and never adopted here.
+        """
+        history = self._history
+        if history is None:
+            return None
+        ended_at = self._clock()
+        try:
+            accepted = await _retrying(
+                lambda: _off_loop(
+                    history.finish,
+                    target,
+                    instant,
+                    lock=lock,
+                    token=token,
+                    state=state,
+                    error=error,
+                    at=ended_at,
+                ),
+                FINISH_RETRY_SECONDS,
+            )
+        except HistoryError as err:
+            logger.warning(
+                "%s: fire %s ended %s, unrecorded (retried before the next fires): %s",
+                target,
+                _at(instant),
+                state,
+                err,
+            )
+            self._unrecorded.remember(
+                UnrecordedFinish(lock, target, instant, token, state, error, ended_at)
+            )
+            return None
+        if not accepted:
+            logger.warning(
+                "%s: fire %s: the history refused this run's %s (token %s): a newer attempt "
+                "took the fire over, or it was already closed",
+                target,
+                _at(instant),
+                state,
+                token,
+            )
+        return accepted
+
+    async def _skip(self, lock: str, target: str, instant: datetime, reason: str) -> None:
+        history = self._history
+        if history is None:
+            return
+        at = self._clock()
+        try:
+            await _retrying(
+                lambda: _off_loop(
+                    history.skip, target, instant, lock=lock, node=self._node, reason=reason, at=at
+                ),
+                SKIP_RETRY_SECONDS,
+            )
+        except HistoryError as err:
+            logger.warning("%s: skip of fire %s unrecorded: %s", target, _at(instant), err)
+
+
+def _at(instant: datetime) -> str:
+    return instant.isoformat()
+
+
+async def _retrying(write: Write[_T], seconds: float) -> _T:
+    """`write()`, tried again on `HistoryError` (backing off) until `seconds` have passed."""
+    deadline = time.monotonic() + seconds
+    pause = 0.05
+    while True:
+        try:
+            return await write()
+        except HistoryError:
+            if time.monotonic() + pause > deadline:
+                raise
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 1.0)
+
+
+if ASYNC:
+
+    async def _off_loop(call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """`call(*args, **kwargs)` in a worker thread: the run history's I/O is blocking."""
+        return await asyncio.to_thread(call, *args, **kwargs)
+
+else:
+
+    def _off_loop(call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """`call(*args, **kwargs)`: the synchronous runner already runs off any loop."""
+        return call(*args, **kwargs)

@@ -1,0 +1,183 @@
+# async-to-sync: twin jobs.py
+# async-to-sync: rename AsyncTaskRuntime TaskRuntime
+# async-to-sync: rename firefly_scheduling.hosts.aio_runtime firefly_scheduling.hosts.runtime
+# async-to-sync: rename firefly_scheduling.hosts.aio_execute firefly_scheduling.hosts.execute
+"""Attach firefly tasks to an APScheduler 3 scheduler (the resident and library hosts).
+
+Each task becomes one APScheduler job whose function builds the `Fire` and calls
+`execute_fire`:
+
+* `fixed_rate`: an `EpochAlignedRateTrigger`, start to start, with
+  `max_instances=1` (a run longer than the rate makes the next fires skip rather
+  than overlap on this node) and `coalesce=True` (fires missed while the process
+  stalled run once, not as a burst).
+* cron: a `CronScheduleTrigger` with the same two settings.
+* `fixed_delay`: end to start. The job is a one-shot `DateTrigger`; when a run ends,
+  the job re-adds itself for `end + delay`. The first run is as soon as the host
+  starts.
+
+Missed fires (the process stalled: a GC pause, `SIGSTOP`, a frozen VM, a saturated
+pool) never come as a burst, and how late is too late is decided in one place, the
+fire runner's grace (`firefly.scheduling.fires.grace`):
+
+* `coalesce=True`: APScheduler runs a job whose several run times passed once, not
+  once per missed time;
+* a recurring job names its fire from the clock when it runs (the latest instant of
+  its schedule at or before now), so the one catch-up run is the fire due now, on
+  the instant every other node names too (its claim decides who runs it);
+* `misfire_grace_time=None`: APScheduler never drops a late run by itself; a
+  second limit there would skip fires unrecorded, by another rule than the one
+  every host and the run history share. A `fixed_delay` run stalled beyond grace
+  is skipped as too late by the runner, and the next one is scheduled `delay` later.
+
+Jobs hold live objects, so they belong in a memory job store, the default.
+
+Written once, for asyncio (`AsyncIOScheduler`: each job is awaited on the
+scheduler's event loop), in `hosts/aio_jobs.py`; the synchronous flavour in
+`hosts/jobs.py` (a threaded scheduler) is generated from it by
+`tools/async_to_sync.py`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from firefly_scheduling.cron import CronSchedule
+from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.hosts.aio_execute import execute_fire
+from firefly_scheduling.hosts.aio_runtime import AsyncTaskRuntime
+from firefly_scheduling.hosts.fires import Fire
+from firefly_scheduling.hosts.triggers import (
+    CronScheduleTrigger,
+    EpochAlignedRateTrigger,
+    FireTrigger,
+)
+
+logger = logging.getLogger("firefly_scheduling.hosts")
+
+JOB_ID_PREFIX = "firefly-scheduling:"
+JOB_OPTIONS: dict[str, Any] = {"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
+
+
+def trigger_for(descriptor: ScheduledDescriptor) -> FireTrigger:
+    """The recurring trigger of a `fixed_rate` or cron task."""
+    if descriptor.cron is not None:
+        schedule = CronSchedule.parse(descriptor.cron, descriptor.zone, source=descriptor.target)
+        return CronScheduleTrigger(schedule)
+    if descriptor.fixed_rate is not None:
+        return EpochAlignedRateTrigger(descriptor.fixed_rate)
+    raise ValueError(f"{descriptor.target}: a fixed_delay task has no recurring trigger")
+
+
+class RecurringFire:
+    """The job function of a `fixed_rate` or cron task."""
+
+    def __init__(
+        self, descriptor: ScheduledDescriptor, trigger: FireTrigger, runtime: AsyncTaskRuntime
+    ) -> None:
+        self.descriptor = descriptor
+        self.trigger = trigger
+        self.runtime = runtime
+
+    async def __call__(self) -> None:
+        # APScheduler does not pass the scheduled time to the job; the trigger names it.
+        instant = self.trigger.fire_at_or_before(self.runtime.wall_now())
+        await execute_fire(Fire(self.descriptor, instant), self.runtime)
+
+    def __repr__(self) -> str:
+        return self.descriptor.target
+
+
+class FixedDelayFire:
+    """The job function of a `fixed_delay` task: it re-adds itself when a run ends."""
+
+    def __init__(
+        self,
+        scheduler: Any,
+        descriptor: ScheduledDescriptor,
+        runtime: AsyncTaskRuntime,
+        job_id: str,
+    ) -> None:
+        self.scheduler = scheduler
+        self.descriptor = descriptor
+        self.runtime = runtime
+        self.job_id = job_id
+        if descriptor.fixed_delay is None:
+            raise ValueError(f"{descriptor.target} is not a fixed_delay task")
+        self.delay = timedelta(seconds=descriptor.fixed_delay)
+
+    def schedule(self, at: datetime) -> None:
+        # Imported here: apscheduler.triggers.date pulls in asyncio, and `register` is
+        # exported from the package root, whose import must stay light.
+        from apscheduler.triggers.date import DateTrigger  # noqa: PLC0415 - see above
+
+        self.scheduler.add_job(
+            job_function(self),
+            DateTrigger(run_date=at),
+            kwargs={"instant": at},
+            id=self.job_id,
+            name=self.descriptor.target,
+            replace_existing=True,
+            **JOB_OPTIONS,
+        )
+
+    async def __call__(self, instant: datetime) -> None:
+        try:
+            await execute_fire(Fire(self.descriptor, instant), self.runtime)
+        finally:
+            # The previous one-shot job is already gone: APScheduler removes it when it
+            # submits the run, under the job-store lock that `add_job` also takes.
+            if self.runtime.accepting:
+                self.schedule(self.runtime.wall_now() + self.delay)
+
+    def __repr__(self) -> str:
+        return self.descriptor.target
+
+
+def attach_tasks(
+    scheduler: Any, descriptors: Sequence[ScheduledDescriptor], runtime: AsyncTaskRuntime
+) -> list[str]:
+    """Add one job per task to `scheduler` (running or not); return the job ids.
+
+    Nothing is resolved here: the lock, the store and the task's module are reached
+    on the first fire (or at boot, when the host built its runtime eagerly).
+    """
+    job_ids: list[str] = []
+    taken: set[str] = set()
+    for descriptor in descriptors:
+        job_id = _unique(JOB_ID_PREFIX + descriptor.target, taken)
+        taken.add(job_id)
+        if descriptor.fixed_delay is not None:
+            FixedDelayFire(scheduler, descriptor, runtime, job_id).schedule(runtime.wall_now())
+        else:
+            trigger = trigger_for(descriptor)
+            scheduler.add_job(
+                job_function(RecurringFire(descriptor, trigger, runtime)),
+                trigger,
+                id=job_id,
+                name=descriptor.target,
+                replace_existing=True,
+                **JOB_OPTIONS,
+            )
+        job_ids.append(job_id)
+    return job_ids
+
+
+def _unique(job_id: str, taken: set[str]) -> str:
+    candidate, suffix = job_id, 2
+    while candidate in taken:
+        candidate, suffix = f"{job_id}#{suffix}", suffix + 1
+    return candidate
+
+
+def job_function(job: RecurringFire | FixedDelayFire) -> Callable[..., object]:
+    """What APScheduler is given to call for `job`.
+
+    An `AsyncIOScheduler` awaits a job on its loop only when the function is itself a
+    coroutine function: a bound coroutine method is, an object is not (it would run
+    in a worker thread and its coroutine would never be awaited).
+    """
+    return job.__call__  # sync: return job

@@ -1,0 +1,99 @@
+# Generated from firefly_scheduling/hosts/aio_execute.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
+"""`execute_fire`: the single path from "a trigger fired" to the fire runner.
+
+Every host (resident, cron-driven, library, asyncio) turns a trigger into a `Fire`
+(`hosts.fires`) and hands it here. This is the one seam where per-fire concerns
+meet: the initial-delay gate, then the fire runner (claims, the task lock,
+keep-alive, fencing, adoption, run history), then the observers.
+
+Written once, for asyncio, in `hosts/aio_execute.py`; the synchronous flavour in
+`hosts/execute.py` is generated from it by `tools/async_to_sync.py`. A task body may
+be a plain function or a coroutine function on either flavour (`hosts.task_calls`):
+the verdict is taken only once the body has really run.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from firefly_scheduling.errors import FireflySchedulingError
+from firefly_scheduling.fires.outcome import FireOutcome
+from firefly_scheduling.hosts import task_calls
+from firefly_scheduling.hosts.fires import Fire, FireResult, FireSkip
+from firefly_scheduling.hosts.runtime import TaskRuntime
+
+logger = logging.getLogger("firefly_scheduling.hosts")
+
+
+def execute_fire(fire: Fire, runtime: TaskRuntime) -> FireResult:
+    """Run `fire` through the gate and the fire runner; never raises for a task's failure.
+
+    Observers hear about every adopted run first, then about the fire itself. The
+    whole fire (claim, task lock, body) runs inside its telemetry span.
+    """
+    with runtime.tracking(fire) as accepted, runtime.telemetry.fire(fire, runtime.node) as ended:
+        if not accepted:
+            result = FireResult(fire, runtime.node, FireSkip.SHUTTING_DOWN)
+        else:
+            result = _run(fire, runtime)
+        ended(result)
+    for finished in (*result.adopted, result):
+        for observer in runtime.observers:
+            try:
+                observer.fire_finished(finished)
+            except Exception:  # an observer must never break the host
+                logger.exception("fire observer %r failed", observer)
+    return result
+
+
+def _run(fire: Fire, runtime: TaskRuntime) -> FireResult:
+    descriptor = fire.descriptor
+    try:
+        # The gate (and its store) is only built for a task that has a delay.
+        admitted = descriptor.initial_delay is None
+        if not admitted:
+            admitted = runtime.gate.get().admit(descriptor)
+        runner = runtime.fire_runner.get()  # builds the lock: a broken provider is UNAVAILABLE
+    except FireflySchedulingError as err:
+        logger.error("%s: fire of %s skipped: %s", fire.target, fire.instant.isoformat(), err)
+        return FireResult(fire, runtime.node, FireSkip.UNAVAILABLE)
+    if not admitted:
+        return FireResult(fire, runtime.node, FireSkip.HELD_BACK)
+    # One (start, end) per call of the body: the runner calls it once for each
+    # adopted run that it runs again, then once for this fire, in that order.
+    spans: list[tuple[datetime | None, datetime | None]] = []
+
+    def body() -> None:
+        started: datetime | None = None
+        try:
+            # Resolved inside the runner: an import error is logged as this task's failure.
+            task = runtime.callables.resolve(descriptor.target)
+            started = datetime.now(UTC)
+            # Awaited on this loop, or, in the sync flavour, on the host's task loop.
+            task_calls.call_task(task, runtime.loop)
+        finally:
+            spans.append((started, None if started is None else datetime.now(UTC)))
+
+    outcome = runner.run(descriptor, fire.instant, body)
+    bodies = iter(spans)
+
+    def result_of(verdict: FireOutcome, the_fire: Fire, *, adoption: bool) -> FireResult:
+        started, ended = next(bodies, (None, None)) if verdict.ran else (None, None)
+        return FireResult(
+            the_fire,
+            runtime.node,
+            verdict.status,
+            started,
+            ended,
+            runner=verdict,
+            adoption=adoption,
+        )
+
+    adopted = tuple(
+        result_of(earlier, Fire(descriptor, earlier.instant), adoption=True)
+        for earlier in outcome.adopted
+    )
+    return replace(result_of(outcome, fire, adoption=False), adopted=adopted)
