@@ -1,0 +1,169 @@
+"""One setup end to end: servers, proxies, nodes, nemesis, graceful stop, check, table."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from chaos_harness.checker import CheckReport, Violation, Window, check
+from chaos_harness.cluster import ChaosNode, node_env, wait_booted
+from chaos_harness.evidence import EvidenceLog, read_events
+from chaos_harness.history import read_history
+from chaos_harness.nemesis import Nemesis
+from chaos_harness.proxy import FaultyProxy
+from chaos_harness.setups import make_backend
+
+#: Seconds cut from both ends of the run before fires are counted (boot, skew, stop).
+MARGIN_SECONDS = 5.0
+#: The tasks' schedules, epoch-aligned periods in seconds (`chaos_harness.tasks`).
+SCHEDULES = {
+    "chaos_harness.tasks:quick": 0.1,
+    "chaos_harness.tasks:quick2": 0.25,
+    "chaos_harness.tasks:long": 2.0,
+    "chaos_harness.tasks:shared_a": 0.5,
+    "chaos_harness.tasks:shared_b": 0.3,
+    "chaos_harness.tasks:every_minute": 60.0,
+}
+
+
+@dataclass
+class SetupResult:
+    setup: str
+    seed: int
+    seconds: float
+    fires: int = 0
+    ran: int = 0
+    body_runs: int = 0
+    adoptions: int = 0
+    fenced_overlaps: int = 0
+    faults: dict[str, int] = field(default_factory=dict)
+    applicable: list[str] = field(default_factory=list)
+    misses: dict[str, int] = field(default_factory=dict)
+    violations: list[dict[str, object]] = field(default_factory=list)
+    history_refusals: int = 0
+    workdir: str = ""
+
+    @classmethod
+    def of(cls, base: SetupResult, report: CheckReport) -> SetupResult:
+        base.fires, base.ran, base.body_runs = report.fires, report.ran, report.body_runs
+        base.adoptions, base.fenced_overlaps = report.adoptions, report.fenced_overlaps
+        base.misses = dict(report.misses.most_common())
+        base.violations = [_violation(v) for v in report.violations]
+        return base
+
+
+def _violation(violation: Violation) -> dict[str, object]:
+    return {"rule": violation.rule, "message": violation.message, "context": violation.context}
+
+
+def run_setup(setup: str, seed: int, seconds: float, nodes: int, root: Path) -> SetupResult:
+    """Run `setup` for `seconds` of faults with `nodes` resident nodes and one `tick`."""
+    workdir = root / setup
+    workdir.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(f"{seed}:{setup}")
+    evidence_path = workdir / "evidence.jsonl"
+    evidence = EvidenceLog(evidence_path)
+    backend = make_backend(setup, workdir)
+    result = SetupResult(setup, seed, seconds, workdir=str(workdir))
+    cluster: list[ChaosNode] = []
+    proxies: list[FaultyProxy] = []
+    try:
+        base_env = node_env(
+            workdir,
+            FIREFLY_SCHEDULING_LOCK_PROVIDER=backend.provider,
+            FIREFLY_SCHEDULING_HISTORY_URL=f"sqlite:///{workdir / 'history.db'}",
+            FIREFLY_CHAOS_EVIDENCE=str(evidence_path),
+            FIREFLY_CHAOS_PREFIX=f"chaos-{uuid.uuid4().hex[:12]}",
+        )
+        url_variable = f"FIREFLY_SCHEDULING_LOCK_{backend.provider.upper()}_URL"
+        names = [f"{setup}-n{i}" for i in range(1, nodes + 1)] + [f"{setup}-tick"]
+        for name in names:
+            proxy = FaultyProxy(*backend.target()).start() if backend.proxied else None
+            if proxy is not None:
+                proxies.append(proxy)
+            url = backend.via(proxy.port) if proxy is not None else backend.url
+            node = ChaosNode(
+                name,
+                "tick" if name.endswith("-tick") else "run",
+                workdir,
+                {**base_env, url_variable: url},
+                evidence,
+                proxy=proxy,
+                offset=round(rng.uniform(-2.0, 2.0), 3),
+            )
+            cluster.append(node)
+            node.spawn()
+        if not wait_booted(evidence_path, set(names), timeout=90):
+            raise RuntimeError(f"{setup}: the nodes did not boot; see {workdir}/*.out")
+        nemesis = Nemesis(backend, cluster, evidence, rng)
+        result.applicable = list(nemesis.kinds)
+        wall, mono = datetime.now(UTC), time.monotonic_ns()
+        started = time.monotonic()
+        next_fault = started + 2.0
+        while time.monotonic() - started < seconds:
+            nemesis.run_due()
+            for node in cluster:
+                if node.host == "tick" and not node.alive and not node.paused:
+                    node.spawn()  # cron starts the next minute's tick
+            if time.monotonic() >= next_fault:
+                nemesis.inject()
+                next_fault = time.monotonic() + nemesis.pause_between()
+            time.sleep(0.02)
+        nemesis.heal()
+        time.sleep(3.0)  # let the healed nodes settle before the window closes
+        ended_wall = datetime.now(UTC)
+        for node in cluster:
+            node.terminate()
+        for node in cluster:
+            node.wait_stopped(30)
+        ended = time.monotonic_ns()
+        result.faults = dict(nemesis.injected)
+        window = Window(
+            start=wall + timedelta(seconds=MARGIN_SECONDS),
+            end=ended_wall - timedelta(seconds=MARGIN_SECONDS),
+            wall=wall,
+            mono=mono,
+        )
+        events = read_events(evidence_path)
+        result.history_refusals = sum(1 for e in events if e["ev"] == "history_refused")
+        report = check(events, read_history(workdir / "history.db"), SCHEDULES, window, ended)
+        return SetupResult.of(result, report)
+    finally:
+        for node in cluster:
+            if node.alive:
+                node.kill()
+        for proxy in proxies:
+            proxy.close()
+        backend.close()
+        evidence.close()
+        (workdir / "result.json").write_text(json.dumps(result.__dict__, default=str, indent=1))
+
+
+def table(results: list[SetupResult]) -> str:
+    """The per-backend table of the issue: fires, faults by kind, violations, misses."""
+    kinds = sorted({kind for result in results for kind in result.faults})
+    header = ["setup", "fires", "ran", "adopted", "fenced overlaps", "violations", "misses"]
+    lines = [
+        "| " + " | ".join(header + kinds) + " |",
+        "|" + "---|" * (len(header) + len(kinds)),
+    ]
+    for r in results:
+        misses = sum(r.misses.values())
+        cells = [r.setup, r.fires, r.ran, r.adoptions, r.fenced_overlaps, len(r.violations)]
+        cells.append(misses)
+        cells += [r.faults.get(kind, 0) if kind in r.applicable else "n/a" for kind in kinds]
+        lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
+    reasons: Counter[str] = Counter()
+    for r in results:
+        for reason, count in r.misses.items():
+            reasons[f"{r.setup}: {reason}"] += count
+    lines.append("")
+    lines.append("Misses by recorded reason:")
+    lines += [f"- {count}: {reason}" for reason, count in sorted(reasons.items())]
+    return "\n".join(lines)
