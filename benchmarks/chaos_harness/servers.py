@@ -111,10 +111,12 @@ def end_sessions(dialect: str, admin_url: str, client_ports: Iterable[int]) -> i
     ended = 0
     try:
         with mysql.cursor() as cursor:
+            cursor.execute("SELECT CONNECTION_ID()")
+            (own_id,) = cursor.fetchone() or (0,)
             cursor.execute("SELECT ID, HOST FROM information_schema.PROCESSLIST")
             wanted = {str(port) for port in ports}
             for session_id, host in cursor.fetchall():
-                if str(host).rpartition(":")[2] in wanted and session_id != mysql.thread_id():
+                if str(host).rpartition(":")[2] in wanted and session_id != own_id:
                     try:
                         cursor.execute("KILL CONNECTION %s", (int(session_id),))
                         ended += 1

@@ -44,7 +44,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -172,6 +172,40 @@ class FireRunner:
         if descriptor.lock_name is None:
             return self._run_unlocked(descriptor, instant, body)
         return self._run_locked(descriptor, descriptor.lock_name, instant, body)
+
+    def record_passed_over(
+        self, descriptor: ScheduledDescriptor, instants: Sequence[datetime], reason: str
+    ) -> int:
+        """Record fires this node's host passed over as skipped, where nothing is recorded.
+
+        A host that never hands a fire to `run` (APScheduler coalescing due times, or
+        dropping one while the job's previous run still goes) says so here, so every
+        fire ends up run or recorded with a reason. Harmless where another node ran
+        the fire: `skip` writes only where nothing is recorded, and a later `start`
+        replaces a skip. One attempt per instant, no retry (the host's thread is
+        waiting); the first history failure ends the batch. Returns how many were
+        recorded. An unlocked task has no history record, so nothing is written.
+        """
+        history = self._history
+        if history is None or descriptor.lock_name is None:
+            return 0
+        recorded = 0
+        at = self._clock()
+        for instant in instants:
+            try:
+                if history.skip(
+                    descriptor.target, as_utc(instant), node=self._node, reason=reason, at=at
+                ):
+                    recorded += 1
+            except HistoryError as err:
+                logger.warning(
+                    "%s: %d passed-over fire(s) unrecorded: %s",
+                    descriptor.target,
+                    len(instants) - recorded,
+                    err,
+                )
+                break
+        return recorded
 
     def close(self) -> None:
         """Close an owned history; fire claims outlive the process by design."""

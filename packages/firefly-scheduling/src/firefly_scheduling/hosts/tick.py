@@ -56,6 +56,8 @@ logger = logging.getLogger("firefly_scheduling.hosts")
 
 _MINUTE = timedelta(minutes=1)
 _MAX_WORKERS = 32
+#: The reason recorded for a slot skipped because the task's previous run still went.
+OVERLAPPING_SLOT_REASON = "passed over on this node: its previous run still went"
 
 
 def cadence_of(descriptor: ScheduledDescriptor) -> Cadence:
@@ -220,6 +222,7 @@ class TickHost:
                         slot.fire.instant.isoformat(timespec="seconds"),
                     )
                     report.overlapping.append(slot)
+                    self._record_overlapping(slot)
                     continue
                 future = pool.submit(execute_fire, slot.fire, self.runtime)
                 running[slot.fire.target] = future
@@ -235,6 +238,15 @@ class TickHost:
             # grace period refused to do.
             pool.shutdown(wait=not report.abandoned, cancel_futures=True)
         report.results = [result for result in map(_result_of, submitted) if result is not None]
+
+    def _record_overlapping(self, slot: TickSlot) -> None:
+        """Record the slot as skipped: a fire no node runs must still say why."""
+        try:
+            self.runtime.fire_runner.get().record_passed_over(
+                slot.fire.descriptor, [slot.fire.instant], OVERLAPPING_SLOT_REASON
+            )
+        except Exception:  # the lock or history could not be built: logged, the pass goes on
+            logger.exception("%s: skipped slot unrecorded", slot.fire.target)
 
 
 def _result_of(future: Future[FireResult]) -> FireResult | None:
