@@ -15,7 +15,9 @@ and the run history read with a second client. Three rules:
    (skipped with a reason, expired). A fire with no record is a miss explained only
    when its skip was refused by an injected history failure (the node logged the
    refusal for that very fire) or a node was SIGKILLed around its instant (the node
-   that claimed it died before it could write anything); any other is a violation.
+   that claimed it died before it could write anything), or it reached a node only
+   once that node was shutting down (its observer says so; the stop of the run); any
+   other is a violation.
 
 A killed body ends at the kill's stamp (taken after the signal, so overlaps are
 judged conservatively); a body with no end and no kill ends when the run ended.
@@ -234,6 +236,11 @@ def check_accounted(
         for event in events
         if event["ev"] == "history_refused" and event["write"] == "skip"
     }
+    shutting_down = {
+        key_of(event["target"], parse_instant(event["instant"]))
+        for event in events
+        if event["ev"] == "outcome" and event["verdict"] == "SHUTTING_DOWN"
+    }
     kills = [int(event["t"]) for event in events if event["ev"] == "kill"]
     before, after = (int(seconds * 1e9) for seconds in KILL_EXPLAINS_SECONDS)
     for key in expected_fires(schedules, window):
@@ -247,6 +254,9 @@ def check_accounted(
             continue
         if key in refused_skips:
             report.misses["unrecorded: its skip hit an injected history failure"] += 1
+            continue
+        if key in shutting_down:
+            report.misses["unrecorded: reached a node that was shutting down"] += 1
             continue
         at = window.monotonic(key.instant)
         if any(at + before <= kill <= at + after for kill in kills):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -18,18 +20,10 @@ from chaos_harness.history import read_history
 from chaos_harness.nemesis import Nemesis
 from chaos_harness.proxy import FaultyProxy
 from chaos_harness.setups import make_backend
+from chaos_harness.tasks import SCHEDULES
 
 #: Seconds cut from both ends of the run before fires are counted (boot, skew, stop).
 MARGIN_SECONDS = 5.0
-#: The tasks' schedules, epoch-aligned periods in seconds (`chaos_harness.tasks`).
-SCHEDULES = {
-    "chaos_harness.tasks:quick": 0.1,
-    "chaos_harness.tasks:quick2": 0.25,
-    "chaos_harness.tasks:long": 2.0,
-    "chaos_harness.tasks:shared_a": 0.5,
-    "chaos_harness.tasks:shared_b": 0.3,
-    "chaos_harness.tasks:every_minute": 60.0,
-}
 
 
 @dataclass
@@ -71,13 +65,18 @@ def run_setup(setup: str, seed: int, seconds: float, nodes: int, root: Path) -> 
     evidence = EvidenceLog(evidence_path)
     backend = make_backend(setup, workdir)
     result = SetupResult(setup, seed, seconds, workdir=str(workdir))
+    # The history lives on tmpfs where there is one: SQLite's fsyncs on a loaded disk
+    # would make every node late, which measures the disk, not the library.
+    shm = Path("/dev/shm")
+    history_dir = Path(tempfile.mkdtemp(prefix="firefly-chaos-", dir=shm if shm.is_dir() else None))
+    history_path = history_dir / "history.db"
     cluster: list[ChaosNode] = []
     proxies: list[FaultyProxy] = []
     try:
         base_env = node_env(
             workdir,
             FIREFLY_SCHEDULING_LOCK_PROVIDER=backend.provider,
-            FIREFLY_SCHEDULING_HISTORY_URL=f"sqlite:///{workdir / 'history.db'}",
+            FIREFLY_SCHEDULING_HISTORY_URL=f"sqlite:///{history_path}",
             FIREFLY_CHAOS_EVIDENCE=str(evidence_path),
             FIREFLY_CHAOS_PREFIX=f"chaos-{uuid.uuid4().hex[:12]}",
         )
@@ -132,7 +131,7 @@ def run_setup(setup: str, seed: int, seconds: float, nodes: int, root: Path) -> 
         )
         events = read_events(evidence_path)
         result.history_refusals = sum(1 for e in events if e["ev"] == "history_refused")
-        report = check(events, read_history(workdir / "history.db"), SCHEDULES, window, ended)
+        report = check(events, read_history(history_path), SCHEDULES, window, ended)
         return SetupResult.of(result, report)
     finally:
         for node in cluster:
@@ -142,6 +141,9 @@ def run_setup(setup: str, seed: int, seconds: float, nodes: int, root: Path) -> 
             proxy.close()
         backend.close()
         evidence.close()
+        if history_path.exists():
+            shutil.copy(history_path, workdir / "history.db")
+        shutil.rmtree(history_dir, ignore_errors=True)
         (workdir / "result.json").write_text(json.dumps(result.__dict__, default=str, indent=1))
 
 

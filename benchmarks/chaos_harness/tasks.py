@@ -24,6 +24,17 @@ PREFIX = os.environ.get("FIREFLY_CHAOS_PREFIX", "chaos")
 #: Every task's lease: short, so a SIGSTOP of a few seconds outlives it.
 LOCK_TTL = "1s"
 _LOG: EvidenceLog | None = None
+#: Seconds between fires, epoch-aligned (the cron task fires every minute).
+QUICK_RATE, QUICK2_RATE, LONG_RATE, SHARED_A_RATE, SHARED_B_RATE = 0.1, 0.5, 2.0, 1.0, 0.7
+#: Every task's target and period: the fires the checker expects.
+SCHEDULES = {
+    f"{__name__}:quick": QUICK_RATE,
+    f"{__name__}:quick2": QUICK2_RATE,
+    f"{__name__}:long": LONG_RATE,
+    f"{__name__}:shared_a": SHARED_A_RATE,
+    f"{__name__}:shared_b": SHARED_B_RATE,
+    f"{__name__}:every_minute": 60.0,
+}
 
 
 def _log() -> EvidenceLog:
@@ -50,31 +61,31 @@ def _body(seconds: float) -> None:
     _log().append("end", lost=fire.lost, **fields)
 
 
-@scheduled(fixed_rate="100ms", lock=f"{PREFIX}-quick", lock_ttl=LOCK_TTL)
+@scheduled(fixed_rate=QUICK_RATE, lock=f"{PREFIX}-quick", lock_ttl=LOCK_TTL)
 def quick() -> None:
     """1 ms body, ten fires a second."""
     _body(0.001)
 
 
-@scheduled(fixed_rate="250ms", lock=f"{PREFIX}-quick2", lock_ttl=LOCK_TTL)
+@scheduled(fixed_rate=QUICK2_RATE, lock=f"{PREFIX}-quick2", lock_ttl=LOCK_TTL)
 def quick2() -> None:
-    """1 ms body, four fires a second."""
+    """1 ms body, two fires a second."""
     _body(0.001)
 
 
-@scheduled(fixed_rate="2s", lock=f"{PREFIX}-long", lock_ttl=LOCK_TTL)
+@scheduled(fixed_rate=LONG_RATE, lock=f"{PREFIX}-long", lock_ttl=LOCK_TTL)
 def long() -> None:
     """A body longer than its 1 s lease: only renewals keep it held."""
     _body(random.uniform(1.2, 2.5))
 
 
-@scheduled(fixed_rate="500ms", lock=f"{PREFIX}-shared", lock_ttl=LOCK_TTL)
+@scheduled(fixed_rate=SHARED_A_RATE, lock=f"{PREFIX}-shared", lock_ttl=LOCK_TTL)
 def shared_a() -> None:
     """Shares its lock name with `shared_b`: their bodies must never overlap."""
     _body(random.uniform(0.05, 0.15))
 
 
-@scheduled(fixed_rate="300ms", lock=f"{PREFIX}-shared", lock_ttl=LOCK_TTL)
+@scheduled(fixed_rate=SHARED_B_RATE, lock=f"{PREFIX}-shared", lock_ttl=LOCK_TTL)
 def shared_b() -> None:
     _body(random.uniform(0.02, 0.08))
 
