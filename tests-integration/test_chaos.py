@@ -23,7 +23,7 @@ from chaos_harness.setups import SETUPS
 pytestmark = pytest.mark.slow
 
 SEED = 8
-FAULT_SECONDS = 55.0
+FAULT_SECONDS = 45.0
 NODES = 2
 
 

@@ -12,6 +12,8 @@ ended (`pg_terminate_backend`, `KILL CONNECTION`), never anyone else's.
 
 from __future__ import annotations
 
+import getpass
+import os
 import signal
 import socket
 import subprocess
@@ -59,15 +61,24 @@ class PrivateServer:
                 "--dir", str(self.workdir), "--appendonly", "yes",
                 "--appendfsync", "always", "--save", "", "--protected-mode", "no",
             ]  # fmt: skip
-        return ["memcached", "-l", "127.0.0.1", "-p", str(self.port), "-m", "64", "-U", "0"]
+        user = (
+            ["-u", getpass.getuser()] if os.geteuid() == 0 else []
+        )  # memcached refuses root without -u
+        return ["memcached", "-l", "127.0.0.1", "-p", str(self.port), "-m", "64", "-U", "0", *user]
 
     def start(self) -> PrivateServer:
         log = (self.workdir / "server.log").open("ab")
         self._process = subprocess.Popen(
             self._command(), stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir
         )
-        wait_port(self.port)
-        return self
+        if self._process.poll() is None:
+            try:
+                wait_port(self.port, timeout=30)
+                return self
+            except RuntimeError:
+                pass
+        log_text = (self.workdir / "server.log").read_text(errors="replace")[-500:]
+        raise RuntimeError(f"the private {self.kind} on port {self.port} did not start: {log_text}")
 
     def restart(self) -> None:
         self.stop(signal.SIGKILL)
