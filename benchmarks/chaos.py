@@ -35,10 +35,16 @@ from chaos_harness.setups import SETUPS
 
 
 def run_all(
-    setups: list[str], seed: int, seconds: float, nodes: int, parallel: int, root: Path
+    setups: list[str],
+    seed: int,
+    seconds: float,
+    nodes: int,
+    parallel: int,
+    root: Path,
+    pace: float = 1.0,
 ) -> list[SetupResult]:
     with ProcessPoolExecutor(max_workers=parallel) as pool:
-        futures = [pool.submit(run_setup, s, seed, seconds, nodes, root) for s in setups]
+        futures = [pool.submit(run_setup, s, seed, seconds, nodes, root, pace) for s in setups]
         return [future.result() for future in futures]
 
 
@@ -61,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--setups", default=",".join(SETUPS), help="comma-separated setups")
     parser.add_argument("--nodes", type=int, default=3, help="resident nodes per setup")
     parser.add_argument("--parallel", type=int, default=2, help="setups run at once")
+    parser.add_argument(
+        "--pace", type=float, default=1.0, help="stretch every task's rate by this factor"
+    )
     parser.add_argument("--workdir", type=Path, default=None, help="keep logs here")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args(argv)
@@ -70,8 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown setup(s) {', '.join(unknown)}; known: {', '.join(SETUPS)}")
     root = args.workdir or Path(tempfile.mkdtemp(prefix="firefly-chaos-"))
-    print(f"chaos: seed {seed}, {args.seconds:g}s per setup, logs in {root}", flush=True)
-    results = run_all(setups, seed, args.seconds, args.nodes, args.parallel, root)
+    print(
+        f"chaos: seed {seed}, {args.seconds:g}s per setup, pace {args.pace:g}, logs in {root}",
+        flush=True,
+    )
+    results = run_all(setups, seed, args.seconds, args.nodes, args.parallel, root, args.pace)
     print(table(results))
     if args.json is not None:
         args.json.write_text(json.dumps([r.__dict__ for r in results], default=str, indent=1))

@@ -170,3 +170,21 @@ def test_reasons_are_grouped_without_their_numbers_and_names() -> None:
         "9.9s late, beyond the grace of 60s"
     )
     assert normalise_reason(None) == "(no reason recorded)"
+
+
+def test_an_adoption_after_a_runner_stalled_before_recording_its_end_is_allowed() -> None:
+    # The body ended, then its node stalled past the lease before writing the end:
+    # another node adopted the fire, and the staller's end was refused (fenced).
+    events = [e for e in every_fire_ran() if not e["instant"].endswith("02+00:00")]
+    events += run(2, 2.01, 2.02, pid=1, token=3)
+    outcome = {"ev": "outcome", "t": _at(5.0), "pid": 1, "target": "app:a"}
+    outcome |= {"instant": (T0 + timedelta(seconds=2)).isoformat(), "attempt": 1}
+    outcome |= {"verdict": "SUCCEEDED", "lost": False, "fenced": True}
+    events.append(outcome)
+    events += run(2, 3.5, 3.6, pid=2, attempt=2, token=4)
+    report = checked(events)
+    assert rules(report) == []
+    assert report.adoptions == 1
+    # Without the fenced end, the same second run is a double run.
+    events.remove(outcome)
+    assert rules(checked(events)) == ["at-most-once"]

@@ -9,8 +9,11 @@ and the run history read with a second client. Three rules:
    and its late writes were fenced: both carry fencing tokens and the later body's
    is greater, so a resource checking tokens refuses the earlier one's writes.
 2. **At most once.** Each fire `(target, instant)` has one body run, plus one more
-   run per earlier run that died (SIGKILLed inside its body) or was marked lost,
-   each with a greater attempt number (an adoption).
+   run per earlier run that died (SIGKILLed inside its body), was marked lost, or
+   stalled past its lease before recording its end (its node reports the end fenced:
+   the history had already given the fire to a newer attempt), each with a greater
+   attempt number (an adoption). From the adopter's side a runner stalled between
+   its body's end and that record is indistinguishable from one killed inside it.
 3. **Accounted for.** Every fire of the window ran, or the history records why not
    (skipped with a reason, expired). A fire with no record is a miss explained only
    when its skip was refused by an injected history failure (the node logged the
@@ -55,6 +58,7 @@ class BodyRun:
     end: int | None = None
     lost: bool = False
     killed: bool = False
+    fenced: bool = False
 
     @property
     def key(self) -> HistoryKey:
@@ -64,7 +68,7 @@ class BodyRun:
         return (
             f"{self.target} @ {self.instant.isoformat()} attempt {self.attempt} on {self.node} "
             f"(pid {self.pid}, token {self.token}, lost={self.lost}, killed={self.killed}, "
-            f"t={self.start}..{self.end})"
+            f"fenced={self.fenced}, t={self.start}..{self.end})"
         )
 
 
@@ -117,6 +121,7 @@ def body_runs(events: list[Event], ended: int) -> list[BodyRun]:
     """Every body run, its end from its end event, its node's kill, or the run's end."""
     runs: dict[tuple[int, str, str, int], BodyRun] = {}
     outcomes_lost: set[tuple[int, str, str, int]] = set()
+    outcomes_fenced: set[tuple[int, str, str, int]] = set()
     kills: dict[int, int] = {}
     for event in events:
         kind = event["ev"]
@@ -136,13 +141,16 @@ def body_runs(events: list[Event], ended: int) -> list[BodyRun]:
         elif kind == "end" and key in runs:
             runs[key].end = int(event["t"])
             runs[key].lost = runs[key].lost or bool(event["lost"])
-        elif kind == "outcome" and event["lost"]:
-            outcomes_lost.add(key)
+        elif kind == "outcome":
+            if event["lost"]:
+                outcomes_lost.add(key)
+            if event["fenced"]:
+                outcomes_fenced.add(key)
         elif kind == "kill":
             kills.setdefault(int(event["victim"]), int(event["t"]))
     for key, run in runs.items():
-        if key in outcomes_lost:
-            run.lost = True
+        run.lost = run.lost or key in outcomes_lost
+        run.fenced = key in outcomes_fenced
         if run.end is None:
             killed_at = kills.get(run.pid)
             if killed_at is not None and killed_at >= run.start:
@@ -194,14 +202,16 @@ def check_at_most_once(runs: list[BodyRun], events: list[Event], report: CheckRe
         by_fire[run.key].append(run)
     for group in by_fire.values():
         for previous, run in itertools.pairwise(group):
-            if (previous.killed or previous.lost) and run.attempt > previous.attempt:
+            taken_over = previous.killed or previous.lost or previous.fenced
+            if taken_over and run.attempt > previous.attempt:
                 report.adoptions += 1
                 continue
             report.violations.append(
                 Violation(
                     "at-most-once",
                     f"fire ran twice: {run.describe()} after {previous.describe()}, "
-                    "which neither died nor was marked lost, or the attempt did not grow",
+                    "which neither died, nor was marked lost, nor had its end fenced; or the "
+                    "attempt did not grow",
                     run.start,
                     _context(events, run.start),
                 )

@@ -47,7 +47,16 @@ class ChaosNode:
         )
         partial.replace(self.control)  # atomic: the node never reads half a file
 
+    @property
+    def booted(self) -> bool:
+        """Whether this process has booted (its fires are being handled)."""
+        try:
+            return self.alive and int(self.control.with_suffix(".booted").read_text()) == self.pid
+        except (OSError, ValueError):
+            return False
+
     def spawn(self) -> None:
+        self.control.with_suffix(".booted").unlink(missing_ok=True)
         self.write_control()
         output = (self.workdir / f"{self.name}.out").open("ab")
         env = {**self.env, "FIREFLY_CHAOS_CONTROL": str(self.control)}

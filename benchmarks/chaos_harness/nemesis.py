@@ -5,7 +5,8 @@ The schedule (which fault, when, on which node, for how long) is drawn from
 timing is the machine's, as in any Jepsen run. Every kind applicable to the setup
 comes once in a shuffled first round, so even a short run injects all of them, then
 kinds are drawn uniformly. At most `nodes - 1` resident nodes are disturbed (paused,
-killed, cut off) at once: someone must be able to run the fires.
+killed, cut off, still booting after a restart) at once: someone must be able to run
+the fires.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class Nemesis:
         """Resident nodes that may be disturbed now, keeping one undisturbed."""
         now = time.monotonic()
         residents = [node for node in self.nodes if node.host == "run"]
-        calm = [node for node in residents if node.disturbed_until <= now and node.alive]
+        calm = [node for node in residents if node.disturbed_until <= now and node.booted]
         return calm if len(calm) >= 2 else []
 
     def inject(self) -> None:

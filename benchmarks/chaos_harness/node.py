@@ -199,6 +199,9 @@ def main(host: str, name: str) -> int:
             )
         )
         evidence.append("boot", node=name, host=host)
+        Path(os.environ["FIREFLY_CHAOS_CONTROL"]).with_suffix(".booted").write_text(
+            str(os.getpid())
+        )
         if host == "run":
             runtime.now = control.now
             resident = ResidentHost(descriptors, runtime, grace_period=GRACE_PERIOD, stop=stop)

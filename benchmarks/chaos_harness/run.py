@@ -20,7 +20,7 @@ from chaos_harness.history import read_history
 from chaos_harness.nemesis import Nemesis
 from chaos_harness.proxy import FaultyProxy
 from chaos_harness.setups import make_backend
-from chaos_harness.tasks import SCHEDULES
+from chaos_harness.tasks import schedules
 
 #: Seconds cut from both ends of the run before fires are counted (boot, skew, stop).
 MARGIN_SECONDS = 5.0
@@ -31,6 +31,7 @@ class SetupResult:
     setup: str
     seed: int
     seconds: float
+    pace: float = 1.0
     fires: int = 0
     ran: int = 0
     body_runs: int = 0
@@ -56,7 +57,9 @@ def _violation(violation: Violation) -> dict[str, object]:
     return {"rule": violation.rule, "message": violation.message, "context": violation.context}
 
 
-def run_setup(setup: str, seed: int, seconds: float, nodes: int, root: Path) -> SetupResult:
+def run_setup(
+    setup: str, seed: int, seconds: float, nodes: int, root: Path, pace: float = 1.0
+) -> SetupResult:
     """Run `setup` for `seconds` of faults with `nodes` resident nodes and one `tick`."""
     workdir = root / setup
     workdir.mkdir(parents=True, exist_ok=True)
@@ -64,7 +67,7 @@ def run_setup(setup: str, seed: int, seconds: float, nodes: int, root: Path) -> 
     evidence_path = workdir / "evidence.jsonl"
     evidence = EvidenceLog(evidence_path)
     backend = make_backend(setup, workdir)
-    result = SetupResult(setup, seed, seconds, workdir=str(workdir))
+    result = SetupResult(setup, seed, seconds, pace, workdir=str(workdir))
     # The history lives on tmpfs where there is one: SQLite's fsyncs on a loaded disk
     # would make every node late, which measures the disk, not the library.
     shm = Path("/dev/shm")
@@ -79,6 +82,7 @@ def run_setup(setup: str, seed: int, seconds: float, nodes: int, root: Path) -> 
             FIREFLY_SCHEDULING_HISTORY_URL=f"sqlite:///{history_path}",
             FIREFLY_CHAOS_EVIDENCE=str(evidence_path),
             FIREFLY_CHAOS_PREFIX=f"chaos-{uuid.uuid4().hex[:12]}",
+            FIREFLY_CHAOS_PACE=str(pace),
         )
         url_variable = f"FIREFLY_SCHEDULING_LOCK_{backend.provider.upper()}_URL"
         names = [f"{setup}-n{i}" for i in range(1, nodes + 1)] + [f"{setup}-tick"]
@@ -131,7 +135,7 @@ def run_setup(setup: str, seed: int, seconds: float, nodes: int, root: Path) -> 
         )
         events = read_events(evidence_path)
         result.history_refusals = sum(1 for e in events if e["ev"] == "history_refused")
-        report = check(events, read_history(history_path), SCHEDULES, window, ended)
+        report = check(events, read_history(history_path), schedules(pace), window, ended)
         return SetupResult.of(result, report)
     finally:
         for node in cluster:

@@ -24,17 +24,21 @@ PREFIX = os.environ.get("FIREFLY_CHAOS_PREFIX", "chaos")
 #: Every task's lease: short, so a SIGSTOP of a few seconds outlives it.
 LOCK_TTL = "1s"
 _LOG: EvidenceLog | None = None
-#: Seconds between fires, epoch-aligned (the cron task fires every minute).
-QUICK_RATE, QUICK2_RATE, LONG_RATE, SHARED_A_RATE, SHARED_B_RATE = 0.1, 0.5, 2.0, 1.0, 0.7
-#: Every task's target and period: the fires the checker expects.
-SCHEDULES = {
-    f"{__name__}:quick": QUICK_RATE,
-    f"{__name__}:quick2": QUICK2_RATE,
-    f"{__name__}:long": LONG_RATE,
-    f"{__name__}:shared_a": SHARED_A_RATE,
-    f"{__name__}:shared_b": SHARED_B_RATE,
-    f"{__name__}:every_minute": 60.0,
-}
+#: Seconds between fires at pace 1, epoch-aligned; the cron task fires every minute.
+RATES = {"quick": 0.1, "quick2": 0.5, "long": 2.0, "shared_a": 1.0, "shared_b": 0.7}
+#: `FIREFLY_CHAOS_PACE` stretches every rate (2 = half as many fires): a loaded
+#: machine runs fewer fires rather than passing most of them over.
+PACE = float(os.environ.get("FIREFLY_CHAOS_PACE", "1"))
+
+
+def schedules(pace: float) -> dict[str, float]:
+    """Every task's target and period at `pace`: the fires the checker expects."""
+    periods = {f"{__name__}:{name}": rate * pace for name, rate in RATES.items()}
+    return {**periods, f"{__name__}:every_minute": 60.0}
+
+
+def _rate(name: str) -> float:
+    return RATES[name] * PACE
 
 
 def _log() -> EvidenceLog:
@@ -61,31 +65,31 @@ def _body(seconds: float) -> None:
     _log().append("end", lost=fire.lost, **fields)
 
 
-@scheduled(fixed_rate=QUICK_RATE, lock=f"{PREFIX}-quick", lock_ttl=LOCK_TTL)
+@scheduled(fixed_rate=_rate("quick"), lock=f"{PREFIX}-quick", lock_ttl=LOCK_TTL)
 def quick() -> None:
-    """1 ms body, ten fires a second."""
+    """1 ms body, ten fires a second (at pace 1)."""
     _body(0.001)
 
 
-@scheduled(fixed_rate=QUICK2_RATE, lock=f"{PREFIX}-quick2", lock_ttl=LOCK_TTL)
+@scheduled(fixed_rate=_rate("quick2"), lock=f"{PREFIX}-quick2", lock_ttl=LOCK_TTL)
 def quick2() -> None:
-    """1 ms body, two fires a second."""
+    """1 ms body, two fires a second (at pace 1)."""
     _body(0.001)
 
 
-@scheduled(fixed_rate=LONG_RATE, lock=f"{PREFIX}-long", lock_ttl=LOCK_TTL)
+@scheduled(fixed_rate=_rate("long"), lock=f"{PREFIX}-long", lock_ttl=LOCK_TTL)
 def long() -> None:
     """A body longer than its 1 s lease: only renewals keep it held."""
     _body(random.uniform(1.2, 2.5))
 
 
-@scheduled(fixed_rate=SHARED_A_RATE, lock=f"{PREFIX}-shared", lock_ttl=LOCK_TTL)
+@scheduled(fixed_rate=_rate("shared_a"), lock=f"{PREFIX}-shared", lock_ttl=LOCK_TTL)
 def shared_a() -> None:
     """Shares its lock name with `shared_b`: their bodies must never overlap."""
     _body(random.uniform(0.05, 0.15))
 
 
-@scheduled(fixed_rate=SHARED_B_RATE, lock=f"{PREFIX}-shared", lock_ttl=LOCK_TTL)
+@scheduled(fixed_rate=_rate("shared_b"), lock=f"{PREFIX}-shared", lock_ttl=LOCK_TTL)
 def shared_b() -> None:
     _body(random.uniform(0.02, 0.08))
 
