@@ -188,3 +188,13 @@ def test_an_adoption_after_a_runner_stalled_before_recording_its_end_is_allowed(
     # Without the fenced end, the same second run is a double run.
     events.remove(outcome)
     assert rules(checked(events)) == ["at-most-once"]
+
+
+def test_an_adoption_after_a_runner_killed_before_recording_its_end_is_allowed() -> None:
+    events = [e for e in every_fire_ran() if not e["instant"].endswith("02+00:00")]
+    events += run(2, 2.01, 2.02, pid=1, token=3)  # the body ended ...
+    events.append({"ev": "kill", "t": _at(2.021), "pid": 0, "victim": 1, "node": "n1"})
+    events += run(2, 3.5, 3.6, pid=2, attempt=2, token=4)  # ... but its end was never written
+    report = checked(events)
+    assert rules(report) == []
+    assert report.adoptions == 1

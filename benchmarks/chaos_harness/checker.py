@@ -9,7 +9,8 @@ and the run history read with a second client. Three rules:
    and its late writes were fenced: both carry fencing tokens and the later body's
    is greater, so a resource checking tokens refuses the earlier one's writes.
 2. **At most once.** Each fire `(target, instant)` has one body run, plus one more
-   run per earlier run that died (SIGKILLed inside its body), was marked lost, or
+   run per earlier run that died (SIGKILLed before its node reported the run's
+   verdict: inside the body, or before its end was recorded), was marked lost, or
    stalled past its lease before recording its end (its node reports the end fenced:
    the history had already given the fire to a newer attempt), each with a greater
    attempt number (an adoption). From the adopter's side a runner stalled between
@@ -122,6 +123,7 @@ def body_runs(events: list[Event], ended: int) -> list[BodyRun]:
     runs: dict[tuple[int, str, str, int], BodyRun] = {}
     outcomes_lost: set[tuple[int, str, str, int]] = set()
     outcomes_fenced: set[tuple[int, str, str, int]] = set()
+    outcomes: set[tuple[int, str, str, int]] = set()
     kills: dict[int, int] = {}
     for event in events:
         kind = event["ev"]
@@ -142,6 +144,7 @@ def body_runs(events: list[Event], ended: int) -> list[BodyRun]:
             runs[key].end = int(event["t"])
             runs[key].lost = runs[key].lost or bool(event["lost"])
         elif kind == "outcome":
+            outcomes.add(key)
             if event["lost"]:
                 outcomes_lost.add(key)
             if event["fenced"]:
@@ -151,12 +154,12 @@ def body_runs(events: list[Event], ended: int) -> list[BodyRun]:
     for key, run in runs.items():
         run.lost = run.lost or key in outcomes_lost
         run.fenced = key in outcomes_fenced
+        killed_at = kills.get(run.pid)
+        # Killed before its node could record the run's end: inside the body, or after
+        # it and before the history's `finish` (there is then no verdict either).
+        run.killed = killed_at is not None and killed_at >= run.start and key not in outcomes
         if run.end is None:
-            killed_at = kills.get(run.pid)
-            if killed_at is not None and killed_at >= run.start:
-                run.end, run.killed = killed_at, True
-            else:
-                run.end = ended
+            run.end = killed_at if run.killed else ended
     return sorted(runs.values(), key=lambda run: run.start)
 
 
