@@ -3,10 +3,10 @@
 The schedule (which fault, when, on which node, for how long) is drawn from
 `random.Random(f"{seed}:{setup}")`, so `--seed N` replays it; the processes' own
 timing is the machine's, as in any Jepsen run. Every kind applicable to the setup
-comes once in a shuffled first round, so even a short run injects all of them, then
-kinds are drawn uniformly. At most `nodes - 1` resident nodes are disturbed (paused,
-killed, cut off, still booting after a restart) at once: someone must be able to run
-the fires.
+comes once in a shuffled first round (the kill last), so even a short run injects
+all of them, then kinds are drawn uniformly. At most `nodes - 1` resident nodes are
+disturbed (paused, killed, cut off, still booting after a restart) at once: someone
+must be able to run the fires.
 """
 
 from __future__ import annotations
@@ -60,6 +60,10 @@ class Nemesis:
         self.injected: Counter[str] = Counter()
         self._first_round = list(self.kinds)
         rng.shuffle(self._first_round)
+        # Popped from the end: the kill comes last in the first round, because a
+        # killed node takes a while to boot again and nothing else that needs a
+        # calm node can be injected meanwhile.
+        self._first_round.sort(key=lambda kind: kind != "kill")
         self._undo: list[tuple[float, int, Callable[[], None]]] = []
         self._sequence = 0
 
