@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from chaos_harness.run import SetupResult, run_setup, table
+from chaos_harness.run import SetupResult, recheck, run_setup, table
 from chaos_harness.setups import SETUPS
 
 
@@ -72,7 +72,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--workdir", type=Path, default=None, help="keep logs here")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument(
+        "--recheck",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="check the setups of a finished run's --workdir again, running nothing",
+    )
     args = parser.parse_args(argv)
+    if args.recheck is not None:
+        results = [recheck(path.parent) for path in sorted(args.recheck.glob("*/result.json"))]
+        print(table(results))
+        return 1 if report_violations(results) else 0
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
     setups = [s.strip() for s in args.setups.split(",") if s.strip()]
     unknown = sorted(set(setups) - set(SETUPS))

@@ -43,6 +43,8 @@ class SetupResult:
     violations: list[dict[str, object]] = field(default_factory=list)
     history_refusals: int = 0
     workdir: str = ""
+    #: What the checker was given besides the files: to check a run again (`recheck`).
+    checked: dict[str, object] = field(default_factory=dict)
 
     @classmethod
     def of(cls, base: SetupResult, report: CheckReport) -> SetupResult:
@@ -135,6 +137,11 @@ def run_setup(
         )
         events = read_events(evidence_path)
         result.history_refusals = sum(1 for e in events if e["ev"] == "history_refused")
+        result.checked = {
+            "window": [window.start.isoformat(), window.end.isoformat()],
+            "anchor": [window.wall.isoformat(), window.mono],
+            "ended": ended,
+        }
         report = check(events, read_history(history_path), schedules(pace), window, ended)
         return SetupResult.of(result, report)
     finally:
@@ -173,3 +180,20 @@ def table(results: list[SetupResult]) -> str:
     lines.append("Misses by recorded reason:")
     lines += [f"- {count}: {reason}" for reason, count in sorted(reasons.items())]
     return "\n".join(lines)
+
+
+def recheck(workdir: Path) -> SetupResult:
+    """Check a finished setup's directory again (after a change to the checker)."""
+    saved = json.loads((workdir / "result.json").read_text())
+    checked = saved["checked"]
+    window = Window(
+        start=datetime.fromisoformat(checked["window"][0]),
+        end=datetime.fromisoformat(checked["window"][1]),
+        wall=datetime.fromisoformat(checked["anchor"][0]),
+        mono=int(checked["anchor"][1]),
+    )
+    result = SetupResult(**{key: value for key, value in saved.items() if key != "violations"})
+    events = read_events(workdir / "evidence.jsonl")
+    history = read_history(workdir / "history.db")
+    report = check(events, history, schedules(result.pace), window, int(checked["ended"]))
+    return SetupResult.of(result, report)
