@@ -160,6 +160,12 @@ class FaultyProxy:
             pipe.abort()
 
     async def _forward(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        try:
+            await self._copy(source, sink)
+        except OSError:  # reset by a fault, by the peer, or at close: the pipe ends
+            sink.transport.abort()
+
+    async def _copy(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
         while True:
             data = await source.read(_CHUNK)
             if not data:

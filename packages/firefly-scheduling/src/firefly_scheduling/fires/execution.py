@@ -422,7 +422,14 @@ class FireRunner:
                 adopt.node,
             )
             outcomes.append(
-                self._execute(descriptor, adopt.instant, body, holding=holding, lost=lost)
+                self._execute(
+                    descriptor,
+                    adopt.instant,
+                    body,
+                    holding=holding,
+                    lost=lost,
+                    unrecorded_attempt=adopt.attempt + 1,
+                )
             )
         return tuple(outcomes)
 
@@ -435,12 +442,15 @@ class FireRunner:
         holding: Holding | None,
         lost: threading.Event,
         recorded: bool = True,
+        unrecorded_attempt: int = 1,
     ) -> FireOutcome:
         """Run the body once for `instant`, between the history's start and finish.
 
         `holding` is the task lock's. A lease that lapsed while the body ran (the node
         stalled past it, renewals failed) marks the run lost at its end, even when no
         renewal got to say so: another node may have run meanwhile.
+        `unrecorded_attempt` is the attempt the body is told when the history cannot
+        record the start: an adoption is attempt `n + 1` even then.
         """
         target = descriptor.target
         token = None if holding is None else holding.fence
@@ -452,7 +462,7 @@ class FireRunner:
                 )
             except HistoryError as err:
                 logger.warning("%s: fire %s runs unrecorded: %s", target, _at(instant), err)
-                started = 1
+                started = unrecorded_attempt
             if started is None:
                 logger.info(
                     "%s: fire %s not run: the history has it finished or owned by a newer attempt",

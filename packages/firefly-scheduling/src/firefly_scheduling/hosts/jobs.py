@@ -58,9 +58,10 @@ PASSED_OVER_REASON = (
     "passed over on this node: its previous run still went, or the node was late and "
     "ran the newest due fire instead"
 )
-#: At most this many passed-over instants are recorded per run of the job (a node
-#: suspended for an hour must not write thousands of records when it wakes).
-MAX_PASSED_OVER_RECORDED = 100
+#: At most this many passed-over instants are recorded per run of the job, the
+#: oldest first (a node suspended for a day must not write a million records when it
+#: wakes); 1000 covers a 100 s stall of a 100 ms task.
+MAX_PASSED_OVER_RECORDED = 1000
 
 
 def trigger_for(descriptor: ScheduledDescriptor) -> FireTrigger:
