@@ -148,7 +148,7 @@ def test_a_fire_recorded_as_skipped_is_a_miss_with_its_reason() -> None:
     assert report.misses == {"skipped: the previous fire still ran (lock <name> held)": 1}
 
 
-def test_a_miss_whose_skip_hit_an_injected_history_failure_is_explained() -> None:
+def test_a_miss_whose_skip_write_failed_is_explained() -> None:
     events = [e for e in every_fire_ran() if not e["instant"].endswith("01+00:00")]
     events.append(
         {

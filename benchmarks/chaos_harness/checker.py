@@ -17,8 +17,8 @@ and the run history read with a second client. Three rules:
    its body's end and that record is indistinguishable from one killed inside it.
 3. **Accounted for.** Every fire of the window ran, or the history records why not
    (skipped with a reason, expired). A fire with no record is a miss explained only
-   when its skip was refused by an injected history failure (the node logged the
-   refusal for that very fire) or a node was SIGKILLed around its instant (the node
+   when its skip write failed, injected or not (the node logged the failure of that
+   very write), or a node was SIGKILLed around its instant (the node
    that claimed it died before it could write anything), or it reached a node only
    once that node was shutting down (its observer says so; the stop of the run); any
    other is a violation.
@@ -266,7 +266,7 @@ def check_accounted(
             report.misses[f"{record.state}: {normalise_reason(record.error)}"] += 1
             continue
         if key in refused_skips:
-            report.misses["unrecorded: its skip hit an injected history failure"] += 1
+            report.misses["unrecorded: its skip write failed (history failure)"] += 1
             continue
         if key in shutting_down:
             report.misses["unrecorded: reached a node that was shutting down"] += 1

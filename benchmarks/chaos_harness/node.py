@@ -103,8 +103,14 @@ class FlakyHistory:
 
     def _check(self, write: str, task: str, instant: datetime) -> None:
         if self._control.history_failing:
-            self._evidence.append("history_refused", write=write, target=task, instant=str(instant))
+            self._refused(write, task, instant, injected=True)
             raise HistoryError(f"chaos: injected failure of history.{write}")
+
+    def _refused(self, write: str, task: str, instant: datetime, *, injected: bool) -> None:
+        """Log a failed write: injected here, or the real store's (SQLite contention)."""
+        self._evidence.append(
+            "history_refused", write=write, target=task, instant=str(instant), injected=injected
+        )
 
     def start(
         self, task: str, instant: datetime, *, node: str, token: int | None, at: datetime
@@ -127,7 +133,11 @@ class FlakyHistory:
 
     def skip(self, task: str, instant: datetime, *, node: str, reason: str, at: datetime) -> bool:
         self._check("skip", task, instant)
-        return self._inner.skip(task, instant, node=node, reason=reason, at=at)
+        try:
+            return self._inner.skip(task, instant, node=node, reason=reason, at=at)
+        except HistoryError:
+            self._refused("skip", task, instant, injected=False)
+            raise
 
     def unfinished(self, task: str) -> list[RunRecord]:
         return self._inner.unfinished(task)
