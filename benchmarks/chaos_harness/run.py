@@ -27,6 +27,8 @@ MARGIN_SECONDS = 5.0
 #: Seconds cut from its end: a node of a loaded machine may come to a fire late, and
 #: the stop must not catch fires no node has reached yet.
 END_MARGIN_SECONDS = 10.0
+#: How long the nodes may take to boot: minutes on a machine with a load of 100.
+BOOT_SECONDS = 300.0
 
 
 @dataclass
@@ -107,7 +109,7 @@ def run_setup(
             )
             cluster.append(node)
             node.spawn()
-        if not wait_booted(evidence_path, set(names), timeout=90):
+        if not wait_booted(evidence_path, set(names), timeout=BOOT_SECONDS):
             raise RuntimeError(f"{setup}: the nodes did not boot; see {workdir}/*.out")
         nemesis = Nemesis(backend, cluster, evidence, rng)
         result.applicable = list(nemesis.kinds)
