@@ -25,7 +25,7 @@ import json
 import random
 import sys
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -45,7 +45,18 @@ def run_all(
 ) -> list[SetupResult]:
     with ProcessPoolExecutor(max_workers=parallel) as pool:
         futures = [pool.submit(run_setup, s, seed, seconds, nodes, root, pace) for s in setups]
-        return [future.result() for future in futures]
+        pairs = zip(setups, futures, strict=True)
+        return [_result_of(setup, seed, seconds, future) for setup, future in pairs]
+
+
+def _result_of(setup: str, seed: int, seconds: float, future: Future[SetupResult]) -> SetupResult:
+    """The setup's result; a harness failure is one too (reported, exit status 1)."""
+    try:
+        return future.result()
+    except Exception as err:  # noqa: BLE001 - one setup's failure must not hide the others
+        failed = SetupResult(setup, seed, seconds)
+        failed.violations = [{"rule": "harness", "message": repr(err), "context": ()}]
+        return failed
 
 
 def report_violations(results: list[SetupResult]) -> int:
