@@ -198,3 +198,11 @@ def test_an_adoption_after_a_runner_killed_before_recording_its_end_is_allowed()
     report = checked(events)
     assert rules(report) == []
     assert report.adoptions == 1
+
+
+def test_an_adoption_after_a_runner_paused_before_its_verdict_is_allowed() -> None:
+    events = [e for e in every_fire_ran() if not e["instant"].endswith("02+00:00")]
+    events += run(2, 2.01, 2.02, pid=1, token=3)
+    events.append({"ev": "pause", "t": _at(2.03), "pid": 0, "victim": 1, "node": "n1"})
+    events += run(2, 3.5, 3.6, pid=2, attempt=2, token=4)
+    assert rules(checked(events)) == []

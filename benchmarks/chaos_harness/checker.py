@@ -10,9 +10,9 @@ and the run history read with a second client. Three rules:
    is greater, so a resource checking tokens refuses the earlier one's writes.
 2. **At most once.** Each fire `(target, instant)` has one body run, plus one more
    run per earlier run that died (SIGKILLed before its node reported the run's
-   verdict: inside the body, or before its end was recorded), was marked lost, or
-   stalled past its lease before recording its end (its node reports the end fenced:
-   the history had already given the fire to a newer attempt), each with a greater
+   verdict: inside the body, or before its end was recorded), was marked lost, was
+   SIGSTOPped (past its lease) before its node reported the verdict, or had its end
+   fenced (the history had already given the fire to a newer attempt), each with a greater
    attempt number (an adoption). From the adopter's side a runner stalled between
    its body's end and that record is indistinguishable from one killed inside it.
 3. **Accounted for.** Every fire of the window ran, or the history records why not
@@ -60,6 +60,7 @@ class BodyRun:
     lost: bool = False
     killed: bool = False
     fenced: bool = False
+    paused: bool = False
 
     @property
     def key(self) -> HistoryKey:
@@ -69,7 +70,7 @@ class BodyRun:
         return (
             f"{self.target} @ {self.instant.isoformat()} attempt {self.attempt} on {self.node} "
             f"(pid {self.pid}, token {self.token}, lost={self.lost}, killed={self.killed}, "
-            f"fenced={self.fenced}, t={self.start}..{self.end})"
+            f"fenced={self.fenced}, paused={self.paused}, t={self.start}..{self.end})"
         )
 
 
@@ -123,7 +124,8 @@ def body_runs(events: list[Event], ended: int) -> list[BodyRun]:
     runs: dict[tuple[int, str, str, int], BodyRun] = {}
     outcomes_lost: set[tuple[int, str, str, int]] = set()
     outcomes_fenced: set[tuple[int, str, str, int]] = set()
-    outcomes: set[tuple[int, str, str, int]] = set()
+    outcomes: dict[tuple[int, str, str, int], int] = {}
+    pauses: dict[int, list[int]] = defaultdict(list)
     kills: dict[int, int] = {}
     for event in events:
         kind = event["ev"]
@@ -144,13 +146,15 @@ def body_runs(events: list[Event], ended: int) -> list[BodyRun]:
             runs[key].end = int(event["t"])
             runs[key].lost = runs[key].lost or bool(event["lost"])
         elif kind == "outcome":
-            outcomes.add(key)
+            outcomes[key] = int(event["t"])
             if event["lost"]:
                 outcomes_lost.add(key)
             if event["fenced"]:
                 outcomes_fenced.add(key)
         elif kind == "kill":
             kills.setdefault(int(event["victim"]), int(event["t"]))
+        elif kind == "pause":
+            pauses[int(event["victim"])].append(int(event["t"]))
     for key, run in runs.items():
         run.lost = run.lost or key in outcomes_lost
         run.fenced = key in outcomes_fenced
@@ -160,6 +164,9 @@ def body_runs(events: list[Event], ended: int) -> list[BodyRun]:
         run.killed = killed_at is not None and killed_at >= run.start and key not in outcomes
         if run.end is None:
             run.end = killed_at if run.killed else ended
+        # SIGSTOPped (past the lease) before its node reported the run's verdict.
+        verdict_at = outcomes.get(key, ended)
+        run.paused = any(run.start <= at <= verdict_at for at in pauses.get(run.pid, ()))
     return sorted(runs.values(), key=lambda run: run.start)
 
 
@@ -205,7 +212,7 @@ def check_at_most_once(runs: list[BodyRun], events: list[Event], report: CheckRe
         by_fire[run.key].append(run)
     for group in by_fire.values():
         for previous, run in itertools.pairwise(group):
-            taken_over = previous.killed or previous.lost or previous.fenced
+            taken_over = previous.killed or previous.lost or previous.fenced or previous.paused
             if taken_over and run.attempt > previous.attempt:
                 report.adoptions += 1
                 continue
@@ -213,7 +220,7 @@ def check_at_most_once(runs: list[BodyRun], events: list[Event], report: CheckRe
                 Violation(
                     "at-most-once",
                     f"fire ran twice: {run.describe()} after {previous.describe()}, "
-                    "which neither died, nor was marked lost, nor had its end fenced; or the "
+                    "which neither died, nor was marked lost, paused or fenced; or the "
                     "attempt did not grow",
                     run.start,
                     _context(events, run.start),
