@@ -1,7 +1,7 @@
 """The CI lane of the randomized fault checker: a short seeded run of every setup.
 
 `benchmarks/chaos.py` with a fixed seed, all seven setups at once, two resident
-nodes and a `tick` each, 30 s of faults (the full runs and their figures are in
+nodes and a `tick` each, 45 s of faults (the full runs and their figures are in
 docs/guarantees.md). Asserts no overlap and no fire run twice, that the fires were
 real (some ran), and that every fault kind that applies to a setup was actually
 injected: the nemesis's count, and for failing history writes a refusal logged by a
@@ -25,7 +25,7 @@ from chaos_harness.setups import SETUPS
 pytestmark = pytest.mark.slow
 
 SEED = 8
-FAULT_SECONDS = 30.0
+FAULT_SECONDS = 45.0
 NODES = 2
 #: Every task rate stretched 3 times: seven setups share the CI machine.
 PACE = 3.0

@@ -290,6 +290,18 @@ class FireRunner:
             if keepalive is not None:
                 keepalive.stop()
             self._holdings.release_holding(holding)
+        if holding.lost and not outcome.lost:
+            # A session backend may learn only at the release that its session ended
+            # while the body ran (a node paused inside a short body): another node may
+            # have held the lock meanwhile, so the run was not exclusive.
+            logger.error(
+                "%s: fire %s: the task lock %r was found lost at its release; another "
+                "node may have run meanwhile",
+                target,
+                _at(instant),
+                lock_name,
+            )
+            outcome = replace(outcome, lost=True)
         return replace(outcome, adopted=adopted)
 
     # -- steps ------------------------------------------------------------------------
