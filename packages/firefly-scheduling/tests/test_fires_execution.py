@@ -374,6 +374,31 @@ class TestAdoption:
             2,
         )
 
+    def test_an_adoption_whose_start_cannot_be_recorded_still_counts_as_attempt_two(
+        self,
+    ) -> None:
+        """Found by benchmarks/chaos.py: the body of an adopted run was told attempt 1."""
+
+        class StartFails(MemoryRunHistory):
+            def start(self, *args: object, **kwargs: object) -> int | None:
+                raise HistoryError("history write failed (injected)")
+
+        history = StartFails()
+        descriptor = task()
+        assert (
+            MemoryRunHistory.start(history, descriptor.target, T0, node="dead", token=1, at=T0) == 1
+        )
+        body = Recorder()
+        survivor = runner(Clock(T0 + 31 * SECOND), history, "survivor")
+        outcome = survivor.run(descriptor, T0 + 31 * SECOND, body)
+        [adopted] = outcome.adopted
+        assert (adopted.status, adopted.instant, adopted.attempt) == (
+            FireStatus.SUCCEEDED,
+            T0,
+            2,
+        )
+        assert [(c.instant, c.attempt) for c in body.seen] == [(T0, 2), (T0 + 31 * SECOND, 1)]
+
     def test_a_died_run_found_after_grace_is_expired_not_adopted(self) -> None:
         history = MemoryRunHistory()
         descriptor = task()

@@ -55,7 +55,7 @@ import asyncio  # sync: drop
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import ParamSpec, TypeAlias, TypeVar
@@ -192,6 +192,46 @@ class AsyncFireRunner:
             return await self._run_unlocked(descriptor, instant, body)
         return await self._run_locked(descriptor, descriptor.lock_name, instant, body)
 
+    async def record_passed_over(
+        self, descriptor: ScheduledDescriptor, instants: Sequence[datetime], reason: str
+    ) -> int:
+        """Record fires this node's host passed over as skipped, where nothing is recorded.
+
+        A host that never hands a fire to `run` (APScheduler coalescing due times, or
+        dropping one while the job's previous run still goes) says so here, so every
+        fire ends up run or recorded with a reason. Harmless where another node ran
+        the fire: `skip` writes only where nothing is recorded, and a later `start`
+        replaces a skip. One attempt per instant, no retry (the host is waiting); the
+        first history failure ends the batch. Returns how many were recorded. An
+        unlocked task has no history record, so nothing is written.
+        """
+        history, lock = self._history, descriptor.lock_name
+        if history is None or lock is None:
+            return 0
+        recorded = 0
+        at = self._clock()
+        for instant in instants:
+            try:
+                if await _off_loop(
+                    history.skip,
+                    descriptor.target,
+                    as_utc(instant),
+                    lock=lock,
+                    node=self._node,
+                    reason=reason,
+                    at=at,
+                ):
+                    recorded += 1
+            except HistoryError as err:
+                logger.warning(
+                    "%s: %d passed-over fire(s) unrecorded: %s",
+                    descriptor.target,
+                    len(instants) - recorded,
+                    err,
+                )
+                break
+        return recorded
+
     async def aclose(self) -> None:
         """Close an owned history; fire claims outlive the process by design."""
         await self._retry_unrecorded()
@@ -289,6 +329,18 @@ class AsyncFireRunner:
             if keepalive is not None:
                 await keepalive.stop()
             await self._holdings.release_holding(holding)
+        if holding.lost and not outcome.lost:
+            # A session backend may learn only at the release that its session ended
+            # while the body ran (a node paused inside a short body): another node may
+            # have held the lock meanwhile, so the run was not exclusive.
+            logger.error(
+                "%s: fire %s: the task lock %r was found lost at its release; another "
+                "node may have run meanwhile",
+                target,
+                _at(instant),
+                lock_name,
+            )
+            outcome = replace(outcome, lost=True)
         return replace(outcome, adopted=adopted)
 
     # -- steps ------------------------------------------------------------------------
@@ -427,7 +479,14 @@ class AsyncFireRunner:
                 adopt.node,
             )
             outcomes.append(
-                await self._execute(descriptor, adopt.instant, body, holding=holding, lost=lost)
+                await self._execute(
+                    descriptor,
+                    adopt.instant,
+                    body,
+                    holding=holding,
+                    lost=lost,
+                    unrecorded_attempt=adopt.attempt + 1,
+                )
             )
         return tuple(outcomes)
 
@@ -440,12 +499,15 @@ class AsyncFireRunner:
         holding: Holding | None,
         lost: threading.Event,
         recorded: bool = True,
+        unrecorded_attempt: int = 1,
     ) -> FireOutcome:
         """Run the body once for `instant`, between the history's start and finish.
 
         `holding` is the task lock's. A lease that lapsed while the body ran (the node
         stalled past it, renewals failed) marks the run lost at its end, even when no
         renewal got to say so: another node may have run meanwhile.
+        `unrecorded_attempt` is the attempt the body is told when the history cannot
+        record the start: an adoption is attempt `n + 1` even then.
         """
         target = descriptor.target
         # Only a locked task's fires are recorded: the lock name is half of their key.
@@ -465,7 +527,7 @@ class AsyncFireRunner:
                 )
             except HistoryError as err:
                 logger.warning("%s: fire %s runs unrecorded: %s", target, _at(instant), err)
-                started = 1
+                started = unrecorded_attempt
             if started is None:
                 logger.info(
                     "%s: fire %s not run: the history has it finished or owned by a newer attempt",

@@ -25,6 +25,9 @@ fire runner's grace (`firefly.scheduling.fires.grace`):
 * a recurring job names its fire from the clock when it runs (the latest instant of
   its schedule at or before now), so the one catch-up run is the fire due now, on
   the instant every other node names too (its claim decides who runs it);
+* the instants a job passed over that way (coalesced, or dropped while its previous
+  run still went) are recorded as skipped by this node (`FireRunner.record_passed_over`),
+  so a fire every node passed over still says why it did not run;
 * `misfire_grace_time=None`: APScheduler never drops a late run by itself; a
   second limit there would skip fires unrecorded, by another rule than the one
   every host and the run history share. A `fixed_delay` run stalled beyond grace
@@ -60,6 +63,15 @@ logger = logging.getLogger("firefly_scheduling.hosts")
 
 JOB_ID_PREFIX = "firefly-scheduling:"
 JOB_OPTIONS: dict[str, Any] = {"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
+#: The reason recorded for a scheduled instant the job passed over on this node.
+PASSED_OVER_REASON = (
+    "passed over on this node: its previous run still went, or the node was late and "
+    "ran the newest due fire instead"
+)
+#: At most this many passed-over instants are recorded per run of the job, the
+#: oldest first (a node suspended for a day must not write a million records when it
+#: wakes); 1000 covers a 100 s stall of a 100 ms task.
+MAX_PASSED_OVER_RECORDED = 1000
 
 
 def trigger_for(descriptor: ScheduledDescriptor) -> FireTrigger:
@@ -81,11 +93,41 @@ class RecurringFire:
         self.descriptor = descriptor
         self.trigger = trigger
         self.runtime = runtime
+        self._last: datetime | None = None
 
     async def __call__(self) -> None:
         # APScheduler does not pass the scheduled time to the job; the trigger names it.
         instant = self.trigger.fire_at_or_before(self.runtime.wall_now())
+        await self._record_passed_over(instant)
         await execute_fire(Fire(self.descriptor, instant), self.runtime)
+
+    async def _record_passed_over(self, instant: datetime) -> None:
+        """Record as skipped the scheduled instants between the last one named and this.
+
+        APScheduler runs the job once for several due times (`coalesce`) and drops a
+        due time while the previous run still goes (`max_instances=1`), silently:
+        without this, a fire every node passed over (a loaded fleet, a short rate)
+        would be neither run nor recorded. Only `max_instances=1` calls run at once,
+        so `_last` needs no lock.
+        """
+        last, self._last = self._last, instant
+        if last is None or instant <= last:
+            return
+        passed: list[datetime] = []
+        following = self.trigger.get_next_fire_time(last, last)
+        while following is not None and following < instant:
+            if len(passed) == MAX_PASSED_OVER_RECORDED:
+                break
+            passed.append(following)
+            following = self.trigger.get_next_fire_time(following, following)
+        if not passed:
+            return
+        try:
+            await self.runtime.fire_runner.get().record_passed_over(
+                self.descriptor, passed, PASSED_OVER_REASON
+            )
+        except Exception:  # the lock or history could not be built: the fire says why
+            logger.exception("%s: passed-over fires unrecorded", self.descriptor.target)
 
     def __repr__(self) -> str:
         return self.descriptor.target

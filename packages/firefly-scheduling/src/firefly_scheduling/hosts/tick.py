@@ -64,6 +64,8 @@ _MAX_WORKERS = 32
 PROBLEM_VERDICTS: frozenset[FireVerdict] = frozenset(
     {FireStatus.FAILED, FireStatus.BACKEND_ERROR, FireStatus.LOCK_LOST, FireSkip.UNAVAILABLE}
 )
+#: The reason recorded for a slot skipped because the task's previous run still went.
+OVERLAPPING_SLOT_REASON = "passed over on this node: its previous run still went"
 
 
 def cadence_of(descriptor: ScheduledDescriptor) -> Cadence:
@@ -292,6 +294,7 @@ class TickHost:
                         slot.fire.instant.isoformat(timespec="seconds"),
                     )
                     report.overlapping.append(slot)
+                    self._record_overlapping(slot)
                     continue
                 future = pool.submit(execute_fire, slot.fire, self.runtime)
                 running[slot.fire.target] = future
@@ -315,3 +318,12 @@ class TickHost:
             else:  # logged, counted, never the whole pass's end
                 logger.error("a fire failed outside its task body: %s", error, exc_info=error)
                 report.crashed += 1
+
+    def _record_overlapping(self, slot: TickSlot) -> None:
+        """Record the slot as skipped: a fire no node runs must still say why."""
+        try:
+            self.runtime.fire_runner.get().record_passed_over(
+                slot.fire.descriptor, [slot.fire.instant], OVERLAPPING_SLOT_REASON
+            )
+        except Exception:  # the lock or history could not be built: logged, the pass goes on
+            logger.exception("%s: skipped slot unrecorded", slot.fire.target)

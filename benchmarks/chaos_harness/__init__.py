@@ -1,0 +1,16 @@
+"""The randomized fault checker behind `benchmarks/chaos.py` (issue 8), one job per module.
+
+* `evidence`: the append-only log every process stamps with CLOCK_MONOTONIC.
+* `tasks`: the task module the node processes run (the task mix).
+* `node`: a node process, `run` or `tick`, with the chaos seams (clock offset,
+  failing history writes) installed through the hosts' public seams.
+* `proxy`: the TCP proxy between each node and the server (latency, stalls,
+  resets, blackholes).
+* `servers`: private redis-server/memcached instances, and killing only our own
+  connections on the shared PostgreSQL/MariaDB.
+* `setups`: the seven backend setups.
+* `nemesis`: the seeded fault schedule and its injection.
+* `history`: reading the run history with a second client.
+* `checker`: the invariants, over the evidence and the history alone.
+* `run`: one setup end to end, and the report table.
+"""

@@ -1,0 +1,311 @@
+"""The invariants of issue 8, checked from evidence the code under test cannot fake.
+
+Inputs: the evidence log (body starts and ends stamped with CLOCK_MONOTONIC by the
+bodies themselves, kills and pauses stamped by the harness that sent the signals)
+and the run history read with a second client. Three rules:
+
+1. **Exclusion.** No two bodies of one lock name overlap in monotonic time, unless
+   the earlier one was marked lost (its end event, or its node's verdict, says so)
+   and its late writes were fenced: both carry fencing tokens and the later body's
+   is greater, so a resource checking tokens refuses the earlier one's writes.
+2. **At most once.** Each fire `(target, instant)` has one body run, plus one more
+   run per earlier run that died (SIGKILLed before its node reported the run's
+   verdict: inside the body, or before its end was recorded), was marked lost, was
+   SIGSTOPped (past its lease) before its node reported the verdict, or had its end
+   fenced (the history had already given the fire to a newer attempt), each with a greater
+   attempt number (an adoption). From the adopter's side a runner stalled between
+   its body's end and that record is indistinguishable from one killed inside it.
+3. **Accounted for.** Every fire of the window ran, or the history records why not
+   (skipped with a reason, expired). A fire with no record is a miss explained only
+   when its skip write failed, injected or not (the node logged the failure of that
+   very write), or a node was SIGKILLed around its instant (the node
+   that claimed it died before it could write anything), or it reached a node only
+   once that node was shutting down (its observer says so; the stop of the run); any
+   other is a violation.
+
+A killed body ends at the kill's stamp (taken after the signal, so overlaps are
+judged conservatively); a body with no end and no kill ends when the run ended.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from chaos_harness.evidence import Event
+from chaos_harness.history import HistoryKey, HistoryRow, key_of, parse_instant
+
+#: A node killed this close (seconds) to an instant may have held its claim.
+KILL_EXPLAINS_SECONDS = (-3.0, 6.0)
+#: Events printed around a violation, either side.
+CONTEXT_EVENTS = 8
+
+
+@dataclass
+class BodyRun:
+    """One body execution, as the body logged it."""
+
+    target: str
+    lock: str
+    instant: datetime
+    attempt: int
+    token: int | None
+    node: str
+    pid: int
+    start: int
+    end: int | None = None
+    lost: bool = False
+    killed: bool = False
+    fenced: bool = False
+    paused: bool = False
+
+    @property
+    def key(self) -> HistoryKey:
+        return key_of(self.target, self.instant)
+
+    def describe(self) -> str:
+        return (
+            f"{self.target} @ {self.instant.isoformat()} attempt {self.attempt} on {self.node} "
+            f"(pid {self.pid}, token {self.token}, lost={self.lost}, killed={self.killed}, "
+            f"fenced={self.fenced}, paused={self.paused}, t={self.start}..{self.end})"
+        )
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    message: str
+    at: int
+    context: tuple[Event, ...] = ()
+
+
+@dataclass(frozen=True)
+class Window:
+    """The fires checked for rule 3: instants in `[start, end)` of the harness's wall clock.
+
+    `wall`/`mono` anchor the two clocks (read together), to place an instant on the
+    monotonic axis of the evidence.
+    """
+
+    start: datetime
+    end: datetime
+    wall: datetime
+    mono: int
+
+    def monotonic(self, instant: datetime) -> int:
+        return self.mono + int((instant - self.wall).total_seconds() * 1e9)
+
+
+@dataclass
+class CheckReport:
+    fires: int = 0
+    ran: int = 0
+    body_runs: int = 0
+    adoptions: int = 0
+    fenced_overlaps: int = 0
+    misses: Counter[str] = field(default_factory=Counter)
+    violations: list[Violation] = field(default_factory=list)
+
+
+def normalise_reason(reason: str | None) -> str:
+    """A recorded reason without its numbers and names, so equal causes count together."""
+    if not reason:
+        return "(no reason recorded)"
+    text = re.sub(r"'[^']*'", "<name>", reason)
+    text = re.sub(r"\d+(\.\d+)?", "N", text)
+    return text.split(": ", 1)[0] if text.startswith("the lock backend failed") else text
+
+
+def body_runs(events: list[Event], ended: int) -> list[BodyRun]:
+    """Every body run, its end from its end event, its node's kill, or the run's end."""
+    runs: dict[tuple[int, str, str, int], BodyRun] = {}
+    outcomes_lost: set[tuple[int, str, str, int]] = set()
+    outcomes_fenced: set[tuple[int, str, str, int]] = set()
+    outcomes: dict[tuple[int, str, str, int], int] = {}
+    pauses: dict[int, list[int]] = defaultdict(list)
+    kills: dict[int, int] = {}
+    for event in events:
+        kind = event["ev"]
+        if kind in {"start", "end", "outcome"}:
+            key = (int(event["pid"]), event["target"], event["instant"], event["attempt"] or 0)
+        if kind == "start":
+            runs[key] = BodyRun(
+                target=event["target"],
+                lock=event["lock"],
+                instant=parse_instant(event["instant"]),
+                attempt=int(event["attempt"]),
+                token=event["token"],
+                node=event["node"],
+                pid=int(event["pid"]),
+                start=int(event["t"]),
+            )
+        elif kind == "end" and key in runs:
+            runs[key].end = int(event["t"])
+            runs[key].lost = runs[key].lost or bool(event["lost"])
+        elif kind == "outcome":
+            outcomes[key] = int(event["t"])
+            if event["lost"]:
+                outcomes_lost.add(key)
+            if event["fenced"]:
+                outcomes_fenced.add(key)
+        elif kind == "kill":
+            kills.setdefault(int(event["victim"]), int(event["t"]))
+        elif kind == "pause":
+            pauses[int(event["victim"])].append(int(event["t"]))
+    for key, run in runs.items():
+        run.lost = run.lost or key in outcomes_lost
+        run.fenced = key in outcomes_fenced
+        killed_at = kills.get(run.pid)
+        # Killed before its node could record the run's end: inside the body, or after
+        # it and before the history's `finish` (there is then no verdict either).
+        run.killed = killed_at is not None and killed_at >= run.start and key not in outcomes
+        if run.end is None:
+            run.end = killed_at if run.killed else ended
+        # SIGSTOPped (past the lease) before its node reported the run's verdict.
+        verdict_at = outcomes.get(key, ended)
+        run.paused = any(run.start <= at <= verdict_at for at in pauses.get(run.pid, ()))
+    return sorted(runs.values(), key=lambda run: run.start)
+
+
+def _context(events: list[Event], at: int) -> tuple[Event, ...]:
+    stamps = [int(event["t"]) for event in events]
+    index = next((i for i, stamp in enumerate(stamps) if stamp >= at), len(events))
+    return tuple(events[max(0, index - CONTEXT_EVENTS) : index + CONTEXT_EVENTS])
+
+
+def check_exclusion(runs: list[BodyRun], events: list[Event], report: CheckReport) -> None:
+    by_lock: dict[str, list[BodyRun]] = defaultdict(list)
+    for run in runs:
+        by_lock[run.lock].append(run)
+    for lock, group in by_lock.items():
+        active: list[BodyRun] = []
+        for run in group:  # in order of start
+            active = [other for other in active if (other.end or 0) > run.start]
+            for earlier in active:
+                fenced = (
+                    earlier.lost
+                    and earlier.token is not None
+                    and run.token is not None
+                    and run.token > earlier.token
+                )
+                if fenced:
+                    report.fenced_overlaps += 1
+                    continue
+                report.violations.append(
+                    Violation(
+                        "exclusion",
+                        f"lock {lock!r}: {run.describe()} started inside "
+                        f"{earlier.describe()}, which was not lost and fenced",
+                        run.start,
+                        _context(events, run.start),
+                    )
+                )
+            active.append(run)
+
+
+def check_at_most_once(runs: list[BodyRun], events: list[Event], report: CheckReport) -> None:
+    by_fire: dict[HistoryKey, list[BodyRun]] = defaultdict(list)
+    for run in runs:
+        by_fire[run.key].append(run)
+    for group in by_fire.values():
+        for previous, run in itertools.pairwise(group):
+            taken_over = previous.killed or previous.lost or previous.fenced or previous.paused
+            if taken_over and run.attempt > previous.attempt:
+                report.adoptions += 1
+                continue
+            report.violations.append(
+                Violation(
+                    "at-most-once",
+                    f"fire ran twice: {run.describe()} after {previous.describe()}, "
+                    "which neither died, nor was marked lost, paused or fenced; or the "
+                    "attempt did not grow",
+                    run.start,
+                    _context(events, run.start),
+                )
+            )
+
+
+def expected_fires(schedules: dict[str, float], window: Window) -> list[HistoryKey]:
+    """Every epoch-aligned instant of every task within the window."""
+    fires = []
+    epoch = datetime(1970, 1, 1, tzinfo=window.start.tzinfo)
+    for target, period in schedules.items():
+        step = timedelta(seconds=period)
+        first = int(-(-(window.start - epoch).total_seconds() // period))
+        instant = epoch + first * step
+        while instant < window.end:
+            fires.append(key_of(target, instant))
+            instant += step
+    return fires
+
+
+def check_accounted(
+    runs: list[BodyRun],
+    history: dict[HistoryKey, HistoryRow],
+    schedules: dict[str, float],
+    window: Window,
+    events: list[Event],
+    report: CheckReport,
+) -> None:
+    ran = {run.key for run in runs}
+    refused_skips = {
+        key_of(event["target"], parse_instant(event["instant"]))
+        for event in events
+        if event["ev"] == "history_refused" and event["write"] == "skip"
+    }
+    shutting_down = {
+        key_of(event["target"], parse_instant(event["instant"]))
+        for event in events
+        if event["ev"] == "outcome" and event["verdict"] == "SHUTTING_DOWN"
+    }
+    kills = [int(event["t"]) for event in events if event["ev"] == "kill"]
+    before, after = (int(seconds * 1e9) for seconds in KILL_EXPLAINS_SECONDS)
+    for key in expected_fires(schedules, window):
+        report.fires += 1
+        if key in ran:
+            report.ran += 1
+            continue
+        record = history.get(key)
+        if record is not None and record.state in {"skipped", "expired", "failed"}:
+            report.misses[f"{record.state}: {normalise_reason(record.error)}"] += 1
+            continue
+        if key in refused_skips:
+            report.misses["unrecorded: its skip write failed (history failure)"] += 1
+            continue
+        if key in shutting_down:
+            report.misses["unrecorded: reached a node that was shutting down"] += 1
+            continue
+        at = window.monotonic(key.instant)
+        if any(at + before <= kill <= at + after for kill in kills):
+            report.misses["unrecorded: a node was SIGKILLed around its instant"] += 1
+            continue
+        state = "no record" if record is None else f"a {record.state!r} record and no body run"
+        report.violations.append(
+            Violation(
+                "accounted",
+                f"fire {key.target} @ {key.instant.isoformat()} neither ran nor was recorded "
+                f"as skipped ({state})",
+                at,
+                _context(events, at),
+            )
+        )
+
+
+def check(
+    events: list[Event],
+    history: dict[HistoryKey, HistoryRow],
+    schedules: dict[str, float],
+    window: Window,
+    ended: int,
+) -> CheckReport:
+    """Apply the three rules; the report lists every violation with its context."""
+    report = CheckReport()
+    runs = body_runs(events, ended)
+    report.body_runs = len(runs)
+    check_exclusion(runs, events, report)
+    check_at_most_once(runs, events, report)
+    check_accounted(runs, history, schedules, window, events, report)
+    return report

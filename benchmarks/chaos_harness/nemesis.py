@@ -1,0 +1,162 @@
+"""The seeded fault schedule, and its injection into one setup's nodes, proxies and server.
+
+The schedule (which fault, when, on which node, for how long) is drawn from
+`random.Random(f"{seed}:{setup}")`, so `--seed N` replays it; the processes' own
+timing is the machine's, as in any Jepsen run. Every kind applicable to the setup
+comes once in a shuffled first round (the kill last), so even a short run injects
+all of them, then kinds are drawn uniformly. At most `nodes - 1` resident nodes are
+disturbed (paused, killed, cut off, still booting after a restart) at once: someone
+must be able to run the fires.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from chaos_harness.cluster import ChaosNode
+from chaos_harness.evidence import EvidenceLog
+from chaos_harness.servers import end_sessions
+from chaos_harness.setups import Backend
+
+PROXY_KINDS = ("latency", "stall", "reset", "blackhole")
+ALWAYS_KINDS = ("pause", "kill", "clock", "history")
+#: Mean seconds between two faults.
+MEAN_INTERVAL = 1.0
+#: The tasks' lease (`chaos_harness.tasks.LOCK_TTL`): a pause must outlive it.
+LEASE_SECONDS = 1.0
+CLOCK_OFFSET_SECONDS = 2.0
+
+
+def kinds_for(backend: Backend) -> tuple[str, ...]:
+    kinds = list(ALWAYS_KINDS)
+    if backend.proxied:
+        kinds += PROXY_KINDS
+    if backend.server is not None:
+        kinds.append("restart")
+    if backend.sessions is not None:
+        kinds.append("sessions")
+    return tuple(kinds)
+
+
+class Nemesis:
+    """Injects faults until `stop_at` (monotonic seconds), then heals everything."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        nodes: list[ChaosNode],
+        evidence: EvidenceLog,
+        rng: random.Random,
+    ) -> None:
+        self.backend = backend
+        self.nodes = nodes
+        self.evidence = evidence
+        self.rng = rng
+        self.kinds = kinds_for(backend)
+        self.injected: Counter[str] = Counter()
+        self._first_round = list(self.kinds)
+        rng.shuffle(self._first_round)
+        # Popped from the end: the kill comes last in the first round, because a
+        # killed node takes a while to boot again and nothing else that needs a
+        # calm node can be injected meanwhile.
+        self._first_round.sort(key=lambda kind: kind != "kill")
+        self._undo: list[tuple[float, int, Callable[[], None]]] = []
+        self._sequence = 0
+
+    def later(self, delay: float, action: Callable[[], None]) -> None:
+        self._sequence += 1
+        heapq.heappush(self._undo, (time.monotonic() + delay, self._sequence, action))
+
+    def run_due(self) -> None:
+        while self._undo and self._undo[0][0] <= time.monotonic():
+            _, _, action = heapq.heappop(self._undo)
+            action()
+
+    def next_kind(self) -> str:
+        return self._first_round.pop() if self._first_round else self.rng.choice(self.kinds)
+
+    def _calm(self) -> list[ChaosNode]:
+        """Resident nodes that may be disturbed now, keeping one undisturbed."""
+        now = time.monotonic()
+        residents = [node for node in self.nodes if node.host == "run"]
+        calm = [node for node in residents if node.disturbed_until <= now and node.booted]
+        return calm if len(calm) >= 2 else []
+
+    def inject(self) -> None:
+        kind = self.next_kind()
+        duration = 0.0
+        detail = ""
+        if kind in {"clock", "history"}:
+            node = self.rng.choice(self.nodes)
+        else:
+            calm = self._calm()
+            if kind not in {"restart", "sessions"} and not calm:
+                self._first_round.append(kind)  # try again at the next slot
+                return
+            node = self.rng.choice(calm) if calm else self.rng.choice(self.nodes)
+        if kind == "clock":
+            node.offset = round(self.rng.uniform(-CLOCK_OFFSET_SECONDS, CLOCK_OFFSET_SECONDS), 3)
+            node.write_control()
+            detail = f"offset {node.offset:+.3f}s"
+        elif kind == "history":
+            duration = self.rng.uniform(0.5, 4.0)
+            node.history_fail_until = time.monotonic_ns() + int(duration * 1e9)
+            node.write_control()
+        elif kind == "pause":
+            duration = LEASE_SECONDS + self.rng.uniform(0.2, 2.5)
+            node.pause()
+            self.later(duration, node.resume)
+        elif kind == "kill":
+            duration = self.rng.uniform(0.3, 2.0)
+            node.kill()
+            self.later(duration, node.spawn)
+        elif kind == "latency":
+            duration = self.rng.uniform(1.0, 5.0)
+            seconds = self.rng.uniform(0.02, 0.3)
+            detail = f"{seconds * 1000:.0f} ms"
+            node.proxy.latency(seconds, duration)  # type: ignore[union-attr]
+        elif kind == "stall":
+            duration = self.rng.uniform(0.3, 2.5)
+            node.proxy.stall(duration)  # type: ignore[union-attr]
+        elif kind == "reset":
+            detail = f"{node.proxy.reset()} connection(s)"  # type: ignore[union-attr]
+        elif kind == "blackhole":
+            duration = self.rng.uniform(0.5, 3.0)
+            node.proxy.blackhole(duration)  # type: ignore[union-attr]
+        elif kind == "restart":
+            assert self.backend.server is not None
+            self.backend.server.restart()
+            node_name = "server"
+            self._record(kind, node_name, duration, detail)
+            return
+        elif kind == "sessions":
+            assert self.backend.sessions is not None
+            victims = self.nodes if self.rng.random() < 0.3 else [node]
+            ports = {port for victim in victims for port in victim.proxy.upstream_ports()}  # type: ignore[union-attr]
+            ended = end_sessions(self.backend.sessions, self.backend.url, ports)
+            detail = f"{ended} session(s) of {', '.join(v.name for v in victims)}"
+        node.disturbed_until = max(node.disturbed_until, time.monotonic() + duration + 0.5)
+        self._record(kind, node.name, duration, detail)
+
+    def _record(self, kind: str, node: str, duration: float, detail: str) -> None:
+        self.injected[kind] += 1
+        self.evidence.append(
+            "fault", kind=kind, node=node, duration=round(duration, 3), detail=detail
+        )
+
+    def heal(self) -> None:
+        """Undo every fault still in effect (resume, respawn, clear history failures)."""
+        while self._undo:
+            _, _, action = heapq.heappop(self._undo)
+            action()
+        for node in self.nodes:
+            node.resume()
+            node.history_fail_until = 0
+            node.write_control()
+
+    def pause_between(self) -> float:
+        return self.rng.expovariate(1.0 / MEAN_INTERVAL)

@@ -1,0 +1,206 @@
+"""One setup end to end: servers, proxies, nodes, nemesis, graceful stop, check, table."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from chaos_harness.checker import CheckReport, Violation, Window, check
+from chaos_harness.cluster import ChaosNode, node_env, wait_booted
+from chaos_harness.evidence import EvidenceLog, read_events
+from chaos_harness.history import read_history
+from chaos_harness.nemesis import Nemesis
+from chaos_harness.proxy import FaultyProxy
+from chaos_harness.setups import make_backend
+from chaos_harness.tasks import schedules
+
+#: Seconds cut from the start of the run before fires are counted (boot, skew).
+MARGIN_SECONDS = 5.0
+#: Seconds cut from its end: a node of a loaded machine may come to a fire late, and
+#: the stop must not catch fires no node has reached yet.
+END_MARGIN_SECONDS = 10.0
+#: How long the nodes may take to boot: minutes on a machine with a load of 100.
+BOOT_SECONDS = 300.0
+
+
+@dataclass
+class SetupResult:
+    setup: str
+    seed: int
+    seconds: float
+    pace: float = 1.0
+    fires: int = 0
+    ran: int = 0
+    body_runs: int = 0
+    adoptions: int = 0
+    fenced_overlaps: int = 0
+    faults: dict[str, int] = field(default_factory=dict)
+    applicable: list[str] = field(default_factory=list)
+    misses: dict[str, int] = field(default_factory=dict)
+    violations: list[dict[str, object]] = field(default_factory=list)
+    history_refusals: int = 0
+    workdir: str = ""
+    #: What the checker was given besides the files: to check a run again (`recheck`).
+    checked: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, base: SetupResult, report: CheckReport) -> SetupResult:
+        base.fires, base.ran, base.body_runs = report.fires, report.ran, report.body_runs
+        base.adoptions, base.fenced_overlaps = report.adoptions, report.fenced_overlaps
+        base.misses = dict(report.misses.most_common())
+        base.violations = [_violation(v) for v in report.violations]
+        return base
+
+
+def _violation(violation: Violation) -> dict[str, object]:
+    return {"rule": violation.rule, "message": violation.message, "context": violation.context}
+
+
+def run_setup(
+    setup: str, seed: int, seconds: float, nodes: int, root: Path, pace: float = 1.0
+) -> SetupResult:
+    """Run `setup` for `seconds` of faults with `nodes` resident nodes and one `tick`."""
+    workdir = root / setup
+    workdir.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(f"{seed}:{setup}")
+    evidence_path = workdir / "evidence.jsonl"
+    evidence = EvidenceLog(evidence_path)
+    backend = make_backend(setup, workdir)
+    result = SetupResult(setup, seed, seconds, pace, workdir=str(workdir))
+    # The history lives on tmpfs where there is one: SQLite's fsyncs on a loaded disk
+    # would make every node late, which measures the disk, not the library.
+    shm = Path("/dev/shm")
+    history_dir = Path(tempfile.mkdtemp(prefix="firefly-chaos-", dir=shm if shm.is_dir() else None))
+    history_path = history_dir / "history.db"
+    cluster: list[ChaosNode] = []
+    proxies: list[FaultyProxy] = []
+    try:
+        base_env = node_env(
+            workdir,
+            FIREFLY_SCHEDULING_LOCK_PROVIDER=backend.provider,
+            FIREFLY_SCHEDULING_HISTORY_URL=f"sqlite:///{history_path}",
+            FIREFLY_CHAOS_EVIDENCE=str(evidence_path),
+            FIREFLY_CHAOS_PREFIX=f"chaos-{uuid.uuid4().hex[:12]}",
+            FIREFLY_CHAOS_PACE=str(pace),
+        )
+        url_variable = f"FIREFLY_SCHEDULING_LOCK_{backend.provider.upper()}_URL"
+        names = [f"{setup}-n{i}" for i in range(1, nodes + 1)] + [f"{setup}-tick"]
+        for name in names:
+            proxy = FaultyProxy(*backend.target()).start() if backend.proxied else None
+            if proxy is not None:
+                proxies.append(proxy)
+            url = backend.via(proxy.port) if proxy is not None else backend.url
+            node = ChaosNode(
+                name,
+                "tick" if name.endswith("-tick") else "run",
+                workdir,
+                {**base_env, url_variable: url},
+                evidence,
+                proxy=proxy,
+                offset=round(rng.uniform(-2.0, 2.0), 3),
+            )
+            cluster.append(node)
+            node.spawn()
+        if not wait_booted(evidence_path, set(names), timeout=BOOT_SECONDS):
+            raise RuntimeError(f"{setup}: the nodes did not boot; see {workdir}/*.out")
+        nemesis = Nemesis(backend, cluster, evidence, rng)
+        result.applicable = list(nemesis.kinds)
+        wall, mono = datetime.now(UTC), time.monotonic_ns()
+        started = time.monotonic()
+        next_fault = started + 2.0
+        while time.monotonic() - started < seconds:
+            nemesis.run_due()
+            for node in cluster:
+                if node.host == "tick" and not node.alive and not node.paused:
+                    node.spawn()  # cron starts the next minute's tick
+            if time.monotonic() >= next_fault:
+                nemesis.inject()
+                next_fault = time.monotonic() + nemesis.pause_between()
+            time.sleep(0.02)
+        nemesis.heal()
+        time.sleep(3.0)  # let the healed nodes settle before the window closes
+        ended_wall = datetime.now(UTC)
+        for node in cluster:
+            node.terminate()
+        for node in cluster:
+            node.wait_stopped(30)
+        ended = time.monotonic_ns()
+        result.faults = dict(nemesis.injected)
+        window = Window(
+            start=wall + timedelta(seconds=MARGIN_SECONDS),
+            end=ended_wall - timedelta(seconds=END_MARGIN_SECONDS),
+            wall=wall,
+            mono=mono,
+        )
+        events = read_events(evidence_path)
+        result.history_refusals = sum(
+            1 for e in events if e["ev"] == "history_refused" and e.get("injected", True)
+        )
+        result.checked = {
+            "window": [window.start.isoformat(), window.end.isoformat()],
+            "anchor": [window.wall.isoformat(), window.mono],
+            "ended": ended,
+        }
+        report = check(events, read_history(history_path), schedules(pace), window, ended)
+        return SetupResult.of(result, report)
+    finally:
+        for node in cluster:
+            if node.alive:
+                node.kill()
+        for proxy in proxies:
+            proxy.close()
+        backend.close()
+        evidence.close()
+        if history_path.exists():
+            shutil.copy(history_path, workdir / "history.db")
+        shutil.rmtree(history_dir, ignore_errors=True)
+        (workdir / "result.json").write_text(json.dumps(result.__dict__, default=str, indent=1))
+
+
+def table(results: list[SetupResult]) -> str:
+    """The per-backend table of the issue: fires, faults by kind, violations, misses."""
+    kinds = sorted({kind for result in results for kind in result.faults})
+    header = ["setup", "fires", "ran", "adopted", "fenced overlaps", "violations", "misses"]
+    lines = [
+        "| " + " | ".join(header + kinds) + " |",
+        "|" + "---|" * (len(header) + len(kinds)),
+    ]
+    for r in results:
+        misses = sum(r.misses.values())
+        cells = [r.setup, r.fires, r.ran, r.adoptions, r.fenced_overlaps, len(r.violations)]
+        cells.append(misses)
+        cells += [r.faults.get(kind, 0) if kind in r.applicable else "n/a" for kind in kinds]
+        lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
+    reasons: Counter[str] = Counter()
+    for r in results:
+        for reason, count in r.misses.items():
+            reasons[f"{r.setup}: {reason}"] += count
+    lines.append("")
+    lines.append("Misses by recorded reason:")
+    lines += [f"- {count}: {reason}" for reason, count in sorted(reasons.items())]
+    return "\n".join(lines)
+
+
+def recheck(workdir: Path) -> SetupResult:
+    """Check a finished setup's directory again (after a change to the checker)."""
+    saved = json.loads((workdir / "result.json").read_text())
+    checked = saved["checked"]
+    window = Window(
+        start=datetime.fromisoformat(checked["window"][0]),
+        end=datetime.fromisoformat(checked["window"][1]),
+        wall=datetime.fromisoformat(checked["anchor"][0]),
+        mono=int(checked["anchor"][1]),
+    )
+    result = SetupResult(**{key: value for key, value in saved.items() if key != "violations"})
+    events = read_events(workdir / "evidence.jsonl")
+    history = read_history(workdir / "history.db")
+    report = check(events, history, schedules(result.pace), window, int(checked["ended"]))
+    return SetupResult.of(result, report)

@@ -1,0 +1,94 @@
+"""A fire the resident host passes over is recorded as skipped, never silently dropped.
+
+Found by `benchmarks/chaos.py` (issue 8, "every fire in the window either ran or is
+recorded as skipped, with a reason"). APScheduler runs a recurring job once for
+several due times (`coalesce=True`) and drops a due time while the previous run of
+the job still goes (`max_instances=1`). When that happened on every node at once (a
+loaded machine, a 100 ms rate) the fires in between were neither run nor recorded.
+The job now records each scheduled instant it passed over since the last one it
+named as skipped; a node that did run it has its record already, and a later start
+replaces a skip, so the record is harmless where someone else ran the fire.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "host_support"))
+import firefly_host_unit_tasks as tasks
+
+from firefly_scheduling import ScheduledDescriptor, Settings
+from firefly_scheduling.history.port import RunState
+from firefly_scheduling.hosts.boot import build_runtime
+from firefly_scheduling.hosts.jobs import RecurringFire, trigger_for
+
+MODULE = "firefly_host_unit_tasks"
+START = datetime(2026, 3, 4, 12, 0, 0, tzinfo=UTC)
+
+
+def test_instants_between_two_runs_of_the_job_are_recorded_as_skipped() -> None:
+    tasks.reset()
+    descriptor = ScheduledDescriptor(
+        target=f"{MODULE}:ping", fixed_rate=1.0, lock_name="passed-over", lock_ttl=30.0
+    )
+    runtime = build_runtime(
+        [descriptor],
+        Settings(lock_provider="memory", history_url="memory://"),
+        host="run",
+        node="unit",
+    )
+    now = START
+    runtime.now = lambda: now
+    job = RecurringFire(descriptor, trigger_for(descriptor), runtime)
+    try:
+        job()
+        now = START + timedelta(seconds=3.2)  # the 1 s and 2 s fires came while it was busy
+        job()
+        history = runtime.fire_runner.get().history
+        assert history is not None
+        records = {r.instant: r for r in history.runs(descriptor.target, limit=10)}
+        assert records[START].state is RunState.SUCCEEDED
+        assert records[START + timedelta(seconds=3)].state is RunState.SUCCEEDED
+        for missed in (START + timedelta(seconds=1), START + timedelta(seconds=2)):
+            assert records[missed].state is RunState.SKIPPED, records
+            assert "passed over" in (records[missed].error or "")
+        assert len(tasks.calls("ping")) == 2
+    finally:
+        runtime.close()
+        tasks.reset()
+
+
+def test_a_fire_another_node_ran_keeps_its_record() -> None:
+    tasks.reset()
+    descriptor = ScheduledDescriptor(
+        target=f"{MODULE}:ping", fixed_rate=1.0, lock_name="passed-over-2", lock_ttl=30.0
+    )
+    settings = Settings(lock_provider="memory", history_url="memory://")
+    runtime = build_runtime([descriptor], settings, host="run", node="unit")
+    now = START
+    runtime.now = lambda: now
+    job = RecurringFire(descriptor, trigger_for(descriptor), runtime)
+    try:
+        job()
+        history = runtime.fire_runner.get().history
+        assert history is not None
+        ran_elsewhere = START + timedelta(seconds=1)
+        assert history.start(descriptor.target, ran_elsewhere, node="other", token=None, at=now)
+        assert history.finish(
+            descriptor.target,
+            ran_elsewhere,
+            token=None,
+            state=RunState.SUCCEEDED,
+            error=None,
+            at=now,
+        )
+        now = START + timedelta(seconds=2.5)
+        job()
+        records = {r.instant: r for r in history.runs(descriptor.target, limit=10)}
+        assert records[ran_elsewhere].state is RunState.SUCCEEDED
+        assert records[ran_elsewhere].node == "other"
+    finally:
+        runtime.close()
+        tasks.reset()

@@ -1,0 +1,85 @@
+"""The CI lane of the randomized fault checker: a short seeded run of every setup.
+
+`benchmarks/chaos.py` with a fixed seed, all seven setups at once, two resident
+nodes and a `tick` each, 45 s of faults (the full runs and their figures are in
+docs/guarantees.md). Asserts no overlap and no fire run twice, that the fires were
+real (some ran), and that every fault kind that applies to a setup was actually
+injected: the nemesis's count, and for failing history writes a refusal logged by a
+node. "Every fire ran or is recorded" is checked too, expected to fail while the gap
+documented in docs/guarantees.md is open.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from chaos import run_all
+from chaos_harness.run import SetupResult, table
+from chaos_harness.setups import SETUPS
+
+pytestmark = pytest.mark.slow
+
+SEED = 8
+FAULT_SECONDS = 45.0
+NODES = 2
+#: Every task rate stretched 3 times: seven setups share the CI machine.
+PACE = 3.0
+
+
+@pytest.fixture(scope="module")
+def results(
+    tmp_path_factory: pytest.TempPathFactory,
+    postgres_url: str,
+    mysql_url: str,
+    monkeypatch_module: pytest.MonkeyPatch,
+) -> dict[str, SetupResult]:
+    monkeypatch_module.setenv("FIREFLY_TEST_POSTGRES_URL", postgres_url)
+    monkeypatch_module.setenv("FIREFLY_TEST_MYSQL_URL", mysql_url)
+    root = tmp_path_factory.mktemp("chaos")
+    ran = run_all(list(SETUPS), SEED, FAULT_SECONDS, NODES, len(SETUPS), root, PACE)
+    print(table(ran))
+    return {result.setup: result for result in ran}
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+@pytest.mark.parametrize("setup", SETUPS)
+def test_no_overlap_and_no_fire_run_twice_under_faults(
+    results: dict[str, SetupResult], setup: str
+) -> None:
+    result = results[setup]
+    broken = [v for v in result.violations if v["rule"] != "accounted"]
+    assert broken == [], f"seed {SEED}, logs in {result.workdir}"
+    assert result.fires > 0
+    assert result.ran > 0
+
+
+@pytest.mark.xfail(
+    reason="open: a fleet starved longer than a task's period can leave fires unrecorded "
+    "(docs/guarantees.md, Randomized faults); seen on a heavily loaded machine",
+    strict=False,
+)
+@pytest.mark.parametrize("setup", SETUPS)
+def test_every_fire_ran_or_is_recorded(results: dict[str, SetupResult], setup: str) -> None:
+    result = results[setup]
+    unaccounted = [v["message"] for v in result.violations if v["rule"] == "accounted"]
+    assert unaccounted == [], f"seed {SEED}, logs in {result.workdir}"
+
+
+@pytest.mark.parametrize("setup", SETUPS)
+def test_every_applicable_fault_kind_was_injected(
+    results: dict[str, SetupResult], setup: str
+) -> None:
+    result = results[setup]
+    missing = [kind for kind in result.applicable if result.faults.get(kind, 0) == 0]
+    assert missing == [], f"never injected on {setup}: {missing}; injected {result.faults}"
+    assert result.history_refusals > 0, "no node ever saw a history write fail"

@@ -1,0 +1,208 @@
+"""The chaos checker itself, on synthetic evidence: each rule provably fails when broken.
+
+`benchmarks/chaos.py` is only worth its "0 violations" if its checker reports the
+violations it exists for. Each case builds a small evidence log (what the task
+bodies and the harness would append) and a history, and asserts the verdict.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from chaos_harness.checker import CheckReport, Window, check, normalise_reason
+from chaos_harness.history import HistoryKey, HistoryRow, key_of
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+SECOND = 1_000_000_000
+#: One task firing every second, and a second one sharing its lock.
+SCHEDULES = {"app:a": 1.0}
+WINDOW = Window(start=T0, end=T0 + timedelta(seconds=3), wall=T0, mono=100 * SECOND)
+
+
+def _at(seconds: float) -> int:
+    return WINDOW.mono + int(seconds * SECOND)
+
+
+def run(
+    instant: float,
+    start: float,
+    end: float | None,
+    *,
+    pid: int = 1,
+    target: str = "app:a",
+    lock: str = "L",
+    attempt: int = 1,
+    token: int | None = 1,
+    lost: bool = False,
+) -> list[dict[str, Any]]:
+    """The start (and end) events of one body run."""
+    fields = {
+        "pid": pid,
+        "node": f"n{pid}",
+        "target": target,
+        "lock": lock,
+        "instant": (T0 + timedelta(seconds=instant)).isoformat(),
+        "attempt": attempt,
+        "token": token,
+    }
+    events = [{"ev": "start", "t": _at(start), **fields}]
+    if end is not None:
+        events.append({"ev": "end", "t": _at(end), "lost": lost, **fields})
+    return events
+
+
+def every_fire_ran() -> list[dict[str, Any]]:
+    return [e for i in range(3) for e in run(i, i + 0.01, i + 0.02, token=i + 1)]
+
+
+def checked(
+    events: list[dict[str, Any]], history: dict[HistoryKey, HistoryRow] | None = None
+) -> CheckReport:
+    events = sorted(events, key=lambda e: int(e["t"]))
+    return check(events, history or {}, SCHEDULES, WINDOW, ended=_at(60))
+
+
+def rules(report: CheckReport) -> list[str]:
+    return [violation.rule for violation in report.violations]
+
+
+def test_a_clean_log_has_no_violation() -> None:
+    report = checked(every_fire_ran())
+    assert rules(report) == []
+    assert (report.fires, report.ran) == (3, 3)
+
+
+def test_two_bodies_of_one_lock_overlapping_is_a_violation() -> None:
+    # app:b shares lock L and runs inside app:a's fire at 1 s.
+    events = every_fire_ran() + run(1, 1.015, 1.03, pid=2, target="app:b", token=9)
+    report = checked(events)
+    assert rules(report) == ["exclusion"]
+    assert "started inside" in report.violations[0].message
+    assert report.violations[0].context  # the events around it are printed
+
+
+def test_an_overlap_after_a_lost_and_fenced_holding_is_allowed() -> None:
+    events = [
+        e for e in every_fire_ran() if e["instant"] != (T0 + timedelta(seconds=1)).isoformat()
+    ]
+    events += run(1, 1.0, 1.9, pid=1, token=2, lost=True)  # stalled past its lease
+    events += run(1.5, 1.5, 1.6, pid=2, target="app:b", token=7)  # newer token
+    report = checked(events)
+    assert rules(report) == []
+    assert report.fenced_overlaps == 1
+
+
+def test_a_lost_holding_whose_token_is_not_older_is_not_fenced() -> None:
+    events = every_fire_ran() + run(1, 1.015, 1.03, pid=2, target="app:b", token=1)
+    events = [e for e in events if not (e["pid"] == 1 and e["instant"].endswith("01+00:00"))]
+    events += run(1, 1.0, 1.9, pid=1, token=5, lost=True)
+    assert "exclusion" in rules(checked(events))
+
+
+def test_a_fire_run_twice_is_a_violation() -> None:
+    events = every_fire_ran() + run(2, 2.5, 2.6, pid=2, lock="M", token=None)
+    report = checked(events)
+    assert rules(report) == ["at-most-once"]
+    assert "ran twice" in report.violations[0].message
+
+
+def test_one_adoption_after_the_runner_was_killed_is_allowed() -> None:
+    events = [e for e in every_fire_ran() if not e["instant"].endswith("02+00:00")]
+    events += run(2, 2.01, None, pid=1, token=3)  # its node is SIGKILLed inside the body
+    events.append({"ev": "kill", "t": _at(2.05), "pid": 0, "victim": 1, "node": "n1"})
+    events += run(2, 3.5, 3.6, pid=2, attempt=2, token=4)
+    report = checked(events)
+    assert rules(report) == []
+    assert report.adoptions == 1
+
+
+def test_an_adoption_that_does_not_raise_the_attempt_is_a_violation() -> None:
+    events = [e for e in every_fire_ran() if not e["instant"].endswith("02+00:00")]
+    events += run(2, 2.01, None, pid=1, token=3)
+    events.append({"ev": "kill", "t": _at(2.05), "pid": 0, "victim": 1, "node": "n1"})
+    events += run(2, 3.5, 3.6, pid=2, attempt=1, token=4)
+    assert rules(checked(events)) == ["at-most-once"]
+
+
+def test_a_fire_neither_run_nor_recorded_is_a_violation() -> None:
+    events = [e for e in every_fire_ran() if not e["instant"].endswith("01+00:00")]
+    report = checked(events)
+    assert rules(report) == ["accounted"]
+    assert "neither ran nor was recorded" in report.violations[0].message
+
+
+def test_a_fire_recorded_as_skipped_is_a_miss_with_its_reason() -> None:
+    events = [e for e in every_fire_ran() if not e["instant"].endswith("01+00:00")]
+    key = key_of("app:a", T0 + timedelta(seconds=1))
+    history = {
+        key: HistoryRow(
+            key, None, "skipped", 1, "n1", None, "the previous fire still ran (lock 'L' held)"
+        )
+    }
+    report = checked(events, history)
+    assert rules(report) == []
+    assert report.misses == {"skipped: the previous fire still ran (lock <name> held)": 1}
+
+
+def test_a_miss_whose_skip_write_failed_is_explained() -> None:
+    events = [e for e in every_fire_ran() if not e["instant"].endswith("01+00:00")]
+    events.append(
+        {
+            "ev": "history_refused",
+            "t": _at(1.1),
+            "pid": 1,
+            "write": "skip",
+            "target": "app:a",
+            "instant": str(T0 + timedelta(seconds=1)),
+        }
+    )
+    report = checked(events)
+    assert rules(report) == []
+    assert sum(report.misses.values()) == 1
+
+
+def test_reasons_are_grouped_without_their_numbers_and_names() -> None:
+    assert normalise_reason("1.234s late, beyond the grace of 60s") == normalise_reason(
+        "9.9s late, beyond the grace of 60s"
+    )
+    assert normalise_reason(None) == "(no reason recorded)"
+
+
+def test_an_adoption_after_a_runner_stalled_before_recording_its_end_is_allowed() -> None:
+    # The body ended, then its node stalled past the lease before writing the end:
+    # another node adopted the fire, and the staller's end was refused (fenced).
+    events = [e for e in every_fire_ran() if not e["instant"].endswith("02+00:00")]
+    events += run(2, 2.01, 2.02, pid=1, token=3)
+    outcome = {"ev": "outcome", "t": _at(5.0), "pid": 1, "target": "app:a"}
+    outcome |= {"instant": (T0 + timedelta(seconds=2)).isoformat(), "attempt": 1}
+    outcome |= {"verdict": "SUCCEEDED", "lost": False, "fenced": True}
+    events.append(outcome)
+    events += run(2, 3.5, 3.6, pid=2, attempt=2, token=4)
+    report = checked(events)
+    assert rules(report) == []
+    assert report.adoptions == 1
+    # Without the fenced end, the same second run is a double run.
+    events.remove(outcome)
+    assert rules(checked(events)) == ["at-most-once"]
+
+
+def test_an_adoption_after_a_runner_killed_before_recording_its_end_is_allowed() -> None:
+    events = [e for e in every_fire_ran() if not e["instant"].endswith("02+00:00")]
+    events += run(2, 2.01, 2.02, pid=1, token=3)  # the body ended ...
+    events.append({"ev": "kill", "t": _at(2.021), "pid": 0, "victim": 1, "node": "n1"})
+    events += run(2, 3.5, 3.6, pid=2, attempt=2, token=4)  # ... but its end was never written
+    report = checked(events)
+    assert rules(report) == []
+    assert report.adoptions == 1
+
+
+def test_an_adoption_after_a_runner_paused_before_its_verdict_is_allowed() -> None:
+    events = [e for e in every_fire_ran() if not e["instant"].endswith("02+00:00")]
+    events += run(2, 2.01, 2.02, pid=1, token=3)
+    events.append({"ev": "pause", "t": _at(2.03), "pid": 0, "victim": 1, "node": "n1"})
+    events += run(2, 3.5, 3.6, pid=2, attempt=2, token=4)
+    assert rules(checked(events)) == []
