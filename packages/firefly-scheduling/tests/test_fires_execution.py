@@ -386,7 +386,16 @@ class TestAdoption:
         history = StartFails()
         descriptor = task()
         assert (
-            MemoryRunHistory.start(history, descriptor.target, T0, node="dead", token=1, at=T0) == 1
+            MemoryRunHistory.start(
+                history,
+                descriptor.target,
+                T0,
+                lock=descriptor.lock_name or descriptor.target,
+                node="dead",
+                token=1,
+                at=T0,
+            )
+            == 1
         )
         body = Recorder()
         survivor = runner(Clock(T0 + 31 * SECOND), history, "survivor")

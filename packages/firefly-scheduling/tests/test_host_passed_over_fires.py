@@ -75,10 +75,14 @@ def test_a_fire_another_node_ran_keeps_its_record() -> None:
         history = runtime.fire_runner.get().history
         assert history is not None
         ran_elsewhere = START + timedelta(seconds=1)
-        assert history.start(descriptor.target, ran_elsewhere, node="other", token=None, at=now)
+        lock = "passed-over-2"
+        assert history.start(
+            descriptor.target, ran_elsewhere, lock=lock, node="other", token=None, at=now
+        )
         assert history.finish(
             descriptor.target,
             ran_elsewhere,
+            lock=lock,
             token=None,
             state=RunState.SUCCEEDED,
             error=None,
