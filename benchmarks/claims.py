@@ -38,6 +38,7 @@ import argparse
 import math
 import multiprocessing
 import os
+import queue
 import statistics
 import sys
 import tempfile
@@ -358,6 +359,7 @@ class Job:
 @dataclass(frozen=True)
 class ProcessResult:
     claims: int
+    errors: int
     elapsed: float
     cpu: float
     connections: int
@@ -383,7 +385,7 @@ def run_process(job: Job, index: int, barrier: Barrier, results: Any) -> None:
         claimers = [factory() for _ in range(job.threads)]
         names = [fire_names(f"{job.prefix}.{index}.{thread}") for thread in range(job.threads)]
         for claim, thread_names in zip(claimers, names, strict=True):
-            require(claim(next(thread_names)), f"{job.backend} {job.flavour}: warm-up lost")
+            claim(next(thread_names))  # opens the thread's connection; refusals count later
         counts = [0] * job.threads
         port = server_port(job.backend)
         peak = [count_connections(port)]
@@ -393,16 +395,29 @@ def run_process(job: Job, index: int, barrier: Barrier, results: Any) -> None:
             while not done.wait(0.05):
                 peak[0] = max(peak[0], count_connections(port))
 
+        errors = [0] * job.threads
         failures: list[BaseException] = []
 
         def work(thread: int, stop_at: float) -> None:
+            """Claim until `stop_at`. Nothing contends, so a claim not won is a failure of
+            the backend: an error, or a refusal (the database adapter reports a SQLite busy
+            timeout as a lost race). Both are counted; each thread shows its first."""
             claim, thread_names = claimers[thread], names[thread]
             try:
                 while time.monotonic() < stop_at:
                     name = next(thread_names)
-                    won = claim(name)
-                    require(won, f"{job.backend} {job.flavour}: uncontended claim {name} lost")
-                    counts[thread] += 1
+                    try:
+                        won = claim(name)
+                    except Exception as err:  # noqa: BLE001 - counted and shown once
+                        won, why = False, repr(err)
+                    else:
+                        why = f"the uncontended claim {name} was refused"
+                    if won:
+                        counts[thread] += 1
+                        continue
+                    if not errors[thread]:
+                        print(f"{job.backend} {job.flavour}: {why}", file=sys.stderr)
+                    errors[thread] += 1
             except BaseException as err:  # reported by the process, not lost with the thread
                 failures.append(err)
                 raise
@@ -422,7 +437,7 @@ def run_process(job: Job, index: int, barrier: Barrier, results: Any) -> None:
         sampler.join()
         if failures:
             raise failures[0]
-        results.put(ProcessResult(sum(counts), elapsed, cpu, peak[0]))
+        results.put(ProcessResult(sum(counts), sum(errors), elapsed, cpu, peak[0]))
 
 
 def count_connections(port: int | None) -> int:
@@ -439,6 +454,7 @@ def count_connections(port: int | None) -> int:
 @dataclass(frozen=True)
 class FleetResult:
     claims_per_second: float
+    errors: int
     cpu_ms_per_claim: float
     connections: int
 
@@ -457,7 +473,13 @@ def run_fleet(job: Job, processes: int) -> FleetResult:
         child.start()
     try:
         barrier.wait(timeout=300)
-        collected = [results.get(timeout=job.seconds + 120) for _ in children]
+        collected: list[ProcessResult] = []
+        while len(collected) < processes:
+            try:
+                collected.append(results.get(timeout=1.0))
+            except queue.Empty:
+                failed = [child.exitcode for child in children if child.exitcode]
+                require(not failed, f"{job.backend} {job.flavour}: a process failed ({failed})")
     finally:
         for child in children:
             child.join(timeout=30)
@@ -467,6 +489,7 @@ def run_fleet(job: Job, processes: int) -> FleetResult:
     claims = sum(result.claims for result in collected)
     return FleetResult(
         claims_per_second=sum(result.claims / result.elapsed for result in collected),
+        errors=sum(result.errors for result in collected),
         cpu_ms_per_claim=1000 * sum(result.cpu for result in collected) / max(claims, 1),
         connections=max(result.connections for result in collected),
     )
@@ -515,9 +538,10 @@ def main() -> None:
     print()
     print(
         "| backend | adapter claims/s | raw driver claims/s | adapter / raw | "
-        "CPU ms per claim (adapter / raw) | connections per process (adapter / raw) |"
+        "CPU ms per claim (adapter / raw) | connections per process (adapter / raw) "
+        "| claims not won (adapter / raw) |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as scratch:
         sqlite_path = os.path.join(scratch, "claims.sqlite3")
         for backend in args.backends:
@@ -549,10 +573,11 @@ def main() -> None:
             connections = (
                 f"{max(r.connections for r in adapter)} / {max(r.connections for r in raw)}"
             )
+            errors = f"{sum(r.errors for r in adapter)} / {sum(r.errors for r in raw)}"
             print(
                 f"| {backend} | {spread([r.claims_per_second for r in adapter])} "
                 f"| {spread([r.claims_per_second for r in raw])} | {spread(ratios, 2)} "
-                f"| {cpu} | {connections} |",
+                f"| {cpu} | {connections} | {errors} |",
                 flush=True,
             )
 
