@@ -175,9 +175,9 @@ def raw_claims(stack: ExitStack, backend: str, sqlite_path: str) -> Callable[[],
 def raw_postgres(stack: ExitStack) -> Callable[[], Claim]:
     import psycopg  # noqa: PLC0415
 
-    from firefly_scheduling_postgres import advisory_lock  # noqa: PLC0415
+    from firefly_scheduling_postgres import statements  # noqa: PLC0415
 
-    statement = advisory_lock._CLAIM  # private on purpose: the adapter's exact statement
+    statement = statements.CLAIM  # the adapter's exact statement and parameters
     seconds = _claim_seconds()
 
     def connect() -> Claim:
@@ -186,7 +186,7 @@ def raw_postgres(stack: ExitStack) -> Callable[[], Claim]:
         cursor = connection.cursor()
 
         def claim(name: str) -> bool:
-            cursor.execute(statement, {"name": name, "seconds": seconds})
+            cursor.execute(statement, statements.claim_parameters(name, seconds))
             return cursor.fetchone() is not None
 
         return claim
@@ -197,12 +197,11 @@ def raw_postgres(stack: ExitStack) -> Callable[[], Claim]:
 def raw_mysql(stack: ExitStack) -> Callable[[], Claim]:
     import pymysql  # noqa: PLC0415
 
-    from firefly_scheduling_mysql import named_lock  # noqa: PLC0415
+    from firefly_scheduling_mysql import statements  # noqa: PLC0415
     from firefly_scheduling_mysql.connection_options import connection_arguments  # noqa: PLC0415
 
-    statement = named_lock._CLAIM  # private on purpose: the adapter's exact statement
-    server_name = named_lock._server_name  # and its name-to-key formula
-    micros = math.ceil(_claim_seconds() * 1_000_000)
+    statement = statements.CLAIM  # the adapter's exact statement and parameters
+    seconds = _claim_seconds()
 
     def connect() -> Claim:
         connection = pymysql.connect(**connection_arguments(MYSQL), autocommit=True)
@@ -210,8 +209,8 @@ def raw_mysql(stack: ExitStack) -> Callable[[], Claim]:
 
         def claim(name: str) -> bool:
             with connection.cursor() as cursor:
-                cursor.execute(statement, {"name": server_name(name), "micros": micros})
-                return cursor.rowcount in (1, 2)
+                cursor.execute(statement, statements.claim_parameters(name, seconds))
+                return cursor.rowcount in statements.CLAIM_WON
 
         return claim
 
