@@ -7,6 +7,7 @@ missing and a Docker engine answers, testcontainers starts the server instead.
 
 from __future__ import annotations
 
+import signal
 import uuid
 from collections.abc import Callable, Iterator
 from urllib.parse import urlsplit, urlunsplit
@@ -144,3 +145,13 @@ def mysql_database_url(mysql_url: str) -> Iterator[str]:
         with admin.cursor() as cursor:
             cursor.execute(f"DROP DATABASE IF EXISTS {database}")
         admin.close()
+
+
+@pytest.fixture(autouse=True)
+def _restore_stop_signals() -> Iterator[None]:
+    """Leave SIGTERM/SIGINT as found: a host run in-process ignores them once stopped,
+    and later child processes would inherit that and could not be terminated."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)

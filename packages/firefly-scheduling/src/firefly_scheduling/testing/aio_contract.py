@@ -37,7 +37,7 @@ from firefly_scheduling.aio.port import (
 )
 from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.locks.port import DistributedLock, LockCapabilities, capabilities_of
-from firefly_scheduling.testing.workers import exclusive_file_worker
+from firefly_scheduling.testing.workers import default_stop_signals, exclusive_file_worker
 
 AsyncLockFactory = Callable[[], AsyncDistributedLock]
 
@@ -586,7 +586,7 @@ class AsyncLockContract:
             witness = tmp_path / "witness"
             witness.write_bytes(b"")
             context = multiprocessing.get_context("spawn")
-            with context.Pool(processes) as pool:
+            with context.Pool(processes, initializer=default_stop_signals) as pool:
                 results: list[Any] = [
                     pool.apply_async(
                         exclusive_file_worker,

@@ -38,7 +38,7 @@ from firefly_scheduling.locks.port import (
     LockCapabilities,
     capabilities_of,
 )
-from firefly_scheduling.testing.workers import exclusive_file_worker
+from firefly_scheduling.testing.workers import default_stop_signals, exclusive_file_worker
 
 LockFactory = Callable[[], DistributedLock]
 
@@ -434,7 +434,7 @@ class LockContract:
         witness = tmp_path / "witness"
         witness.write_bytes(b"")
         context = multiprocessing.get_context("spawn")
-        with context.Pool(processes) as pool:
+        with context.Pool(processes, initializer=default_stop_signals) as pool:
             results: list[Any] = [
                 pool.apply_async(
                     exclusive_file_worker,

@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import Callable
 
 from firefly_scheduling.locks.port import DistributedLock
+
+
+def default_stop_signals() -> None:
+    """A pool worker's initializer: SIGTERM and SIGINT end it, whatever its parent ignored.
+
+    A spawned process inherits ignored signals across exec. A test process that ran a
+    host in-process (which ignores SIGTERM/SIGINT once it has stopped) would otherwise
+    hand that to the pool's workers, and `Pool.terminate()` would wait for them forever.
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def exclusive_file_worker(
