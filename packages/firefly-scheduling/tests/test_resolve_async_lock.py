@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import sys
+import types
+from importlib.metadata import EntryPoint
 
 import pytest
 
@@ -10,6 +13,7 @@ from firefly_scheduling import ConfigurationError, Settings
 from firefly_scheduling.aio import AsyncInMemoryLock, AsyncNoneLock, resolve_async_lock
 from firefly_scheduling.locks import InMemoryLock, NoneLock
 from firefly_scheduling.locks.providers import resolve_lock
+from firefly_scheduling.providers import LockProvider, registry
 from firefly_scheduling.providers.registry import installed_providers
 
 
@@ -56,11 +60,26 @@ def test_an_unknown_provider_is_refused_as_resolve_lock_refuses_it() -> None:
     assert "FIREFLY_SCHEDULING_LOCK_PROVIDER='nosuch'" in str(async_refusal.value)
 
 
-def test_a_provider_without_an_async_lock_is_refused_by_name_never_given_the_sync_one() -> None:
+#: A third-party-style provider with a synchronous lock only (every first-party one has
+#: both flavours now), registered below through a real entry point.
+SYNC_ONLY = LockProvider(
+    name="synconly", lock="firefly_scheduling.locks.memory:InMemoryLock", takes_url=False
+)
+
+
+def test_a_provider_without_an_async_lock_is_refused_by_name_never_given_the_sync_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = registry.registered_providers()
+    module = types.ModuleType("firefly_sync_only_provider")
+    module.PROVIDER = SYNC_ONLY  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    extra = EntryPoint("synconly", f"{module.__name__}:PROVIDER", registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry, "registered_providers", lambda: {**real, "synconly": extra})
     without = [p for p in installed_providers() if p.async_lock is None]
-    if not without:
-        pytest.skip("every installed provider has an asyncio lock")
+    assert [p.name for p in without] == ["synconly"]
     provider = without[0]
+    assert isinstance(resolve_lock(_env(provider.name)), InMemoryLock)  # the sync one works
     with pytest.raises(ConfigurationError) as caught:
         resolve_async_lock(_env(provider.name))
     message = str(caught.value)
