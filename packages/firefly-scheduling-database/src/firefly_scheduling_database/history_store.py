@@ -384,7 +384,7 @@ class DatabaseRunHistory:
 
 
 def create_history_store(url: str) -> DatabaseRunHistory:
-    """Entry point of the `firefly_scheduling.history_stores` group; checks the table.
+    """The database descriptor's history-store factory; checks the table.
 
     Called when a host boots and by `runs`, `monitor` and `prune`: a 0.1.0 table is
     refused there, with the command that upgrades it, rather than on a fire.
