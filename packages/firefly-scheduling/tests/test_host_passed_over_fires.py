@@ -22,7 +22,7 @@ import firefly_host_unit_tasks as tasks
 from firefly_scheduling import ScheduledDescriptor, Settings
 from firefly_scheduling.history.port import RunState
 from firefly_scheduling.hosts.boot import build_runtime
-from firefly_scheduling.hosts.jobs import RecurringFire, trigger_for
+from firefly_scheduling.hosts.jobs import MAX_PASSED_OVER_RECORDED, RecurringFire, trigger_for
 
 MODULE = "firefly_host_unit_tasks"
 START = datetime(2026, 3, 4, 12, 0, 0, tzinfo=UTC)
@@ -93,6 +93,87 @@ def test_a_fire_another_node_ran_keeps_its_record() -> None:
         records = {r.instant: r for r in history.runs(descriptor.target, limit=10)}
         assert records[ran_elsewhere].state is RunState.SUCCEEDED
         assert records[ran_elsewhere].node == "other"
+    finally:
+        runtime.close()
+        tasks.reset()
+
+
+def _ping(lock: str) -> ScheduledDescriptor:
+    return ScheduledDescriptor(
+        target=f"{MODULE}:ping", fixed_rate=1.0, lock_name=lock, lock_ttl=30.0
+    )
+
+
+def test_a_node_starting_records_what_nobody_ran_since_the_last_record() -> None:
+    """The whole fleet was down or stalled: the first node back names those fires.
+
+    Found by the chaos checker's long run: a node SIGKILLed and restarted while every
+    other node was stopped forgot the instant it had last named, so the fires of the
+    gap were neither run nor recorded by anyone.
+    """
+    tasks.reset()
+    descriptor = _ping("passed-over-restart")
+    settings = Settings(lock_provider="memory", history_url="memory://")
+    runtime = build_runtime([descriptor], settings, host="run", node="unit")
+    now = START
+    runtime.now = lambda: now
+    try:
+        RecurringFire(descriptor, trigger_for(descriptor), runtime)()
+        now = START + timedelta(seconds=3.2)
+        restarted = RecurringFire(descriptor, trigger_for(descriptor), runtime)
+        restarted()
+        history = runtime.fire_runner.get().history
+        assert history is not None
+        records = {r.instant: r for r in history.runs(descriptor.target, limit=10)}
+        assert records[START + timedelta(seconds=3)].state is RunState.SUCCEEDED
+        for missed in (START + timedelta(seconds=1), START + timedelta(seconds=2)):
+            assert records[missed].state is RunState.SKIPPED, records
+            assert "no node ran it" in (records[missed].error or ""), records[missed]
+        assert len(tasks.calls("ping")) == 2
+    finally:
+        runtime.close()
+        tasks.reset()
+
+
+def test_a_long_outage_records_its_newest_fires_only() -> None:
+    tasks.reset()
+    descriptor = _ping("passed-over-outage")
+    settings = Settings(lock_provider="memory", history_url="memory://")
+    runtime = build_runtime([descriptor], settings, host="run", node="unit")
+    now = START - timedelta(days=1)
+    runtime.now = lambda: now
+    try:
+        RecurringFire(descriptor, trigger_for(descriptor), runtime)()
+        now = START
+        RecurringFire(descriptor, trigger_for(descriptor), runtime)()
+        history = runtime.fire_runner.get().history
+        assert history is not None
+        skipped = sorted(
+            r.instant
+            for r in history.runs(descriptor.target, limit=5000)
+            if r.state is RunState.SKIPPED
+        )
+        assert len(skipped) == MAX_PASSED_OVER_RECORDED
+        assert skipped[-1] == START - timedelta(seconds=1)
+        assert skipped[0] == START - timedelta(seconds=MAX_PASSED_OVER_RECORDED)
+    finally:
+        runtime.close()
+        tasks.reset()
+
+
+def test_a_first_deployment_records_nothing_before_its_first_fire() -> None:
+    tasks.reset()
+    descriptor = _ping("passed-over-first")
+    settings = Settings(lock_provider="memory", history_url="memory://")
+    runtime = build_runtime([descriptor], settings, host="run", node="unit")
+    runtime.now = lambda: START
+    try:
+        RecurringFire(descriptor, trigger_for(descriptor), runtime)()
+        history = runtime.fire_runner.get().history
+        assert history is not None
+        assert [(r.instant, r.state) for r in history.runs(descriptor.target)] == [
+            (START, RunState.SUCCEEDED)
+        ]
     finally:
         runtime.close()
         tasks.reset()

@@ -192,6 +192,26 @@ class AsyncFireRunner:
             return await self._run_unlocked(descriptor, instant, body)
         return await self._run_locked(descriptor, descriptor.lock_name, instant, body)
 
+    async def newest_recorded_instant(self, descriptor: ScheduledDescriptor) -> datetime | None:
+        """The instant of the task's newest history record under its lock, if any.
+
+        Where a host that starts resumes naming passed-over fires from: None without
+        a history, for an unlocked task, for a task never recorded, or when the
+        history cannot be read (logged; the fires it would have named stay unnamed,
+        as they were before this lookup existed).
+        """
+        history, lock = self._history, descriptor.lock_name
+        if history is None or lock is None:
+            return None
+        try:
+            records = await _off_loop(history.runs, descriptor.target, 1, lock=lock)
+        except HistoryError as err:
+            logger.warning(
+                "%s: its newest history record is unreadable: %s", descriptor.target, err
+            )
+            return None
+        return records[0].instant if records else None
+
     async def record_passed_over(
         self, descriptor: ScheduledDescriptor, instants: Sequence[datetime], reason: str
     ) -> int:

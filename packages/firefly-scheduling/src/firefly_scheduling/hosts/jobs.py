@@ -26,6 +26,9 @@ fire runner's grace (`firefly.scheduling.fires.grace`):
 * the instants a job passed over that way (coalesced, or dropped while its previous
   run still went) are recorded as skipped by this node (`FireRunner.record_passed_over`),
   so a fire every node passed over still says why it did not run;
+* a job's first run in a process (a node started or restarted) does the same from
+  the task's newest history record: the fires of an outage of the whole fleet (every
+  node stopped, stalled or restarting) are recorded by the first node back;
 * `misfire_grace_time=None`: APScheduler never drops a late run by itself; a
   second limit there would skip fires unrecorded, by another rule than the one
   every host and the run history share. A `fixed_delay` run stalled beyond grace
@@ -66,10 +69,17 @@ PASSED_OVER_REASON = (
     "passed over on this node: its previous run still went, or the node was late and "
     "ran the newest due fire instead"
 )
+#: The reason recorded for an instant between the task's newest history record and
+#: the first run of its job in a (re)started node: no node was there to run it.
+UNRECORDED_BEFORE_START_REASON = (
+    "no node ran it: it fell between the task's last record and a node's start "
+    "(the whole fleet was stopped, stalled or restarting)"
+)
 #: At most this many passed-over instants are recorded per run of the job, the
-#: oldest first (a node suspended for a day must not write a million records when it
-#: wakes); 1000 covers a 100 s stall of a 100 ms task.
+#: newest ones (a node suspended for a day, or a fleet down for a week, must not write
+#: a million records when it wakes); 1000 covers a 100 s stall of a 100 ms task.
 MAX_PASSED_OVER_RECORDED = 1000
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def trigger_for(descriptor: ScheduledDescriptor) -> FireTrigger:
@@ -105,27 +115,46 @@ class RecurringFire:
         APScheduler runs the job once for several due times (`coalesce`) and drops a
         due time while the previous run still goes (`max_instances=1`), silently:
         without this, a fire every node passed over (a loaded fleet, a short rate)
-        would be neither run nor recorded. Only `max_instances=1` calls run at once,
-        so `_last` needs no lock.
+        would be neither run nor recorded. On the job's first run in this process the
+        last instant named is the task's newest history record: a node that starts
+        after the whole fleet was down says which fires nobody ran. Only
+        `max_instances=1` calls run at once, so `_last` needs no lock.
         """
         last, self._last = self._last, instant
+        reason = PASSED_OVER_REASON
+        runner = None
+        if last is None:
+            try:
+                runner = self.runtime.fire_runner.get()
+                last = runner.newest_recorded_instant(self.descriptor)
+            except Exception:  # the lock or history could not be built: the fire says why
+                logger.exception("%s: the newest recorded fire is unknown", self.descriptor.target)
+                return
+            reason = UNRECORDED_BEFORE_START_REASON
         if last is None or instant <= last:
             return
-        passed: list[datetime] = []
-        following = self.trigger.get_next_fire_time(last, last)
-        while following is not None and following < instant:
-            if len(passed) == MAX_PASSED_OVER_RECORDED:
-                break
-            passed.append(following)
-            following = self.trigger.get_next_fire_time(following, following)
+        passed = self._instants_between(last, instant)
         if not passed:
             return
         try:
-            self.runtime.fire_runner.get().record_passed_over(
-                self.descriptor, passed, PASSED_OVER_REASON
-            )
+            runner = runner or self.runtime.fire_runner.get()
+            runner.record_passed_over(self.descriptor, passed, reason)
         except Exception:  # the lock or history could not be built: the fire says why
             logger.exception("%s: passed-over fires unrecorded", self.descriptor.target)
+
+    def _instants_between(self, last: datetime, instant: datetime) -> list[datetime]:
+        """The scheduled instants strictly between `last` and `instant`, oldest first.
+
+        Walked back from `instant`, so the bound keeps the newest ones and a long
+        outage costs `MAX_PASSED_OVER_RECORDED` steps, not one per instant missed.
+        """
+        passed: list[datetime] = []
+        previous = self.trigger.fire_at_or_before(instant - _MICROSECOND)
+        while previous > last and len(passed) < MAX_PASSED_OVER_RECORDED:
+            passed.append(previous)
+            previous = self.trigger.fire_at_or_before(previous - _MICROSECOND)
+        passed.reverse()
+        return passed
 
     def __repr__(self) -> str:
         return self.descriptor.target
