@@ -32,6 +32,7 @@ class ChaosNode:
     process: subprocess.Popen[bytes] | None = None
     offset: float = 0.0
     history_fail_until: int = 0
+    history_fail_at: int = 0
     paused: bool = False
     disturbed_until: float = 0.0
     spawned: int = field(default=0)
@@ -43,7 +44,13 @@ class ChaosNode:
     def write_control(self) -> None:
         partial = self.control.with_suffix(".tmp")
         partial.write_text(
-            json.dumps({"offset": self.offset, "history_fail_until": self.history_fail_until})
+            json.dumps(
+                {
+                    "offset": self.offset,
+                    "history_fail_until": self.history_fail_until,
+                    "history_fail_at": self.history_fail_at,
+                }
+            )
         )
         partial.replace(self.control)  # atomic: the node never reads half a file
 

@@ -90,8 +90,11 @@ class Nemesis:
         kind = self.next_kind()
         duration = 0.0
         detail = ""
-        if kind in {"clock", "history"}:
+        if kind == "clock":
             node = self.rng.choice(self.nodes)
+        elif kind == "history":
+            # A resident node: it is always up to feel the fault (a tick comes and goes).
+            node = self.rng.choice([node for node in self.nodes if node.host == "run"])
         else:
             calm = self._calm()
             if kind not in {"restart", "sessions"} and not calm:
@@ -104,7 +107,8 @@ class Nemesis:
             detail = f"offset {node.offset:+.3f}s"
         elif kind == "history":
             duration = self.rng.uniform(0.5, 4.0)
-            node.history_fail_until = time.monotonic_ns() + int(duration * 1e9)
+            node.history_fail_at = time.monotonic_ns()
+            node.history_fail_until = node.history_fail_at + int(duration * 1e9)
             node.write_control()
         elif kind == "pause":
             duration = LEASE_SECONDS + self.rng.uniform(0.2, 2.5)
@@ -155,7 +159,7 @@ class Nemesis:
             action()
         for node in self.nodes:
             node.resume()
-            node.history_fail_until = 0
+            node.history_fail_until = node.history_fail_at = 0
             node.write_control()
 
     def pause_between(self) -> float:

@@ -7,9 +7,12 @@ through the hosts' public seams only:
 * **a clock offset**: the runtime's wall clock (`TaskRuntime.now`, the `Clock` of
   `TickHost`) reads the real time plus the offset in this node's control file, which
   the nemesis rewrites (±2 s);
+  and a resident node's APScheduler reads the same clock (`scheduler_clock`), as a
+  real node whose system clock is off fires its jobs by that clock;
 * **failing history writes**: the fire runner gets the configured history wrapped
   so that `start`, `finish` and `skip` raise `HistoryError` while the control file
-  says so;
+  says so, and the node's first write after each injection fails even when the
+  window is short (every injected fault is felt, not only those that meet a write);
 * **an observer** appending every fire's verdict to the evidence log.
 
 The control file (`FIREFLY_CHAOS_CONTROL`, JSON `{"offset": s, "history_fail_until":
@@ -25,10 +28,12 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import apscheduler.schedulers.base as apscheduler_base
 
 from chaos_harness.evidence import EvidenceLog
 from firefly_scheduling.cli.host_options import configure_logging, prepare_host
@@ -56,6 +61,7 @@ class Control:
     path: Path
     offset: float = 0.0
     history_fail_until: int = 0
+    history_fail_at: int = 0
 
     def refresh(self) -> None:
         try:
@@ -64,6 +70,7 @@ class Control:
             return  # absent, or being replaced: keep the last values
         self.offset = float(data.get("offset", 0.0))
         self.history_fail_until = int(data.get("history_fail_until", 0))
+        self.history_fail_at = int(data.get("history_fail_at", 0))
 
     def watch(self) -> None:
         def loop() -> None:
@@ -80,6 +87,22 @@ class Control:
     @property
     def history_failing(self) -> bool:
         return time.monotonic_ns() < self.history_fail_until
+
+
+def scheduler_clock(control: Control) -> None:
+    """Make APScheduler's notion of now this node's offset clock.
+
+    Without it the offset moved only the runtime's clock: a node 2 s behind had its
+    jobs started on the real second and named the previous instant, a skew no real
+    node has (its scheduler and its runtime read one system clock).
+    """
+
+    class NodeDatetime(datetime):
+        @classmethod
+        def now(cls, tz: tzinfo | None = None) -> datetime:  # type: ignore[override]
+            return control.now().astimezone(tz)
+
+    apscheduler_base.datetime = NodeDatetime
 
 
 class OffsetClock(SystemClock):
@@ -100,9 +123,12 @@ class FlakyHistory:
         self._inner = inner
         self._control = control
         self._evidence = evidence
+        self._felt = control.history_fail_at  # a fault before this process began is not its
 
     def _check(self, write: str, task: str, instant: datetime) -> None:
-        if self._control.history_failing:
+        injected_at = self._control.history_fail_at
+        if self._control.history_failing or injected_at > self._felt:
+            self._felt = max(self._felt, injected_at)
             self._refused(write, task, instant, injected=True)
             raise HistoryError(f"chaos: injected failure of history.{write}")
 
@@ -228,6 +254,7 @@ def main(host: str, name: str) -> int:
         )
         if host == "run":
             runtime.now = control.now
+            scheduler_clock(control)
             resident = ResidentHost(descriptors, runtime, grace_period=GRACE_PERIOD, stop=stop)
             status = resident.run_until_stopped(handle_signals=False)
         else:
