@@ -140,7 +140,9 @@ class AsyncBaseLock(ABC):
         """Give back `holding` if it is still held; never raises for a backend failure.
 
         A lost holding is only forgotten: the server already let it go (and a newer
-        holding of its name may exist, which a round trip must not touch).
+        holding of its name may exist, which a round trip must not touch). A release
+        the server refuses (the lock is no longer this holding's) marks it lost, so
+        that a fire runner reports the run it guarded as not exclusive.
         """
         if not self._ledger.begin_release(holding):
             return
@@ -161,6 +163,9 @@ class AsyncBaseLock(ABC):
                 done = not (self.ttl_honoured and not holding.lapsed())
                 return
             if not confirmed:
+                # The server no longer had it as ours: it lapsed or vanished (a restart)
+                # while held, so a newer holder may have overlapped whoever ran under it.
+                self._ledger.mark_lost([holding])
                 logger.warning(
                     "%s lock %r was lost before release: another holder may have run meanwhile",
                     self.backend_name,
