@@ -47,6 +47,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from firefly_scheduling.aio.base import AsyncBaseLock
 from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
+from firefly_scheduling.errors import LockBackendError
 
 logger = logging.getLogger("firefly_scheduling.locks")
 
@@ -206,8 +207,30 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
             return await self._run(lambda connection: self._server_fence(connection, name))
 
     async def _claim(self, name: str, seconds: float) -> bool:
+        """Insert the claim row; a retry that finds the name claimed is an unknown outcome.
+
+        A claim row outlives its session, so resending it is not idempotent: when the
+        first attempt's session died after the server committed the row (the reply was
+        lost), the retry meets that very row. Reporting it as claimed elsewhere would
+        make every node pass the fire over unrecorded; the caller records the error.
+        """
+        attempts = 0
+
+        async def claim_once(connection: ConnectionT) -> bool:
+            nonlocal attempts
+            attempts += 1
+            won = await self._server_claim(connection, name, seconds)
+            if not won and attempts > 1:
+                raise LockBackendError(
+                    f"{self.backend_name} lock backend {self._target}: the claim of {name!r} "
+                    "has an unknown outcome: its first attempt ended with its session, and the "
+                    "retry found it claimed, by that attempt (whose reply was lost) or by "
+                    "another node"
+                )
+            return won
+
         async with self._connection_mutex:
-            won = await self._run(lambda connection: self._server_claim(connection, name, seconds))
+            won = await self._run(claim_once)
             await self._sweep_when_due()
             return won
 
