@@ -27,7 +27,7 @@ Limits, stated once here and in the docs page:
 # async-to-sync: rename redis.asyncio.RedisCluster redis.cluster.RedisCluster
 # async-to-sync: rename redis.asyncio.retry.Retry redis.retry.Retry
 # async-to-sync: rename AsyncPoolGate PoolGate
-# async-to-sync: rename firefly_scheduling_redis.aio_pool_gate firefly_scheduling_redis.pool_gate
+# async-to-sync: rename firefly_scheduling.locks.aio_pool_gate firefly_scheduling.locks.pool_gate
 
 from __future__ import annotations
 
@@ -42,9 +42,9 @@ from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
 from firefly_scheduling.aio.base import AsyncBaseLock
 from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
+from firefly_scheduling.locks.aio_pool_gate import AsyncPoolGate, gated
 from firefly_scheduling.locks.pool_size import DEFAULT_POOL_SIZE
 from firefly_scheduling_redis import protocol
-from firefly_scheduling_redis.aio_pool_gate import AsyncPoolGate, gated
 from firefly_scheduling_redis.clients import (
     check_flavour,
     client_secrets,
@@ -106,7 +106,7 @@ class AsyncRedisLock(AsyncBaseLock):
         if isinstance(url_or_client, str):
             self._server = protocol.parse_url(url_or_client)
             super().__init__(target=self._server.shown, secrets=self._server.secrets)
-            size = protocol.pool_size(self._server, pool_size, lock=_LOCK_NAME)
+            size = protocol.pool_size(self._server, pool_size, owner=_LOCK_NAME)
             self.pool_size = size
             self._gate = AsyncPoolGate(size, wait_seconds=protocol.POOL_WAIT_SECONDS)
             self._cluster = self._server.cluster
@@ -115,7 +115,7 @@ class AsyncRedisLock(AsyncBaseLock):
         else:
             flavour_is_asyncio = ASYNC  # sync: flavour_is_asyncio = False
             check_flavour(url_or_client, asyncio=flavour_is_asyncio)
-            protocol.pool_size(None, pool_size, lock=_LOCK_NAME)  # refused with a client
+            protocol.pool_size(None, pool_size, owner=_LOCK_NAME)  # refused with a client
             super().__init__(
                 target=describe_client(url_or_client), secrets=client_secrets(url_or_client)
             )
@@ -221,7 +221,7 @@ class AsyncRedisLock(AsyncBaseLock):
                 return await client.evalsha(script.sha, len(keys), *keys, *args)
 
 
-_LOCK_NAME = "redis lock's"
+_LOCK_NAME = "the redis lock"
 
 
 def _client_from_url(server: ServerUrl, pool_size: int | None) -> Client:

@@ -35,6 +35,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
 from firefly_scheduling.locks.base import BaseLock
+from firefly_scheduling.locks.pool_gate import PoolGate, gated
 from firefly_scheduling.locks.pool_size import DEFAULT_POOL_SIZE
 from firefly_scheduling_redis import protocol
 from firefly_scheduling_redis.clients import (
@@ -43,7 +44,6 @@ from firefly_scheduling_redis.clients import (
     describe_client,
     is_cluster,
 )
-from firefly_scheduling_redis.pool_gate import PoolGate, gated
 from firefly_scheduling_redis.protocol import ServerUrl
 
 Client = redis.Redis | redis.cluster.RedisCluster
@@ -99,7 +99,7 @@ class RedisLock(BaseLock):
         if isinstance(url_or_client, str):
             self._server = protocol.parse_url(url_or_client)
             super().__init__(target=self._server.shown, secrets=self._server.secrets)
-            size = protocol.pool_size(self._server, pool_size, lock=_LOCK_NAME)
+            size = protocol.pool_size(self._server, pool_size, owner=_LOCK_NAME)
             self.pool_size = size
             self._gate = PoolGate(size, wait_seconds=protocol.POOL_WAIT_SECONDS)
             self._cluster = self._server.cluster
@@ -108,7 +108,7 @@ class RedisLock(BaseLock):
         else:
             flavour_is_asyncio = False
             check_flavour(url_or_client, asyncio=flavour_is_asyncio)
-            protocol.pool_size(None, pool_size, lock=_LOCK_NAME)  # refused with a client
+            protocol.pool_size(None, pool_size, owner=_LOCK_NAME)  # refused with a client
             super().__init__(
                 target=describe_client(url_or_client), secrets=client_secrets(url_or_client)
             )
@@ -212,7 +212,7 @@ class RedisLock(BaseLock):
                 return client.evalsha(script.sha, len(keys), *keys, *args)
 
 
-_LOCK_NAME = "redis lock's"
+_LOCK_NAME = "the redis lock"
 
 
 def _client_from_url(server: ServerUrl, pool_size: int | None) -> Client:

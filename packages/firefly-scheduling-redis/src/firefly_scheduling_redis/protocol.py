@@ -47,7 +47,11 @@ from redis.exceptions import (
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.connection_url import parse_lock_url
-from firefly_scheduling.locks.pool_size import DEFAULT_POOL_SIZE, check_pool_size
+from firefly_scheduling.locks.pool_size import (
+    DEFAULT_POOL_SIZE,
+    check_pool_size,
+    chosen_pool_size,
+)
 from firefly_scheduling.locks.redaction import redact_url, scrub, url_secrets
 
 #: One server: TCP, TLS, or a Unix socket.
@@ -213,29 +217,20 @@ def _take_pool_size(driver_url: str, shown: str, provider: str) -> tuple[str, in
     return urlunsplit(parts._replace(query=rest)), size
 
 
-def pool_size(server: ServerUrl | None, given: int | None, *, lock: str) -> int:
+def pool_size(server: ServerUrl | None, given: int | None, *, owner: str) -> int:
     """The bound of a client built from `server`: the argument, the URL's, or the default.
 
-    `given` is the constructor's `pool_size`; setting it and the URL's both is refused,
-    as is setting it beside a client of the caller's own (`server` None), whose pool
-    is the caller's to bound.
+    `given` is the constructor's `pool_size`. Beside a client of the caller's own
+    (`server` None), whose pool is the caller's to bound, it is refused.
     """
+    if server is not None:
+        return chosen_pool_size(given, server.pool_size, owner=owner, shown=server.shown)
     if given is not None:
-        size = check_pool_size(given, source=f"the {lock} pool_size argument")
-        if server is None:
-            raise ConfigurationError(
-                f"the {lock} pool_size argument ({size}) bounds a client built from a URL; "
-                "a client of your own keeps its own pool: bound that instead "
-                "(redis-py's max_connections, with a BlockingConnectionPool to wait)"
-            )
-        if server.pool_size is not None and server.pool_size != size:
-            raise ConfigurationError(
-                f"the {lock} got pool_size={size} as an argument and {POOL_SIZE_OPTION}="
-                f"{server.pool_size} in the URL {server.shown}; give one of them"
-            )
-        return size
-    if server is not None and server.pool_size is not None:
-        return server.pool_size
+        raise ConfigurationError(
+            f"{owner}'s pool_size argument ({given!r}) bounds a client built from a URL; "
+            "a client of your own keeps its own pool: bound that instead "
+            "(redis-py's max_connections, with a BlockingConnectionPool to wait)"
+        )
     return DEFAULT_POOL_SIZE
 
 

@@ -53,3 +53,22 @@ def check_pool_size(value: object, *, source: str) -> int:
             f"{source} must be a whole number of connections, at least 1; got {value!r}"
         )
     return size
+
+
+def chosen_pool_size(argument: object, from_url: int | None, *, owner: str, shown: str) -> int:
+    """The bound to use: the constructor's `argument`, else the URL's, else the default.
+
+    `argument` is None when the caller left it out; `from_url` is the URL's checked
+    `pool_size=` (None when absent). Giving both, with different values, is refused:
+    neither silently wins. `owner` names the lock ("the redis lock"), `shown` its URL
+    with any password masked.
+    """
+    if argument is None:
+        return DEFAULT_POOL_SIZE if from_url is None else from_url
+    size = check_pool_size(argument, source=f"{owner}'s pool_size argument")
+    if from_url is not None and from_url != size:
+        raise ConfigurationError(
+            f"{owner} got pool_size={size} as an argument and pool_size={from_url} in its "
+            f"URL {shown}; give one of them"
+        )
+    return size

@@ -1,27 +1,24 @@
-"""`AsyncPoolGate`: at most `size` commands of one client in flight, so at most `size` connections.
+"""`AsyncPoolGate`: at most `size` operations of one lock in flight, so `size` connections.
 
-redis-py's pools open one connection per concurrent caller, and a node shares one
-lock among up to 64 worker threads. Its own bounds do not fit every client: the
-single-server `BlockingConnectionPool` waits, but its asyncio cluster client has no
-blocking pool (a full node pool raises `MaxConnectionsError` at once), and the
-synchronous cluster client takes a blocking pool's "No connection available" for a
-failed node and rereads the slot map. So the lock bounds its callers itself: each
-command (one round trip, or a script reload and its retry) holds a slot of this gate,
-and the client's pool, also capped at `size` (per node on a cluster), never needs a
-connection more. A caller that waits longer than `wait_seconds` for a slot gets
-`PoolExhaustedError`, naming the bound. A process forked while slots were held
-starts with all of them free, as redis-py's pools start empty in a child.
+A node shares one lock among up to 64 worker threads, and a driver's pool that grows
+with its callers opens a connection per busy thread; the drivers' own bounds do not
+all wait, nor fail in a way the lock can tell from a dead server (see the redis and
+etcd adapters). So a lock bounds its callers itself: each operation holds a slot of
+this gate, and the driver, capped at `size` too, never needs a connection more. A
+caller that waits longer than `wait_seconds` for a slot gets `PoolExhaustedError`,
+naming the bound. A process forked while slots were held starts with all of them
+free, as redis-py's pools start empty in a child.
 
 Written for asyncio; `pool_gate.py` is generated from it by `tools/async_to_sync.py`.
 """
 
 # async-to-sync: twin pool_gate.py
 # async-to-sync: rename AsyncPoolGate PoolGate
-# async-to-sync: rename asyncio.Semaphore threading.BoundedSemaphore
+# async-to-sync: rename asyncio.Semaphore fair_semaphore.FairSemaphore
 
 from __future__ import annotations
 
-import asyncio  # sync: import threading
+import asyncio  # sync: from firefly_scheduling.locks import fair_semaphore
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 

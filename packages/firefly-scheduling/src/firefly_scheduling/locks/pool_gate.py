@@ -1,29 +1,26 @@
-# Generated from firefly_scheduling_redis/aio_pool_gate.py by tools/async_to_sync.py: do not edit.
+# Generated from firefly_scheduling/locks/aio_pool_gate.py by tools/async_to_sync.py: do not edit.
 # Edit the asyncio source and run `python tools/async_to_sync.py`.
-"""`PoolGate`: at most `size` commands of one client in flight, so at most `size` connections.
+"""`PoolGate`: at most `size` operations of one lock in flight, so `size` connections.
 
-redis-py's pools open one connection per concurrent caller, and a node shares one
-lock among up to 64 worker threads. Its own bounds do not fit every client: the
-single-server `BlockingConnectionPool` waits, but its asyncio cluster client has no
-blocking pool (a full node pool raises `MaxConnectionsError` at once), and the
-synchronous cluster client takes a blocking pool's "No connection available" for a
-failed node and rereads the slot map. So the lock bounds its callers itself: each
-command (one round trip, or a script reload and its retry) holds a slot of this gate,
-and the client's pool, also capped at `size` (per node on a cluster), never needs a
-connection more. A caller that waits longer than `wait_seconds` for a slot gets
-`PoolExhaustedError`, naming the bound. A process forked while slots were held
-starts with all of them free, as redis-py's pools start empty in a child.
+A node shares one lock among up to 64 worker threads, and a driver's pool that grows
+with its callers opens a connection per busy thread; the drivers' own bounds do not
+all wait, nor fail in a way the lock can tell from a dead server (see the redis and
+etcd adapters). So a lock bounds its callers itself: each operation holds a slot of
+this gate, and the driver, capped at `size` too, never needs a connection more. A
+caller that waits longer than `wait_seconds` for a slot gets `PoolExhaustedError`,
+naming the bound. A process forked while slots were held starts with all of them
+free, as redis-py's pools start empty in a child.
 
 Written for asyncio; `pool_gate.py` is generated from it by `tools/async_to_sync.py`.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from firefly_scheduling.forks import reset_in_forked_child
+from firefly_scheduling.locks import fair_semaphore
 from firefly_scheduling.locks.pool_size import PoolExhaustedError
 
 
@@ -33,7 +30,7 @@ class PoolGate:
     def __init__(self, size: int, *, wait_seconds: float) -> None:
         self.size = size
         self.wait_seconds = wait_seconds
-        self._slots = threading.BoundedSemaphore(size)
+        self._slots = fair_semaphore.FairSemaphore(size)
         reset_in_forked_child(self, PoolGate._all_free)
 
     @contextmanager
@@ -50,7 +47,7 @@ class PoolGate:
 
     def _all_free(self) -> None:
         """In a forked child: the parent's threads that held slots are not here."""
-        self._slots = threading.BoundedSemaphore(self.size)
+        self._slots = fair_semaphore.FairSemaphore(self.size)
 
 
 @contextmanager
