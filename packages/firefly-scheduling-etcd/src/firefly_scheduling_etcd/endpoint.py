@@ -116,7 +116,7 @@ def parse_endpoint(url: str) -> Endpoint:
     pool_size = None
     if "pool_size" in options:
         pool_size = check_pool_size(
-            options["pool_size"], source=f"pool_size= of the etcd URL {shown}"
+            options["pool_size"], source=f"pool_size= of the etcd URL {shown}", text=True
         )
     netloc_host = f"[{host}]" if ":" in host else host
     return Endpoint(

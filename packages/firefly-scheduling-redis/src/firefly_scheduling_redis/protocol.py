@@ -212,7 +212,9 @@ def _take_pool_size(driver_url: str, shown: str, provider: str) -> tuple[str, in
             f"the {provider} lock provider got {POOL_SIZE_OPTION}= twice in the URL {shown}"
         )
     value = dict(pairs)[POOL_SIZE_OPTION]
-    size = check_pool_size(value, source=f"{POOL_SIZE_OPTION}= of the {provider} URL {shown}")
+    size = check_pool_size(
+        value, source=f"{POOL_SIZE_OPTION}= of the {provider} URL {shown}", text=True
+    )
     rest = urlencode([(name, item) for name, item in pairs if name != POOL_SIZE_OPTION])
     return urlunsplit(parts._replace(query=rest)), size
 

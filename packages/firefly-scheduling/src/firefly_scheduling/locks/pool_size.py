@@ -36,15 +36,16 @@ class PoolExhaustedError(TimeoutError):
         self.waited_seconds = waited_seconds
 
 
-def check_pool_size(value: object, *, source: str) -> int:
+def check_pool_size(value: object, *, source: str, text: bool = False) -> int:
     """Return `value` as a pool size, or raise `ConfigurationError` naming it and `source`.
 
     `source` says where the value came from ("the lock's pool_size argument",
     "pool_size= of the URL <the URL, redacted>"), and must hold no credential.
-    Text (from a URL's query) must be a decimal whole number; a bool is refused.
+    An argument must be an `int` (a bool is refused); with `text`, the value comes
+    from a URL's query and must be a decimal whole number.
     """
     size: int | None = None
-    if isinstance(value, str):
+    if isinstance(value, str) and text:
         size = int(value) if value.isascii() and value.isdecimal() else None
     elif isinstance(value, int) and not isinstance(value, bool):
         size = value
