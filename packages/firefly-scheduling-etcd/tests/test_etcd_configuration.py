@@ -118,7 +118,7 @@ def test_proxy_variables_of_the_environment_are_ignored(monkeypatch: pytest.Monk
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.internal:3128")
     monkeypatch.setenv("ALL_PROXY", "http://proxy.internal:3128")
     lock = EtcdLock("etcd://127.0.0.1:2379")
-    assert lock._client.trust_env is False
+    assert all(client.trust_env is False for client in lock._clients)
 
 
 def test_provider_reads_its_url_key_and_defaults_to_the_local_member() -> None:

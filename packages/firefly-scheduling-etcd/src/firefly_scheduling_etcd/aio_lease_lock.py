@@ -23,6 +23,8 @@ Limits, stated once here and in the docs page:
 # async-to-sync: twin lease_lock.py
 # async-to-sync: rename AsyncEtcdLock EtcdLock
 # async-to-sync: rename httpx.AsyncClient httpx.Client
+# async-to-sync: rename AsyncPoolGate PoolGate
+# async-to-sync: rename firefly_scheduling.locks.aio_pool_gate firefly_scheduling.locks.pool_gate
 
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ from typing import ClassVar, TypeVar
 import httpx
 
 from firefly_scheduling.aio.base import AsyncBaseLock
+from firefly_scheduling.locks.aio_pool_gate import AsyncPoolGate
+from firefly_scheduling.locks.pool_size import chosen_pool_size
 from firefly_scheduling_etcd import protocol
 from firefly_scheduling_etcd.endpoint import parse_endpoint
 from firefly_scheduling_etcd.protocol import Call, EtcdServerError, Operation, Reply
@@ -43,8 +47,14 @@ class AsyncEtcdLock(AsyncBaseLock):
 
     `url` is `etcd://host:port` or `etcds://host:port` (see `endpoint` for the
     options). Construction checks the URL and reads any TLS files but does not
-    connect. Safe for concurrent use: the client's connection pool gives each
-    concurrent call its own connection. Proxy variables of the environment
+    connect. Safe for concurrent use, over at most `pool_size` connections (the
+    argument, else `?pool_size=` of the URL, else 4): each request borrows one of
+    `pool_size` single-connection clients for itself, and a request beyond them
+    waits for one, up to the URL's `timeout`, then fails with a `LockBackendError`
+    naming the bound. Requests never share an httpx client's pool: httpcore's
+    synchronous pool, shared by threads, can close a connection that another
+    thread is reading a response on ("Bad file descriptor"; httpcore 1.0.9).
+    Proxy variables of the environment
     (`HTTP_PROXY`...) are ignored: lock traffic goes to the member named in the URL.
     """
 
@@ -59,16 +69,28 @@ class AsyncEtcdLock(AsyncBaseLock):
         OSError,
     )
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, pool_size: int | None = None) -> None:
         endpoint = parse_endpoint(url)
         super().__init__(target=endpoint.shown)
-        self._client = httpx.AsyncClient(
-            base_url=endpoint.base_url,
-            timeout=endpoint.timeout,
-            verify=endpoint.ssl_context() or True,
-            headers={"Content-Type": "application/json"},
-            trust_env=False,
+        #: The most connections the lock opens to the member.
+        self.pool_size = chosen_pool_size(
+            pool_size, endpoint.pool_size, owner="the etcd lock", shown=endpoint.shown
         )
+        self._gate = AsyncPoolGate(self.pool_size, wait_seconds=endpoint.timeout)
+        verify = endpoint.ssl_context() or True
+        #: The clients not lent out; a request holding a slot of the gate takes one.
+        self._idle = [
+            httpx.AsyncClient(
+                base_url=endpoint.base_url,
+                timeout=endpoint.timeout,
+                limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+                verify=verify,
+                headers={"Content-Type": "application/json"},
+                trust_env=False,
+            )
+            for _ in range(self.pool_size)
+        ]
+        self._clients = tuple(self._idle)
 
     # -- AsyncBaseLock hooks -----------------------------------------------------------
 
@@ -85,7 +107,8 @@ class AsyncEtcdLock(AsyncBaseLock):
         return await self._run(protocol.renew(name, owner, ttl_seconds))
 
     async def _close(self) -> None:
-        await self._client.aclose()
+        for client in self._clients:
+            await client.aclose()
 
     def _describe(self, err: BaseException) -> str:
         described = super()._describe(err)
@@ -95,12 +118,25 @@ class AsyncEtcdLock(AsyncBaseLock):
     # -- the driver ---------------------------------------------------------------
 
     async def _run(self, operation: Operation[T]) -> T:
-        """Send each call the operation yields; throw transport errors into it."""
+        """Send each call the operation yields, on one borrowed client; throw errors into it.
+
+        The client is held for all the operation's round trips, so a caller waits
+        for a connection once per operation, not once per round trip.
+        """
+        async with self._gate.slot():
+            # A slot guarantees an idle client: there are as many clients as slots.
+            client = self._idle.pop()
+            try:
+                return await self._pump(operation, client)
+            finally:
+                self._idle.append(client)
+
+    async def _pump(self, operation: Operation[T], client: httpx.AsyncClient) -> T:
         try:
             call = next(operation)
             while True:
                 try:
-                    reply = await self._post(call)
+                    reply = await self._post(client, call)
                 except self.driver_errors as err:
                     call = operation.throw(err)
                 else:
@@ -109,6 +145,7 @@ class AsyncEtcdLock(AsyncBaseLock):
             result: T = finished.value
             return result
 
-    async def _post(self, call: Call) -> Reply:
-        response = await self._client.post(call.path, content=call.body)
+    @staticmethod
+    async def _post(client: httpx.AsyncClient, call: Call) -> Reply:
+        response = await client.post(call.path, content=call.body)
         return Reply(response.status_code, response.content)

@@ -8,7 +8,9 @@ to both and is refused the same way, at construction, before anything connects:
   `cacert=` names a CA bundle; `cert=` (and `key=`, when the key is a separate file)
   present a client certificate, which is how an etcd cluster with client-cert
   authentication (`--client-cert-auth`) knows the caller;
-* `timeout=` (a duration such as `3s` or `500ms`; default 3 s) bounds each request.
+* `timeout=` (a duration such as `3s` or `500ms`; default 3 s) bounds each request,
+  and a request's wait for a free connection;
+* `pool_size=` (default 4) bounds the HTTP connections the lock keeps to the member.
 
 Refused, each with a `ConfigurationError` that shows the URL with any password
 replaced by `***`: other schemes, a missing host, a path, unknown or repeated query
@@ -32,6 +34,7 @@ from urllib.parse import parse_qsl
 from firefly_scheduling.durations import parse_duration
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.connection_url import parse_lock_url
+from firefly_scheduling.locks.pool_size import check_pool_size
 from firefly_scheduling.locks.redaction import redact_url
 
 URL_SCHEMES: Final = ("etcd", "etcds")
@@ -41,7 +44,7 @@ DEFAULT_URL: Final = f"etcd://127.0.0.1:{DEFAULT_PORT}"
 #: Seconds. Every request is one round trip, bounded by this (connect, read, write).
 DEFAULT_TIMEOUT_SECONDS: Final = 3.0
 _TLS_OPTIONS: Final = ("cacert", "cert", "key")
-_OPTIONS: Final = ("timeout", *_TLS_OPTIONS)
+_OPTIONS: Final = ("timeout", "pool_size", *_TLS_OPTIONS)
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,8 @@ class Endpoint:
     cacert: str | None = None
     cert: str | None = None
     key: str | None = None
+    #: `pool_size=` of the URL, or None when it does not set it.
+    pool_size: int | None = None
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context of an `etcds://` URL (None for `etcd://`); files are read now."""
@@ -108,6 +113,11 @@ def parse_endpoint(url: str) -> Endpoint:
     timeout = DEFAULT_TIMEOUT_SECONDS
     if "timeout" in options:
         timeout = parse_duration(options["timeout"], source=f"timeout= of the etcd URL {shown}")
+    pool_size = None
+    if "pool_size" in options:
+        pool_size = check_pool_size(
+            options["pool_size"], source=f"pool_size= of the etcd URL {shown}", text=True
+        )
     netloc_host = f"[{host}]" if ":" in host else host
     return Endpoint(
         base_url=f"{'https' if tls else 'http'}://{netloc_host}:{parts.port or DEFAULT_PORT}",
@@ -117,6 +127,7 @@ def parse_endpoint(url: str) -> Endpoint:
         cacert=options.get("cacert"),
         cert=options.get("cert"),
         key=options.get("key"),
+        pool_size=pool_size,
     )
 
 

@@ -29,6 +29,8 @@ from typing import ClassVar, TypeVar
 import httpx
 
 from firefly_scheduling.locks.base import BaseLock
+from firefly_scheduling.locks.pool_gate import PoolGate
+from firefly_scheduling.locks.pool_size import chosen_pool_size
 from firefly_scheduling_etcd import protocol
 from firefly_scheduling_etcd.endpoint import parse_endpoint
 from firefly_scheduling_etcd.protocol import Call, EtcdServerError, Operation, Reply
@@ -41,8 +43,14 @@ class EtcdLock(BaseLock):
 
     `url` is `etcd://host:port` or `etcds://host:port` (see `endpoint` for the
     options). Construction checks the URL and reads any TLS files but does not
-    connect. Safe for concurrent use: the client's connection pool gives each
-    concurrent call its own connection. Proxy variables of the environment
+    connect. Safe for concurrent use, over at most `pool_size` connections (the
+    argument, else `?pool_size=` of the URL, else 4): each request borrows one of
+    `pool_size` single-connection clients for itself, and a request beyond them
+    waits for one, up to the URL's `timeout`, then fails with a `LockBackendError`
+    naming the bound. Requests never share an httpx client's pool: httpcore's
+    synchronous pool, shared by threads, can close a connection that another
+    thread is reading a response on ("Bad file descriptor"; httpcore 1.0.9).
+    Proxy variables of the environment
     (`HTTP_PROXY`...) are ignored: lock traffic goes to the member named in the URL.
     """
 
@@ -57,16 +65,28 @@ class EtcdLock(BaseLock):
         OSError,
     )
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, pool_size: int | None = None) -> None:
         endpoint = parse_endpoint(url)
         super().__init__(target=endpoint.shown)
-        self._client = httpx.Client(
-            base_url=endpoint.base_url,
-            timeout=endpoint.timeout,
-            verify=endpoint.ssl_context() or True,
-            headers={"Content-Type": "application/json"},
-            trust_env=False,
+        #: The most connections the lock opens to the member.
+        self.pool_size = chosen_pool_size(
+            pool_size, endpoint.pool_size, owner="the etcd lock", shown=endpoint.shown
         )
+        self._gate = PoolGate(self.pool_size, wait_seconds=endpoint.timeout)
+        verify = endpoint.ssl_context() or True
+        #: The clients not lent out; a request holding a slot of the gate takes one.
+        self._idle = [
+            httpx.Client(
+                base_url=endpoint.base_url,
+                timeout=endpoint.timeout,
+                limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+                verify=verify,
+                headers={"Content-Type": "application/json"},
+                trust_env=False,
+            )
+            for _ in range(self.pool_size)
+        ]
+        self._clients = tuple(self._idle)
 
     # -- BaseLock hooks -----------------------------------------------------------
 
@@ -83,7 +103,8 @@ class EtcdLock(BaseLock):
         return self._run(protocol.renew(name, owner, ttl_seconds))
 
     def _close(self) -> None:
-        self._client.close()
+        for client in self._clients:
+            client.close()
 
     def _describe(self, err: BaseException) -> str:
         described = super()._describe(err)
@@ -93,12 +114,25 @@ class EtcdLock(BaseLock):
     # -- the driver ---------------------------------------------------------------
 
     def _run(self, operation: Operation[T]) -> T:
-        """Send each call the operation yields; throw transport errors into it."""
+        """Send each call the operation yields, on one borrowed client; throw errors into it.
+
+        The client is held for all the operation's round trips, so a caller waits
+        for a connection once per operation, not once per round trip.
+        """
+        with self._gate.slot():
+            # A slot guarantees an idle client: there are as many clients as slots.
+            client = self._idle.pop()
+            try:
+                return self._pump(operation, client)
+            finally:
+                self._idle.append(client)
+
+    def _pump(self, operation: Operation[T], client: httpx.Client) -> T:
         try:
             call = next(operation)
             while True:
                 try:
-                    reply = self._post(call)
+                    reply = self._post(client, call)
                 except self.driver_errors as err:
                     call = operation.throw(err)
                 else:
@@ -107,6 +141,7 @@ class EtcdLock(BaseLock):
             result: T = finished.value
             return result
 
-    def _post(self, call: Call) -> Reply:
-        response = self._client.post(call.path, content=call.body)
+    @staticmethod
+    def _post(client: httpx.Client, call: Call) -> Reply:
+        response = client.post(call.path, content=call.body)
         return Reply(response.status_code, response.content)

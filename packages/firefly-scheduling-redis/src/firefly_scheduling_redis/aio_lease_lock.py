@@ -26,6 +26,8 @@ Limits, stated once here and in the docs page:
 # async-to-sync: rename redis.asyncio.Redis redis.Redis
 # async-to-sync: rename redis.asyncio.RedisCluster redis.cluster.RedisCluster
 # async-to-sync: rename redis.asyncio.retry.Retry redis.retry.Retry
+# async-to-sync: rename AsyncPoolGate PoolGate
+# async-to-sync: rename firefly_scheduling.locks.aio_pool_gate firefly_scheduling.locks.pool_gate
 
 from __future__ import annotations
 
@@ -40,6 +42,8 @@ from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
 from firefly_scheduling.aio.base import AsyncBaseLock
 from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
+from firefly_scheduling.locks.aio_pool_gate import AsyncPoolGate, gated
+from firefly_scheduling.locks.pool_size import DEFAULT_POOL_SIZE
 from firefly_scheduling_redis import protocol
 from firefly_scheduling_redis.clients import (
     check_flavour,
@@ -62,12 +66,16 @@ class AsyncRedisLock(AsyncBaseLock):
       client is built with `protocol.CLIENT_DEFAULTS` and no retries, and closed by
       `aclose()`. Construction checks the URL and does not connect: a cluster client,
       which discovers the slot map when it is built, is built on first use.
+      It opens at most `pool_size` connections (to each node, on a cluster): the
+      argument, else `?pool_size=` of the URL, else 4. Concurrent callers beyond
+      that wait for one, up to `protocol.POOL_WAIT_SECONDS`, and then fail with a
+      `LockBackendError` naming the bound.
     * a `redis.asyncio.Redis` or `redis.asyncio.RedisCluster` client, used as it is (its
-      timeouts and retries apply) and left open.
+      timeouts, retries and pool, so its bound, apply) and left open. `pool_size`
+      cannot be given with it.
 
     Anything else, including a client of the other flavour, is a `ConfigurationError`
-    at construction. Safe for concurrent use: redis-py's pool gives each concurrent
-    call its own connection.
+    at construction. Safe for concurrent use.
     """
 
     backend_name: ClassVar[str] = "redis"
@@ -86,21 +94,28 @@ class AsyncRedisLock(AsyncBaseLock):
     RENEW_SCRIPT: ClassVar[str] = protocol.RENEW.source
     ACQUIRE_FENCED_SCRIPT: ClassVar[str] = protocol.ACQUIRE_FENCED.source
 
-    def __init__(self, url_or_client: str | Client) -> None:
+    def __init__(self, url_or_client: str | Client, *, pool_size: int | None = None) -> None:
         self._server: ServerUrl | None = None
         self._given: Client | None = None
         #: The client, once ready for concurrent use (see `_connect`).
         self._client: Client | None = None
         self._connecting = asyncio.Lock()
+        #: The bound on the connections of a client built from a URL; None on the caller's.
+        self.pool_size: int | None = None
+        self._gate: AsyncPoolGate | None = None
         if isinstance(url_or_client, str):
             self._server = protocol.parse_url(url_or_client)
             super().__init__(target=self._server.shown, secrets=self._server.secrets)
+            size = protocol.pool_size(self._server, pool_size, owner=_LOCK_NAME)
+            self.pool_size = size
+            self._gate = AsyncPoolGate(size, wait_seconds=protocol.POOL_WAIT_SECONDS)
             self._cluster = self._server.cluster
             if not self._cluster:
-                self._client = _client_from_url(self._server)
+                self._client = _client_from_url(self._server, size)
         else:
             flavour_is_asyncio = ASYNC  # sync: flavour_is_asyncio = False
             check_flavour(url_or_client, asyncio=flavour_is_asyncio)
+            protocol.pool_size(None, pool_size, owner=_LOCK_NAME)  # refused with a client
             super().__init__(
                 target=describe_client(url_or_client), secrets=client_secrets(url_or_client)
             )
@@ -124,7 +139,8 @@ class AsyncRedisLock(AsyncBaseLock):
     async def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
         key = protocol.lock_key(name, cluster=self._cluster)
         ttl = protocol.milliseconds(ttl_seconds)
-        return bool(await (await self._redis()).set(key, owner, nx=True, px=ttl))
+        async with gated(self._gate):
+            return bool(await (await self._redis()).set(key, owner, nx=True, px=ttl))
 
     async def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
         keys = (
@@ -145,9 +161,9 @@ class AsyncRedisLock(AsyncBaseLock):
         return bool(await self._eval(protocol.RENEW, keys, (owner, ttl)))
 
     async def _fence(self, name: str) -> int:
-        return int(
-            await (await self._redis()).incr(protocol.fence_key(name, cluster=self._cluster))
-        )
+        key = protocol.fence_key(name, cluster=self._cluster)
+        async with gated(self._gate):
+            return int(await (await self._redis()).incr(key))
 
     async def _close(self) -> None:
         if self._server is not None and self._client is not None:
@@ -182,7 +198,7 @@ class AsyncRedisLock(AsyncBaseLock):
             if self._client is None:
                 client = self._given
                 if client is None and self._server is not None:
-                    client = _client_from_url(self._server)
+                    client = _client_from_url(self._server, self.pool_size)
                 if client is None:  # pragma: no cover - a URL or a client is always given
                     raise AssertionError("AsyncRedisLock has neither a client nor a URL")
                 if isinstance(client, redis.asyncio.RedisCluster):  # sync: drop
@@ -196,20 +212,37 @@ class AsyncRedisLock(AsyncBaseLock):
         A restart without persistence, a failover or `SCRIPT FLUSH` empties the
         server's script cache; on a cluster `SCRIPT LOAD` goes to every primary.
         """
-        client = await self._redis()
-        try:
-            return await client.evalsha(script.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            await client.script_load(script.source)
-            return await client.evalsha(script.sha, len(keys), *keys, *args)
+        async with gated(self._gate):
+            client = await self._redis()
+            try:
+                return await client.evalsha(script.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                await client.script_load(script.source)
+                return await client.evalsha(script.sha, len(keys), *keys, *args)
 
 
-def _client_from_url(server: ServerUrl) -> Client:
+_LOCK_NAME = "the redis lock"
+
+
+def _client_from_url(server: ServerUrl, pool_size: int | None) -> Client:
+    """A client whose pool (each node's, on a cluster) holds at most `pool_size` connections.
+
+    The lock's gate keeps the commands in flight within `pool_size`, so the pool's
+    own cap is never reached; were it reached, redis-py raises `MaxConnectionsError`
+    at once rather than open one more.
+    """
     no_retries = redis.asyncio.retry.Retry(NoBackoff(), 0)
+    pool_size = pool_size or DEFAULT_POOL_SIZE
     if server.cluster:
         return redis.asyncio.RedisCluster.from_url(
-            server.driver_url, retry=no_retries, **protocol.CLIENT_DEFAULTS
+            server.driver_url,
+            retry=no_retries,
+            max_connections=pool_size,
+            **protocol.CLIENT_DEFAULTS,
         )
     return redis.asyncio.Redis.from_url(
-        server.driver_url, retry=no_retries, **protocol.CLIENT_DEFAULTS
+        server.driver_url,
+        retry=no_retries,
+        max_connections=pool_size,
+        **protocol.CLIENT_DEFAULTS,
     )

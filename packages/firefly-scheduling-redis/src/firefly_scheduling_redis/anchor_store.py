@@ -19,6 +19,8 @@ import redis.cluster
 from redis.exceptions import RedisClusterException
 
 from firefly_scheduling.initial_delay.base import BaseAnchorStore
+from firefly_scheduling.locks.pool_gate import PoolGate, gated
+from firefly_scheduling_redis import protocol
 from firefly_scheduling_redis.clients import (
     check_flavour,
     client_secrets,
@@ -43,7 +45,9 @@ class RedisAnchorStore(BaseAnchorStore):
     `url_or_client` is a URL the redis lock accepts (`redis+cluster://` included) or a
     synchronous `redis.Redis` / `redis.cluster.RedisCluster` client, used as it is and
     left open. A cluster client from a URL is built on first use, so construction
-    never connects.
+    never connects. A client from a URL opens at most `pool_size` connections (to
+    each node, on a cluster), as the lock's does: the argument, else `?pool_size=` of
+    the URL, else 4; callers beyond it wait up to `TIMEOUT_SECONDS` for one.
     """
 
     store_name = "redis"
@@ -60,16 +64,22 @@ end
 return 0
 """
 
-    def __init__(self, url_or_client: str | Client) -> None:
+    def __init__(self, url_or_client: str | Client, *, pool_size: int | None = None) -> None:
         self._server: ServerUrl | None = None
         self._client: Client | None = None
         self._connecting = threading.Lock()
+        #: The bound on the connections of a client built from a URL; None on the caller's.
+        self.pool_size: int | None = None
+        self._gate: PoolGate | None = None
         if isinstance(url_or_client, str):
             self._server = parse_url(url_or_client)
             super().__init__(target=self._server.shown, secrets=self._server.secrets)
+            self.pool_size = protocol.pool_size(self._server, pool_size, owner=_STORE_NAME)
+            self._gate = PoolGate(self.pool_size, wait_seconds=TIMEOUT_SECONDS)
             self._cluster = self._server.cluster
         else:
             check_flavour(url_or_client, asyncio=False)
+            protocol.pool_size(None, pool_size, owner=_STORE_NAME)  # refused with a client
             super().__init__(
                 target=describe_client(url_or_client), secrets=client_secrets(url_or_client)
             )
@@ -77,25 +87,28 @@ return 0
             self._cluster = is_cluster(url_or_client)
 
     def _add(self, key: str, value: str) -> bool:
-        return bool(self._redis().set(key, value, nx=True))
+        with gated(self._gate):
+            return bool(self._redis().set(key, value, nx=True))
 
     def _get(self, key: str) -> str | None:
-        value = self._redis().get(key)
+        with gated(self._gate):
+            value = self._redis().get(key)
         return _text(value)
 
     def _replace(self, key: str, expected: str, value: str) -> bool:
         # Registering hashes the script and sends nothing; replacements are rare.
-        return bool(
-            self._redis().register_script(self.REPLACE_SCRIPT)(keys=[key], args=[expected, value])
-        )
+        with gated(self._gate):
+            script = self._redis().register_script(self.REPLACE_SCRIPT)
+            return bool(script(keys=[key], args=[expected, value]))
 
     def _now(self) -> float:
-        client = self._redis()
-        if isinstance(client, redis.cluster.RedisCluster):
-            clock = client.get_node_from_key(CLOCK_KEY)  # type: ignore[no-untyped-call]
-            seconds, microseconds = client.time(target_nodes=clock)
-        else:
-            seconds, microseconds = client.time()
+        with gated(self._gate):
+            client = self._redis()
+            if isinstance(client, redis.cluster.RedisCluster):
+                clock = client.get_node_from_key(CLOCK_KEY)  # type: ignore[no-untyped-call]
+                seconds, microseconds = client.time(target_nodes=clock)
+            else:
+                seconds, microseconds = client.time()
         return float(seconds) + float(microseconds) / 1_000_000
 
     def _close(self) -> None:
@@ -108,18 +121,22 @@ return 0
         if client is None:
             with self._connecting:
                 if self._client is None and self._server is not None:
-                    self._client = _client_from_url(self._server)
+                    self._client = _client_from_url(self._server, self.pool_size)
                 client = self._client
             if client is None:  # pragma: no cover - a URL or a client is always given
                 raise AssertionError("RedisAnchorStore has neither a client nor a URL")
         return client
 
 
-def _client_from_url(server: ServerUrl) -> Client:
+_STORE_NAME = "the redis anchor store"
+
+
+def _client_from_url(server: ServerUrl, pool_size: int | None) -> Client:
     options = {
         "socket_timeout": TIMEOUT_SECONDS,
         "socket_connect_timeout": TIMEOUT_SECONDS,
         "decode_responses": True,
+        "max_connections": pool_size,
     }
     if server.cluster:
         return redis.cluster.RedisCluster.from_url(server.driver_url, **options)

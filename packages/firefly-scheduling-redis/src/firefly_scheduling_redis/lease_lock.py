@@ -35,6 +35,8 @@ from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
 from firefly_scheduling.locks.base import BaseLock
+from firefly_scheduling.locks.pool_gate import PoolGate, gated
+from firefly_scheduling.locks.pool_size import DEFAULT_POOL_SIZE
 from firefly_scheduling_redis import protocol
 from firefly_scheduling_redis.clients import (
     check_flavour,
@@ -57,12 +59,16 @@ class RedisLock(BaseLock):
       client is built with `protocol.CLIENT_DEFAULTS` and no retries, and closed by
       `close()`. Construction checks the URL and does not connect: a cluster client,
       which discovers the slot map when it is built, is built on first use.
+      It opens at most `pool_size` connections (to each node, on a cluster): the
+      argument, else `?pool_size=` of the URL, else 4. Concurrent callers beyond
+      that wait for one, up to `protocol.POOL_WAIT_SECONDS`, and then fail with a
+      `LockBackendError` naming the bound.
     * a `redis.Redis` or `redis.cluster.RedisCluster` client, used as it is (its
-      timeouts and retries apply) and left open.
+      timeouts, retries and pool, so its bound, apply) and left open. `pool_size`
+      cannot be given with it.
 
     Anything else, including a client of the other flavour, is a `ConfigurationError`
-    at construction. Safe for concurrent use: redis-py's pool gives each concurrent
-    call its own connection.
+    at construction. Safe for concurrent use.
     """
 
     backend_name: ClassVar[str] = "redis"
@@ -81,21 +87,28 @@ class RedisLock(BaseLock):
     RENEW_SCRIPT: ClassVar[str] = protocol.RENEW.source
     ACQUIRE_FENCED_SCRIPT: ClassVar[str] = protocol.ACQUIRE_FENCED.source
 
-    def __init__(self, url_or_client: str | Client) -> None:
+    def __init__(self, url_or_client: str | Client, *, pool_size: int | None = None) -> None:
         self._server: ServerUrl | None = None
         self._given: Client | None = None
         #: The client, once ready for concurrent use (see `_connect`).
         self._client: Client | None = None
         self._connecting = threading.Lock()
+        #: The bound on the connections of a client built from a URL; None on the caller's.
+        self.pool_size: int | None = None
+        self._gate: PoolGate | None = None
         if isinstance(url_or_client, str):
             self._server = protocol.parse_url(url_or_client)
             super().__init__(target=self._server.shown, secrets=self._server.secrets)
+            size = protocol.pool_size(self._server, pool_size, owner=_LOCK_NAME)
+            self.pool_size = size
+            self._gate = PoolGate(size, wait_seconds=protocol.POOL_WAIT_SECONDS)
             self._cluster = self._server.cluster
             if not self._cluster:
-                self._client = _client_from_url(self._server)
+                self._client = _client_from_url(self._server, size)
         else:
             flavour_is_asyncio = False
             check_flavour(url_or_client, asyncio=flavour_is_asyncio)
+            protocol.pool_size(None, pool_size, owner=_LOCK_NAME)  # refused with a client
             super().__init__(
                 target=describe_client(url_or_client), secrets=client_secrets(url_or_client)
             )
@@ -119,7 +132,8 @@ class RedisLock(BaseLock):
     def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
         key = protocol.lock_key(name, cluster=self._cluster)
         ttl = protocol.milliseconds(ttl_seconds)
-        return bool((self._redis()).set(key, owner, nx=True, px=ttl))
+        with gated(self._gate):
+            return bool((self._redis()).set(key, owner, nx=True, px=ttl))
 
     def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
         keys = (
@@ -140,7 +154,9 @@ class RedisLock(BaseLock):
         return bool(self._eval(protocol.RENEW, keys, (owner, ttl)))
 
     def _fence(self, name: str) -> int:
-        return int((self._redis()).incr(protocol.fence_key(name, cluster=self._cluster)))
+        key = protocol.fence_key(name, cluster=self._cluster)
+        with gated(self._gate):
+            return int((self._redis()).incr(key))
 
     def _close(self) -> None:
         if self._server is not None and self._client is not None:
@@ -175,7 +191,7 @@ class RedisLock(BaseLock):
             if self._client is None:
                 client = self._given
                 if client is None and self._server is not None:
-                    client = _client_from_url(self._server)
+                    client = _client_from_url(self._server, self.pool_size)
                 if client is None:  # pragma: no cover - a URL or a client is always given
                     raise AssertionError("RedisLock has neither a client nor a URL")
                 self._client = client
@@ -187,18 +203,37 @@ class RedisLock(BaseLock):
         A restart without persistence, a failover or `SCRIPT FLUSH` empties the
         server's script cache; on a cluster `SCRIPT LOAD` goes to every primary.
         """
-        client = self._redis()
-        try:
-            return client.evalsha(script.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            client.script_load(script.source)
-            return client.evalsha(script.sha, len(keys), *keys, *args)
+        with gated(self._gate):
+            client = self._redis()
+            try:
+                return client.evalsha(script.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                client.script_load(script.source)
+                return client.evalsha(script.sha, len(keys), *keys, *args)
 
 
-def _client_from_url(server: ServerUrl) -> Client:
+_LOCK_NAME = "the redis lock"
+
+
+def _client_from_url(server: ServerUrl, pool_size: int | None) -> Client:
+    """A client whose pool (each node's, on a cluster) holds at most `pool_size` connections.
+
+    The lock's gate keeps the commands in flight within `pool_size`, so the pool's
+    own cap is never reached; were it reached, redis-py raises `MaxConnectionsError`
+    at once rather than open one more.
+    """
     no_retries = redis.retry.Retry(NoBackoff(), 0)
+    pool_size = pool_size or DEFAULT_POOL_SIZE
     if server.cluster:
         return redis.cluster.RedisCluster.from_url(
-            server.driver_url, retry=no_retries, **protocol.CLIENT_DEFAULTS
+            server.driver_url,
+            retry=no_retries,
+            max_connections=pool_size,
+            **protocol.CLIENT_DEFAULTS,
         )
-    return redis.Redis.from_url(server.driver_url, retry=no_retries, **protocol.CLIENT_DEFAULTS)
+    return redis.Redis.from_url(
+        server.driver_url,
+        retry=no_retries,
+        max_connections=pool_size,
+        **protocol.CLIENT_DEFAULTS,
+    )

@@ -32,6 +32,7 @@ import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Final
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from redis.connection import parse_url as redis_py_parse_url
 from redis.exceptions import (
@@ -46,6 +47,11 @@ from redis.exceptions import (
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.connection_url import parse_lock_url
+from firefly_scheduling.locks.pool_size import (
+    DEFAULT_POOL_SIZE,
+    check_pool_size,
+    chosen_pool_size,
+)
 from firefly_scheduling.locks.redaction import redact_url, scrub, url_secrets
 
 #: One server: TCP, TLS, or a Unix socket.
@@ -71,6 +77,11 @@ CLIENT_DEFAULTS: Final[dict[str, Any]] = {
     "socket_connect_timeout": 3.0,
     "socket_timeout": 3.0,
 }
+#: Seconds a command waits for one of the lock's `pool_size` connections (see
+#: `aio_pool_gate`): as long as one round trip may take, by `CLIENT_DEFAULTS`.
+POOL_WAIT_SECONDS: Final = 3.0
+#: The URL's query option that bounds the connections of a client built from it.
+POOL_SIZE_OPTION: Final = "pool_size"
 
 
 @dataclass(frozen=True)
@@ -139,11 +150,14 @@ def milliseconds(ttl_seconds: float) -> int:
 class ServerUrl:
     """A checked lock URL: what redis-py is given, and what may be shown."""
 
-    #: The URL in the form redis-py reads (`redis+cluster://` becomes `redis://`).
+    #: The URL in the form redis-py reads (`redis+cluster://` becomes `redis://`),
+    #: without our own `pool_size=` option.
     driver_url: str
     cluster: bool
     shown: str
     secrets: tuple[str, ...]
+    #: `pool_size=` of the URL's query, or None when the URL does not set it.
+    pool_size: int | None = None
 
 
 def parse_url(url: str, *, provider: str = "redis") -> ServerUrl:
@@ -151,7 +165,9 @@ def parse_url(url: str, *, provider: str = "redis") -> ServerUrl:
 
     Query options are parsed here the way redis-py will parse them, so a bad value
     (`?socket_timeout=soon`) is refused at boot for every kind of client, including
-    a cluster client that is only built on first use.
+    a cluster client that is only built on first use. `pool_size=` is ours (the
+    bound on the client's connections) and taken out of the URL redis-py sees;
+    redis-py's own `max_connections=` is refused, since the lock's bound replaces it.
     """
     scheme = parse_lock_url(url, provider=provider, schemes=URL_SCHEMES).scheme
     text = url.strip()
@@ -160,6 +176,7 @@ def parse_url(url: str, *, provider: str = "redis") -> ServerUrl:
     driver_url = base + text[len(scheme) :]
     secrets = url_secrets(text)
     shown = redact_url(text) if cluster else redact_url(driver_url)
+    driver_url, pool_size = _take_pool_size(driver_url, shown, provider)
     try:
         options: dict[str, Any] = redis_py_parse_url(driver_url)  # type: ignore[no-untyped-call]
     except ValueError as err:
@@ -174,7 +191,49 @@ def parse_url(url: str, *, provider: str = "redis") -> ServerUrl:
         raise ConfigurationError(
             f"the {provider} lock provider got an invalid URL {shown}: {problem}"
         )
-    return ServerUrl(driver_url, cluster, shown, secrets)
+    return ServerUrl(driver_url, cluster, shown, secrets, pool_size)
+
+
+def _take_pool_size(driver_url: str, shown: str, provider: str) -> tuple[str, int | None]:
+    """`driver_url` without `pool_size=`, and its checked value (None when absent)."""
+    parts = urlsplit(driver_url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    names = [name for name, _ in pairs]
+    if "max_connections" in names:
+        raise ConfigurationError(
+            f"the {provider} lock provider got max_connections= in the URL {shown}; the "
+            f"lock bounds its connections with {POOL_SIZE_OPTION}= instead (default "
+            f"{DEFAULT_POOL_SIZE}), which makes callers wait for a free connection"
+        )
+    if POOL_SIZE_OPTION not in names:
+        return driver_url, None
+    if names.count(POOL_SIZE_OPTION) > 1:
+        raise ConfigurationError(
+            f"the {provider} lock provider got {POOL_SIZE_OPTION}= twice in the URL {shown}"
+        )
+    value = dict(pairs)[POOL_SIZE_OPTION]
+    size = check_pool_size(
+        value, source=f"{POOL_SIZE_OPTION}= of the {provider} URL {shown}", text=True
+    )
+    rest = urlencode([(name, item) for name, item in pairs if name != POOL_SIZE_OPTION])
+    return urlunsplit(parts._replace(query=rest)), size
+
+
+def pool_size(server: ServerUrl | None, given: int | None, *, owner: str) -> int:
+    """The bound of a client built from `server`: the argument, the URL's, or the default.
+
+    `given` is the constructor's `pool_size`. Beside a client of the caller's own
+    (`server` None), whose pool is the caller's to bound, it is refused.
+    """
+    if server is not None:
+        return chosen_pool_size(given, server.pool_size, owner=owner, shown=server.shown)
+    if given is not None:
+        raise ConfigurationError(
+            f"{owner}'s pool_size argument ({given!r}) bounds a client built from a URL; "
+            "a client of your own keeps its own pool: bound that instead "
+            "(redis-py's max_connections, with a BlockingConnectionPool to wait)"
+        )
+    return DEFAULT_POOL_SIZE
 
 
 # What an operator must fix when a server that answers refuses a command anyway.
