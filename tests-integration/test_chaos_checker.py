@@ -206,3 +206,38 @@ def test_an_adoption_after_a_runner_paused_before_its_verdict_is_allowed() -> No
     events.append({"ev": "pause", "t": _at(2.03), "pid": 0, "victim": 1, "node": "n1"})
     events += run(2, 3.5, 3.6, pid=2, attempt=2, token=4)
     assert rules(checked(events)) == []
+
+
+def _rerun_after(restart_at: float | None, *, start_refused: bool) -> CheckReport:
+    """Fire 2 ran on n1, then again on n2 (attempt 1 both times)."""
+    events = every_fire_ran() + run(2, 2.5, 2.6, pid=2, token=9)
+    if restart_at is not None:
+        events.append(
+            {"ev": "fault", "t": _at(restart_at), "pid": 0, "kind": "restart", "node": "server"}
+        )
+    if start_refused:
+        instant = str(T0 + timedelta(seconds=2))
+        events.append(
+            {
+                "ev": "history_refused",
+                "t": _at(2.45),
+                "pid": 2,
+                "write": "start",
+                "target": "app:a",
+                "instant": instant,
+                "injected": True,
+            }
+        )
+    return checked(events)
+
+
+def test_a_rerun_after_a_server_restart_and_a_refused_start_is_a_double_fault() -> None:
+    report = _rerun_after(2.3, start_refused=True)
+    assert rules(report) == []
+    assert report.double_fault_reruns == 1
+
+
+def test_a_rerun_needs_both_faults_to_be_explained() -> None:
+    assert rules(_rerun_after(2.3, start_refused=False)) == ["at-most-once"]
+    assert rules(_rerun_after(None, start_refused=True)) == ["at-most-once"]
+    assert rules(_rerun_after(2.7, start_refused=True)) == ["at-most-once"]  # restart after

@@ -42,6 +42,7 @@ class SetupResult:
     body_runs: int = 0
     adoptions: int = 0
     fenced_overlaps: int = 0
+    double_fault_reruns: int = 0
     faults: dict[str, int] = field(default_factory=dict)
     applicable: list[str] = field(default_factory=list)
     misses: dict[str, int] = field(default_factory=dict)
@@ -55,6 +56,7 @@ class SetupResult:
     def of(cls, base: SetupResult, report: CheckReport) -> SetupResult:
         base.fires, base.ran, base.body_runs = report.fires, report.ran, report.body_runs
         base.adoptions, base.fenced_overlaps = report.adoptions, report.fenced_overlaps
+        base.double_fault_reruns = report.double_fault_reruns
         base.misses = dict(report.misses.most_common())
         base.violations = [_violation(v) for v in report.violations]
         return base
@@ -168,14 +170,24 @@ def run_setup(
 def table(results: list[SetupResult]) -> str:
     """The per-backend table of the issue: fires, faults by kind, violations, misses."""
     kinds = sorted({kind for result in results for kind in result.faults})
-    header = ["setup", "fires", "ran", "adopted", "fenced overlaps", "violations", "misses"]
+    header = [
+        "setup",
+        "fires",
+        "ran",
+        "adopted",
+        "fenced overlaps",
+        "reruns after a double fault",
+        "violations",
+        "misses",
+    ]
     lines = [
         "| " + " | ".join(header + kinds) + " |",
         "|" + "---|" * (len(header) + len(kinds)),
     ]
     for r in results:
         misses = sum(r.misses.values())
-        cells = [r.setup, r.fires, r.ran, r.adoptions, r.fenced_overlaps, len(r.violations)]
+        cells = [r.setup, r.fires, r.ran, r.adoptions, r.fenced_overlaps, r.double_fault_reruns]
+        cells.append(len(r.violations))
         cells.append(misses)
         cells += [r.faults.get(kind, 0) if kind in r.applicable else "n/a" for kind in kinds]
         lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
