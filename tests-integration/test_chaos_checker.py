@@ -60,10 +60,15 @@ def every_fire_ran() -> list[dict[str, Any]]:
 
 
 def checked(
-    events: list[dict[str, Any]], history: dict[HistoryKey, HistoryRow] | None = None
+    events: list[dict[str, Any]],
+    history: dict[HistoryKey, HistoryRow] | None = None,
+    *,
+    volatile_server: bool = False,
 ) -> CheckReport:
     events = sorted(events, key=lambda e: int(e["t"]))
-    return check(events, history or {}, SCHEDULES, WINDOW, ended=_at(60))
+    return check(
+        events, history or {}, SCHEDULES, WINDOW, ended=_at(60), volatile_server=volatile_server
+    )
 
 
 def rules(report: CheckReport) -> list[str]:
@@ -208,36 +213,67 @@ def test_an_adoption_after_a_runner_paused_before_its_verdict_is_allowed() -> No
     assert rules(checked(events)) == []
 
 
-def _rerun_after(restart_at: float | None, *, start_refused: bool) -> CheckReport:
+def _restart(at: float) -> list[dict[str, Any]]:
+    """A restart that took 50 ms, as the nemesis stamps it."""
+    return [
+        {"ev": "restarting", "t": _at(at), "pid": 0, "node": "server"},
+        {"ev": "fault", "t": _at(at + 0.05), "pid": 0, "kind": "restart", "node": "server"},
+    ]
+
+
+def _rerun_after(
+    restart_at: float | None,
+    *,
+    start_refused: bool,
+    refused_pid: int = 2,
+    volatile_server: bool = True,
+) -> CheckReport:
     """Fire 2 ran on n1, then again on n2 (attempt 1 both times)."""
     events = every_fire_ran() + run(2, 2.5, 2.6, pid=2, token=9)
     if restart_at is not None:
-        events.append(
-            {"ev": "fault", "t": _at(restart_at), "pid": 0, "kind": "restart", "node": "server"}
-        )
+        events += _restart(restart_at)
     if start_refused:
         instant = str(T0 + timedelta(seconds=2))
         events.append(
             {
                 "ev": "history_refused",
                 "t": _at(2.45),
-                "pid": 2,
+                "pid": refused_pid,
                 "write": "start",
                 "target": "app:a",
                 "instant": instant,
                 "injected": True,
             }
         )
-    return checked(events)
+    return checked(events, volatile_server=volatile_server)
 
 
 def test_a_rerun_after_a_server_restart_and_a_refused_start_is_a_double_fault() -> None:
-    report = _rerun_after(2.3, start_refused=True)
-    assert rules(report) == []
-    assert report.double_fault_reruns == 1
+    for refused_pid in (1, 2):  # the history never learnt of the first, or refused the second
+        report = _rerun_after(2.3, start_refused=True, refused_pid=refused_pid)
+        assert rules(report) == []
+        assert report.double_fault_reruns == 1
 
 
 def test_a_rerun_needs_both_faults_to_be_explained() -> None:
     assert rules(_rerun_after(2.3, start_refused=False)) == ["at-most-once"]
     assert rules(_rerun_after(None, start_refused=True)) == ["at-most-once"]
     assert rules(_rerun_after(2.7, start_refused=True)) == ["at-most-once"]  # restart after
+    assert rules(_rerun_after(2.48, start_refused=True)) == ["at-most-once"]  # back too late
+    persistent = _rerun_after(2.3, start_refused=True, volatile_server=False)
+    assert rules(persistent) == ["at-most-once"]  # a restart that kept the claims
+
+
+def test_a_lock_held_across_a_restart_of_a_volatile_server_is_lost() -> None:
+    """The restart destroyed the earlier lock; its node was killed before it could know."""
+    events = [
+        e for e in every_fire_ran() if e["instant"] != (T0 + timedelta(seconds=1)).isoformat()
+    ]
+    events += run(1, 1.0, None, pid=1, token=2)  # killed inside, never told
+    events.append({"ev": "kill", "t": _at(1.9), "pid": 0, "victim": 1, "node": "n1"})
+    events += _restart(1.2)
+    events += run(1.5, 1.5, 1.6, pid=2, target="app:b", token=7)  # newer token
+    report = checked(events, volatile_server=True)
+    assert rules(report) == []
+    assert report.fenced_overlaps == 1
+    assert rules(checked(events, volatile_server=False)) == ["exclusion"]

@@ -17,9 +17,12 @@ and the run history read with a second client. Three rules:
    its body's end and that record is indistinguishable from one killed inside it.
    One exception, a double fault counted apart: a server that keeps nothing on disk
    (memcached; the `restart` fault) restarted between the two runs, emptying the
-   fire's claim, and the second run's node had its history `start` refused (the
-   history, which would have refused a finished fire, was failing too). Neither
-   defence was there; docs/guarantees.md states it.
+   fire's claim, and one of the two runs had its history `start` refused (the
+   history, which would have refused a finished fire, never learnt of the first run
+   or could not be asked by the second). Neither defence was there;
+   docs/guarantees.md states it. Such a restart also destroyed every lock held at its
+   stamp: rule 1 counts that holding lost even when its node was killed before it
+   could learn it.
 3. **Accounted for.** Every fire of the window ran, or the history records why not
    (skipped with a reason, expired). A fire with no record is a miss explained only
    when its skip write failed, injected or not (the node logged the failure of that
@@ -182,7 +185,9 @@ def _context(events: list[Event], at: int) -> tuple[Event, ...]:
     return tuple(events[max(0, index - CONTEXT_EVENTS) : index + CONTEXT_EVENTS])
 
 
-def check_exclusion(runs: list[BodyRun], events: list[Event], report: CheckReport) -> None:
+def check_exclusion(
+    runs: list[BodyRun], events: list[Event], report: CheckReport, restarts: list[tuple[int, int]]
+) -> None:
     by_lock: dict[str, list[BodyRun]] = defaultdict(list)
     for run in runs:
         by_lock[run.lock].append(run)
@@ -191,8 +196,11 @@ def check_exclusion(runs: list[BodyRun], events: list[Event], report: CheckRepor
         for run in group:  # in order of start
             active = [other for other in active if (other.end or 0) > run.start]
             for earlier in active:
+                # A restart of a server that keeps nothing destroyed the earlier lock,
+                # whether or not its node lived to learn it (a kill may come first).
+                lost = earlier.lost or _between(restarts, earlier.start, run.start)
                 fenced = (
-                    earlier.lost
+                    lost
                     and earlier.token is not None
                     and run.token is not None
                     and run.token > earlier.token
@@ -212,11 +220,21 @@ def check_exclusion(runs: list[BodyRun], events: list[Event], report: CheckRepor
             active.append(run)
 
 
-def check_at_most_once(runs: list[BodyRun], events: list[Event], report: CheckReport) -> None:
+def _between(restarts: list[tuple[int, int]], first: int, last: int) -> bool:
+    """Whether a restart surely lost its data after `first` and before `last`.
+
+    A restart is stamped before its kill and after the server is back: only one whose
+    whole span lies between the two instants is sure to.
+    """
+    return any(first <= began and ended <= last for began, ended in restarts)
+
+
+def check_at_most_once(
+    runs: list[BodyRun], events: list[Event], report: CheckReport, restarts: list[tuple[int, int]]
+) -> None:
     by_fire: dict[HistoryKey, list[BodyRun]] = defaultdict(list)
     for run in runs:
         by_fire[run.key].append(run)
-    restarts = [int(e["t"]) for e in events if e["ev"] == "fault" and e["kind"] == "restart"]
     refused_starts = {
         (int(e["pid"]), key_of(e["target"], parse_instant(e["instant"])))
         for e in events
@@ -228,12 +246,11 @@ def check_at_most_once(runs: list[BodyRun], events: list[Event], report: CheckRe
             if taken_over and run.attempt > previous.attempt:
                 report.adoptions += 1
                 continue
-            if (run.pid, run.key) in refused_starts and any(
-                previous.start <= restart <= run.start for restart in restarts
-            ):
+            unrecorded = {(run.pid, run.key), (previous.pid, previous.key)} & refused_starts
+            if unrecorded and _between(restarts, previous.start, run.start):
                 # The double fault of rule 2's exception: the server restart emptied the
-                # claims, and the history that would have refused a finished fire refused
-                # this run's start instead.
+                # claims, and the history, which would have refused a finished fire,
+                # either never learnt of the first run or refused the second's start.
                 report.double_fault_reruns += 1
                 continue
             report.violations.append(
@@ -314,18 +331,39 @@ def check_accounted(
         )
 
 
+def _restarts(events: list[Event]) -> list[tuple[int, int]]:
+    """Each server restart's span: from its `restarting` stamp to its `fault` stamp."""
+    spans: list[tuple[int, int]] = []
+    began: int | None = None
+    for event in events:
+        if event["ev"] == "restarting":
+            began = int(event["t"])
+        elif event["ev"] == "fault" and event["kind"] == "restart":
+            ended = int(event["t"])
+            spans.append((ended if began is None else began, ended))
+            began = None
+    return spans
+
+
 def check(
     events: list[Event],
     history: dict[HistoryKey, HistoryRow],
     schedules: dict[str, float],
     window: Window,
     ended: int,
+    *,
+    volatile_server: bool = False,
 ) -> CheckReport:
-    """Apply the three rules; the report lists every violation with its context."""
+    """Apply the three rules; the report lists every violation with its context.
+
+    `volatile_server`: the backend keeps nothing across a restart (memcached), so a
+    `restart` fault destroyed every lock and claim at its stamp.
+    """
     report = CheckReport()
     runs = body_runs(events, ended)
     report.body_runs = len(runs)
-    check_exclusion(runs, events, report)
-    check_at_most_once(runs, events, report)
+    restarts = _restarts(events) if volatile_server else []
+    check_exclusion(runs, events, report, restarts)
+    check_at_most_once(runs, events, report, restarts)
     check_accounted(runs, history, schedules, window, events, report)
     return report

@@ -133,6 +133,8 @@ class Nemesis:
             node.proxy.blackhole(duration)  # type: ignore[union-attr]
         elif kind == "restart":
             assert self.backend.server is not None
+            # Stamped before and after: the data was lost at some instant in between.
+            self.evidence.append("restarting", node="server")
             self.backend.server.restart()
             node_name = "server"
             self._record(kind, node_name, duration, detail)

@@ -19,7 +19,7 @@ from chaos_harness.evidence import EvidenceLog, read_events
 from chaos_harness.history import read_history
 from chaos_harness.nemesis import Nemesis
 from chaos_harness.proxy import FaultyProxy
-from chaos_harness.setups import make_backend
+from chaos_harness.setups import VOLATILE_SERVERS, make_backend
 from chaos_harness.tasks import schedules
 
 #: Seconds cut from the start of the run before fires are counted (boot, skew).
@@ -151,7 +151,14 @@ def run_setup(
             "anchor": [window.wall.isoformat(), window.mono],
             "ended": ended,
         }
-        report = check(events, read_history(history_path), schedules(pace), window, ended)
+        report = check(
+            events,
+            read_history(history_path),
+            schedules(pace),
+            window,
+            ended,
+            volatile_server=setup in VOLATILE_SERVERS,
+        )
         return SetupResult.of(result, report)
     finally:
         for node in cluster:
@@ -214,5 +221,12 @@ def recheck(workdir: Path) -> SetupResult:
     result = SetupResult(**{key: value for key, value in saved.items() if key != "violations"})
     events = read_events(workdir / "evidence.jsonl")
     history = read_history(workdir / "history.db")
-    report = check(events, history, schedules(result.pace), window, int(checked["ended"]))
+    report = check(
+        events,
+        history,
+        schedules(result.pace),
+        window,
+        int(checked["ended"]),
+        volatile_server=result.setup in VOLATILE_SERVERS,
+    )
     return SetupResult.of(result, report)

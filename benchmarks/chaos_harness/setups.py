@@ -20,6 +20,11 @@ SETUPS = (
 )
 
 
+#: Setups whose server keeps nothing across a restart: the `restart` fault destroys
+#: every lock and claim (the private Redis runs with an fsynced append-only file).
+VOLATILE_SERVERS = frozenset({"memcached"})
+
+
 @dataclass
 class Backend:
     """A setup made concrete for one run.
