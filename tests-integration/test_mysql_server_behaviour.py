@@ -107,7 +107,7 @@ def test_release_of_a_lock_the_session_no_longer_holds_is_reported_lost(
     assert lock.try_acquire(name, 30)
     # Free the server lock behind the instance's back, on its own session, so that its
     # RELEASE_LOCK answers NULL ("no such lock").
-    connection = lock._connection
+    connection = lock._connection_of(name)
     assert connection is not None
     assert query(connection, "SELECT RELEASE_LOCK(%s)", MySqlNamedLock.server_name(name)) == 1
     assert other.try_acquire(name, 30)

@@ -110,7 +110,7 @@ def test_renew_sees_a_lock_the_session_no_longer_holds(
 
     # No outside session can free another's advisory lock, so free it on the lock's own
     # connection, as a bug or a stray `pg_advisory_unlock_all()` in shared code would.
-    connection = lock._connection
+    connection = lock._connection_of(lock_name)
     assert connection is not None
     connection.execute("SELECT pg_advisory_unlock(%s)", (PgAdvisoryLock.key(lock_name),))
 
@@ -124,8 +124,9 @@ def test_renew_sees_a_lock_the_session_no_longer_holds(
 # -- session settings -------------------------------------------------------------
 
 
-def _setting(lock: PgAdvisoryLock, setting: str) -> str:
-    connection = lock._connection
+def _setting(lock: PgAdvisoryLock, name: str, setting: str) -> str:
+    """`setting` in the session holding `name`."""
+    connection = lock._connection_of(name)
     assert connection is not None
     row = connection.execute("SELECT current_setting(%s)", (setting,)).fetchone()
     assert row is not None
@@ -137,8 +138,8 @@ def test_an_unbounded_statement_timeout_is_bounded(
 ) -> None:
     lock = make_lock(with_options(postgres_url, "-c statement_timeout=0"))
     assert lock.try_acquire(name, 30)
-    assert _setting(lock, "statement_timeout") == "5s"
-    assert _setting(lock, "application_name") == "firefly-scheduling"
+    assert _setting(lock, name, "statement_timeout") == "5s"
+    assert _setting(lock, name, "application_name") == "firefly-scheduling"
     lock.release(name)
 
 
@@ -147,7 +148,7 @@ def test_a_statement_timeout_from_the_url_is_kept(
 ) -> None:
     lock = make_lock(with_options(postgres_url, "-c statement_timeout=7s"))
     assert lock.try_acquire(name, 30)
-    assert _setting(lock, "statement_timeout") == "7s"
+    assert _setting(lock, name, "statement_timeout") == "7s"
     lock.release(name)
 
 

@@ -125,8 +125,10 @@ def test_a_failed_statement_keeps_the_session_and_every_holding(
                     async with connection.cursor() as cursor:
                         await cursor.execute(bad_statement)
 
+            session = lock._session_of(name)
+            assert session is not None
             with pytest.raises(lock.driver_errors):
-                await lock._run(fail)
+                await lock._run(session, fail)
             assert lock.is_held(name)
             assert not lock.is_lost(name)
             assert await other.try_acquire(name, 30) is False, "the session ended"

@@ -79,7 +79,7 @@ def test_mysql_a_lock_wait_timeout_fails_that_acquire_alone(mysql_url: str, name
     lock, other = MySqlNamedLock(mysql_url), MySqlNamedLock(mysql_url)
     held, blocked = name + ":held", name + ":blocked"
     assert lock.try_acquire_fenced(held, 30) is not None  # creates the fence table too
-    session = lock._connection  # white box: shorten this session's row-lock wait
+    session = lock._connection_of(held)  # white box: shorten this session's row-lock wait
     assert session is not None
     with session.cursor() as cursor:
         cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")

@@ -75,10 +75,11 @@ class DatabaseAnchorStore(BaseAnchorStore):
     driver_errors = (SQLAlchemyError, OSError)
     key_scheme = _KEYS
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, max_connections: int | None = None) -> None:
+        # Its share of the node's budget for this server: one connection, opened on first use.
+        self._engine: Engine = lock_engine(url, share="anchors", max_connections=max_connections)
         target, secrets = describe_url(url)
         super().__init__(target=target, secrets=secrets)
-        self._engine: Engine = lock_engine(url)
         self._dialect = self._engine.dialect.name
         self._table_ready = False
         self._table_mutex = threading.Lock()

@@ -17,13 +17,18 @@ The asyncio lock takes the SAME URLs and maps each to the async driver of its
 dialect (`ASYNC_DRIVERS`: aiosqlite, psycopg's async connection, asyncmy), so one
 setting serves sync and async nodes alike; an explicit async URL is taken as is.
 This table is the only place that knows which async driver stands for which sync one.
+
+Every engine's pool is bounded, with no overflow: the lock's, the run history's and
+the anchor store's engines each take their share of one budget per node and server
+(`locks.connection_budget`: `max_connections`, 4 by default, split 2 + 1 + 1), so
+a node never opens more than the budget to one server whatever its worker count.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from sqlalchemy import URL, Engine, create_engine, event, make_url
 from sqlalchemy.engine import Dialect
@@ -31,6 +36,7 @@ from sqlalchemy.exc import ArgumentError
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.forks import reset_in_forked_child
+from firefly_scheduling.locks.connection_budget import POOL_TIMEOUT_SECONDS, budget_for
 from firefly_scheduling.locks.connection_url import parse_lock_url
 from firefly_scheduling.locks.redaction import redact_url, url_secrets
 
@@ -66,6 +72,8 @@ ASYNC_SCHEMES: dict[str, str] = {
     "mysql+asyncmy": "mysql+asyncmy",
     "mariadb+asyncmy": "mariadb+asyncmy",
 }
+#: Which part of the node's connection budget an engine takes (`ConnectionShares`).
+Share = Literal["lock", "history", "anchors"]
 CONNECT_TIMEOUT_SECONDS = 5
 #: Longest a statement may run (PostgreSQL) or the driver may wait for a reply (MySQL).
 STATEMENT_TIMEOUT_SECONDS = 5
@@ -96,15 +104,25 @@ def describe_url(url: str | URL) -> tuple[str, tuple[str, ...]]:
 
 
 def lock_engine(
-    url: str | URL, *, reset_on_return: bool = True, autocommit: bool = False
+    url: str | URL,
+    *,
+    share: Share = "lock",
+    max_connections: int | None = None,
+    reset_on_return: bool = True,
+    autocommit: bool = False,
 ) -> Engine:
     """A pooled engine for `url` with bounded timeouts; a `ConfigurationError` if unusable.
 
+    Its pool is `share`'s part of the node's connection budget (`max_connections`, or
+    the URL's query parameter of that name; see `locks.connection_budget`), with no
+    overflow: a caller finding it busy waits, then gets SQLAlchemy's pool timeout.
     `reset_on_return=False` skips the pool's rollback when a connection comes back
     (a round trip on MySQL); only for callers that always end their transactions.
     `autocommit=True` switches every new connection to autocommit (`_autocommit`).
     """
-    parsed, arguments = _engine_arguments(url, DRIVERS, reset_on_return=reset_on_return)
+    parsed, arguments = _engine_arguments(
+        url, DRIVERS, share, max_connections, reset_on_return=reset_on_return
+    )
     engine = create_engine(parsed, **arguments)
     if autocommit:
         event.listen(engine, "connect", partial(_autocommit, engine.dialect))
@@ -113,7 +131,12 @@ def lock_engine(
 
 
 def async_lock_engine(
-    url: str | URL, *, reset_on_return: bool = True, autocommit: bool = False
+    url: str | URL,
+    *,
+    share: Share = "lock",
+    max_connections: int | None = None,
+    reset_on_return: bool = True,
+    autocommit: bool = False,
 ) -> AsyncEngine:
     """`lock_engine` for asyncio: the same URLs and bounds, on the async driver.
 
@@ -122,7 +145,9 @@ def async_lock_engine(
     """
     from sqlalchemy.ext.asyncio import create_async_engine  # noqa: PLC0415 - see TYPE_CHECKING
 
-    parsed, arguments = _engine_arguments(url, ASYNC_SCHEMES, reset_on_return=reset_on_return)
+    parsed, arguments = _engine_arguments(
+        url, ASYNC_SCHEMES, share, max_connections, reset_on_return=reset_on_return
+    )
     engine = create_async_engine(parsed, **arguments)
     if autocommit:
         event.listen(engine.sync_engine, "connect", partial(_autocommit, engine.dialect))
@@ -131,11 +156,17 @@ def async_lock_engine(
 
 
 def _engine_arguments(
-    url: str | URL, schemes: Mapping[str, str], *, reset_on_return: bool
+    url: str | URL,
+    schemes: Mapping[str, str],
+    share: Share,
+    max_connections: int | None,
+    *,
+    reset_on_return: bool,
 ) -> tuple[URL, dict[str, Any]]:
     """The driver-mapped URL and `create_engine` keywords for `url`, checked."""
     text = plain_url(url).strip()
     parse_lock_url(text, provider="database", schemes=schemes)
+    text, shares = budget_for(text, max_connections)
     parsed = _sqlalchemy_url(text)
     parsed = parsed.set(drivername=schemes[parsed.drivername.lower()])
     backend = parsed.get_backend_name()
@@ -147,6 +178,9 @@ def _engine_arguments(
         connect_args = _mysql_arguments(parsed)
     return parsed, {
         "connect_args": connect_args,
+        "pool_size": getattr(shares, share),
+        "max_overflow": 0,
+        "pool_timeout": POOL_TIMEOUT_SECONDS,
         "pool_recycle": POOL_RECYCLE_SECONDS,
         "pool_reset_on_return": "rollback" if reset_on_return else None,
     }

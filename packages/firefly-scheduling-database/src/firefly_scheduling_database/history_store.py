@@ -68,9 +68,12 @@ class DatabaseRunHistory:
     Driver errors become `HistoryError`s naming the store without the password.
     """
 
-    def __init__(self, url: str, *, table: str = DEFAULT_TABLE) -> None:
+    def __init__(
+        self, url: str, *, table: str = DEFAULT_TABLE, max_connections: int | None = None
+    ) -> None:
         self._table = runs_table(table)
-        self._engine: Engine = lock_engine(url)
+        # Its share of the node's budget for this server (1 of the default 4).
+        self._engine: Engine = lock_engine(url, share="history", max_connections=max_connections)
         self._target, self._secrets = describe_url(self._engine.url)
         self._dialect = self._engine.dialect.name
         self._table_ready = False

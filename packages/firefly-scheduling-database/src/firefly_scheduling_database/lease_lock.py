@@ -65,7 +65,9 @@ class DatabaseLeaseLock(BaseLock):
     the next acquirer, so a crashed holder frees its names after the TTL. Acquire,
     release and renew are one statement each (see `dialects`).
 
-    Give it a URL (the lock builds and owns a pooled engine with bounded timeouts, in
+    Give it a URL (the lock builds and owns a pooled engine with bounded timeouts and a
+    bounded pool, its share of `max_connections` (the argument or the URL's query
+    parameter, 4 by default: 2 for the lock; see `locks.connection_budget`), in
     autocommit, and sends its statements straight to the pooled driver connection: one
     round trip per operation, see `_run_on_driver`), an `Engine`
     (each operation is its own short transaction on a pooled connection, through
@@ -102,13 +104,25 @@ class DatabaseLeaseLock(BaseLock):
         url_or_engine_or_connection: str | URL | Engine | Connection,
         *,
         table: str = DEFAULT_TABLE,
+        max_connections: int | None = None,
     ) -> None:
         bind = url_or_engine_or_connection
         tables = LeaseTables.named(table)
         owns_engine = isinstance(bind, str | URL)
         if isinstance(bind, str | URL):
             # No transaction is ever left open on it (see `_run_on_driver`).
-            bind = lock_engine(bind, reset_on_return=False, autocommit=True)
+            bind = lock_engine(
+                bind,
+                share="lock",
+                max_connections=max_connections,
+                reset_on_return=False,
+                autocommit=True,
+            )
+        elif max_connections is not None:
+            raise ConfigurationError(
+                f"max_connections={max_connections!r} applies to a URL only: the "
+                f"{type(bind).__name__} given brings its own pool, bounded by its own settings"
+            )
         elif not isinstance(bind, Engine | Connection):
             raise ConfigurationError(
                 f"DatabaseLeaseLock needs {_ACCEPTED}, got {type(bind).__name__}"

@@ -1,9 +1,10 @@
-"""`AsyncMySqlNamedLock`: MySQL/MariaDB `GET_LOCK` named locks on a dedicated connection.
+"""`AsyncMySqlNamedLock`: MySQL/MariaDB `GET_LOCK` named locks on dedicated connections.
 
-Each instance owns one autocommit connection (a server session). A lock is
-`GET_LOCK(server_name, 0)` in that session and lives until `RELEASE_LOCK` or until the
-session ends, so the TTL is accepted and ignored. The connection is kept for reuse:
-a reconnect per acquisition would multiply the cost of a cycle.
+Each instance owns a small pool of autocommit connections (server sessions; see
+`aio.session`). A lock is `GET_LOCK(server_name, 0)` in one of them and lives until
+`RELEASE_LOCK` in the same session or until that session ends, so the TTL is accepted
+and ignored. The connections are kept for reuse: a reconnect per acquisition would
+multiply the cost of a cycle.
 
 Written once, for asyncio (asyncmy), in `aio_named_lock.py`; the synchronous
 `MySqlNamedLock` (PyMySQL) in `named_lock.py` is generated from it by
@@ -38,6 +39,7 @@ from pymysql.constants import CR
 from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
 from firefly_scheduling.aio.session import AsyncSessionLock
 from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.locks.connection_budget import budget_for
 from firefly_scheduling.locks.redaction import redact_url, scrub, url_secrets
 from firefly_scheduling.locks.validation import validate_lock_name
 from firefly_scheduling_mysql import statements as sql
@@ -60,10 +62,15 @@ class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
     """A MySQL/MariaDB named lock per lock name, held by this instance's own session.
 
     `url` is `mysql://` or `mariadb://` (`user:password@host:port/database`, optional
-    `?unix_socket=`, `charset=`, timeouts and `ssl_*`); any other kind is a
-    `ConfigurationError` here, before anything connects. The connection opens on first
-    use and is reused; if it dies, the call raises `LockBackendError`, every lock it
-    held is reported lost, and the next call reconnects. A server that is not MySQL
+    `?unix_socket=`, `charset=`, timeouts, `ssl_*` and `max_connections`); any other
+    kind is a `ConfigurationError` here, before anything connects.
+
+    `max_connections` (or the URL's `max_connections` query parameter; default 4) is
+    the node's budget for this server, shared with the run history and the anchor
+    store (`locks.connection_budget`): the lock's pool gets half of it, 2 sessions by
+    default. Sessions open on first use and are reused; if one dies, the call raises
+    `LockBackendError`, every lock THAT session held is reported lost, and its next
+    use reconnects. A server that is not MySQL
     5.7+ or MariaDB is a `ConfigurationError` on first acquisition. Not re-entrant,
     although the server lock is: the second `try_acquire` of a held name is refused
     before any statement is sent, so the server's count never exceeds one.
@@ -73,7 +80,8 @@ class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
     supports_fencing: ClassVar[bool] = True
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (MySQLError, OSError)
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, max_connections: int | None = None) -> None:
+        url, shares = budget_for(url, max_connections)
         if ASYNC:
             self._arguments = asyncmy_arguments(connection_arguments(url))
         else:
@@ -81,7 +89,9 @@ class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
         url = url.strip()
         password = urlsplit(url).password
         decoded = (unquote(password),) if password else ()
-        super().__init__(target=redact_url(url), secrets=url_secrets(url) + decoded)
+        super().__init__(
+            target=redact_url(url), secrets=url_secrets(url) + decoded, pool_size=shares.lock
+        )
 
     @staticmethod
     def server_name(name: str) -> str:

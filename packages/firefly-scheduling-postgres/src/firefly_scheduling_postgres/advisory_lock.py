@@ -1,11 +1,12 @@
 # Generated from firefly_scheduling_postgres/aio_lock.py by tools/async_to_sync.py: do not edit.
 # Edit the asyncio source and run `python tools/async_to_sync.py`.
-"""`PgAdvisoryLock`: PostgreSQL session-level advisory locks on a dedicated connection.
+"""`PgAdvisoryLock`: PostgreSQL session-level advisory locks on dedicated connections.
 
-Each instance owns one autocommit connection (a server session). A lock is
-`pg_try_advisory_lock(key)` in that session and lives until `pg_advisory_unlock`
-or until the session ends, so the TTL is accepted and ignored. The connection is
-kept for reuse: a reconnect per acquisition would multiply the cost of a cycle.
+Each instance owns a small pool of autocommit connections (server sessions; see
+`aio.session`). A lock is `pg_try_advisory_lock(key)` in one of them and lives until
+`pg_advisory_unlock` in the same session or until that session ends, so the TTL is
+accepted and ignored. The connections are kept for reuse: a reconnect per
+acquisition would multiply the cost of a cycle.
 
 Written once, for asyncio (psycopg 3's `AsyncConnection`), in `aio_lock.py`;
 the synchronous `PgAdvisoryLock` in `advisory_lock.py` is generated from it by
@@ -34,6 +35,7 @@ from typing import Any, ClassVar
 import psycopg
 from psycopg import errors as pg_errors
 
+from firefly_scheduling.locks.connection_budget import budget_for
 from firefly_scheduling.locks.session import SessionLock
 from firefly_scheduling_postgres import statements as sql
 from firefly_scheduling_postgres.connection_string import PostgresConnection
@@ -53,20 +55,26 @@ class PgAdvisoryLock(SessionLock[Session]):
     `url` is a libpq URL (`postgresql://` or `postgres://`) or a libpq key=value
     string (`host=db dbname=app user=app password=secret`); anything else, or a string
     libpq cannot read, is a `ConfigurationError` here, before anything connects, and
-    shows no credential (see `connection_string`). The connection opens on first
-    use and is reused; if it dies, the call raises `LockBackendError`, every lock it
-    held is reported lost, and the next call reconnects. Not re-entrant, although the
-    server lock is: the second `try_acquire` of a held name is refused before any
-    statement is sent, so the server's count never exceeds one.
+    shows no credential (see `connection_string`).
+
+    `max_connections` (or the URL's `max_connections` query parameter; default 4) is
+    the node's budget for this server, shared with the run history and the anchor
+    store (`locks.connection_budget`): the lock's pool gets half of it, 2 sessions by
+    default. Sessions open on first use and are reused; if one dies, the call raises
+    `LockBackendError`, every lock THAT session held is reported lost, and its next
+    use reconnects. Not re-entrant, although the server lock is: the second
+    `try_acquire` of a held name is refused before any statement is sent, so the
+    server's count never exceeds one.
     """
 
     backend_name: ClassVar[str] = "postgres"
     supports_fencing: ClassVar[bool] = True
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (psycopg.Error, OSError)
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, max_connections: int | None = None) -> None:
+        url, shares = budget_for(url, max_connections)
         connection = PostgresConnection.parse(url)
-        super().__init__(target=connection.shown, secrets=connection.secrets)
+        super().__init__(target=connection.shown, secrets=connection.secrets, pool_size=shares.lock)
         self._conninfo = connection.conninfo
 
     @staticmethod

@@ -4,24 +4,35 @@
 
 PostgreSQL advisory locks and MySQL `GET_LOCK` belong to the connection that took
 them: they vanish when it closes, and they are re-entrant within it. So such a
-backend keeps one dedicated connection (never a pooled one, which would hand the
-session to someone else) for as long as the instance lives, and serialises its use
-with a mutex.
+backend keeps a small pool of dedicated connections (never an application's pool,
+which would hand a session to someone else) for as long as the instance lives,
+each session used by one statement at a time under its own mutex:
 
-Failures are isolated:
+* A claim, a fence, a sweep or an acquisition takes any free session (the first
+  free one, so a quiet node opens one connection and a busy one up to `pool_size`);
+  when every session is busy it waits, at most `pool_timeout_seconds`, and then
+  fails with `SessionPoolExhausted` (a `LockBackendError` for the caller), never
+  opening another connection.
+* A held lock stays on the session that took it: its keep-alive check and its
+  release go to that session, so a slow statement on one session never stalls the
+  keep-alives of the locks on the others.
 
-* Only a real disconnect ends the session (`_alive` says whether the connection
-  survived an error). Then every holding of that session is marked lost, the
-  session's generation moves on, and the next call reconnects. A holding of an
-  ended generation is never released or renewed on a newer session, which could
-  hold a newer holding of the same name.
+Failures are isolated, per session:
+
+* Only a real disconnect ends a session (`_alive` says whether the connection
+  survived an error). Then every holding of THAT session is marked lost, the
+  session's generation moves on, and its next use reconnects; the other sessions
+  and their holdings are untouched. A holding of an ended session is never released
+  or renewed on the newer one, which could hold a newer holding of the same name.
 * Any other error (a statement timeout, "out of shared memory" when the server's
   lock table is full, a refused statement) fails that call alone with
   `LockBackendError`; every other holding stays held. Session locks are not
   transactional, so a failed acquisition may still have taken the server lock: its
-  name is queued for unlocking, and the queue is flushed before the next statement,
-  so the re-entrant server lock can never be taken twice and never leaks.
-* A release that fails on a live session is queued the same way.
+  name is queued for unlocking on its session, and the queue is flushed before that
+  session's next statement, so the re-entrant server lock can never be taken twice
+  and never leaks.
+* A release that fails, or finds its session busy past the pool timeout, is queued
+  the same way.
 
 Fire claims are not session locks here (they would die with the process): a
 subclass implements `_server_claim` as a row with an expiry on the server's clock.
@@ -37,15 +48,17 @@ finishes a statement even when its caller is cancelled; a thread has no such thi
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from abc import abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import ClassVar, Generic, TypeVar
 
 from firefly_scheduling.errors import LockBackendError
+from firefly_scheduling.forks import reset_in_forked_child
 from firefly_scheduling.locks.base import BaseLock
+from firefly_scheduling.locks.connection_budget import POOL_TIMEOUT_SECONDS
 
 logger = logging.getLogger("firefly_scheduling.locks")
 
@@ -56,32 +69,86 @@ _R = TypeVar("_R")
 _Statement = Callable[[ConnectionT], _R]
 
 
+class SessionPoolExhausted(TimeoutError):
+    """Every session of a lock's pool stayed busy for the pool timeout.
+
+    A `TimeoutError`, hence an `OSError`, so that the lock reports it like any other
+    backend failure: `LockBackendError` for the call, a warning for a release.
+    """
+
+
+class _Session(Generic[ConnectionT]):
+    """One session of the pool: its connection, its mutex and the holdings it carries."""
+
+    __slots__ = ("connection", "generation", "index", "mutex", "owners", "pending_unlocks")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.connection: ConnectionT | None = None
+        self.mutex = threading.Lock()
+        # Bumped whenever the session ends: its holdings of older generations are gone.
+        self.generation = 0
+        # Owner tokens whose server lock lives in this session.
+        self.owners: set[str] = set()
+        # Server locks this session may hold although no holding owns them.
+        self.pending_unlocks: list[str] = []
+
+    def queue_unlock(self, name: str) -> None:
+        if name not in self.pending_unlocks:
+            self.pending_unlocks.append(name)
+
+    def forget(self) -> set[str]:
+        """No connection, a new generation, no pending unlocks; return its owners."""
+        owners, self.owners = self.owners, set()
+        self.connection = None
+        self.generation += 1
+        self.pending_unlocks.clear()
+        return owners
+
+
 class SessionLock(BaseLock, Generic[ConnectionT]):
-    """A lock held by a dedicated server session; the TTL is accepted and ignored."""
+    """A lock held by a pool of dedicated server sessions; the TTL is accepted and ignored."""
 
     ttl_honoured = False
     session_scoped = True
     renewable = True
     #: Seconds between two sweeps of expired claim rows (one statement each).
     claim_sweep_seconds: ClassVar[float] = 60.0
+    #: Longest a caller waits for a session of a busy pool.
+    pool_timeout_seconds: ClassVar[float] = POOL_TIMEOUT_SECONDS
 
-    def __init__(self, *, target: str, secrets: tuple[str, ...] = ()) -> None:
+    def __init__(self, *, target: str, secrets: tuple[str, ...] = (), pool_size: int = 1) -> None:
         super().__init__(target=target, secrets=secrets)
-        self._connection: ConnectionT | None = None
-        self._connection_pid = os.getpid()
-        self._connection_mutex = threading.Lock()
-        # Bumped whenever the session ends: holdings of older generations are gone.
-        self._generation = 0
-        self._owner_generation: dict[str, int] = {}
-        # Server locks this session may hold although no holding owns them.
-        self._pending_unlocks: list[str] = []
+        if pool_size < 1:
+            raise ValueError(f"a session pool needs at least one session, got {pool_size!r}")
+        self._pool_size = pool_size
+        self._sessions: list[_Session[ConnectionT]] = [_Session(i) for i in range(pool_size)]
+        # Owner token -> the session whose server lock it holds.
+        self._owner_sessions: dict[str, _Session[ConnectionT]] = {}
+        self._rotation = 0
         self._next_sweep = 0.0
+        reset_in_forked_child(self, SessionLock._after_fork_in_child)
+
+    @property
+    def pool_size(self) -> int:
+        """The most sessions (server connections) this instance opens at once."""
+        return self._pool_size
+
+    def _session_of(self, name: str) -> _Session[ConnectionT] | None:
+        """The session holding `name` now, if any (tests, diagnostics)."""
+        holding = self._ledger.current(name)
+        return None if holding is None else self._owner_sessions.get(holding.owner)
+
+    def _connection_of(self, name: str) -> ConnectionT | None:
+        """The connection of the session holding `name` now, if any (tests, diagnostics)."""
+        session = self._session_of(name)
+        return None if session is None else session.connection
 
     # -- hooks ------------------------------------------------------------------
 
     @abstractmethod
     def _connect(self) -> ConnectionT:
-        """Open the dedicated connection (autocommit, bounded connect timeout)."""
+        """Open one dedicated connection (autocommit, bounded connect timeout)."""
 
     @abstractmethod
     def _disconnect(self, connection: ConnectionT) -> None:
@@ -128,67 +195,89 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
     # -- BaseLock hooks -----------------------------------------------------------
 
     def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
-        with self._connection_mutex:
-            won = self._run(lambda connection: self._server_acquire(connection, name), undo=name)
+        with self._any_session() as session:
+            won = self._run(
+                session, lambda connection: self._server_acquire(connection, name), undo=name
+            )
             if won:
-                self._owner_generation[owner] = self._generation
+                self._hold(session, owner)
             return won
 
     def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
-        with self._connection_mutex:
+        with self._any_session() as session:
             token = self._run(
-                lambda connection: self._server_acquire_fenced(connection, name), undo=name
+                session,
+                lambda connection: self._server_acquire_fenced(connection, name),
+                undo=name,
             )
             if token is not None:
-                self._owner_generation[owner] = self._generation
+                self._hold(session, owner)
             return token
 
     def _release(self, name: str, owner: str) -> bool:
-        with self._connection_mutex:
-            if not self._owns(owner, forget=True):
-                return False  # the session died, and the lock with it
+        session = self._owner_sessions.pop(owner, None)
+        if session is None:
+            return False  # the session died, and the lock with it
+        generation = session.generation
+        try:
+            self._take(session.mutex)
+        except SessionPoolExhausted as err:
+            if session.generation == generation and owner in session.owners:
+                session.owners.discard(owner)
+                session.queue_unlock(name)
+            self._warn_release_queued(name, err)
+            return True
+        try:
+            if owner not in session.owners or session.generation != generation:
+                return False
+            session.owners.discard(owner)
             try:
                 return self._run(
-                    lambda connection: self._server_release(connection, name), retry=False
+                    session,
+                    lambda connection: self._server_release(connection, name),
+                    retry=False,
                 )
             except self.driver_errors as err:
-                if self._connection is None:
+                if session.connection is None:
                     raise  # the session ended: nothing left to release
-                self._queue_unlock(name)
-                logger.warning(
-                    "%s lock %r: release failed (%s); it stays held by this session until "
-                    "it is released before the next statement",
-                    self.backend_name,
-                    name,
-                    self._describe(err),
-                )
+                session.queue_unlock(name)
+                self._warn_release_queued(name, err)
                 return True
+        finally:
+            session.mutex.release()
 
     def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
-        with self._connection_mutex:
-            if not self._owns(owner):
+        session = self._owner_sessions.get(owner)
+        if session is None:
+            return False
+        generation = session.generation
+        try:
+            self._take(session.mutex)
+        except SessionPoolExhausted as err:
+            # Busy, not gone: an ended session would have forgotten the owner.
+            self._warn_check_failed(name, err)
+            return session.generation == generation and owner in session.owners
+        try:
+            if owner not in session.owners or session.generation != generation:
                 return False
-            generation = self._generation
             try:
                 return self._run(
-                    lambda connection: self._server_holds(connection, name), retry=False
+                    session,
+                    lambda connection: self._server_holds(connection, name),
+                    retry=False,
                 )
             except self.driver_errors as err:
-                if self._generation != generation:
+                if session.generation != generation:
                     return False  # the session ended, and every lock of it
                 # A session lock lives as long as its session, which is still there.
-                logger.warning(
-                    "%s lock %r: checking the session's hold failed (%s); the session is "
-                    "alive, so it still holds the lock",
-                    self.backend_name,
-                    name,
-                    self._describe(err),
-                )
+                self._warn_check_failed(name, err)
                 return True
+        finally:
+            session.mutex.release()
 
     def _fence(self, name: str) -> int:
-        with self._connection_mutex:
-            return self._run(lambda connection: self._server_fence(connection, name))
+        with self._any_session() as session:
+            return self._run(session, lambda connection: self._server_fence(connection, name))
 
     def _claim(self, name: str, seconds: float) -> bool:
         """Insert the claim row; a retry that finds the name claimed is an unknown outcome.
@@ -213,81 +302,129 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
                 )
             return won
 
-        with self._connection_mutex:
-            won = self._run(claim_once)
-            self._sweep_when_due()
+        with self._any_session() as session:
+            won = self._run(session, claim_once)
+            self._sweep_when_due(session)
             return won
 
     def _close(self) -> None:
-        with self._connection_mutex:
-            self._drop_session()
+        for session in self._sessions:
+            with session.mutex:
+                self._drop_session(session)
+
+    # -- the pool -----------------------------------------------------------------
+
+    @contextmanager
+    def _any_session(self) -> Iterator[_Session[ConnectionT]]:
+        """A free session, its mutex held: the first free one, else wait for one in turn."""
+        chosen: _Session[ConnectionT] | None = None
+        for session in self._sessions:
+            if not session.mutex.locked():
+                self._take(session.mutex)
+                chosen = session
+                break
+        if chosen is None:
+            self._rotation = (self._rotation + 1) % self._pool_size
+            chosen = self._sessions[self._rotation]
+            self._take(chosen.mutex)
+        try:
+            yield chosen
+        finally:
+            chosen.mutex.release()
+
+    def _take(self, mutex: threading.Lock) -> None:
+        """Acquire a session's mutex, waiting at most `pool_timeout_seconds`."""
+        seconds = self.pool_timeout_seconds
+        taken = mutex.acquire(timeout=seconds)
+        if not taken:
+            raise SessionPoolExhausted(
+                f"every session of the pool (pool_size={self._pool_size}) stayed busy for "
+                f"{seconds:g} s; raise max_connections, or find the slow statement"
+            )
+
+    def _hold(self, session: _Session[ConnectionT], owner: str) -> None:
+        """Record that `owner`'s server lock lives in `session` (its mutex held)."""
+        session.owners.add(owner)
+        self._owner_sessions[owner] = session
+
+    def _after_fork_in_child(self) -> None:
+        """After a fork (gunicorn --preload, multiprocessing), no session is the child's.
+
+        Closing one would end the parent's session and free the parent's locks, so the
+        child drops them without closing, with fresh mutexes (a parent thread may have
+        held one at the fork); the ledger forgets the parent's holdings by itself.
+        """
+        self._sessions = [_Session(index) for index in range(self._pool_size)]
+        self._owner_sessions = {}
 
     # -- machinery ----------------------------------------------------------------
 
     def _run(
         self,
+        session: _Session[ConnectionT],
         statement: _Statement[ConnectionT, _R],
         *,
         undo: str | None = None,
         retry: bool = True,
     ) -> _R:
-        """Run `statement` on the session (under the connection mutex).
+        """Run `statement` on `session` (under its mutex).
 
         `undo`: the server lock the statement may have taken before it failed. With
         `retry`, an idle session (no holding on it) that turns out dead is replaced
         once at once: a server restart or an idle timeout lost no lock, so the call
         should not fail for it.
         """
-        idle = self._connection is not None and not self._owner_generation
+        idle = session.connection is not None and not session.owners
         try:
-            return self._on_session(statement, undo)
+            return self._on_session(session, statement, undo)
         except self.driver_errors:
-            if not (retry and idle and self._connection is None):
+            if not (retry and idle and session.connection is None):
                 raise
-        return self._on_session(statement, undo)
+        return self._on_session(session, statement, undo)
 
     def _on_session(
         self,
+        session: _Session[ConnectionT],
         statement: _Statement[ConnectionT, _R],
         undo: str | None,
     ) -> _R:
-        connection = self._session()
+        connection = self._connected(session)
         try:
             return statement(connection)
         except self.driver_errors:
             if not self._alive(connection):
-                self._session_lost()
+                self._session_lost(session)
             elif undo is not None:
-                self._queue_unlock(undo)
-                self._flush_unlocks_quietly(connection)
+                session.queue_unlock(undo)
+                self._flush_unlocks_quietly(session, connection)
             raise
 
-    def _session(self) -> ConnectionT:
-        """The live session, connected on demand, with queued unlocks flushed first."""
-        self._forget_inherited_connection()
-        if self._connection is None:
-            self._connection = self._connect()
-            self._connection_pid = os.getpid()
-        connection = self._connection
-        if self._pending_unlocks:
-            self._flush_unlocks(connection)
+    def _connected(self, session: _Session[ConnectionT]) -> ConnectionT:
+        """The session's live connection, opened on demand, queued unlocks flushed first."""
+        if session.connection is None:
+            session.connection = self._connect()
+        connection = session.connection
+        if session.pending_unlocks:
+            self._flush_unlocks(session, connection)
         return connection
 
-    def _flush_unlocks(self, connection: ConnectionT) -> None:
+    def _flush_unlocks(self, session: _Session[ConnectionT], connection: ConnectionT) -> None:
         """Release every queued server lock; raises (and keeps the rest queued) on failure."""
-        while self._pending_unlocks:
-            name = self._pending_unlocks[0]
+        while session.pending_unlocks:
+            name = session.pending_unlocks[0]
             try:
                 self._server_release(connection, name)
             except self.driver_errors:
                 if not self._alive(connection):
-                    self._session_lost()
+                    self._session_lost(session)
                 raise
-            self._pending_unlocks.pop(0)
+            session.pending_unlocks.pop(0)
 
-    def _flush_unlocks_quietly(self, connection: ConnectionT) -> None:
+    def _flush_unlocks_quietly(
+        self, session: _Session[ConnectionT], connection: ConnectionT
+    ) -> None:
         try:
-            self._flush_unlocks(connection)
+            self._flush_unlocks(session, connection)
         except self.driver_errors as err:
             logger.warning(
                 "%s lock: undoing a failed acquisition failed too (%s); retried before the "
@@ -296,25 +433,13 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
                 self._describe(err),
             )
 
-    def _queue_unlock(self, name: str) -> None:
-        if name not in self._pending_unlocks:
-            self._pending_unlocks.append(name)
-
-    def _owns(self, owner: str, *, forget: bool = False) -> bool:
-        """Whether `owner`'s holding belongs to the live session (checked under the mutex)."""
-        self._forget_inherited_connection()
-        generation = (
-            self._owner_generation.pop(owner, None) if forget else self._owner_generation.get(owner)
-        )
-        return self._connection is not None and generation == self._generation
-
-    def _sweep_when_due(self) -> None:
+    def _sweep_when_due(self, session: _Session[ConnectionT]) -> None:
         now = time.monotonic()
         if now < self._next_sweep:
             return
         self._next_sweep = now + self.claim_sweep_seconds
         try:
-            self._run(self._server_sweep_claims, retry=False)
+            self._run(session, self._server_sweep_claims, retry=False)
         except self.driver_errors as err:  # the next sweep tries again
             logger.warning(
                 "%s lock: sweeping expired fire claims failed (%s)",
@@ -322,37 +447,42 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
                 self._describe(err),
             )
 
-    def _drop_session(self) -> None:
-        """Disconnect, then forget the session (see `_forget_session`)."""
-        if self._connection is not None:
-            self._disconnect(self._connection)
-        self._forget_session()
+    def _drop_session(self, session: _Session[ConnectionT]) -> set[str]:
+        """Disconnect `session`, then forget it; return the owners it carried."""
+        if session.connection is not None:
+            self._disconnect(session.connection)
+        owners = session.forget()
+        for owner in owners:
+            self._owner_sessions.pop(owner, None)
+        return owners
 
-    def _forget_session(self) -> None:
-        """Forget the session: no connection, a new generation, no owners, no pending unlocks."""
-        self._connection = None
-        self._generation += 1
-        self._owner_generation.clear()
-        self._pending_unlocks.clear()
-
-    def _forget_inherited_connection(self) -> None:
-        """After a fork (gunicorn --preload, multiprocessing), the parent's session is not ours.
-
-        Closing it would end the parent's session and free the parent's locks, so the
-        child drops the reference without closing it and forgets the parent's holdings.
-        """
-        if self._connection is None or self._connection_pid == os.getpid():
-            return
-        self._forget_session()
-        self._ledger.forget_all()
-
-    def _session_lost(self) -> None:
-        """Drop the dead connection and mark every holding of its session as lost."""
-        self._drop_session()
-        for holding in self._ledger.mark_lost():
+    def _session_lost(self, session: _Session[ConnectionT]) -> None:
+        """Drop the dead connection and mark every holding of THAT session as lost."""
+        owners = self._drop_session(session)
+        ended = [holding for holding in self._ledger.holdings() if holding.owner in owners]
+        for holding in self._ledger.mark_lost(ended):
             logger.error(
-                "%s lock %r is lost: its session %s ended",
+                "%s lock %r is lost: its session %s (pool session %d) ended",
                 self.backend_name,
                 holding.name,
                 self._target,
+                session.index,
             )
+
+    def _warn_release_queued(self, name: str, err: BaseException) -> None:
+        logger.warning(
+            "%s lock %r: release failed (%s); it stays held by its session until it is "
+            "released before that session's next statement",
+            self.backend_name,
+            name,
+            self._describe(err),
+        )
+
+    def _warn_check_failed(self, name: str, err: BaseException) -> None:
+        logger.warning(
+            "%s lock %r: checking the session's hold failed (%s); the session is alive, so "
+            "it still holds the lock",
+            self.backend_name,
+            name,
+            self._describe(err),
+        )
