@@ -30,7 +30,10 @@ DEFAULT_MAX_CONNECTIONS: Final = 4
 #: One connection each for the lock, the run history and the anchor store.
 MIN_MAX_CONNECTIONS: Final = 3
 #: Longest a caller waits for a busy pool before `LockBackendError` (or the store's error).
-POOL_TIMEOUT_SECONDS: Final = 5.0
+#: SQLAlchemy's default: long, because a pool that makes progress can still keep one
+#: waiter waiting a while (64 workers on 2 sessions, a loaded machine); a wait this
+#: long means a stuck statement, not a busy node.
+POOL_TIMEOUT_SECONDS: Final = 30.0
 
 
 @dataclass(frozen=True)
