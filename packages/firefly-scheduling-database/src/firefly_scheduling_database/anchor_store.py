@@ -9,8 +9,9 @@ for each dialect (`ON CONFLICT DO NOTHING RETURNING` on PostgreSQL and SQLite,
 :expected`. `now` is the server's clock on PostgreSQL and MySQL/MariaDB (one
 `SELECT`), and this host's wall clock on SQLite, whose clock is this host's anyway.
 
-The engine is the lock backend's (`lock_engine`): the same accepted URLs (bare
-`postgresql://`/`mysql://` get psycopg 3/PyMySQL) and the same bounded timeouts.
+The engine is the one the run history uses for the same URL (`store_engine`): the
+lock backend's accepted URLs (bare `postgresql://`/`mysql://` get psycopg 3/PyMySQL),
+its bounded timeouts, and the stores' share of the node's `max_connections`.
 Keys are ASCII (readable or a digest) and compare byte for byte, as lock names do
 (`C` collation on PostgreSQL, `ascii_bin` on MySQL/MariaDB).
 """
@@ -31,7 +32,7 @@ from sqlalchemy.schema import CreateTable
 from firefly_scheduling.initial_delay.base import BaseAnchorStore
 from firefly_scheduling.initial_delay.port import AnchorStoreError
 from firefly_scheduling.locks.keys import ServerKeyScheme
-from firefly_scheduling_database.engine import describe_url, lock_engine
+from firefly_scheduling_database.engine import describe_url, release_store_engine, store_engine
 
 TABLE_NAME: Final = "firefly_scheduling_anchors"
 
@@ -76,8 +77,9 @@ class DatabaseAnchorStore(BaseAnchorStore):
     key_scheme = _KEYS
 
     def __init__(self, url: str, *, max_connections: int | None = None) -> None:
-        # Its share of the node's budget for this server: one connection, opened on first use.
-        self._engine: Engine = lock_engine(url, share="anchors", max_connections=max_connections)
+        # Shared with the run history: their part of the node's budget (2 of the default 4).
+        self._engine: Engine = store_engine(url, max_connections=max_connections)
+        self._released = False
         target, secrets = describe_url(url)
         super().__init__(target=target, secrets=secrets)
         self._dialect = self._engine.dialect.name
@@ -144,7 +146,9 @@ class DatabaseAnchorStore(BaseAnchorStore):
         return float(value) if isinstance(value, int | float | Decimal) else float(str(value))
 
     def _close(self) -> None:
-        self._engine.dispose()
+        if not self._released:
+            self._released = True
+            release_store_engine(self._engine)
 
     def _ensure_table(self) -> None:
         """Create the table once per instance; a concurrent creator elsewhere is fine."""

@@ -18,15 +18,18 @@ dialect (`ASYNC_DRIVERS`: aiosqlite, psycopg's async connection, asyncmy), so on
 setting serves sync and async nodes alike; an explicit async URL is taken as is.
 This table is the only place that knows which async driver stands for which sync one.
 
-Every engine's pool is bounded, with no overflow: the lock's, the run history's and
-the anchor store's engines each take their share of one budget per node and server
-(`locks.connection_budget`: `max_connections`, 4 by default, split 2 + 1 + 1), so
-a node never opens more than the budget to one server whatever its worker count.
+Every engine's pool is bounded, with no overflow: the lock's engine and the one the
+run history and the anchor store share (`store_engine`) each take their share of
+one budget per node and server (`locks.connection_budget`: `max_connections`, 4 by
+default, split 2 + 2), so a node never opens more than the budget to one server
+whatever its worker count.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -73,7 +76,7 @@ ASYNC_SCHEMES: dict[str, str] = {
     "mariadb+asyncmy": "mariadb+asyncmy",
 }
 #: Which part of the node's connection budget an engine takes (`ConnectionShares`).
-Share = Literal["lock", "history", "anchors"]
+Share = Literal["lock", "stores"]
 CONNECT_TIMEOUT_SECONDS = 5
 #: Longest a statement may run (PostgreSQL) or the driver may wait for a reply (MySQL).
 STATEMENT_TIMEOUT_SECONDS = 5
@@ -130,6 +133,49 @@ def lock_engine(
     return engine
 
 
+@dataclass
+class _Shared:
+    engine: Engine
+    users: int
+
+
+_shared_mutex = threading.Lock()
+#: The stores' engines of this process, by URL and pool size (passwords stay in memory).
+_shared: dict[str, _Shared] = {}
+
+
+def store_engine(url: str | URL, *, max_connections: int | None = None) -> Engine:
+    """The engine the run history and the anchor store share for `url` in this process.
+
+    One engine, so the two stores together keep to their share of the node's budget;
+    each store hands it back with `release_store_engine` when it closes, and the last
+    one disposes of it.
+    """
+    parsed, arguments = _engine_arguments(url, DRIVERS, "stores", max_connections)
+    key = f"{plain_url(parsed)}#{arguments['pool_size']}"
+    with _shared_mutex:
+        shared = _shared.get(key)
+        if shared is None:
+            engine = create_engine(parsed, **arguments)
+            reset_in_forked_child(engine, _forget_parent_connections)
+            shared = _shared[key] = _Shared(engine, 0)
+        shared.users += 1
+        return shared.engine
+
+
+def release_store_engine(engine: Engine) -> None:
+    """A store is done with `engine` (from `store_engine`); the last user disposes of it."""
+    with _shared_mutex:
+        for key, shared in _shared.items():
+            if shared.engine is engine:
+                shared.users -= 1
+                if shared.users > 0:
+                    return
+                del _shared[key]
+                break
+    engine.dispose()
+
+
 def async_lock_engine(
     url: str | URL,
     *,
@@ -161,7 +207,7 @@ def _engine_arguments(
     share: Share,
     max_connections: int | None,
     *,
-    reset_on_return: bool,
+    reset_on_return: bool = True,
 ) -> tuple[URL, dict[str, Any]]:
     """The driver-mapped URL and `create_engine` keywords for `url`, checked."""
     text = plain_url(url).strip()

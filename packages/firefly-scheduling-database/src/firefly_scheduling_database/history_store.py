@@ -18,9 +18,11 @@ between nodes:
 
 Instants are stored as naive UTC with microseconds (`DATETIME(6)` on MySQL) and
 read back as aware UTC. Task and lock names compare exactly (see `history_schema`). The engine
-is the database lock's (`engine.lock_engine`): bare `postgresql://` and `mysql://`
-URLs get psycopg 3 and PyMySQL, and every connect, statement and row-lock wait is
-bounded, so a hung server delays a fire by seconds, never forever.
+is built like the database lock's (`engine.store_engine`, shared with the anchor
+store): bare `postgresql://` and `mysql://` URLs get psycopg 3 and PyMySQL, every
+connect, statement and row-lock wait is bounded, so a hung server delays a fire by
+seconds, never forever, and its pool is the stores' share of the node's
+`max_connections` (2 of the default 4), without overflow.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from firefly_scheduling.history.port import (
 )
 from firefly_scheduling.instants import as_utc
 from firefly_scheduling.locks.redaction import scrub
-from firefly_scheduling_database.engine import describe_url, lock_engine
+from firefly_scheduling_database.engine import describe_url, release_store_engine, store_engine
 from firefly_scheduling_database.history_schema import (
     DEFAULT_TABLE,
     OldHistoryTable,
@@ -72,8 +74,9 @@ class DatabaseRunHistory:
         self, url: str, *, table: str = DEFAULT_TABLE, max_connections: int | None = None
     ) -> None:
         self._table = runs_table(table)
-        # Its share of the node's budget for this server (1 of the default 4).
-        self._engine: Engine = lock_engine(url, share="history", max_connections=max_connections)
+        # Shared with the anchor store: their part of the node's budget (2 of the default 4).
+        self._engine: Engine = store_engine(url, max_connections=max_connections)
+        self._released = False
         self._target, self._secrets = describe_url(self._engine.url)
         self._dialect = self._engine.dialect.name
         self._table_ready = False
@@ -278,7 +281,9 @@ class DatabaseRunHistory:
         return self._call("reading failures", lambda: self._records(query))
 
     def close(self) -> None:
-        self._engine.dispose()
+        if not self._released:
+            self._released = True
+            release_store_engine(self._engine)
 
     def __repr__(self) -> str:
         return f"DatabaseRunHistory({self._target!r}, table={self._table.name!r})"

@@ -1,19 +1,21 @@
 """How many connections one node may open to one SQL server, and how they are shared.
 
 A node talks to a session-lock server (or a `database` lock's server) through up to
-three components built from the same URL: the lock's pool, the run history's engine
-and the initial-delay anchor store's engine. Each takes a fixed share of ONE budget,
-`max_connections` (a URL query parameter, or the constructors' argument of that
-name), so the node's total stays within the budget whatever the worker count and
-whichever components are in use. A caller that finds its share busy waits (up to
-`POOL_TIMEOUT_SECONDS`); nothing ever opens a connection beyond it.
+three components built from the same URL: the lock's pool, the run history and the
+initial-delay anchor store (the two stores share one engine per process and URL).
+Each takes a fixed share of ONE budget, `max_connections` (a URL query parameter,
+or the constructors' argument of that name), so the node's total stays within the
+budget whatever the worker count and whichever components are in use. A caller that
+finds its share busy waits (up to `POOL_TIMEOUT_SECONDS`); nothing ever opens a
+connection beyond it.
 
-The split (`shares`): the lock takes half, rounded down; the anchor store one; the
-run history the rest. The default budget, 4, is lock 2, history 1, anchors 1, so 16
-nodes open at most 64 connections and stay within PostgreSQL's default 100.
-The lock needs two sessions for a held lock's keep-alive not to wait behind a claim;
-the anchor store is used a few times per delayed task, and opens its connection only
-then. The smallest budget is 3: one connection for each component.
+The split (`shares`): the lock takes half, rounded down; the stores the rest. The
+default budget, 4, is lock 2 and stores 2, so 16 nodes open at most 64 connections
+and stay within PostgreSQL's default 100. The lock needs two sessions for a held
+lock's keep-alive not to wait behind a claim; the run history writes twice per fire
+run, and one connection for it measurably queued fires (benchmarks/fleet.py, 100
+tasks x 2 nodes). The smallest budget is 2: one connection for the lock, one for
+the stores.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from firefly_scheduling.errors import ConfigurationError
 #: The URL query parameter (and constructor argument) that sets the budget.
 URL_PARAMETER: Final = "max_connections"
 DEFAULT_MAX_CONNECTIONS: Final = 4
-#: One connection each for the lock, the run history and the anchor store.
-MIN_MAX_CONNECTIONS: Final = 3
+#: One connection for the lock, one for the run history and anchor store.
+MIN_MAX_CONNECTIONS: Final = 2
 #: Longest a caller waits for a busy pool before `LockBackendError` (or the store's error).
 #: SQLAlchemy's default: long, because a pool that makes progress can still keep one
 #: waiter waiting a while (64 workers on 2 sessions, a loaded machine); a wait this
@@ -41,16 +43,16 @@ class ConnectionShares:
     """Each component's share of one node's budget for one server."""
 
     budget: int
+    #: The lock's pool (sessions, or its engine's connections).
     lock: int
-    history: int
-    anchors: int
+    #: The engine the run history and the anchor store share.
+    stores: int
 
 
 def shares(budget: int) -> ConnectionShares:
     """The split of `budget` (already checked by `max_connections`); see the module doc."""
     lock = budget // 2
-    anchors = 1
-    return ConnectionShares(budget, lock, budget - lock - anchors, anchors)
+    return ConnectionShares(budget, lock, budget - lock)
 
 
 def max_connections(value: object, *, source: str) -> int:
@@ -67,7 +69,7 @@ def max_connections(value: object, *, source: str) -> int:
     if budget is None or budget < MIN_MAX_CONNECTIONS:
         raise ConfigurationError(
             f"{URL_PARAMETER} must be a whole number of at least {MIN_MAX_CONNECTIONS} "
-            f"(one connection each for the lock, the run history and the anchor store), "
+            f"(one connection for the lock, one for the run history and anchor store), "
             f"got {value!r} from {source}"
         )
     return budget
