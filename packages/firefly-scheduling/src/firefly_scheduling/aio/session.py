@@ -333,8 +333,7 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
         """A free session, its mutex held: the first free one, else wait for one in turn."""
         chosen: _Session[ConnectionT] | None = None
         for session in self._sessions:
-            if not session.mutex.locked():
-                await self._take(session.mutex)
+            if await self._try_take(session.mutex):
                 chosen = session
                 break
         if chosen is None:
@@ -345,6 +344,14 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
             yield chosen
         finally:
             chosen.mutex.release()
+
+    async def _try_take(self, mutex: asyncio.Lock) -> bool:
+        """Take `mutex` if it is free; False at once when it is not."""
+        if mutex.locked():
+            return False
+        # asyncio: taken without waiting, unless other coroutines queue for it (then in turn).
+        await self._take(mutex)  # sync: return mutex.acquire(blocking=False)
+        return True  # sync: drop
 
     async def _take(self, mutex: asyncio.Lock) -> None:
         """Acquire a session's mutex, waiting at most `pool_timeout_seconds`."""

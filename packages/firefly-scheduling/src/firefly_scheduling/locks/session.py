@@ -319,8 +319,7 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
         """A free session, its mutex held: the first free one, else wait for one in turn."""
         chosen: _Session[ConnectionT] | None = None
         for session in self._sessions:
-            if not session.mutex.locked():
-                self._take(session.mutex)
+            if self._try_take(session.mutex):
                 chosen = session
                 break
         if chosen is None:
@@ -331,6 +330,13 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
             yield chosen
         finally:
             chosen.mutex.release()
+
+    def _try_take(self, mutex: threading.Lock) -> bool:
+        """Take `mutex` if it is free; False at once when it is not."""
+        if mutex.locked():
+            return False
+        # asyncio: taken without waiting, unless other coroutines queue for it (then in turn).
+        return mutex.acquire(blocking=False)
 
     def _take(self, mutex: threading.Lock) -> None:
         """Acquire a session's mutex, waiting at most `pool_timeout_seconds`."""
