@@ -9,8 +9,9 @@ each session used by one statement at a time under its own mutex:
 * A claim, a fence, a sweep or an acquisition takes any free session (the first
   free one, so a quiet node opens one connection and a busy one up to `pool_size`);
   when every session is busy it waits, at most `pool_timeout_seconds`, and then
-  fails with `SessionPoolExhausted` (a `LockBackendError` for the caller), never
-  opening another connection.
+  fails with `PoolExhaustedError` (a `LockBackendError` for the caller), never
+  opening another connection. Waiting threads are served in turn (`FairSemaphore`
+  as each session's mutex; asyncio's lock is fair already).
 * A held lock stays on the session that took it: its keep-alive check and its
   release go to that session, so a slow statement on one session never stalls the
   keep-alives of the locks on the others.
@@ -44,10 +45,11 @@ finishes a statement even when its caller is cancelled; a thread has no such thi
 """
 
 # async-to-sync: rename _attempts _run
+# async-to-sync: rename asyncio.Lock fair_semaphore.FairSemaphore
 
 from __future__ import annotations
 
-import asyncio  # sync: import threading
+import asyncio  # sync: from firefly_scheduling.locks import fair_semaphore
 import contextlib  # sync: drop
 import logging
 import time
@@ -60,7 +62,8 @@ from firefly_scheduling.aio.base import AsyncBaseLock
 from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
 from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.forks import reset_in_forked_child
-from firefly_scheduling.locks.connection_budget import POOL_TIMEOUT_SECONDS
+from firefly_scheduling.locks.connection_budget import POOL_TIMEOUT_SECONDS, URL_PARAMETER
+from firefly_scheduling.locks.pool_size import PoolExhaustedError
 
 logger = logging.getLogger("firefly_scheduling.locks")
 
@@ -75,14 +78,6 @@ else:
     _Statement = Callable[[ConnectionT], _R]
 
 
-class SessionPoolExhausted(TimeoutError):
-    """Every session of a lock's pool stayed busy for the pool timeout.
-
-    A `TimeoutError`, hence an `OSError`, so that the lock reports it like any other
-    backend failure: `LockBackendError` for the call, a warning for a release.
-    """
-
-
 class _Session(Generic[ConnectionT]):
     """One session of the pool: its connection, its mutex and the holdings it carries."""
 
@@ -91,7 +86,7 @@ class _Session(Generic[ConnectionT]):
     def __init__(self, index: int) -> None:
         self.index = index
         self.connection: ConnectionT | None = None
-        self.mutex = asyncio.Lock()
+        self.mutex = asyncio.Lock()  # sync: self.mutex = fair_semaphore.FairSemaphore(1)
         # Bumped whenever the session ends: its holdings of older generations are gone.
         self.generation = 0
         # Owner tokens whose server lock lives in this session.
@@ -235,7 +230,7 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
         generation = session.generation
         try:
             await self._take(session.mutex)
-        except SessionPoolExhausted as err:
+        except PoolExhaustedError as err:
             if session.generation == generation and owner in session.owners:
                 session.owners.discard(owner)
                 session.queue_unlock(name)
@@ -267,7 +262,7 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
         generation = session.generation
         try:
             await self._take(session.mutex)
-        except SessionPoolExhausted as err:
+        except PoolExhaustedError as err:
             # Busy, not gone: an ended session would have forgotten the owner.
             self._warn_check_failed(name, err)
             return session.generation == generation and owner in session.owners
@@ -323,8 +318,11 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
 
     async def _close(self) -> None:
         for session in self._sessions:
-            async with session.mutex:
+            await session.mutex.acquire()
+            try:
                 await self._drop_session(session)
+            finally:
+                session.mutex.release()
 
     # -- the pool -----------------------------------------------------------------
 
@@ -347,10 +345,10 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
 
     async def _try_take(self, mutex: asyncio.Lock) -> bool:
         """Take `mutex` if it is free; False at once when it is not."""
-        if mutex.locked():
-            return False
-        # asyncio: taken without waiting, unless other coroutines queue for it (then in turn).
-        await self._take(mutex)  # sync: return mutex.acquire(blocking=False)
+        # asyncio: an unlocked lock is taken at once, unless coroutines queue for it.
+        if mutex.locked():  # sync: return mutex.acquire(timeout=0)
+            return False  # sync: drop
+        await self._take(mutex)  # sync: drop
         return True  # sync: drop
 
     async def _take(self, mutex: asyncio.Lock) -> None:
@@ -367,10 +365,7 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
         else:
             taken = mutex.acquire(timeout=seconds)
         if not taken:
-            raise SessionPoolExhausted(
-                f"every session of the pool (pool_size={self._pool_size}) stayed busy for "
-                f"{seconds:g} s; raise max_connections, or find the slow statement"
-            )
+            raise PoolExhaustedError(self._pool_size, seconds, setting=URL_PARAMETER)
 
     def _hold(self, session: _Session[ConnectionT], owner: str) -> None:
         """Record that `owner`'s server lock lives in `session` (its mutex held)."""

@@ -26,11 +26,12 @@ class PoolExhaustedError(TimeoutError):
     `LockBackendError`; its message names the bound and how to raise it.
     """
 
-    def __init__(self, size: int, waited_seconds: float) -> None:
+    def __init__(self, size: int, waited_seconds: float, *, setting: str = "pool_size") -> None:
+        # `setting`: what raises the bound (SQL backends: max_connections, the node's budget).
         super().__init__(
             f"all {size} connections of the pool (pool_size={size}) stayed busy for "
             f"{waited_seconds:g} s; a slow or unreachable server keeps them busy, or the "
-            "node needs more: raise pool_size= (the lock's argument or its URL's query)"
+            f"node needs more: raise {setting}= (the lock's argument or its URL's query)"
         )
         self.size = size
         self.waited_seconds = waited_seconds

@@ -11,8 +11,9 @@ each session used by one statement at a time under its own mutex:
 * A claim, a fence, a sweep or an acquisition takes any free session (the first
   free one, so a quiet node opens one connection and a busy one up to `pool_size`);
   when every session is busy it waits, at most `pool_timeout_seconds`, and then
-  fails with `SessionPoolExhausted` (a `LockBackendError` for the caller), never
-  opening another connection.
+  fails with `PoolExhaustedError` (a `LockBackendError` for the caller), never
+  opening another connection. Waiting threads are served in turn (`FairSemaphore`
+  as each session's mutex; asyncio's lock is fair already).
 * A held lock stays on the session that took it: its keep-alive check and its
   release go to that session, so a slow statement on one session never stalls the
   keep-alives of the locks on the others.
@@ -48,7 +49,6 @@ finishes a statement even when its caller is cancelled; a thread has no such thi
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator
@@ -57,8 +57,10 @@ from typing import ClassVar, Generic, TypeVar
 
 from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.forks import reset_in_forked_child
+from firefly_scheduling.locks import fair_semaphore
 from firefly_scheduling.locks.base import BaseLock
-from firefly_scheduling.locks.connection_budget import POOL_TIMEOUT_SECONDS
+from firefly_scheduling.locks.connection_budget import POOL_TIMEOUT_SECONDS, URL_PARAMETER
+from firefly_scheduling.locks.pool_size import PoolExhaustedError
 
 logger = logging.getLogger("firefly_scheduling.locks")
 
@@ -69,14 +71,6 @@ _R = TypeVar("_R")
 _Statement = Callable[[ConnectionT], _R]
 
 
-class SessionPoolExhausted(TimeoutError):
-    """Every session of a lock's pool stayed busy for the pool timeout.
-
-    A `TimeoutError`, hence an `OSError`, so that the lock reports it like any other
-    backend failure: `LockBackendError` for the call, a warning for a release.
-    """
-
-
 class _Session(Generic[ConnectionT]):
     """One session of the pool: its connection, its mutex and the holdings it carries."""
 
@@ -85,7 +79,7 @@ class _Session(Generic[ConnectionT]):
     def __init__(self, index: int) -> None:
         self.index = index
         self.connection: ConnectionT | None = None
-        self.mutex = threading.Lock()
+        self.mutex = fair_semaphore.FairSemaphore(1)
         # Bumped whenever the session ends: its holdings of older generations are gone.
         self.generation = 0
         # Owner tokens whose server lock lives in this session.
@@ -221,7 +215,7 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
         generation = session.generation
         try:
             self._take(session.mutex)
-        except SessionPoolExhausted as err:
+        except PoolExhaustedError as err:
             if session.generation == generation and owner in session.owners:
                 session.owners.discard(owner)
                 session.queue_unlock(name)
@@ -253,7 +247,7 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
         generation = session.generation
         try:
             self._take(session.mutex)
-        except SessionPoolExhausted as err:
+        except PoolExhaustedError as err:
             # Busy, not gone: an ended session would have forgotten the owner.
             self._warn_check_failed(name, err)
             return session.generation == generation and owner in session.owners
@@ -309,8 +303,11 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
 
     def _close(self) -> None:
         for session in self._sessions:
-            with session.mutex:
+            session.mutex.acquire()
+            try:
                 self._drop_session(session)
+            finally:
+                session.mutex.release()
 
     # -- the pool -----------------------------------------------------------------
 
@@ -331,22 +328,17 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
         finally:
             chosen.mutex.release()
 
-    def _try_take(self, mutex: threading.Lock) -> bool:
+    def _try_take(self, mutex: fair_semaphore.FairSemaphore) -> bool:
         """Take `mutex` if it is free; False at once when it is not."""
-        if mutex.locked():
-            return False
-        # asyncio: taken without waiting, unless other coroutines queue for it (then in turn).
-        return mutex.acquire(blocking=False)
+        # asyncio: an unlocked lock is taken at once, unless coroutines queue for it.
+        return mutex.acquire(timeout=0)
 
-    def _take(self, mutex: threading.Lock) -> None:
+    def _take(self, mutex: fair_semaphore.FairSemaphore) -> None:
         """Acquire a session's mutex, waiting at most `pool_timeout_seconds`."""
         seconds = self.pool_timeout_seconds
         taken = mutex.acquire(timeout=seconds)
         if not taken:
-            raise SessionPoolExhausted(
-                f"every session of the pool (pool_size={self._pool_size}) stayed busy for "
-                f"{seconds:g} s; raise max_connections, or find the slow statement"
-            )
+            raise PoolExhaustedError(self._pool_size, seconds, setting=URL_PARAMETER)
 
     def _hold(self, session: _Session[ConnectionT], owner: str) -> None:
         """Record that `owner`'s server lock lives in `session` (its mutex held)."""
