@@ -12,6 +12,7 @@ open more; and the end of one pooled session loses only the holdings on it.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
@@ -27,6 +28,7 @@ import pytest
 from sqlalchemy import Engine
 
 from firefly_scheduling import LockBackendError
+from firefly_scheduling.aio.session import AsyncSessionLock
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.history.port import RunState
 from firefly_scheduling.locks.base import BaseLock
@@ -34,9 +36,9 @@ from firefly_scheduling.locks.session import SessionLock
 from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
 from firefly_scheduling_database.history_store import DatabaseRunHistory
-from firefly_scheduling_mysql import MySqlNamedLock
+from firefly_scheduling_mysql import AsyncMySqlNamedLock, MySqlNamedLock
 from firefly_scheduling_mysql.connection_options import connection_arguments
-from firefly_scheduling_postgres import PgAdvisoryLock
+from firefly_scheduling_postgres import AsyncPgAdvisoryLock, PgAdvisoryLock
 
 THREADS = 64
 ROUNDS = 5
@@ -313,9 +315,11 @@ def test_a_busy_database_pool_makes_callers_wait_then_fail_naming_its_size(
 # -- the end of one pooled session ----------------------------------------------------
 
 
-def _end_session_of(lock: SessionLock[Any], name: str, server_url: str) -> None:
+def _end_session_of(
+    lock: SessionLock[Any] | AsyncSessionLock[Any], name: str, server_url: str
+) -> None:
     """End the server session holding `name` from a second client, as a failover would."""
-    if isinstance(lock, PgAdvisoryLock):
+    if isinstance(lock, PgAdvisoryLock | AsyncPgAdvisoryLock):
         session = lock._connection_of(name)
         assert session is not None
         victim = session.connection.info.backend_pid
@@ -370,3 +374,42 @@ def test_the_end_of_one_pooled_session_loses_only_its_holdings(server: Server) -
     finally:
         lock.close()
         other.close()
+
+
+def test_the_end_of_one_pooled_asyncio_session_loses_only_its_holdings(server: Server) -> None:
+    def build() -> AsyncSessionLock[Any]:
+        if server.url.startswith("postgresql"):
+            return AsyncPgAdvisoryLock(server.url)
+        return AsyncMySqlNamedLock(server.url)
+
+    prefix = f"bounds-loss-aio:{uuid.uuid4().hex}"
+    first, second = prefix + ":first", prefix + ":second"
+
+    async def scenario() -> None:
+        lock, other = build(), build()
+        try:
+            assert await lock.try_acquire(first, 30)
+            busy = lock._sessions[0]
+            await busy.mutex.acquire()  # white box: the next acquisition takes session 2
+            try:
+                assert await lock.try_acquire(second, 30)
+            finally:
+                busy.mutex.release()
+            assert lock._session_of(second) is lock._sessions[1]
+            await asyncio.to_thread(_end_session_of, lock, second, server.url)
+            for _ in range(500):
+                if await other.try_acquire(second, 30):
+                    break
+                await asyncio.sleep(0.02)
+            else:
+                pytest.fail("the ended session kept its lock")
+            assert await lock.renew(second, 30) is False
+            assert lock.is_lost(second)
+            assert await lock.renew(first, 30) is True, "the other session's lock was lost"
+            assert not lock.is_lost(first)
+            assert await other.try_acquire(first, 30) is False
+        finally:
+            await lock.aclose()
+            await other.aclose()
+
+    asyncio.run(scenario())
