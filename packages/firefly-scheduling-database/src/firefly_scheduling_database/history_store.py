@@ -45,7 +45,7 @@ from firefly_scheduling.history.port import (
     clip_error,
 )
 from firefly_scheduling.instants import as_utc
-from firefly_scheduling.locks.redaction import scrub
+from firefly_scheduling.urls.redaction import scrub
 from firefly_scheduling_database.engine import describe_url, lock_engine
 from firefly_scheduling_database.history_schema import (
     DEFAULT_TABLE,
