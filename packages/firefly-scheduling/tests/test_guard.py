@@ -18,7 +18,8 @@ from firefly_scheduling import (
     LockBackendError,
     ScheduledDescriptor,
 )
-from firefly_scheduling.guard import CallableResolver, RunOutcome, resolve_callable, run_guarded
+from firefly_scheduling.callables import CallableResolver, resolve_callable
+from firefly_scheduling.guard import RunOutcome, run_guarded
 
 LOCKED = ScheduledDescriptor(
     target="app.tasks:report", fixed_rate=1.0, lock_name="guard-test-report", lock_ttl=12.5

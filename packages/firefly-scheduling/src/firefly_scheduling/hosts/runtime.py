@@ -15,8 +15,8 @@ from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from firefly_scheduling.callables import CallableResolver, Resolver
 from firefly_scheduling.fires.execution import FireRunner, utc_now
-from firefly_scheduling.guard import CallableResolver, Resolver
 from firefly_scheduling.hosts.coroutine_loop import CoroutineLoop
 from firefly_scheduling.hosts.telemetry import Telemetry, process_telemetry
 from firefly_scheduling.initial_delay.gate import InitialDelayGate
