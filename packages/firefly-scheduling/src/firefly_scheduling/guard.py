@@ -19,31 +19,25 @@ Resolving a target to a callable is another job, in `firefly_scheduling.callable
 
 from __future__ import annotations
 
-import enum
 import inspect
 import logging
 from collections.abc import Callable
 
 from firefly_scheduling.descriptor import DEFAULT_LOCK_TTL_SECONDS, ScheduledDescriptor
 from firefly_scheduling.errors import LockBackendError
+from firefly_scheduling.fires.outcome import Verdict
 from firefly_scheduling.locks.port import DistributedLock
 
 logger = logging.getLogger("firefly_scheduling.guard")
 
 
-class RunOutcome(enum.Enum):
-    """What `run_guarded` did with one fire of a task."""
-
-    RAN = "ran"
-    FAILED = "failed"
-    SKIPPED_LOCKED = "skipped: another node holds the lock"
-    SKIPPED_BACKEND_ERROR = "skipped: the lock backend failed"
-
-
 def run_guarded(
     descriptor: ScheduledDescriptor, body: Callable[[], object], lock: DistributedLock
-) -> RunOutcome:
+) -> Verdict:
     """Run `body` for `descriptor` under its lock, following the rules in the module doc.
+
+    The verdict is one of four: `SUCCEEDED`, `FAILED`, `OVERLAPPING` (the lock is held
+    elsewhere) or `BACKEND_ERROR`, the words the hosts' `FireResult` uses too.
 
     Only `Exception`s from the body are swallowed; `KeyboardInterrupt` and
     `SystemExit` still propagate, after the lock is released.
@@ -63,10 +57,10 @@ def run_guarded(
             acquired = lock.try_acquire(name, ttl)
         except LockBackendError as err:
             logger.warning("%s: skipped, the lock %r could not be taken: %s", target, name, err)
-            return RunOutcome.SKIPPED_BACKEND_ERROR
+            return Verdict.BACKEND_ERROR
         if not acquired:
             logger.debug("%s: skipped, the lock %r is held elsewhere", target, name)
-            return RunOutcome.SKIPPED_LOCKED
+            return Verdict.OVERLAPPING
     try:
         returned = body()
         if inspect.isawaitable(returned):
@@ -75,8 +69,8 @@ def run_guarded(
             raise TypeError(f"{target}: the body returned an awaitable this guard cannot await")
     except Exception:
         logger.exception("%s: the task raised", target)
-        return RunOutcome.FAILED
+        return Verdict.FAILED
     finally:
         if name is not None:
             lock.release(name)
-    return RunOutcome.RAN
+    return Verdict.SUCCEEDED

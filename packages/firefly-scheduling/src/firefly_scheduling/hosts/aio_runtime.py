@@ -12,17 +12,14 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING
 
 from firefly_scheduling.aio.port import AsyncDistributedLock
 from firefly_scheduling.callables import Resolver
 from firefly_scheduling.fires.aio_execution import AsyncFireRunner
+from firefly_scheduling.hosts.fires import FireObserver
 from firefly_scheduling.hosts.runtime import Lazy, RuntimeBase
 from firefly_scheduling.hosts.telemetry import Telemetry
 from firefly_scheduling.initial_delay.gate import InitialDelayGate
-
-if TYPE_CHECKING:
-    from firefly_scheduling.hosts.fires import FireObserver
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 

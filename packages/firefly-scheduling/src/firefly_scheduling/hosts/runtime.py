@@ -13,17 +13,15 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from firefly_scheduling.callables import CallableResolver, Resolver
 from firefly_scheduling.fires.execution import FireRunner, utc_now
 from firefly_scheduling.hosts.coroutine_loop import CoroutineLoop
+from firefly_scheduling.hosts.fires import FireObserver
 from firefly_scheduling.hosts.telemetry import Telemetry, process_telemetry
 from firefly_scheduling.initial_delay.gate import InitialDelayGate
 from firefly_scheduling.locks.port import DistributedLock
-
-if TYPE_CHECKING:
-    from firefly_scheduling.hosts.fires import FireObserver
 
 _T = TypeVar("_T")
 
