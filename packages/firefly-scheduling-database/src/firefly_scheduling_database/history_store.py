@@ -36,9 +36,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
+from firefly_scheduling.history.base import BaseRunHistory, RunEnd
 from firefly_scheduling.history.port import (
     EXPIRED_BY_PRUNE,
-    FINISHED_STATES,
     HistoryError,
     RunRecord,
     RunState,
@@ -61,7 +61,7 @@ _T = TypeVar("_T")
 logger = logging.getLogger("firefly_scheduling.history")
 
 
-class DatabaseRunHistory:
+class DatabaseRunHistory(BaseRunHistory):
     """A `RunHistory` in a SQL table, shared by every node that reaches the database.
 
     Thread-safe (each call takes a pooled connection for one short transaction).
@@ -152,30 +152,18 @@ class DatabaseRunHistory:
 
         return self._call("starting a run", write)
 
-    def finish(
-        self,
-        task: str,
-        instant: datetime,
-        *,
-        lock: str,
-        token: int | None,
-        state: RunState,
-        error: str | None,
-        at: datetime,
-    ) -> bool:
-        if state not in FINISHED_STATES:
-            raise ValueError(f"finish() writes a finished state, not {state!r}")
-        key = self._key(lock, task, instant)
+    def _finish(self, end: RunEnd) -> bool:
+        key = self._key(end.lock, end.task, end.instant)
         runs = self._table
         not_newer = (
             runs.c.token.is_(None)
-            if token is None
-            else sa.or_(runs.c.token.is_(None), runs.c.token <= token)
+            if end.token is None
+            else sa.or_(runs.c.token.is_(None), runs.c.token <= end.token)
         )
         statement = (
             runs.update()
             .where(self._is(key), runs.c.state == RunState.RUNNING.value, not_newer)
-            .values(state=state.value, ended_at=as_utc(at), error=clip_error(error))
+            .values(state=end.state.value, ended_at=end.at, error=end.error)
         )
         return self._call("finishing a run", lambda: self._rowcount(statement) == 1)
 

@@ -11,9 +11,9 @@ import threading
 from dataclasses import replace
 from datetime import datetime
 
+from firefly_scheduling.history.base import BaseRunHistory, RunEnd
 from firefly_scheduling.history.port import (
     EXPIRED_BY_PRUNE,
-    FINISHED_STATES,
     RunRecord,
     RunState,
     clip_error,
@@ -24,7 +24,7 @@ from firefly_scheduling.instants import as_utc
 _Key = tuple[str, str, datetime]
 
 
-class MemoryRunHistory:
+class MemoryRunHistory(BaseRunHistory):
     """A `RunHistory` kept in a dict; thread-safe."""
 
     def __init__(self) -> None:
@@ -64,31 +64,17 @@ class MemoryRunHistory:
             )
             return attempt
 
-    def finish(
-        self,
-        task: str,
-        instant: datetime,
-        *,
-        lock: str,
-        token: int | None,
-        state: RunState,
-        error: str | None,
-        at: datetime,
-    ) -> bool:
-        if state not in FINISHED_STATES:
-            raise ValueError(f"finish() writes a finished state, not {state!r}")
-        key = (lock, task, as_utc(instant))
+    def _finish(self, end: RunEnd) -> bool:
+        key = (end.lock, end.task, end.instant)
         with self._mutex:
             current = self._records.get(key)
             if (
                 current is None
                 or current.state is not RunState.RUNNING
-                or not _may_write(token, current.token)
+                or not _may_write(end.token, current.token)
             ):
                 return False
-            self._records[key] = replace(
-                current, state=state, ended_at=as_utc(at), error=clip_error(error)
-            )
+            self._records[key] = replace(current, state=end.state, ended_at=end.at, error=end.error)
             return True
 
     def skip(
