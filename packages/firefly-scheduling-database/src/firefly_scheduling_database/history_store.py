@@ -36,7 +36,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
-from firefly_scheduling.history.base import BaseRunHistory, RunEnd
+from firefly_scheduling.history.base import BaseRunHistory, RunEnd, RunStart
 from firefly_scheduling.history.port import (
     EXPIRED_BY_PRUNE,
     HistoryError,
@@ -90,23 +90,15 @@ class DatabaseRunHistory(BaseRunHistory):
 
     # -- writes --------------------------------------------------------------------
 
-    def start(
-        self,
-        task: str,
-        instant: datetime,
-        *,
-        lock: str,
-        node: str,
-        token: int | None,
-        at: datetime,
-    ) -> int | None:
-        key = self._key(lock, task, instant)
+    def _start(self, begin: RunStart) -> int | None:
+        key = self._key(begin.lock, begin.task, begin.instant)
+        token = begin.token
         row = {
             **key,
-            "node": node,
+            "node": begin.node,
             "attempt": 1,
             "state": RunState.RUNNING.value,
-            "started_at": as_utc(at),
+            "started_at": begin.at,
             "ended_at": None,
             "error": None,
             "token": token,
@@ -129,9 +121,9 @@ class DatabaseRunHistory(BaseRunHistory):
                     sa.case((runs.c.state == RunState.RUNNING.value, runs.c.attempt + 1), else_=1),
                 ),
                 (runs.c.state, RunState.RUNNING.value),
-                (runs.c.node, node),
+                (runs.c.node, begin.node),
                 (runs.c.token, token),
-                (runs.c.started_at, as_utc(at)),
+                (runs.c.started_at, begin.at),
                 (runs.c.ended_at, None),
                 (runs.c.error, None),
             )

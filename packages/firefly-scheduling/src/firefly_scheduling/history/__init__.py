@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from firefly_scheduling.history.base import BaseRunHistory, RunEnd
+from firefly_scheduling.history.base import BaseRunHistory, RunEnd, RunStart
 from firefly_scheduling.history.memory import MemoryRunHistory
 from firefly_scheduling.history.port import (
     HistoryError,
@@ -19,6 +19,7 @@ __all__ = [
     "RunEnd",
     "RunHistory",
     "RunRecord",
+    "RunStart",
     "RunState",
     "history_url",
     "require_history",

@@ -11,7 +11,7 @@ import threading
 from dataclasses import replace
 from datetime import datetime
 
-from firefly_scheduling.history.base import BaseRunHistory, RunEnd
+from firefly_scheduling.history.base import BaseRunHistory, RunEnd, RunStart
 from firefly_scheduling.history.port import (
     EXPIRED_BY_PRUNE,
     RunRecord,
@@ -31,36 +31,27 @@ class MemoryRunHistory(BaseRunHistory):
         self._mutex = threading.Lock()
         self._records: dict[_Key, RunRecord] = {}
 
-    def start(
-        self,
-        task: str,
-        instant: datetime,
-        *,
-        lock: str,
-        node: str,
-        token: int | None,
-        at: datetime,
-    ) -> int | None:
-        key = (lock, task, as_utc(instant))
+    def _start(self, begin: RunStart) -> int | None:
+        key = (begin.lock, begin.task, begin.instant)
         with self._mutex:
             current = self._records.get(key)
             if current is None or current.state is RunState.SKIPPED:
                 attempt = 1
-            elif current.state is RunState.RUNNING and _newer(token, current.token):
+            elif current.state is RunState.RUNNING and _newer(begin.token, current.token):
                 attempt = current.attempt + 1
             else:
                 return None
             self._records[key] = RunRecord(
-                task=task,
-                instant=key[2],
-                node=node,
+                task=begin.task,
+                instant=begin.instant,
+                node=begin.node,
                 attempt=attempt,
                 state=RunState.RUNNING,
-                started_at=as_utc(at),
+                started_at=begin.at,
                 ended_at=None,
                 error=None,
-                token=token,
-                lock=lock,
+                token=begin.token,
+                lock=begin.lock,
             )
             return attempt
 
