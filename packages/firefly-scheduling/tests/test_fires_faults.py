@@ -160,7 +160,7 @@ def test_stopping_a_keep_alive_never_waits_forever_for_a_stuck_renewal() -> None
     lock = StuckRenewal()
     holding = lock.acquire(f"stuck-{uuid.uuid4()}", 30)
     assert holding is not None
-    keepalive = KeepAlive(lock, holding, 30, interval=0.05, renewer=Renewer()).start()
+    keepalive = KeepAlive(lock, holding, 30, interval=0.05).start(Renewer())
     time.sleep(0.2)  # a renewal is now stuck
     began = time.monotonic()
     keepalive.stop(timeout=0.3)
