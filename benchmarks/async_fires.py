@@ -33,7 +33,7 @@ from firefly_scheduling.aio.port import AsyncDistributedLock
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.aio_execution import AsyncFireRunner
 from firefly_scheduling.fires.execution import FireRunner
-from firefly_scheduling.fires.outcome import FireStatus
+from firefly_scheduling.fires.outcome import Verdict
 from firefly_scheduling.hosts.coroutine_loop import CoroutineLoop
 from firefly_scheduling.hosts.task_calls import call_task
 from firefly_scheduling.locks import InMemoryLock
@@ -61,7 +61,7 @@ def sync_fires(lock: DistributedLock, fires: int, body: Callable[[], object]) ->
         started = time.perf_counter()
         outcome = runner.run(task, instant, body)
         took.append(time.perf_counter() - started)
-        assert outcome.status is FireStatus.SUCCEEDED, outcome
+        assert outcome.verdict is Verdict.SUCCEEDED, outcome
     return statistics.median(took)
 
 
@@ -75,7 +75,7 @@ async def async_fires(
         started = time.perf_counter()
         outcome = await runner.run(task, instant, body)
         took.append(time.perf_counter() - started)
-        assert outcome.status is FireStatus.SUCCEEDED, outcome
+        assert outcome.verdict is Verdict.SUCCEEDED, outcome
     return statistics.median(took)
 
 

@@ -42,8 +42,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.execution import FireRunner
-from firefly_scheduling.fires.outcome import FireStatus
-from firefly_scheduling.guard import RunOutcome, run_guarded
+from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.guard import run_guarded
 from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling.settings import Settings
 
@@ -209,20 +209,20 @@ def measure(backend: str, fires: int, urls: dict[str, str] | None = None) -> Cou
         for k in range(fires):
             instant = start + timedelta(seconds=k)
             turns, outcome = counted(proxies[0], partial(winner.run, descriptor, instant, noop))
-            assert outcome.status is FireStatus.SUCCEEDED, outcome
+            assert outcome.verdict is Verdict.SUCCEEDED, outcome
             counts.run.append(turns)
             turns, outcome = counted(proxies[1], partial(loser.run, descriptor, instant, noop))
-            assert outcome.status is FireStatus.CLAIMED_ELSEWHERE, outcome
+            assert outcome.verdict is Verdict.CLAIMED_ELSEWHERE, outcome
             counts.lose.append(turns)
         deferred, _ = counted(proxies[0], winner.close)
         counts.deferred = deferred / (fires + 1)  # the warm-up fire claimed one too
         for _ in range(fires):
             turns, ran = counted(proxies[0], lambda: run_guarded(descriptor, noop, locks[0]))
-            assert ran is RunOutcome.RAN
+            assert ran is Verdict.SUCCEEDED
             counts.guard_run.append(turns)
             with held(descriptor, locks[0]):
                 turns, lost = counted(proxies[1], lambda: run_guarded(descriptor, noop, locks[1]))
-            assert lost is RunOutcome.SKIPPED_LOCKED
+            assert lost is Verdict.OVERLAPPING
             counts.guard_lose.append(turns)
         return counts
     finally:

@@ -42,8 +42,8 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from firefly_scheduling import ScheduledDescriptor, Settings
 from firefly_scheduling.cron import CronSchedule
+from firefly_scheduling.fires.outcome import FireResult
 from firefly_scheduling.hosts.boot import build_runtime, validated
-from firefly_scheduling.hosts.fires import FireResult
 from firefly_scheduling.hosts.jobs import attach_tasks
 from firefly_scheduling.hosts.resident import ResidentHost
 from firefly_scheduling.hosts.tick import TickHost

@@ -4,7 +4,7 @@ Every node is a separate OS process running the real resident host (`ResidentHos
 on APScheduler, `execute_fire`, `FireRunner`) with the database lock and the
 database run history, both on one PostgreSQL (or any database URL). The only thing
 added to the host is a `FireRunner` subclass that keeps each fire's outcome, so
-the claim latency can be read from `FireOutcome.claim_seconds`. Each task body
+the claim latency can be read from `FireResult.claim_seconds`. Each task body
 appends `<task> <instant> <node> <wall time>` to a shared witness file.
 
 Measured over a window of whole seconds, once every node is up:
@@ -53,7 +53,7 @@ from typing import Any
 from firefly_scheduling import current_fire
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.execution import FireRunner
-from firefly_scheduling.fires.outcome import FireOutcome
+from firefly_scheduling.fires.outcome import FireResult
 from firefly_scheduling.history.port import RunState
 from firefly_scheduling.hosts.boot import build_runtime, validated
 from firefly_scheduling.hosts.resident import ResidentHost
@@ -115,12 +115,12 @@ class RecordingRunner(FireRunner):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.outcomes: list[FireOutcome] = []
+        self.outcomes: list[FireResult] = []
         self._outcomes_mutex = threading.Lock()
 
     def run(
         self, descriptor: ScheduledDescriptor, instant: datetime, body: Callable[[], object]
-    ) -> FireOutcome:
+    ) -> FireResult:
         outcome = super().run(descriptor, instant, body)
         with self._outcomes_mutex:
             self.outcomes.append(outcome)
@@ -173,7 +173,7 @@ def node_main(config: dict[str, object]) -> None:
             fields = {
                 "target": outcome.target,
                 "instant": outcome.instant.isoformat(),
-                "status": outcome.status.value,
+                "status": outcome.verdict.value,
                 "claim": outcome.claim_seconds,
             }
             sink.write(json.dumps(fields) + "\n")

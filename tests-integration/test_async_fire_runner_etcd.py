@@ -19,7 +19,7 @@ from firefly_scheduling import current_fire
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.aio_execution import AsyncFireRunner
 from firefly_scheduling.fires.execution import FireRunner
-from firefly_scheduling.fires.outcome import FireStatus
+from firefly_scheduling.fires.outcome import Verdict
 from firefly_scheduling_etcd import AsyncEtcdLock, EtcdLock
 
 FIRES = 5
@@ -52,7 +52,7 @@ def test_sync_and_async_nodes_run_each_fire_once_with_growing_tokens(etcd_url: s
     sync_locks = [EtcdLock(etcd_url) for _ in range(NODES)]
     sync_nodes = [FireRunner(lock, node=f"sync-{i}") for i, lock in enumerate(sync_locks)]
 
-    async def race(instant: datetime, async_nodes: list[AsyncFireRunner]) -> list[FireStatus]:
+    async def race(instant: datetime, async_nodes: list[AsyncFireRunner]) -> list[Verdict]:
         loop = asyncio.get_running_loop()
         with ThreadPoolExecutor(NODES) as pool:
             threaded = [
@@ -61,9 +61,9 @@ def test_sync_and_async_nodes_run_each_fire_once_with_growing_tokens(etcd_url: s
             ]
             awaited = [node.run(task, instant, async_body) for node in async_nodes]
             outcomes = await asyncio.gather(*threaded, *awaited)
-        return [outcome.status for outcome in outcomes]
+        return [outcome.verdict for outcome in outcomes]
 
-    async def scenario() -> list[list[FireStatus]]:
+    async def scenario() -> list[list[Verdict]]:
         locks = [AsyncEtcdLock(etcd_url) for _ in range(NODES)]
         nodes = [AsyncFireRunner(lock, node=f"async-{i}") for i, lock in enumerate(locks)]
         try:
@@ -78,8 +78,8 @@ def test_sync_and_async_nodes_run_each_fire_once_with_growing_tokens(etcd_url: s
         for lock in sync_locks:
             lock.close()
     for per_fire in statuses:
-        assert per_fire.count(FireStatus.SUCCEEDED) == 1, per_fire
-        assert per_fire.count(FireStatus.CLAIMED_ELSEWHERE) == 2 * NODES - 1, per_fire
+        assert per_fire.count(Verdict.SUCCEEDED) == 1, per_fire
+        assert per_fire.count(Verdict.CLAIMED_ELSEWHERE) == 2 * NODES - 1, per_fire
     assert sorted(instant for _, instant, _ in ran) == instants
     tokens = [token for _, _, token in sorted(ran, key=lambda run: run[1]) if token is not None]
     assert len(tokens) == FIRES  # every run was fenced

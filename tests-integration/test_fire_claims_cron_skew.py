@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from firefly_scheduling.cron import CronSchedule
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.execution import FireRunner
-from firefly_scheduling.fires.outcome import FireStatus
+from firefly_scheduling.fires.outcome import Verdict
 from firefly_scheduling.history import RunRecord, RunState, resolve_history
 from firefly_scheduling.hosts.fire_instants import cron_fire_at_or_before
 from firefly_scheduling.locks.providers import resolve_lock
@@ -121,7 +121,7 @@ def node_main(config: dict[str, object]) -> None:
                 time.sleep(0.001)
 
             outcome = runner.run(descriptor, instant, body)
-            line = {"instant": instant.isoformat(), "status": outcome.status.value, "woke": woke}
+            line = {"instant": instant.isoformat(), "status": outcome.verdict.value, "woke": woke}
             print(json.dumps(line), flush=True)
         print(DONE, flush=True)
         sys.stdin.readline()  # until the parent says every node is done
@@ -265,7 +265,7 @@ class TestSkewedCronNodes:
         by_instant: dict[str, Counter[str]] = {}
         for instant, status in race.outcomes:
             by_instant.setdefault(instant, Counter())[status] += 1
-        expected = Counter({FireStatus.SUCCEEDED.value: 1, FireStatus.CLAIMED_ELSEWHERE.value: 2})
+        expected = Counter({Verdict.SUCCEEDED.value: 1, Verdict.CLAIMED_ELSEWHERE.value: 2})
         assert by_instant == dict.fromkeys(race.instants, expected)
 
     def test_the_history_holds_one_first_attempt_per_fire(

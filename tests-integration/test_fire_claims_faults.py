@@ -35,7 +35,7 @@ import pytest
 
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.execution import FireRunner
-from firefly_scheduling.fires.outcome import FireOutcome, FireStatus
+from firefly_scheduling.fires.outcome import FireResult, Verdict
 from firefly_scheduling.history import RunState, resolve_history
 from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling.settings import Settings
@@ -102,7 +102,7 @@ def victim_main(config: dict[str, object]) -> None:
             log.write(f"{settings.node} end {time.time()}\n")
 
     outcome = runner.run(descriptor_for(str(config["target"])), instant, body)
-    print(json.dumps({"status": outcome.status.value, "fenced": outcome.fenced}), flush=True)
+    print(json.dumps({"status": outcome.verdict.value, "fenced": outcome.fenced}), flush=True)
     runner.close()
 
 
@@ -167,7 +167,7 @@ def start_victim(backend: str, urls: dict[str, str], workdir: Path, work: float)
         victim.wait(timeout=30)
 
 
-def fire_as_survivor(scene: Scene, *, until_adopted: bool, seconds: float) -> list[FireOutcome]:
+def fire_as_survivor(scene: Scene, *, until_adopted: bool, seconds: float) -> list[FireResult]:
     """Fire the task's next instants every 0.5 s as the survivor.
 
     Stops at the first fire that adopts the victim's fire when `until_adopted`, and
@@ -180,7 +180,7 @@ def fire_as_survivor(scene: Scene, *, until_adopted: bool, seconds: float) -> li
         with scene.witness.open("a") as log:
             log.write(f"survivor start {time.time()}\n")
 
-    outcomes: list[FireOutcome] = []
+    outcomes: list[FireResult] = []
     deadline = time.monotonic() + seconds
     try:
         while time.monotonic() < deadline:
@@ -218,14 +218,14 @@ def test_a_fire_killed_mid_body_is_adopted_as_attempt_two(
     with start_victim(backend, urls, tmp_path, work=60.0) as scene:
         # While the victim runs (longer than its 2 s lease: keep-alive), nothing else starts.
         meanwhile = fire_as_survivor(scene, until_adopted=False, seconds=2 * LOCK_TTL)
-        assert {o.status for o in meanwhile} == {FireStatus.OVERLAPPING}
+        assert {o.verdict for o in meanwhile} == {Verdict.OVERLAPPING}
         os.kill(scene.victim.pid, signal.SIGKILL)
         scene.victim.wait(timeout=30)
         killed_at = time.time()
         outcome = fire_as_survivor(scene, until_adopted=True, seconds=ADOPTION_SECONDS)[-1]
         [adopted] = outcome.adopted
-        assert (adopted.status, adopted.instant, adopted.attempt) == (
-            FireStatus.SUCCEEDED,
+        assert (adopted.verdict, adopted.instant, adopted.attempt) == (
+            Verdict.SUCCEEDED,
             scene.instant,
             2,
         )
@@ -251,7 +251,7 @@ def test_a_zombie_resumed_after_adoption_is_fenced(
         assert [(o.instant, o.attempt) for o in outcome.adopted] == [(scene.instant, 2)]
         out, _ = scene.victim.communicate(timeout=30)
         zombie = json.loads(out.strip().splitlines()[-1])
-        assert zombie == {"status": FireStatus.SUCCEEDED.value, "fenced": True}
+        assert zombie == {"status": Verdict.SUCCEEDED.value, "fenced": True}
         assert victim_record(scene) == [(RunState.SUCCEEDED, 2, "survivor")]
 
 

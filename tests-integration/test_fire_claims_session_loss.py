@@ -21,7 +21,7 @@ import pytest
 from firefly_scheduling import current_fire
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.execution import FireRunner
-from firefly_scheduling.fires.outcome import FireStatus
+from firefly_scheduling.fires.outcome import Verdict
 from firefly_scheduling.locks import BaseLock
 from firefly_scheduling_database.history_store import DatabaseRunHistory
 from firefly_scheduling_mysql import MySqlNamedLock
@@ -95,9 +95,9 @@ def test_a_killed_session_is_seen_by_the_body_and_the_next_fire_recovers(
     now = datetime.now(UTC).replace(microsecond=0)
     first = runner.run(descriptor, now, body)
     assert seen == [True]
-    assert (first.status, first.lost) == (FireStatus.SUCCEEDED, True)
+    assert (first.verdict, first.lost) == (Verdict.SUCCEEDED, True)
     assert "is lost while the body runs" in caplog.text
     second = runner.run(descriptor, now + timedelta(seconds=1), lambda: None)
-    assert second.status is FireStatus.SUCCEEDED
+    assert second.verdict is Verdict.SUCCEEDED
     assert not second.lost
     runner.close()

@@ -32,7 +32,7 @@ import pytest
 
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.execution import FireRunner
-from firefly_scheduling.fires.outcome import FireStatus
+from firefly_scheduling.fires.outcome import Verdict
 from firefly_scheduling.history import RunRecord, RunState, resolve_history
 from firefly_scheduling.hosts.fire_instants import rate_fire_at_or_before, rate_step
 from firefly_scheduling.locks.providers import resolve_lock
@@ -107,7 +107,7 @@ def node_main(config: dict[str, object]) -> None:
                 time.sleep(0.001)
 
             outcome = runner.run(descriptor, instant, body)
-            line = {"instant": instant.isoformat(), "status": outcome.status.value}
+            line = {"instant": instant.isoformat(), "status": outcome.verdict.value}
             print(json.dumps(line), flush=True)
         print(DONE, flush=True)
         sys.stdin.readline()  # until the parent says every node is done
@@ -233,7 +233,7 @@ class TestSkewedNodes:
         for instant, status in races[backend].outcomes:
             by_instant.setdefault(instant, Counter())[status] += 1
         assert len(races[backend].outcomes) == 3 * FIRES
-        expected = Counter({FireStatus.SUCCEEDED.value: 1, FireStatus.CLAIMED_ELSEWHERE.value: 2})
+        expected = Counter({Verdict.SUCCEEDED.value: 1, Verdict.CLAIMED_ELSEWHERE.value: 2})
         assert {
             instant: counts for instant, counts in by_instant.items() if counts != expected
         } == {}

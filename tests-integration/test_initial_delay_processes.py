@@ -33,7 +33,7 @@ DELAY = 5.0
 
 
 def _tick(workdir: Path, env: dict[str, str], name: str, fires: Path) -> tuple[str, Node]:
-    """Run one tick process to completion; the outcome it recorded for the task."""
+    """Run one tick process to completion; the verdict it recorded for the task."""
     node = start_node(
         "tick",
         name,
@@ -46,7 +46,7 @@ def _tick(workdir: Path, env: dict[str, str], name: str, fires: Path) -> tuple[s
     records = [json.loads(line) for line in fires.read_text().splitlines()]
     mine = [record for record in records if record["node"] == name]
     assert len(mine) == 1, node.text()
-    return mine[0]["outcome"], node
+    return mine[0]["status"], node
 
 
 def _sleep_until(instant: float) -> None:
@@ -112,7 +112,7 @@ def sequences(
 def test_the_window_is_measured_from_the_first_process_that_saw_the_task(
     sequences: dict[str, list[str]], store_kind: str
 ) -> None:
-    assert sequences[store_kind] == ["held_back", "held_back", "ran"]
+    assert sequences[store_kind] == ["held_back", "held_back", "succeeded"]
 
 
 def test_a_new_release_re_arms_the_window_once(tmp_path: Path, redis_url: str) -> None:
@@ -136,7 +136,7 @@ def test_a_new_release_re_arms_the_window_once(tmp_path: Path, redis_url: str) -
     second, _ = _tick(tmp_path, env_for(old), "old-2", fires)
     third, rearming = _tick(tmp_path, env_for(new), "new-1", fires)
     fourth, following = _tick(tmp_path, env_for(new), "new-2", fires)
-    assert [first, second, third, fourth] == ["held_back", "ran", "held_back", "held_back"]
+    assert [first, second, third, fourth] == ["held_back", "succeeded", "held_back", "held_back"]
     assert rearming.text().count("re-armed") == 1
     assert "re-armed" not in following.text()
 

@@ -38,11 +38,11 @@ import apscheduler.schedulers.base as apscheduler_base
 from chaos_harness.evidence import EvidenceLog
 from firefly_scheduling.cli.host_options import configure_logging, prepare_host
 from firefly_scheduling.fires.execution import FireRunner
+from firefly_scheduling.fires.outcome import FireResult
 from firefly_scheduling.history.port import HistoryError, RunHistory, RunRecord, RunState
 from firefly_scheduling.history.selection import resolve_history
 from firefly_scheduling.hosts.boot import build_runtime
 from firefly_scheduling.hosts.clock import SystemClock
-from firefly_scheduling.hosts.fires import FireResult
 from firefly_scheduling.hosts.resident import ResidentHost
 from firefly_scheduling.hosts.runtime import Lazy
 from firefly_scheduling.hosts.shutdown import StopRequest, ignore_stop_signals, stop_on_signals
@@ -209,7 +209,6 @@ class EvidenceObserver:
         self._node = node
 
     def fire_finished(self, result: FireResult) -> None:
-        runner = result.runner
         self._evidence.append(
             "outcome",
             node=self._node,
@@ -217,10 +216,10 @@ class EvidenceObserver:
             instant=result.fire.instant.isoformat(),
             verdict=result.verdict.name,
             adoption=result.adoption,
-            attempt=None if runner is None else runner.attempt,
-            token=None if runner is None else runner.token,
-            lost=False if runner is None else runner.lost,
-            fenced=False if runner is None else runner.fenced,
+            attempt=result.attempt,
+            token=result.token,
+            lost=result.lost,
+            fenced=result.fenced,
         )
 
 

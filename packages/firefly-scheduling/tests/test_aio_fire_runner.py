@@ -19,7 +19,7 @@ from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.aio_execution import AsyncFireRunner
 from firefly_scheduling.fires.context import FireContext
 from firefly_scheduling.fires.execution import FireRunner
-from firefly_scheduling.fires.outcome import FireStatus
+from firefly_scheduling.fires.outcome import Verdict
 from firefly_scheduling.history import MemoryRunHistory, RunState
 from firefly_scheduling.hosts.aio_host import AsyncHost
 from firefly_scheduling.hosts.aio_runtime import AsyncTaskRuntime
@@ -50,17 +50,17 @@ def test_two_nodes_on_one_fire_run_it_once_and_the_body_sees_its_fire() -> None:
         await asyncio.sleep(0.05)
         seen.append(current_fire())
 
-    async def scenario() -> list[FireStatus]:
+    async def scenario() -> list[Verdict]:
         nodes = [
             AsyncFireRunner(AsyncInMemoryLock(), history=history, node=f"n{i}") for i in range(5)
         ]
         instant = now()
         outcomes = await asyncio.gather(*(node.run(task, instant, body) for node in nodes))
-        return [outcome.status for outcome in outcomes]
+        return [outcome.verdict for outcome in outcomes]
 
     statuses = asyncio.run(scenario())
-    assert statuses.count(FireStatus.SUCCEEDED) == 1
-    assert statuses.count(FireStatus.CLAIMED_ELSEWHERE) == 4
+    assert statuses.count(Verdict.SUCCEEDED) == 1
+    assert statuses.count(Verdict.CLAIMED_ELSEWHERE) == 4
     assert len(seen) == 1
     context = seen[0]
     assert context is not None
@@ -74,7 +74,7 @@ def test_two_nodes_on_one_fire_run_it_once_and_the_body_sees_its_fire() -> None:
 def test_the_keepalive_task_holds_the_lock_past_its_ttl_while_the_body_awaits() -> None:
     task = descriptor(lock_ttl=0.3)
 
-    async def scenario() -> tuple[FireStatus, FireStatus, bool]:
+    async def scenario() -> tuple[Verdict, Verdict, bool]:
         runner = AsyncFireRunner(AsyncInMemoryLock(), node="a")
         other = AsyncFireRunner(AsyncInMemoryLock(), node="b")
         lost: list[bool] = []
@@ -91,11 +91,11 @@ def test_the_keepalive_task_holds_the_lock_past_its_ttl_while_the_body_awaits() 
         await asyncio.sleep(0.7)  # past two TTLs: only renewals keep the task lock
         # a later fire of the same task, by another node: the task lock is still held
         second = await other.run(task, now(), quick_body)
-        return (await first).status, second.status, lost[0]
+        return (await first).verdict, second.verdict, lost[0]
 
     first, second, lost = asyncio.run(scenario())
-    assert first is FireStatus.SUCCEEDED
-    assert second is FireStatus.OVERLAPPING
+    assert first is Verdict.SUCCEEDED
+    assert second is Verdict.OVERLAPPING
     assert lost is False
 
 
@@ -110,7 +110,7 @@ def test_a_failing_coroutine_is_recorded_failed_with_its_error() -> None:
     outcome = asyncio.run(
         AsyncFireRunner(AsyncInMemoryLock(), history=history).run(task, now(), body)
     )
-    assert outcome.status is FireStatus.FAILED
+    assert outcome.verdict is Verdict.FAILED
     assert outcome.error == "ValueError: no"
     [record] = history.runs(task.target)
     assert record.state is RunState.FAILED
@@ -221,7 +221,7 @@ def test_an_async_body_on_the_sync_runner_is_claimed_fenced_and_recorded() -> No
         outcome = runner.run(task, now(), lambda: call_task(body, loop))
     finally:
         loop.close()
-    assert outcome.status is FireStatus.SUCCEEDED
+    assert outcome.verdict is Verdict.SUCCEEDED
     [context] = seen
     assert context is not None
     assert context.token == outcome.token is not None

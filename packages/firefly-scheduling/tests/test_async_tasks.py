@@ -33,11 +33,10 @@ from firefly_scheduling import (
 )
 from firefly_scheduling.aio import AsyncInMemoryLock
 from firefly_scheduling.cli import main
-from firefly_scheduling.fires.outcome import FireStatus
-from firefly_scheduling.guard import RunOutcome, run_guarded
+from firefly_scheduling.fires.outcome import FireResult, Verdict
+from firefly_scheduling.guard import run_guarded
 from firefly_scheduling.hosts.boot import build_runtime
 from firefly_scheduling.hosts.coroutine_loop import CoroutineLoop
-from firefly_scheduling.hosts.fires import FireResult
 from firefly_scheduling.hosts.resident import ResidentHost
 from firefly_scheduling.hosts.tick import TickHost
 
@@ -84,7 +83,7 @@ def test_tick_awaits_an_async_task_and_reports_success_only_because_it_ran() -> 
     host = tick_once([task("tock", cron="* * * * *")])
     report = host.run()
     host.runtime.close()
-    assert [result.verdict for result in report.results] == [FireStatus.SUCCEEDED]
+    assert [result.verdict for result in report.results] == [Verdict.SUCCEEDED]
     assert len(atasks.calls("tock")) == 1, report.summary()
     assert "1 succeeded" in report.summary()
 
@@ -103,9 +102,8 @@ def test_tick_reports_a_failing_async_task_as_failed() -> None:
     host = tick_once([task("aboom", cron="* * * * *")])
     report = host.run()
     host.runtime.close()
-    assert [result.verdict for result in report.results] == [FireStatus.FAILED]
-    assert report.results[0].runner is not None
-    assert report.results[0].runner.error == "RuntimeError: aboom"
+    assert [result.verdict for result in report.results] == [Verdict.FAILED]
+    assert report.results[0].error == "RuntimeError: aboom"
 
 
 def test_the_resident_host_runs_every_async_fire_on_one_loop_thread_of_its_own() -> None:
@@ -130,7 +128,7 @@ def test_the_resident_host_runs_every_async_fire_on_one_loop_thread_of_its_own()
     assert len({call[2] for call in tocks + polls}) == 1
     assert {call[3] for call in tocks + polls} == {"firefly-asyncio"}
     ran = [r for r in recorder.results if r.fire.target == f"{MODULE}:tock"]
-    assert all(r.verdict is FireStatus.SUCCEEDED for r in ran)
+    assert all(r.verdict is Verdict.SUCCEEDED for r in ran)
     assert len(ran) == len(tocks)
     assert "firefly-asyncio" not in {thread.name for thread in threading.enumerate()}
 
@@ -162,7 +160,7 @@ def test_the_plain_guard_refuses_an_async_body_rather_than_report_it_ran() -> No
         return atasks.tock()
 
     # a plain callable that hands back a coroutine is a failure, not a success
-    assert run_guarded(descriptor, hands_back_a_coroutine, InMemoryLock()) is RunOutcome.FAILED
+    assert run_guarded(descriptor, hands_back_a_coroutine, InMemoryLock()) is Verdict.FAILED
     assert not atasks.calls("tock")
 
 

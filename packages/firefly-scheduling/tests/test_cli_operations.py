@@ -29,7 +29,7 @@ from firefly_scheduling.cli import main
 from firefly_scheduling.cli.host_options import JsonLogFormatter
 from firefly_scheduling.cli.schedule import render_schedule
 from firefly_scheduling.errors import ConfigurationError, LockBackendError
-from firefly_scheduling.fires.outcome import FireStatus
+from firefly_scheduling.fires.outcome import Verdict
 from firefly_scheduling.hosts.boot import build_runtime
 from firefly_scheduling.hosts.tick import TickHost
 
@@ -70,7 +70,7 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
 def test_a_tick_whose_body_failed_exits_1() -> None:
     report = tick_report([task("boom", cron="* * * * *"), task("ping", cron="* * * * *")])
     assert report.exit_status == 1  # type: ignore[attr-defined]
-    assert [r.verdict for r in report.problems()] == [FireStatus.FAILED]  # type: ignore[attr-defined]
+    assert [r.verdict for r in report.problems()] == [Verdict.FAILED]  # type: ignore[attr-defined]
 
 
 def test_a_tick_that_met_a_backend_error_exits_1() -> None:
@@ -86,7 +86,7 @@ def test_a_tick_that_met_a_backend_error_exits_1() -> None:
     descriptors = [task("ping", cron="* * * * *", lock_name="ping", lock_ttl=30.0)]
     runtime = build_runtime(descriptors, Settings(), host="tick", node="t", lock=BrokenLock())
     report = TickHost(descriptors, runtime, clock=FakeClock(MINUTE), grace_period=5.0).run()
-    assert [r.verdict for r in report.results] == [FireStatus.BACKEND_ERROR]
+    assert [r.verdict for r in report.results] == [Verdict.BACKEND_ERROR]
     assert report.exit_status == 1
     assert tasks.calls("ping") == []
 

@@ -22,11 +22,10 @@ import firefly_host_unit_tasks as tasks
 
 from firefly_scheduling import ScheduledDescriptor, Settings
 from firefly_scheduling.cron import CronSchedule
-from firefly_scheduling.fires.outcome import FireStatus
+from firefly_scheduling.fires.outcome import FireResult, Verdict
 from firefly_scheduling.history.port import RunState
 from firefly_scheduling.hosts.boot import build_runtime
 from firefly_scheduling.hosts.fire_instants import cron_fire_at_or_before
-from firefly_scheduling.hosts.fires import FireResult
 from firefly_scheduling.hosts.jobs import RecurringFire, trigger_for
 
 MODULE = "firefly_host_unit_tasks"
@@ -67,7 +66,7 @@ def test_the_resident_job_woken_late_records_the_scheduled_fire_as_too_late() ->
         RecurringFire(descriptor, trigger_for(descriptor), runtime)()
         [result] = recorder.results
         assert result.fire.instant == SUNDAY_0300
-        assert result.verdict is FireStatus.TOO_LATE
+        assert result.verdict is Verdict.TOO_LATE
         assert tasks.calls("ping") == []
         history = runtime.fire_runner.get().history
         assert history is not None

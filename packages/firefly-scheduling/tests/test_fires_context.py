@@ -124,7 +124,7 @@ class TestKeepAlive:
         for _ in range(20):
             holding = lock.acquire(f"keepalive-{uuid.uuid4()}", 0.3)
             assert holding is not None
-            keepalives.append(KeepAlive(lock, holding, 0.3, renewer=renewer).start())
+            keepalives.append(KeepAlive(lock, holding, 0.3).start(renewer))
         before = threading.active_count()
         time.sleep(0.7)
         assert renewer.watched() == 20

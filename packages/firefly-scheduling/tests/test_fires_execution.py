@@ -15,7 +15,7 @@ from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.claims import claim_name
 from firefly_scheduling.fires.context import FireContext
 from firefly_scheduling.fires.execution import FireRunner
-from firefly_scheduling.fires.outcome import FireStatus
+from firefly_scheduling.fires.outcome import Verdict
 from firefly_scheduling.history import HistoryError, MemoryRunHistory, RunState
 from firefly_scheduling.history.port import RunRecord
 from firefly_scheduling.locks import BaseLock, InMemoryLock
@@ -98,8 +98,8 @@ class TestOneRunPerFire:
             for clock in clocks:
                 clock.now = instant  # every node wakes at ITS instant: real times differ by 4 s
             # The node whose clock runs ahead wakes first in real time.
-            statuses = [node.run(descriptor, instant, body).status for node in nodes]
-            assert statuses == [FireStatus.SUCCEEDED] + [FireStatus.CLAIMED_ELSEWHERE] * 2
+            statuses = [node.run(descriptor, instant, body).verdict for node in nodes]
+            assert statuses == [Verdict.SUCCEEDED] + [Verdict.CLAIMED_ELSEWHERE] * 2
         assert [context.instant for context in body.seen] == [T0 + k * SECOND for k in range(30)]
         records = history.runs(descriptor.target, limit=100)
         assert len(records) == 30
@@ -135,9 +135,9 @@ class TestOneRunPerFire:
         descriptor = task()
         body = Recorder()
         first = runner(Clock(T0), None, "a")
-        assert first.run(descriptor, T0, body).status is FireStatus.SUCCEEDED
+        assert first.run(descriptor, T0, body).verdict is Verdict.SUCCEEDED
         late = runner(Clock(T0 + 59 * SECOND), None, "b")
-        assert late.run(descriptor, T0, body).status is FireStatus.CLAIMED_ELSEWHERE
+        assert late.run(descriptor, T0, body).verdict is Verdict.CLAIMED_ELSEWHERE
         assert len(body.seen) == 1
 
     def test_a_fire_later_than_grace_is_skipped_and_recorded(self) -> None:
@@ -145,7 +145,7 @@ class TestOneRunPerFire:
         descriptor = task()
         body = Recorder()
         node = runner(Clock(T0 + 61 * SECOND), history, "late", grace=60)
-        assert node.run(descriptor, T0, body).status is FireStatus.TOO_LATE
+        assert node.run(descriptor, T0, body).verdict is Verdict.TOO_LATE
         assert body.seen == []
         [record] = history.runs(descriptor.target)
         assert (record.state, record.node) == (RunState.SKIPPED, "late")
@@ -158,7 +158,7 @@ class TestOneRunPerFire:
         body = Recorder()
         runner(Clock(T0 + 61 * SECOND), history, "late").run(descriptor, T0, body)
         outcome = runner(Clock(T0 + 59 * SECOND), history, "slow-clock").run(descriptor, T0, body)
-        assert outcome.status is FireStatus.SUCCEEDED
+        assert outcome.verdict is Verdict.SUCCEEDED
         assert history.runs(descriptor.target)[0].state is RunState.SUCCEEDED
 
     def test_a_fire_the_history_has_finished_is_not_run_again(self) -> None:
@@ -177,14 +177,14 @@ class TestOneRunPerFire:
         )
         body = Recorder()
         outcome = runner(Clock(), history, "b").run(descriptor, T0, body)
-        assert outcome.status is FireStatus.ALREADY_RECORDED
+        assert outcome.verdict is Verdict.ALREADY_RECORDED
         assert body.seen == []
 
     def test_fixed_delay_fires_take_no_claim(self) -> None:
         descriptor = task(fixed_delay=5.0)
         node = runner(Clock(), None, "a")
         outcome = node.run(descriptor, T0, Recorder())
-        assert (outcome.status, outcome.claim_seconds) == (FireStatus.SUCCEEDED, None)
+        assert (outcome.verdict, outcome.claim_seconds) == (Verdict.SUCCEEDED, None)
         assert InMemoryLock().try_acquire(claim_name(descriptor.target, descriptor.target, T0), 1)
 
     def test_every_outcome_after_a_claim_says_how_long_the_claim_took(self) -> None:
@@ -192,7 +192,7 @@ class TestOneRunPerFire:
         clock = Clock()
         winner, loser = runner(clock, None, "a"), runner(clock, None, "b")
         won, lost = winner.run(descriptor, T0, Recorder()), loser.run(descriptor, T0, Recorder())
-        assert (won.status, lost.status) == (FireStatus.SUCCEEDED, FireStatus.CLAIMED_ELSEWHERE)
+        assert (won.verdict, lost.verdict) == (Verdict.SUCCEEDED, Verdict.CLAIMED_ELSEWHERE)
         assert won.claim_seconds is not None
         assert lost.claim_seconds is not None
         assert won.claim_seconds >= 0
@@ -210,12 +210,12 @@ class TestTheTaskLock:
         assert previous.try_acquire(descriptor.lock_name, 30)  # the previous fire still runs
         body = Recorder()
         outcome = runner(Clock(), history, "a").run(descriptor, T0, body)
-        assert outcome.status is FireStatus.OVERLAPPING
+        assert outcome.verdict is Verdict.OVERLAPPING
         assert body.seen == []
         assert history.runs(descriptor.target)[0].state is RunState.SKIPPED
         # The claim is kept: no other node picks the skipped fire up.
         other = runner(Clock(), history, "b")
-        assert other.run(descriptor, T0, body).status is FireStatus.CLAIMED_ELSEWHERE
+        assert other.run(descriptor, T0, body).verdict is Verdict.CLAIMED_ELSEWHERE
         previous.release(descriptor.lock_name)
 
     def test_the_body_gets_its_fire_and_a_growing_token(self) -> None:
@@ -248,7 +248,7 @@ class TestTheTaskLock:
             raise ValueError("disk full")
 
         outcome = runner(Clock(), history, "a").run(descriptor, T0, broken)
-        assert (outcome.status, outcome.error) == (FireStatus.FAILED, "ValueError: disk full")
+        assert (outcome.verdict, outcome.error) == (Verdict.FAILED, "ValueError: disk full")
         assert history.runs(descriptor.target)[0].state is RunState.FAILED
         assert descriptor.target in caplog.text
         assert InMemoryLock().try_acquire(descriptor.lock_name, 1)
@@ -288,7 +288,7 @@ class TestTheTaskLock:
         body = Recorder()
         node = FireRunner(DownLock(), history=history, clock=Clock(), node="a")
         outcome = node.run(descriptor, T0, body)
-        assert outcome.status is FireStatus.BACKEND_ERROR
+        assert outcome.verdict is Verdict.BACKEND_ERROR
         assert body.seen == []
         assert "connection refused" in caplog.text
         assert history.runs(descriptor.target)[0].state is RunState.SKIPPED
@@ -319,7 +319,7 @@ class TestTheTaskLock:
         outcome = FireRunner(InMemoryLock(), history=DownHistory(), clock=Clock()).run(
             task(), T0, body
         )
-        assert outcome.status is FireStatus.SUCCEEDED
+        assert outcome.verdict is Verdict.SUCCEEDED
         assert len(body.seen) == 1
         assert "history database down" in caplog.text
 
@@ -356,10 +356,10 @@ class TestAdoption:
         body = Recorder()
         survivor = runner(Clock(T0 + 31 * SECOND), history, "survivor")
         outcome = survivor.run(descriptor, T0 + 31 * SECOND, body)
-        assert outcome.status is FireStatus.SUCCEEDED
+        assert outcome.verdict is Verdict.SUCCEEDED
         [adopted] = outcome.adopted
-        assert (adopted.status, adopted.instant, adopted.attempt) == (
-            FireStatus.SUCCEEDED,
+        assert (adopted.verdict, adopted.instant, adopted.attempt) == (
+            Verdict.SUCCEEDED,
             T0,
             2,
         )
@@ -401,8 +401,8 @@ class TestAdoption:
         survivor = runner(Clock(T0 + 31 * SECOND), history, "survivor")
         outcome = survivor.run(descriptor, T0 + 31 * SECOND, body)
         [adopted] = outcome.adopted
-        assert (adopted.status, adopted.instant, adopted.attempt) == (
-            FireStatus.SUCCEEDED,
+        assert (adopted.verdict, adopted.instant, adopted.attempt) == (
+            Verdict.SUCCEEDED,
             T0,
             2,
         )
@@ -415,8 +415,8 @@ class TestAdoption:
         body = Recorder()
         now = T0 + 90 * SECOND
         outcome = runner(Clock(now), history, "survivor", grace=60).run(descriptor, now, body)
-        assert outcome.status is FireStatus.SUCCEEDED
-        assert [(o.status, o.instant) for o in outcome.adopted] == [(FireStatus.EXPIRED, T0)]
+        assert outcome.verdict is Verdict.SUCCEEDED
+        assert [(o.verdict, o.instant) for o in outcome.adopted] == [(Verdict.EXPIRED, T0)]
         assert [c.instant for c in body.seen] == [now]
         old = history.runs(descriptor.target)[-1]
         assert (old.instant, old.state) == (T0, RunState.EXPIRED)
@@ -441,13 +441,13 @@ class TestAdoption:
         adopter_body = Recorder()
         adopter = runner(Clock(T0 + SECOND), history, "adopter")
         outcome = adopter.run(descriptor, T0 + SECOND, adopter_body)
-        assert [(o.instant, o.attempt, o.status) for o in outcome.adopted] == [
-            (T0, 2, FireStatus.SUCCEEDED)
+        assert [(o.instant, o.attempt, o.verdict) for o in outcome.adopted] == [
+            (T0, 2, Verdict.SUCCEEDED)
         ]
         resume.set()
         thread.join(timeout=10)
         [late] = outcomes
-        assert (late.status, late.fenced) == (FireStatus.SUCCEEDED, True)
+        assert (late.verdict, late.fenced) == (Verdict.SUCCEEDED, True)
         assert late.token is not None
         assert outcome.adopted[0].token is not None
         assert late.token < outcome.adopted[0].token
@@ -486,8 +486,8 @@ class TestKeepAlive:
         while not done.wait(0.05):
             attempts += 1
             instant = T0 + attempts * SECOND
-            status = others.run(descriptor, instant, Recorder()).status
-            assert status is FireStatus.OVERLAPPING
+            status = others.run(descriptor, instant, Recorder()).verdict
+            assert status is Verdict.OVERLAPPING
         thread.join(timeout=10)
         assert attempts >= 10
         later = Recorder()
@@ -534,6 +534,6 @@ class TestKeepAlive:
         now = T0 + 10 * SECOND
         node = FireRunner(RenewalFails(), history=history, clock=Clock(now), node="a")
         outcome = node.run(descriptor, now, body)
-        assert outcome.status is FireStatus.LOCK_LOST
+        assert outcome.verdict is Verdict.LOCK_LOST
         assert [c.instant for c in body.seen] == [T0]
         assert outcome.adopted[0].lost

@@ -16,7 +16,7 @@ from firefly_scheduling.fires import execution
 from firefly_scheduling.fires.claims import claim_name
 from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.keepalive import KeepAlive, Renewer
-from firefly_scheduling.fires.outcome import FireStatus
+from firefly_scheduling.fires.outcome import Verdict
 from firefly_scheduling.history import HistoryError, MemoryRunHistory, RunState
 from firefly_scheduling.locks import BaseLock, InMemoryLock
 
@@ -105,7 +105,7 @@ class TestLeaseCheckedBeforeTheBody:
         outcome = runner.run(task(lock_ttl=0.2), T0, lambda: ran.append("ran"))
         assert stall.is_set()
         assert ran == [], "the body ran on a lapsed lease"
-        assert outcome.status is FireStatus.LOCK_LOST
+        assert outcome.verdict is Verdict.LOCK_LOST
 
     def test_a_stall_the_keep_alive_missed_skips_the_fire_and_closes_its_record(self) -> None:
         """A renewable lease whose keep-alive had not run yet: the server freed it too."""
@@ -124,7 +124,7 @@ class TestLeaseCheckedBeforeTheBody:
         ran: list[str] = []
         outcome = runner.run(descriptor, T0, lambda: ran.append("ran"))
         assert ran == []
-        assert outcome.status is FireStatus.LOCK_LOST
+        assert outcome.verdict is Verdict.LOCK_LOST
         [record] = history.runs(descriptor.target)
         assert record.state is RunState.EXPIRED
         assert record.error is not None
@@ -135,13 +135,13 @@ class TestLeaseCheckedBeforeTheBody:
         ran: list[str] = []
         outcome = runner.run(task(lock_ttl=5), T0, lambda: ran.append("ran"))
         assert ran == ["ran"]
-        assert outcome.status is FireStatus.SUCCEEDED
+        assert outcome.verdict is Verdict.SUCCEEDED
         assert not outcome.lost
 
     def test_a_body_that_outlives_an_unrenewed_lease_is_reported_lost(self) -> None:
         runner = FireRunner(NoRenewal(), clock=lambda: T0)
         outcome = runner.run(task(lock_ttl=0.1), T0, lambda: time.sleep(0.3))
-        assert outcome.status is FireStatus.SUCCEEDED
+        assert outcome.verdict is Verdict.SUCCEEDED
         assert outcome.lost, "another node could have run while this body outlived its lease"
 
 
@@ -160,7 +160,7 @@ def test_stopping_a_keep_alive_never_waits_forever_for_a_stuck_renewal() -> None
     lock = StuckRenewal()
     holding = lock.acquire(f"stuck-{uuid.uuid4()}", 30)
     assert holding is not None
-    keepalive = KeepAlive(lock, holding, 30, interval=0.05, renewer=Renewer()).start()
+    keepalive = KeepAlive(lock, holding, 30, interval=0.05).start(Renewer())
     time.sleep(0.2)  # a renewal is now stuck
     began = time.monotonic()
     keepalive.stop(timeout=0.3)
@@ -211,5 +211,5 @@ def test_a_lock_found_lost_at_the_release_reports_the_run_lost() -> None:
     outcome = FireRunner(SessionEndsUnseen(), history=MemoryRunHistory()).run(
         descriptor, datetime.now(UTC), lambda: None
     )
-    assert outcome.status is FireStatus.SUCCEEDED
+    assert outcome.verdict is Verdict.SUCCEEDED
     assert outcome.lost

@@ -18,7 +18,9 @@ from firefly_scheduling import (
     LockBackendError,
     ScheduledDescriptor,
 )
-from firefly_scheduling.guard import CallableResolver, RunOutcome, resolve_callable, run_guarded
+from firefly_scheduling.callables import CallableResolver, resolve_callable
+from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.guard import run_guarded
 
 LOCKED = ScheduledDescriptor(
     target="app.tasks:report", fixed_rate=1.0, lock_name="guard-test-report", lock_ttl=12.5
@@ -69,7 +71,7 @@ def lock() -> Iterator[RecordingLock]:
 
 def test_an_unlocked_task_runs_without_touching_the_lock() -> None:
     ran: list[bool] = []
-    assert run_guarded(UNLOCKED, lambda: ran.append(True), UntouchableLock()) is RunOutcome.RAN
+    assert run_guarded(UNLOCKED, lambda: ran.append(True), UntouchableLock()) is Verdict.SUCCEEDED
     assert ran == [True]
 
 
@@ -78,7 +80,7 @@ def test_a_locked_task_runs_holding_the_lock_then_releases_it(lock: RecordingLoc
     outcome = run_guarded(
         LOCKED, lambda: held_during_body.append(lock.is_held(LOCKED.lock_name or "")), lock
     )
-    assert outcome is RunOutcome.RAN
+    assert outcome is Verdict.SUCCEEDED
     assert held_during_body == [True]
     assert lock.ttls == [12.5]
     assert not lock.is_held("guard-test-report")
@@ -94,7 +96,7 @@ def test_a_lost_race_skips_silently(lock: RecordingLock, caplog: pytest.LogCaptu
     with caplog.at_level(logging.DEBUG, logger="firefly_scheduling.guard"):
         outcome = run_guarded(LOCKED, lambda: ran.append(True), lock)
     other_node.release("guard-test-report")
-    assert outcome is RunOutcome.SKIPPED_LOCKED
+    assert outcome is Verdict.OVERLAPPING
     assert ran == []
     assert [record.levelno for record in caplog.records] == [logging.DEBUG]
 
@@ -105,7 +107,7 @@ def test_a_backend_error_skips_the_run_and_never_runs_unlocked(
     ran: list[bool] = []
     with caplog.at_level(logging.WARNING, logger="firefly_scheduling.guard"):
         outcome = run_guarded(LOCKED, lambda: ran.append(True), UnreachableLock())
-    assert outcome is RunOutcome.SKIPPED_BACKEND_ERROR
+    assert outcome is Verdict.BACKEND_ERROR
     assert ran == []
     (record,) = caplog.records
     assert record.levelno == logging.WARNING
@@ -126,14 +128,14 @@ def test_a_failing_body_is_logged_with_the_target_and_swallowed(
 
     with caplog.at_level(logging.ERROR, logger="firefly_scheduling.guard"):
         outcome = run_guarded(LOCKED, body, lock)
-    assert outcome is RunOutcome.FAILED
+    assert outcome is Verdict.FAILED
     (record,) = caplog.records
     assert "app.tasks:report" in record.getMessage()
     assert record.exc_info is not None
     assert isinstance(record.exc_info[1], RuntimeError)
     assert not lock.is_held("guard-test-report")
     # The next fire runs normally.
-    assert run_guarded(LOCKED, lambda: None, lock) is RunOutcome.RAN
+    assert run_guarded(LOCKED, lambda: None, lock) is Verdict.SUCCEEDED
 
 
 def test_an_unlocked_failing_body_is_swallowed_too(caplog: pytest.LogCaptureFixture) -> None:
@@ -141,7 +143,7 @@ def test_an_unlocked_failing_body_is_swallowed_too(caplog: pytest.LogCaptureFixt
         raise ValueError("bad")
 
     with caplog.at_level(logging.ERROR, logger="firefly_scheduling.guard"):
-        assert run_guarded(UNLOCKED, body, UntouchableLock()) is RunOutcome.FAILED
+        assert run_guarded(UNLOCKED, body, UntouchableLock()) is Verdict.FAILED
     assert "app.tasks:tidy" in caplog.records[0].getMessage()
 
 
@@ -156,7 +158,7 @@ def test_an_interrupt_propagates_after_the_lock_is_released(lock: RecordingLock)
 
 def test_a_locked_descriptor_without_ttl_uses_the_default(lock: RecordingLock) -> None:
     descriptor = ScheduledDescriptor(target="app.tasks:x", fixed_rate=1.0, lock_name="guard-ttl")
-    assert run_guarded(descriptor, lambda: None, lock) is RunOutcome.RAN
+    assert run_guarded(descriptor, lambda: None, lock) is Verdict.SUCCEEDED
     assert lock.ttls == [30.0]
 
 

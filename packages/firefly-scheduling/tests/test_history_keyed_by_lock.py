@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.claims import claim_name
 from firefly_scheduling.fires.execution import FireRunner
-from firefly_scheduling.fires.outcome import FireStatus
+from firefly_scheduling.fires.outcome import Verdict
 from firefly_scheduling.history import MemoryRunHistory, RunState
 from firefly_scheduling.locks import InMemoryLock
 
@@ -53,7 +53,7 @@ def test_a_deployment_never_adopts_another_deployments_died_fire() -> None:
 
     outcome = node.run(production, now, lambda: ran.append(now))
 
-    assert outcome.status is FireStatus.SUCCEEDED
+    assert outcome.verdict is Verdict.SUCCEEDED
     assert outcome.adopted == (), "production adopted a fire of staging"
     assert ran == [now]
     states = {(r.lock, r.instant): r.state for r in history.runs(target, limit=10)}
@@ -71,6 +71,6 @@ def test_the_same_fire_of_two_deployments_is_recorded_twice() -> None:
         descriptor = _deployment(target, name)
         node = FireRunner(InMemoryLock(), history=history, clock=lambda: T0, node=name)
         outcome = node.run(descriptor, T0, lambda name=name: ran.append(name))  # type: ignore[misc]
-        assert outcome.status is FireStatus.SUCCEEDED, name
+        assert outcome.verdict is Verdict.SUCCEEDED, name
     assert sorted(ran) == ["production", "staging"]
     assert len(history.runs(target)) == 2

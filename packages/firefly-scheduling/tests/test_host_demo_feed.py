@@ -28,7 +28,6 @@ def record(
         target=target,
         instant=f"2026-06-03T12:00:{second:02d}.000000+00:00",
         node=node,
-        outcome="ran" if ran else "skipped_locked",
         ran=ran,
         locked=locked,
         started_at=None,
@@ -43,11 +42,10 @@ def console() -> tuple[Console, io.StringIO]:
     return Console(file=sink, width=160, color_system=None), sink
 
 
-def test_a_verdict_reads_in_words_and_old_records_fall_back_to_the_outcome() -> None:
+def test_a_verdict_reads_in_words_even_one_this_version_does_not_know() -> None:
     assert verdict_of(record("n1", "claimed_elsewhere")) == "claimed elsewhere"
     assert verdict_of(record("n1", "too_late")) == "too late"
-    old = record("n1", "")
-    assert verdict_of(old) == "skipped locked"
+    assert verdict_of(record("n1", "some_later_verdict")) == "some later verdict"
 
 
 def test_a_fire_is_printed_once_every_node_reported_with_each_nodes_verdict() -> None:

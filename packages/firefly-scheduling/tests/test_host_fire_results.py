@@ -15,13 +15,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "host_support"))
 import firefly_host_unit_tasks as tasks
 
 from firefly_scheduling import InMemoryLock, ScheduledDescriptor
+from firefly_scheduling.cli.demo_report import verdict_of
 from firefly_scheduling.fires.execution import FireRunner
-from firefly_scheduling.fires.outcome import FireStatus
-from firefly_scheduling.guard import RunOutcome
+from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
 from firefly_scheduling.history.memory import MemoryRunHistory
 from firefly_scheduling.history.port import RunState
+from firefly_scheduling.hosts.execute import execute_fire
 from firefly_scheduling.hosts.fire_log import FireLog, read_fire_log
-from firefly_scheduling.hosts.fires import Fire, FireResult, FireSkip, execute_fire
 from firefly_scheduling.hosts.runtime import Lazy, TaskRuntime
 from firefly_scheduling.initial_delay import InitialDelayGate, MemoryAnchorStore
 
@@ -73,14 +73,13 @@ def test_a_fire_that_adopts_a_died_run_reports_both_runs_to_observers_in_order()
     recorder = Recorder()
     result = execute_fire(Fire(descriptor, now), runtime_with(history, recorder))
 
-    assert result.verdict is FireStatus.SUCCEEDED
+    assert result.verdict is Verdict.SUCCEEDED
     [adopted] = result.adopted
     assert adopted.adoption
     assert not result.adoption
     assert adopted.fire.instant == died_at
-    assert adopted.verdict is FireStatus.SUCCEEDED
-    assert adopted.runner is not None
-    assert adopted.runner.attempt == 2
+    assert adopted.verdict is Verdict.SUCCEEDED
+    assert adopted.attempt == 2
     assert recorder.results == [adopted, result]
     assert len(tasks.calls("ping")) == 2
     # Each result carries the bounds of its own body: the adopted one ran first.
@@ -92,19 +91,18 @@ def test_a_fire_that_adopts_a_died_run_reports_both_runs_to_observers_in_order()
     assert states == {died_at: RunState.SUCCEEDED, now: RunState.SUCCEEDED}
 
 
-def test_a_body_that_cannot_be_imported_is_a_failed_run_without_bounds() -> None:
+def test_a_body_that_cannot_be_imported_is_a_failed_run_that_names_the_error() -> None:
     descriptor = ScheduledDescriptor(target=f"{MODULE}:missing", fixed_rate=1.0)
     result = execute_fire(Fire(descriptor, datetime.now(UTC)), runtime_with(MemoryRunHistory()))
-    assert result.verdict is FireStatus.FAILED
-    assert result.outcome is RunOutcome.FAILED
+    assert result.verdict is Verdict.FAILED
     assert result.ran
-    assert result.started_at is None
-    assert result.ended_at is None
-    assert result.runner is not None
-    assert "not found" in (result.runner.error or "")
+    # The runner called the body, which failed resolving its target: bounds and error.
+    assert result.started_at is not None
+    assert result.ended_at is not None
+    assert "not found" in (result.error or "")
 
 
-def test_the_fire_log_records_the_precise_verdict_next_to_the_coarse_outcome(
+def test_the_fire_log_records_the_verdict(
     tmp_path: Path,
 ) -> None:
     log = tmp_path / "fires.jsonl"
@@ -118,29 +116,32 @@ def test_the_fire_log_records_the_precise_verdict_next_to_the_coarse_outcome(
     execute_fire(Fire(descriptor, instant), second)  # the claim is taken: another node's
     records, offset = read_fire_log(log)
     assert offset == log.stat().st_size
-    assert [(r.status, r.outcome, r.ran) for r in records] == [
-        ("succeeded", "ran", True),
-        ("claimed_elsewhere", "skipped_locked", False),
+    assert [(r.status, r.ran) for r in records] == [
+        ("succeeded", True),
+        ("claimed_elsewhere", False),
     ]
+    assert "outcome" not in log.read_text()  # the coarse field of 0.1.0 is gone
     assert not any(record.adoption for record in records)
 
 
-def test_a_fire_log_line_written_before_verdicts_existed_still_reads(tmp_path: Path) -> None:
+def test_a_fire_log_line_of_0_1_0_still_reads(tmp_path: Path) -> None:
     log = tmp_path / "old.jsonl"
     old = {
         "target": f"{MODULE}:ping",
         "instant": "2026-06-03T12:00:00.000000+00:00",
         "node": "n1",
-        "outcome": "held_back",
+        "outcome": "skipped_locked",
         "ran": False,
         "locked": True,
         "started_at": None,
         "ended_at": None,
+        "status": "claimed_elsewhere",
+        "adoption": False,
     }
     log.write_text(json.dumps(old) + "\n")
     [record], _ = read_fire_log(log)
-    assert record.outcome == "held_back"
-    assert record.status == ""
+    assert record.status == "claimed_elsewhere"
+    assert verdict_of(record) == "claimed elsewhere"
 
 
 def test_a_skip_before_the_runner_has_no_runner_verdict() -> None:
@@ -148,7 +149,6 @@ def test_a_skip_before_the_runner_has_no_runner_verdict() -> None:
     runtime.stop_accepting()
     descriptor = ScheduledDescriptor(target=f"{MODULE}:ping", fixed_rate=1.0)
     result = execute_fire(Fire(descriptor, datetime.now(UTC)), runtime)
-    assert result.verdict is FireSkip.SHUTTING_DOWN
-    assert result.outcome is FireSkip.SHUTTING_DOWN
-    assert result.runner is None
-    assert result.describe() == "shutting down"
+    assert result.verdict is Verdict.SHUTTING_DOWN
+    assert (result.attempt, result.token, result.started_at) == (None, None, None)
+    assert result.verdict.value == "shutting down"

@@ -17,10 +17,9 @@ import itertools
 import firefly_host_unit_tasks as tasks
 
 from firefly_scheduling import ConfigurationError, InMemoryLock, ScheduledDescriptor, Settings
-from firefly_scheduling.fires.outcome import FireStatus
-from firefly_scheduling.guard import RunOutcome
+from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
 from firefly_scheduling.hosts.boot import build_runtime
-from firefly_scheduling.hosts.fires import Fire, FireResult, FireSkip, execute_fire
+from firefly_scheduling.hosts.execute import execute_fire
 from firefly_scheduling.hosts.resident import ResidentHost
 from firefly_scheduling.hosts.runtime import Lazy, TaskRuntime
 from firefly_scheduling.initial_delay import InitialDelayGate, MemoryAnchorStore
@@ -74,8 +73,8 @@ def test_fixed_rate_fires_on_epoch_aligned_instants() -> None:
     assert all(
         (instant - EPOCH) % timedelta(milliseconds=200) == timedelta(0) for instant in instants
     )
-    assert all(result.verdict is FireStatus.SUCCEEDED for result in recorder.results)
-    assert all(result.outcome is RunOutcome.RAN for result in recorder.results)
+    assert all(result.verdict is Verdict.SUCCEEDED for result in recorder.results)
+    assert all(result.verdict is Verdict.SUCCEEDED for result in recorder.results)
     for result in recorder.results:
         assert result.started_at is not None
         assert timedelta(0) <= result.started_at - result.fire.instant < timedelta(seconds=0.5)
@@ -132,7 +131,7 @@ def test_execute_fire_reports_a_lock_that_cannot_be_built_and_skips(
     )
     descriptor = ScheduledDescriptor(target=f"{MODULE}:ping", fixed_rate=1.0)
     result = execute_fire(Fire(descriptor, datetime.now(UTC)), runtime)
-    assert result.outcome is FireSkip.UNAVAILABLE
+    assert result.verdict is Verdict.UNAVAILABLE
     assert tasks.calls("ping") == []
     assert "unknown lock provider 'nope'" in caplog.text
 
@@ -145,7 +144,7 @@ def test_a_failing_observer_does_not_break_the_fire(caplog: pytest.LogCaptureFix
     runtime = build_runtime([], Settings(), host="run", node="unit", observers=[Broken()])
     descriptor = ScheduledDescriptor(target=f"{MODULE}:ping", fixed_rate=1.0)
     result = execute_fire(Fire(descriptor, datetime.now(UTC)), runtime)
-    assert result.verdict is FireStatus.SUCCEEDED
+    assert result.verdict is Verdict.SUCCEEDED
     assert "observer" in caplog.text
 
 
@@ -154,8 +153,8 @@ def test_after_shutdown_began_a_fire_is_not_started() -> None:
     runtime.stop_accepting()
     descriptor = ScheduledDescriptor(target=f"{MODULE}:ping", fixed_rate=1.0)
     result = execute_fire(Fire(descriptor, datetime.now(UTC)), runtime)
-    assert result.verdict is FireSkip.SHUTTING_DOWN
-    assert result.runner is None
+    assert result.verdict is Verdict.SHUTTING_DOWN
+    assert result.attempt is None
     assert tasks.calls("ping") == []
 
 
@@ -169,9 +168,8 @@ def test_a_fire_later_than_grace_is_too_late_and_says_so() -> None:
     runtime = build_runtime([], Settings(grace=1.0), host="run", node="unit")
     descriptor = ScheduledDescriptor(target=f"{MODULE}:ping", fixed_rate=1.0, lock_name="late")
     result = execute_fire(Fire(descriptor, datetime.now(UTC) - timedelta(seconds=5)), runtime)
-    assert result.verdict is FireStatus.TOO_LATE
-    assert result.describe() == "too late"
-    assert result.outcome is RunOutcome.SKIPPED_LOCKED
+    assert result.verdict is Verdict.TOO_LATE
+    assert result.verdict.value == "too late"
     assert tasks.calls("ping") == []
 
 
@@ -195,7 +193,7 @@ def test_a_stalled_scheduler_runs_the_missed_fires_once_not_as_a_burst() -> None
     # Once caught up: the latest missed fire (coalesced), then the regular ones,
     # about five in half a second; a burst would have added the ten missed ones.
     assert 3 <= len(caught_up) <= 8, [r.fire.instant for r in caught_up]
-    assert all(r.verdict is FireStatus.SUCCEEDED for r in recorder.results)
+    assert all(r.verdict is Verdict.SUCCEEDED for r in recorder.results)
 
 
 def test_a_stop_request_during_boot_starts_nothing() -> None:

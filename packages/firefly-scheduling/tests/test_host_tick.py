@@ -17,10 +17,8 @@ import firefly_host_unit_tasks as tasks
 from firefly_fake_clock import FakeClock
 
 from firefly_scheduling import InMemoryLock, ScheduledDescriptor, Settings
-from firefly_scheduling.fires.outcome import FireStatus
-from firefly_scheduling.guard import RunOutcome
+from firefly_scheduling.fires.outcome import Verdict
 from firefly_scheduling.hosts.boot import build_runtime
-from firefly_scheduling.hosts.fires import FireSkip
 from firefly_scheduling.hosts.tick import TickHost
 
 MODULE = "firefly_host_unit_tasks"
@@ -81,7 +79,7 @@ def test_a_tick_runs_sub_minute_cadences_until_the_minute_ends() -> None:
         30,
         45,
     ]
-    assert all(result.verdict is FireStatus.SUCCEEDED for result in report.results)
+    assert all(result.verdict is Verdict.SUCCEEDED for result in report.results)
     assert tick.clock.slept == pytest.approx(45)  # type: ignore[attr-defined]
 
 
@@ -97,7 +95,7 @@ def test_a_failing_task_is_logged_and_the_others_still_run(
 ) -> None:
     report = host([task("boom", cron="* * * * *"), task("ping", cron="* * * * *")], MINUTE).run()
     verdicts = {r.fire.target.partition(":")[2]: r.verdict for r in report.results}
-    assert verdicts == {"boom": FireStatus.FAILED, "ping": FireStatus.SUCCEEDED}
+    assert verdicts == {"boom": Verdict.FAILED, "ping": Verdict.SUCCEEDED}
     assert any("boom" in r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR)
 
 
@@ -110,10 +108,7 @@ def test_a_task_lock_held_elsewhere_skips_the_run_as_overlapping() -> None:
     finally:
         other_node.release("shared")
     [result] = report.results
-    assert result.verdict is FireStatus.OVERLAPPING
-    assert result.runner is not None
-    assert result.runner.status is FireStatus.OVERLAPPING
-    assert result.outcome is RunOutcome.SKIPPED_LOCKED  # the plain guard's coarse word
+    assert result.verdict is Verdict.OVERLAPPING
     assert not result.ran
     assert tasks.calls("ping") == []
 
@@ -122,8 +117,8 @@ def test_a_second_tick_for_the_same_minute_finds_the_fire_claimed_elsewhere() ->
     descriptor = task("ping", cron="* * * * *", lock_name="claimed", lock_ttl=30.0)
     first = host([descriptor], MINUTE).run()
     second = host([descriptor], MINUTE).run()
-    assert [r.verdict for r in first.results] == [FireStatus.SUCCEEDED]
-    assert [r.verdict for r in second.results] == [FireStatus.CLAIMED_ELSEWHERE]
+    assert [r.verdict for r in first.results] == [Verdict.SUCCEEDED]
+    assert [r.verdict for r in second.results] == [Verdict.CLAIMED_ELSEWHERE]
     assert second.summary() == "tick 2026-06-03 12:00 UTC: 1 claimed elsewhere"
     assert len(tasks.calls("ping")) == 1
 
@@ -142,9 +137,9 @@ def test_three_ticks_of_a_minute_run_a_locked_fixed_delay_task_once() -> None:
     delayed = task("ping", fixed_delay=300.0, lock_name="fixed-delay-once", lock_ttl=30.0)
     verdicts = [host([delayed], MINUTE).run().results[0].verdict for _ in range(3)]
     assert verdicts == [
-        FireStatus.SUCCEEDED,
-        FireStatus.CLAIMED_ELSEWHERE,
-        FireStatus.CLAIMED_ELSEWHERE,
+        Verdict.SUCCEEDED,
+        Verdict.CLAIMED_ELSEWHERE,
+        Verdict.CLAIMED_ELSEWHERE,
     ]
     assert len(tasks.calls("ping")) == 1
 
@@ -174,8 +169,8 @@ def test_a_cron_in_a_spring_forward_gap_is_due_once_right_after_it() -> None:
 def test_an_initially_delayed_task_is_held_back_under_tick() -> None:
     delayed = task("ping", cron="* * * * *", initial_delay=120.0)
     report = host([delayed], MINUTE).run()
-    assert [r.verdict for r in report.results] == [FireSkip.HELD_BACK]
-    assert [r.outcome for r in report.results] == [FireSkip.HELD_BACK]
+    assert [r.verdict for r in report.results] == [Verdict.HELD_BACK]
+    assert [r.verdict for r in report.results] == [Verdict.HELD_BACK]
     assert tasks.calls("ping") == []
 
 
@@ -242,7 +237,7 @@ def test_a_stop_request_lets_a_running_body_finish_within_the_grace_period(
     monkeypatch.setattr(tasks, "SLOW_SECONDS", 0.5)
     slow = task("slow", fixed_rate=30.0, lock_name="graceful", lock_ttl=30.0)
     report = stopping_host([slow], MINUTE + timedelta(seconds=1), 5.0).run()
-    assert [r.verdict for r in report.results] == [FireStatus.SUCCEEDED]
+    assert [r.verdict for r in report.results] == [Verdict.SUCCEEDED]
     assert len(tasks.calls("slow")) == 1  # finished, not cut short
     assert [slot.fire.instant.second for slot in report.not_started] == [30]
     probe = InMemoryLock()

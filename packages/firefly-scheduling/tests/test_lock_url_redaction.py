@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.connection_url import parse_lock_url, url_problem
-from firefly_scheduling.locks.redaction import redact_url, scrub, url_secrets
+from firefly_scheduling.urls.connection_url import parse_lock_url, url_problem
+from firefly_scheduling.urls.redaction import redact_url, scrub, url_secrets
 
 
 @pytest.mark.parametrize(

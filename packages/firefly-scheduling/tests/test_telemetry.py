@@ -25,9 +25,8 @@ import firefly_host_unit_tasks as tasks
 from firefly_fake_clock import FakeClock
 
 from firefly_scheduling import ScheduledDescriptor, Settings
-from firefly_scheduling.fires.outcome import FireStatus
+from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
 from firefly_scheduling.hosts.boot import build_runtime
-from firefly_scheduling.hosts.fires import Fire, FireResult
 from firefly_scheduling.hosts.telemetry import NO_TELEMETRY, OpenTelemetry, process_telemetry
 from firefly_scheduling.hosts.tick import TickHost
 
@@ -146,4 +145,4 @@ def test_without_the_api_installed_telemetry_is_a_no_op(monkeypatch: pytest.Monk
     assert process_telemetry() is NO_TELEMETRY
     descriptor = ScheduledDescriptor(target=f"{MODULE}:ping", cron="* * * * *")
     with NO_TELEMETRY.fire(Fire(descriptor, MINUTE), "n") as ended:
-        ended(FireResult(Fire(descriptor, MINUTE), "n", FireStatus.SUCCEEDED))
+        ended(FireResult(Fire(descriptor, MINUTE), "n", Verdict.SUCCEEDED))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from firefly_scheduling.providers.lazy import lazy_exports
+from firefly_scheduling.providers.lazy import lock_exports
+from firefly_scheduling_database.provider import PROVIDER
 from firefly_scheduling_database.version import __version__
 
 if TYPE_CHECKING:
@@ -19,13 +20,11 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncDatabaseLeaseLock", "DatabaseLeaseLock", "__version__"]
 
-# Imported on first use, so that loading the descriptor (`provider.py`) imports no driver.
-__getattr__ = lazy_exports(
+# The lock classes the descriptor names, imported on first use: loading the descriptor
+# (`provider.py`) imports no driver.
+__getattr__ = lock_exports(
     __name__,
-    {
-        "AsyncDatabaseLeaseLock": "firefly_scheduling_database.aio_lock",
-        "DatabaseLeaseLock": "firefly_scheduling_database.lease_lock",
-    },
+    PROVIDER,
     install_hints={
         "AsyncDatabaseLeaseLock": "SQLAlchemy's asyncio extension: pip install "
         "'firefly-scheduling-database[asyncio]'"

@@ -37,8 +37,8 @@ from firefly_scheduling.cli.common import ConfigurationFailure
 from firefly_scheduling.errors import ConfigurationError, FireflySchedulingError
 from firefly_scheduling.history import HistoryError
 from firefly_scheduling.history.selection import HISTORY_KEY, history_url
-from firefly_scheduling.locks.redaction import scrub
 from firefly_scheduling.settings import Settings, env_var
+from firefly_scheduling.urls.redaction import scrub
 from firefly_scheduling_database.anchor_store import TABLE_NAME as ANCHORS_TABLE
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
 from firefly_scheduling_database.engine import describe_url

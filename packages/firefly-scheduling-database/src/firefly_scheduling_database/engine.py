@@ -40,8 +40,8 @@ from sqlalchemy.exc import ArgumentError
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.forks import reset_in_forked_child
 from firefly_scheduling.locks.connection_budget import POOL_TIMEOUT_SECONDS, budget_for
-from firefly_scheduling.locks.connection_url import parse_lock_url
-from firefly_scheduling.locks.redaction import redact_url, url_secrets
+from firefly_scheduling.urls.connection_url import parse_lock_url
+from firefly_scheduling.urls.redaction import redact_url, url_secrets
 
 if TYPE_CHECKING:  # the asyncio extension needs greenlet, which only the async lock needs
     from sqlalchemy.ext.asyncio import AsyncEngine

@@ -38,16 +38,16 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
+from firefly_scheduling.history.base import BaseRunHistory, RunEnd, RunStart
 from firefly_scheduling.history.port import (
     EXPIRED_BY_PRUNE,
-    FINISHED_STATES,
     HistoryError,
     RunRecord,
     RunState,
     clip_error,
 )
 from firefly_scheduling.instants import as_utc
-from firefly_scheduling.locks.redaction import scrub
+from firefly_scheduling.urls.redaction import scrub
 from firefly_scheduling_database.engine import describe_url, release_store_engine, store_engine
 from firefly_scheduling_database.history_schema import (
     DEFAULT_TABLE,
@@ -63,7 +63,7 @@ _T = TypeVar("_T")
 logger = logging.getLogger("firefly_scheduling.history")
 
 
-class DatabaseRunHistory:
+class DatabaseRunHistory(BaseRunHistory):
     """A `RunHistory` in a SQL table, shared by every node that reaches the database.
 
     Thread-safe (each call takes a pooled connection for one short transaction).
@@ -96,23 +96,15 @@ class DatabaseRunHistory:
 
     # -- writes --------------------------------------------------------------------
 
-    def start(
-        self,
-        task: str,
-        instant: datetime,
-        *,
-        lock: str,
-        node: str,
-        token: int | None,
-        at: datetime,
-    ) -> int | None:
-        key = self._key(lock, task, instant)
+    def _start(self, begin: RunStart) -> int | None:
+        key = self._key(begin.lock, begin.task, begin.instant)
+        token = begin.token
         row = {
             **key,
-            "node": node,
+            "node": begin.node,
             "attempt": 1,
             "state": RunState.RUNNING.value,
-            "started_at": as_utc(at),
+            "started_at": begin.at,
             "ended_at": None,
             "error": None,
             "token": token,
@@ -135,9 +127,9 @@ class DatabaseRunHistory:
                     sa.case((runs.c.state == RunState.RUNNING.value, runs.c.attempt + 1), else_=1),
                 ),
                 (runs.c.state, RunState.RUNNING.value),
-                (runs.c.node, node),
+                (runs.c.node, begin.node),
                 (runs.c.token, token),
-                (runs.c.started_at, as_utc(at)),
+                (runs.c.started_at, begin.at),
                 (runs.c.ended_at, None),
                 (runs.c.error, None),
             )
@@ -158,30 +150,18 @@ class DatabaseRunHistory:
 
         return self._call("starting a run", write)
 
-    def finish(
-        self,
-        task: str,
-        instant: datetime,
-        *,
-        lock: str,
-        token: int | None,
-        state: RunState,
-        error: str | None,
-        at: datetime,
-    ) -> bool:
-        if state not in FINISHED_STATES:
-            raise ValueError(f"finish() writes a finished state, not {state!r}")
-        key = self._key(lock, task, instant)
+    def _finish(self, end: RunEnd) -> bool:
+        key = self._key(end.lock, end.task, end.instant)
         runs = self._table
         not_newer = (
             runs.c.token.is_(None)
-            if token is None
-            else sa.or_(runs.c.token.is_(None), runs.c.token <= token)
+            if end.token is None
+            else sa.or_(runs.c.token.is_(None), runs.c.token <= end.token)
         )
         statement = (
             runs.update()
             .where(self._is(key), runs.c.state == RunState.RUNNING.value, not_newer)
-            .values(state=state.value, ended_at=as_utc(at), error=clip_error(error))
+            .values(state=end.state.value, ended_at=end.at, error=end.error)
         )
         return self._call("finishing a run", lambda: self._rowcount(statement) == 1)
 

@@ -33,9 +33,9 @@ from urllib.parse import parse_qsl
 
 from firefly_scheduling.durations import parse_duration
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.connection_url import parse_lock_url
 from firefly_scheduling.locks.pool_size import check_pool_size
-from firefly_scheduling.locks.redaction import redact_url
+from firefly_scheduling.urls.connection_url import parse_lock_url
+from firefly_scheduling.urls.redaction import redact_url
 
 URL_SCHEMES: Final = ("etcd", "etcds")
 DEFAULT_PORT: Final = 2379

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from firefly_scheduling.providers.lazy import lazy_exports
+from firefly_scheduling.providers.lazy import lock_exports
+from firefly_scheduling_memcached.provider import PROVIDER
 from firefly_scheduling_memcached.version import __version__
 
 if TYPE_CHECKING:
@@ -13,11 +14,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncMemcachedLock", "MemcachedLock", "__version__"]
 
-# Imported on first use, so that loading the descriptor (`provider.py`) imports no driver.
-__getattr__ = lazy_exports(
-    __name__,
-    {
-        "AsyncMemcachedLock": "firefly_scheduling_memcached.aio_lock",
-        "MemcachedLock": "firefly_scheduling_memcached.lease_lock",
-    },
-)
+# The lock classes the descriptor names, imported on first use: loading the descriptor
+# (`provider.py`) imports no driver.
+__getattr__ = lock_exports(__name__, PROVIDER)

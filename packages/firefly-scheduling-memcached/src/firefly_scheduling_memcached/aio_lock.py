@@ -38,7 +38,7 @@ from typing import ClassVar, Final, TypeVar
 
 from firefly_scheduling.aio.base import AsyncBaseLock
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.redaction import redact_url, url_secrets
+from firefly_scheduling.urls.redaction import redact_url, url_secrets
 from firefly_scheduling_memcached import protocol
 from firefly_scheduling_memcached.aio_pool import AsyncPool
 from firefly_scheduling_memcached.endpoint import CLIENT_DEFAULTS, memcached_server

@@ -21,8 +21,8 @@ from pymemcache.client.base import Client
 from pymemcache.exceptions import MemcacheError
 
 from firefly_scheduling.initial_delay.base import BaseAnchorStore
-from firefly_scheduling.locks.keys import ServerKeyScheme
-from firefly_scheduling.locks.redaction import redact_url
+from firefly_scheduling.server_keys import ServerKeyScheme
+from firefly_scheduling.urls.redaction import redact_url
 from firefly_scheduling_memcached.connection import SharedClient
 from firefly_scheduling_memcached.lease_lock import memcached_server
 

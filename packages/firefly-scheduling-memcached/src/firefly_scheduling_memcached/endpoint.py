@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Final
 
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.connection_url import parse_lock_url
-from firefly_scheduling.locks.redaction import redact_url
+from firefly_scheduling.urls.connection_url import parse_lock_url
+from firefly_scheduling.urls.redaction import redact_url
 
 URL_SCHEMES: Final = ("memcached",)
 DEFAULT_PORT: Final = 11211

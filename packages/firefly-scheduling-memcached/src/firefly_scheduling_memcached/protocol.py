@@ -46,7 +46,7 @@ from collections.abc import Generator
 from typing import Final, NamedTuple, TypeVar
 
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.keys import ServerKeyScheme
+from firefly_scheduling.server_keys import ServerKeyScheme
 
 T = TypeVar("T")
 

@@ -40,8 +40,8 @@ from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
 from firefly_scheduling.aio.session import AsyncSessionLock
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.connection_budget import budget_for
-from firefly_scheduling.locks.redaction import redact_url, scrub, url_secrets
 from firefly_scheduling.locks.validation import validate_lock_name
+from firefly_scheduling.urls.redaction import redact_url, scrub, url_secrets
 from firefly_scheduling_mysql import statements as sql
 from firefly_scheduling_mysql.connection_options import asyncmy_arguments, connection_arguments
 

@@ -16,8 +16,8 @@ from urllib.parse import parse_qsl, unquote
 from pymysql.charset import charset_by_name
 
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.connection_url import parse_lock_url
-from firefly_scheduling.locks.redaction import redact_url
+from firefly_scheduling.urls.connection_url import parse_lock_url
+from firefly_scheduling.urls.redaction import redact_url
 
 #: `mysql+pymysql` and `mariadb+pymysql` are SQLAlchemy's spellings of the same driver,
 #: accepted so one `DATABASE_URL` can serve this provider and the `database` one.

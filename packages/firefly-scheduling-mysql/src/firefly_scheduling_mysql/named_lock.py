@@ -40,9 +40,9 @@ from pymysql.err import InterfaceError, MySQLError, OperationalError
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.connection_budget import budget_for
-from firefly_scheduling.locks.redaction import redact_url, scrub, url_secrets
 from firefly_scheduling.locks.session import SessionLock
 from firefly_scheduling.locks.validation import validate_lock_name
+from firefly_scheduling.urls.redaction import redact_url, scrub, url_secrets
 from firefly_scheduling_mysql import statements as sql
 from firefly_scheduling_mysql.connection_options import connection_arguments
 

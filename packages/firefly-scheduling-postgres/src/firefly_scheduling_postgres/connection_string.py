@@ -27,8 +27,8 @@ from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.connection_url import parse_lock_url
-from firefly_scheduling.locks.redaction import REDACTED, redact_url, scrub, url_secrets
+from firefly_scheduling.urls.connection_url import parse_lock_url
+from firefly_scheduling.urls.redaction import REDACTED, redact_url, scrub, url_secrets
 
 URL_SCHEMES: Final = ("postgresql", "postgres")
 

@@ -46,13 +46,13 @@ from redis.exceptions import (
 )
 
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.connection_url import parse_lock_url
 from firefly_scheduling.locks.pool_size import (
     DEFAULT_POOL_SIZE,
     check_pool_size,
     chosen_pool_size,
 )
-from firefly_scheduling.locks.redaction import redact_url, scrub, url_secrets
+from firefly_scheduling.urls.connection_url import parse_lock_url
+from firefly_scheduling.urls.redaction import redact_url, scrub, url_secrets
 
 #: One server: TCP, TLS, or a Unix socket.
 SERVER_SCHEMES: Final = ("redis", "rediss", "unix")

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from firefly_scheduling.durations import parse_duration
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.redaction import redact_url
 from firefly_scheduling.providers.descriptor import LockProvider
+from firefly_scheduling.urls.redaction import redact_url
 
 DEFAULT_MANIFEST = ".firefly/scheduled.json"
 #: How late a fire may still be claimed (and a died run adopted); see docs/guarantees.md.

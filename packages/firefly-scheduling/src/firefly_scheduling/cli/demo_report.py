@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from rich.console import Console
 from rich.table import Table
 
+from firefly_scheduling.fires.outcome import verdict_words
 from firefly_scheduling.hosts.fire_log import FireRecord
-from firefly_scheduling.hosts.fires import verdict_words
 
 # How long a fire's line waits for the nodes that have not reported on it yet.
 _FEED_DELAY_SECONDS = 1.0
@@ -23,7 +23,7 @@ _VERDICT_STYLES = {"succeeded": "bold cyan", "failed": "bold red", "claimed else
 
 def verdict_of(record: FireRecord) -> str:
     """The verdict in words: `claimed_elsewhere` reads "claimed elsewhere"."""
-    return verdict_words(record.status or record.outcome)
+    return verdict_words(record.status)
 
 
 @dataclass

@@ -7,33 +7,72 @@ themselves only differ in the host they build).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from firefly_scheduling.cli.common import discover_tasks, settings_for, task_source_options
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.hosts.boot import validated
+from firefly_scheduling.hosts.boot import build_runtime, validated
 from firefly_scheduling.hosts.fire_log import FireLog
 from firefly_scheduling.hosts.fires import FireObserver
+from firefly_scheduling.hosts.runtime import TaskRuntime
 from firefly_scheduling.hosts.shutdown import DEFAULT_GRACE_PERIOD_SECONDS
 from firefly_scheduling.settings import Settings
-
-Command = TypeVar("Command", bound=Callable[..., Any])
 
 LOG_FORMATS = ("text", "json")
 
 
-def host_options(command: Command) -> Command:
-    """The options `run` and `tick` share: task source, lock provider, node, grace, logging."""
+@dataclass(frozen=True)
+class HostOptions:
+    """The options `run` and `tick` share, as one value."""
+
+    apps: tuple[str, ...]
+    manifest: Path | None
+    paths: tuple[Path, ...]
+    lock_provider: str | None
+    node: str | None
+    fire_log: Path | None
+    grace_period: float
+    log_level: str
+    log_format: str
+
+    def boot(self, host: str) -> tuple[TaskRuntime, tuple[ScheduledDescriptor, ...]]:
+        """Settings, validated tasks, logging and the runtime of the `host` command."""
+        settings, descriptors = prepare_host(
+            self.apps, self.manifest, self.paths, self.lock_provider, self.node
+        )
+        configure_logging(self.log_level, settings.node, self.log_format)
+        runtime = build_runtime(
+            descriptors, settings, host=host, observers=observers_for(self.fire_log)
+        )
+        return runtime, descriptors
+
+
+_HOST_OPTION_NAMES = tuple(field.name for field in fields(HostOptions))
+
+
+def host_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The options `run` and `tick` share: task source, lock provider, node, grace, logging.
+
+    The command receives them as one `HostOptions`, its first argument, followed by
+    its own options as keywords.
+    """
+
+    @functools.wraps(command)
+    def with_host_options(**given: Any) -> None:
+        shared = {name: given.pop(name) for name in _HOST_OPTION_NAMES}
+        command(HostOptions(**shared), **given)
+
     options = (
         click.option(
             "--lock-provider",
@@ -75,9 +114,10 @@ def host_options(command: Command) -> Command:
             help="`json`: one JSON object per log line (time, level, node, logger, message).",
         ),
     )
+    decorated: Callable[..., None] = with_host_options
     for option in reversed(options):
-        command = option(command)
-    return task_source_options(command)
+        decorated = option(decorated)
+    return task_source_options(decorated)
 
 
 class JsonLogFormatter(logging.Formatter):

@@ -13,18 +13,11 @@ pod deleted, a deadline reached) start no further slot, give running bodies
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
-from firefly_scheduling.cli.host_options import (
-    configure_logging,
-    host_options,
-    observers_for,
-    prepare_host,
-)
+from firefly_scheduling.cli.host_options import HostOptions, host_options
 from firefly_scheduling.cli.output import echo_json_lines, json_option
-from firefly_scheduling.hosts.boot import build_runtime
 from firefly_scheduling.hosts.shutdown import (
     StopRequest,
     exit_abandoning,
@@ -37,27 +30,11 @@ from firefly_scheduling.hosts.tick import TickHost
 @click.command()
 @host_options
 @json_option
-def tick(
-    *,
-    apps: tuple[str, ...],
-    manifest: Path | None,
-    paths: tuple[Path, ...],
-    lock_provider: str | None,
-    node: str | None,
-    fire_log: Path | None,
-    grace_period: float,
-    log_level: str,
-    log_format: str,
-    as_json: bool,
-) -> None:
+def tick(options: HostOptions, *, as_json: bool) -> None:
     """Run what is due in the current minute, then exit (the cron-driven host)."""
     with stop_on_signals(StopRequest()) as stop:
-        settings, descriptors = prepare_host(apps, manifest, paths, lock_provider, node)
-        configure_logging(log_level, settings.node, log_format)
-        runtime = build_runtime(
-            descriptors, settings, host="tick", observers=observers_for(fire_log)
-        )
-        host = TickHost(descriptors, runtime, grace_period=grace_period, stop=stop)
+        runtime, descriptors = options.boot("tick")
+        host = TickHost(descriptors, runtime, grace_period=options.grace_period, stop=stop)
         try:
             report = host.run()
         except BaseException:

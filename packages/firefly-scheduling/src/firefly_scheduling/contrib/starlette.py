@@ -31,9 +31,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from firefly_scheduling.aio.port import AsyncDistributedLock
+from firefly_scheduling.callables import Resolver
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.discovery import resolve_descriptors
-from firefly_scheduling.guard import Resolver
 from firefly_scheduling.hosts.aio_boot import build_async_runtime
 from firefly_scheduling.hosts.aio_host import AsyncHost
 from firefly_scheduling.hosts.boot import validated

@@ -1,6 +1,6 @@
 """Fires: exactly one run per scheduled fire, with claims, keep-alive, fencing and history.
 
-* `execution.FireRunner`: `run(descriptor, instant, body) -> FireOutcome`, what a
+* `execution.FireRunner`: `run(descriptor, instant, body) -> FireResult`, what a
   host calls for every fire (the sequence is in its module doc).
 * `claims`: the claim name of a fire and how long a claim lives.
 * `keepalive.KeepAlive`: renews the task lock while the body runs.

@@ -13,44 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 
 from firefly_scheduling.aio.port import AsyncHoldingLock
-from firefly_scheduling.fires.keepalive import RENEWALS_PER_TTL, STOP_TIMEOUT_SECONDS, judge_renewal
-from firefly_scheduling.locks.holding import Holding
+from firefly_scheduling.fires.keepalive import STOP_TIMEOUT_SECONDS, Watched, judge_renewal
 
 logger = logging.getLogger("firefly_scheduling.fires")
 
 
-class AsyncKeepAlive:
+class AsyncKeepAlive(Watched[AsyncHoldingLock]):
     """Renews `holding` on `lock` every `interval` seconds until `await stop()`.
 
-    `start()` must be called on the running loop; `interval` defaults to
-    `ttl_seconds / 3`; `lost` is the event set when the holding is lost (the fire's
-    context holds it).
+    `start()` must be called on the running loop; the arguments are `Watched`'s.
     """
 
-    def __init__(
-        self,
-        lock: AsyncHoldingLock,
-        holding: Holding,
-        ttl_seconds: float,
-        *,
-        interval: float | None = None,
-        lost: threading.Event | None = None,
-        label: str = "",
-    ) -> None:
-        self.lock = lock
-        self.holding = holding
-        self.ttl_seconds = ttl_seconds
-        self.interval = ttl_seconds / RENEWALS_PER_TTL if interval is None else interval
-        if not self.interval > 0:
-            raise ValueError(f"keep-alive interval must be > 0, got {interval!r}")
-        self.lost = threading.Event() if lost is None else lost
-        self.label = label or holding.name
-        self.stopped = False
-        self.renewing = False
-        self._task: asyncio.Task[None] | None = None
+    _task: asyncio.Task[None] | None = None
 
     def start(self) -> AsyncKeepAlive:
         self.stopped = False

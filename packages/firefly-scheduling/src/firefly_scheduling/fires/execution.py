@@ -62,9 +62,9 @@ from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.fires.claims import claim_name, claim_seconds
 from firefly_scheduling.fires.context import FireContext, entered
 from firefly_scheduling.fires.keepalive import KeepAlive
-from firefly_scheduling.fires.outcome import FireOutcome, FireStatus
+from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict, closing_state
 from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedFinishes
-from firefly_scheduling.history.port import HistoryError, RunHistory, RunState
+from firefly_scheduling.history.port import HistoryError, RunHistory
 from firefly_scheduling.history.selection import resolve_history
 from firefly_scheduling.instants import as_utc
 from firefly_scheduling.locks.holding import Holding
@@ -177,7 +177,7 @@ class FireRunner:
     def node(self) -> str:
         return self._node
 
-    def run(self, descriptor: ScheduledDescriptor, instant: datetime, body: Body) -> FireOutcome:
+    def run(self, descriptor: ScheduledDescriptor, instant: datetime, body: Body) -> FireResult:
         """Run the fire of `descriptor` scheduled for `instant` (aware), if it is this node's."""
         instant = as_utc(instant)
         self._retry_unrecorded()
@@ -259,10 +259,10 @@ class FireRunner:
 
     def _run_unlocked(
         self, descriptor: ScheduledDescriptor, instant: datetime, body: Body
-    ) -> FireOutcome:
+    ) -> FireResult:
         """An unlocked task runs on every node: no claim, no history (it would collide)."""
         if self._too_late(descriptor.target, instant) is not None:
-            return FireOutcome(FireStatus.TOO_LATE, descriptor.target, instant)
+            return self._result(Verdict.TOO_LATE, descriptor, instant)
         return self._execute(
             descriptor, instant, body, holding=None, lost=threading.Event(), recorded=False
         )
@@ -273,7 +273,7 @@ class FireRunner:
         lock_name: str,
         instant: datetime,
         body: Body,
-    ) -> FireOutcome:
+    ) -> FireResult:
         target = descriptor.target
         lateness = self._too_late(target, instant)
         if lateness is not None:
@@ -283,14 +283,14 @@ class FireRunner:
                 instant,
                 f"{lateness:.3f}s late, beyond the grace of {self._grace:g}s",
             )
-            return FireOutcome(FireStatus.TOO_LATE, target, instant)
+            return self._result(Verdict.TOO_LATE, descriptor, instant)
         if descriptor.fixed_delay is not None:
             return self._run_claimed(descriptor, lock_name, instant, body)
         started = time.perf_counter()
         claimed = self._claim(target, lock_name, instant)
         claim_took = time.perf_counter() - started
-        if claimed is not FireStatus.SUCCEEDED:
-            return FireOutcome(claimed, target, instant, claim_seconds=claim_took)
+        if claimed is not Verdict.SUCCEEDED:
+            return self._result(claimed, descriptor, instant, claim_seconds=claim_took)
         outcome = self._run_claimed(descriptor, lock_name, instant, body)
         return replace(outcome, claim_seconds=claim_took)
 
@@ -300,7 +300,7 @@ class FireRunner:
         lock_name: str,
         instant: datetime,
         body: Body,
-    ) -> FireOutcome:
+    ) -> FireResult:
         """Steps 3 to 7 for a fire that is this node's (claimed, or `fixed_delay`)."""
         target = descriptor.target
         ttl = descriptor.lock_ttl if descriptor.lock_ttl is not None else DEFAULT_LOCK_TTL_SECONDS
@@ -311,7 +311,7 @@ class FireRunner:
                 "%s: fire %s skipped: the task lock failed: %s", target, _at(instant), err
             )
             self._skip(lock_name, target, instant, f"the lock backend failed: {err}")
-            return FireOutcome(FireStatus.BACKEND_ERROR, target, instant, error=str(err))
+            return self._result(Verdict.BACKEND_ERROR, descriptor, instant, error=str(err))
         if holding is None:
             logger.info(
                 "%s: fire %s skipped: the previous fire still runs (lock %r is held)",
@@ -322,7 +322,7 @@ class FireRunner:
             self._skip(
                 lock_name, target, instant, f"the previous fire still ran (lock {lock_name!r} held)"
             )
-            return FireOutcome(FireStatus.OVERLAPPING, target, instant)
+            return self._result(Verdict.OVERLAPPING, descriptor, instant)
         token = holding.fence
         lost = threading.Event()
         keepalive = self._keep_alive(holding, ttl, lost, f"{target} @ {_at(instant)}")
@@ -335,7 +335,9 @@ class FireRunner:
                     instant,
                     f"the task lock {lock_name!r} was lost before it ran",
                 )
-                outcome = FireOutcome(FireStatus.LOCK_LOST, target, instant, token=token, lost=True)
+                outcome = self._result(
+                    Verdict.LOCK_LOST, descriptor, instant, token=token, lost=True
+                )
             else:
                 outcome = self._execute(descriptor, instant, body, holding=holding, lost=lost)
         finally:
@@ -358,6 +360,38 @@ class FireRunner:
 
     # -- steps ------------------------------------------------------------------------
 
+    def _result(
+        self,
+        verdict: Verdict,
+        descriptor: ScheduledDescriptor,
+        instant: datetime,
+        *,
+        attempt: int | None = None,
+        token: int | None = None,
+        started_at: datetime | None = None,
+        ended_at: datetime | None = None,
+        lost: bool = False,
+        fenced: bool = False,
+        error: str | None = None,
+        claim_seconds: float | None = None,
+        adoption: bool = False,
+    ) -> FireResult:
+        """This node's result for the fire of `descriptor` at `instant`."""
+        return FireResult(
+            Fire(descriptor, instant),
+            self._node,
+            verdict,
+            attempt=attempt,
+            token=token,
+            started_at=started_at,
+            ended_at=ended_at,
+            lost=lost,
+            fenced=fenced,
+            error=error,
+            claim_seconds=claim_seconds,
+            adoption=adoption,
+        )
+
     def _too_late(self, target: str, instant: datetime) -> float | None:
         """Seconds late when beyond grace (logged), else None."""
         lateness = (self._clock() - instant).total_seconds()
@@ -372,25 +406,25 @@ class FireRunner:
         )
         return lateness
 
-    def _claim(self, target: str, lock_name: str, instant: datetime) -> FireStatus:
+    def _claim(self, target: str, lock_name: str, instant: datetime) -> Verdict:
         """Claim the fire: SUCCEEDED when won, else the status to return."""
         seconds = claim_seconds(
             instant, self._clock(), grace=self._grace, clock_skew=self._clock_skew
         )
         if seconds <= 0:  # grace ran out between the check and now (clock_skew == 0)
             self._skip(lock_name, target, instant, "the grace ran out before it could be claimed")
-            return FireStatus.TOO_LATE
+            return Verdict.TOO_LATE
         try:
             won = self._claims.try_claim(claim_name(target, lock_name, instant), seconds)
         except LockBackendError as err:
             logger.warning("%s: fire %s skipped: its claim failed: %s", target, _at(instant), err)
             # Harmless if another node runs it: a start replaces a skip.
             self._skip(lock_name, target, instant, f"the lock backend failed: {err}")
-            return FireStatus.BACKEND_ERROR
+            return Verdict.BACKEND_ERROR
         if not won:
             logger.debug("%s: fire %s is claimed elsewhere", target, _at(instant))
-            return FireStatus.CLAIMED_ELSEWHERE
-        return FireStatus.SUCCEEDED
+            return Verdict.CLAIMED_ELSEWHERE
+        return Verdict.SUCCEEDED
 
     def _keep_alive(
         self, holding: Holding, ttl: float, lost: threading.Event, label: str
@@ -441,7 +475,7 @@ class FireRunner:
         body: Body,
         holding: Holding,
         lost: threading.Event,
-    ) -> tuple[FireOutcome, ...]:
+    ) -> tuple[FireResult, ...]:
         """Adopt the newest died run within grace; close older ones as expired.
 
         A fire this node finished but could not record is never adopted: it ran.
@@ -466,7 +500,7 @@ class FireRunner:
         now = self._clock()
         within = [r for r in died if (now - r.instant).total_seconds() <= self._grace]
         adopt = within[-1] if within else None
-        outcomes: list[FireOutcome] = []
+        outcomes: list[FireResult] = []
         for record in died:
             if record is adopt:
                 continue
@@ -476,10 +510,17 @@ class FireRunner:
             )
             logger.warning("%s: fire %s expired: %s", target, _at(record.instant), reason)
             self._finish(
-                lock, target, record.instant, token=token, state=RunState.EXPIRED, error=reason
+                lock, target, record.instant, token=token, verdict=Verdict.EXPIRED, error=reason
             )
             outcomes.append(
-                FireOutcome(FireStatus.EXPIRED, target, record.instant, record.attempt, token)
+                self._result(
+                    Verdict.EXPIRED,
+                    descriptor,
+                    record.instant,
+                    attempt=record.attempt,
+                    token=token,
+                    adoption=True,
+                )
             )
         if adopt is not None and self._still_held(holding, lost):
             logger.warning(
@@ -489,16 +530,15 @@ class FireRunner:
                 adopt.attempt,
                 adopt.node,
             )
-            outcomes.append(
-                self._execute(
-                    descriptor,
-                    adopt.instant,
-                    body,
-                    holding=holding,
-                    lost=lost,
-                    unrecorded_attempt=adopt.attempt + 1,
-                )
+            adopted = self._execute(
+                descriptor,
+                adopt.instant,
+                body,
+                holding=holding,
+                lost=lost,
+                unrecorded_attempt=adopt.attempt + 1,
             )
+            outcomes.append(replace(adopted, adoption=True))
         return tuple(outcomes)
 
     def _execute(
@@ -511,7 +551,7 @@ class FireRunner:
         lost: threading.Event,
         recorded: bool = True,
         unrecorded_attempt: int = 1,
-    ) -> FireOutcome:
+    ) -> FireResult:
         """Run the body once for `instant`, between the history's start and finish.
 
         `holding` is the task lock's. A lease that lapsed while the body ran (the node
@@ -545,33 +585,41 @@ class FireRunner:
                     target,
                     _at(instant),
                 )
-                return FireOutcome(FireStatus.ALREADY_RECORDED, target, instant, token=token)
+                return self._result(Verdict.ALREADY_RECORDED, descriptor, instant, token=token)
             attempt = started
         if holding is not None and not self._still_held(holding, lost):
             reason = "the task lock lapsed or was lost before the body started"
             if lock is not None:
                 self._finish(
-                    lock, target, instant, token=token, state=RunState.EXPIRED, error=reason
+                    lock, target, instant, token=token, verdict=Verdict.LOCK_LOST, error=reason
                 )
-            return FireOutcome(
-                FireStatus.LOCK_LOST, target, instant, attempt, token, lost=True, error=reason
+            return self._result(
+                Verdict.LOCK_LOST,
+                descriptor,
+                instant,
+                attempt=attempt,
+                token=token,
+                lost=True,
+                error=reason,
             )
         context = FireContext(
             target, instant, attempt, token, self._node, descriptor.lock_name, lost
         )
-        state = RunState.FAILED
+        verdict = Verdict.FAILED
         error: str | None = "interrupted: the body did not return"
         accepted: bool | None = None
+        started_at = self._clock()
         try:
             with entered(context):
                 body()
-            state, error = RunState.SUCCEEDED, None
+            verdict, error = Verdict.SUCCEEDED, None
         except Exception as err:
             error = f"{type(err).__name__}: {err}"
             logger.exception(
                 "%s: the task raised (fire %s, attempt %d)", target, _at(instant), attempt
             )
         finally:
+            ended_at = self._clock()
             if holding is not None and not lost.is_set() and (holding.lost or holding.lapsed()):
                 lost.set()
                 logger.error(
@@ -583,15 +631,16 @@ class FireRunner:
                 )
             if lock is not None:
                 accepted = self._finish(
-                    lock, target, instant, token=token, state=state, error=error
+                    lock, target, instant, token=token, verdict=verdict, error=error
                 )
-        status = FireStatus.SUCCEEDED if state is RunState.SUCCEEDED else FireStatus.FAILED
-        return FireOutcome(
-            status,
-            target,
+        return self._result(
+            verdict,
+            descriptor,
             instant,
-            attempt,
-            token,
+            attempt=attempt,
+            token=token,
+            started_at=started_at,
+            ended_at=ended_at,
             lost=lost.is_set(),
             fenced=accepted is False,
             error=error,
@@ -606,10 +655,11 @@ class FireRunner:
         instant: datetime,
         *,
         token: int | None,
-        state: RunState,
+        verdict: Verdict,
         error: str | None,
     ) -> bool | None:
-        """Write the end of a run; None without (a reachable) history, False when fenced.
+        """Write the end of a run as `verdict`; None without (a reachable) history, False
+        when fenced.
 
         Retried for up to `FINISH_RETRY_SECONDS` while the caller still holds the task
         lock: a `running` record left behind would make the next fire adopt and run
@@ -620,6 +670,7 @@ class FireRunner:
         if history is None:
             return None
         ended_at = self._clock()
+        state = closing_state(verdict)
         try:
             accepted = _retrying(
                 lambda: _off_loop(

@@ -34,7 +34,7 @@ import os
 import threading
 import time
 from types import TracebackType
-from typing import Protocol
+from typing import Any, Generic, TypeVar
 
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.port import HoldingLock
@@ -70,24 +70,25 @@ RENEWALS_PER_TTL = 3
 STOP_TIMEOUT_SECONDS = 10.0
 
 
-class KeepAlive:
-    """Renews `holding` on `lock` every `interval` seconds until `stop()`.
+_Lock = TypeVar("_Lock")
 
-    Use it as a context manager around the body. `interval` defaults to
-    `ttl_seconds / 3`. `lost` is the event set when the holding is lost; pass your
-    own to share it (the fire's context holds it).
+
+class Watched(Generic[_Lock]):
+    """A holding kept alive, whichever flavour keeps it: what `judge_renewal` reads.
+
+    `interval` defaults to `ttl_seconds / 3`. `lost` is the event set when the
+    holding is lost; pass your own to share it (the fire's context holds it).
     """
 
     def __init__(
         self,
-        lock: HoldingLock,
+        lock: _Lock,
         holding: Holding,
         ttl_seconds: float,
         *,
         interval: float | None = None,
         lost: threading.Event | None = None,
         label: str = "",
-        renewer: Renewer | None = None,
     ) -> None:
         self.lock = lock
         self.holding = holding
@@ -97,11 +98,21 @@ class KeepAlive:
             raise ValueError(f"keep-alive interval must be > 0, got {interval!r}")
         self.lost = threading.Event() if lost is None else lost
         self.label = label or holding.name
-        self._renewer = renewer
         self.stopped = False
         self.renewing = False
 
-    def start(self) -> KeepAlive:
+
+class KeepAlive(Watched[HoldingLock]):
+    """Renews `holding` on `lock` every `interval` seconds until `stop()`.
+
+    Use it as a context manager around the body. `start(renewer)` hands it to a
+    `Renewer` of the caller's (tests), by default the process's shared one.
+    """
+
+    _renewer: Renewer | None = None
+
+    def start(self, renewer: Renewer | None = None) -> KeepAlive:
+        self._renewer = renewer
         (self._renewer or Renewer.shared()).watch(self)
         return self
 
@@ -219,16 +230,7 @@ class Renewer:
         return judge_renewal(keep, renewed)
 
 
-class Watched(Protocol):
-    """What `judge_renewal` reads of a keep-alive, whichever flavour it is."""
-
-    holding: Holding
-    lost: threading.Event
-    label: str
-    stopped: bool
-
-
-def judge_renewal(keep: Watched, renewed: bool) -> bool | None:
+def judge_renewal(keep: Watched[Any], renewed: bool) -> bool | None:
     """What one renewal means: True renewed, False failed (try again soon), None stop.
 
     Shared by the renewer thread and the asyncio keep-alive (`fires.aio_keepalive`),

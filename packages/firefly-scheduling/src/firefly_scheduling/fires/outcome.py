@@ -1,4 +1,20 @@
-"""`FireOutcome`: what the fire runner did with one fire, for hosts, logs and tests."""
+"""A fire, its verdict and its result: the one vocabulary of what happened to a fire.
+
+`Fire` is a task plus its scheduled instant in UTC, named alike on every node.
+`Verdict` says what happened to it on one node, whoever decided: the fire runner
+(succeeded, claimed elsewhere, too late, overlapping...), the host before the runner
+(held back, shutting down, unavailable), or the plain guard `run_guarded` (which
+reaches four of them). `FireResult` is that verdict with everything known about the
+fire on this node; the runner returns it, the hosts hand it to their observers (the
+fire log, telemetry, the `tick` report) and the CLI prints it.
+
+The run history keeps its own, persisted `RunState` (running, succeeded, failed,
+expired, skipped): a record's place in its life across nodes, not one node's
+verdict. `running` is no verdict at all, every verdict that ran nothing is stored as
+`skipped` with its reason as text, and the stored words are a table's contents that
+must not change when a verdict is added or renamed. `closing_state` is the only place
+a verdict becomes a stored state.
+"""
 
 from __future__ import annotations
 
@@ -6,49 +22,144 @@ import enum
 from dataclasses import dataclass
 from datetime import datetime
 
+from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.history.port import RunState
+from firefly_scheduling.instants import as_utc
 
-class FireStatus(enum.StrEnum):
-    """What `FireRunner.run` did with a fire."""
 
+@dataclass(frozen=True)
+class Fire:
+    """One scheduled occurrence of a task: `(descriptor, instant)`, the instant aware UTC."""
+
+    descriptor: ScheduledDescriptor
+    instant: datetime
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "instant", as_utc(self.instant))
+
+    @property
+    def target(self) -> str:
+        return self.descriptor.target
+
+
+class Verdict(enum.StrEnum):
+    """What happened to one fire on this node. The value is the verdict in words.
+
+    `--json`, the fire log and telemetry spell a verdict by its lower-cased name
+    (`claimed_elsewhere`); tables and summaries by its value ("claimed elsewhere").
+    """
+
+    #: The body ran here and returned.
     SUCCEEDED = "succeeded"
+    #: The body ran here and raised (or its target could not be resolved).
     FAILED = "failed"
     #: Another node (or an earlier attempt) holds this fire's claim.
     CLAIMED_ELSEWHERE = "claimed elsewhere"
     #: The history refused the start: the fire is finished, or a newer attempt owns it.
     ALREADY_RECORDED = "already recorded"
-    #: The claim was won but the task lock is held: the previous fire still runs.
-    OVERLAPPING = "skipped: the previous fire still runs"
-    TOO_LATE = "skipped: later than grace"
-    BACKEND_ERROR = "skipped: the lock backend failed"
+    #: The task lock is held by another run of the task: the previous fire still runs.
+    #: (`run_guarded` claims no fire: there, the run may be this fire's on another node.)
+    OVERLAPPING = "overlapping"
+    #: Later than grace by this node's clock: skipped.
+    TOO_LATE = "too late"
+    #: The lock backend failed; the fire was skipped, never run unlocked.
+    BACKEND_ERROR = "backend error"
     #: A died run found in the history, closed instead of adopted (too late).
     EXPIRED = "expired"
-    #: The task lock was reported lost before this fire's body could start.
-    LOCK_LOST = "skipped: the task lock was lost"
-
-
-@dataclass(frozen=True)
-class FireOutcome:
-    """The result of one fire, and of the died runs it adopted or expired on the way.
-
-    `lost`: the lock was reported lost while the body ran. `fenced`: the history
-    refused this run's final write because a newer attempt took the fire over.
-    `claim_seconds`: how long claiming the fire took, its round trip included (None
-    when no claim was attempted: an unlocked or `fixed_delay` task, a fire too late);
-    for a host's metrics.
-    """
-
-    status: FireStatus
-    target: str
-    instant: datetime
-    attempt: int | None = None
-    token: int | None = None
-    lost: bool = False
-    fenced: bool = False
-    error: str | None = None
-    adopted: tuple[FireOutcome, ...] = ()
-    claim_seconds: float | None = None
+    #: The task lock was reported lost (or lapsed) before this fire's body could start.
+    LOCK_LOST = "lock lost"
+    #: The host held it back: the task's initial delay has not elapsed.
+    HELD_BACK = "held back"
+    #: The host is shutting down: the fire was not started.
+    SHUTTING_DOWN = "shutting down"
+    #: The host could not build the lock or the anchor store: skipped.
+    UNAVAILABLE = "unavailable"
 
     @property
     def ran(self) -> bool:
-        """Whether this node ran the body for this fire."""
-        return self.status in {FireStatus.SUCCEEDED, FireStatus.FAILED}
+        """Whether the body ran here (successfully or not)."""
+        return self in _RAN
+
+
+_RAN = frozenset({Verdict.SUCCEEDED, Verdict.FAILED})
+
+#: The stored state a started run's record is closed with, by the verdict that ends it.
+_CLOSING_STATES = {
+    Verdict.SUCCEEDED: RunState.SUCCEEDED,
+    Verdict.FAILED: RunState.FAILED,
+    Verdict.EXPIRED: RunState.EXPIRED,
+    # Started, then found without its lock before the body: closed, never run.
+    Verdict.LOCK_LOST: RunState.EXPIRED,
+}
+
+
+def closing_state(verdict: Verdict) -> RunState:
+    """The `RunState` a started run's record is closed with when it ends as `verdict`.
+
+    A verdict reached before any record was started is written with
+    `RunHistory.skip` instead (stored as `skipped`, the reason as text); only the four
+    verdicts that can end a started run close one.
+    """
+    try:
+        return _CLOSING_STATES[verdict]
+    except KeyError:
+        raise ValueError(f"the verdict {verdict.name} never closes a started run") from None
+
+
+def verdict_words(key: str) -> str:
+    """A verdict spelt as `--json` and the fire log spell it (`claimed_elsewhere`), in words.
+
+    A name this version does not know (a fire log written by another) reads with its
+    underscores as spaces.
+    """
+    try:
+        return Verdict[key.upper()].value
+    except KeyError:
+        return key.lower().replace("_", " ")
+
+
+@dataclass(frozen=True)
+class FireResult:
+    """What happened to one fire on this node: its verdict and all that goes with it.
+
+    * `verdict`: see `Verdict`; `node`: this node's name.
+    * `attempt`: the attempt number the body was told (None when it did not run);
+      `token`: the task lock's fencing token, when it was taken and fences.
+    * `started_at`/`ended_at`: the wall clock around the body, when it ran here.
+    * `lost`: the lock was reported lost (or lapsed) while the body ran.
+    * `fenced`: the history refused this run's final write: a newer attempt took the
+      fire over.
+    * `error`: the exception (failed), or why the lock failed or was lost.
+    * `claim_seconds`: how long claiming the fire took, its round trip included
+      (None when no claim was attempted), for a host's metrics.
+    * `adopted`: the died runs of earlier fires this fire ran again (adopted) or
+      closed as expired before running its own body, one result each, in order;
+      `adoption`: this result is one of those, not a fire the host triggered.
+    """
+
+    fire: Fire
+    node: str
+    verdict: Verdict
+    attempt: int | None = None
+    token: int | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    lost: bool = False
+    fenced: bool = False
+    error: str | None = None
+    claim_seconds: float | None = None
+    adopted: tuple[FireResult, ...] = ()
+    adoption: bool = False
+
+    @property
+    def ran(self) -> bool:
+        """Whether the body ran here for this fire (successfully or not)."""
+        return self.verdict.ran
+
+    @property
+    def target(self) -> str:
+        return self.fire.descriptor.target
+
+    @property
+    def instant(self) -> datetime:
+        return self.fire.instant

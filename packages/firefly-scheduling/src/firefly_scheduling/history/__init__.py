@@ -1,7 +1,8 @@
-"""Run history: one record per fire (port, memory store, store selection)."""
+"""Run history: one record per fire (port, base class, memory store, store selection)."""
 
 from __future__ import annotations
 
+from firefly_scheduling.history.base import BaseRunHistory, RunEnd, RunStart
 from firefly_scheduling.history.memory import MemoryRunHistory
 from firefly_scheduling.history.port import (
     HistoryError,
@@ -12,10 +13,13 @@ from firefly_scheduling.history.port import (
 from firefly_scheduling.history.selection import history_url, require_history, resolve_history
 
 __all__ = [
+    "BaseRunHistory",
     "HistoryError",
     "MemoryRunHistory",
+    "RunEnd",
     "RunHistory",
     "RunRecord",
+    "RunStart",
     "RunState",
     "history_url",
     "require_history",

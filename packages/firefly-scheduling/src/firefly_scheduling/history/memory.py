@@ -11,9 +11,9 @@ import threading
 from dataclasses import replace
 from datetime import datetime
 
+from firefly_scheduling.history.base import BaseRunHistory, RunEnd, RunStart
 from firefly_scheduling.history.port import (
     EXPIRED_BY_PRUNE,
-    FINISHED_STATES,
     RunRecord,
     RunState,
     clip_error,
@@ -24,71 +24,48 @@ from firefly_scheduling.instants import as_utc
 _Key = tuple[str, str, datetime]
 
 
-class MemoryRunHistory:
+class MemoryRunHistory(BaseRunHistory):
     """A `RunHistory` kept in a dict; thread-safe."""
 
     def __init__(self) -> None:
         self._mutex = threading.Lock()
         self._records: dict[_Key, RunRecord] = {}
 
-    def start(
-        self,
-        task: str,
-        instant: datetime,
-        *,
-        lock: str,
-        node: str,
-        token: int | None,
-        at: datetime,
-    ) -> int | None:
-        key = (lock, task, as_utc(instant))
+    def _start(self, begin: RunStart) -> int | None:
+        key = (begin.lock, begin.task, begin.instant)
         with self._mutex:
             current = self._records.get(key)
             if current is None or current.state is RunState.SKIPPED:
                 attempt = 1
-            elif current.state is RunState.RUNNING and _newer(token, current.token):
+            elif current.state is RunState.RUNNING and _newer(begin.token, current.token):
                 attempt = current.attempt + 1
             else:
                 return None
             self._records[key] = RunRecord(
-                task=task,
-                instant=key[2],
-                node=node,
+                task=begin.task,
+                instant=begin.instant,
+                node=begin.node,
                 attempt=attempt,
                 state=RunState.RUNNING,
-                started_at=as_utc(at),
+                started_at=begin.at,
                 ended_at=None,
                 error=None,
-                token=token,
-                lock=lock,
+                token=begin.token,
+                lock=begin.lock,
             )
             return attempt
 
-    def finish(
-        self,
-        task: str,
-        instant: datetime,
-        *,
-        lock: str,
-        token: int | None,
-        state: RunState,
-        error: str | None,
-        at: datetime,
-    ) -> bool:
-        if state not in FINISHED_STATES:
-            raise ValueError(f"finish() writes a finished state, not {state!r}")
-        key = (lock, task, as_utc(instant))
+    def _finish(self, end: RunEnd) -> bool:
+        key = (end.lock, end.task, end.instant)
         with self._mutex:
             current = self._records.get(key)
             if (
                 current is None
                 or current.state is not RunState.RUNNING
-                or not _may_write(token, current.token)
+                or not _may_write(end.token, current.token)
             ):
                 return False
-            self._records[key] = replace(
-                current, state=state, ended_at=as_utc(at), error=clip_error(error)
-            )
+            self._records[key] = replace(current, state=end.state, ended_at=end.at, error=end.error)
             return True
 
     def skip(

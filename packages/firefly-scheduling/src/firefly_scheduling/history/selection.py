@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.history.port import RunHistory
-from firefly_scheduling.locks.redaction import redact_url
 from firefly_scheduling.providers.building import store_url_at_lock
 from firefly_scheduling.providers.registry import store_factory, store_keepers, store_schemes
 from firefly_scheduling.settings import Settings, env_var
+from firefly_scheduling.urls.redaction import redact_url
 
 HISTORY_KEY = "firefly.scheduling.history.url"
 #: The value that turns the history off whatever the lock provider.

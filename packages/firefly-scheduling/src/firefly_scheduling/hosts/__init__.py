@@ -5,10 +5,11 @@
   Kubernetes CronJob.
 * `library.register`: the library host, on an APScheduler scheduler the application runs.
 
-All three turn a trigger into a `Fire` and call `execute_fire`
-(`firefly_scheduling.hosts.fires`), the single path through the initial-delay gate
-and the fire runner (claims, task lock, keep-alive, fencing, run history). `run` and
-`tick` stop the same way on SIGTERM/SIGINT (`firefly_scheduling.hosts.shutdown`).
+All three turn a trigger into a `Fire` (`firefly_scheduling.fires.outcome`) and call
+`execute_fire` (`firefly_scheduling.hosts.execute`), the single path through the
+initial-delay gate and the fire runner (claims, task lock, keep-alive, fencing, run
+history). `run` and `tick` stop the same way on SIGTERM/SIGINT
+(`firefly_scheduling.hosts.shutdown`).
 
 Nothing is imported here, so `import firefly_scheduling` (which exports
 `register`) does not load the resident scheduler or the tick host.

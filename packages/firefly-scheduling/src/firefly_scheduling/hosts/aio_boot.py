@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from firefly_scheduling.aio.port import AsyncDistributedLock
+from firefly_scheduling.callables import Resolver
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.aio_execution import AsyncFireRunner
-from firefly_scheduling.guard import Resolver
 from firefly_scheduling.hosts.aio_lock_selection import configured_async_lock
 from firefly_scheduling.hosts.aio_runtime import AsyncTaskRuntime
 from firefly_scheduling.hosts.boot import initial_delay_gate

@@ -18,15 +18,12 @@ from __future__ import annotations
 
 import asyncio  # sync: drop
 import logging
-from dataclasses import replace
-from datetime import UTC, datetime
 
 from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
 from firefly_scheduling.errors import FireflySchedulingError
-from firefly_scheduling.fires.outcome import FireOutcome
+from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
 from firefly_scheduling.hosts import task_calls
 from firefly_scheduling.hosts.aio_runtime import AsyncTaskRuntime
-from firefly_scheduling.hosts.fires import Fire, FireResult, FireSkip
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 
@@ -39,7 +36,7 @@ async def execute_fire(fire: Fire, runtime: AsyncTaskRuntime) -> FireResult:
     """
     with runtime.tracking(fire) as accepted, runtime.telemetry.fire(fire, runtime.node) as ended:
         if not accepted:
-            result = FireResult(fire, runtime.node, FireSkip.SHUTTING_DOWN)
+            result = FireResult(fire, runtime.node, Verdict.SHUTTING_DOWN)
         else:
             result = await _run(fire, runtime)
         ended(result)
@@ -65,41 +62,16 @@ async def _run(fire: Fire, runtime: AsyncTaskRuntime) -> FireResult:
         runner = runtime.fire_runner.get()  # builds the lock: a broken provider is UNAVAILABLE
     except FireflySchedulingError as err:
         logger.error("%s: fire of %s skipped: %s", fire.target, fire.instant.isoformat(), err)
-        return FireResult(fire, runtime.node, FireSkip.UNAVAILABLE)
+        return FireResult(fire, runtime.node, Verdict.UNAVAILABLE)
     if not admitted:
-        return FireResult(fire, runtime.node, FireSkip.HELD_BACK)
-    # One (start, end) per call of the body: the runner calls it once for each
-    # adopted run that it runs again, then once for this fire, in that order.
-    spans: list[tuple[datetime | None, datetime | None]] = []
+        return FireResult(fire, runtime.node, Verdict.HELD_BACK)
 
     async def body() -> None:
-        started: datetime | None = None
-        try:
-            # Resolved inside the runner: an import error is logged as this task's failure.
-            task = runtime.callables.resolve(descriptor.target)
-            started = datetime.now(UTC)
-            # Awaited on this loop, or, in the sync flavour, on the host's task loop.
-            await task_calls.acall_task(task)  # sync: task_calls.call_task(task, runtime.loop)
-        finally:
-            spans.append((started, None if started is None else datetime.now(UTC)))
+        # Resolved inside the runner: an import error is logged as this task's failure.
+        task = runtime.callables.resolve(descriptor.target)
+        # Awaited on this loop, or, in the sync flavour, on the host's task loop.
+        await task_calls.acall_task(task)  # sync: task_calls.call_task(task, runtime.loop)
 
-    outcome = await runner.run(descriptor, fire.instant, body)
-    bodies = iter(spans)
-
-    def result_of(verdict: FireOutcome, the_fire: Fire, *, adoption: bool) -> FireResult:
-        started, ended = next(bodies, (None, None)) if verdict.ran else (None, None)
-        return FireResult(
-            the_fire,
-            runtime.node,
-            verdict.status,
-            started,
-            ended,
-            runner=verdict,
-            adoption=adoption,
-        )
-
-    adopted = tuple(
-        result_of(earlier, Fire(descriptor, earlier.instant), adoption=True)
-        for earlier in outcome.adopted
-    )
-    return replace(result_of(outcome, fire, adoption=False), adopted=adopted)
+    # The runner calls the body once for each died run it adopts, then for this fire;
+    # its result carries each run's own (adopted) result, timings included.
+    return await runner.run(descriptor, fire.instant, body)

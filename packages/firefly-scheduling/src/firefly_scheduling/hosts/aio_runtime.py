@@ -1,7 +1,7 @@
 """`AsyncTaskRuntime`: what every fire of the asyncio host needs, on the host's event loop.
 
-The asyncio twin of `TaskRuntime` (the gate, the callables, the observers and the
-fires in flight are shared code, `RuntimeBase`): its lock is an
+The asyncio twin of `TaskRuntime` (everything but the types of the lock and the
+runner, and closing, is shared code, `RuntimeBase`): its lock is an
 `AsyncDistributedLock` and its fire runner an `AsyncFireRunner`, both used from the
 event loop the host runs on (the application's own, under uvicorn).
 """
@@ -10,46 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING
 
 from firefly_scheduling.aio.port import AsyncDistributedLock
 from firefly_scheduling.fires.aio_execution import AsyncFireRunner
-from firefly_scheduling.guard import Resolver
-from firefly_scheduling.hosts.runtime import Lazy, RuntimeBase
-from firefly_scheduling.hosts.telemetry import Telemetry
-from firefly_scheduling.initial_delay.gate import InitialDelayGate
-
-if TYPE_CHECKING:
-    from firefly_scheduling.hosts.fires import FireObserver
+from firefly_scheduling.hosts.runtime import RuntimeBase
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 
 
-class AsyncTaskRuntime(RuntimeBase):
+class AsyncTaskRuntime(RuntimeBase[AsyncDistributedLock, AsyncFireRunner]):
     """The async lock, gate, callables, observers and in-flight bookkeeping of one host."""
 
-    def __init__(
-        self,
-        *,
-        lock: Lazy[AsyncDistributedLock],
-        gate: Lazy[InitialDelayGate],
-        resolver: Resolver | None = None,
-        node: str,
-        observers: Sequence[FireObserver] = (),
-        fire_runner: Callable[[AsyncTaskRuntime], AsyncFireRunner] | None = None,
-        telemetry: Telemetry | None = None,
-    ) -> None:
-        super().__init__(
-            gate=gate, resolver=resolver, node=node, observers=observers, telemetry=telemetry
-        )
-        self.lock = lock
-        make_runner = fire_runner or (
-            lambda runtime: AsyncFireRunner(runtime.lock.get(), clock=runtime.wall_now, node=node)
-        )
-        #: Claims, keep-alive, fencing and history for every fire (built with the lock).
-        self.fire_runner: Lazy[AsyncFireRunner] = Lazy(lambda: make_runner(self))
+    def default_runner(self) -> AsyncFireRunner:
+        return AsyncFireRunner(self.lock.get(), clock=self.wall_now, node=self.node)
 
     async def wait_idle_async(self, timeout: float, *, poll: float = 0.05) -> bool:
         """Wait up to `timeout` seconds, without blocking the loop, for the fires in flight."""

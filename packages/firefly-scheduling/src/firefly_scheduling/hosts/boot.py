@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from firefly_scheduling.callables import Resolver
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.execution import FireRunner
-from firefly_scheduling.guard import Resolver
 from firefly_scheduling.hosts.fires import FireObserver
 from firefly_scheduling.hosts.lock_safety import check_lock_guards
 from firefly_scheduling.hosts.runtime import Lazy, TaskRuntime

@@ -10,6 +10,7 @@ not safe on a network filesystem.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterator
@@ -17,23 +18,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from firefly_scheduling.hosts.fires import FireResult
+from firefly_scheduling.fires.outcome import FireResult
 
 
 @dataclass(frozen=True)
 class FireRecord:
     """One line of a fire log.
 
-    `status` is the precise verdict, named as in `FireStatus`/`FireSkip`
-    (`succeeded`, `claimed_elsewhere`, `too_late`, `overlapping`, `held_back`...);
-    `outcome` is the coarse `RunOutcome` name (`ran`, `skipped_locked`...) older
-    readers know. `adoption`: the run of a died node's fire, taken over here.
+    `status` is the verdict's lower-cased name (`succeeded`, `claimed_elsewhere`,
+    `too_late`, `overlapping`, `held_back`...: `fires.outcome.Verdict`).
+    `adoption`: the run of a died node's fire, taken over here.
     """
 
     target: str
     instant: str
     node: str
-    outcome: str
     ran: bool
     locked: bool
     started_at: str | None
@@ -50,7 +49,6 @@ class FireRecord:
             target=result.fire.target,
             instant=result.fire.instant.isoformat(timespec="microseconds"),
             node=result.node,
-            outcome=result.outcome.name.lower(),
             ran=result.ran,
             locked=result.fire.descriptor.lock_name is not None,
             started_at=iso(result.started_at),
@@ -96,4 +94,9 @@ def read_fire_log(path: Path, *, offset: int = 0) -> tuple[list[FireRecord], int
 def _parse(data: bytes) -> Iterator[FireRecord]:
     for line in data.decode().splitlines():
         if line.strip():
-            yield FireRecord(**json.loads(line))
+            fields = json.loads(line)
+            # A key this version does not write (`outcome`, from 0.1.0) is passed over.
+            yield FireRecord(**{key: fields[key] for key in _FIELDS if key in fields})
+
+
+_FIELDS = frozenset(field.name for field in dataclasses.fields(FireRecord))

@@ -51,8 +51,8 @@ from typing import Any
 
 from firefly_scheduling.cron import CronSchedule
 from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.fires.outcome import Fire
 from firefly_scheduling.hosts.execute import execute_fire
-from firefly_scheduling.hosts.fires import Fire
 from firefly_scheduling.hosts.runtime import TaskRuntime
 from firefly_scheduling.hosts.triggers import (
     CronScheduleTrigger,

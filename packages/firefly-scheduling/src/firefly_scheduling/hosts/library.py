@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from firefly_scheduling.aio.port import AsyncDistributedLock
+from firefly_scheduling.callables import Resolver
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.discovery import resolve_descriptors
-from firefly_scheduling.guard import Resolver
 from firefly_scheduling.hosts.aio_boot import build_async_runtime
 from firefly_scheduling.hosts.aio_jobs import attach_tasks as attach_async_tasks
 from firefly_scheduling.hosts.boot import build_runtime, synchronous_lock, validated

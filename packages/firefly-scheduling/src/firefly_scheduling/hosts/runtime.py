@@ -13,19 +13,19 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, Self, TypeVar
 
+from firefly_scheduling.callables import CallableResolver, Resolver
 from firefly_scheduling.fires.execution import FireRunner, utc_now
-from firefly_scheduling.guard import CallableResolver, Resolver
 from firefly_scheduling.hosts.coroutine_loop import CoroutineLoop
+from firefly_scheduling.hosts.fires import FireObserver
 from firefly_scheduling.hosts.telemetry import Telemetry, process_telemetry
 from firefly_scheduling.initial_delay.gate import InitialDelayGate
 from firefly_scheduling.locks.port import DistributedLock
 
-if TYPE_CHECKING:
-    from firefly_scheduling.hosts.fires import FireObserver
-
 _T = TypeVar("_T")
+_Lock = TypeVar("_Lock")
+_Runner = TypeVar("_Runner")
 
 
 class Lazy(Generic[_T]):
@@ -61,17 +61,26 @@ class Lazy(Generic[_T]):
         return self._built
 
 
-class RuntimeBase:
-    """What every host's runtime shares, whatever its flavour: the gate, the callables,
-    the observers, the wall clock fires are judged by, and the fires in flight."""
+class RuntimeBase(Generic[_Lock, _Runner]):
+    """What every host's runtime shares, whatever its flavour: the lock and the fire
+    runner (of the flavour's types), the gate, the callables, the observers, the wall
+    clock fires are judged by, and the fires in flight.
+
+    `fire_runner(runtime)` builds the runner on first use (default: `default_runner`).
+    `loop` is the threaded hosts' own event loop for `async def` tasks
+    (`hosts.coroutine_loop`), started by the first one; an asyncio host awaits its
+    tasks on its own loop and never starts it.
+    """
 
     def __init__(
         self,
         *,
+        lock: Lazy[_Lock],
         gate: Lazy[InitialDelayGate],
         resolver: Resolver | None = None,
         node: str,
         observers: Sequence[FireObserver] = (),
+        fire_runner: Callable[[Self], _Runner] | None = None,
         telemetry: Telemetry | None = None,
     ) -> None:
         #: The wall clock fires are judged by (grace); a host with a clock seam replaces it.
@@ -86,6 +95,15 @@ class RuntimeBase:
         self._in_flight: dict[int, object] = {}
         self._next_ticket = 0
         self._idle = threading.Condition()
+        self.lock = lock
+        make_runner = fire_runner or type(self).default_runner
+        #: Claims, keep-alive, fencing and history for every fire (built with the lock).
+        self.fire_runner: Lazy[_Runner] = Lazy(lambda: make_runner(self))
+        self.loop = CoroutineLoop()
+
+    def default_runner(self) -> _Runner:
+        """The fire runner of this flavour on `lock`, judged by `wall_now`, named `node`."""
+        raise NotImplementedError
 
     def wall_now(self) -> datetime:
         """`now()` looked up on every call, so a clock installed later is honoured."""
@@ -130,34 +148,11 @@ class RuntimeBase:
             return self._idle.wait_for(lambda: not self._in_flight, timeout=max(timeout, 0.0))
 
 
-class TaskRuntime(RuntimeBase):
-    """The lock, gate, callables, observers and in-flight bookkeeping of one host.
+class TaskRuntime(RuntimeBase[DistributedLock, FireRunner]):
+    """The lock, gate, callables, observers and in-flight bookkeeping of one threaded host."""
 
-    `loop` is the host's own event loop for `async def` tasks
-    (`hosts.coroutine_loop`), started by the first one.
-    """
-
-    def __init__(
-        self,
-        *,
-        lock: Lazy[DistributedLock],
-        gate: Lazy[InitialDelayGate],
-        resolver: Resolver | None = None,
-        node: str,
-        observers: Sequence[FireObserver] = (),
-        fire_runner: Callable[[TaskRuntime], FireRunner] | None = None,
-        telemetry: Telemetry | None = None,
-    ) -> None:
-        super().__init__(
-            gate=gate, resolver=resolver, node=node, observers=observers, telemetry=telemetry
-        )
-        self.lock = lock
-        make_runner = fire_runner or (
-            lambda runtime: FireRunner(runtime.lock.get(), clock=runtime.wall_now, node=node)
-        )
-        #: Claims, keep-alive, fencing and history for every fire (built with the lock).
-        self.fire_runner: Lazy[FireRunner] = Lazy(lambda: make_runner(self))
-        self.loop = CoroutineLoop()
+    def default_runner(self) -> FireRunner:
+        return FireRunner(self.lock.get(), clock=self.wall_now, node=self.node)
 
     def close(self) -> None:
         """Close the fire runner, the lock, the gate's store and the task loop if built."""

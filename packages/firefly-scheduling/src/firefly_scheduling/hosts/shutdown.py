@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import NoReturn
 
-from firefly_scheduling.hosts.fires import Fire
+from firefly_scheduling.fires.outcome import Fire
 from firefly_scheduling.hosts.runtime import TaskRuntime
 
 logger = logging.getLogger("firefly_scheduling.hosts")

@@ -34,11 +34,11 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from firefly_scheduling.fires.keepalive import KEEPALIVE_STATS
-from firefly_scheduling.fires.outcome import FireStatus
+from firefly_scheduling.fires.outcome import Verdict
 from firefly_scheduling.version import __version__
 
 if TYPE_CHECKING:
-    from firefly_scheduling.hosts.fires import Fire, FireResult
+    from firefly_scheduling.fires.outcome import Fire, FireResult
 
 INSTRUMENTATION = "firefly_scheduling"
 logger = logging.getLogger(__name__)
@@ -131,14 +131,13 @@ class OpenTelemetry:
             self._record(each)
         verdict = result.verdict.name.lower()
         span.set_attribute("firefly.fire.verdict", verdict)
-        runner = result.runner
-        if runner is not None and runner.attempt is not None:
-            span.set_attribute("firefly.fire.attempt", runner.attempt)
-        if runner is not None and runner.token is not None:
-            span.set_attribute("firefly.fire.token", runner.token)
-        if result.verdict is FireStatus.FAILED or (runner is not None and runner.lost):
-            detail = runner.error if runner is not None and runner.error else verdict
-            if runner is not None and runner.lost:
+        if result.attempt is not None:
+            span.set_attribute("firefly.fire.attempt", result.attempt)
+        if result.token is not None:
+            span.set_attribute("firefly.fire.token", result.token)
+        if result.verdict is Verdict.FAILED or result.lost:
+            detail = result.error or verdict
+            if result.lost:
                 detail = f"{detail}; the task lock was lost while the body ran"
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, detail))
 
@@ -151,10 +150,9 @@ class OpenTelemetry:
             if result.ended_at is not None:
                 duration = (result.ended_at - result.started_at).total_seconds()
                 self._duration.record(duration, labels)
-        runner = result.runner
-        if runner is not None and runner.claim_seconds is not None:
-            self._claim.record(runner.claim_seconds, labels)
-        if runner is not None and runner.lost:
+        if result.claim_seconds is not None:
+            self._claim.record(result.claim_seconds, labels)
+        if result.lost:
             self._lost.add(1, labels)
 
     @staticmethod

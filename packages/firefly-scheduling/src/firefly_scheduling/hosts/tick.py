@@ -39,12 +39,11 @@ from zoneinfo import ZoneInfo
 from firefly_scheduling.cadence import Cadence
 from firefly_scheduling.cron import CronSchedule
 from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.fires.outcome import FireStatus
+from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
 from firefly_scheduling.hosts.clock import Clock, SystemClock
 from firefly_scheduling.hosts.cron_prefilter import MinutePrefilter, WallClock
 from firefly_scheduling.hosts.execute import execute_fire
 from firefly_scheduling.hosts.fire_instants import minute_start
-from firefly_scheduling.hosts.fires import Fire, FireResult, FireSkip, FireVerdict
 from firefly_scheduling.hosts.runtime import TaskRuntime
 from firefly_scheduling.hosts.shutdown import (
     DEFAULT_GRACE_PERIOD_SECONDS,
@@ -61,8 +60,8 @@ _MAX_WORKERS = 32
 #: Verdicts that make `tick` exit 1: a body failed, or the backend did (the lock, its
 #: lease, the anchor store). A run found expired is the history's news of an earlier
 #: pass, reported by `monitor`, not a failure of this one.
-PROBLEM_VERDICTS: frozenset[FireVerdict] = frozenset(
-    {FireStatus.FAILED, FireStatus.BACKEND_ERROR, FireStatus.LOCK_LOST, FireSkip.UNAVAILABLE}
+PROBLEM_VERDICTS = frozenset(
+    {Verdict.FAILED, Verdict.BACKEND_ERROR, Verdict.LOCK_LOST, Verdict.UNAVAILABLE}
 )
 #: The reason recorded for a slot skipped because the task's previous run still went.
 OVERLAPPING_SLOT_REASON = "passed over on this node: its previous run still went"
@@ -131,7 +130,7 @@ class TickReport:
         return [
             result
             for result in self.every_result()
-            if result.verdict in PROBLEM_VERDICTS or (result.runner and result.runner.lost)
+            if result.verdict in PROBLEM_VERDICTS or result.lost
         ]
 
     @property
@@ -147,12 +146,12 @@ class TickReport:
                 "instant": result.fire.instant.isoformat(),
                 "verdict": result.verdict.name.lower(),
                 "adoption": result.adoption,
-                "attempt": None if result.runner is None else result.runner.attempt,
-                "token": None if result.runner is None else result.runner.token,
+                "attempt": result.attempt,
+                "token": result.token,
                 "node": result.node,
                 "started_at": None if result.started_at is None else result.started_at.isoformat(),
                 "ended_at": None if result.ended_at is None else result.ended_at.isoformat(),
-                "error": None if result.runner is None else result.runner.error,
+                "error": result.error,
             }
             for result in self.every_result()
         ]
@@ -180,7 +179,7 @@ class TickReport:
 
     def summary(self) -> str:
         """One line: the count of each verdict ("3 succeeded; 2 claimed elsewhere")."""
-        verdicts = Counter(result.describe() for result in self.results)
+        verdicts = Counter(result.verdict.value for result in self.results)
         parts = [f"{count} {verdict}" for verdict, count in sorted(verdicts.items())]
         if self.missed:
             parts.append(f"{len(self.missed)} slot(s) already past at start")

@@ -13,10 +13,10 @@ imports an adapter.
 from __future__ import annotations
 
 from firefly_scheduling.initial_delay.port import AnchorStore
-from firefly_scheduling.locks.redaction import redact_url
 from firefly_scheduling.providers.building import store_url_at_lock
 from firefly_scheduling.providers.registry import store_factory, store_keepers, store_schemes
 from firefly_scheduling.settings import Settings, env_var
+from firefly_scheduling.urls.redaction import redact_url
 
 STORE_KEY = "firefly.scheduling.initial-delay.store"
 MEMORY_URL = "memory://"

@@ -36,8 +36,8 @@ from firefly_scheduling.errors import ConfigurationError, LockBackendError
 from firefly_scheduling.locks.hold import hold
 from firefly_scheduling.locks.holding import Holding, HoldingLedger, new_owner_token
 from firefly_scheduling.locks.port import LockCapabilities
-from firefly_scheduling.locks.redaction import scrub
 from firefly_scheduling.locks.validation import validate_lock_name, validate_ttl
+from firefly_scheduling.urls.redaction import scrub
 
 logger = logging.getLogger("firefly_scheduling.locks")
 

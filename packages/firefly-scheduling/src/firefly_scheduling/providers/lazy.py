@@ -1,4 +1,4 @@
-"""`lazy_exports`: an adapter package's public names, imported on first use.
+"""`lazy_exports`, `lock_exports`: an adapter package's public names, imported on first use.
 
 Importing `adapter.provider` (the entry point) first runs `adapter/__init__.py`. If
 that imported the lock class, loading every installed descriptor, which the store
@@ -6,6 +6,8 @@ lookup and the messages do, would import every installed driver: seconds of star
 and a failure of an unrelated adapter's driver breaking the one in use. An adapter's
 `__init__` therefore names its exports here, and a module-level `__getattr__` (PEP
 562) imports each on first access; `from adapter import Lock` works as before.
+`lock_exports` reads those names from the descriptor itself, so an adapter says
+where its lock classes live once.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable, Mapping
+
+from firefly_scheduling.providers.descriptor import LockProvider
 
 
 def lazy_exports(
@@ -40,3 +44,25 @@ def lazy_exports(
         return value
 
     return __getattr__
+
+
+def lock_exports(
+    package: str, provider: LockProvider, *, install_hints: Mapping[str, str] | None = None
+) -> Callable[[str], object]:
+    """A module `__getattr__` exporting the lock classes `provider` names, lazily.
+
+    `provider.lock` and `provider.async_lock` must then be `"module:Class"` paths: the
+    package exports each `Class`, imported from its `module` on first access.
+    """
+    exports: dict[str, str] = {}
+    for factory in (provider.lock, provider.async_lock):
+        if factory is None:
+            continue
+        if not isinstance(factory, str) or ":" not in factory:
+            raise TypeError(
+                f"the {provider.name!r} provider's lock factory {factory!r} is not a "
+                "'module:Class' path; export it with lazy_exports instead"
+            )
+        module, _, name = factory.partition(":")
+        exports[name] = module
+    return lazy_exports(package, exports, install_hints=install_hints)

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from urllib.parse import SplitResult, urlsplit
 
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.redaction import redact_url, userinfo_of
+from firefly_scheduling.urls.redaction import redact_url, userinfo_of
 
 _USERINFO_ENDERS = "/?#@"
 _BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
