@@ -2,9 +2,11 @@
 
 Optional and API-only: with the `[otel]` extra (`opentelemetry-api`) installed, each
 fire is a span and the metrics below are recorded through the global providers the
-application configured (an SDK, the OpenTelemetry distro, a collector's exporters);
-without an SDK the API's own no-op providers make this free, and without the API
-package `NO_TELEMETRY` is used and nothing is imported at all. The library never
+application configured (an SDK, the OpenTelemetry distro, a collector's exporters).
+Until the application sets a global provider, a fire skips the span and the metrics
+altogether (the API's placeholders would record nothing, at a cost per fire), and
+uses them from the next fire once it does; without the API package `NO_TELEMETRY`
+is used and nothing is imported at all. The library never
 configures exporters: that is the application's decision.
 
 The span (`fire <target>`, kind INTERNAL) wraps the claim, the task lock and the
@@ -53,16 +55,28 @@ class Telemetry(Protocol):
     def fire(self, fire: Fire, node: str) -> AbstractContextManager[FinishFire]: ...
 
 
+def _ignore(result: FireResult) -> None:
+    del result
+
+
+class _Ignored(AbstractContextManager[FinishFire]):
+    """The context of a fire nothing records: yields `_ignore`, allocates nothing."""
+
+    def __enter__(self) -> FinishFire:
+        return _ignore
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+_IGNORED = _Ignored()
+
+
 class NoTelemetry:
     """Used when `opentelemetry-api` is not installed: does nothing, imports nothing."""
 
-    @contextmanager
-    def fire(self, fire: Fire, node: str) -> Iterator[FinishFire]:
-        yield _ignore
-
-
-def _ignore(result: FireResult) -> None:
-    del result
+    def fire(self, fire: Fire, node: str) -> AbstractContextManager[FinishFire]:
+        return _IGNORED
 
 
 NO_TELEMETRY = NoTelemetry()
@@ -75,6 +89,11 @@ class OpenTelemetry:
         from opentelemetry import metrics, trace  # noqa: PLC0415 - an optional dependency
 
         self._trace = trace
+        self._metrics = metrics
+        #: Given providers are always used; the global ones only once the application
+        #: replaced the API's placeholders (`_configured`).
+        self._explicit = tracer_provider is not None or meter_provider is not None
+        self._unset_meter_provider = _placeholder_meter_provider(metrics)
         self._tracer = trace.get_tracer(
             INSTRUMENTATION, __version__, tracer_provider=tracer_provider
         )
@@ -105,8 +124,28 @@ class OpenTelemetry:
             description="Lock renewals that failed (retried until the lease lapses)",
         )
 
+    def fire(self, fire: Fire, node: str) -> AbstractContextManager[FinishFire]:
+        if self._explicit or self._configured():
+            return self._fire(fire, node)
+        return _IGNORED
+
+    def _configured(self) -> bool:
+        """Whether the application set a global tracer or meter provider by now.
+
+        Until it does, the API hands out placeholders whose spans and instruments
+        record nothing, yet a span still costs its attributes, a context switch and
+        an annotation per fire: a few percent of a fire that loses its claim. Asked
+        on every fire (two global reads), so a provider set after the host started
+        is used from its next fire on, as the placeholders would have delegated.
+        """
+        trace, metrics = self._trace, self._metrics
+        if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+            return True
+        unset = self._unset_meter_provider
+        return unset is None or metrics.get_meter_provider() is not unset
+
     @contextmanager
-    def fire(self, fire: Fire, node: str) -> Iterator[FinishFire]:
+    def _fire(self, fire: Fire, node: str) -> Iterator[FinishFire]:
         attributes: dict[str, str] = {
             "faas.trigger": "timer",
             "firefly.task": fire.target,
@@ -162,6 +201,18 @@ class OpenTelemetry:
         from opentelemetry.metrics import Observation  # noqa: PLC0415
 
         yield Observation(KEEPALIVE_STATS.failed_renewals)
+
+
+def _placeholder_meter_provider(metrics: Any) -> Any:
+    """The API's global placeholder meter provider while none is set, else None.
+
+    The metrics API has no public proxy class to test against (the tracing API has
+    `ProxyTracerProvider`); its placeholder is the one object `get_meter_provider`
+    returns until `set_meter_provider`, so it is recognised by identity. None (a
+    provider is set already, or the placeholder is not recognised) means "configured".
+    """
+    current = metrics.get_meter_provider()
+    return current if type(current).__name__ == "_ProxyMeterProvider" else None
 
 
 def process_telemetry() -> Telemetry:
