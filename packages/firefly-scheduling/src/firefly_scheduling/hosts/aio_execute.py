@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio  # sync: drop
 import logging
-from dataclasses import replace
 from datetime import UTC, datetime
 
 from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
@@ -86,7 +85,13 @@ async def _run(fire: Fire, runtime: AsyncTaskRuntime) -> FireResult:
     outcome = await runner.run(descriptor, fire.instant, body)
     bodies = iter(spans)
 
-    def result_of(verdict: FireOutcome, the_fire: Fire, *, adoption: bool) -> FireResult:
+    def result_of(
+        verdict: FireOutcome,
+        the_fire: Fire,
+        *,
+        adoption: bool,
+        adopted: tuple[FireResult, ...] = (),
+    ) -> FireResult:
         started, ended = next(bodies, (None, None)) if verdict.ran else (None, None)
         return FireResult(
             the_fire,
@@ -95,6 +100,7 @@ async def _run(fire: Fire, runtime: AsyncTaskRuntime) -> FireResult:
             started,
             ended,
             runner=verdict,
+            adopted=adopted,
             adoption=adoption,
         )
 
@@ -102,4 +108,4 @@ async def _run(fire: Fire, runtime: AsyncTaskRuntime) -> FireResult:
         result_of(earlier, Fire(descriptor, earlier.instant), adoption=True)
         for earlier in outcome.adopted
     )
-    return replace(result_of(outcome, fire, adoption=False), adopted=adopted)
+    return result_of(outcome, fire, adoption=False, adopted=adopted)

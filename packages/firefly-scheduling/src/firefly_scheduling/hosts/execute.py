@@ -16,7 +16,6 @@ the verdict is taken only once the body has really run.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from datetime import UTC, datetime
 
 from firefly_scheduling.errors import FireflySchedulingError
@@ -80,7 +79,13 @@ def _run(fire: Fire, runtime: TaskRuntime) -> FireResult:
     outcome = runner.run(descriptor, fire.instant, body)
     bodies = iter(spans)
 
-    def result_of(verdict: FireOutcome, the_fire: Fire, *, adoption: bool) -> FireResult:
+    def result_of(
+        verdict: FireOutcome,
+        the_fire: Fire,
+        *,
+        adoption: bool,
+        adopted: tuple[FireResult, ...] = (),
+    ) -> FireResult:
         started, ended = next(bodies, (None, None)) if verdict.ran else (None, None)
         return FireResult(
             the_fire,
@@ -89,6 +94,7 @@ def _run(fire: Fire, runtime: TaskRuntime) -> FireResult:
             started,
             ended,
             runner=verdict,
+            adopted=adopted,
             adoption=adoption,
         )
 
@@ -96,4 +102,4 @@ def _run(fire: Fire, runtime: TaskRuntime) -> FireResult:
         result_of(earlier, Fire(descriptor, earlier.instant), adoption=True)
         for earlier in outcome.adopted
     )
-    return replace(result_of(outcome, fire, adoption=False), adopted=adopted)
+    return result_of(outcome, fire, adoption=False, adopted=adopted)
