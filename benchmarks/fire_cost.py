@@ -115,8 +115,10 @@ def private_server(backend: str) -> Iterator[Server]:
     if backend == "redis" and shutil.which("redis-server"):
         port = free_port()
         process = subprocess.Popen(
-            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
-            + ["--appendonly", "no"],
+            [
+                *("redis-server", "--port", str(port), "--bind", "127.0.0.1"),
+                *("--save", "", "--appendonly", "no"),
+            ],
             stdout=subprocess.DEVNULL,
         )
         try:
@@ -156,8 +158,10 @@ def private_server(backend: str) -> Iterator[Server]:
 
             def memcached_commands() -> int:
                 stats = _memcached_stats(port) or {}
-                keys = ("cmd_get", "cmd_set", "cmd_touch", "delete_hits", "delete_misses")
-                keys += ("incr_hits", "incr_misses", "cas_hits", "cas_misses", "cas_badval")
+                keys = (
+                    *("cmd_get", "cmd_set", "cmd_touch", "delete_hits", "delete_misses"),
+                    *("incr_hits", "incr_misses", "cas_hits", "cas_misses", "cas_badval"),
+                )
                 return sum(int(stats.get(key, 0)) for key in keys)
 
             yield Server(f"memcached://127.0.0.1:{port}", memcached_claims, memcached_commands)
@@ -193,7 +197,7 @@ def _wait(ready: Callable[[], bool]) -> None:
         try:
             if ready():
                 return
-        except Exception:  # noqa: BLE001, S110 - not up yet
+        except Exception:  # noqa: BLE001 - not up yet
             pass
         time.sleep(0.1)
     raise RuntimeError("the private server did not come up")
@@ -296,8 +300,16 @@ def measure(
         err = (scratch / "node.err").open("w")
         stack.callback(err.close)
         node = subprocess.Popen(
-            [executable, "run", "--app", module, "--node", f"cost-{mode}"]
-            + ["--log-level", "WARNING"],
+            [
+                executable,
+                "run",
+                "--app",
+                module,
+                "--node",
+                f"cost-{mode}",
+                "--log-level",
+                "WARNING",
+            ],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -409,9 +421,11 @@ def _py_spy(
     directory.mkdir(parents=True, exist_ok=True)
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     return subprocess.Popen(
-        [spy, "record", "--pid", str(pid), "--duration", str(seconds), "--rate", "250"]
-        + ["--format", "raw", "--threads", "--gil"]
-        + ["-o", str(directory / f"{backend}-{mode}.txt")],
+        [
+            *(spy, "record", "--pid", str(pid), "--duration", str(seconds), "--rate", "250"),
+            *("--format", "raw", "--threads", "--gil"),
+            *("-o", str(directory / f"{backend}-{mode}.txt")),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -492,7 +506,8 @@ def _spread(values: list[float]) -> str:
 
 HEADER = (
     "| backend | mode | CPU ms per attempt, median (range) | attempts per run | evidence "
-    "| server commands per attempt (calls inside scripts too) | raw driver ms per claim | node / raw |\n"
+    "| server commands per attempt (calls inside scripts too) | raw driver ms per claim "
+    "| node / raw |\n"
     "|---|---|---|---:|---|---:|---:|---:|"
 )
 
