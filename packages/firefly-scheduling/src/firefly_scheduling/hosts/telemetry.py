@@ -5,7 +5,7 @@ fire is a span and the metrics below are recorded through the global providers t
 application configured (an SDK, the OpenTelemetry distro, a collector's exporters).
 Until the application sets a global provider, a fire skips the span and the metrics
 altogether (the API's placeholders would record nothing, at a cost per fire), and
-uses them from the next fire once it does; without the API package `NO_TELEMETRY`
+uses them within a second once it does; without the API package `NO_TELEMETRY`
 is used and nothing is imported at all. The library never
 configures exporters: that is the application's decision.
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
     from firefly_scheduling.hosts.fires import Fire, FireResult
 
 INSTRUMENTATION = "firefly_scheduling"
+#: How often a fire looks again for a global provider while none is set.
+RECHECK_SECONDS = 1.0
 logger = logging.getLogger(__name__)
 
 #: Called once with the fire's result when it ended.
@@ -94,6 +97,8 @@ class OpenTelemetry:
         #: replaced the API's placeholders (`_configured`).
         self._explicit = tracer_provider is not None or meter_provider is not None
         self._unset_meter_provider = _placeholder_meter_provider(metrics)
+        self._provider_set = False
+        self._recheck_at = 0.0
         self._tracer = trace.get_tracer(
             INSTRUMENTATION, __version__, tracer_provider=tracer_provider
         )
@@ -135,14 +140,24 @@ class OpenTelemetry:
         Until it does, the API hands out placeholders whose spans and instruments
         record nothing, yet a span still costs its attributes, a context switch and
         an annotation per fire: a few percent of a fire that loses its claim. Asked
-        on every fire (two global reads), so a provider set after the host started
-        is used from its next fire on, as the placeholders would have delegated.
+        again at most every `RECHECK_SECONDS` (the API reads the environment on each
+        look-up), so a provider set after the host started is used within a second;
+        once set, a global provider stays.
         """
-        trace, metrics = self._trace, self._metrics
-        if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        if self._provider_set:
             return True
+        now = time.monotonic()
+        if now < self._recheck_at:
+            return False
+        self._recheck_at = now + RECHECK_SECONDS
+        trace, metrics = self._trace, self._metrics
         unset = self._unset_meter_provider
-        return unset is None or metrics.get_meter_provider() is not unset
+        self._provider_set = (
+            not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+            or unset is None
+            or metrics.get_meter_provider() is not unset
+        )
+        return self._provider_set
 
     @contextmanager
     def _fire(self, fire: Fire, node: str) -> Iterator[FinishFire]:
