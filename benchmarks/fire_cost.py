@@ -7,12 +7,14 @@ outside through psutil) over a window of whole seconds is divided by the fire
 attempts in that window, counted from evidence the node cannot fake:
 
 * **lose**: a "hog" (a thread of this script, with the adapter's own lock) claims
-  every fire of the window through `try_claim` half a second before its instant,
-  so every attempt of the node loses the claim. The node's attempts are counted on
-  the server where the script starts a private one (redis, memcached: the server's
-  own command counters, minus the hog's claims); on the SQL backends they are the
-  fires the hog claimed, minus the ones the node's run history records as passed
-  over or too late (a fire a node does not attempt is recorded by the guarantee).
+  every fire of the window through `try_claim` 1.5 s before its instant, so every
+  attempt of the node loses the claim. The node's attempts are counted on the
+  server where the script starts a private one (redis, memcached: the server's own
+  command counters, minus the hog's claims sent in the window); on the SQL backends
+  they are the window's fires minus the ones the node's run history records as
+  skipped (passed over or too late: a fire a node does not attempt is recorded by
+  the guarantee). Fires the node still won (the hog came late) count as attempts
+  and are shown.
 * **win**: the node alone runs every fire; its attempts are the bodies' witness
   lines (one `O_APPEND` write per body, with the fire's instant).
 
@@ -373,9 +375,9 @@ def measure(
                 attempts = claims_after - claims_before - hog_sent
                 evidence = "server counter - hog claims"
             else:
-                recorded = _recorded_by_node(provider, targets, fires, f"cost-{mode}")
-                attempts = hog_claims - recorded
-                evidence = "hog claims - node's history records"
+                skipped = _skipped_by_node(provider, targets, fires, f"cost-{mode}")
+                attempts = tasks * seconds - skipped
+                evidence = "fires - node's skip records"
             if commands_before is not None and commands_after is not None:
                 commands = commands_after - commands_before - hog_sent
             # Fires the node won because the hog came late: counted, and shown.
@@ -414,8 +416,11 @@ def _witnessed(witness: Path, fires: range) -> int:
     )
 
 
-def _recorded_by_node(env: dict[str, str], targets: list[str], fires: range, node: str) -> int:
-    """Records the node wrote for fires of the window: passed over or too late."""
+def _skipped_by_node(env: dict[str, str], targets: list[str], fires: range, node: str) -> int:
+    """Fires of the window the node recorded as skipped (passed over, too late...):
+    a fire it did not attempt; one it lost leaves nothing, one it won a run."""
+    from firefly_scheduling.history.port import RunState  # noqa: PLC0415
+
     from firefly_scheduling.history.selection import resolve_history  # noqa: PLC0415
     from firefly_scheduling.settings import Settings  # noqa: PLC0415
 
@@ -427,7 +432,7 @@ def _recorded_by_node(env: dict[str, str], targets: list[str], fires: range, nod
         for target in targets:
             for record in history.runs(target, limit=len(fires) + 20):
                 second = round(record.instant.timestamp())
-                if second in fires and record.node == node:
+                if second in fires and record.node == node and record.state is RunState.SKIPPED:
                     recorded += 1
         return recorded
     finally:
