@@ -368,7 +368,6 @@ def measure(
         else:
             assert hog is not None
             hog.stop()
-            hog_claims = sum(hog.won.get(second, 0) for second in fires)
             hog_late = sum(hog.late.get(second, 0) for second in fires)
             hog_sent = hog.sent_between(window_start, window_end)
             if claims_before is not None and claims_after is not None:
@@ -420,7 +419,6 @@ def _skipped_by_node(env: dict[str, str], targets: list[str], fires: range, node
     """Fires of the window the node recorded as skipped (passed over, too late...):
     a fire it did not attempt; one it lost leaves nothing, one it won a run."""
     from firefly_scheduling.history.port import RunState  # noqa: PLC0415
-
     from firefly_scheduling.history.selection import resolve_history  # noqa: PLC0415
     from firefly_scheduling.settings import Settings  # noqa: PLC0415
 
