@@ -136,6 +136,27 @@ class TestKeepAlive:
             lock.release_holding(keepalive.holding)
         assert renewer.watched() == 0
 
+    def test_a_shorter_keep_alive_started_while_the_thread_sleeps_is_renewed_in_time(
+        self,
+    ) -> None:
+        """The thread is woken only for a renewal due before the one it sleeps for;
+        this is that case: a 0.3 s lease started after a 60 s one must not lapse."""
+        lock = InMemoryLock()
+        renewer = Renewer()
+        slow = lock.acquire(f"keepalive-{uuid.uuid4()}", 60)
+        assert slow is not None
+        sleeping = KeepAlive(lock, slow, 60, renewer=renewer).start()
+        time.sleep(0.2)  # the thread now sleeps until the 60 s lease's renewal
+        fast = lock.acquire(f"keepalive-{uuid.uuid4()}", 0.3)
+        assert fast is not None
+        hurried = KeepAlive(lock, fast, 0.3, renewer=renewer).start()
+        time.sleep(1.0)
+        assert not hurried.lost.is_set()
+        assert not InMemoryLock().try_acquire(fast.name, 1), "the 0.3 s lease was renewed"
+        for keepalive in (hurried, sleeping):
+            keepalive.stop()
+            lock.release_holding(keepalive.holding)
+
     def test_the_interval_must_be_positive(self) -> None:
         holding = InMemoryLock().acquire(f"keepalive-{uuid.uuid4()}", 1)
         assert holding is not None

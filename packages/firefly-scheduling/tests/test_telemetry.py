@@ -146,3 +146,72 @@ def test_without_the_api_installed_telemetry_is_a_no_op(monkeypatch: pytest.Monk
     descriptor = ScheduledDescriptor(target=f"{MODULE}:ping", cron="* * * * *")
     with NO_TELEMETRY.fire(Fire(descriptor, MINUTE), "n") as ended:
         ended(FireResult(Fire(descriptor, MINUTE), "n", Verdict.SUCCEEDED))
+
+
+GLOBAL_PROVIDERS_SCRIPT = """
+import time
+from datetime import UTC, datetime
+
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from firefly_scheduling import ScheduledDescriptor
+from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
+from firefly_scheduling.hosts.telemetry import OpenTelemetry
+
+descriptor = ScheduledDescriptor(target="m:ping", cron="* * * * *")
+fire = Fire(descriptor, datetime(2026, 6, 3, 12, 0, tzinfo=UTC))
+telemetry = OpenTelemetry()  # global providers, none set yet
+
+
+def one_fire():
+    with telemetry.fire(fire, "n1") as ended:
+        inside = trace.get_current_span().is_recording()
+        ended(FireResult(fire, "n1", Verdict.SUCCEEDED))
+    return inside
+
+
+before = one_fire()
+print("before", before)
+spans = InMemorySpanExporter()
+tracer_provider = TracerProvider()
+tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+trace.set_tracer_provider(tracer_provider)
+reader = InMemoryMetricReader()
+metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+time.sleep(1.1)  # a provider set later is looked for at most once a second
+after = one_fire()
+print("after", after, [s.name for s in spans.get_finished_spans()])
+names = [
+    m.name
+    for r in reader.get_metrics_data().resource_metrics
+    for s in r.scope_metrics
+    for m in s.metrics
+]
+print("metrics", "firefly.fires" in names)
+"""
+
+
+def test_global_providers_set_after_the_host_started_are_used_within_a_second() -> None:
+    """Until the application sets a global provider a fire records nothing (and pays
+    nothing for it); once it does, fires are spans and metrics again (issue 12)."""
+    import subprocess  # noqa: PLC0415
+
+    # A process of its own: a global provider can be set only once per process.
+    done = subprocess.run(
+        [sys.executable, "-c", GLOBAL_PROVIDERS_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "before False",
+        "after True ['fire m:ping']",
+        "metrics True",
+    ]

@@ -81,6 +81,7 @@ class DatabaseRunHistory(BaseRunHistory):
         self._dialect = self._engine.dialect.name
         self._table_ready = False
         self._table_mutex = threading.Lock()
+        self._statements = _HotStatements(self._table, self._dialect)
 
     @property
     def table(self) -> sa.Table:
@@ -151,19 +152,15 @@ class DatabaseRunHistory(BaseRunHistory):
         return self._call("starting a run", write)
 
     def _finish(self, end: RunEnd) -> bool:
-        key = self._key(end.lock, end.task, end.instant)
-        runs = self._table
-        not_newer = (
-            runs.c.token.is_(None)
-            if end.token is None
-            else sa.or_(runs.c.token.is_(None), runs.c.token <= end.token)
-        )
-        statement = (
-            runs.update()
-            .where(self._is(key), runs.c.state == RunState.RUNNING.value, not_newer)
-            .values(state=end.state.value, ended_at=end.at, error=end.error)
-        )
-        return self._call("finishing a run", lambda: self._rowcount(statement) == 1)
+        parameters = {
+            **_key_parameters(end.lock, end.task, end.instant),
+            "p_token": end.token,
+            "p_state": end.state.value,
+            "p_ended_at": end.at,
+            "p_error": end.error,
+        }
+        statement = self._statements.finish[end.token is None]
+        return self._call("finishing a run", lambda: self._rowcount(statement, parameters) == 1)
 
     def skip(
         self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
@@ -207,17 +204,9 @@ class DatabaseRunHistory(BaseRunHistory):
     # -- reads -----------------------------------------------------------------------
 
     def unfinished(self, task: str, *, lock: str) -> list[RunRecord]:
-        runs = self._table
-        query = (
-            sa.select(runs)
-            .where(
-                runs.c.lock_name == lock,
-                runs.c.task == task,
-                runs.c.state == RunState.RUNNING.value,
-            )
-            .order_by(runs.c.instant)
-        )
-        return self._call("reading running fires", lambda: self._records(query))
+        parameters = {"p_lock_name": lock, "p_task": task}
+        query = self._statements.unfinished
+        return self._call("reading running fires", lambda: self._records(query, parameters))
 
     def runs(
         self, task: str | None = None, limit: int = 20, *, lock: str | None = None
@@ -288,25 +277,25 @@ class DatabaseRunHistory(BaseRunHistory):
         in the server log for every duplicate). MySQL's `INSERT IGNORE` would also
         swallow truncation errors, so there a duplicate is a caught IntegrityError.
         """
-        runs = self._table
-        if self._dialect in {"postgresql", "sqlite"}:
-            insert = postgresql.insert if self._dialect == "postgresql" else sqlite.insert
-            statement = insert(runs).values(row).on_conflict_do_nothing().returning(runs.c.task)
-            return connection.execute(statement).first() is not None
+        statement = self._statements.insert_if_absent
+        if statement is not None:
+            return connection.execute(statement, row).first() is not None
         try:
             with connection.begin_nested():
-                connection.execute(runs.insert().values(row))
+                connection.execute(self._table.insert(), row)
         except IntegrityError:
             return False
         return True
 
-    def _rowcount(self, statement: sa.Executable) -> int:
+    def _rowcount(self, statement: sa.Executable, parameters: dict[str, Any] | None = None) -> int:
         with self._engine.begin() as connection:
-            return int(connection.execute(statement).rowcount)
+            return int(connection.execute(statement, parameters).rowcount)
 
-    def _records(self, query: sa.Select[Any]) -> list[RunRecord]:
+    def _records(
+        self, query: sa.Select[Any], parameters: dict[str, Any] | None = None
+    ) -> list[RunRecord]:
         with self._engine.connect() as connection:
-            rows = connection.execute(query).mappings().all()
+            rows = connection.execute(query, parameters).mappings().all()
         return [
             RunRecord(
                 task=row["task"],
@@ -369,6 +358,60 @@ class DatabaseRunHistory(BaseRunHistory):
                 key = table_key(connection, self._table.name) or ()
             refuse_unless_current(key, table=self._table.name, where=self._target)
             self._table_ready = True
+
+
+def _key_parameters(lock: str, task: str, instant: datetime) -> dict[str, Any]:
+    return {"p_lock_name": lock, "p_task": task, "p_instant": as_utc(instant)}
+
+
+class _HotStatements:
+    """The statements every fire sends, built once per store with bound parameters.
+
+    Building a SQLAlchemy statement with its values inline, then its cache key, on
+    every call cost more CPU than the round trip it sends (issue 12); these differ
+    from the inline forms only in where the values come from. Parameters are named
+    `p_<column>`: SQLAlchemy reserves a column's own name for its VALUES and SET.
+    """
+
+    def __init__(self, runs: sa.Table, dialect: str) -> None:
+        columns = runs.c
+        is_key = sa.and_(
+            columns.lock_name == sa.bindparam("p_lock_name"),
+            columns.task == sa.bindparam("p_task"),
+            columns.instant == sa.bindparam("p_instant"),
+        )
+        running = columns.state == RunState.RUNNING.value
+        #: finish: `[token is None]`; a token-less finish matches only a token-less run.
+        self.finish = {
+            is_none: runs.update()
+            .where(
+                is_key,
+                running,
+                columns.token.is_(None)
+                if is_none
+                else sa.or_(columns.token.is_(None), columns.token <= sa.bindparam("p_token")),
+            )
+            .values(
+                state=sa.bindparam("p_state"),
+                ended_at=sa.bindparam("p_ended_at"),
+                error=sa.bindparam("p_error"),
+            )
+            for is_none in (False, True)
+        }
+        self.unfinished = (
+            sa.select(runs)
+            .where(
+                columns.lock_name == sa.bindparam("p_lock_name"),
+                columns.task == sa.bindparam("p_task"),
+                running,
+            )
+            .order_by(columns.instant)
+        )
+        #: PostgreSQL and SQLite: the insert-if-absent; None on MySQL (see the caller).
+        self.insert_if_absent: sa.Executable | None = None
+        if dialect in {"postgresql", "sqlite"}:
+            insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+            self.insert_if_absent = insert(runs).on_conflict_do_nothing().returning(columns.task)
 
 
 def create_history_store(url: str) -> DatabaseRunHistory:

@@ -431,7 +431,8 @@ class AsyncFireRunner:
             await self._skip(lock_name, target, instant, f"the lock backend failed: {err}")
             return Verdict.BACKEND_ERROR
         if not won:
-            logger.debug("%s: fire %s is claimed elsewhere", target, _at(instant))
+            if logger.isEnabledFor(logging.DEBUG):  # the common verdict: no isoformat for nothing
+                logger.debug("%s: fire %s is claimed elsewhere", target, _at(instant))
             return Verdict.CLAIMED_ELSEWHERE
         return Verdict.SUCCEEDED
 

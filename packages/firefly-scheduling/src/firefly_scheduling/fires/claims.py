@@ -29,6 +29,7 @@ counter per fire would leave one counter row per fire on the server forever.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from datetime import datetime, timedelta
@@ -55,17 +56,27 @@ def claim_name(target: str, lock_name: str, instant: datetime) -> str:
     forms cannot collide; a target that is not valid Unicode is hashed too.
     """
     stamp = as_utc(instant).strftime(_STAMP_FORMAT)
-    prefix = f"{CLAIM_PREFIX}{stamp}:"
+    return f"{CLAIM_PREFIX}{stamp}:{_task_part(target, lock_name)}"
+
+
+# The stamp has a fixed width, so the prefix's length is known without an instant.
+_PREFIX_LENGTH = len(CLAIM_PREFIX) + len("20000101T000000.000000Z:")
+
+
+@functools.lru_cache(maxsize=4096)
+def _task_part(target: str, lock_name: str) -> str:
+    """The part of `claim_name` after the instant; the same for every fire of a task,
+    so it is worked out once per task (a hash, or the checks of the readable form)."""
     if (
         lock_name == target
         and not target.startswith(_HASHED)
-        and len(prefix) + len(target) <= MAX_LOCK_NAME_LENGTH
+        and _PREFIX_LENGTH + len(target) <= MAX_LOCK_NAME_LENGTH
         and _is_text(target)
     ):
-        return prefix + target
+        return target
     # JSON of the pair is an unambiguous encoding of two arbitrary strings.
     identity = json.dumps([lock_name, target]).encode("ascii")
-    return prefix + _HASHED + hashlib.sha256(identity).hexdigest()
+    return _HASHED + hashlib.sha256(identity).hexdigest()
 
 
 def _is_text(name: str) -> bool:

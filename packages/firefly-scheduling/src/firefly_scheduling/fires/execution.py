@@ -422,7 +422,8 @@ class FireRunner:
             self._skip(lock_name, target, instant, f"the lock backend failed: {err}")
             return Verdict.BACKEND_ERROR
         if not won:
-            logger.debug("%s: fire %s is claimed elsewhere", target, _at(instant))
+            if logger.isEnabledFor(logging.DEBUG):  # the common verdict: no isoformat for nothing
+                logger.debug("%s: fire %s is claimed elsewhere", target, _at(instant))
             return Verdict.CLAIMED_ELSEWHERE
         return Verdict.SUCCEEDED
 

@@ -10,7 +10,10 @@ costs a thread start per fire and a thread per running body). It keeps a heap of
 due renewals and renews each HOLDING, never a name, so a lapsed holding's renewal
 can never extend a newer holding of the same name. Renewals run one after another:
 one stuck on a dead connection delays the others by at most the backend's timeout,
-and such a fault usually hits them all anyway.
+and such a fault usually hits them all anyway. Starting or stopping a keep-alive wakes
+the thread only when it must renew sooner than it planned to: a stopped one is
+dropped when it reaches the head of the heap, or by the next keep-alive started, so
+a fire pays no thread switch for its keep-alive.
 
 On a session backend (PostgreSQL, MySQL) the TTL means nothing; the same call asks
 the server whether the session still holds the lock, which is how a killed session
@@ -30,6 +33,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import math
 import os
 import threading
 import time
@@ -148,6 +152,8 @@ class Renewer:
         self._order = itertools.count()
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
+        #: When the thread, waiting, wakes by itself (infinite: only when notified).
+        self._wakes_at = math.inf
 
     @classmethod
     def shared(cls) -> Renewer:
@@ -165,7 +171,11 @@ class Renewer:
     def watch(self, keep: KeepAlive) -> None:
         with self._condition:
             keep.stopped = False
-            self._schedule(keep, time.monotonic() + keep.interval)
+            self._drop_stopped()
+            at = time.monotonic() + keep.interval
+            self._schedule(keep, at)
+            if at < self._wakes_at:
+                self._condition.notify_all()
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="firefly-keepalive", daemon=True
@@ -174,8 +184,7 @@ class Renewer:
 
     def unwatch(self, keep: KeepAlive, timeout: float) -> None:
         with self._condition:
-            keep.stopped = True
-            self._condition.notify_all()
+            keep.stopped = True  # the thread drops it unrenewed: no need to wake it
             self._condition.wait_for(lambda: not keep.renewing, timeout=max(timeout, 0.0))
             if keep.renewing:
                 logger.warning(
@@ -187,7 +196,11 @@ class Renewer:
 
     def _schedule(self, keep: KeepAlive, at: float) -> None:
         heapq.heappush(self._due, (at, next(self._order), keep))
-        self._condition.notify_all()
+
+    def _drop_stopped(self) -> None:
+        """Pop the stopped keep-alives at the head of the heap (under the condition)."""
+        while self._due and self._due[0][2].stopped:
+            heapq.heappop(self._due)
 
     def _run(self) -> None:
         while True:
@@ -207,9 +220,9 @@ class Renewer:
     def _next_due(self) -> KeepAlive:
         """Wait for the next live keep-alive that is due (called under the condition)."""
         while True:
-            while self._due and self._due[0][2].stopped:
-                heapq.heappop(self._due)
+            self._drop_stopped()
             if not self._due:
+                self._wakes_at = math.inf
                 self._condition.wait()
                 continue
             at, _, keep = self._due[0]
@@ -217,6 +230,7 @@ class Renewer:
             if wait <= 0:
                 heapq.heappop(self._due)
                 return keep
+            self._wakes_at = at
             self._condition.wait(wait)
 
     @staticmethod

@@ -2,9 +2,11 @@
 
 Optional and API-only: with the `[otel]` extra (`opentelemetry-api`) installed, each
 fire is a span and the metrics below are recorded through the global providers the
-application configured (an SDK, the OpenTelemetry distro, a collector's exporters);
-without an SDK the API's own no-op providers make this free, and without the API
-package `NO_TELEMETRY` is used and nothing is imported at all. The library never
+application configured (an SDK, the OpenTelemetry distro, a collector's exporters).
+Until the application sets a global provider, a fire skips the span and the metrics
+altogether (the API's placeholders would record nothing, at a cost per fire), and
+uses them within a second once it does; without the API package `NO_TELEMETRY`
+is used and nothing is imported at all. The library never
 configures exporters: that is the application's decision.
 
 The span (`fire <target>`, kind INTERNAL) wraps the claim, the task lock and the
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
@@ -41,6 +44,8 @@ if TYPE_CHECKING:
     from firefly_scheduling.fires.outcome import Fire, FireResult
 
 INSTRUMENTATION = "firefly_scheduling"
+#: How often a fire looks again for a global provider while none is set.
+RECHECK_SECONDS = 1.0
 logger = logging.getLogger(__name__)
 
 #: Called once with the fire's result when it ended.
@@ -53,16 +58,28 @@ class Telemetry(Protocol):
     def fire(self, fire: Fire, node: str) -> AbstractContextManager[FinishFire]: ...
 
 
+def _ignore(result: FireResult) -> None:
+    del result
+
+
+class _Ignored(AbstractContextManager[FinishFire]):
+    """The context of a fire nothing records: yields `_ignore`, allocates nothing."""
+
+    def __enter__(self) -> FinishFire:
+        return _ignore
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+_IGNORED = _Ignored()
+
+
 class NoTelemetry:
     """Used when `opentelemetry-api` is not installed: does nothing, imports nothing."""
 
-    @contextmanager
-    def fire(self, fire: Fire, node: str) -> Iterator[FinishFire]:
-        yield _ignore
-
-
-def _ignore(result: FireResult) -> None:
-    del result
+    def fire(self, fire: Fire, node: str) -> AbstractContextManager[FinishFire]:
+        return _IGNORED
 
 
 NO_TELEMETRY = NoTelemetry()
@@ -75,6 +92,13 @@ class OpenTelemetry:
         from opentelemetry import metrics, trace  # noqa: PLC0415 - an optional dependency
 
         self._trace = trace
+        self._metrics = metrics
+        #: Given providers are always used; the global ones only once the application
+        #: replaced the API's placeholders (`_configured`).
+        self._explicit = tracer_provider is not None or meter_provider is not None
+        self._unset_meter_provider = _placeholder_meter_provider(metrics)
+        self._provider_set = False
+        self._recheck_at = 0.0
         self._tracer = trace.get_tracer(
             INSTRUMENTATION, __version__, tracer_provider=tracer_provider
         )
@@ -105,8 +129,38 @@ class OpenTelemetry:
             description="Lock renewals that failed (retried until the lease lapses)",
         )
 
+    def fire(self, fire: Fire, node: str) -> AbstractContextManager[FinishFire]:
+        if self._explicit or self._configured():
+            return self._fire(fire, node)
+        return _IGNORED
+
+    def _configured(self) -> bool:
+        """Whether the application set a global tracer or meter provider by now.
+
+        Until it does, the API hands out placeholders whose spans and instruments
+        record nothing, yet a span still costs its attributes, a context switch and
+        an annotation per fire: a few percent of a fire that loses its claim. Asked
+        again at most every `RECHECK_SECONDS` (the API reads the environment on each
+        look-up), so a provider set after the host started is used within a second;
+        once set, a global provider stays.
+        """
+        if self._provider_set:
+            return True
+        now = time.monotonic()
+        if now < self._recheck_at:
+            return False
+        self._recheck_at = now + RECHECK_SECONDS
+        trace, metrics = self._trace, self._metrics
+        unset = self._unset_meter_provider
+        self._provider_set = (
+            not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+            or unset is None
+            or metrics.get_meter_provider() is not unset
+        )
+        return self._provider_set
+
     @contextmanager
-    def fire(self, fire: Fire, node: str) -> Iterator[FinishFire]:
+    def _fire(self, fire: Fire, node: str) -> Iterator[FinishFire]:
         attributes: dict[str, str] = {
             "faas.trigger": "timer",
             "firefly.task": fire.target,
@@ -160,6 +214,18 @@ class OpenTelemetry:
         from opentelemetry.metrics import Observation  # noqa: PLC0415
 
         yield Observation(KEEPALIVE_STATS.failed_renewals)
+
+
+def _placeholder_meter_provider(metrics: Any) -> Any:
+    """The API's global placeholder meter provider while none is set, else None.
+
+    The metrics API has no public proxy class to test against (the tracing API has
+    `ProxyTracerProvider`); its placeholder is the one object `get_meter_provider`
+    returns until `set_meter_provider`, so it is recognised by identity. None (a
+    provider is set already, or the placeholder is not recognised) means "configured".
+    """
+    current = metrics.get_meter_provider()
+    return current if type(current).__name__ == "_ProxyMeterProvider" else None
 
 
 def process_telemetry() -> Telemetry:
