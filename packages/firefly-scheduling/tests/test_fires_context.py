@@ -145,11 +145,11 @@ class TestKeepAlive:
         renewer = Renewer()
         slow = lock.acquire(f"keepalive-{uuid.uuid4()}", 60)
         assert slow is not None
-        sleeping = KeepAlive(lock, slow, 60, renewer=renewer).start()
+        sleeping = KeepAlive(lock, slow, 60).start(renewer)
         time.sleep(0.2)  # the thread now sleeps until the 60 s lease's renewal
         fast = lock.acquire(f"keepalive-{uuid.uuid4()}", 0.3)
         assert fast is not None
-        hurried = KeepAlive(lock, fast, 0.3, renewer=renewer).start()
+        hurried = KeepAlive(lock, fast, 0.3).start(renewer)
         time.sleep(1.0)
         assert not hurried.lost.is_set()
         assert not InMemoryLock().try_acquire(fast.name, 1), "the 0.3 s lease was renewed"
