@@ -96,6 +96,9 @@ Write: TypeAlias = Callable[[], Awaitable[_T]]  # sync: Write: TypeAlias = Calla
 FINISH_RETRY_SECONDS = 10.0
 #: How long the record of a skipped fire is retried.
 SKIP_RETRY_SECONDS = 2.0
+#: The share of its lease a body must have ahead of it when it starts; with less,
+#: one renewal on the server refreshes the lease first (see `_still_held`).
+BODY_LEASE_MARGIN = 0.5
 
 #: Where the runner reads the time: an aware datetime. Tests inject skewed clocks here.
 WallClock = Callable[[], datetime]
@@ -453,30 +456,42 @@ class AsyncFireRunner:
     async def _still_held(self, holding: Holding, lost: threading.Event) -> bool:
         """Whether the task lock may still be trusted; checked just before a body starts.
 
-        A stall longer than the lease between the acquisition and the body (a GC pause,
-        SIGSTOP, a saturated pool, a slow history) lets the lease lapse unnoticed by the
-        keep-alive, which may not have run yet. One renewal then decides: it succeeds
-        only while the server still holds the lease (the local expiry is taken before
-        the acquisition's round trip, so it comes first); once the server freed it,
-        another node may have run, and the fire is skipped.
+        A stall between the acquisition and the body (a GC pause, SIGSTOP, a starved
+        process, a saturated pool, a slow history) eats the lease unnoticed by the
+        keep-alive, which may not have run yet. No check closes the gap between itself
+        and the body's first statement, so the body is left a margin: with less than
+        `BODY_LEASE_MARGIN` of the lease ahead by the local clock, one renewal on the
+        server decides. It succeeds only while the server still holds the lease (the
+        local expiry is taken before each round trip, so it comes first) and refreshes
+        it to a whole TTL; once the server freed it, another node may run the fire, and
+        it is skipped here. A renewal that fails for an error cannot confirm the lease
+        either: the fire is skipped rather than run on a lease nobody vouched for.
+
+        Found by the chaos checker: a node passed this check with milliseconds of lease
+        left, stalled, and ran the body after another node had taken the expired lease
+        and run the same fire.
         """
         if holding.lost:
             lost.set()
         if lost.is_set():
             return False
-        if not holding.lapsed():
-            return True
-        if self._capabilities.renewable and await self._holdings.renew_holding(
-            holding, holding.ttl_seconds
-        ):
+        if await self._lease_ahead(holding):
             return True
         lost.set()
         logger.error(
-            "the task lock %r lapsed before the body could start (the node stalled "
-            "longer than its lease)",
+            "the task lock %r lapsed or could not be confirmed before the body could "
+            "start (the node stalled for most of its lease)",
             holding.name,
         )
         return False
+
+    async def _lease_ahead(self, holding: Holding) -> bool:
+        """Whether the body has its margin of lease ahead, renewing once when short."""
+        if holding.remaining() >= holding.ttl_seconds * BODY_LEASE_MARGIN:
+            return True
+        if self._capabilities.renewable:
+            return await self._holdings.renew_holding(holding, holding.ttl_seconds)
+        return not holding.lapsed()  # nothing can refresh it: what is left is all there is
 
     async def _adopt_or_expire(
         self,

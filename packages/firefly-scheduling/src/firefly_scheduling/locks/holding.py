@@ -61,6 +61,10 @@ class Holding:
         """Whether the lease may have run out on the server (by the monotonic clock)."""
         return (time.monotonic() if now is None else now) >= self.expires_at
 
+    def remaining(self, now: float | None = None) -> float:
+        """Seconds until the lease may run out on the server (negative once lapsed)."""
+        return self.expires_at - (time.monotonic() if now is None else now)
+
     @property
     def valid(self) -> bool:
         """Neither lost, released nor lapsed: the holder may still act as the owner."""
