@@ -467,9 +467,9 @@ class AsyncFireRunner:
         it is skipped here. A renewal that fails for an error cannot confirm the lease
         either: the fire is skipped rather than run on a lease nobody vouched for.
 
-        Found by the chaos checker: a node passed this check with milliseconds of lease
-        left, stalled, and ran the body after another node had taken the expired lease
-        and run the same fire.
+        The chaos checker found one fire run twice on a loaded machine, explained by a
+        node that passed this check with little lease left, stalled, and ran the body
+        after another node had taken the expired lease and run the same fire.
         """
         if holding.lost:
             lost.set()
