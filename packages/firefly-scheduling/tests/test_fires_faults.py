@@ -81,6 +81,71 @@ class TestFailedFinish:
         assert states[T0] is RunState.SUCCEEDED, "the remembered finish was written later"
 
 
+class FailingSkips(MemoryRunHistory):
+    """The memory history whose `skip` writes raise while `down` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = True
+
+    def skip(self, task: str, instant: datetime, **kwargs: Any) -> bool:
+        if self.down:
+            raise HistoryError("the history is unreachable (injected)")
+        return super().skip(task, instant, **kwargs)
+
+
+class TestFailedSkip:
+    """Found by `benchmarks/chaos.py` (seed 20261203, postgres): a history outage made
+    a node's passed-over record fail, the rest of the batch was dropped unwritten,
+    and one fire ended neither run nor recorded."""
+
+    def test_passed_over_fires_a_failing_history_refused_are_written_once_it_is_back(
+        self,
+    ) -> None:
+        history = FailingSkips()
+        now = [T0 + 3 * SECOND]
+        runner = FireRunner(InMemoryLock(), history=history, clock=lambda: now[0])
+        descriptor = task()
+        passed_over = [T0, T0 + SECOND, T0 + 2 * SECOND]
+        assert runner.record_passed_over(descriptor, passed_over, "passed over (test)") == 0
+        history.down = False
+        runner.run(descriptor, T0 + 3 * SECOND, lambda: None)
+        states = {record.instant: record.state for record in history.runs(descriptor.target)}
+        assert states == {
+            T0: RunState.SKIPPED,
+            T0 + SECOND: RunState.SKIPPED,
+            T0 + 2 * SECOND: RunState.SKIPPED,
+            T0 + 3 * SECOND: RunState.SUCCEEDED,
+        }
+
+    def test_a_skip_that_keeps_failing_is_written_before_a_later_fire(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(execution, "SKIP_RETRY_SECONDS", 0.1)
+        history = FailingSkips()
+        lock = InMemoryLock()
+        descriptor = task()
+        assert lock.try_acquire(descriptor.target, 30)  # the previous fire still runs
+        runner = FireRunner(lock, history=history, clock=lambda: T0)
+        outcome = runner.run(descriptor, T0, lambda: None)
+        assert outcome.verdict is Verdict.OVERLAPPING
+        lock.release(descriptor.target)
+        history.down = False
+        runner.run(descriptor, T0 + SECOND, lambda: None)
+        states = {record.instant: record.state for record in history.runs(descriptor.target)}
+        assert states == {T0: RunState.SKIPPED, T0 + SECOND: RunState.SUCCEEDED}
+
+    def test_unwritten_skips_are_written_at_close(self) -> None:
+        history = FailingSkips()
+        runner = FireRunner(InMemoryLock(), history=history, clock=lambda: T0 + SECOND)
+        descriptor = task()
+        runner.record_passed_over(descriptor, [T0], "passed over (test)")
+        history.down = False
+        runner.close()
+        [record] = history.runs(descriptor.target)
+        assert (record.instant, record.state) == (T0, RunState.SKIPPED)
+
+
 class NoRenewal(InMemoryLock):
     """The memory lock without the renewal capability: nothing keeps a lease alive."""
 

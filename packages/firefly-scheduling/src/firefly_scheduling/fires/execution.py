@@ -63,7 +63,7 @@ from firefly_scheduling.fires.claims import claim_name, claim_seconds
 from firefly_scheduling.fires.context import FireContext, entered
 from firefly_scheduling.fires.keepalive import KeepAlive
 from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict, closing_state
-from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedFinishes
+from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedSkip, UnrecordedWrites
 from firefly_scheduling.history.port import HistoryError, RunHistory
 from firefly_scheduling.history.selection import resolve_history
 from firefly_scheduling.instants import as_utc
@@ -145,7 +145,7 @@ class FireRunner:
         self._holdings = holding_lock(lock)
         self._claims = claiming_lock(lock)
         self._capabilities = capabilities_of(lock)
-        self._unrecorded = UnrecordedFinishes(horizon_seconds=self._grace + self._clock_skew)
+        self._unrecorded = UnrecordedWrites(horizon_seconds=self._grace + self._clock_skew)
 
     @classmethod
     def from_settings(
@@ -218,45 +218,47 @@ class FireRunner:
         fire ends up run or recorded with a reason. Harmless where another node ran
         the fire: `skip` writes only where nothing is recorded, and a later `start`
         replaces a skip. One attempt per instant, no retry (the host is waiting); the
-        first history failure ends the batch. Returns how many were recorded. An
-        unlocked task has no history record, so nothing is written.
+        first history failure ends the batch, and the instants left unwritten are
+        remembered and written before later fires (see `unrecorded`). Returns how
+        many were recorded. An unlocked task has no history record, so nothing is
+        written.
         """
         history, lock = self._history, descriptor.lock_name
         if history is None or lock is None:
             return 0
         recorded = 0
         at = self._clock()
-        for instant in instants:
+        skips = [
+            UnrecordedSkip(lock, descriptor.target, as_utc(instant), self._node, reason, at)
+            for instant in instants
+        ]
+        for done, skip in enumerate(skips):
             try:
-                if _off_loop(
-                    history.skip,
-                    descriptor.target,
-                    as_utc(instant),
-                    lock=lock,
-                    node=self._node,
-                    reason=reason,
-                    at=at,
-                ):
+                if _off_loop(skip.write_new, history):
                     recorded += 1
             except HistoryError as err:
                 logger.warning(
-                    "%s: %d passed-over fire(s) unrecorded: %s",
+                    "%s: %d passed-over fire(s) from %s unrecorded (retried before the "
+                    "next fires): %s",
                     descriptor.target,
-                    len(instants) - recorded,
+                    len(skips) - done,
+                    _at(skip.instant),
                     err,
                 )
+                for unwritten in skips[done:]:
+                    self._unrecorded.remember(unwritten)
                 break
         return recorded
 
     def close(self) -> None:
         """Close an owned history; fire claims outlive the process by design."""
-        self._retry_unrecorded()
+        self._retry_unrecorded(immediately=True)
         if self._owns_history and self._history is not None:
             _off_loop(self._history.close)
 
-    def _retry_unrecorded(self) -> None:
+    def _retry_unrecorded(self, *, immediately: bool = False) -> None:
         if len(self._unrecorded):  # the common case costs no thread hop
-            _off_loop(self._unrecorded.retry, self._history, self._clock)
+            _off_loop(self._unrecorded.retry, self._history, self._clock, immediately=immediately)
 
     # -- the two paths --------------------------------------------------------------
 
@@ -737,7 +739,13 @@ class FireRunner:
                 SKIP_RETRY_SECONDS,
             )
         except HistoryError as err:
-            logger.warning("%s: skip of fire %s unrecorded: %s", target, _at(instant), err)
+            logger.warning(
+                "%s: skip of fire %s unrecorded (retried before the next fires): %s",
+                target,
+                _at(instant),
+                err,
+            )
+            self._unrecorded.remember(UnrecordedSkip(lock, target, instant, self._node, reason, at))
 
 
 def _at(instant: datetime) -> str:

@@ -1,21 +1,30 @@
-"""Fires this node finished but could not record, remembered until the history has them.
+"""History writes a node could not make, remembered until the history has them.
 
-A `running` record in the history is how a died run is found and adopted. If the
-final write of a run that FINISHED fails (the history is unreachable for a moment),
-the record still says `running`, and the next fire would adopt it and run the body a
-second time. So the runner retries that write for a while (holding the task lock,
-so no other node can adopt meanwhile), and when it still fails, remembers the fire
-here: it is never adopted by this node, and the write is tried again before every
-later fire and at shutdown.
+Two writes matter after the fact:
 
-Memory is bounded by time: past `horizon_seconds` (grace + clock skew) after its
-instant no node adopts a fire any more, so forgetting it then loses nothing.
+* **A finish.** A `running` record in the history is how a died run is found and
+  adopted. If the final write of a run that FINISHED fails (the history is
+  unreachable for a moment), the record still says `running`, and the next fire
+  would adopt it and run the body a second time. So the runner retries that write
+  for a while (holding the task lock, so no other node can adopt meanwhile), and
+  when it still fails, remembers the fire here: it is never adopted by this node.
+* **A skip.** Every fire ends up run or recorded with a reason. A skip the history
+  refused (retried for a while first), and the passed-over fires of a batch that a
+  history failure cut short, would otherwise leave fires neither run nor recorded
+  (found by `benchmarks/chaos.py`, a history outage on PostgreSQL).
+
+Each remembered write is tried again before every later fire and at shutdown.
+Memory is bounded: a finish past `horizon_seconds` (grace + clock skew) after its
+instant is adopted by no node any more, so forgetting it loses nothing; a skip is
+kept for `SKIP_MEMORY_SECONDS`, and at most `MAX_REMEMBERED` writes are kept. What is
+forgotten unwritten is logged by task and instant, never dropped in silence.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -23,6 +32,14 @@ from datetime import datetime, timedelta
 from firefly_scheduling.history.port import HistoryError, RunHistory, RunState
 
 logger = logging.getLogger("firefly_scheduling.fires")
+
+#: How long a skip the history refused is kept for another attempt.
+SKIP_MEMORY_SECONDS = 3600.0
+#: The most writes remembered at once; past it the oldest are forgotten, with a log line.
+MAX_REMEMBERED = 10_000
+#: After a round that found the history still down, the next waits this long, so a
+#: history that fails slowly (a timeout) does not delay every fire by its timeout.
+RETRY_PAUSE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -37,60 +54,142 @@ class UnrecordedFinish:
     error: str | None
     ended_at: datetime
 
+    def write(self, history: RunHistory) -> None:
+        """Write it; accepted, or refused because a newer attempt owns the record."""
+        history.finish(
+            self.target,
+            self.instant,
+            lock=self.lock,
+            token=self.token,
+            state=self.state,
+            error=self.error,
+            at=self.ended_at,
+        )
 
-class UnrecordedFinishes:
-    """Thread-safe memory of `UnrecordedFinish`es, keyed by fire."""
+    @property
+    def what(self) -> str:
+        return str(self.state)
+
+
+@dataclass(frozen=True)
+class UnrecordedSkip:
+    """The record of a fire nobody ran, which the history refused."""
+
+    lock: str
+    target: str
+    instant: datetime
+    node: str
+    reason: str
+    at: datetime
+
+    def write(self, history: RunHistory) -> None:
+        """Write it where nothing is recorded yet (a run elsewhere keeps its record)."""
+        self.write_new(history)
+
+    def write_new(self, history: RunHistory) -> bool:
+        """Write it; whether it was new (False: the fire has a record already)."""
+        return history.skip(
+            self.target,
+            self.instant,
+            lock=self.lock,
+            node=self.node,
+            reason=self.reason,
+            at=self.at,
+        )
+
+    @property
+    def what(self) -> str:
+        return "skip"
+
+
+Unrecorded = UnrecordedFinish | UnrecordedSkip
+
+
+class UnrecordedWrites:
+    """Thread-safe memory of unrecorded finishes and skips, keyed by fire."""
 
     def __init__(self, *, horizon_seconds: float) -> None:
-        self._horizon = timedelta(seconds=horizon_seconds)
+        self._horizons = {
+            UnrecordedFinish: timedelta(seconds=horizon_seconds),
+            UnrecordedSkip: timedelta(seconds=max(horizon_seconds, SKIP_MEMORY_SECONDS)),
+        }
         self._mutex = threading.Lock()
-        self._pending: dict[tuple[str, str, datetime], UnrecordedFinish] = {}
+        self._pending: dict[tuple[str, str, datetime], Unrecorded] = {}
+        self._next_round = 0.0
 
-    def remember(self, finish: UnrecordedFinish) -> None:
+    def remember(self, write: Unrecorded) -> None:
+        """Keep `write` for a later attempt; a finish outranks a skip of the same fire."""
+        key = (write.lock, write.target, write.instant)
         with self._mutex:
-            self._pending[(finish.lock, finish.target, finish.instant)] = finish
+            if isinstance(self._pending.get(key), UnrecordedFinish) and isinstance(
+                write, UnrecordedSkip
+            ):
+                return
+            self._pending[key] = write
+            overflow = len(self._pending) - MAX_REMEMBERED
+            dropped = [self._pending.pop(k) for k in list(self._pending)[:overflow]]
+        for gone in dropped:
+            _forgotten(gone, f"more than {MAX_REMEMBERED} history writes were pending")
 
     def finished_here(self, lock: str, target: str, instant: datetime) -> bool:
         """Whether this node ran the fire to its end although the history says otherwise."""
         with self._mutex:
-            return (lock, target, instant) in self._pending
+            return isinstance(self._pending.get((lock, target, instant)), UnrecordedFinish)
 
     def __len__(self) -> int:
         with self._mutex:
             return len(self._pending)
 
-    def retry(self, history: RunHistory | None, clock: Callable[[], datetime]) -> None:
-        """Write every remembered finish again; forget those written, refused or too old."""
+    def retry(
+        self,
+        history: RunHistory | None,
+        clock: Callable[[], datetime],
+        *,
+        immediately: bool = False,
+    ) -> None:
+        """Write every remembered write again; forget those written, refused or too old.
+
+        The first failure ends the round: the history is still down, and the writes
+        left wait for the next round, `RETRY_PAUSE_SECONDS` later at the earliest
+        (`immediately=True`, at shutdown, does not wait), rather than each waiting out its
+        own timeout.
+        """
         with self._mutex:
-            if not self._pending:
+            if not self._pending or (not immediately and time.monotonic() < self._next_round):
                 return
             pending = list(self._pending.values())
         now = clock()
-        for finish in pending:
-            if history is not None and self._written(history, finish):
-                logger.info(
-                    "%s: fire %s: its %s is recorded now",
-                    finish.target,
-                    finish.instant.isoformat(),
-                    finish.state,
-                )
-            elif now - finish.instant <= self._horizon:
-                continue
-            with self._mutex:
-                self._pending.pop((finish.lock, finish.target, finish.instant), None)
+        reachable = history is not None
+        for write in pending:
+            if reachable and history is not None:
+                try:
+                    write.write(history)
+                except HistoryError:
+                    reachable = False
+                    self._next_round = time.monotonic() + RETRY_PAUSE_SECONDS
+                else:
+                    logger.info(
+                        "%s: fire %s: its %s is recorded now",
+                        write.target,
+                        write.instant.isoformat(),
+                        write.what,
+                    )
+                    self._forget(write)
+                    continue
+            if now - write.instant > self._horizons[type(write)]:
+                self._forget(write)
+                _forgotten(write, "the history stayed unreachable")
 
-    @staticmethod
-    def _written(history: RunHistory, finish: UnrecordedFinish) -> bool:
-        try:
-            history.finish(
-                finish.target,
-                finish.instant,
-                lock=finish.lock,
-                token=finish.token,
-                state=finish.state,
-                error=finish.error,
-                at=finish.ended_at,
-            )
-        except HistoryError:
-            return False
-        return True  # accepted, or refused because a newer attempt owns the record
+    def _forget(self, write: Unrecorded) -> None:
+        with self._mutex:
+            self._pending.pop((write.lock, write.target, write.instant), None)
+
+
+def _forgotten(write: Unrecorded, why: str) -> None:
+    logger.error(
+        "%s: fire %s: its %s is forgotten unrecorded: %s",
+        write.target,
+        write.instant.isoformat(),
+        write.what,
+        why,
+    )
