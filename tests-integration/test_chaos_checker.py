@@ -213,6 +213,35 @@ def test_an_adoption_after_a_runner_paused_before_its_verdict_is_allowed() -> No
     assert rules(checked(events)) == []
 
 
+def _refused_start(pid: int, instant: float, at: float) -> dict[str, Any]:
+    return {
+        "ev": "history_refused",
+        "t": _at(at),
+        "pid": pid,
+        "write": "start",
+        "target": "app:a",
+        "instant": str(T0 + timedelta(seconds=instant)),
+        "injected": True,
+    }
+
+
+def test_a_repeated_attempt_after_a_killed_adopter_whose_start_was_refused_is_allowed() -> None:
+    """Seed 4406 (SQLite): n1 killed in attempt 1; n2 adopted, its start refused (the
+    history never learnt of attempt 2), killed; n1 restarted and adopted as attempt 2."""
+    events = [e for e in every_fire_ran() if not e["instant"].endswith("02+00:00")]
+    events += run(2, 2.01, None, pid=1, token=3)
+    events.append({"ev": "kill", "t": _at(2.05), "pid": 0, "victim": 1, "node": "n1"})
+    events.append(_refused_start(2, 2, 2.49))
+    events += run(2, 2.5, None, pid=2, attempt=2, token=4)
+    events.append({"ev": "kill", "t": _at(2.6), "pid": 0, "victim": 2, "node": "n2"})
+    events += run(2, 3.5, 3.6, pid=3, attempt=2, token=5)
+    report = checked(events)
+    assert rules(report) == []
+    assert report.adoptions == 2
+    without_refusal = [e for e in events if e["ev"] != "history_refused"]
+    assert rules(checked(without_refusal)) == ["at-most-once"]
+
+
 def _restart(at: float) -> list[dict[str, Any]]:
     """A restart that took 50 ms, as the nemesis stamps it."""
     return [
@@ -255,11 +284,20 @@ def test_a_rerun_after_a_server_restart_and_a_refused_start_is_a_double_fault() 
         assert report.double_fault_reruns == 1
 
 
+def test_a_restart_under_way_when_the_first_run_started_emptied_its_claim() -> None:
+    """Seed 4406 (memcached): the restart began just before the first body started (its
+    claim made on the old server) and ended after it; the second node claimed again."""
+    report = _rerun_after(1.99, start_refused=True)  # 1.99 to 2.04, the first run at 2.01
+    assert rules(report) == []
+    assert report.double_fault_reruns == 1
+
+
 def test_a_rerun_needs_both_faults_to_be_explained() -> None:
     assert rules(_rerun_after(2.3, start_refused=False)) == ["at-most-once"]
     assert rules(_rerun_after(None, start_refused=True)) == ["at-most-once"]
     assert rules(_rerun_after(2.7, start_refused=True)) == ["at-most-once"]  # restart after
     assert rules(_rerun_after(2.48, start_refused=True)) == ["at-most-once"]  # back too late
+    assert rules(_rerun_after(1.9, start_refused=True)) == ["at-most-once"]  # over before
     persistent = _rerun_after(2.3, start_refused=True, volatile_server=False)
     assert rules(persistent) == ["at-most-once"]  # a restart that kept the claims
 

@@ -15,6 +15,9 @@ and the run history read with a second client. Three rules:
    fenced (the history had already given the fire to a newer attempt), each with a greater
    attempt number (an adoption). From the adopter's side a runner stalled between
    its body's end and that record is indistinguishable from one killed inside it.
+   The attempt may repeat only where the earlier run was killed and its history
+   `start` had been refused: the history never learnt of that attempt, so the next
+   adopter counts from the one before.
    One exception, a double fault counted apart: a server that keeps nothing on disk
    (memcached; the `restart` fault) restarted between the two runs, emptying the
    fire's claim, and one of the two runs had its history `start` refused (the
@@ -221,12 +224,16 @@ def check_exclusion(
 
 
 def _between(restarts: list[tuple[int, int]], first: int, last: int) -> bool:
-    """Whether a restart surely lost its data after `first` and before `last`.
+    """Whether a restart emptied the server between the body starts `first` and `last`.
 
-    A restart is stamped before its kill and after the server is back: only one whose
-    whole span lies between the two instants is sure to.
+    A restart is stamped before its kill and after the server is back. The second
+    run's claim needed the server back, so the restart must have ended before `last`.
+    The first run's claim came before `first`, so a restart still under way at
+    `first` killed the server after that claim, or during it: one that began before
+    `first` counts as long as it ended after it. One over before `first` does not
+    (the first claim may have been made on the new server).
     """
-    return any(first <= began and ended <= last for began, ended in restarts)
+    return any(first <= ended <= last for _began, ended in restarts)
 
 
 def check_at_most_once(
@@ -243,7 +250,11 @@ def check_at_most_once(
     for group in by_fire.values():
         for previous, run in itertools.pairwise(group):
             taken_over = previous.killed or previous.lost or previous.fenced or previous.paused
-            if taken_over and run.attempt > previous.attempt:
+            # A killed adopter whose start the history refused: its attempt was never
+            # recorded, so the next adopter counts from the one before and repeats it.
+            unlearnt = previous.killed and (previous.pid, previous.key) in refused_starts
+            grew = run.attempt > previous.attempt or (unlearnt and run.attempt == previous.attempt)
+            if taken_over and grew:
                 report.adoptions += 1
                 continue
             unrecorded = {(run.pid, run.key), (previous.pid, previous.key)} & refused_starts
