@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import tempfile
 from collections.abc import Iterator
 from datetime import timedelta
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from firefly_scheduling import ConfigurationError
+from firefly_scheduling import ConfigurationError, LockBackendError
 from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.dialects import lease_sql_for
 from firefly_scheduling_database.engine import lock_engine
@@ -120,3 +121,39 @@ def test_a_lease_beyond_a_century_is_refused(
         first.try_acquire("forever", 200 * 365 * 86_400)
     assert first.try_acquire("forever", 99 * 365 * 86_400)
     first.release("forever")
+
+
+class TestBusyFile:
+    """SQLite locks the whole FILE for a writer: "database is locked" says nothing about
+    the row. Found by `benchmarks/claims.py` (32 writers on one file): an uncontended
+    claim came back "not won", which every node would read as "claimed elsewhere",
+    leaving the fire neither run nor recorded. It is an error for that call."""
+
+    @pytest.fixture
+    def busy_url(self, sqlite_url: str) -> Iterator[str]:
+        path = sqlite_url.removeprefix("sqlite:///")
+        writer = sqlite3.connect(path, isolation_level=None)
+        writer.execute("BEGIN IMMEDIATE")  # another process's write transaction
+        try:
+            yield f"{sqlite_url}?timeout=0.2"
+        finally:
+            writer.execute("ROLLBACK")
+            writer.close()
+
+    def test_a_claim_on_a_busy_file_is_an_error_not_a_lost_race(self, busy_url: str) -> None:
+        lock = DatabaseLeaseLock(busy_url)
+        try:
+            with pytest.raises(LockBackendError, match="database is locked"):
+                lock.try_claim("busy:claim", 30)
+        finally:
+            lock.close()
+
+    def test_a_task_lock_on_a_busy_file_is_an_error_not_held_elsewhere(
+        self, busy_url: str
+    ) -> None:
+        lock = DatabaseLeaseLock(busy_url)
+        try:
+            with pytest.raises(LockBackendError, match="database is locked"):
+                lock.try_acquire("busy:lock", 30)
+        finally:
+            lock.close()

@@ -333,8 +333,12 @@ class SqliteLeaseSql(LeaseSql):
         return f"+{milliseconds // 1000}.{milliseconds % 1000:03d} seconds"
 
     def is_contention(self, err: DBAPIError) -> bool:
-        code = getattr(err.orig, "sqlite_errorcode", None)
-        return isinstance(code, int) and code & 0xFF in {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
+        # Never a lost race: SQLite takes each statement under the FILE's write lock, so
+        # a race for a row shows as a row count of 0. SQLITE_BUSY ("database is locked")
+        # means only that another writer held the file past the busy timeout, whatever
+        # row it wrote: an error for this call, never "held elsewhere". Read as a lost
+        # claim, a busy file on every node left a fire neither run nor recorded.
+        return False
 
     def is_missing_table(self, err: DBAPIError) -> bool:
         return "no such table" in str(err.orig)
