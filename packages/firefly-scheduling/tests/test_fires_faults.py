@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.fires import execution
+from firefly_scheduling.fires import execution, unrecorded
 from firefly_scheduling.fires.claims import claim_name
 from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.keepalive import KeepAlive, Renewer
@@ -134,6 +134,20 @@ class TestFailedSkip:
         runner.run(descriptor, T0 + SECOND, lambda: None)
         states = {record.instant: record.state for record in history.runs(descriptor.target)}
         assert states == {T0: RunState.SKIPPED, T0 + SECOND: RunState.SUCCEEDED}
+
+    def test_the_memory_keeps_the_newest_writes_and_logs_the_ones_it_drops(
+        self, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        monkeypatch.setattr(unrecorded, "MAX_REMEMBERED", 5)
+        history = FailingSkips()
+        runner = FireRunner(InMemoryLock(), history=history, clock=lambda: T0 + 9 * SECOND)
+        descriptor = task()
+        runner.record_passed_over(descriptor, [T0 + i * SECOND for i in range(8)], "test")
+        assert "is forgotten unrecorded" in caplog.text
+        history.down = False
+        runner.close()
+        kept = sorted(record.instant for record in history.runs(descriptor.target))
+        assert kept == [T0 + i * SECOND for i in range(3, 8)]
 
     def test_unwritten_skips_are_written_at_close(self) -> None:
         history = FailingSkips()

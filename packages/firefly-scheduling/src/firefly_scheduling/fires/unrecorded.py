@@ -37,6 +37,9 @@ logger = logging.getLogger("firefly_scheduling.fires")
 SKIP_MEMORY_SECONDS = 3600.0
 #: The most writes remembered at once; past it the oldest are forgotten, with a log line.
 MAX_REMEMBERED = 10_000
+#: The most remembered writes one fire's worker retries before its own fire; the
+#: rest wait for later fires (all of them at shutdown).
+WRITES_PER_ROUND = 16
 #: After a round that found the history still down, the next waits this long, so a
 #: history that fails slowly (a timeout) does not delay every fire by its timeout.
 RETRY_PAUSE_SECONDS = 1.0
@@ -126,8 +129,9 @@ class UnrecordedWrites:
             ):
                 return
             self._pending[key] = write
-            overflow = len(self._pending) - MAX_REMEMBERED
-            dropped = [self._pending.pop(k) for k in list(self._pending)[:overflow]]
+            dropped = []
+            while len(self._pending) > MAX_REMEMBERED:  # the oldest first (insertion order)
+                dropped.append(self._pending.pop(next(iter(self._pending))))
         for gone in dropped:
             _forgotten(gone, f"more than {MAX_REMEMBERED} history writes were pending")
 
@@ -158,6 +162,8 @@ class UnrecordedWrites:
             if not self._pending or (not immediately and time.monotonic() < self._next_round):
                 return
             pending = list(self._pending.values())
+            if not immediately:  # a fire's worker pays for a few, not for a backlog
+                pending = pending[:WRITES_PER_ROUND]
         now = clock()
         reachable = history is not None
         for write in pending:
