@@ -403,8 +403,8 @@ def run_process(job: Job, index: int, barrier: Barrier, results: Any) -> None:
 
         def work(thread: int, stop_at: float) -> None:
             """Claim until `stop_at`. Nothing contends, so a claim not won is a failure of
-            the backend: an error, or a refusal (the database adapter reports a SQLite busy
-            timeout as a lost race). Both are counted; each thread shows its first."""
+            the backend: an error (a SQLite busy timeout is one), or a refusal. Both are
+            counted; each thread shows its first."""
             claim, thread_names = claimers[thread], names[thread]
             try:
                 while time.monotonic() < stop_at:
