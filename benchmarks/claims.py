@@ -313,7 +313,8 @@ def raw_database(stack: ExitStack, database: str) -> Callable[[], Claim]:
     purpose), and each thread takes its own DBAPI connection from that lock's engine,
     so the driver's connect arguments are the adapter's too.
     """
-    from sqlalchemy import Engine  # noqa: PLC0415
+    from sqlalchemy import Engine, create_engine  # noqa: PLC0415
+    from sqlalchemy.pool import NullPool  # noqa: PLC0415
 
     from firefly_scheduling_database import DatabaseLeaseLock  # noqa: PLC0415
 
@@ -325,8 +326,13 @@ def raw_database(stack: ExitStack, database: str) -> Callable[[], Claim]:
     require(isinstance(engine, Engine), "a lock built from a URL owns an Engine")
     assert isinstance(engine, Engine)  # for the type checker
 
+    # The lock's own pool is bounded (2 connections for the lock by default): the raw
+    # case takes one connection per thread, as its ceiling, from an engine of its own.
+    raw_engine = create_engine(engine.url, poolclass=NullPool)
+    stack.callback(raw_engine.dispose)
+
     def connect() -> Claim:
-        raw = engine.raw_connection()
+        raw = raw_engine.raw_connection()
         stack.callback(raw.close)
         connection = raw.dbapi_connection
         if connection is None:
