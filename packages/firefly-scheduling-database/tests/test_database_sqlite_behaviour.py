@@ -140,20 +140,12 @@ class TestBusyFile:
             writer.execute("ROLLBACK")
             writer.close()
 
-    def test_a_claim_on_a_busy_file_is_an_error_not_a_lost_race(self, busy_url: str) -> None:
+    @pytest.mark.parametrize("operation", ["try_claim", "try_acquire"])
+    def test_a_busy_file_is_an_error_not_a_lost_race(self, busy_url: str, operation: str) -> None:
+        """A claim is not "claimed elsewhere", a task lock not "held elsewhere"."""
         lock = DatabaseLeaseLock(busy_url)
         try:
             with pytest.raises(LockBackendError, match="database is locked"):
-                lock.try_claim("busy:claim", 30)
-        finally:
-            lock.close()
-
-    def test_a_task_lock_on_a_busy_file_is_an_error_not_held_elsewhere(
-        self, busy_url: str
-    ) -> None:
-        lock = DatabaseLeaseLock(busy_url)
-        try:
-            with pytest.raises(LockBackendError, match="database is locked"):
-                lock.try_acquire("busy:lock", 30)
+                getattr(lock, operation)(f"busy:{operation}", 30)
         finally:
             lock.close()
