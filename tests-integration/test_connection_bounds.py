@@ -12,6 +12,8 @@ The session backends (postgres, mysql, database) are in test_connection_bounds_s
 
 from __future__ import annotations
 
+import gc
+import os
 import threading
 import time
 import uuid
@@ -25,7 +27,7 @@ from firefly_scheduling import LockBackendError
 from firefly_scheduling.locks.base import BaseLock
 from firefly_scheduling.locks.pool_size import DEFAULT_POOL_SIZE
 from firefly_scheduling.testing.local_server import LocalServer
-from firefly_scheduling.testing.sockets import PeakConnections
+from firefly_scheduling.testing.sockets import PeakConnections, tcp_connections
 from firefly_scheduling_etcd import EtcdLock
 from firefly_scheduling_memcached import MemcachedLock
 from firefly_scheduling_redis import RedisLock
@@ -103,6 +105,29 @@ def test_redis_cluster_holds_at_most_four_connections_per_node(
     redis_cluster_url: str, cluster_ports: tuple[int, ...]
 ) -> None:
     check_bound(RedisLock(redis_cluster_url), cluster_ports, DEFAULT_POOL_SIZE)
+
+
+@pytest.mark.parametrize("kind", ["lock", "anchor store"])
+def test_closing_a_cluster_client_built_from_a_url_closes_every_connection(
+    kind: str, redis_cluster_url: str, cluster_ports: tuple[int, ...]
+) -> None:
+    """redis-py's cluster client from a URL gives each node a pool its `close()` left
+    open (redis-py 8.1): each closed lock kept a connection per node until the garbage
+    collector found it, and the next test's bound counted them."""
+    gc.collect()  # what earlier tests left to the collector is not this test's
+    before = tcp_connections(os.getpid(), cluster_ports)
+    user: RedisLock | RedisAnchorStore
+    if kind == "lock":
+        user = lock = RedisLock(redis_cluster_url)
+        for index in range(30):  # names on every node's slots
+            assert lock.try_acquire(f"close-{uuid.uuid4().hex}-{index}", 5)
+    else:
+        user = store = RedisAnchorStore(redis_cluster_url)
+        store.now()
+    opened = tcp_connections(os.getpid(), cluster_ports)
+    user.close()
+    assert sum(opened.values()) > sum(before.values()), "the count is blind"
+    assert tcp_connections(os.getpid(), cluster_ports) == before
 
 
 def test_memcached_holds_at_most_four_connections(memcached_url: str) -> None:

@@ -49,7 +49,7 @@ from firefly_scheduling_redis.clients import (
     check_flavour,
     client_secrets,
     describe_client,
-    is_cluster,
+    is_cluster,  # sync: is_cluster, close_built_client,
 )
 from firefly_scheduling_redis.protocol import ServerUrl
 
@@ -167,7 +167,7 @@ class AsyncRedisLock(AsyncBaseLock):
 
     async def _close(self) -> None:
         if self._server is not None and self._client is not None:
-            await self._client.aclose()
+            await self._client.aclose()  # sync: close_built_client(self._client)
 
     def _describe(self, err: BaseException) -> str:
         described = super()._describe(err)

@@ -24,6 +24,7 @@ from firefly_scheduling_redis import protocol
 from firefly_scheduling_redis.clients import (
     check_flavour,
     client_secrets,
+    close_built_client,
     describe_client,
     is_cluster,
 )
@@ -113,7 +114,7 @@ return 0
 
     def _close(self) -> None:
         if self._server is not None and self._client is not None:
-            self._client.close()
+            close_built_client(self._client)
 
     def _redis(self) -> Client:
         """The client; one built from a URL is built here, on first use."""

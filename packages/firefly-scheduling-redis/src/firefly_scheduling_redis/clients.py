@@ -95,3 +95,21 @@ def _options(client: Any) -> dict[str, Any]:
     else:
         options = client.connection_pool.connection_kwargs
     return options
+
+
+def close_built_client(client: redis.Redis | redis.cluster.RedisCluster) -> None:
+    """Close a synchronous client this package built from a URL, and every connection.
+
+    redis-py's `RedisCluster.from_url` gives each node a client over a pool it does not
+    own, so `RedisCluster.close()` leaves the nodes' connections open (redis-py 8.1)
+    until the garbage collector finds them: each closed lock kept one per node, and a
+    process that builds and closes locks piled them up. The asyncio cluster client's
+    `aclose()` closes its nodes' connections itself.
+    """
+    nodes = []
+    if isinstance(client, redis.cluster.RedisCluster):
+        nodes = client.get_nodes()  # type: ignore[no-untyped-call]
+    client.close()
+    for node in nodes:
+        if node.redis_connection is not None:
+            node.redis_connection.connection_pool.disconnect()

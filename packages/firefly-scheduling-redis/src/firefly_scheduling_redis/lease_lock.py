@@ -41,6 +41,7 @@ from firefly_scheduling_redis import protocol
 from firefly_scheduling_redis.clients import (
     check_flavour,
     client_secrets,
+    close_built_client,
     describe_client,
     is_cluster,
 )
@@ -160,7 +161,7 @@ class RedisLock(BaseLock):
 
     def _close(self) -> None:
         if self._server is not None and self._client is not None:
-            self._client.close()
+            close_built_client(self._client)
 
     def _describe(self, err: BaseException) -> str:
         described = super()._describe(err)
