@@ -27,6 +27,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
@@ -175,6 +176,31 @@ class FlakyHistory:
             return self._inner.skip(task, instant, lock=lock, node=node, reason=reason, at=at)
         except HistoryError:
             self._refused("skip", task, instant, injected=False)
+            raise
+
+    def skip_many(
+        self,
+        task: str,
+        instants: Sequence[datetime],
+        *,
+        lock: str,
+        node: str,
+        reason: str,
+        at: datetime,
+    ) -> int:
+        """One write on the store; a refusal is logged for every instant it carried."""
+        try:
+            for instant in instants[:1]:
+                self._check("skip", task, instant)
+        except HistoryError:
+            for instant in instants[1:]:
+                self._refused("skip", task, instant, injected=True)
+            raise
+        try:
+            return self._inner.skip_many(task, instants, lock=lock, node=node, reason=reason, at=at)
+        except HistoryError:
+            for instant in instants:
+                self._refused("skip", task, instant, injected=False)
             raise
 
     def unfinished(self, task: str, *, lock: str) -> list[RunRecord]:

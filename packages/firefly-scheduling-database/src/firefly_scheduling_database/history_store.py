@@ -14,7 +14,8 @@ between nodes:
   takes it over only from a `skipped` row or a `running` row with an older token,
   incrementing `attempt` in the same statement (its `attempt` assignment comes first,
   because MySQL evaluates `SET` assignments left to right).
-* `skip` is an insert-if-absent.
+* `skip` is an insert-if-absent; `skip_many` the same as multi-row inserts (a node
+  back from an outage records up to a thousand fires at once).
 
 Instants are stored as naive UTC with microseconds (`DATETIME(6)` on MySQL) and
 read back as aware UTC. Task and lock names compare exactly (see `history_schema`). The engine
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -182,6 +183,47 @@ class DatabaseRunHistory(BaseRunHistory):
 
         return self._call("recording a skip", write)
 
+    def skip_many(
+        self,
+        task: str,
+        instants: Sequence[datetime],
+        *,
+        lock: str,
+        node: str,
+        reason: str,
+        at: datetime,
+    ) -> int:
+        """`skip` for each of `instants`, as multi-row inserts in one transaction.
+
+        A node back from an outage records up to a thousand fires here at once; one
+        statement and one commit each kept the fires due at boot waiting (issue 12).
+        Rows go in instant order, so two nodes writing the same catch-up lock the
+        same keys in the same order.
+        """
+        keys = sorted({as_utc(instant) for instant in instants})
+        shared = {
+            "lock_name": lock,
+            "task": task,
+            "node": node,
+            "attempt": 1,
+            "state": RunState.SKIPPED.value,
+            "started_at": None,
+            "ended_at": as_utc(at),
+            "error": clip_error(reason),
+            "token": None,
+        }
+        rows = [{**shared, "instant": instant} for instant in keys]
+        size = _ROWS_PER_INSERT.get(self._dialect, _ROWS_PER_INSERT["default"])
+
+        def write() -> int:
+            with self._engine.begin() as connection:
+                return sum(
+                    self._insert_absent_rows(connection, rows[start : start + size])
+                    for start in range(0, len(rows), size)
+                )
+
+        return self._call("recording skips", write) if rows else 0
+
     def expire_dead(self, started_before: datetime, *, at: datetime) -> int:
         runs = self._table
         statement = (
@@ -287,6 +329,40 @@ class DatabaseRunHistory(BaseRunHistory):
             return False
         return True
 
+    def _insert_absent_rows(self, connection: Connection, rows: list[dict[str, Any]]) -> int:
+        """Insert those of `rows` (one lock and task) whose key is absent; how many.
+
+        PostgreSQL and SQLite: one `INSERT … ON CONFLICT DO NOTHING RETURNING`. MySQL
+        has no such clause without `IGNORE` (which also swallows truncation): one
+        plain multi-row insert, and only when a key exists already (another node
+        wrote the same catch-up), the existing keys are read and the rest inserted.
+        """
+        runs = self._table
+        if self._dialect in {"postgresql", "sqlite"}:
+            insert = postgresql.insert if self._dialect == "postgresql" else sqlite.insert
+            statement = insert(runs).values(rows).on_conflict_do_nothing().returning(runs.c.task)
+            return len(connection.execute(statement).all())
+        try:
+            with connection.begin_nested():
+                connection.execute(runs.insert().values(rows))
+        except IntegrityError:
+            existing = set(
+                connection.execute(
+                    sa.select(runs.c.instant).where(
+                        runs.c.lock_name == rows[0]["lock_name"],
+                        runs.c.task == rows[0]["task"],
+                        runs.c.instant.in_([row["instant"] for row in rows]),
+                    )
+                ).scalars()
+            )
+            absent = [row for row in rows if row["instant"] not in existing]
+            if not absent:
+                return 0
+            if len(absent) == len(rows):
+                raise  # not a duplicate key: the error is the statement's own
+            return self._insert_absent_rows(connection, absent)
+        return len(rows)
+
     def _rowcount(self, statement: sa.Executable, parameters: dict[str, Any] | None = None) -> int:
         with self._engine.begin() as connection:
             return int(connection.execute(statement, parameters).rowcount)
@@ -358,6 +434,10 @@ class DatabaseRunHistory(BaseRunHistory):
                 key = table_key(connection, self._table.name) or ()
             refuse_unless_current(key, table=self._table.name, where=self._target)
             self._table_ready = True
+
+
+#: Rows per multi-row insert: SQLite before 3.32 allows 999 parameters (9 per row).
+_ROWS_PER_INSERT = {"sqlite": 100, "default": 1000}
 
 
 def _key_parameters(lock: str, task: str, instant: datetime) -> dict[str, Any]:

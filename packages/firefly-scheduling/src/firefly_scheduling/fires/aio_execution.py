@@ -221,41 +221,43 @@ class AsyncFireRunner:
         """Record fires this node's host passed over as skipped, where nothing is recorded.
 
         A host that never hands a fire to `run` (APScheduler coalescing due times, or
-        dropping one while the job's previous run still goes) says so here, so every
-        fire ends up run or recorded with a reason. Harmless where another node ran
-        the fire: `skip` writes only where nothing is recorded, and a later `start`
-        replaces a skip. One attempt per instant, no retry (the host is waiting); the
-        first history failure ends the batch, and the instants left unwritten are
-        remembered and written before later fires (see `unrecorded`). Returns how
-        many were recorded. An unlocked task has no history record, so nothing is
-        written.
+        dropping one while the job's previous run still goes, or a node back from an
+        outage) says so here, so every fire ends up run or recorded with a reason.
+        Harmless where another node ran the fire: a skip writes only where nothing
+        is recorded, and a later `start` replaces it. One `skip_many` (a few
+        statements on a SQL store, however many instants), no retry (the host is
+        waiting); on a history failure every instant is remembered and written
+        before later fires (see `unrecorded`). Returns how many were new. An
+        unlocked task has no history record, so nothing is written.
         """
         history, lock = self._history, descriptor.lock_name
-        if history is None or lock is None:
+        if history is None or lock is None or not instants:
             return 0
-        recorded = 0
         at = self._clock()
-        skips = [
-            UnrecordedSkip(lock, descriptor.target, as_utc(instant), self._node, reason, at)
-            for instant in instants
-        ]
-        for done, skip in enumerate(skips):
-            try:
-                if await _off_loop(skip.write_new, history):
-                    recorded += 1
-            except HistoryError as err:
-                logger.warning(
-                    "%s: %d passed-over fire(s) from %s unrecorded (retried before the "
-                    "next fires): %s",
-                    descriptor.target,
-                    len(skips) - done,
-                    _at(skip.instant),
-                    err,
+        utc_instants = [as_utc(instant) for instant in instants]
+        try:
+            return await _off_loop(
+                history.skip_many,
+                descriptor.target,
+                utc_instants,
+                lock=lock,
+                node=self._node,
+                reason=reason,
+                at=at,
+            )
+        except HistoryError as err:
+            logger.warning(
+                "%s: %d passed-over fire(s) from %s unrecorded (retried before the next fires): %s",
+                descriptor.target,
+                len(utc_instants),
+                _at(min(utc_instants)),
+                err,
+            )
+            for instant in utc_instants:
+                self._unrecorded.remember(
+                    UnrecordedSkip(lock, descriptor.target, instant, self._node, reason, at)
                 )
-                for unwritten in skips[done:]:
-                    self._unrecorded.remember(unwritten)
-                break
-        return recorded
+            return 0
 
     async def aclose(self) -> None:
         """Close an owned history; fire claims outlive the process by design."""

@@ -11,6 +11,7 @@ implements each as one atomic write (`_start`, `_finish`), and the rest of the p
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -79,6 +80,32 @@ class BaseRunHistory(ABC):
             raise ValueError(f"finish() writes a finished state, not {state!r}")
         end = RunEnd(lock, task, as_utc(instant), token, state, clip_error(error), as_utc(at))
         return self._finish(end)
+
+    def skip_many(
+        self,
+        task: str,
+        instants: Sequence[datetime],
+        *,
+        lock: str,
+        node: str,
+        reason: str,
+        at: datetime,
+    ) -> int:
+        """`skip` for each of `instants`, one call each; how many were new.
+
+        A store with a multi-row insert overrides it: a node back from an outage
+        records up to `hosts.jobs.MAX_PASSED_OVER_RECORDED` fires here at once.
+        """
+        return sum(
+            self.skip(task, instant, lock=lock, node=node, reason=reason, at=at)
+            for instant in instants
+        )
+
+    @abstractmethod
+    def skip(
+        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+    ) -> bool:
+        """Record that nobody ran this fire, unless something is recorded already."""
 
     @abstractmethod
     def _start(self, begin: RunStart) -> int | None:

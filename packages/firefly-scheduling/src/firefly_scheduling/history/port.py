@@ -28,6 +28,7 @@ be fenced: its `finish` is accepted only while the record has no token either.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -139,6 +140,25 @@ class RunHistory(Protocol):
         self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
     ) -> bool:
         """Record that nobody ran this fire, unless something is recorded already."""
+        ...
+
+    def skip_many(
+        self,
+        task: str,
+        instants: Sequence[datetime],
+        *,
+        lock: str,
+        node: str,
+        reason: str,
+        at: datetime,
+    ) -> int:
+        """`skip` for each of `instants` (one task, one reason); how many were new.
+
+        A node that starts after an outage records up to a thousand fires nobody ran
+        at once; a store writes them in as few round trips as it can
+        (`BaseRunHistory` calls `skip` for each). A failure may leave some written:
+        calling it again is harmless, as a skip never overwrites a record.
+        """
         ...
 
     def unfinished(self, task: str, *, lock: str) -> list[RunRecord]:

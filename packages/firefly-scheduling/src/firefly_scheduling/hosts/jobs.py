@@ -106,38 +106,50 @@ class RecurringFire:
     def __call__(self) -> None:
         # APScheduler does not pass the scheduled time to the job; the trigger names it.
         instant = self.trigger.fire_at_or_before(self.runtime.wall_now())
-        self._record_passed_over(instant)
-        execute_fire(Fire(self.descriptor, instant), self.runtime)
+        since = self._named_before(instant)
+        try:
+            execute_fire(Fire(self.descriptor, instant), self.runtime)
+        finally:
+            if since is not None:
+                self._record_passed_over(*since, instant)
 
-    def _record_passed_over(self, instant: datetime) -> None:
-        """Record as skipped the scheduled instants between the last one named and this.
+    def _named_before(self, instant: datetime) -> tuple[datetime, str] | None:
+        """The last instant named before `instant`, and why the ones between were passed.
 
         APScheduler runs the job once for several due times (`coalesce`) and drops a
         due time while the previous run still goes (`max_instances=1`), silently:
-        without this, a fire every node passed over (a loaded fleet, a short rate)
-        would be neither run nor recorded. On the job's first run in this process the
-        last instant named is the task's newest history record: a node that starts
-        after the whole fleet was down says which fires nobody ran. Only
-        `max_instances=1` calls run at once, so `_last` needs no lock.
+        without recording them, a fire every node passed over (a loaded fleet, a
+        short rate) would be neither run nor recorded. On the job's first run in this
+        process the last instant named is the task's newest history record (one read
+        before the fire: after it, the newest record would be this fire's own): a
+        node that starts after the whole fleet was down says which fires nobody ran.
+        Only `max_instances=1` calls run at once, so `_last` needs no lock.
         """
         last, self._last = self._last, instant
-        reason = PASSED_OVER_REASON
-        runner = None
-        if last is None:
-            try:
-                runner = self.runtime.fire_runner.get()
-                last = runner.newest_recorded_instant(self.descriptor)
-            except Exception:  # the lock or history could not be built: the fire says why
-                logger.exception("%s: the newest recorded fire is unknown", self.descriptor.target)
-                return
-            reason = UNRECORDED_BEFORE_START_REASON
-        if last is None or instant <= last:
-            return
+        if last is not None:
+            return (last, PASSED_OVER_REASON) if instant > last else None
+        try:
+            runner = self.runtime.fire_runner.get()
+            newest = runner.newest_recorded_instant(self.descriptor)
+        except Exception:  # the lock or history could not be built: the fire says why
+            logger.exception("%s: the newest recorded fire is unknown", self.descriptor.target)
+            return None
+        if newest is None or instant <= newest:
+            return None
+        return newest, UNRECORDED_BEFORE_START_REASON
+
+    def _record_passed_over(self, last: datetime, reason: str, instant: datetime) -> None:
+        """Record as skipped the scheduled instants strictly between `last` and `instant`.
+
+        Called after the fire due at `instant`, never before it: a node back from an
+        outage has up to `MAX_PASSED_OVER_RECORDED` of them per task, and its first
+        fires must not wait for those writes (issue 12, `benchmarks/fleet.py`).
+        """
         passed = self._instants_between(last, instant)
         if not passed:
             return
         try:
-            runner = runner or self.runtime.fire_runner.get()
+            runner = self.runtime.fire_runner.get()
             runner.record_passed_over(self.descriptor, passed, reason)
         except Exception:  # the lock or history could not be built: the fire says why
             logger.exception("%s: passed-over fires unrecorded", self.descriptor.target)

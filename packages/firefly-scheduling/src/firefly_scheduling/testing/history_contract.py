@@ -176,6 +176,50 @@ class RunHistoryContract:
         assert not history.skip(TASK, T0, lock=LOCK, node="b", reason="late", at=T0)
         assert history.runs(TASK)[0].state is RunState.SUCCEEDED
 
+    def test_skip_many_records_the_fires_nobody_ran_and_counts_the_new_ones(
+        self, history: RunHistory
+    ) -> None:
+        history.start(TASK, T0 + SECOND, lock=LOCK, node="a", token=2, at=T0)
+        history.skip(TASK, T0 + 2 * SECOND, lock=LOCK, node="b", reason="late", at=T0)
+        instants = [T0 + i * SECOND for i in range(5)]
+        at = T0 + 9 * SECOND
+        assert history.skip_many(TASK, instants, lock=LOCK, node="c", reason="gap", at=at) == 3
+        records = {r.instant: r for r in history.runs(TASK, limit=10)}
+        assert sorted(records) == instants
+        assert records[T0 + SECOND].state is RunState.RUNNING, "a run keeps its record"
+        assert (records[T0 + 2 * SECOND].node, records[T0 + 2 * SECOND].error) == ("b", "late")
+        for instant in (T0, T0 + 3 * SECOND, T0 + 4 * SECOND):
+            record = records[instant]
+            assert (record.state, record.node, record.error) == (RunState.SKIPPED, "c", "gap")
+            assert (record.started_at, record.ended_at, record.lock) == (None, at, LOCK)
+
+    def test_skip_many_again_writes_nothing_and_an_empty_list_nothing_at_all(
+        self, history: RunHistory
+    ) -> None:
+        instants = [T0 + i * SECOND for i in range(3)]
+        assert history.skip_many(TASK, instants, lock=LOCK, node="a", reason="x", at=T0) == 3
+        assert history.skip_many(TASK, instants, lock=LOCK, node="b", reason="y", at=T0) == 0
+        assert history.skip_many(TASK, [], lock=LOCK, node="b", reason="y", at=T0) == 0
+        assert {r.node for r in history.runs(TASK)} == {"a"}
+        assert history.start(TASK, T0, lock=LOCK, node="c", token=1, at=T0) == 1
+
+    def test_skip_many_writes_a_thousand_fires_of_an_outage(self, history: RunHistory) -> None:
+        """A node back from an outage names up to `MAX_PASSED_OVER_RECORDED` at once."""
+        instants = [T0 + i * SECOND for i in range(1000)]
+        history.start(TASK, instants[500], lock=LOCK, node="a", token=1, at=T0)
+        assert history.skip_many(TASK, instants, lock=LOCK, node="b", reason="x", at=T0) == 999
+        records = history.runs(TASK, limit=2000)
+        assert sorted(r.instant for r in records) == instants
+        assert sum(r.state is RunState.SKIPPED for r in records) == 999
+
+    def test_skip_many_keeps_to_its_lock(self, history: RunHistory) -> None:
+        history.skip(TASK, T0, lock=OTHER_LOCK, node="staging", reason="x", at=T0)
+        assert history.skip_many(TASK, [T0], lock=LOCK, node="prod", reason="y", at=T0) == 1
+        assert {(r.lock, r.node) for r in history.runs(TASK)} == {
+            (LOCK, "prod"),
+            (OTHER_LOCK, "staging"),
+        }
+
     # -- the lock name is part of the key (issue 8.7) ---------------------------------
 
     def test_two_locks_record_the_same_fire_of_a_task_apart(self, history: RunHistory) -> None:
