@@ -53,6 +53,7 @@ from firefly_scheduling_database.engine import describe_url, release_store_engin
 from firefly_scheduling_database.history_schema import (
     DEFAULT_TABLE,
     OldHistoryTable,
+    UtcDateTime,
     refuse_unless_current,
     runs_table,
     table_key,
@@ -332,19 +333,28 @@ class DatabaseRunHistory(BaseRunHistory):
     def _insert_absent_rows(self, connection: Connection, rows: list[dict[str, Any]]) -> int:
         """Insert those of `rows` (one lock and task) whose key is absent; how many.
 
-        PostgreSQL and SQLite: one `INSERT … ON CONFLICT DO NOTHING RETURNING`. MySQL
-        has no such clause without `IGNORE` (which also swallows truncation): one
-        plain multi-row insert, and only when a key exists already (another node
-        wrote the same catch-up), the existing keys are read and the rest inserted.
+        The statement is compiled once per store and executed for the whole list:
+        SQLAlchemy and the driver send it as multi-row inserts (a statement with
+        every value inline cost more CPU to build than its round trip). PostgreSQL
+        and SQLite: `INSERT … ON CONFLICT DO NOTHING RETURNING`, whose rows are the
+        inserted ones. MySQL has no such clause without `IGNORE` (which also swallows
+        truncation): a plain insert, and only when a key exists already (another
+        node wrote the same catch-up), the existing keys are read and the rest
+        inserted.
         """
         runs = self._table
-        if self._dialect in {"postgresql", "sqlite"}:
-            insert = postgresql.insert if self._dialect == "postgresql" else sqlite.insert
-            statement = insert(runs).values(rows).on_conflict_do_nothing().returning(runs.c.task)
-            return len(connection.execute(statement).all())
+        many = self._statements.skip_many
+        if many is not None:
+            first = rows[0]
+            parameters = {f"p_{name}": first[name] for name in _SKIP_MANY_SHARED}
+            parameters["p_instants"] = [row["instant"] for row in rows]
+            return len(connection.execute(many, parameters).all())
+        statement = self._statements.insert_if_absent
+        if statement is not None:
+            return len(connection.execute(statement, rows).all())
         try:
             with connection.begin_nested():
-                connection.execute(runs.insert().values(rows))
+                connection.execute(runs.insert(), rows)
         except IntegrityError:
             existing = set(
                 connection.execute(
@@ -436,6 +446,8 @@ class DatabaseRunHistory(BaseRunHistory):
             self._table_ready = True
 
 
+#: The columns `_skip_many_from_an_array` takes once for a whole catch-up.
+_SKIP_MANY_SHARED = ("lock_name", "task", "node", "ended_at", "error")
 #: Rows per multi-row insert: SQLite before 3.32 allows 999 parameters (9 per row).
 _ROWS_PER_INSERT = {"sqlite": 100, "default": 1000}
 
@@ -492,6 +504,42 @@ class _HotStatements:
         if dialect in {"postgresql", "sqlite"}:
             insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
             self.insert_if_absent = insert(runs).on_conflict_do_nothing().returning(columns.task)
+        #: PostgreSQL: skips of many instants of one task in one small statement.
+        self.skip_many: sa.Executable | None = None
+        if dialect == "postgresql":
+            self.skip_many = _skip_many_from_an_array(runs)
+
+
+def _skip_many_from_an_array(runs: sa.Table) -> sa.Executable:
+    """`INSERT … SELECT … FROM unnest(:p_instants) ON CONFLICT DO NOTHING` (PostgreSQL).
+
+    Every column but the instant is one value for the whole catch-up, so the
+    statement carries one array instead of 9 parameters per row: psycopg parses the
+    query text of a multi-row insert again on every call, which cost 0.1 ms of CPU
+    per row (measured on 1,000-row catch-ups).
+    """
+    columns = runs.c
+    catch_up = (
+        sa.func.unnest(sa.bindparam("p_instants", type_=postgresql.ARRAY(UtcDateTime())))
+        .table_valued("instant")
+        .render_derived(name="catch_up")
+    )
+    rows = sa.select(
+        sa.bindparam("p_lock_name", type_=columns.lock_name.type),
+        sa.bindparam("p_task", type_=columns.task.type),
+        catch_up.c.instant,
+        sa.bindparam("p_node", type_=columns.node.type),
+        sa.literal(1),
+        sa.literal(RunState.SKIPPED.value),
+        sa.null(),
+        sa.bindparam("p_ended_at", type_=UtcDateTime()),
+        sa.bindparam("p_error", type_=columns.error.type),
+        sa.null(),
+    )
+    names = [*("lock_name", "task", "instant", "node", "attempt", "state")]
+    names += ("started_at", "ended_at", "error", "token")
+    insert = postgresql.insert(runs).from_select(names, rows).on_conflict_do_nothing()
+    return insert.returning(columns.instant)  # the rows inserted: their number is the count
 
 
 def create_history_store(url: str) -> DatabaseRunHistory:
