@@ -22,6 +22,7 @@ Over a window of whole seconds, once every node is up:
     uv run python benchmarks/fleet.py --backend redis [--tasks 200] [--nodes 2]
         [--seconds 60] [--warmup 10]
     uv run python benchmarks/fleet.py --backend postgres --find-max   # largest T
+    uv run python benchmarks/fleet.py --backend postgres --outage 300   # boot catch-up
 
 Backends: postgres, mysql, redis, redis-cluster, memcached, etcd, database-sqlite,
 database-postgres, database-mysql; URLs from the `FIREFLY_TEST_*_URL` variables
@@ -42,7 +43,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -163,7 +164,9 @@ HEADER = (
 )
 
 
-def run_fleet(backend: str, tasks: int, nodes: int, seconds: int, warmup: int) -> Result:
+def run_fleet(
+    backend: str, tasks: int, nodes: int, seconds: int, warmup: int, *, outage: int | None = None
+) -> Result:
     with tempfile.TemporaryDirectory(prefix="firefly-fleet-") as raw:
         scratch = Path(raw)
         module = scratch / f"fleet_tasks_{tasks}.py"
@@ -174,6 +177,8 @@ def run_fleet(backend: str, tasks: int, nodes: int, seconds: int, warmup: int) -
         provider_env, ports = backend_env(backend, scratch)
         if backend.startswith("database"):
             migrate(provider_env)
+        if outage is not None:
+            end_outage(provider_env, tasks, outage)
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("FIREFLY_SCHEDULING_")},
             **provider_env,
@@ -304,6 +309,36 @@ def wait_until_up(scratch: Path, processes: list[subprocess.Popen[bytes]]) -> No
     raise RuntimeError(f"the nodes did not come up: {(scratch / 'node0.err').read_text()[-2000:]}")
 
 
+def end_outage(provider_env: dict[str, str], tasks: int, seconds: int) -> None:
+    """Make each task's newest history record a run `seconds` ago, and the only one.
+
+    The scene of a whole fleet back from an outage of that length: each node's first
+    fire of a task records the fires since as "no node ran it" (the boot catch-up,
+    issue 12). Needs a backend whose run history is kept by default (the SQL ones).
+    """
+    from firefly_scheduling.history.port import RunState  # noqa: PLC0415 - only here
+    from firefly_scheduling.history.selection import resolve_history  # noqa: PLC0415
+    from firefly_scheduling.settings import Settings  # noqa: PLC0415
+    from firefly_scheduling_database.history_store import DatabaseRunHistory  # noqa: PLC0415
+
+    history = resolve_history(Settings.from_env(provider_env))
+    if not isinstance(history, DatabaseRunHistory):
+        raise SystemExit(f"--outage needs a SQL run history; this backend keeps {history!r}")
+    try:
+        targets = [f"fleet_tasks_{tasks}:task_{index}" for index in range(tasks)]
+        runs = history.table
+        with history.engine.begin() as connection:
+            connection.execute(runs.delete().where(runs.c.task.in_(targets)))
+        at = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=seconds)
+        for target in targets:
+            history.start(target, at, lock=target, node="before-the-outage", token=None, at=at)
+            history.finish(
+                target, at, lock=target, token=None, state=RunState.SUCCEEDED, error=None, at=at
+            )
+    finally:
+        history.close()
+
+
 def migrate(provider_env: dict[str, str]) -> None:
     database_url = provider_env["FIREFLY_SCHEDULING_LOCK_DATABASE_URL"]
     subprocess.run(
@@ -364,13 +399,22 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=5, help="seconds after every node fired")
     parser.add_argument("--find-max", action="store_true")
+    parser.add_argument(
+        "--outage",
+        type=int,
+        metavar="SECONDS",
+        help="start as a fleet back from an outage this long (SQL backends; see end_outage)",
+    )
     args = parser.parse_args()
     print(f"# {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.1f}")
     print(HEADER)
     if args.find_max:
         find_max(args.backend, args.tasks, args.nodes, args.seconds, args.warmup)
     else:
-        print(run_fleet(args.backend, args.tasks, args.nodes, args.seconds, args.warmup).row())
+        result = run_fleet(
+            args.backend, args.tasks, args.nodes, args.seconds, args.warmup, outage=args.outage
+        )
+        print(result.row())
 
 
 if __name__ == "__main__":

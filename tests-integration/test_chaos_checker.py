@@ -315,3 +315,40 @@ def test_a_lock_held_across_a_restart_of_a_volatile_server_is_lost() -> None:
     assert rules(report) == []
     assert report.fenced_overlaps == 1
     assert rules(checked(events, volatile_server=False)) == ["exclusion"]
+
+
+def _late_zombie_scene(
+    *,
+    paused: tuple[float, float] | None = (2.05, 2.95),
+    fenced: bool = True,
+    zombie_token: int = 4,
+) -> CheckReport:
+    """Seed 1203 (database on MariaDB): node 2 claimed fire 2, took the lease (token 4)
+    and recorded attempt 1, then was stopped before its body's first line; node 3 took
+    the lapsed lease (token 5) and ran the fire as attempt 2; node 2 resumed and ran
+    its body, told lost, its end fenced."""
+    events = [e for i in range(2) for e in run(i, i + 0.01, i + 0.02, token=i + 1)]
+    events += run(2, 2.5, 2.6, pid=3, attempt=2, token=5)
+    events += run(2, 3.0, 3.1, pid=2, attempt=1, token=zombie_token, lost=True)
+    outcome = {"ev": "outcome", "t": _at(3.2), "pid": 2, "target": "app:a"}
+    outcome |= {"instant": (T0 + timedelta(seconds=2)).isoformat(), "attempt": 1}
+    outcome |= {"verdict": "SUCCEEDED", "lost": True, "fenced": fenced}
+    events.append(outcome)
+    if paused is not None:
+        stop, resume = paused
+        events.append({"ev": "pause", "t": _at(stop), "pid": 0, "victim": 2, "node": "n2"})
+        events.append({"ev": "resume", "t": _at(resume), "pid": 0, "victim": 2, "node": "n2"})
+    return checked(events)
+
+
+def test_a_paused_holders_late_body_after_the_adopter_is_counted_apart() -> None:
+    report = _late_zombie_scene()
+    assert rules(report) == []
+    assert (report.late_zombie_bodies, report.adoptions) == (1, 0)
+
+
+def test_a_late_body_needs_the_pause_the_older_token_and_the_fence_to_be_explained() -> None:
+    assert rules(_late_zombie_scene(paused=None)) == ["at-most-once"]
+    assert rules(_late_zombie_scene(paused=(2.1, 2.4))) == ["at-most-once"]  # over before
+    assert rules(_late_zombie_scene(fenced=False)) == ["at-most-once"]
+    assert rules(_late_zombie_scene(zombie_token=6)) == ["at-most-once"]  # newer than 5

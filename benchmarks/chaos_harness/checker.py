@@ -118,6 +118,7 @@ class CheckReport:
     adoptions: int = 0
     fenced_overlaps: int = 0
     double_fault_reruns: int = 0
+    late_zombie_bodies: int = 0
     misses: Counter[str] = field(default_factory=Counter)
     violations: list[Violation] = field(default_factory=list)
 
@@ -236,12 +237,49 @@ def _between(restarts: list[tuple[int, int]], first: int, last: int) -> bool:
     return any(first <= ended <= last for _began, ended in restarts)
 
 
+def _pauses(events: list[Event]) -> dict[int, list[tuple[int, int]]]:
+    """Each node's SIGSTOP..SIGCONT spans, as the harness stamped them, by pid."""
+    stopped: dict[int, int] = {}
+    spans: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for event in events:
+        if event["ev"] == "pause":
+            stopped[int(event["victim"])] = int(event["t"])
+        elif event["ev"] == "resume" and int(event["victim"]) in stopped:
+            victim = int(event["victim"])
+            spans[victim].append((stopped.pop(victim), int(event["t"])))
+    return spans
+
+
+def _late_zombie(
+    adopter: BodyRun, zombie: BodyRun, pauses: dict[int, list[tuple[int, int]]]
+) -> bool:
+    """A paused holder's body that started after its fire's adopter: the documented limit.
+
+    Its node passed the pre-body lease check, was stopped before the body's first line
+    for longer than the rest of its lease, and resumed after another node took the
+    lapsed lease and ran the fire as a greater attempt with a newer token; then its
+    body ran, told `lost`, its end fenced (docs/guarantees.md, "A paused node"). No
+    check can close that gap; fencing is the defence. Counted apart, and only with
+    all the evidence: its node stopped when the adopter's body started and resumed
+    before its own, an older attempt and token, and `lost` and `fenced` outcomes.
+    """
+    if adopter.token is None or zombie.token is None:
+        return False
+    older = zombie.token < adopter.token and zombie.attempt < adopter.attempt
+    stopped_meanwhile = any(
+        stop <= adopter.start <= resume <= zombie.start
+        for stop, resume in pauses.get(zombie.pid, ())
+    )
+    return older and zombie.lost and zombie.fenced and stopped_meanwhile
+
+
 def check_at_most_once(
     runs: list[BodyRun], events: list[Event], report: CheckReport, restarts: list[tuple[int, int]]
 ) -> None:
     by_fire: dict[HistoryKey, list[BodyRun]] = defaultdict(list)
     for run in runs:
         by_fire[run.key].append(run)
+    pauses = _pauses(events)
     refused_starts = {
         (int(e["pid"]), key_of(e["target"], parse_instant(e["instant"])))
         for e in events
@@ -263,6 +301,9 @@ def check_at_most_once(
                 # claims, and the history, which would have refused a finished fire,
                 # either never learnt of the first run or refused the second's start.
                 report.double_fault_reruns += 1
+                continue
+            if _late_zombie(previous, run, pauses):
+                report.late_zombie_bodies += 1
                 continue
             report.violations.append(
                 Violation(

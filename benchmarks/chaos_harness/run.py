@@ -43,6 +43,7 @@ class SetupResult:
     adoptions: int = 0
     fenced_overlaps: int = 0
     double_fault_reruns: int = 0
+    late_zombie_bodies: int = 0
     faults: dict[str, int] = field(default_factory=dict)
     applicable: list[str] = field(default_factory=list)
     misses: dict[str, int] = field(default_factory=dict)
@@ -57,6 +58,7 @@ class SetupResult:
         base.fires, base.ran, base.body_runs = report.fires, report.ran, report.body_runs
         base.adoptions, base.fenced_overlaps = report.adoptions, report.fenced_overlaps
         base.double_fault_reruns = report.double_fault_reruns
+        base.late_zombie_bodies = report.late_zombie_bodies
         base.misses = dict(report.misses.most_common())
         base.violations = [_violation(v) for v in report.violations]
         return base
@@ -184,6 +186,7 @@ def table(results: list[SetupResult]) -> str:
         "adopted",
         "fenced overlaps",
         "reruns after a double fault",
+        "late zombie bodies",
         "violations",
         "misses",
     ]
@@ -194,6 +197,7 @@ def table(results: list[SetupResult]) -> str:
     for r in results:
         misses = sum(r.misses.values())
         cells = [r.setup, r.fires, r.ran, r.adoptions, r.fenced_overlaps, r.double_fault_reruns]
+        cells.append(r.late_zombie_bodies)
         cells.append(len(r.violations))
         cells.append(misses)
         cells += [r.faults.get(kind, 0) if kind in r.applicable else "n/a" for kind in kinds]
