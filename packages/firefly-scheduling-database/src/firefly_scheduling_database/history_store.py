@@ -167,16 +167,7 @@ class DatabaseRunHistory(BaseRunHistory):
     def skip(
         self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
     ) -> bool:
-        row = {
-            **self._key(lock, task, instant),
-            "node": node,
-            "attempt": 1,
-            "state": RunState.SKIPPED.value,
-            "started_at": None,
-            "ended_at": as_utc(at),
-            "error": clip_error(reason),
-            "token": None,
-        }
+        row = _skipped_row(lock, task, as_utc(instant), node=node, reason=reason, at=at)
 
         def write() -> bool:
             with self._engine.begin() as connection:
@@ -202,18 +193,7 @@ class DatabaseRunHistory(BaseRunHistory):
         same keys in the same order.
         """
         keys = sorted({as_utc(instant) for instant in instants})
-        shared = {
-            "lock_name": lock,
-            "task": task,
-            "node": node,
-            "attempt": 1,
-            "state": RunState.SKIPPED.value,
-            "started_at": None,
-            "ended_at": as_utc(at),
-            "error": clip_error(reason),
-            "token": None,
-        }
-        rows = [{**shared, "instant": instant} for instant in keys]
+        rows = [_skipped_row(lock, task, key, node=node, reason=reason, at=at) for key in keys]
         size = _ROWS_PER_INSERT.get(self._dialect, _ROWS_PER_INSERT["default"])
 
         def write() -> int:
@@ -450,6 +430,24 @@ class DatabaseRunHistory(BaseRunHistory):
 _SKIP_MANY_SHARED = ("lock_name", "task", "node", "ended_at", "error")
 #: Rows per multi-row insert: SQLite before 3.32 allows 999 parameters (9 per row).
 _ROWS_PER_INSERT = {"sqlite": 100, "default": 1000}
+
+
+def _skipped_row(
+    lock: str, task: str, instant: datetime, *, node: str, reason: str, at: datetime
+) -> dict[str, Any]:
+    """The row of a fire nobody ran: the record `skip` and `skip_many` insert."""
+    return {
+        "lock_name": lock,
+        "task": task,
+        "instant": instant,
+        "node": node,
+        "attempt": 1,
+        "state": RunState.SKIPPED.value,
+        "started_at": None,
+        "ended_at": as_utc(at),
+        "error": clip_error(reason),
+        "token": None,
+    }
 
 
 def _key_parameters(lock: str, task: str, instant: datetime) -> dict[str, Any]:
