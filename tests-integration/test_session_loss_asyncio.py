@@ -11,52 +11,22 @@ call alone: every holding stays held, as a second session on the server sees.
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
-import pymysql
 import pytest
 
 from firefly_scheduling import LockBackendError
 from firefly_scheduling.aio.session import AsyncSessionLock
-from firefly_scheduling_mysql import AsyncMySqlNamedLock, MySqlNamedLock
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling_mysql import AsyncMySqlNamedLock
 from firefly_scheduling_postgres import AsyncPgAdvisoryLock
-from firefly_scheduling_postgres import statements as pg_sql
 
-Killer = Callable[[str], None]
-
-
-def pg_killer(url: str) -> Killer:
-    def kill(name: str) -> None:
-        with psycopg.connect(url, autocommit=True, connect_timeout=5) as admin:
-            row = admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'"
-                " AND granted AND objsubid = 1 AND classid = %s::oid AND objid = %s::oid"
-                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-                pg_sql.holds_parameters(pg_sql.advisory_key(name)),
-            ).fetchone()
-        assert row == (True,), f"no backend held {name!r}"
-
-    return kill
-
-
-def mysql_killer(url: str) -> Killer:
-    def kill(name: str) -> None:
-        admin = pymysql.connect(**connection_arguments(url), autocommit=True)
-        try:
-            with admin.cursor() as cursor:
-                cursor.execute("SELECT IS_USED_LOCK(%s)", (MySqlNamedLock.server_name(name),))
-                row = cursor.fetchone()
-                assert row is not None
-                assert row[0] is not None, f"nobody held {name!r}"
-                cursor.execute("KILL %s", (int(row[0]),))
-        finally:
-            admin.close()
-
-    return kill
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from session_killers import Killer, mysql_killer, pg_killer
 
 
 @pytest.fixture(params=["postgres", "mysql"])

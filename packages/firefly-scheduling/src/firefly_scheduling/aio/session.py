@@ -241,19 +241,24 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
         try:
             if owner not in session.owners or session.generation != generation:
                 return False
-            session.owners.discard(owner)
             try:
-                return await self._run(
+                released = await self._run(
                     session,
                     lambda connection: self._server_release(connection, name),
                     retry=False,
                 )
             except self.driver_errors as err:
                 if session.connection is None:
-                    raise  # the session ended: nothing left to release
+                    # The session had ended, and the server freed the lock with it while
+                    # it was held: another node may have run meanwhile. The owner is
+                    # still the session's, so the session's end marked its holding lost.
+                    return False
+                session.owners.discard(owner)
                 session.queue_unlock(name)
                 self._warn_release_queued(name, err)
                 return True
+            session.owners.discard(owner)
+            return released
         finally:
             session.mutex.release()
 
