@@ -143,16 +143,18 @@ def test_etcd_holds_at_most_four_connections_and_threads_never_break_a_socket(
     check_bound(lock, ports_of(etcd_url), DEFAULT_POOL_SIZE, seconds=8.0)
 
 
-@pytest.mark.parametrize("backend", ["redis", "etcd"])
+@pytest.mark.parametrize("backend", ["redis", "etcd", "memcached"])
 def test_the_bound_follows_pool_size_in_the_url(
-    backend: str, redis_url: str, etcd_url: str
+    backend: str, redis_url: str, etcd_url: str, memcached_url: str
 ) -> None:
-    url = redis_url if backend == "redis" else etcd_url
+    url = {"redis": redis_url, "etcd": etcd_url, "memcached": memcached_url}[backend]
     lock: BaseLock
     if backend == "redis":
         lock = RedisLock(f"{url}?pool_size=2")
-    else:
+    elif backend == "etcd":
         lock = EtcdLock(f"{url}?pool_size=2&timeout={ETCD_WAIT}")
+    else:
+        lock = MemcachedLock(f"{url}?pool_size=2")
     check_bound(lock, ports_of(url), 2)
 
 

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from firefly_scheduling import ConfigurationError
+from firefly_scheduling.locks.pool_size import DEFAULT_POOL_SIZE
 from firefly_scheduling_memcached import AsyncMemcachedLock, MemcachedLock
-from firefly_scheduling_memcached.aio_lock import DEFAULT_POOL_SIZE
 from firefly_scheduling_memcached.lease_lock import CLIENT_DEFAULTS, memcached_server
 
 SECRET = "s3cr3t-pw"
@@ -36,7 +36,12 @@ def test_memcached_urls_are_accepted_without_connecting(url: str, server: tuple[
         (f"memcached://:{SECRET}@cache", "no authentication"),
         ("memcached://cache-a:11211,cache-b:11211", "one server"),
         ("memcached://cache:11211/0", "host"),
-        (f"memcached://cache:11211?password={SECRET}", "host"),
+        (f"memcached://cache:11211?password={SECRET}", "does not know the URL option 'password'"),
+        ("memcached://cache?pool_size=2&pool_size=3", "'pool_size' twice"),
+        ("memcached://cache?pool_size=", "empty URL option 'pool_size'"),
+        ("memcached://cache?pool_size=0", "pool_size= of the memcached URL"),
+        ("memcached://cache?pool_size=many", "pool_size= of the memcached URL"),
+        ("memcached://cache:11211#frag", "host"),
         ("memcached://:11211", "needs a host"),
         ("", "needs a URL"),
     ],
@@ -65,7 +70,18 @@ def test_connections_have_bounded_timeouts_and_a_bounded_pool(
 
 
 @pytest.mark.parametrize("lock_class", [MemcachedLock, AsyncMemcachedLock])
-@pytest.mark.parametrize("size", [0, -1, 1.5, "4", True, None])
+def test_the_pool_size_comes_from_the_argument_else_the_url(
+    lock_class: type[MemcachedLock | AsyncMemcachedLock],
+) -> None:
+    """A deployment configured by URL alone (the `run` host) can set the bound too."""
+    assert lock_class("memcached://127.0.0.1:1?pool_size=2")._pool.size == 2
+    assert lock_class("memcached://127.0.0.1:1?pool_size=2", pool_size=2).pool_size == 2
+    with pytest.raises(ConfigurationError, match=r"pool_size=3 as an argument.*pool_size=2"):
+        lock_class("memcached://127.0.0.1:1?pool_size=2", pool_size=3)
+
+
+@pytest.mark.parametrize("lock_class", [MemcachedLock, AsyncMemcachedLock])
+@pytest.mark.parametrize("size", [0, -1, 1.5, "4", True])
 def test_a_pool_size_that_is_not_a_positive_whole_number_is_refused(
     lock_class: type[MemcachedLock | AsyncMemcachedLock], size: object
 ) -> None:

@@ -29,12 +29,11 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass
 from typing import Final
-from urllib.parse import parse_qsl
 
 from firefly_scheduling.durations import parse_duration
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.pool_size import check_pool_size
-from firefly_scheduling.urls.connection_url import parse_lock_url
+from firefly_scheduling.urls.connection_url import parse_lock_url, url_options
 from firefly_scheduling.urls.redaction import redact_url
 
 URL_SCHEMES: Final = ("etcd", "etcds")
@@ -98,7 +97,7 @@ def parse_endpoint(url: str) -> Endpoint:
             f"the etcd lock provider got a path in the URL ({shown}); an etcd URL names a "
             "member only (etcd://host:port), the /v3/ gateway path is added"
         )
-    options = _options(parts.query, shown)
+    options = url_options(parts.query, provider="etcd", known=_OPTIONS, shown=shown)
     tls = parts.scheme.lower() == "etcds"
     if not tls and (given := [name for name in _TLS_OPTIONS if name in options]):
         raise ConfigurationError(
@@ -129,29 +128,3 @@ def parse_endpoint(url: str) -> Endpoint:
         key=options.get("key"),
         pool_size=pool_size,
     )
-
-
-def _options(query: str, shown: str) -> dict[str, str]:
-    options: dict[str, str] = {}
-    try:
-        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
-    except ValueError:
-        raise ConfigurationError(
-            f"the etcd lock provider cannot read the query of the URL ({shown})"
-        ) from None
-    for name, value in pairs:
-        if name not in _OPTIONS:
-            raise ConfigurationError(
-                f"the etcd lock provider does not know the URL option {name!r} ({shown}); "
-                f"known options: {', '.join(_OPTIONS)}"
-            )
-        if name in options:
-            raise ConfigurationError(
-                f"the etcd lock provider got the URL option {name!r} twice ({shown})"
-            )
-        if not value:
-            raise ConfigurationError(
-                f"the etcd lock provider got an empty URL option {name!r} ({shown})"
-            )
-        options[name] = value
-    return options

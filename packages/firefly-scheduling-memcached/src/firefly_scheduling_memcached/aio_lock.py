@@ -34,14 +34,18 @@ Limits, stated once here and in the docs page:
 
 from __future__ import annotations
 
-from typing import ClassVar, Final, TypeVar
+from typing import ClassVar, TypeVar
 
 from firefly_scheduling.aio.base import AsyncBaseLock
-from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.locks.pool_size import chosen_pool_size
 from firefly_scheduling.urls.redaction import redact_url, url_secrets
 from firefly_scheduling_memcached import protocol
 from firefly_scheduling_memcached.aio_pool import AsyncPool
-from firefly_scheduling_memcached.endpoint import CLIENT_DEFAULTS, memcached_server
+from firefly_scheduling_memcached.endpoint import (
+    CLIENT_DEFAULTS,
+    memcached_server,
+    parse_memcached_url,
+)
 from firefly_scheduling_memcached.protocol import (
     MemcachedError,
     MemcachedServerError,
@@ -54,21 +58,20 @@ T = TypeVar("T")
 # Re-exported: the URL and expiry rules were first defined here, and are imported so.
 __all__ = ["CLIENT_DEFAULTS", "AsyncMemcachedLock", "memcached_server", "server_expiry"]
 
-#: Connections one instance opens at most; more concurrent callers wait for one.
-DEFAULT_POOL_SIZE: Final = 4
-
 
 class AsyncMemcachedLock(AsyncBaseLock):
     """A memcached lease lock per name; the server frees it when the TTL passes.
 
-    `url` is `memcached://host[:port]` (port 11211 by default): one server, no
-    credentials (memcached's text protocol has none), no path or query. Anything
-    else is a `ConfigurationError` at construction, which never connects.
+    `url` is `memcached://host[:port][?pool_size=N]` (port 11211 by default): one
+    server, no credentials (memcached's text protocol has none), no path, no other
+    option (see `endpoint`). Anything else is a `ConfigurationError` at construction,
+    which never connects.
 
     Safe for concurrent use: each operation borrows a connection from a pool of at
-    most `pool_size` (default 4, the per-backend bound of docs/scaling.md), opened
-    on demand and reused; callers beyond that
-    wait for a connection to come back. Connecting takes at most 3 seconds, and so
+    most `pool_size` connections (the argument, else `?pool_size=` of the URL, else
+    4, the per-backend bound of docs/scaling.md; both given and different is
+    refused), opened on demand and reused; callers beyond that wait for a connection
+    to come back. Connecting takes at most 3 seconds, and so
     does each operation's round trips together (asyncio) or each send and each read
     (blocking sockets); see `CLIENT_DEFAULTS`. Fork-safe: a child process opens
     connections of its own.
@@ -85,18 +88,16 @@ class AsyncMemcachedLock(AsyncBaseLock):
     key = staticmethod(protocol.lock_key)
     fence_key = staticmethod(protocol.fence_key)
 
-    def __init__(self, url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> None:
-        server = memcached_server(url)
+    def __init__(self, url: str, *, pool_size: int | None = None) -> None:
+        endpoint = parse_memcached_url(url)
         url = url.strip()
-        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
-            raise ConfigurationError(
-                f"the memcached lock's pool_size must be a whole number of connections, "
-                f"at least 1; got {pool_size!r}"
-            )
+        self.pool_size = chosen_pool_size(
+            pool_size, endpoint.pool_size, owner="the memcached lock", shown=endpoint.shown
+        )
         super().__init__(target=redact_url(url), secrets=url_secrets(url))
         self._pool = AsyncPool(
-            server,
-            size=pool_size,
+            endpoint.server,
+            size=self.pool_size,
             connect_timeout=CLIENT_DEFAULTS["connect_timeout"],
             timeout=CLIENT_DEFAULTS["timeout"],
         )

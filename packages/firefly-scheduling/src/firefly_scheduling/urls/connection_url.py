@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.urls.redaction import redact_url, userinfo_of
@@ -66,6 +66,38 @@ def parse_lock_url(url: str, *, provider: str, schemes: Iterable[str]) -> SplitR
             f"({redact_url(text)}); expected {expected}"
         )
     return parts
+
+
+def url_options(query: str, *, provider: str, known: Iterable[str], shown: str) -> dict[str, str]:
+    """The options of a lock URL's `query`, by name: each known, given once, not empty.
+
+    An unknown option is refused rather than ignored (a misspelt `pool_sise=` would
+    otherwise leave the default in force unnoticed). `shown` is the URL redacted.
+    """
+    allowed = tuple(known)
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise ConfigurationError(
+            f"the {provider} lock provider cannot read the query of the URL ({shown})"
+        ) from None
+    options: dict[str, str] = {}
+    for name, value in pairs:
+        if name not in allowed:
+            raise ConfigurationError(
+                f"the {provider} lock provider does not know the URL option {name!r} "
+                f"({shown}); known options: {', '.join(allowed)}"
+            )
+        if name in options:
+            raise ConfigurationError(
+                f"the {provider} lock provider got the URL option {name!r} twice ({shown})"
+            )
+        if not value:
+            raise ConfigurationError(
+                f"the {provider} lock provider got an empty URL option {name!r} ({shown})"
+            )
+        options[name] = value
+    return options
 
 
 def url_problem(url: str) -> str | None:
