@@ -242,12 +242,16 @@ def test_a_repeated_attempt_after_a_killed_adopter_whose_start_was_refused_is_al
     assert rules(checked(without_refusal)) == ["at-most-once"]
 
 
-def _restart(at: float) -> list[dict[str, Any]]:
-    """A restart that took 50 ms, as the nemesis stamps it."""
-    return [
+def _restart(at: float, *, down_after: float | None = None) -> list[dict[str, Any]]:
+    """A restart that took 50 ms, as the nemesis stamps it; `down_after` seconds after
+    its start, the stamp of the killed server reaped (logs before it had none)."""
+    events = [
         {"ev": "restarting", "t": _at(at), "pid": 0, "node": "server"},
         {"ev": "fault", "t": _at(at + 0.05), "pid": 0, "kind": "restart", "node": "server"},
     ]
+    if down_after is not None:
+        events.append({"ev": "server_down", "t": _at(at + down_after), "pid": 0, "node": "server"})
+    return events
 
 
 def _rerun_after(
@@ -256,11 +260,12 @@ def _rerun_after(
     start_refused: bool,
     refused_pid: int = 2,
     volatile_server: bool = True,
+    down_after: float | None = None,
 ) -> CheckReport:
     """Fire 2 ran on n1, then again on n2 (attempt 1 both times)."""
     events = every_fire_ran() + run(2, 2.5, 2.6, pid=2, token=9)
     if restart_at is not None:
-        events += _restart(restart_at)
+        events += _restart(restart_at, down_after=down_after)
     if start_refused:
         instant = str(T0 + timedelta(seconds=2))
         events.append(
@@ -300,6 +305,17 @@ def test_a_rerun_needs_both_faults_to_be_explained() -> None:
     assert rules(_rerun_after(1.9, start_refused=True)) == ["at-most-once"]  # over before
     persistent = _rerun_after(2.3, start_refused=True, volatile_server=False)
     assert rules(persistent) == ["at-most-once"]  # a restart that kept the claims
+
+
+def test_a_rerun_whose_claim_came_before_the_server_back_stamp_is_a_double_fault() -> None:
+    """Seed 120318 (memcached): the restart began 22 ms before the rerun's body, and the
+    nemesis stamped the server back 34 ms after it (its port polled): the data was gone
+    by the stamp of the killed server reaped, which the span now ends at."""
+    report = _rerun_after(2.48, start_refused=True, down_after=0.005)  # down at 2.485
+    assert rules(report) == []
+    assert report.double_fault_reruns == 1
+    # Reaped only after the rerun's body started: the claim may predate the loss.
+    assert rules(_rerun_after(2.48, start_refused=True, down_after=0.03)) == ["at-most-once"]
 
 
 def test_a_lock_held_across_a_restart_of_a_volatile_server_is_lost() -> None:
@@ -352,3 +368,37 @@ def test_a_late_body_needs_the_pause_the_older_token_and_the_fence_to_be_explain
     assert rules(_late_zombie_scene(paused=(2.1, 2.4))) == ["at-most-once"]  # over before
     assert rules(_late_zombie_scene(fenced=False)) == ["at-most-once"]
     assert rules(_late_zombie_scene(zombie_token=6)) == ["at-most-once"]  # newer than 5
+
+
+def _stopped_holder_scene(
+    *, killed: bool = True, paused: tuple[float, float] | None = (1.1, 1.9), token: int = 7
+) -> CheckReport:
+    """Seed 120318 (database on SQLite): n1 was stopped inside its body of fire 1 past
+    its lease; n2 took the lapsed lease (a newer token) and ran fire 1.5 of another
+    task on the same lock; n1 resumed, ended its body (not yet told lost) and was
+    killed before its verdict reached the log."""
+    events = [
+        e for e in every_fire_ran() if e["instant"] != (T0 + timedelta(seconds=1)).isoformat()
+    ]
+    events += run(1, 1.0, 1.95, pid=1, token=2)  # its end: lost not known yet
+    if paused is not None:
+        stop, resume = paused
+        events.append({"ev": "pause", "t": _at(stop), "pid": 0, "victim": 1, "node": "n1"})
+        events.append({"ev": "resume", "t": _at(resume), "pid": 0, "victim": 1, "node": "n1"})
+    if killed:
+        events.append({"ev": "kill", "t": _at(2.5), "pid": 0, "victim": 1, "node": "n1"})
+    events += run(1.5, 1.5, 1.6, pid=2, target="app:b", token=token)
+    return checked(events)
+
+
+def test_an_overlap_with_a_stopped_holder_killed_before_its_verdict_is_fenced() -> None:
+    report = _stopped_holder_scene()
+    assert rules(report) == []
+    assert report.fenced_overlaps == 1
+
+
+def test_a_stopped_holder_overlap_needs_the_stop_the_kill_and_a_newer_token() -> None:
+    assert rules(_stopped_holder_scene(killed=False)) == ["exclusion"]  # must say lost
+    assert rules(_stopped_holder_scene(paused=None)) == ["exclusion"]
+    assert rules(_stopped_holder_scene(paused=(1.55, 1.9))) == ["exclusion"]  # after start
+    assert rules(_stopped_holder_scene(token=2)) == ["exclusion"]  # not newer

@@ -5,9 +5,11 @@ bodies themselves, kills and pauses stamped by the harness that sent the signals
 and the run history read with a second client. Three rules:
 
 1. **Exclusion.** No two bodies of one lock name overlap in monotonic time, unless
-   the earlier one was marked lost (its end event, or its node's verdict, says so)
-   and its late writes were fenced: both carry fencing tokens and the later body's
-   is greater, so a resource checking tokens refuses the earlier one's writes.
+   the earlier one was marked lost (its end event, or its node's verdict, says so;
+   or its node was SIGSTOPped when the later body started and SIGKILLed before it
+   could report the verdict) and its late writes were fenced: both carry fencing
+   tokens and the later body's is greater, so a resource checking tokens refuses the
+   earlier one's writes.
 2. **At most once.** Each fire `(target, instant)` has one body run, plus one more
    run per earlier run that died (SIGKILLed before its node reported the run's
    verdict: inside the body, or before its end was recorded), was marked lost, was
@@ -195,6 +197,7 @@ def check_exclusion(
     by_lock: dict[str, list[BodyRun]] = defaultdict(list)
     for run in runs:
         by_lock[run.lock].append(run)
+    pauses = _pauses(events)
     for lock, group in by_lock.items():
         active: list[BodyRun] = []
         for run in group:  # in order of start
@@ -202,7 +205,11 @@ def check_exclusion(
             for earlier in active:
                 # A restart of a server that keeps nothing destroyed the earlier lock,
                 # whether or not its node lived to learn it (a kill may come first).
-                lost = earlier.lost or _between(restarts, earlier.start, run.start)
+                lost = (
+                    earlier.lost
+                    or _between(restarts, earlier.start, run.start)
+                    or _stopped_then_killed(earlier, run.start, pauses)
+                )
                 fenced = (
                     lost
                     and earlier.token is not None
@@ -227,24 +234,46 @@ def check_exclusion(
 def _between(restarts: list[tuple[int, int]], first: int, last: int) -> bool:
     """Whether a restart emptied the server between the body starts `first` and `last`.
 
-    A restart is stamped before its kill and after the server is back. The second
-    run's claim needed the server back, so the restart must have ended before `last`.
-    The first run's claim came before `first`, so a restart still under way at
-    `first` killed the server after that claim, or during it: one that began before
-    `first` counts as long as it ended after it. One over before `first` does not
-    (the first claim may have been made on the new server).
+    A restart's span runs from its stamp before the kill to the stamp by which its
+    data was surely gone (see `_restarts`). The second run's claim needed the emptied
+    server back, after that stamp, so the span must end before `last`. The first
+    run's claim came before `first`, so a restart still under way at `first` killed
+    the server after that claim, or during it: one that began before `first` counts
+    as long as it ended after it. One over before `first` does not (the first claim
+    may have been made on the new server).
     """
     return any(first <= ended <= last for _began, ended in restarts)
 
 
+def _stopped_then_killed(
+    earlier: BodyRun, at: int, pauses: dict[int, list[tuple[int, int]]]
+) -> bool:
+    """Whether `earlier`'s node was SIGSTOPped at `at`, and killed before its verdict.
+
+    Seed 120318 (database on SQLite): node n3 was stopped inside a 1 ms body for
+    3.5 s, longer than its 1 s lease; n1 took the lapsed lease and ran the lock's next
+    fires with newer tokens; n3 resumed, finished its body, logged the lock lapsed and
+    its end refused, and was SIGKILLed before its verdict reached the evidence log.
+    A stopped node acts on nothing, and a killed one can report nothing: the later
+    holder's token is what fences the earlier's writes. Its node not killed, the run
+    must say `lost` itself.
+    """
+    if not earlier.killed:
+        return False
+    return any(stop <= at <= resume for stop, resume in pauses.get(earlier.pid, ()))
+
+
 def _pauses(events: list[Event]) -> dict[int, list[tuple[int, int]]]:
-    """Each node's SIGSTOP..SIGCONT spans, as the harness stamped them, by pid."""
+    """Each node's SIGSTOP..SIGCONT spans, as the harness stamped them, by pid.
+
+    A node killed while stopped stays stopped until the kill.
+    """
     stopped: dict[int, int] = {}
     spans: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for event in events:
         if event["ev"] == "pause":
             stopped[int(event["victim"])] = int(event["t"])
-        elif event["ev"] == "resume" and int(event["victim"]) in stopped:
+        elif event["ev"] in {"resume", "kill"} and int(event["victim"]) in stopped:
             victim = int(event["victim"])
             spans[victim].append((stopped.pop(victim), int(event["t"])))
     return spans
@@ -384,16 +413,24 @@ def check_accounted(
 
 
 def _restarts(events: list[Event]) -> list[tuple[int, int]]:
-    """Each server restart's span: from its `restarting` stamp to its `fault` stamp."""
+    """Each server restart's span: from its `restarting` stamp to the loss of its data.
+
+    The loss is certain at the `server_down` stamp (the killed server reaped, before
+    the new one starts); logs written before that stamp existed end the span at the
+    `fault` stamp, taken once the new server accepts connections, which is later.
+    """
     spans: list[tuple[int, int]] = []
     began: int | None = None
+    down: int | None = None
     for event in events:
         if event["ev"] == "restarting":
-            began = int(event["t"])
+            began, down = int(event["t"]), None
+        elif event["ev"] == "server_down":
+            down = int(event["t"])
         elif event["ev"] == "fault" and event["kind"] == "restart":
-            ended = int(event["t"])
+            ended = int(event["t"]) if down is None else down
             spans.append((ended if began is None else began, ended))
-            began = None
+            began = down = None
     return spans
 
 

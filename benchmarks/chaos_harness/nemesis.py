@@ -133,9 +133,10 @@ class Nemesis:
             node.proxy.blackhole(duration)  # type: ignore[union-attr]
         elif kind == "restart":
             assert self.backend.server is not None
-            # Stamped before and after: the data was lost at some instant in between.
+            # Stamped before the kill and once the killed server is reaped: the data was
+            # lost at some instant in between, before the new server took a claim.
             self.evidence.append("restarting", node="server")
-            self.backend.server.restart()
+            self.backend.server.restart(lambda: self.evidence.append("server_down", node="server"))
             node_name = "server"
             self._record(kind, node_name, duration, detail)
             return

@@ -18,7 +18,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -80,8 +80,14 @@ class PrivateServer:
         log_text = (self.workdir / "server.log").read_text(errors="replace")[-500:]
         raise RuntimeError(f"the private {self.kind} on port {self.port} did not start: {log_text}")
 
-    def restart(self) -> None:
+    def restart(self, when_down: Callable[[], None] = lambda: None) -> None:
+        """SIGKILL the server and start it again; `when_down` runs once it is reaped.
+
+        Between the two, every item a server that keeps nothing held is gone: the
+        checker needs that instant, which comes before the new server accepts anyone.
+        """
         self.stop(signal.SIGKILL)
+        when_down()
         self.start()
 
     def stop(self, how: signal.Signals = signal.SIGTERM) -> None:
