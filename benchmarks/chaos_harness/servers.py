@@ -80,7 +80,7 @@ class PrivateServer:
         log_text = (self.workdir / "server.log").read_text(errors="replace")[-500:]
         raise RuntimeError(f"the private {self.kind} on port {self.port} did not start: {log_text}")
 
-    def restart(self, when_down: Callable[[], None] = lambda: None) -> None:
+    def restart(self, when_down: Callable[[], object] = lambda: None) -> None:
         """SIGKILL the server and start it again; `when_down` runs once it is reaped.
 
         Between the two, every item a server that keeps nothing held is gone: the
