@@ -4,8 +4,9 @@
 
 * `pool_size=` bounds the connections a lock keeps to the server (default 4, the
   per-backend bound of docs/scaling.md), so that a deployment configured by URL
-  alone (`FIREFLY_SCHEDULING_LOCK_URL`, the `run` and `tick` hosts) can set it too.
-  The anchor store, which shares the lock's URL, keeps one connection and ignores it.
+  alone (`FIREFLY_SCHEDULING_LOCK_MEMCACHED_URL`, the `run` and `tick` hosts) can set
+  it too. The anchor store, which shares the lock's URL, keeps one connection and
+  ignores it.
 
 Refused, each with a `ConfigurationError` that shows the URL with any password
 masked: other schemes, several servers, credentials (memcached's text protocol has
