@@ -283,10 +283,14 @@ def test_connections_beyond_the_pool_size_are_closed_on_the_server(
     assert open_sessions <= 5, "only the pool's own connections may stay open between calls"
     assert not [r for r in caplog.records if "closing connection" in r.getMessage()]
     deadline = time.monotonic() + 5
-    with watcher.connect() as connection:
-        while int(connection.scalar(count, {"tag": tag})) > 0:
-            assert time.monotonic() < deadline, "aclose() left sessions open on the server"
-            time.sleep(0.05)
+    # One transaction per reading: PostgreSQL keeps a transaction's first view of
+    # pg_stat_activity, so polling inside one would never see the sessions leave.
+    while True:
+        with watcher.connect() as connection:
+            if int(connection.scalar(count, {"tag": tag})) == 0:
+                break
+        assert time.monotonic() < deadline, "aclose() left sessions open on the server"
+        time.sleep(0.05)
     for created in installer.tables.all:
         created.drop(watcher)
     watcher.dispose()
