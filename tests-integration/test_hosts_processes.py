@@ -101,7 +101,9 @@ def test_fixed_delay_is_end_to_start_and_a_slow_fixed_rate_never_overlaps(
     assert overlaps(slow) == []
     # Start to start on the 0.3 s epoch grid; fires that came during a run were skipped.
     assert all((run.start % 0.3) < 0.1 or (run.start % 0.3) > 0.29 for run in slow), slow
-    assert "maximum number of running instances reached" in node.text()
+    # Said once by the host (a summary), not once per dropped run by APScheduler.
+    assert node.text().count("passed over on this node") == 1, node.text()
+    assert "maximum number of running instances reached" not in node.text()
 
 
 @pytest.mark.parametrize("command", ["run", "tick"])

@@ -29,6 +29,7 @@ from typing import Any
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.hosts.aio_jobs import attach_tasks
 from firefly_scheduling.hosts.aio_runtime import AsyncTaskRuntime
+from firefly_scheduling.hosts.passed_over_report import scheduler_logger
 from firefly_scheduling.hosts.shutdown import DEFAULT_GRACE_PERIOD_SECONDS, describe_fires
 
 logger = logging.getLogger("firefly_scheduling.hosts")
@@ -59,7 +60,9 @@ class AsyncHost:
         # Imported here: the package root must stay light, and only this host needs it.
         from apscheduler.schedulers.asyncio import AsyncIOScheduler  # noqa: PLC0415
 
-        scheduler = AsyncIOScheduler(event_loop=asyncio.get_running_loop(), timezone=UTC)
+        scheduler = AsyncIOScheduler(
+            event_loop=asyncio.get_running_loop(), timezone=UTC, logger=scheduler_logger()
+        )
         attach_tasks(scheduler, self.descriptors, self.runtime)
         scheduler.start()
         self.scheduler = scheduler

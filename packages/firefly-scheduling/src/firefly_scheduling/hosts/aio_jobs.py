@@ -150,6 +150,8 @@ class RecurringFire:
         passed = self._instants_between(last, instant)
         if not passed:
             return
+        if reason == PASSED_OVER_REASON:
+            self.runtime.passed_over.add(self.descriptor.target, len(passed))
         try:
             runner = self.runtime.fire_runner.get()
             await runner.record_passed_over(self.descriptor, passed, reason)

@@ -27,6 +27,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.hosts.jobs import attach_tasks
+from firefly_scheduling.hosts.passed_over_report import scheduler_logger
 from firefly_scheduling.hosts.runtime import TaskRuntime
 from firefly_scheduling.hosts.shutdown import (
     DEFAULT_GRACE_PERIOD_SECONDS,
@@ -61,7 +62,9 @@ class ResidentHost:
         self.stop = stop or StopRequest()
         workers = max_workers or min(max(len(self.descriptors), 1), _MAX_WORKERS)
         self.scheduler = BackgroundScheduler(
-            timezone=UTC, executors={"default": ThreadPoolExecutor(workers)}
+            timezone=UTC,
+            executors={"default": ThreadPoolExecutor(workers)},
+            logger=scheduler_logger(),
         )
         attach_tasks(self.scheduler, self.descriptors, runtime)
 

@@ -19,6 +19,7 @@ from firefly_scheduling.callables import CallableResolver, Resolver
 from firefly_scheduling.fires.execution import FireRunner, utc_now
 from firefly_scheduling.hosts.coroutine_loop import CoroutineLoop
 from firefly_scheduling.hosts.fires import FireObserver
+from firefly_scheduling.hosts.passed_over_report import PassedOverReport
 from firefly_scheduling.hosts.telemetry import Telemetry, process_telemetry
 from firefly_scheduling.initial_delay.gate import InitialDelayGate
 from firefly_scheduling.locks.port import DistributedLock
@@ -91,6 +92,8 @@ class RuntimeBase(Generic[_Lock, _Runner]):
         self.observers = tuple(observers)
         #: A span and metrics per fire (OpenTelemetry when its API is installed).
         self.telemetry = process_telemetry() if telemetry is None else telemetry
+        #: The throttled warning for fires the jobs passed over (`hosts.passed_over_report`).
+        self.passed_over = PassedOverReport()
         self._accepting = True
         self._in_flight: dict[int, object] = {}
         self._next_ticket = 0
