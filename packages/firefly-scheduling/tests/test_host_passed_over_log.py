@@ -25,11 +25,7 @@ import firefly_host_unit_tasks as tasks
 
 from firefly_scheduling import ScheduledDescriptor, Settings
 from firefly_scheduling.hosts.boot import build_runtime
-from firefly_scheduling.hosts.passed_over_report import (
-    SCHEDULER_LOGGER_NAME,
-    PassedOverReport,
-    scheduler_logger,
-)
+from firefly_scheduling.hosts.passed_over_report import PassedOverReport, scheduler_logger
 from firefly_scheduling.hosts.resident import ResidentHost
 
 MODULE = "firefly_host_unit_tasks"
@@ -95,19 +91,26 @@ def test_only_the_max_instances_line_of_a_host_scheduler_is_dropped(
 ) -> None:
     caplog.set_level(logging.INFO)
     named = scheduler_logger()
-    assert scheduler_logger() is named
-    assert len(named.filters) == 1  # added once
-    named.warning(
-        'Execution of job "%s" skipped: maximum number of running instances reached (%d)', "j", 1
-    )
+    line = 'Execution of job "%s" skipped: maximum number of running instances reached (%d)'
+    named.warning(line, "firefly-job", 1)
     named.info("Scheduler started")
-    logging.getLogger("apscheduler.scheduler").warning(
-        'Execution of job "%s" skipped: maximum number of running instances reached (%d)', "app", 1
-    )
-    assert [(r.name, r.getMessage()) for r in caplog.records] == [
-        (SCHEDULER_LOGGER_NAME, "Scheduler started"),
+    named.warning("Error getting due jobs from job store %r: %s", "default", "boom")
+    logging.getLogger("apscheduler.scheduler").warning(line, "app-job", 1)
+    assert [(r.name, r.levelno, r.getMessage()) for r in caplog.records] == [
+        ("apscheduler.scheduler", logging.INFO, "Scheduler started"),
         (
             "apscheduler.scheduler",
-            'Execution of job "app" skipped: maximum number of running instances reached (1)',
+            logging.WARNING,
+            "Error getting due jobs from job store 'default': boom",
+        ),
+        (
+            "apscheduler.scheduler",
+            logging.WARNING,
+            'Execution of job "app-job" skipped: maximum number of running instances reached (1)',
         ),
     ]
+    # The caller named is the scheduler's code, not the adapter's.
+    assert (
+        caplog.records[1].funcName
+        == "test_only_the_max_instances_line_of_a_host_scheduler_is_dropped"
+    )

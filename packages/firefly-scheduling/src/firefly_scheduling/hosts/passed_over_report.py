@@ -7,9 +7,8 @@ period: 200 one-second tasks made 200 lines a second, and formatting them (each
 renders the job's trigger and next run time) took a quarter of the node's CPU, which
 made it fall further behind (issue 12, found with py-spy on `benchmarks/fire_cost.py`).
 
-So a host that owns its scheduler gives it `scheduler_logger()`, a child of
-APScheduler's own logger (its level and handlers still apply) that drops that one
-line before it is formatted. What the line said is then said by the jobs themselves,
+So a host that owns its scheduler gives it `scheduler_logger()`, APScheduler's own
+logger behind an adapter that drops that one line before a record is made. What the line said is then said by the jobs themselves,
 which know it anyway (they record each passed-over instant in the run history): a
 `PassedOverReport` counts the instants and logs one warning at once, then at most
 one per `PASSED_OVER_REPORT_SECONDS`, with the counts since the last.
@@ -21,30 +20,35 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 
 #: At most one passed-over warning per this many seconds (the first is logged at once).
 PASSED_OVER_REPORT_SECONDS = 60.0
-#: The logger a firefly host hands to the APScheduler scheduler it owns.
-SCHEDULER_LOGGER_NAME = "apscheduler.scheduler.firefly"
 _MAX_INSTANCES_MESSAGE = "maximum number of running instances reached"
 
 
-class _DropMaxInstancesWarning(logging.Filter):
-    """Drops APScheduler's per-job "maximum number of running instances" warning."""
+class SchedulerLog(logging.LoggerAdapter[logging.Logger]):
+    """APScheduler's scheduler logger, less its per-job "maximum number of running
+    instances" warning.
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        # `record.msg` is the format string: the job is never rendered for a dropped line.
-        return _MAX_INSTANCES_MESSAGE not in str(record.msg)
+    The line is dropped before a log record is made: even a filter would have
+    APScheduler's logging find its caller and build a record 200 times a second on a
+    node that has fallen behind (6 % of its CPU samples). Every other line goes to
+    `apscheduler.scheduler` as before, its level and handlers applying.
+    """
+
+    def warning(self, msg: object, *args: object, **kwargs: Any) -> None:
+        if isinstance(msg, str) and _MAX_INSTANCES_MESSAGE in msg:
+            return
+        kwargs.setdefault("stacklevel", 2)
+        super().warning(msg, *args, **kwargs)
 
 
-def scheduler_logger() -> logging.Logger:
-    """The logger for a scheduler a firefly host owns (the filter is added once)."""
-    named = logging.getLogger(SCHEDULER_LOGGER_NAME)
-    if not any(isinstance(f, _DropMaxInstancesWarning) for f in named.filters):
-        named.addFilter(_DropMaxInstancesWarning())
-    return named
+def scheduler_logger() -> SchedulerLog:
+    """The logger for a scheduler a firefly host owns (its `logger` option)."""
+    return SchedulerLog(logging.getLogger("apscheduler.scheduler"))
 
 
 class PassedOverReport:
