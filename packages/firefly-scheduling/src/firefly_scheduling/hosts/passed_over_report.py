@@ -10,8 +10,9 @@ made it fall further behind (issue 12, found with py-spy on `benchmarks/fire_cos
 So a host that owns its scheduler gives it `scheduler_logger()`, APScheduler's own
 logger behind an adapter that drops that one line before a record is made. What the
 line said is then said by the jobs themselves, which know it anyway (they record each
-passed-over instant in the run history): a `PassedOverReport` counts the instants and logs one warning at once, then at most
-one per `PASSED_OVER_REPORT_SECONDS`, with the counts since the last.
+passed-over instant in the run history): a `PassedOverReport` counts the instants
+and logs one warning at once, then at most one per `PASSED_OVER_REPORT_SECONDS`,
+with the counts since the last.
 """
 
 from __future__ import annotations
