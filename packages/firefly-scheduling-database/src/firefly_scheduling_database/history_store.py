@@ -81,6 +81,8 @@ class DatabaseRunHistory(BaseRunHistory):
         self._released = False
         self._target, self._secrets = describe_url(self._engine.url)
         self._dialect = self._engine.dialect.name
+        #: Where a fire's one-statement writes and reads go (see `_single_statements`).
+        self._single = _single_statements(self._engine)
         self._table_ready = False
         self._table_mutex = threading.Lock()
         self._statements = _HotStatements(self._table, self._dialect)
@@ -112,9 +114,31 @@ class DatabaseRunHistory(BaseRunHistory):
             "error": None,
             "token": token,
         }
-        runs = self._table
+
+        def write() -> int | None:
+            with self._single.begin() as connection:
+                if self._insert_if_absent(connection, row):
+                    return 1
+            with self._engine.begin() as connection:
+                if connection.execute(self._takeover(begin, key)).rowcount != 1:
+                    return None
+                # The row stays locked by our UPDATE until commit: this is our attempt.
+                attempt = connection.execute(
+                    sa.select(self._table.c.attempt).where(self._is(key))
+                ).scalar_one()
+                return int(attempt)
+
+        return self._call("starting a run", write)
+
+    def _takeover(self, begin: RunStart, key: dict[str, Any]) -> sa.Update:
+        """The `start` of a fire whose row exists: only from `skipped` or an older run.
+
+        Built only when the insert met a row (an adopted fire, a fire recorded as
+        skipped first), not for every start.
+        """
+        runs, token = self._table, begin.token
         older = sa.true() if token is None else sa.or_(runs.c.token.is_(None), runs.c.token < token)
-        takeover = (
+        return (
             runs.update()
             .where(
                 self._is(key),
@@ -138,21 +162,6 @@ class DatabaseRunHistory(BaseRunHistory):
             )
         )
 
-        def write() -> int | None:
-            with self._engine.begin() as connection:
-                if self._insert_if_absent(connection, row):
-                    return 1
-            with self._engine.begin() as connection:
-                if connection.execute(takeover).rowcount != 1:
-                    return None
-                # The row stays locked by our UPDATE until commit: this is our attempt.
-                attempt = connection.execute(
-                    sa.select(runs.c.attempt).where(self._is(key))
-                ).scalar_one()
-                return int(attempt)
-
-        return self._call("starting a run", write)
-
     def _finish(self, end: RunEnd) -> bool:
         parameters = {
             **_key_parameters(end.lock, end.task, end.instant),
@@ -170,7 +179,7 @@ class DatabaseRunHistory(BaseRunHistory):
         row = _skipped_row(lock, task, as_utc(instant), node=node, reason=reason, at=at)
 
         def write() -> bool:
-            with self._engine.begin() as connection:
+            with self._single.begin() as connection:
                 return self._insert_if_absent(connection, row)
 
         return self._call("recording a skip", write)
@@ -354,13 +363,14 @@ class DatabaseRunHistory(BaseRunHistory):
         return len(rows)
 
     def _rowcount(self, statement: sa.Executable, parameters: dict[str, Any] | None = None) -> int:
-        with self._engine.begin() as connection:
+        """Run one `UPDATE` or `DELETE`, atomic on its own; how many rows it matched."""
+        with self._single.begin() as connection:
             return int(connection.execute(statement, parameters).rowcount)
 
     def _records(
         self, query: sa.Select[Any], parameters: dict[str, Any] | None = None
     ) -> list[RunRecord]:
-        with self._engine.connect() as connection:
+        with self._single.connect() as connection:
             rows = connection.execute(query, parameters).mappings().all()
         return [
             RunRecord(
@@ -448,6 +458,25 @@ def _skipped_row(
         "error": clip_error(reason),
         "token": None,
     }
+
+
+def _single_statements(engine: Engine) -> Engine:
+    """The engine for statements atomic on their own: in autocommit on PostgreSQL.
+
+    A fire writes its history in single statements (an insert-if-absent, a
+    conditional update) and reads it in single selects. In a transaction, psycopg
+    sends each as `BEGIN`, the statement, and `COMMIT` (or the pool's rollback):
+    three round trips where one does. In autocommit it sends the statement alone, and
+    psycopg switches the mode client-side, without a round trip, when the pool hands
+    the connection out and takes it back. Measured on PostgreSQL, one conditional
+    update: 0.46 against 0.75 ms of CPU and 1.3 against 2.6 ms of wall time
+    (issue 12). PyMySQL would send `SET autocommit` both ways, two round trips for
+    the one it saves; MySQL and SQLite keep the transaction. Writes of several
+    statements (the takeover of an existing row, a catch-up) stay transactions.
+    """
+    if engine.dialect.name != "postgresql":
+        return engine
+    return engine.execution_options(isolation_level="AUTOCOMMIT")
 
 
 def _key_parameters(lock: str, task: str, instant: datetime) -> dict[str, Any]:
