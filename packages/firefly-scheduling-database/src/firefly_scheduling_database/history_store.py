@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -50,6 +51,7 @@ from firefly_scheduling.history.port import (
 from firefly_scheduling.instants import as_utc
 from firefly_scheduling.urls.redaction import scrub
 from firefly_scheduling_database.engine import describe_url, release_store_engine, store_engine
+from firefly_scheduling_database.history_driver import DriverPath, DriverStatement
 from firefly_scheduling_database.history_schema import (
     DEFAULT_TABLE,
     OldHistoryTable,
@@ -86,6 +88,8 @@ class DatabaseRunHistory(BaseRunHistory):
         self._table_ready = False
         self._table_mutex = threading.Lock()
         self._statements = _HotStatements(self._table, self._dialect)
+        #: PostgreSQL: the per-fire statements on the driver (`history_driver`).
+        self._driver = _DriverStatements.for_store(self._engine, self._statements)
 
     @property
     def table(self) -> sa.Table:
@@ -116,9 +120,8 @@ class DatabaseRunHistory(BaseRunHistory):
         }
 
         def write() -> int | None:
-            with self._single.begin() as connection:
-                if self._insert_if_absent(connection, row):
-                    return 1
+            if self._inserted_if_absent(row):
+                return 1
             with self._engine.begin() as connection:
                 if connection.execute(self._takeover(begin, key)).rowcount != 1:
                     return None
@@ -170,6 +173,12 @@ class DatabaseRunHistory(BaseRunHistory):
             "p_ended_at": end.at,
             "p_error": end.error,
         }
+        driver = self._driver
+        if driver is not None:
+            on_driver = driver.finish[end.token is None]
+            return self._call(
+                "finishing a run", lambda: driver.path.rowcount(on_driver, parameters) == 1
+            )
         statement = self._statements.finish[end.token is None]
         return self._call("finishing a run", lambda: self._rowcount(statement, parameters) == 1)
 
@@ -178,11 +187,7 @@ class DatabaseRunHistory(BaseRunHistory):
     ) -> bool:
         row = _skipped_row(lock, task, as_utc(instant), node=node, reason=reason, at=at)
 
-        def write() -> bool:
-            with self._single.begin() as connection:
-                return self._insert_if_absent(connection, row)
-
-        return self._call("recording a skip", write)
+        return self._call("recording a skip", lambda: self._inserted_if_absent(row))
 
     def skip_many(
         self,
@@ -237,6 +242,13 @@ class DatabaseRunHistory(BaseRunHistory):
 
     def unfinished(self, task: str, *, lock: str) -> list[RunRecord]:
         parameters = {"p_lock_name": lock, "p_task": task}
+        driver = self._driver
+        if driver is not None:
+            on_driver = driver.unfinished
+            return self._call(
+                "reading running fires",
+                lambda: [_record(row) for row in driver.path.rows(on_driver, parameters)],
+            )
         query = self._statements.unfinished
         return self._call("reading running fires", lambda: self._records(query, parameters))
 
@@ -301,6 +313,14 @@ class DatabaseRunHistory(BaseRunHistory):
             columns.task == key["task"],
             columns.instant == key["instant"],
         )
+
+    def _inserted_if_absent(self, row: dict[str, Any]) -> bool:
+        """`_insert_if_absent` in a statement of its own (a `start`, a `skip`)."""
+        driver = self._driver
+        if driver is not None:
+            return bool(driver.path.rows(driver.insert_if_absent, row))
+        with self._single.begin() as connection:
+            return self._insert_if_absent(connection, row)
 
     def _insert_if_absent(self, connection: Connection, row: dict[str, Any]) -> bool:
         """Insert `row` unless its key exists; whether it was inserted.
@@ -372,21 +392,7 @@ class DatabaseRunHistory(BaseRunHistory):
     ) -> list[RunRecord]:
         with self._single.connect() as connection:
             rows = connection.execute(query, parameters).mappings().all()
-        return [
-            RunRecord(
-                task=row["task"],
-                instant=row["instant"],
-                node=row["node"],
-                attempt=row["attempt"],
-                state=RunState(row["state"]),
-                started_at=row["started_at"],
-                ended_at=row["ended_at"],
-                error=row["error"],
-                token=row["token"],
-                lock=row["lock_name"],
-            )
-            for row in rows
-        ]
+        return [_record(row) for row in rows]
 
     def verify(self) -> None:
         """Check the table at boot: create it if absent, refuse a 0.1.0 one.
@@ -479,6 +485,42 @@ def _single_statements(engine: Engine) -> Engine:
     return engine.execution_options(isolation_level="AUTOCOMMIT")
 
 
+def _record(row: Mapping[Any, Any]) -> RunRecord:
+    return RunRecord(
+        task=row["task"],
+        instant=row["instant"],
+        node=row["node"],
+        attempt=row["attempt"],
+        state=RunState(row["state"]),
+        started_at=row["started_at"],
+        ended_at=row["ended_at"],
+        error=row["error"],
+        token=row["token"],
+        lock=row["lock_name"],
+    )
+
+
+@dataclass(frozen=True)
+class _DriverStatements:
+    """The per-fire statements of `_HotStatements`, for the driver (PostgreSQL only)."""
+
+    path: DriverPath
+    finish: dict[bool, DriverStatement]
+    unfinished: DriverStatement
+    insert_if_absent: DriverStatement
+
+    @classmethod
+    def for_store(cls, engine: Engine, statements: _HotStatements) -> _DriverStatements | None:
+        if engine.dialect.name != "postgresql" or statements.insert_if_absent is None:
+            return None
+        return cls(
+            DriverPath(engine),
+            {is_none: DriverStatement(s, engine) for is_none, s in statements.finish.items()},
+            DriverStatement(statements.unfinished, engine),
+            DriverStatement(statements.insert_if_absent, engine),
+        )
+
+
 def _key_parameters(lock: str, task: str, instant: datetime) -> dict[str, Any]:
     return {"p_lock_name": lock, "p_task": task, "p_instant": as_utc(instant)}
 
@@ -527,7 +569,7 @@ class _HotStatements:
             .order_by(columns.instant)
         )
         #: PostgreSQL and SQLite: the insert-if-absent; None on MySQL (see the caller).
-        self.insert_if_absent: sa.Executable | None = None
+        self.insert_if_absent: sa.Insert | None = None
         if dialect in {"postgresql", "sqlite"}:
             insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
             self.insert_if_absent = insert(runs).on_conflict_do_nothing().returning(columns.task)
