@@ -89,7 +89,7 @@ def test_the_report_logs_at_once_then_once_per_interval_with_the_counts_since(
 def test_only_the_max_instances_line_of_a_host_scheduler_is_dropped(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="apscheduler")  # the CLI's tests raise it to WARNING
     named = scheduler_logger()
     line = 'Execution of job "%s" skipped: maximum number of running instances reached (%d)'
     named.warning(line, "firefly-job", 1)
