@@ -17,6 +17,11 @@ between nodes:
 * `skip` is an insert-if-absent; `skip_many` the same as multi-row inserts (a node
   back from an outage records up to a thousand fires at once).
 
+On PostgreSQL a fire's three statements (the unfinished-runs read, the start's
+insert, the finish) go straight to psycopg on a pooled connection in autocommit
+(`history_driver`), and the other one-statement calls run in autocommit through
+SQLAlchemy (`_single_statements`): one round trip each, no `BEGIN` and `COMMIT`.
+
 Instants are stored as naive UTC with microseconds (`DATETIME(6)` on MySQL) and
 read back as aware UTC. Task and lock names compare exactly (see `history_schema`). The engine
 is built like the database lock's (`engine.store_engine`, shared with the anchor
