@@ -75,6 +75,7 @@ NAMES: dict[str, str] = {
     "AsyncDistributedLock": "DistributedLock",
     "AsyncHoldingLock": "HoldingLock",
     "AsyncClaimingLock": "ClaimingLock",
+    "AsyncBatchClaimingLock": "BatchClaimingLock",
     "AsyncFencedLock": "FencedLock",
     "AsyncRenewableLock": "RenewableLock",
     "AsyncPortOnlyHoldings": "PortOnlyHoldings",

@@ -10,14 +10,17 @@ exclude each other on the same name: they share its keys, statements and scripts
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from firefly_scheduling.locks.port import LockCapabilities, capabilities_of
 
 if TYPE_CHECKING:
+    from firefly_scheduling.errors import LockBackendError
     from firefly_scheduling.locks.holding import Holding
 
 __all__ = [
+    "AsyncBatchClaimingLock",
     "AsyncClaimingLock",
     "AsyncDistributedLock",
     "AsyncFencedLock",
@@ -77,3 +80,12 @@ class AsyncClaimingLock(Protocol):
     """An async lock that can take a fire claim: held for a window, never released."""
 
     async def try_claim(self, name: str, seconds: float) -> bool: ...
+
+
+@runtime_checkable
+class AsyncBatchClaimingLock(Protocol):
+    """An async lock that takes several fire claims in one round trip (optional)."""
+
+    async def try_claim_many(
+        self, claims: Sequence[tuple[str, float]]
+    ) -> list[bool | LockBackendError]: ...

@@ -61,14 +61,20 @@ from datetime import UTC, datetime
 from typing import ParamSpec, TypeAlias, TypeVar
 
 from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
-from firefly_scheduling.aio.port import AsyncDistributedLock
+from firefly_scheduling.aio.port import AsyncBatchClaimingLock, AsyncDistributedLock
 from firefly_scheduling.aio.port_holdings import async_claiming_lock, async_holding_lock
 from firefly_scheduling.descriptor import DEFAULT_LOCK_TTL_SECONDS, ScheduledDescriptor
 from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.fires.aio_keepalive import AsyncKeepAlive
 from firefly_scheduling.fires.claims import claim_name, claim_seconds
 from firefly_scheduling.fires.context import FireContext, entered
-from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict, closing_state
+from firefly_scheduling.fires.outcome import (
+    ClaimOutcome,
+    Fire,
+    FireResult,
+    Verdict,
+    closing_state,
+)
 from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedSkip, UnrecordedWrites
 from firefly_scheduling.history.port import HistoryError, RunHistory
 from firefly_scheduling.history.selection import resolve_history
@@ -149,6 +155,8 @@ class AsyncFireRunner:
         self._owns_history = owns_history
         self._holdings = async_holding_lock(lock)
         self._claims = async_claiming_lock(lock)
+        claims = self._claims
+        self._batch_claims = claims if isinstance(claims, AsyncBatchClaimingLock) else None
         self._capabilities = capabilities_of(lock)
         self._unrecorded = UnrecordedWrites(horizon_seconds=self._grace + self._clock_skew)
 
@@ -186,14 +194,56 @@ class AsyncFireRunner:
         return self._node
 
     async def run(
-        self, descriptor: ScheduledDescriptor, instant: datetime, body: Body
+        self,
+        descriptor: ScheduledDescriptor,
+        instant: datetime,
+        body: Body,
+        *,
+        claim: ClaimOutcome | None = None,
     ) -> FireResult:
-        """Run the fire of `descriptor` scheduled for `instant` (aware), if it is this node's."""
+        """Run the fire of `descriptor` scheduled for `instant` (aware), if it is this node's.
+
+        `claim` is the fire's claim when `claim_fires` already took it: the runner
+        then goes on from its verdict, without a round trip of its own.
+        """
         instant = as_utc(instant)
         await self._retry_unrecorded()
-        if descriptor.lock_name is None:
+        lock_name = descriptor.lock_name
+        if lock_name is None:
             return await self._run_unlocked(descriptor, instant, body)
-        return await self._run_locked(descriptor, descriptor.lock_name, instant, body)
+        if claim is not None:
+            return await self._run_preclaimed(descriptor, lock_name, instant, body, claim)
+        return await self._run_locked(descriptor, lock_name, instant, body)
+
+    async def claim_fires(
+        self, fires: Sequence[tuple[ScheduledDescriptor, datetime]]
+    ) -> list[ClaimOutcome]:
+        """Claim several fires of locked recurring tasks together, ahead of their runs.
+
+        The checks and records of `run` are the same (too late: skipped and recorded;
+        a failed claim: recorded, never run), but the claims go to the backend as one
+        batch when it takes batches (`AsyncBatchClaimingLock`), else one by one. Pass
+        each outcome to `run(..., claim=)`: a won claim not run is a fire lost.
+        """
+        started = time.perf_counter()
+        verdicts: list[Verdict | None] = []
+        for descriptor, instant in fires:
+            lock_name = descriptor.lock_name
+            if lock_name is None or descriptor.fixed_delay is not None:
+                raise ValueError(f"{descriptor.target}: only a locked recurring fire is claimed")
+            late = await self._skip_if_too_late(lock_name, descriptor.target, as_utc(instant))
+            verdicts.append(Verdict.TOO_LATE if late else None)
+        pending = [
+            (descriptor.target, descriptor.lock_name or "", as_utc(instant))
+            for (descriptor, instant), verdict in zip(fires, verdicts, strict=True)
+            if verdict is None
+        ]
+        claimed = iter(await self._claim_all(pending))
+        took = time.perf_counter() - started
+        return [
+            ClaimOutcome(verdict if verdict is not None else next(claimed), took)
+            for verdict in verdicts
+        ]
 
     async def newest_recorded_instant(self, descriptor: ScheduledDescriptor) -> datetime | None:
         """The instant of the task's newest history record under its lock, if any.
@@ -291,14 +341,7 @@ class AsyncFireRunner:
         body: Body,
     ) -> FireResult:
         target = descriptor.target
-        lateness = self._too_late(target, instant)
-        if lateness is not None:
-            await self._skip(
-                lock_name,
-                target,
-                instant,
-                f"{lateness:.3f}s late, beyond the grace of {self._grace:g}s",
-            )
+        if await self._skip_if_too_late(lock_name, target, instant):
             return self._result(Verdict.TOO_LATE, descriptor, instant)
         if descriptor.fixed_delay is not None:
             return await self._run_claimed(descriptor, lock_name, instant, body)
@@ -309,6 +352,20 @@ class AsyncFireRunner:
             return self._result(claimed, descriptor, instant, claim_seconds=claim_took)
         outcome = await self._run_claimed(descriptor, lock_name, instant, body)
         return replace(outcome, claim_seconds=claim_took)
+
+    async def _run_preclaimed(
+        self,
+        descriptor: ScheduledDescriptor,
+        lock_name: str,
+        instant: datetime,
+        body: Body,
+        claim: ClaimOutcome,
+    ) -> FireResult:
+        """`_run_locked` after `claim_fires`: its checks and skips are done."""
+        if claim.verdict is not Verdict.SUCCEEDED:
+            return self._result(claim.verdict, descriptor, instant, claim_seconds=claim.seconds)
+        outcome = await self._run_claimed(descriptor, lock_name, instant, body)
+        return replace(outcome, claim_seconds=claim.seconds)
 
     async def _run_claimed(
         self,
@@ -422,28 +479,69 @@ class AsyncFireRunner:
         )
         return lateness
 
+    async def _skip_if_too_late(self, lock_name: str, target: str, instant: datetime) -> bool:
+        """Record the fire as skipped when it is beyond grace; True when it was."""
+        lateness = self._too_late(target, instant)
+        if lateness is None:
+            return False
+        reason = f"{lateness:.3f}s late, beyond the grace of {self._grace:g}s"
+        await self._skip(lock_name, target, instant, reason)
+        return True
+
     async def _claim(self, target: str, lock_name: str, instant: datetime) -> Verdict:
         """Claim the fire: SUCCEEDED when won, else the status to return."""
-        seconds = claim_seconds(
-            instant, self._clock(), grace=self._grace, clock_skew=self._clock_skew
-        )
-        if seconds <= 0:  # grace ran out between the check and now (clock_skew == 0)
-            await self._skip(
-                lock_name, target, instant, "the grace ran out before it could be claimed"
-            )
-            return Verdict.TOO_LATE
-        try:
-            won = await self._claims.try_claim(claim_name(target, lock_name, instant), seconds)
-        except LockBackendError as err:
-            logger.warning("%s: fire %s skipped: its claim failed: %s", target, _at(instant), err)
-            # Harmless if another node runs it: a start replaces a skip.
-            await self._skip(lock_name, target, instant, f"the lock backend failed: {err}")
-            return Verdict.BACKEND_ERROR
-        if not won:
-            if logger.isEnabledFor(logging.DEBUG):  # the common verdict: no isoformat for nothing
-                logger.debug("%s: fire %s is claimed elsewhere", target, _at(instant))
-            return Verdict.CLAIMED_ELSEWHERE
-        return Verdict.SUCCEEDED
+        [verdict] = await self._claim_all([(target, lock_name, instant)])
+        return verdict
+
+    async def _claim_all(self, fires: Sequence[tuple[str, str, datetime]]) -> list[Verdict]:
+        """Claim each `(target, lock name, instant)`: SUCCEEDED when won, else the status."""
+        now = self._clock()
+        windows = [
+            claim_seconds(instant, now, grace=self._grace, clock_skew=self._clock_skew)
+            for _, _, instant in fires
+        ]
+        requests = [
+            (claim_name(target, lock_name, instant), seconds)
+            for (target, lock_name, instant), seconds in zip(fires, windows, strict=True)
+            if seconds > 0
+        ]
+        answers = iter(await self._send_claims(requests))
+        verdicts: list[Verdict] = []
+        for (target, lock_name, instant), seconds in zip(fires, windows, strict=True):
+            if seconds <= 0:  # grace ran out between the check and now (clock_skew == 0)
+                reason = "the grace ran out before it could be claimed"
+                await self._skip(lock_name, target, instant, reason)
+                verdicts.append(Verdict.TOO_LATE)
+                continue
+            answer = next(answers)
+            if isinstance(answer, LockBackendError):
+                logger.warning(
+                    "%s: fire %s skipped: its claim failed: %s", target, _at(instant), answer
+                )
+                # Harmless if another node runs it: a start replaces a skip.
+                await self._skip(lock_name, target, instant, f"the lock backend failed: {answer}")
+                verdicts.append(Verdict.BACKEND_ERROR)
+            elif not answer:
+                if logger.isEnabledFor(logging.DEBUG):  # the common verdict: no isoformat
+                    logger.debug("%s: fire %s is claimed elsewhere", target, _at(instant))
+                verdicts.append(Verdict.CLAIMED_ELSEWHERE)
+            else:
+                verdicts.append(Verdict.SUCCEEDED)
+        return verdicts
+
+    async def _send_claims(
+        self, requests: Sequence[tuple[str, float]]
+    ) -> list[bool | LockBackendError]:
+        """Each claim's answer: one batch where the backend takes them, else one by one."""
+        if len(requests) > 1 and self._batch_claims is not None:
+            return await self._batch_claims.try_claim_many(requests)
+        answers: list[bool | LockBackendError] = []
+        for name, seconds in requests:
+            try:
+                answers.append(await self._claims.try_claim(name, seconds))
+            except LockBackendError as err:
+                answers.append(err)
+        return answers
 
     def _keep_alive(
         self, holding: Holding, ttl: float, lost: threading.Event, label: str

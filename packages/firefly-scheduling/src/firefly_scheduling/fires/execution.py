@@ -62,13 +62,19 @@ from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.fires.claims import claim_name, claim_seconds
 from firefly_scheduling.fires.context import FireContext, entered
 from firefly_scheduling.fires.keepalive import KeepAlive
-from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict, closing_state
+from firefly_scheduling.fires.outcome import (
+    ClaimOutcome,
+    Fire,
+    FireResult,
+    Verdict,
+    closing_state,
+)
 from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedSkip, UnrecordedWrites
 from firefly_scheduling.history.port import HistoryError, RunHistory
 from firefly_scheduling.history.selection import resolve_history
 from firefly_scheduling.instants import as_utc
 from firefly_scheduling.locks.holding import Holding
-from firefly_scheduling.locks.port import DistributedLock, capabilities_of
+from firefly_scheduling.locks.port import BatchClaimingLock, DistributedLock, capabilities_of
 from firefly_scheduling.locks.port_holdings import claiming_lock, holding_lock
 from firefly_scheduling.settings import (
     DEFAULT_CLOCK_SKEW_SECONDS,
@@ -144,6 +150,8 @@ class FireRunner:
         self._owns_history = owns_history
         self._holdings = holding_lock(lock)
         self._claims = claiming_lock(lock)
+        claims = self._claims
+        self._batch_claims = claims if isinstance(claims, BatchClaimingLock) else None
         self._capabilities = capabilities_of(lock)
         self._unrecorded = UnrecordedWrites(horizon_seconds=self._grace + self._clock_skew)
 
@@ -180,13 +188,57 @@ class FireRunner:
     def node(self) -> str:
         return self._node
 
-    def run(self, descriptor: ScheduledDescriptor, instant: datetime, body: Body) -> FireResult:
-        """Run the fire of `descriptor` scheduled for `instant` (aware), if it is this node's."""
+    def run(
+        self,
+        descriptor: ScheduledDescriptor,
+        instant: datetime,
+        body: Body,
+        *,
+        claim: ClaimOutcome | None = None,
+    ) -> FireResult:
+        """Run the fire of `descriptor` scheduled for `instant` (aware), if it is this node's.
+
+        `claim` is the fire's claim when `claim_fires` already took it: the runner
+        then goes on from its verdict, without a round trip of its own.
+        """
         instant = as_utc(instant)
         self._retry_unrecorded()
-        if descriptor.lock_name is None:
+        lock_name = descriptor.lock_name
+        if lock_name is None:
             return self._run_unlocked(descriptor, instant, body)
-        return self._run_locked(descriptor, descriptor.lock_name, instant, body)
+        if claim is not None:
+            return self._run_preclaimed(descriptor, lock_name, instant, body, claim)
+        return self._run_locked(descriptor, lock_name, instant, body)
+
+    def claim_fires(
+        self, fires: Sequence[tuple[ScheduledDescriptor, datetime]]
+    ) -> list[ClaimOutcome]:
+        """Claim several fires of locked recurring tasks together, ahead of their runs.
+
+        The checks and records of `run` are the same (too late: skipped and recorded;
+        a failed claim: recorded, never run), but the claims go to the backend as one
+        batch when it takes batches (`BatchClaimingLock`), else one by one. Pass
+        each outcome to `run(..., claim=)`: a won claim not run is a fire lost.
+        """
+        started = time.perf_counter()
+        verdicts: list[Verdict | None] = []
+        for descriptor, instant in fires:
+            lock_name = descriptor.lock_name
+            if lock_name is None or descriptor.fixed_delay is not None:
+                raise ValueError(f"{descriptor.target}: only a locked recurring fire is claimed")
+            late = self._skip_if_too_late(lock_name, descriptor.target, as_utc(instant))
+            verdicts.append(Verdict.TOO_LATE if late else None)
+        pending = [
+            (descriptor.target, descriptor.lock_name or "", as_utc(instant))
+            for (descriptor, instant), verdict in zip(fires, verdicts, strict=True)
+            if verdict is None
+        ]
+        claimed = iter(self._claim_all(pending))
+        took = time.perf_counter() - started
+        return [
+            ClaimOutcome(verdict if verdict is not None else next(claimed), took)
+            for verdict in verdicts
+        ]
 
     def newest_recorded_instant(self, descriptor: ScheduledDescriptor) -> datetime | None:
         """The instant of the task's newest history record under its lock, if any.
@@ -282,14 +334,7 @@ class FireRunner:
         body: Body,
     ) -> FireResult:
         target = descriptor.target
-        lateness = self._too_late(target, instant)
-        if lateness is not None:
-            self._skip(
-                lock_name,
-                target,
-                instant,
-                f"{lateness:.3f}s late, beyond the grace of {self._grace:g}s",
-            )
+        if self._skip_if_too_late(lock_name, target, instant):
             return self._result(Verdict.TOO_LATE, descriptor, instant)
         if descriptor.fixed_delay is not None:
             return self._run_claimed(descriptor, lock_name, instant, body)
@@ -300,6 +345,20 @@ class FireRunner:
             return self._result(claimed, descriptor, instant, claim_seconds=claim_took)
         outcome = self._run_claimed(descriptor, lock_name, instant, body)
         return replace(outcome, claim_seconds=claim_took)
+
+    def _run_preclaimed(
+        self,
+        descriptor: ScheduledDescriptor,
+        lock_name: str,
+        instant: datetime,
+        body: Body,
+        claim: ClaimOutcome,
+    ) -> FireResult:
+        """`_run_locked` after `claim_fires`: its checks and skips are done."""
+        if claim.verdict is not Verdict.SUCCEEDED:
+            return self._result(claim.verdict, descriptor, instant, claim_seconds=claim.seconds)
+        outcome = self._run_claimed(descriptor, lock_name, instant, body)
+        return replace(outcome, claim_seconds=claim.seconds)
 
     def _run_claimed(
         self,
@@ -413,26 +472,67 @@ class FireRunner:
         )
         return lateness
 
+    def _skip_if_too_late(self, lock_name: str, target: str, instant: datetime) -> bool:
+        """Record the fire as skipped when it is beyond grace; True when it was."""
+        lateness = self._too_late(target, instant)
+        if lateness is None:
+            return False
+        reason = f"{lateness:.3f}s late, beyond the grace of {self._grace:g}s"
+        self._skip(lock_name, target, instant, reason)
+        return True
+
     def _claim(self, target: str, lock_name: str, instant: datetime) -> Verdict:
         """Claim the fire: SUCCEEDED when won, else the status to return."""
-        seconds = claim_seconds(
-            instant, self._clock(), grace=self._grace, clock_skew=self._clock_skew
-        )
-        if seconds <= 0:  # grace ran out between the check and now (clock_skew == 0)
-            self._skip(lock_name, target, instant, "the grace ran out before it could be claimed")
-            return Verdict.TOO_LATE
-        try:
-            won = self._claims.try_claim(claim_name(target, lock_name, instant), seconds)
-        except LockBackendError as err:
-            logger.warning("%s: fire %s skipped: its claim failed: %s", target, _at(instant), err)
-            # Harmless if another node runs it: a start replaces a skip.
-            self._skip(lock_name, target, instant, f"the lock backend failed: {err}")
-            return Verdict.BACKEND_ERROR
-        if not won:
-            if logger.isEnabledFor(logging.DEBUG):  # the common verdict: no isoformat for nothing
-                logger.debug("%s: fire %s is claimed elsewhere", target, _at(instant))
-            return Verdict.CLAIMED_ELSEWHERE
-        return Verdict.SUCCEEDED
+        [verdict] = self._claim_all([(target, lock_name, instant)])
+        return verdict
+
+    def _claim_all(self, fires: Sequence[tuple[str, str, datetime]]) -> list[Verdict]:
+        """Claim each `(target, lock name, instant)`: SUCCEEDED when won, else the status."""
+        now = self._clock()
+        windows = [
+            claim_seconds(instant, now, grace=self._grace, clock_skew=self._clock_skew)
+            for _, _, instant in fires
+        ]
+        requests = [
+            (claim_name(target, lock_name, instant), seconds)
+            for (target, lock_name, instant), seconds in zip(fires, windows, strict=True)
+            if seconds > 0
+        ]
+        answers = iter(self._send_claims(requests))
+        verdicts: list[Verdict] = []
+        for (target, lock_name, instant), seconds in zip(fires, windows, strict=True):
+            if seconds <= 0:  # grace ran out between the check and now (clock_skew == 0)
+                reason = "the grace ran out before it could be claimed"
+                self._skip(lock_name, target, instant, reason)
+                verdicts.append(Verdict.TOO_LATE)
+                continue
+            answer = next(answers)
+            if isinstance(answer, LockBackendError):
+                logger.warning(
+                    "%s: fire %s skipped: its claim failed: %s", target, _at(instant), answer
+                )
+                # Harmless if another node runs it: a start replaces a skip.
+                self._skip(lock_name, target, instant, f"the lock backend failed: {answer}")
+                verdicts.append(Verdict.BACKEND_ERROR)
+            elif not answer:
+                if logger.isEnabledFor(logging.DEBUG):  # the common verdict: no isoformat
+                    logger.debug("%s: fire %s is claimed elsewhere", target, _at(instant))
+                verdicts.append(Verdict.CLAIMED_ELSEWHERE)
+            else:
+                verdicts.append(Verdict.SUCCEEDED)
+        return verdicts
+
+    def _send_claims(self, requests: Sequence[tuple[str, float]]) -> list[bool | LockBackendError]:
+        """Each claim's answer: one batch where the backend takes them, else one by one."""
+        if len(requests) > 1 and self._batch_claims is not None:
+            return self._batch_claims.try_claim_many(requests)
+        answers: list[bool | LockBackendError] = []
+        for name, seconds in requests:
+            try:
+                answers.append(self._claims.try_claim(name, seconds))
+            except LockBackendError as err:
+                answers.append(err)
+        return answers
 
     def _keep_alive(
         self, holding: Holding, ttl: float, lost: threading.Event, label: str

@@ -93,6 +93,21 @@ _CLOSING_STATES = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimOutcome:
+    """A fire's claim, taken before its run by a host that claims fires together.
+
+    The resident host claims the fires due at one instant in one batch, before any
+    reaches a worker thread (`hosts.claim_first`): a fire lost there never costs a
+    thread. `verdict` is `SUCCEEDED` when this node won the claim, else why the fire
+    is not this node's (every skip it implies is already recorded); `seconds` is how
+    long the batch took, reported as the fire's claim time.
+    """
+
+    verdict: Verdict
+    seconds: float
+
+
 def closing_state(verdict: Verdict) -> RunState:
     """The `RunState` a started run's record is closed with when it ends as `verdict`.
 

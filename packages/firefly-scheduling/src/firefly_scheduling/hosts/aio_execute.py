@@ -21,24 +21,34 @@ import logging
 
 from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
 from firefly_scheduling.errors import FireflySchedulingError
-from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
+from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult, Verdict
 from firefly_scheduling.hosts import task_calls
 from firefly_scheduling.hosts.aio_runtime import AsyncTaskRuntime
+from firefly_scheduling.hosts.fires import PreclaimedFire
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 
 
-async def execute_fire(fire: Fire, runtime: AsyncTaskRuntime) -> FireResult:
+async def execute_fire(
+    fire: Fire, runtime: AsyncTaskRuntime, *, preclaimed: PreclaimedFire | None = None
+) -> FireResult:
     """Run `fire` through the gate and the fire runner; never raises for a task's failure.
 
     Observers hear about every adopted run first, then about the fire itself. The
-    whole fire (claim, task lock, body) runs inside its telemetry span.
+    whole fire (claim, task lock, body) runs inside its telemetry span, except a claim
+    the host took ahead (`preclaimed`, admitted as in flight already): its time is
+    still the result's `claim_seconds`.
     """
-    with runtime.tracking(fire) as accepted, runtime.telemetry.fire(fire, runtime.node) as ended:
+    admitted = preclaimed.admission if preclaimed is not None else None
+    with (
+        runtime.tracking(fire, admitted=admitted) as accepted,
+        runtime.telemetry.fire(fire, runtime.node) as ended,
+    ):
         if not accepted:
             result = FireResult(fire, runtime.node, Verdict.SHUTTING_DOWN)
         else:
-            result = await _run(fire, runtime)
+            claim = preclaimed.claim if preclaimed is not None else None
+            result = await _run(fire, runtime, claim)
         ended(result)
     for finished in (*result.adopted, result):
         for observer in runtime.observers:
@@ -49,7 +59,7 @@ async def execute_fire(fire: Fire, runtime: AsyncTaskRuntime) -> FireResult:
     return result
 
 
-async def _run(fire: Fire, runtime: AsyncTaskRuntime) -> FireResult:
+async def _run(fire: Fire, runtime: AsyncTaskRuntime, claim: ClaimOutcome | None) -> FireResult:
     descriptor = fire.descriptor
     try:
         # The gate (and its store) is only built for a task that has a delay.
@@ -74,4 +84,4 @@ async def _run(fire: Fire, runtime: AsyncTaskRuntime) -> FireResult:
 
     # The runner calls the body once for each died run it adopts, then for this fire;
     # its result carries each run's own (adopted) result, timings included.
-    return await runner.run(descriptor, fire.instant, body)
+    return await runner.run(descriptor, fire.instant, body, claim=claim)

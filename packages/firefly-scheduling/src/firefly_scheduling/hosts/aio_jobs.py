@@ -56,6 +56,7 @@ from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.outcome import Fire
 from firefly_scheduling.hosts.aio_execute import execute_fire
 from firefly_scheduling.hosts.aio_runtime import AsyncTaskRuntime
+from firefly_scheduling.hosts.fires import PreclaimedFire
 from firefly_scheduling.hosts.triggers import (
     CronScheduleTrigger,
     EpochAlignedRateTrigger,
@@ -104,13 +105,34 @@ class RecurringFire:
         self.trigger = trigger
         self.runtime = runtime
         self._last: datetime | None = None
+        self._preclaimed: PreclaimedFire | None = None
+
+    @property
+    def claimable_ahead(self) -> bool:
+        """Whether a host may claim this job's fires before calling it (`claim_first`):
+        a locked task without an initial delay (the delay's gate comes before a claim)."""
+        return self.descriptor.lock_name is not None and self.descriptor.initial_delay is None
+
+    def due_instant(self) -> datetime:
+        """The fire due now: the latest instant of the schedule at or before now."""
+        return self.trigger.fire_at_or_before(self.runtime.wall_now())
+
+    def hand(self, preclaimed: PreclaimedFire) -> None:
+        """Make the next call run `preclaimed`, claimed by the host already.
+
+        Only `max_instances=1` calls run at once, and the host hands a fire to the job
+        just before it calls it, so one slot is enough.
+        """
+        self._preclaimed = preclaimed
 
     async def __call__(self) -> None:
         # APScheduler does not pass the scheduled time to the job; the trigger names it.
-        instant = self.trigger.fire_at_or_before(self.runtime.wall_now())
+        preclaimed, self._preclaimed = self._preclaimed, None
+        instant = preclaimed.instant if preclaimed is not None else self.due_instant()
         since = await self._named_before(instant)
         try:
-            await execute_fire(Fire(self.descriptor, instant), self.runtime)
+            fire = Fire(self.descriptor, instant)
+            await execute_fire(fire, self.runtime, preclaimed=preclaimed)
         finally:
             if since is not None:
                 await self._record_passed_over(*since, instant)

@@ -9,12 +9,27 @@ boot code and `execute_fire` can all name an observer without importing each oth
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
-from firefly_scheduling.fires.outcome import FireResult
+from firefly_scheduling.fires.outcome import ClaimOutcome, FireResult
 
 
 class FireObserver(Protocol):
     """Told about every fire a host handled; must be quick, and should not raise."""
 
     def fire_finished(self, result: FireResult) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PreclaimedFire:
+    """A fire its host admitted and claimed before the job ran (`hosts.claim_first`).
+
+    `admission` is the runtime's in-flight ticket (`RuntimeBase.admit`): the fire
+    counts as in flight from before its claim, so a shutdown waits for a claim won.
+    """
+
+    instant: datetime
+    claim: ClaimOutcome
+    admission: int

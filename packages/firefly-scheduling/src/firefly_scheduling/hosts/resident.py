@@ -22,10 +22,10 @@ import math
 from collections.abc import Sequence
 from datetime import UTC
 
-from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.hosts.claim_first import ClaimFirstExecutor
 from firefly_scheduling.hosts.jobs import attach_tasks
 from firefly_scheduling.hosts.passed_over_report import scheduler_logger
 from firefly_scheduling.hosts.runtime import TaskRuntime
@@ -63,7 +63,7 @@ class ResidentHost:
         workers = max_workers or min(max(len(self.descriptors), 1), _MAX_WORKERS)
         self.scheduler = BackgroundScheduler(
             timezone=UTC,
-            executors={"default": ThreadPoolExecutor(workers)},
+            executors={"default": ClaimFirstExecutor(workers, runtime)},
             logger=scheduler_logger(),
         )
         attach_tasks(self.scheduler, self.descriptors, runtime)

@@ -121,24 +121,36 @@ class RuntimeBase(Generic[_Lock, _Runner]):
         with self._idle:
             self._accepting = False
 
-    @contextmanager
-    def tracking(self, fire: object) -> Iterator[bool]:
-        """Count `fire` as in flight; yield False (and count nothing) after shutdown began."""
+    def admit(self, fire: object) -> int | None:
+        """Count `fire` as in flight from now, before it reaches `tracking`; None after
+        shutdown began. A host that claims a fire before handing it to a worker admits
+        it first, so a shutdown in between still waits for the fire it won."""
         with self._idle:
             if not self._accepting:
-                accepted = False
-            else:
-                accepted = True
-                ticket = self._next_ticket
-                self._next_ticket += 1
-                self._in_flight[ticket] = fire
+                return None
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            self._in_flight[ticket] = fire
+            return ticket
+
+    @contextmanager
+    def tracking(self, fire: object, *, admitted: int | None = None) -> Iterator[bool]:
+        """Count `fire` as in flight; yield False (and count nothing) after shutdown began.
+
+        `admitted` is the ticket of an earlier `admit`: the fire is accepted already.
+        """
+        ticket = admitted if admitted is not None else self.admit(fire)
         try:
-            yield accepted
+            yield ticket is not None
         finally:
-            if accepted:
-                with self._idle:
-                    del self._in_flight[ticket]
-                    self._idle.notify_all()
+            if ticket is not None:
+                self.finish(ticket)
+
+    def finish(self, ticket: int) -> None:
+        """The fire admitted under `ticket` is over."""
+        with self._idle:
+            del self._in_flight[ticket]
+            self._idle.notify_all()
 
     def in_flight(self) -> list[object]:
         """The fires running now."""

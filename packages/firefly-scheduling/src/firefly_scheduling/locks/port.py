@@ -18,10 +18,12 @@ way, through `capabilities_of(lock)`, never by probing methods or classes:
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from firefly_scheduling.errors import LockBackendError
     from firefly_scheduling.locks.holding import Holding
 
 
@@ -162,5 +164,24 @@ class ClaimingLock(Protocol):
         The claim is never released and never tracked locally: it outlives this
         process and ends when its window has passed, by the server's clock where the
         backend has one.
+        """
+        ...
+
+
+@runtime_checkable
+class BatchClaimingLock(Protocol):
+    """A lock that takes several fire claims in one round trip (optional).
+
+    A resident host claims the fires due at one instant together
+    (`hosts.claim_first`); a backend that can send them as one request (a Redis
+    pipeline, one SQL statement) implements this, the others are asked one claim at
+    a time.
+    """
+
+    def try_claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | LockBackendError]:
+        """`try_claim` of each `(name, seconds)`, answered in order, each on its own.
+
+        An answer is won (True), lost (False), or the error that left that claim's
+        outcome unknown, never read as lost; one claim's error fails no other.
         """
         ...
