@@ -29,7 +29,7 @@ Limits (docs/backends/postgres.md says more):
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import psycopg
@@ -126,6 +126,16 @@ class PgAdvisoryLock(SessionLock[Session]):
         parameters = sql.claim_parameters(name, seconds)
         rows = _creating(session, sql.CREATE_CLAIMS, lambda: session.execute(sql.CLAIM, parameters))
         return rows.fetchone() is not None
+
+    def _server_claim_many(
+        self, session: Session, claims: Sequence[tuple[str, float]]
+    ) -> list[bool]:
+        parameters = sql.claim_many_parameters(claims)
+        rows = _creating(
+            session, sql.CREATE_CLAIMS, lambda: session.execute(sql.CLAIM_MANY, parameters)
+        )
+        won = {name for (name,) in rows.fetchall()}
+        return [name in won for name, _ in claims]
 
     def _server_sweep_claims(self, session: Session) -> int:
         rows = _creating(session, sql.CREATE_CLAIMS, lambda: session.execute(sql.SWEEP_CLAIMS))

@@ -32,7 +32,7 @@ Limits (docs/backends/postgres.md says more):
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
 import psycopg
@@ -141,6 +141,16 @@ class AsyncPgAdvisoryLock(AsyncSessionLock[Session]):
             session, sql.CREATE_CLAIMS, lambda: session.execute(sql.CLAIM, parameters)
         )
         return await rows.fetchone() is not None
+
+    async def _server_claim_many(
+        self, session: Session, claims: Sequence[tuple[str, float]]
+    ) -> list[bool]:
+        parameters = sql.claim_many_parameters(claims)
+        rows = await _creating(
+            session, sql.CREATE_CLAIMS, lambda: session.execute(sql.CLAIM_MANY, parameters)
+        )
+        won = {name for (name,) in await rows.fetchall()}
+        return [name in won for name, _ in claims]
 
     async def _server_sweep_claims(self, session: Session) -> int:
         rows = await _creating(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Sequence
 from typing import Final
 
 #: Counters behind fencing tokens: one row per lock name, created on first fenced use.
@@ -72,6 +73,15 @@ CLAIM: Final = (
     " ON CONFLICT (name) DO UPDATE SET expires_at = EXCLUDED.expires_at"
     " WHERE claim.expires_at <= now() RETURNING 1"
 )
+# `CLAIM` for several distinct names in one statement (a resident host's batch): the
+# names that come back are the claims won.
+CLAIM_MANY: Final = (
+    f"INSERT INTO {CLAIM_TABLE} AS claim (name, expires_at)"  # noqa: S608 - constant
+    " SELECT wanted.name, now() + make_interval(secs => wanted.seconds)"
+    " FROM unnest(%(names)s::text[], %(seconds)s::float8[]) AS wanted (name, seconds)"
+    " ON CONFLICT (name) DO UPDATE SET expires_at = EXCLUDED.expires_at"
+    " WHERE claim.expires_at <= now() RETURNING claim.name"
+)
 SWEEP_CLAIMS: Final = f"DELETE FROM {CLAIM_TABLE} WHERE expires_at <= now()"  # noqa: S608
 
 
@@ -102,6 +112,11 @@ def holds_parameters(key: int) -> tuple[int, int]:
 def claim_parameters(name: str, seconds: float) -> dict[str, object]:
     """`CLAIM`'s parameters."""
     return {"name": name, "seconds": seconds}
+
+
+def claim_many_parameters(claims: Sequence[tuple[str, float]]) -> dict[str, object]:
+    """`CLAIM_MANY`'s parameters: the distinct names and their windows, as two arrays."""
+    return {"names": [name for name, _ in claims], "seconds": [seconds for _, seconds in claims]}
 
 
 def fenced_acquire_parameters(key: int, name: str) -> dict[str, object]:

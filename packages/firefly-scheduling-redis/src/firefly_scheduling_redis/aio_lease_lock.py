@@ -32,6 +32,7 @@ Limits, stated once here and in the docs page:
 from __future__ import annotations
 
 import asyncio  # sync: import threading
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import redis.asyncio  # sync: import redis
@@ -43,6 +44,7 @@ from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 from firefly_scheduling.aio.base import AsyncBaseLock
 from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
 from firefly_scheduling.locks.aio_pool_gate import AsyncPoolGate, gated
+from firefly_scheduling.locks.holding import new_owner_token
 from firefly_scheduling.locks.pool_size import DEFAULT_POOL_SIZE
 from firefly_scheduling_redis import protocol
 from firefly_scheduling_redis.clients import (
@@ -141,6 +143,21 @@ class AsyncRedisLock(AsyncBaseLock):
         ttl = protocol.milliseconds(ttl_seconds)
         async with gated(self._gate):
             return bool(await (await self._redis()).set(key, owner, nx=True, px=ttl))
+
+    async def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
+        """Every claim's `SET NX PX` in one pipeline (no transaction): one round trip.
+
+        On a cluster, redis-py sends each primary its own part. A command's error is
+        that claim's answer; a connection lost mid-pipeline fails them all (unknown).
+        """
+        async with gated(self._gate):
+            pipeline = (await self._redis()).pipeline(transaction=False)
+            for name, seconds in claims:
+                key = protocol.lock_key(name, cluster=self._cluster)
+                ttl = protocol.milliseconds(seconds)
+                pipeline.set(key, new_owner_token(), nx=True, px=ttl)
+            replies = await pipeline.execute(raise_on_error=False)
+        return [reply if isinstance(reply, BaseException) else bool(reply) for reply in replies]
 
     async def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
         keys = (

@@ -26,6 +26,7 @@ Limits, stated once here and in the docs page:
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import redis
@@ -35,6 +36,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
 from firefly_scheduling.locks.base import BaseLock
+from firefly_scheduling.locks.holding import new_owner_token
 from firefly_scheduling.locks.pool_gate import PoolGate, gated
 from firefly_scheduling.locks.pool_size import DEFAULT_POOL_SIZE
 from firefly_scheduling_redis import protocol
@@ -135,6 +137,21 @@ class RedisLock(BaseLock):
         ttl = protocol.milliseconds(ttl_seconds)
         with gated(self._gate):
             return bool((self._redis()).set(key, owner, nx=True, px=ttl))
+
+    def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
+        """Every claim's `SET NX PX` in one pipeline (no transaction): one round trip.
+
+        On a cluster, redis-py sends each primary its own part. A command's error is
+        that claim's answer; a connection lost mid-pipeline fails them all (unknown).
+        """
+        with gated(self._gate):
+            pipeline = (self._redis()).pipeline(transaction=False)
+            for name, seconds in claims:
+                key = protocol.lock_key(name, cluster=self._cluster)
+                ttl = protocol.milliseconds(seconds)
+                pipeline.set(key, new_owner_token(), nx=True, px=ttl)
+            replies = pipeline.execute(raise_on_error=False)
+        return [reply if isinstance(reply, BaseException) else bool(reply) for reply in replies]
 
     def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
         keys = (

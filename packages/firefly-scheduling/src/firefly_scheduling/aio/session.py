@@ -56,7 +56,7 @@ import contextlib  # sync: drop
 import logging
 import time
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -296,7 +296,13 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
             return await self._run(session, lambda connection: self._server_fence(connection, name))
 
     async def _claim(self, name: str, seconds: float) -> bool:
-        """Insert the claim row; a retry that finds the name claimed is an unknown outcome.
+        [answer] = await self._claim_many([(name, seconds)])
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    async def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
+        """Insert the claim rows; a retry that finds a name claimed is an unknown outcome.
 
         A claim row outlives its session, so resending it is not idempotent: when the
         first attempt's session died after the server committed the row (the reply was
@@ -305,23 +311,35 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
         """
         attempts = 0
 
-        async def claim_once(connection: ConnectionT) -> bool:
+        async def claim_once(connection: ConnectionT) -> list[bool | BaseException]:
             nonlocal attempts
             attempts += 1
-            won = await self._server_claim(connection, name, seconds)
-            if not won and attempts > 1:
-                raise LockBackendError(
-                    f"{self.backend_name} lock backend {self._target}: the claim of {name!r} "
-                    "has an unknown outcome: its first attempt ended with its session, and the "
-                    "retry found it claimed, by that attempt (whose reply was lost) or by "
-                    "another node"
-                )
-            return won
+            won = await self._server_claim_many(connection, claims)
+            if attempts == 1:
+                return list(won)
+            return [
+                True if taken else self._unknown_claim(name)
+                for (name, _), taken in zip(claims, won, strict=True)
+            ]
 
         async with self._any_session() as session:
-            won = await self._run(session, claim_once)
+            answers = await self._run(session, claim_once)
             await self._sweep_when_due(session)
-            return won
+            return answers
+
+    async def _server_claim_many(
+        self, connection: ConnectionT, claims: Sequence[tuple[str, float]]
+    ) -> list[bool]:
+        """Each claim's row inserted (True) or found; one statement each unless overridden."""
+        return [await self._server_claim(connection, name, seconds) for name, seconds in claims]
+
+    def _unknown_claim(self, name: str) -> LockBackendError:
+        return LockBackendError(
+            f"{self.backend_name} lock backend {self._target}: the claim of {name!r} "
+            "has an unknown outcome: its first attempt ended with its session, and the "
+            "retry found it claimed, by that attempt (whose reply was lost) or by "
+            "another node"
+        )
 
     async def _close(self) -> None:
         for session in self._sessions:

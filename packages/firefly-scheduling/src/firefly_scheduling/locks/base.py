@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import ClassVar
 
@@ -221,6 +221,43 @@ class BaseLock(ABC):
         except self.driver_errors as err:
             raise self._backend_error("claiming", name, err) from err
 
+    def try_claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | LockBackendError]:
+        """`try_claim` of each `(name, seconds)`, answered in order (`BatchClaimingLock`).
+
+        Sent together where the backend can (`_claim_many`). A name given twice is
+        claimed once: its later entries lose, as a second claim of it would. A
+        failure is the answer of the claims it left unknown, never read as lost.
+        """
+        checked = [
+            (validate_lock_name(name), validate_ttl(seconds, source="claim seconds"))
+            for name, seconds in claims
+        ]
+        windows: dict[str, float] = {}
+        for name, seconds in checked:
+            windows.setdefault(name, seconds)  # each name once, with its first window
+        unique = list(windows.items())
+        try:
+            sent = self._claim_many(unique)
+        except ConfigurationError:
+            raise
+        except self.driver_errors as err:
+            sent = [err] * len(unique)
+        answers = {
+            name: self._as_answer(name, answer)
+            for (name, _), answer in zip(unique, sent, strict=True)
+        }
+        seen: set[str] = set()
+        replies: list[bool | LockBackendError] = []
+        for name, _ in checked:
+            replies.append(answers[name] if name not in seen else False)
+            seen.add(name)
+        return replies
+
+    def _as_answer(self, name: str, answer: bool | BaseException) -> bool | LockBackendError:
+        if isinstance(answer, LockBackendError | bool):
+            return answer
+        return self._backend_error("claiming", name, answer)
+
     # -- local views, by name ------------------------------------------------------------
 
     def holding(self, name: str) -> Holding | None:
@@ -302,6 +339,23 @@ class BaseLock(ABC):
                 f"the {self.backend_name} backend must implement fire claims (_claim)"
             )
         return self._acquire(name, new_owner_token(), seconds)
+
+    def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
+        """Take distinct claims: each answer, or the error that left it unknown.
+
+        One after another here; a backend that sends them as one request overrides it.
+        """
+        answers: list[bool | BaseException] = []
+        for name, seconds in claims:
+            try:
+                answers.append(self._claim(name, seconds))
+            except ConfigurationError:
+                raise
+            except LockBackendError as err:
+                answers.append(err)
+            except self.driver_errors as err:
+                answers.append(err)
+        return answers
 
     def _close(self) -> None:  # noqa: B027 - optional hook; most backends hold no connection
         """Drop connections; the default has none."""

@@ -31,6 +31,7 @@ import pytest
 from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
 from firefly_scheduling.aio.hold import ahold
 from firefly_scheduling.aio.port import (
+    AsyncBatchClaimingLock,
     AsyncClaimingLock,
     AsyncDistributedLock,
     AsyncHoldingLock,
@@ -321,6 +322,31 @@ class AsyncLockContract:
         if capabilities.session_scoped:
             assert await nodes().try_acquire(name, 30), "a claim took a session lock"
             await nodes().release(name)
+
+    async def test_claims_taken_together_are_answered_each_in_order(
+        self, nodes: AsyncNodes, name: str
+    ) -> None:
+        """`try_claim_many` (a resident host's batch): each answer is its own claim's.
+
+        A claim already taken loses, a name given twice is claimed once, and every
+        claim won holds on the server for its own window, as `try_claim`'s would.
+        """
+        claimer, other = nodes(), nodes()
+        assert isinstance(claimer, AsyncBatchClaimingLock), f"{claimer!r} takes no batches"
+        first, taken, short = f"{name}:first", f"{name}:taken", f"{name}:short"
+        assert await _claims(other).try_claim(taken, 30)
+        answers = await claimer.try_claim_many(
+            [(first, 30), (taken, 30), (first, 30), (short, 1.0)]
+        )
+        assert answers == [True, False, False, True]
+        assert await _claims(other).try_claim(first, 30) is False, "a batch claim was not taken"
+        assert await _claims(other).try_claim(short, 30) is False, "a batch claim was not taken"
+        assert await claimer.try_claim_many([]) == []
+        deadline = time.monotonic() + 1.0 + EXPIRY_SLACK_SECONDS
+        while not await _claims(other).try_claim(short, 30):  # its own window, not the first's
+            assert time.monotonic() < deadline, "a batch claim outlived its window"
+            await asyncio.sleep(0.1)
+        assert await _claims(other).try_claim(first, 30) is False, "a claim ended too early"
 
     @pytest.mark.parametrize("ttl", [0, -1, -0.5, math.nan, math.inf, -math.inf])
     async def test_bad_ttl_is_refused(self, nodes: AsyncNodes, name: str, ttl: float) -> None:

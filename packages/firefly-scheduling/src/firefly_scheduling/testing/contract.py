@@ -32,6 +32,7 @@ import pytest
 from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.locks.hold import hold
 from firefly_scheduling.locks.port import (
+    BatchClaimingLock,
     ClaimingLock,
     DistributedLock,
     HoldingLock,
@@ -302,6 +303,29 @@ class LockContract:
         if capabilities.session_scoped:
             assert nodes().try_acquire(name, 30), "a claim took a session lock"
             nodes().release(name)
+
+    def test_claims_taken_together_are_answered_each_in_order(
+        self, nodes: Nodes, name: str
+    ) -> None:
+        """`try_claim_many` (a resident host's batch): each answer is its own claim's.
+
+        A claim already taken loses, a name given twice is claimed once, and every
+        claim won holds on the server for its own window, as `try_claim`'s would.
+        """
+        claimer, other = nodes(), nodes()
+        assert isinstance(claimer, BatchClaimingLock), f"{claimer!r} takes no batches"
+        first, taken, short = f"{name}:first", f"{name}:taken", f"{name}:short"
+        assert _claims(other).try_claim(taken, 30)
+        answers = claimer.try_claim_many([(first, 30), (taken, 30), (first, 30), (short, 1.0)])
+        assert answers == [True, False, False, True]
+        assert _claims(other).try_claim(first, 30) is False, "a batch claim was not taken"
+        assert _claims(other).try_claim(short, 30) is False, "a batch claim was not taken"
+        assert claimer.try_claim_many([]) == []
+        deadline = time.monotonic() + 1.0 + EXPIRY_SLACK_SECONDS
+        while not _claims(other).try_claim(short, 30):  # its own window, not the first's
+            assert time.monotonic() < deadline, "a batch claim outlived its window"
+            time.sleep(0.1)
+        assert _claims(other).try_claim(first, 30) is False, "a claim ended too early"
 
     @pytest.mark.parametrize("ttl", [0, -1, -0.5, math.nan, math.inf, -math.inf])
     def test_bad_ttl_is_refused(self, nodes: Nodes, name: str, ttl: float) -> None:
