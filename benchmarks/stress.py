@@ -54,7 +54,7 @@ from apscheduler.events import EVENT_JOB_MAX_INSTANCES
 from firefly_scheduling import current_fire
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.execution import FireRunner
-from firefly_scheduling.fires.outcome import FireResult
+from firefly_scheduling.fires.outcome import ClaimOutcome, FireResult
 from firefly_scheduling.history.port import RunState
 from firefly_scheduling.hosts.boot import build_runtime, validated
 from firefly_scheduling.hosts.resident import ResidentHost
@@ -120,9 +120,14 @@ class RecordingRunner(FireRunner):
         self._outcomes_mutex = threading.Lock()
 
     def run(
-        self, descriptor: ScheduledDescriptor, instant: datetime, body: Callable[[], object]
+        self,
+        descriptor: ScheduledDescriptor,
+        instant: datetime,
+        body: Callable[[], object],
+        *,
+        claim: ClaimOutcome | None = None,
     ) -> FireResult:
-        outcome = super().run(descriptor, instant, body)
+        outcome = super().run(descriptor, instant, body, claim=claim)
         with self._outcomes_mutex:
             self.outcomes.append(outcome)
         return outcome
