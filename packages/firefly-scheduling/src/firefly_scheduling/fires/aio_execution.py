@@ -224,6 +224,10 @@ class AsyncFireRunner:
         a failed claim: recorded, never run), but the claims go to the backend as one
         batch when it takes batches (`AsyncBatchClaimingLock`), else one by one. Pass
         each outcome to `run(..., claim=)`: a won claim not run is a fire lost.
+
+        A skip record that fails is tried once here, not for `SKIP_RETRY_SECONDS`:
+        the batch's other fires wait for these writes. It is remembered and written
+        before later fires, as every failed history write is.
         """
         started = time.perf_counter()
         verdicts: list[Verdict | None] = []
@@ -231,14 +235,16 @@ class AsyncFireRunner:
             lock_name = descriptor.lock_name
             if lock_name is None or descriptor.fixed_delay is not None:
                 raise ValueError(f"{descriptor.target}: only a locked recurring fire is claimed")
-            late = await self._skip_if_too_late(lock_name, descriptor.target, as_utc(instant))
+            late = await self._skip_if_too_late(
+                lock_name, descriptor.target, as_utc(instant), patience=0.0
+            )
             verdicts.append(Verdict.TOO_LATE if late else None)
         pending = [
             (descriptor.target, descriptor.lock_name or "", as_utc(instant))
             for (descriptor, instant), verdict in zip(fires, verdicts, strict=True)
             if verdict is None
         ]
-        claimed = iter(await self._claim_all(pending))
+        claimed = iter(await self._claim_all(pending, patience=0.0))
         took = time.perf_counter() - started
         return [
             ClaimOutcome(verdict if verdict is not None else next(claimed), took)
@@ -479,13 +485,20 @@ class AsyncFireRunner:
         )
         return lateness
 
-    async def _skip_if_too_late(self, lock_name: str, target: str, instant: datetime) -> bool:
+    async def _skip_if_too_late(
+        self,
+        lock_name: str,
+        target: str,
+        instant: datetime,
+        *,
+        patience: float = SKIP_RETRY_SECONDS,
+    ) -> bool:
         """Record the fire as skipped when it is beyond grace; True when it was."""
         lateness = self._too_late(target, instant)
         if lateness is None:
             return False
         reason = f"{lateness:.3f}s late, beyond the grace of {self._grace:g}s"
-        await self._skip(lock_name, target, instant, reason)
+        await self._skip(lock_name, target, instant, reason, patience=patience)
         return True
 
     async def _claim(self, target: str, lock_name: str, instant: datetime) -> Verdict:
@@ -493,8 +506,16 @@ class AsyncFireRunner:
         [verdict] = await self._claim_all([(target, lock_name, instant)])
         return verdict
 
-    async def _claim_all(self, fires: Sequence[tuple[str, str, datetime]]) -> list[Verdict]:
-        """Claim each `(target, lock name, instant)`: SUCCEEDED when won, else the status."""
+    async def _claim_all(
+        self,
+        fires: Sequence[tuple[str, str, datetime]],
+        *,
+        patience: float = SKIP_RETRY_SECONDS,
+    ) -> list[Verdict]:
+        """Claim each `(target, lock name, instant)`: SUCCEEDED when won, else the status.
+
+        `patience` bounds each skip record's retries (see `claim_fires`).
+        """
         now = self._clock()
         windows = [
             claim_seconds(instant, now, grace=self._grace, clock_skew=self._clock_skew)
@@ -510,7 +531,7 @@ class AsyncFireRunner:
         for (target, lock_name, instant), seconds in zip(fires, windows, strict=True):
             if seconds <= 0:  # grace ran out between the check and now (clock_skew == 0)
                 reason = "the grace ran out before it could be claimed"
-                await self._skip(lock_name, target, instant, reason)
+                await self._skip(lock_name, target, instant, reason, patience=patience)
                 verdicts.append(Verdict.TOO_LATE)
                 continue
             answer = next(answers)
@@ -519,7 +540,8 @@ class AsyncFireRunner:
                     "%s: fire %s skipped: its claim failed: %s", target, _at(instant), answer
                 )
                 # Harmless if another node runs it: a start replaces a skip.
-                await self._skip(lock_name, target, instant, f"the lock backend failed: {answer}")
+                reason = f"the lock backend failed: {answer}"
+                await self._skip(lock_name, target, instant, reason, patience=patience)
                 verdicts.append(Verdict.BACKEND_ERROR)
             elif not answer:
                 if logger.isEnabledFor(logging.DEBUG):  # the common verdict: no isoformat
@@ -837,7 +859,16 @@ class AsyncFireRunner:
             )
         return accepted
 
-    async def _skip(self, lock: str, target: str, instant: datetime, reason: str) -> None:
+    async def _skip(
+        self,
+        lock: str,
+        target: str,
+        instant: datetime,
+        reason: str,
+        *,
+        patience: float = SKIP_RETRY_SECONDS,
+    ) -> None:
+        """Record the fire as skipped, retried for `patience` seconds, then remembered."""
         history = self._history
         if history is None:
             return
@@ -847,7 +878,7 @@ class AsyncFireRunner:
                 lambda: _off_loop(
                     history.skip, target, instant, lock=lock, node=self._node, reason=reason, at=at
                 ),
-                SKIP_RETRY_SECONDS,
+                patience,
             )
         except HistoryError as err:
             logger.warning(

@@ -102,7 +102,12 @@ class ClaimFirstExecutor(ThreadPoolExecutor):  # type: ignore[misc]  # APSchedul
         admitted: list[tuple[_Submitted, RecurringFire, datetime, int]] = []
         for job, run_times in submitted:
             fire: RecurringFire = job.func
-            instant = fire.due_instant()
+            try:
+                instant = fire.due_instant()
+            except Exception:  # a trigger's defect: the job, run as before, reports it
+                logger.exception("%s: its due fire could not be named", fire.descriptor.target)
+                self._to_pool(job, run_times)
+                continue
             ticket = runtime.admit(Fire(fire.descriptor, instant))
             if ticket is None:  # shutting down: the job says so, and claims nothing
                 self._run_here(job, run_times)
@@ -119,6 +124,7 @@ class ClaimFirstExecutor(ThreadPoolExecutor):  # type: ignore[misc]  # APSchedul
                 runtime.finish(ticket)
                 self._to_pool(job, run_times)
             return
+        not_won: list[_Submitted] = []
         for ((job, run_times), fire, instant, ticket), outcome in zip(
             admitted, outcomes, strict=True
         ):
@@ -126,7 +132,11 @@ class ClaimFirstExecutor(ThreadPoolExecutor):  # type: ignore[misc]  # APSchedul
             if outcome.verdict is Verdict.SUCCEEDED:
                 self._to_pool(job, run_times)
             else:
-                self._run_here(job, run_times)
+                not_won.append((job, run_times))
+        # The fires won are on their way first: a lost one's job may still write (its
+        # first run reads the task's newest record, a passed-over fire is recorded).
+        for job, run_times in not_won:
+            self._run_here(job, run_times)
 
     def _to_pool(self, job: Any, run_times: list[datetime]) -> None:
         try:
