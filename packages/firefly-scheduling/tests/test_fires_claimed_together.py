@@ -102,5 +102,5 @@ def test_a_failing_skip_record_is_tried_once_in_the_batch_then_written_later() -
 def test_only_locked_recurring_fires_are_claimed_ahead() -> None:
     runner = FireRunner(InMemoryLock(), clock=lambda: T0)
     unlocked = ScheduledDescriptor(target="tests.together:free", fixed_rate=1.0)
-    with pytest.raises(ValueError, match="tests.together:free"):
+    with pytest.raises(ValueError, match=r"tests\.together:free"):
         runner.claim_fires([(unlocked, T0)])
