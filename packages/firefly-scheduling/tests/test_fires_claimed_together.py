@@ -104,3 +104,20 @@ def test_only_locked_recurring_fires_are_claimed_ahead() -> None:
     unlocked = ScheduledDescriptor(target="tests.together:free", fixed_rate=1.0)
     with pytest.raises(ValueError, match=r"tests\.together:free"):
         runner.claim_fires([(unlocked, T0)])
+
+
+def test_a_won_fire_that_waited_beyond_grace_for_a_worker_does_not_start() -> None:
+    """Claimed in time, then stalled (a saturated pool, a stopped process): the fire
+    must not start past grace, where its claim's window may already have ended."""
+    now = [T0]
+    history = MemoryRunHistory()
+    runner = FireRunner(InMemoryLock(), history=history, clock=lambda: now[0], grace=5.0)
+    descriptor = task()
+    [claim] = runner.claim_fires([(descriptor, T0)])
+    assert claim.verdict is Verdict.SUCCEEDED
+    now[0] = T0 + 6 * SECOND
+    ran: list[str] = []
+    result = runner.run(descriptor, T0, lambda: ran.append("body"), claim=claim)
+    assert result.verdict is Verdict.TOO_LATE
+    assert ran == []
+    assert [record.state for record in history.runs(descriptor.target)] == [RunState.SKIPPED]

@@ -360,9 +360,17 @@ class FireRunner:
         body: Body,
         claim: ClaimOutcome,
     ) -> FireResult:
-        """`_run_locked` after `claim_fires`: its checks and skips are done."""
+        """`_run_locked` after `claim_fires`: its checks and skips are done.
+
+        A won fire is checked against grace once more: it may have waited for a
+        worker (a saturated pool, a stalled process) since its claim, and a fire
+        starts only within grace, as one claimed on its own does, so inside its
+        claim's window.
+        """
         if claim.verdict is not Verdict.SUCCEEDED:
             return self._result(claim.verdict, descriptor, instant, claim_seconds=claim.seconds)
+        if self._skip_if_too_late(lock_name, descriptor.target, instant):
+            return self._result(Verdict.TOO_LATE, descriptor, instant, claim_seconds=claim.seconds)
         outcome = self._run_claimed(descriptor, lock_name, instant, body)
         return replace(outcome, claim_seconds=claim.seconds)
 
