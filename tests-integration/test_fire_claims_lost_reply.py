@@ -17,6 +17,7 @@ ends the attempt, as a lost reply does.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -37,13 +38,21 @@ class ReplyLostPostgres(PgAdvisoryLock):
 
     def _server_claim(self, session: Any, name: str, seconds: float) -> bool:
         won = super()._server_claim(session, name, seconds)
+        self._lose_the_reply(session)
+        return won
+
+    def _server_claim_many(self, session: Any, claims: Sequence[tuple[str, float]]) -> list[bool]:
+        won = super()._server_claim_many(session, claims)  # one statement for the batch
+        self._lose_the_reply(session)
+        return won
+
+    def _lose_the_reply(self, session: Any) -> None:
         if self.lose_next_reply:
             self.lose_next_reply = False
             pid = session.connection.info.backend_pid
             with psycopg.connect(self.test_url, autocommit=True) as admin:
                 admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
             session.connection.execute("SELECT 1")  # the dead session's own error
-        return won
 
     test_url = ""
 
@@ -87,6 +96,34 @@ def test_a_retried_claim_that_finds_its_own_row_is_an_error_not_a_loss(
             claimer.try_claim(name, 30)
         assert other.try_claim(name, 30) is False, "the first attempt's claim did not commit"
         assert claimer.try_claim(f"{name}:next", 30) is True, "the session did not recover"
+    finally:
+        claimer.close()
+        other.close()
+
+
+@pytest.mark.parametrize("backend", ["postgres", "mysql"])
+def test_a_retried_batch_of_claims_reports_the_rows_it_finds_as_errors_not_losses(
+    backend: str, postgres_url: str, mysql_url: str
+) -> None:
+    """The resident host's batch (`try_claim_many`): one statement on PostgreSQL, one
+    claim after another on one session on MySQL. The first attempt commits, its
+    session dies before the reply; each claim the retry finds taken is unknown."""
+    claimer, other = _locks(backend, postgres_url, mysql_url)
+    base = f"lost-reply-batch:{backend}:{uuid.uuid4().hex}"
+    names = [f"{base}:a", f"{base}:b"]
+    try:
+        assert claimer.try_acquire(f"{base}:warm", 30)
+        claimer.release(f"{base}:warm")
+        answers = claimer.try_claim_many([(name, 30) for name in names])
+        assert False not in answers, f"a claim of its own was read as lost: {answers}"
+        assert isinstance(answers[0], LockBackendError), answers
+        assert "has an unknown outcome" in str(answers[0])
+        for name in names:
+            assert other.try_claim(name, 30) is False, "a claim of the batch did not commit"
+        assert claimer.try_claim_many([(f"{base}:next", 30), (f"{base}:later", 30)]) == [
+            True,
+            True,
+        ], "the session did not recover"
     finally:
         claimer.close()
         other.close()

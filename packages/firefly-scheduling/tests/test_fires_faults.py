@@ -166,6 +166,15 @@ class NoRenewal(InMemoryLock):
     renewable = False
 
 
+class SlowRenewalReply(InMemoryLock):
+    """A lock whose renewals reach the server at once and whose replies come 1.2 s late."""
+
+    def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
+        renewed = super()._renew(name, owner, ttl_seconds)
+        time.sleep(1.2)
+        return renewed
+
+
 class TestLeaseCheckedBeforeTheBody:
     def test_a_stall_past_the_lease_before_the_body_skips_the_fire(self) -> None:
         """Issue 8.7: a pause longer than lock_ttl before the body went unnoticed."""
@@ -208,6 +217,28 @@ class TestLeaseCheckedBeforeTheBody:
         assert record.state is RunState.EXPIRED
         assert record.error is not None
         assert "before the body started" in record.error
+
+    def test_a_renewal_whose_reply_came_after_the_lease_lapsed_skips_the_fire(self) -> None:
+        """Found by the chaos checker's CI lane (seed 8, redis, a proxy delaying replies):
+        the pre-body renewal reached the server in time, its reply came back after the
+        lease had run out there, and the body ran on it; another node had meanwhile
+        taken the lapsed lock, adopted the fire and run it. A renewal vouches for the
+        lease from when it was sent: the body needs its margin left after the reply."""
+        history = MemoryRunHistory()
+        original_start = history.start
+
+        def slow_start(*args: object, **kwargs: object) -> int | None:
+            time.sleep(0.6)  # less than half of the 1 s lease left: the check renews
+            return original_start(*args, **kwargs)  # type: ignore[arg-type]
+
+        history.start = slow_start  # type: ignore[method-assign]
+        runner = FireRunner(
+            SlowRenewalReply(), history=history, clock=lambda: T0, keepalive_interval=60
+        )
+        ran: list[str] = []
+        outcome = runner.run(task(lock_ttl=1.0), T0, lambda: ran.append("ran"))
+        assert ran == [], "the body ran on a lease that lapsed before the renewal's reply"
+        assert outcome.verdict is Verdict.LOCK_LOST
 
     def test_a_lease_that_did_not_lapse_runs_the_body(self) -> None:
         runner = FireRunner(NoRenewal(), history=MemoryRunHistory(), clock=lambda: T0)

@@ -314,7 +314,11 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
         async def claim_once(connection: ConnectionT) -> list[bool | BaseException]:
             nonlocal attempts
             attempts += 1
-            won = await self._server_claim_many(connection, claims)
+            if len(claims) == 1:
+                [(name, seconds)] = claims
+                won = [await self._server_claim(connection, name, seconds)]
+            else:
+                won = await self._server_claim_many(connection, claims)
             if attempts == 1:
                 return list(won)
             return [

@@ -611,11 +611,19 @@ class FireRunner:
         return False
 
     def _lease_ahead(self, holding: Holding) -> bool:
-        """Whether the body has its margin of lease ahead, renewing once when short."""
-        if holding.remaining() >= holding.ttl_seconds * BODY_LEASE_MARGIN:
+        """Whether the body has its margin of lease ahead, renewing once when short.
+
+        A renewal vouches for the lease from when it was sent (the local expiry is
+        taken before the round trip), so a reply that came late may leave less than
+        the margin, or nothing: the server may have freed the lease before the reply
+        arrived, and another node taken it. The margin is checked again after it.
+        """
+        margin = holding.ttl_seconds * BODY_LEASE_MARGIN
+        if holding.remaining() >= margin:
             return True
         if self._capabilities.renewable:
-            return self._holdings.renew_holding(holding, holding.ttl_seconds)
+            renewed = self._holdings.renew_holding(holding, holding.ttl_seconds)
+            return renewed and holding.remaining() >= margin
         return not holding.lapsed()  # nothing can refresh it: what is left is all there is
 
     def _adopt_or_expire(

@@ -300,7 +300,11 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
         def claim_once(connection: ConnectionT) -> list[bool | BaseException]:
             nonlocal attempts
             attempts += 1
-            won = self._server_claim_many(connection, claims)
+            if len(claims) == 1:
+                [(name, seconds)] = claims
+                won = [self._server_claim(connection, name, seconds)]
+            else:
+                won = self._server_claim_many(connection, claims)
             if attempts == 1:
                 return list(won)
             return [
