@@ -101,8 +101,12 @@ class ChaosNode:
 
     def resume(self) -> None:
         if self.paused and self.alive:
-            self.process.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+            # Stamped before the signal, as a pause is after its own: the node cannot
+            # run before this stamp, whereas one taken after SIGCONT may come after
+            # the resumed node's first witness line (the CI lane, seed 8 on Redis: a
+            # late zombie body stamped 2.6 ms before its node's "resume").
             self.evidence.append("resume", victim=self.pid, node=self.name)
+            self.process.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
         self.paused = False
 
     def terminate(self) -> None:
