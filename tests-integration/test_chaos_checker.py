@@ -297,6 +297,35 @@ def test_a_restart_under_way_when_the_first_run_started_emptied_its_claim() -> N
     assert report.double_fault_reruns == 1
 
 
+def test_a_restart_before_an_adoption_still_emptied_the_first_runs_claim() -> None:
+    """Seed 120401 (memcached): the first run's node lost its lock, the server
+    restarted, another node adopted the fire (an adoption takes no claim), then a third
+    node's claim met the emptied server and the history refused its start."""
+    events = [
+        e for e in every_fire_ran() if e["instant"] != (T0 + timedelta(seconds=2)).isoformat()
+    ]
+    events += run(2, 2.01, 2.02, pid=1, token=3, lost=True)
+    events += _restart(2.1)
+    events += run(2, 2.2, 2.25, pid=3, attempt=2, token=4)  # the adoption
+    events += run(2, 2.5, 2.6, pid=2, token=9)  # the rerun, its start refused
+    events.append(
+        {
+            "ev": "history_refused",
+            "t": _at(2.45),
+            "pid": 2,
+            "write": "start",
+            "target": "app:a",
+            "instant": str(T0 + timedelta(seconds=2)),
+            "injected": True,
+        }
+    )
+    report = checked(events, volatile_server=True)
+    assert rules(report) == []
+    assert (report.adoptions, report.double_fault_reruns) == (1, 1)
+    persistent = checked(events, volatile_server=False)  # a restart that kept the claims
+    assert rules(persistent) == ["at-most-once"]
+
+
 def test_a_rerun_needs_both_faults_to_be_explained() -> None:
     assert rules(_rerun_after(2.3, start_refused=False)) == ["at-most-once"]
     assert rules(_rerun_after(None, start_refused=True)) == ["at-most-once"]

@@ -325,10 +325,15 @@ def check_at_most_once(
                 report.adoptions += 1
                 continue
             unrecorded = {(run.pid, run.key), (previous.pid, previous.key)} & refused_starts
-            if unrecorded and _between(restarts, previous.start, run.start):
+            if unrecorded and _between(restarts, group[0].start, run.start):
                 # The double fault of rule 2's exception: the server restart emptied the
                 # claims, and the history, which would have refused a finished fire,
                 # either never learnt of the first run or refused the second's start.
+                # The fire's claim is its first run's (an adoption takes none), so the
+                # restart must fall after the first run's start, not the previous
+                # one's (seed 120401, memcached: restart, then an adoption, then a
+                # node whose claim met the emptied server and whose start the history
+                # refused).
                 report.double_fault_reruns += 1
                 continue
             if _late_zombie(previous, run, pauses):
