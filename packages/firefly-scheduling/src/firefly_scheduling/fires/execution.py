@@ -578,7 +578,9 @@ class FireRunner:
             label=label,
         ).start()
 
-    def _still_held(self, holding: Holding, lost: threading.Event) -> bool:
+    def _still_held(
+        self, holding: Holding, lost: threading.Event, *, before_body: bool = False
+    ) -> bool:
         """Whether the task lock may still be trusted; checked just before a body starts.
 
         A stall between the acquisition and the body (a GC pause, SIGSTOP, a starved
@@ -600,7 +602,7 @@ class FireRunner:
             lost.set()
         if lost.is_set():
             return False
-        if self._lease_ahead(holding):
+        if self._lease_ahead(holding, before_body=before_body):
             return True
         lost.set()
         logger.error(
@@ -610,7 +612,7 @@ class FireRunner:
         )
         return False
 
-    def _lease_ahead(self, holding: Holding) -> bool:
+    def _lease_ahead(self, holding: Holding, *, before_body: bool) -> bool:
         """Whether the body has its margin of lease ahead, renewing once when short.
 
         A renewal vouches for the lease from when it was sent (the local expiry is
@@ -619,14 +621,15 @@ class FireRunner:
         arrived, and another node taken it. The margin is checked again after it.
         """
         margin = holding.ttl_seconds * BODY_LEASE_MARGIN
-        session_lock = self._capabilities.session_scoped
-        if holding.remaining() >= margin and not session_lock:
+        ask_the_session = before_body and self._capabilities.session_scoped
+        if holding.remaining() >= margin and not ask_the_session:
             return True
         if self._capabilities.renewable:
             # A session lock has no lease to count on: it ends with its session, at any
             # moment, and only the server knows (the chaos checker, seed 120401 on
             # MySQL: a connection reset between the acquisition and the body freed the
-            # lock, another node took it, and the body ran anyway). Its renewal asks.
+            # lock, another node took it, and the body ran anyway). Its renewal asks,
+            # once, just before the body (the earlier checks count on the lease).
             renewed = self._holdings.renew_holding(holding, holding.ttl_seconds)
             return renewed and holding.remaining() >= margin
         return not holding.lapsed()  # nothing can refresh it: what is left is all there is
@@ -750,7 +753,7 @@ class FireRunner:
                 )
                 return self._result(Verdict.ALREADY_RECORDED, descriptor, instant, token=token)
             attempt = started
-        if holding is not None and not self._still_held(holding, lost):
+        if holding is not None and not self._still_held(holding, lost, before_body=True):
             reason = "the task lock lapsed or was lost before the body started"
             if lock is not None:
                 self._finish(
