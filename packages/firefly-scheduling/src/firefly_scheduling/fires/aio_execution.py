@@ -30,7 +30,9 @@ meets the lock and the history. For a locked task it does, in order:
    `expired`. At most one extra run, never a flood.
 6. **The body**, in try/except/finally, inside `current_fire()`'s context, between
    `history.start` (which may refuse: the fire is finished, or owned by a newer
-   attempt) and `history.finish` (which may be fenced).
+   attempt) and `history.finish` (which may be fenced). Just before it, the task
+   lock is checked once more: by its lease's remaining margin, and on a session
+   backend by the server (a session lock ends with its session, at any moment).
 7. The task lock is released; the claim is kept for its window.
 
 It never runs a body unlocked: a `LockBackendError` skips the fire (logged), and a
@@ -45,8 +47,10 @@ the plain guard's lost `try_acquire`; for the winner, claim + fenced acquire +
 release, one more than the plain guard's acquire + release wherever the backend
 fences within the acquisition's round trip (every first-party one but the database
 backend on MySQL/MariaDB and SQLite, which needs a second statement); plus the
-deferred release of the claim on session backends. docs/guarantees.md has the
-measured table. Keep-alive adds one per `lock_ttl / 3` of body time.
+pre-body check on PostgreSQL and MySQL. A host that claims fires together
+(`claim_fires`, the resident host) sends the claims of one instant as one request
+where the backend can. docs/guarantees.md has the measured table. Keep-alive adds
+one per `lock_ttl / 3` of body time.
 """
 
 from __future__ import annotations
