@@ -115,8 +115,16 @@ def claim_parameters(name: str, seconds: float) -> dict[str, object]:
 
 
 def claim_many_parameters(claims: Sequence[tuple[str, float]]) -> dict[str, object]:
-    """`CLAIM_MANY`'s parameters: the distinct names and their windows, as two arrays."""
-    return {"names": [name for name, _ in claims], "seconds": [seconds for _, seconds in claims]}
+    """`CLAIM_MANY`'s parameters: the distinct names and their windows, as two arrays.
+
+    In name order, whatever order they came in: the statement keeps each row it
+    inserts locked until it ends, so two nodes' batches that took the same names in
+    opposite orders would deadlock (and PostgreSQL would abort one of them, its
+    fires unknown). In one order, one waits for the other. The answers are read by
+    name (`RETURNING claim.name`), so the order is free.
+    """
+    ordered = sorted(claims)
+    return {"names": [name for name, _ in ordered], "seconds": [seconds for _, seconds in ordered]}
 
 
 def fenced_acquire_parameters(key: int, name: str) -> dict[str, object]:
