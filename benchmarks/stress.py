@@ -224,6 +224,8 @@ class StressReport:
     exit_codes: list[int]
     dropped_job_runs: int = 0
     runs_per_node: Counter[str] = field(default_factory=Counter)
+    #: Claim attempts each node made on the window's fires, won or not.
+    attempts_per_node: Counter[str] = field(default_factory=Counter)
 
     @property
     def cpu_per_fire_ms(self) -> float:
@@ -248,6 +250,7 @@ class StressReport:
             ("node CPU, all nodes", f"{self.node_cpu_seconds:.1f} s in {self.seconds} s"),
             ("machine busy (all processes)", f"{100 * self.machine_busy:.0f} %"),
             ("nodes that ran fires", f"{len(self.runs_per_node)} of {self.processes}"),
+            ("nodes that claimed", f"{len(self.attempts_per_node)} of {self.processes}"),
             ("node exit codes", ", ".join(sorted(set(map(str, self.exit_codes))))),
         ]
         width = max(len(label) for label, _ in rows)
@@ -368,13 +371,16 @@ def _report(
             lateness.append(1000 * (float(started) - datetime.fromisoformat(instant).timestamp()))
             runs_per_node[node] += 1
     statuses: Counter[str] = Counter()
+    attempts_per_node: Counter[str] = Counter()
     latencies = []
     for path in outcome_files:
+        node = f"node{path.stem.removeprefix('outcomes-')}"
         for line in path.read_text().splitlines():
             outcome = json.loads(line)
             if (outcome["target"], outcome["instant"]) not in expected:
                 continue
             statuses[outcome["status"]] += 1
+            attempts_per_node[node] += 1
             if outcome["claim"] is not None:
                 latencies.append(1000 * outcome["claim"])
     misses = sorted(expected - set(runs))
@@ -405,6 +411,7 @@ def _report(
         machine_busy=machine_busy,
         exit_codes=exit_codes,
         runs_per_node=runs_per_node,
+        attempts_per_node=attempts_per_node,
     )
 
 

@@ -3,7 +3,7 @@
 The harness is `benchmarks/stress.py` (the full 60 s run, and the figures, are its
 job): every node is a real resident host with the database lock and run history on
 one PostgreSQL. Here the run is shorter, and only what must hold whatever the load
-is asserted: no fire ran twice, every node finished cleanly and took part, and misses
+is asserted: no fire ran twice, every node finished cleanly and claimed, and misses
 stay rare. A miss is a fire whose claim was won while the previous fire of its task
 still held the task lock (skipped and recorded, by design), or that no node named in
 time because every node was busy; both only come from an overloaded machine (the
@@ -46,8 +46,15 @@ def test_no_fire_ran_twice(report: StressReport) -> None:
 
 
 def test_every_node_finished_cleanly_and_took_part(report: StressReport) -> None:
+    """Every node contested the window's fires; which node wins them is not promised.
+
+    A resident host claims the fires of one instant together, so the node whose
+    batch reaches the server first wins most of that instant: over 20 instants a
+    node may win none (one CI run: 13 of 16 nodes ran fires), and still took part.
+    """
     assert report.exit_codes == [0] * PROCESSES
-    assert len(report.runs_per_node) == PROCESSES, report.runs_per_node
+    assert sorted(report.attempts_per_node) == [f"node{n:02d}" for n in range(PROCESSES)]
+    assert report.runs_per_node, "no node ran a fire"
 
 
 def test_misses_stay_rare_and_every_run_is_a_won_claim(
