@@ -164,3 +164,49 @@ def test_won_fires_start_a_few_at_a_time_and_their_bodies_still_overlap() -> Non
     # Every body of the instant had started before the first one ended.
     assert max(start for _, start, _ in first) < min(end for _, _, end in first)
     tasks.reset()
+
+
+def test_won_fires_that_never_reach_their_body_give_their_slot_back() -> None:
+    """A won fire whose task lock is held elsewhere ends without a body: its slot is free.
+
+    Were it kept, two such fires would take both slots below and no won fire would
+    start again on this node; the fires after the other holder lets go must run.
+    """
+    tasks.reset()
+    descriptors = [
+        ScheduledDescriptor(target=f"{MODULE}:ping", fixed_rate=0.2, lock_name=f"held-{n}")
+        for n in range(4)
+    ]
+    other_holder = InMemoryLock()  # another node, holding every task lock for a while
+    held = [other_holder.acquire(f"held-{n}", 30.0) for n in range(4)]
+    assert all(holding is not None for holding in held)
+    seen = ThreadsSeen()
+    host = ResidentHost(
+        descriptors,
+        build_runtime(
+            descriptors,
+            Settings(lock_provider="memory"),
+            host="run",
+            lock=InMemoryLock(),
+            node="node",
+            observers=[seen],
+        ),
+        grace_period=5.0,
+        pre_body_slots=2,
+    )
+    host.start()
+    try:
+        time.sleep(1.0)
+        held_back = [result for result, _ in seen.results if result.verdict is Verdict.OVERLAPPING]
+        # 5 instants x 4 tasks came due; 2 slots kept by bodiless fires would stop at 2.
+        assert len(held_back) > 2, f"only {len(held_back)} won fires started: slots kept"
+        assert tasks.calls("ping") == []
+        for n in range(4):
+            other_holder.release(f"held-{n}")
+        deadline = time.monotonic() + 3
+        while len(tasks.calls("ping")) < 8 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        assert host.shutdown() == 0
+    assert len(tasks.calls("ping")) >= 8, "no won fire started once the slots were used up"
+    tasks.reset()
