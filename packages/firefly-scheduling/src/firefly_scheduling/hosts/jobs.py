@@ -132,11 +132,6 @@ class RecurringFire:
             fire = Fire(self.descriptor, instant)
             execute_fire(fire, self.runtime, preclaimed=preclaimed)
         finally:
-            if preclaimed is not None and preclaimed.slot is not None:
-                # A fire that never reached its body (the task lock held elsewhere, the
-                # history's refusal, a failure) frees its pre-body slot here, before
-                # the passed-over fires' records, which may be long at boot.
-                preclaimed.slot.job_ended()
             if since is not None:
                 self._record_passed_over(*since, instant)
 
