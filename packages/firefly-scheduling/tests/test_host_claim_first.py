@@ -15,7 +15,6 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "host_support"))
 import firefly_host_unit_tasks as tasks
@@ -104,63 +103,3 @@ def test_a_fire_admitted_before_shutdown_is_waited_for() -> None:
         assert accepted, "an admitted fire was refused at its run"
     assert runtime.wait_idle(0.05)
     runtime.close()
-
-
-class CountingLock(InMemoryLock):
-    """Takes 20 ms per acquisition (a round trip) and notes how many were in flight."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.in_flight = 0
-        self.most_in_flight = 0
-        self._count = threading.Lock()
-
-    def acquire(self, name: str, ttl_seconds: float, *, fenced: bool = False) -> Any:
-        with self._count:
-            self.in_flight += 1
-            self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        try:
-            time.sleep(0.02)
-            return super().acquire(name, ttl_seconds, fenced=fenced)
-        finally:
-            with self._count:
-                self.in_flight -= 1
-
-
-def test_won_fires_start_a_few_at_a_time_and_their_bodies_still_overlap() -> None:
-    """At most `pre_body_slots` won fires are in their steps before the body at once.
-
-    On a backend of few connections the steps before a body queue for them; up to 64
-    threads queueing cost more CPU than the steps (issue 12). A slot comes back when
-    a body starts, so long bodies are not held to the slots: all twelve overlap.
-    """
-    tasks.reset()
-    tasks.SLOW_SECONDS = 0.5
-    descriptors = [
-        ScheduledDescriptor(target=f"{MODULE}:slow", fixed_rate=2.0, lock_name=f"slots-{n}")
-        for n in range(12)
-    ]
-    lock = CountingLock()
-    host = ResidentHost(
-        descriptors,
-        build_runtime(
-            descriptors, Settings(lock_provider="memory"), host="run", lock=lock, node="node"
-        ),
-        grace_period=5.0,
-        pre_body_slots=3,
-    )
-    host.start()
-    try:
-        deadline = time.monotonic() + 5
-        while len(tasks.calls("slow")) < 12 and time.monotonic() < deadline:
-            time.sleep(0.05)
-    finally:
-        assert host.shutdown() == 0
-        tasks.SLOW_SECONDS = 0.3
-    first = sorted(tasks.calls("slow"), key=lambda call: call[1])[:12]
-    assert len(first) == 12, "the first instant's fires did not all run"
-    assert lock.most_in_flight <= 3, lock.most_in_flight
-    assert lock.most_in_flight == 3, "the slots were never all used"
-    # Every body of the instant had started before the first one ended.
-    assert max(start for _, start, _ in first) < min(end for _, _, end in first)
-    tasks.reset()

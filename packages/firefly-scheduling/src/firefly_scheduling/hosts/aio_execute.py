@@ -21,7 +21,7 @@ import logging
 
 from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
 from firefly_scheduling.errors import FireflySchedulingError
-from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
+from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult, Verdict
 from firefly_scheduling.hosts import task_calls
 from firefly_scheduling.hosts.aio_runtime import AsyncTaskRuntime
 from firefly_scheduling.hosts.fires import PreclaimedFire
@@ -47,7 +47,8 @@ async def execute_fire(
         if not accepted:
             result = FireResult(fire, runtime.node, Verdict.SHUTTING_DOWN)
         else:
-            result = await _run(fire, runtime, preclaimed)
+            claim = preclaimed.claim if preclaimed is not None else None
+            result = await _run(fire, runtime, claim)
         ended(result)
     for finished in (*result.adopted, result):
         for observer in runtime.observers:
@@ -58,12 +59,8 @@ async def execute_fire(
     return result
 
 
-async def _run(
-    fire: Fire, runtime: AsyncTaskRuntime, preclaimed: PreclaimedFire | None
-) -> FireResult:
+async def _run(fire: Fire, runtime: AsyncTaskRuntime, claim: ClaimOutcome | None) -> FireResult:
     descriptor = fire.descriptor
-    claim = preclaimed.claim if preclaimed is not None else None
-    slot = preclaimed.slot if preclaimed is not None else None
     try:
         # The gate (and its store) is only built for a task that has a delay.
         admitted = descriptor.initial_delay is None
@@ -80,8 +77,6 @@ async def _run(
         return FireResult(fire, runtime.node, Verdict.HELD_BACK)
 
     async def body() -> None:
-        if slot is not None:  # past the steps before the body: the next fire may start
-            slot.body_starts()
         # Resolved inside the runner: an import error is logged as this task's failure.
         task = runtime.callables.resolve(descriptor.target)
         # Awaited on this loop, or, in the sync flavour, on the host's task loop.

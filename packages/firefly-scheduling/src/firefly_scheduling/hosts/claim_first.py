@@ -14,12 +14,10 @@ due job to its thread pool:
   admits each fire as in flight (`RuntimeBase.admit`: a shutdown waits for a claim
   won), names its instant, and claims them all with one `FireRunner.claim_fires`,
   which is one round trip on a backend that takes batches;
-* a won fire goes to the thread pool, its job handed the claim (`RecurringFire.hand`),
-  as soon as one of the node's pre-body slots is free (`hosts.pre_body_slots`: at
-  most 8 won fires in their steps before the body at once, which the backend's few
-  connections pace anyway); a lost, too-late or failed one runs its job at once in
-  the claimer thread, where it costs no round trip: the job still reports it to the
-  observers and records the instants it passed over, as before.
+* a won fire goes to the thread pool, its job handed the claim (`RecurringFire.hand`);
+  a lost, too-late or failed one runs its job at once in the claimer thread, where
+  it costs no round trip: the job still reports it to the observers and records the
+  instants it passed over, as before.
 
 Unlocked, `fixed_delay` and initial-delay tasks go to the pool as before. A won
 claim always reaches its job: after the pool has shut down, the claimer runs it.
@@ -40,7 +38,6 @@ from firefly_scheduling.errors import FireflySchedulingError
 from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.hosts.fires import PreclaimedFire
 from firefly_scheduling.hosts.jobs import RecurringFire
-from firefly_scheduling.hosts.pre_body_slots import DEFAULT_PRE_BODY_SLOTS, PreBodySlots
 from firefly_scheduling.hosts.runtime import TaskRuntime
 
 logger = logging.getLogger("firefly_scheduling.hosts")
@@ -52,19 +49,11 @@ _Submitted = tuple[Any, list[datetime]]
 class ClaimFirstExecutor(ThreadPoolExecutor):  # type: ignore[misc]  # APScheduler is untyped
     """APScheduler's thread-pool executor, with the fire claims taken ahead in batches."""
 
-    def __init__(
-        self,
-        max_workers: int,
-        runtime: TaskRuntime,
-        *,
-        pre_body_slots: int = DEFAULT_PRE_BODY_SLOTS,
-    ) -> None:
+    def __init__(self, max_workers: int, runtime: TaskRuntime) -> None:
         super().__init__(max_workers)
         self._runtime = runtime
         self._waiting: queue.SimpleQueue[_Submitted | None] = queue.SimpleQueue()
         self._claimer: threading.Thread | None = None
-        #: The fires won, on their way to the pool a few at a time.
-        self._won: PreBodySlots[_Submitted] = PreBodySlots(pre_body_slots, self._start_won)
 
     def start(self, scheduler: Any, alias: str) -> None:
         super().start(scheduler, alias)
@@ -78,7 +67,6 @@ class ClaimFirstExecutor(ThreadPoolExecutor):  # type: ignore[misc]  # APSchedul
         self._waiting.put(None)
         if wait and self._claimer is not None:
             self._claimer.join()
-        self._won.open()  # every fire won and waiting goes to the pool while it still takes them
         super().shutdown(wait)
 
     def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:
@@ -140,27 +128,15 @@ class ClaimFirstExecutor(ThreadPoolExecutor):  # type: ignore[misc]  # APSchedul
         for ((job, run_times), fire, instant, ticket), outcome in zip(
             admitted, outcomes, strict=True
         ):
+            fire.hand(PreclaimedFire(instant, outcome, ticket))
             if outcome.verdict is Verdict.SUCCEEDED:
-                fire.hand(PreclaimedFire(instant, outcome, ticket, slot=self._won.slot()))
-                self._won.dispatch((job, run_times))
+                self._to_pool(job, run_times)
             else:
-                fire.hand(PreclaimedFire(instant, outcome, ticket))
                 not_won.append((job, run_times))
         # The fires won are on their way first: a lost one's job may still write (its
         # first run reads the task's newest record, a passed-over fire is recorded).
         for job, run_times in not_won:
             self._run_here(job, run_times)
-
-    def _start_won(self, submitted: _Submitted, may_run_here: bool) -> bool:
-        """A won fire's job to the pool (`PreBodySlots`); False if it could go nowhere."""
-        job, run_times = submitted
-        try:
-            super()._do_submit_job(job, run_times)
-        except RuntimeError:  # the pool has shut down: a claim won must still run
-            if not may_run_here:
-                return False
-            self._run_here(job, run_times)
-        return True
 
     def _to_pool(self, job: Any, run_times: list[datetime]) -> None:
         try:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 
 from firefly_scheduling.errors import FireflySchedulingError
-from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
+from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult, Verdict
 from firefly_scheduling.hosts import task_calls
 from firefly_scheduling.hosts.fires import PreclaimedFire
 from firefly_scheduling.hosts.runtime import TaskRuntime
@@ -44,7 +44,8 @@ def execute_fire(
         if not accepted:
             result = FireResult(fire, runtime.node, Verdict.SHUTTING_DOWN)
         else:
-            result = _run(fire, runtime, preclaimed)
+            claim = preclaimed.claim if preclaimed is not None else None
+            result = _run(fire, runtime, claim)
         ended(result)
     for finished in (*result.adopted, result):
         for observer in runtime.observers:
@@ -55,10 +56,8 @@ def execute_fire(
     return result
 
 
-def _run(fire: Fire, runtime: TaskRuntime, preclaimed: PreclaimedFire | None) -> FireResult:
+def _run(fire: Fire, runtime: TaskRuntime, claim: ClaimOutcome | None) -> FireResult:
     descriptor = fire.descriptor
-    claim = preclaimed.claim if preclaimed is not None else None
-    slot = preclaimed.slot if preclaimed is not None else None
     try:
         # The gate (and its store) is only built for a task that has a delay.
         admitted = descriptor.initial_delay is None
@@ -72,8 +71,6 @@ def _run(fire: Fire, runtime: TaskRuntime, preclaimed: PreclaimedFire | None) ->
         return FireResult(fire, runtime.node, Verdict.HELD_BACK)
 
     def body() -> None:
-        if slot is not None:  # past the steps before the body: the next fire may start
-            slot.body_starts()
         # Resolved inside the runner: an import error is logged as this task's failure.
         task = runtime.callables.resolve(descriptor.target)
         # Awaited on this loop, or, in the sync flavour, on the host's task loop.

@@ -3,8 +3,7 @@
 Every host (resident, cron-driven, library, asyncio) turns a trigger into a `Fire`
 and hands it to `execute_fire` (`hosts.execute`, `hosts.aio_execute`), which tells
 each observer the `FireResult` (`fires.outcome`): the fire log, the `tick` report,
-an application's own. This module imports only `fires.outcome` and
-`hosts.pre_body_slots` (which imports nothing of the package), so the runtime, the
+an application's own. This module imports only `fires.outcome`, so the runtime, the
 boot code and `execute_fire` can all name an observer without importing each other.
 """
 
@@ -15,7 +14,6 @@ from datetime import datetime
 from typing import Protocol
 
 from firefly_scheduling.fires.outcome import ClaimOutcome, FireResult
-from firefly_scheduling.hosts.pre_body_slots import Slot
 
 
 class FireObserver(Protocol):
@@ -30,12 +28,8 @@ class PreclaimedFire:
 
     `admission` is the runtime's in-flight ticket (`RuntimeBase.admit`): the fire
     counts as in flight from before its claim, so a shutdown waits for a claim won.
-    `slot`, for a fire won, is its place among the fires the host lets into their
-    steps before the body (`hosts.pre_body_slots`): given back when the body starts,
-    or else when the job ends.
     """
 
     instant: datetime
     claim: ClaimOutcome
     admission: int
-    slot: Slot | None = None

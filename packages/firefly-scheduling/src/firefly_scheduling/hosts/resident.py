@@ -28,7 +28,6 @@ from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.hosts.claim_first import ClaimFirstExecutor
 from firefly_scheduling.hosts.jobs import attach_tasks
 from firefly_scheduling.hosts.passed_over_report import scheduler_logger
-from firefly_scheduling.hosts.pre_body_slots import DEFAULT_PRE_BODY_SLOTS
 from firefly_scheduling.hosts.runtime import TaskRuntime
 from firefly_scheduling.hosts.shutdown import (
     DEFAULT_GRACE_PERIOD_SECONDS,
@@ -46,12 +45,7 @@ _MAX_WORKERS = 64
 
 
 class ResidentHost:
-    """Runs `descriptors` on APScheduler until asked to stop.
-
-    `max_workers` bounds the bodies that run at once (default: one per task, at most
-    64); `pre_body_slots` bounds the won fires in their steps before the body at once
-    (`hosts.pre_body_slots`, default 8).
-    """
+    """Runs `descriptors` on APScheduler until asked to stop."""
 
     def __init__(
         self,
@@ -60,7 +54,6 @@ class ResidentHost:
         *,
         grace_period: float = DEFAULT_GRACE_PERIOD_SECONDS,
         max_workers: int | None = None,
-        pre_body_slots: int = DEFAULT_PRE_BODY_SLOTS,
         stop: StopRequest | None = None,
     ) -> None:
         self.descriptors = tuple(descriptors)
@@ -70,9 +63,7 @@ class ResidentHost:
         workers = max_workers or min(max(len(self.descriptors), 1), _MAX_WORKERS)
         self.scheduler = BackgroundScheduler(
             timezone=UTC,
-            executors={
-                "default": ClaimFirstExecutor(workers, runtime, pre_body_slots=pre_body_slots)
-            },
+            executors={"default": ClaimFirstExecutor(workers, runtime)},
             logger=scheduler_logger(),
         )
         attach_tasks(self.scheduler, self.descriptors, runtime)
