@@ -4,7 +4,7 @@ For every backend with real exclusion, three OS processes (this file run as a
 script) act as nodes. Each node's wall clock is offset through the runner's clock
 seam (real clocks cannot be moved here); each wakes when ITS clock reaches the next
 whole second, names the fire with the hosts' epoch-aligned `rate_fire_at_or_before`,
-and calls `FireRunner.run` for a locked `fixed_rate='1s'` task with a 1 ms body, 30
+and calls `FireRunner.run` for a locked `fixed_rate='1s'` task with a 1 ms body, 20
 times. So for one fire, the three nodes try 2 s apart in real time, long after the
 first run ended: a released plain lock would let all three run it.
 
@@ -12,7 +12,7 @@ Each run appends `<instant> <node>` to a shared witness file. Every fire must ap
 there exactly once (no duplicates, and no misses beyond fires recorded as skipped),
 and the run history (the lock's own database where it has one, a shared SQLite file
 otherwise) must hold one succeeded first attempt per fire. All backends race at the
-same time, so the module takes about 40 s.
+same time, so the module takes about 30 s.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from firefly_scheduling.settings import Settings
 pytestmark = pytest.mark.slow
 
 OFFSETS = (-2.0, 0.0, 2.0)
-FIRES = 30
+FIRES = 20
 #: Seconds from "every node is ready" to the first fire.
 LEAD_SECONDS = 3
 READY = "ready"
