@@ -12,7 +12,7 @@ Each run appends `<instant> <node>` to a shared witness file. Every fire must ap
 there exactly once (no duplicates, and no misses beyond fires recorded as skipped),
 and the run history (the lock's own database where it has one, a shared SQLite file
 otherwise) must hold one succeeded first attempt per fire. All backends race at the
-same time, so the module takes about 30 s.
+same time, so the module takes about 50 s.
 """
 
 from __future__ import annotations
