@@ -20,8 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "host_support"))
 import firefly_host_unit_tasks as tasks
 
 from firefly_scheduling import ScheduledDescriptor, Settings
+from firefly_scheduling.fires.outcome import Fire
 from firefly_scheduling.history.port import RunState
 from firefly_scheduling.hosts.boot import build_runtime
+from firefly_scheduling.hosts.execute import execute_fire
 from firefly_scheduling.hosts.jobs import MAX_PASSED_OVER_RECORDED, RecurringFire, trigger_for
 
 MODULE = "firefly_host_unit_tasks"
@@ -130,6 +132,45 @@ def test_a_node_starting_records_what_nobody_ran_since_the_last_record() -> None
             assert records[missed].state is RunState.SKIPPED, records
             assert "no node ran it" in (records[missed].error or ""), records[missed]
         assert len(tasks.calls("ping")) == 2
+    finally:
+        runtime.close()
+        tasks.reset()
+
+
+def test_a_node_starting_records_a_gap_before_the_newest_record() -> None:
+    """Fires nobody ran are recorded even when a later fire was recorded since.
+
+    Found by the chaos checker (seed 120402): the resident nodes were all stalled or
+    restarting, and only the `tick` host ran, at its ticks. Its records were newer
+    than the gap, so the first resident node back, which named passed-over fires
+    from the task's newest record only, left the fires of the gap unrecorded.
+    """
+    tasks.reset()
+    descriptor = _ping("passed-over-gap")
+    settings = Settings(lock_provider="memory", history_url="memory://")
+    runtime = build_runtime([descriptor], settings, host="run", node="unit")
+    now = START
+    runtime.now = lambda: now
+    try:
+        RecurringFire(descriptor, trigger_for(descriptor), runtime)()
+        # The fleet's resident nodes are gone; a tick host runs the 4 s fire only.
+        now = START + timedelta(seconds=4)
+        execute_fire(Fire(descriptor, now), runtime)
+        now = START + timedelta(seconds=6.2)
+        RecurringFire(descriptor, trigger_for(descriptor), runtime)()
+        history = runtime.fire_runner.get().history
+        assert history is not None
+        records = {r.instant: r for r in history.runs(descriptor.target, limit=20)}
+        ran = [START, START + timedelta(seconds=4), START + timedelta(seconds=6)]
+        for instant in ran:
+            assert records[instant].state is RunState.SUCCEEDED, records
+        for seconds in (1, 2, 3, 5):
+            missed = START + timedelta(seconds=seconds)
+            assert missed in records, f"the {seconds} s fire is unrecorded"
+            assert records[missed].state is RunState.SKIPPED, records[missed]
+            assert "no node ran it" in (records[missed].error or ""), records[missed]
+        assert len(records) == 7
+        assert len(tasks.calls("ping")) == 3
     finally:
         runtime.close()
         tasks.reset()

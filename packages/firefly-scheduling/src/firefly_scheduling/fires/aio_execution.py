@@ -255,25 +255,27 @@ class AsyncFireRunner:
             for verdict in verdicts
         ]
 
-    async def newest_recorded_instant(self, descriptor: ScheduledDescriptor) -> datetime | None:
-        """The instant of the task's newest history record under its lock, if any.
+    async def recent_recorded_instants(
+        self, descriptor: ScheduledDescriptor, limit: int
+    ) -> list[datetime]:
+        """The instants of the task's newest `limit` history records, newest first.
 
-        Where a host that starts resumes naming passed-over fires from: None without
+        Where a host that starts looks for the fires nobody ran: an empty list without
         a history, for an unlocked task, for a task never recorded, or when the
         history cannot be read (logged; the fires it would have named stay unnamed,
         as they were before this lookup existed).
         """
         history, lock = self._history, descriptor.lock_name
         if history is None or lock is None:
-            return None
+            return []
         try:
-            records = await _off_loop(history.runs, descriptor.target, 1, lock=lock)
+            records = await _off_loop(history.runs, descriptor.target, limit, lock=lock)
         except HistoryError as err:
             logger.warning(
-                "%s: its newest history record is unreadable: %s", descriptor.target, err
+                "%s: its newest history records are unreadable: %s", descriptor.target, err
             )
-            return None
-        return records[0].instant if records else None
+            return []
+        return [record.instant for record in records]
 
     async def record_passed_over(
         self, descriptor: ScheduledDescriptor, instants: Sequence[datetime], reason: str

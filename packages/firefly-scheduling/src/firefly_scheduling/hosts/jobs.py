@@ -26,9 +26,11 @@ fire runner's grace (`firefly.scheduling.fires.grace`):
 * the instants a job passed over that way (coalesced, or dropped while its previous
   run still went) are recorded as skipped by this node (`FireRunner.record_passed_over`),
   so a fire every node passed over still says why it did not run;
-* a job's first run in a process (a node started or restarted) does the same from
-  the task's newest history record: the fires of an outage of the whole fleet (every
-  node stopped, stalled or restarting) are recorded by the first node back;
+* a job's first run in a process (a node started or restarted) does the same for
+  every scheduled instant without a record in the span of the task's newest history
+  records, and after the newest: the fires of an outage of the whole fleet (every
+  node stopped, stalled or restarting) are recorded by the first node back, even
+  where a `tick` host recorded later fires meanwhile;
 * `misfire_grace_time=None`: APScheduler never drops a late run by itself; a
   second limit there would skip fires unrecorded, by another rule than the one
   every host and the run history share. A `fixed_delay` run stalled beyond grace
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -70,8 +73,8 @@ PASSED_OVER_REASON = (
     "passed over on this node: its previous run still went, or the node was late and "
     "ran the newest due fire instead"
 )
-#: The reason recorded for an instant between the task's newest history record and
-#: the first run of its job in a (re)started node: no node was there to run it.
+#: The reason recorded for an instant with no record, found by the first run of its
+#: job in a (re)started node among the task's recent records: no node ran it.
 UNRECORDED_BEFORE_START_REASON = (
     "no node ran it: it fell between the task's last record and a node's start "
     "(the whole fleet was stopped, stalled or restarting)"
@@ -80,6 +83,10 @@ UNRECORDED_BEFORE_START_REASON = (
 #: newest ones (a node suspended for a day, or a fleet down for a week, must not write
 #: a million records when it wakes); 1000 covers a 100 s stall of a 100 ms task.
 MAX_PASSED_OVER_RECORDED = 1000
+#: How many of the task's newest records the first run of a job in a process reads to
+#: find the fires nobody ran: it looks at the span they cover, gaps included, so a gap
+#: behind newer records (a `tick` host kept running one fire per tick) is found too.
+GAP_SCAN_RECORDS = 100
 _MICROSECOND = timedelta(microseconds=1)
 
 
@@ -91,6 +98,18 @@ def trigger_for(descriptor: ScheduledDescriptor) -> FireTrigger:
     if descriptor.fixed_rate is not None:
         return EpochAlignedRateTrigger(descriptor.fixed_rate)
     raise ValueError(f"{descriptor.target}: a fixed_delay task has no recurring trigger")
+
+
+@dataclass(frozen=True)
+class _PassedOver:
+    """The instants after `since` a run of the job records as skipped, with `reason`.
+
+    `recorded`: instants the task's history holds already, which are left alone.
+    """
+
+    since: datetime
+    reason: str
+    recorded: frozenset[datetime] = frozenset()
 
 
 class RecurringFire:
@@ -127,54 +146,61 @@ class RecurringFire:
         # APScheduler does not pass the scheduled time to the job; the trigger names it.
         preclaimed, self._preclaimed = self._preclaimed, None
         instant = preclaimed.instant if preclaimed is not None else self.due_instant()
-        since = self._named_before(instant)
+        passed = self._named_before(instant)
         try:
             fire = Fire(self.descriptor, instant)
             execute_fire(fire, self.runtime, preclaimed=preclaimed)
         finally:
-            if since is not None:
-                self._record_passed_over(*since, instant)
+            if passed is not None:
+                self._record_passed_over(passed, instant)
 
-    def _named_before(self, instant: datetime) -> tuple[datetime, str] | None:
-        """The last instant named before `instant`, and why the ones between were passed.
+    def _named_before(self, instant: datetime) -> _PassedOver | None:
+        """The instants before `instant` this run must record as passed over, and why.
 
         APScheduler runs the job once for several due times (`coalesce`) and drops a
         due time while the previous run still goes (`max_instances=1`), silently:
         without recording them, a fire every node passed over (a loaded fleet, a
         short rate) would be neither run nor recorded. On the job's first run in this
-        process the last instant named is the task's newest history record (one read
-        before the fire: after it, the newest record would be this fire's own): a
-        node that starts after the whole fleet was down says which fires nobody ran.
+        process there is no last instant: it reads the task's newest records (before
+        the fire: after it, the newest record would be this fire's own), and every
+        scheduled instant in the span they cover that has no record, and every one
+        after the newest, is a fire nobody ran. So a node that starts after the whole
+        fleet was down says which fires nobody ran, even where a `tick` host recorded
+        later ones meanwhile. A skip writes only where nothing is recorded, so an
+        instant another node is running right now keeps its run.
         Only `max_instances=1` calls run at once, so `_last` needs no lock.
         """
         last, self._last = self._last, instant
         if last is not None:
-            return (last, PASSED_OVER_REASON) if instant > last else None
+            return _PassedOver(last, PASSED_OVER_REASON) if instant > last else None
         try:
             runner = self.runtime.fire_runner.get()
-            newest = runner.newest_recorded_instant(self.descriptor)
+            recorded = runner.recent_recorded_instants(self.descriptor, GAP_SCAN_RECORDS)
         except Exception:  # the lock or history could not be built: the fire says why
-            logger.exception("%s: the newest recorded fire is unknown", self.descriptor.target)
+            logger.exception("%s: the recent recorded fires are unknown", self.descriptor.target)
             return None
-        if newest is None or instant <= newest:
+        earlier = [at for at in recorded if at < instant]
+        if not earlier:
             return None
-        return newest, UNRECORDED_BEFORE_START_REASON
+        return _PassedOver(min(earlier), UNRECORDED_BEFORE_START_REASON, frozenset(recorded))
 
-    def _record_passed_over(self, last: datetime, reason: str, instant: datetime) -> None:
-        """Record as skipped the scheduled instants strictly between `last` and `instant`.
+    def _record_passed_over(self, passed: _PassedOver, instant: datetime) -> None:
+        """Record as skipped the scheduled instants of `passed` before `instant`.
 
         Called after the fire due at `instant`, never before it: a node back from an
         outage has up to `MAX_PASSED_OVER_RECORDED` of them per task, and its first
         fires must not wait for those writes (issue 12, `benchmarks/fleet.py`).
         """
-        passed = self._instants_between(last, instant)
-        if not passed:
+        instants = [
+            at for at in self._instants_between(passed.since, instant) if at not in passed.recorded
+        ]
+        if not instants:
             return
-        if reason == PASSED_OVER_REASON:
-            self.runtime.passed_over.add(self.descriptor.target, len(passed))
+        if passed.reason == PASSED_OVER_REASON:
+            self.runtime.passed_over.add(self.descriptor.target, len(instants))
         try:
             runner = self.runtime.fire_runner.get()
-            runner.record_passed_over(self.descriptor, passed, reason)
+            runner.record_passed_over(self.descriptor, instants, passed.reason)
         except Exception:  # the lock or history could not be built: the fire says why
             logger.exception("%s: passed-over fires unrecorded", self.descriptor.target)
 
