@@ -11,8 +11,11 @@ Faults:
   is (a long GC pause of the network);
 * `reset()`: every open connection is aborted with a TCP RST, both sides;
 * `blackhole(duration)`: everything sent is dropped and new connections hang;
-  at the end the connections that lived through it are reset (the data they lost
-  would otherwise desynchronise the protocol forever).
+  at the end every connection that lost data is reset (what it lost would otherwise
+  desynchronise the protocol forever). Which ones is decided at the end, from the
+  drops themselves: a snapshot taken at the start missed a connection whose
+  upstream was still being opened, which then lost its requests silently and was
+  never reset (seed 120402).
 
 `upstream_ports()` names the local ports of the proxy's connections to the server,
 which is how the nemesis finds (and kills) only this run's server sessions.
@@ -44,6 +47,8 @@ class _Pipe:
         self.upstream = upstream
         sockname = upstream[1].get_extra_info("sockname")
         self.upstream_port: int = sockname[1] if sockname else 0
+        #: Whether a blackhole dropped data of this pipe (it is reset at the end).
+        self.lost_data = False
 
     def abort(self) -> None:
         for _, writer in (self.client, self.upstream):
@@ -82,6 +87,8 @@ class FaultyProxy:
         self._call(self._close())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        if not self._thread.is_alive():
+            self._loop.close()
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -129,11 +136,10 @@ class FaultyProxy:
         return len(pipes)
 
     def _end_blackhole_later(self, duration: float) -> None:
-        victims = list(self._pipes)
-
         def end() -> None:
-            for pipe in victims:
-                pipe.abort()
+            for pipe in list(self._pipes):
+                if pipe.lost_data:
+                    pipe.abort()
 
         self._loop.call_later(duration, end)
 
@@ -151,27 +157,32 @@ class FaultyProxy:
         self._pipes.add(pipe)
         try:
             await asyncio.gather(
-                self._forward(reader, upstream[1]),
-                self._forward(upstream[0], writer),
+                self._forward(reader, upstream[1], pipe),
+                self._forward(upstream[0], writer, pipe),
                 return_exceptions=True,
             )
         finally:
             self._pipes.discard(pipe)
             pipe.abort()
 
-    async def _forward(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    async def _forward(
+        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, pipe: _Pipe
+    ) -> None:
         try:
-            await self._copy(source, sink)
+            await self._copy(source, sink, pipe)
         except OSError:  # reset by a fault, by the peer, or at close: the pipe ends
             sink.transport.abort()
 
-    async def _copy(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    async def _copy(
+        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, pipe: _Pipe
+    ) -> None:
         while True:
             data = await source.read(_CHUNK)
             if not data:
                 sink.transport.abort()
                 return
             if time.monotonic() < self._blackhole_until:
+                pipe.lost_data = True
                 continue  # dropped
             while (remaining := self._stall_until - time.monotonic()) > 0:
                 await asyncio.sleep(min(remaining, 0.05))
