@@ -55,6 +55,7 @@ TWINS: dict[str, str] = {
     f"{CORE}/aio/hold.py": f"{CORE}/locks/hold.py",
     f"{CORE}/aio/port_holdings.py": f"{CORE}/locks/port_holdings.py",
     f"{CORE}/aio/memory.py": f"{CORE}/locks/memory.py",
+    f"{CORE}/aio/reply_deadline.py": f"{CORE}/locks/reply_deadline.py",
     f"{CORE}/testing/aio_contract.py": f"{CORE}/testing/contract.py",
 }
 
@@ -72,6 +73,7 @@ MODULES: dict[str, str] = {
 NAMES: dict[str, str] = {
     "AsyncBaseLock": "BaseLock",
     "AsyncSessionLock": "SessionLock",
+    "AsyncReplyDeadline": "ReplyDeadline",
     "AsyncDistributedLock": "DistributedLock",
     "AsyncHoldingLock": "HoldingLock",
     "AsyncClaimingLock": "ClaimingLock",

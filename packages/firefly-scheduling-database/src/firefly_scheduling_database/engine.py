@@ -82,6 +82,17 @@ CONNECT_TIMEOUT_SECONDS = 5
 STATEMENT_TIMEOUT_SECONDS = 5
 #: Longest a statement waits for a row another transaction has locked.
 LOCK_WAIT_TIMEOUT_SECONDS = 2
+#: libpq's TCP settings where the URL sets none: a statement to a vanished host (no
+#: acknowledgement at all) fails within seconds instead of TCP's ~15 minutes, and an
+#: idle pooled connection to one is found dead. A server that acknowledges and never
+#: answers is the reply deadline's (`psycopg_connection`).
+POSTGRES_TCP_DEFAULTS: dict[str, int] = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 10_000,
+}
 #: Pooled connections older than this are replaced (MySQL closes idle ones after 8 h).
 POOL_RECYCLE_SECONDS = 3600
 _SQLITE_MEMORY = frozenset({"", ":memory:"})
@@ -126,7 +137,7 @@ def lock_engine(
     parsed, arguments = _engine_arguments(
         url, DRIVERS, share, max_connections, reset_on_return=reset_on_return
     )
-    engine = create_engine(parsed, **arguments)
+    engine = _bounded(create_engine(parsed, **arguments))
     if autocommit:
         event.listen(engine, "connect", partial(_autocommit, engine.dialect))
     reset_in_forked_child(engine, _forget_parent_connections)
@@ -156,7 +167,7 @@ def store_engine(url: str | URL, *, max_connections: int | None = None) -> Engin
     with _shared_mutex:
         shared = _shared.get(key)
         if shared is None:
-            engine = create_engine(parsed, **arguments)
+            engine = _bounded(create_engine(parsed, **arguments))
             reset_in_forked_child(engine, _forget_parent_connections)
             shared = _shared[key] = _Shared(engine, 0)
         shared.users += 1
@@ -220,6 +231,12 @@ def _engine_arguments(
         connect_args = _sqlite_arguments(parsed)
     elif backend == "postgresql":
         connect_args = _postgres_arguments(parsed)
+        if parsed.get_driver_name() == "psycopg_async":
+            from firefly_scheduling_database.psycopg_connection import (  # noqa: PLC0415
+                AsyncBoundedPsycopgConnection,  # psycopg is imported for PostgreSQL only
+            )
+
+            connect_args["async_creator_fn"] = AsyncBoundedPsycopgConnection.connect
     else:
         connect_args = _mysql_arguments(parsed)
     return parsed, {
@@ -230,6 +247,17 @@ def _engine_arguments(
         "pool_recycle": POOL_RECYCLE_SECONDS,
         "pool_reset_on_return": "rollback" if reset_on_return else None,
     }
+
+
+def _bounded(engine: Engine) -> Engine:
+    """`engine`, connecting with psycopg's reply-bounded class on PostgreSQL."""
+    if engine.dialect.name == "postgresql":
+        from firefly_scheduling_database.psycopg_connection import (  # noqa: PLC0415
+            connect_bounded,  # psycopg is imported for a PostgreSQL URL only
+        )
+
+        event.listen(engine, "do_connect", connect_bounded)
+    return engine
 
 
 def _autocommit(dialect: Dialect, dbapi_connection: Any, record: object) -> None:
@@ -272,7 +300,9 @@ def _sqlite_arguments(url: URL) -> dict[str, Any]:
 
 
 def _postgres_arguments(url: URL) -> dict[str, Any]:
-    arguments: dict[str, Any] = {}
+    arguments: dict[str, Any] = {
+        key: value for key, value in POSTGRES_TCP_DEFAULTS.items() if key not in url.query
+    }
     if "connect_timeout" not in url.query:
         arguments["connect_timeout"] = CONNECT_TIMEOUT_SECONDS
     # Ours first: a setting the URL's own `options` repeats is applied later and wins.

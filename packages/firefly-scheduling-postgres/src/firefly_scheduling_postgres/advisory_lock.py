@@ -38,6 +38,7 @@ from psycopg import errors as pg_errors
 from firefly_scheduling.locks.connection_budget import budget_for
 from firefly_scheduling.locks.session import SessionLock
 from firefly_scheduling_postgres import statements as sql
+from firefly_scheduling_postgres.bounded_connection import BoundedConnection
 from firefly_scheduling_postgres.connection_string import PostgresConnection
 
 #: The session handle: a cursor kept open on the dedicated connection. Reusing one cursor
@@ -89,7 +90,7 @@ class PgAdvisoryLock(SessionLock[Session]):
     # -- SessionLock hooks -----------------------------------------------------------
 
     def _connect(self) -> Session:
-        connection = psycopg.Connection.connect(self._conninfo, autocommit=True)
+        connection = BoundedConnection.connect(self._conninfo, autocommit=True)
         try:
             session = connection.cursor()
             session.execute(sql.session_setup(connection.info.server_version))

@@ -28,6 +28,7 @@ Limits (docs/backends/postgres.md says more):
 # async-to-sync: rename AsyncPgAdvisoryLock PgAdvisoryLock
 # async-to-sync: rename psycopg.AsyncCursor psycopg.Cursor
 # async-to-sync: rename psycopg.AsyncConnection psycopg.Connection
+# async-to-sync: rename AsyncBoundedConnection BoundedConnection
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
 from firefly_scheduling.aio.session import AsyncSessionLock
 from firefly_scheduling.locks.connection_budget import budget_for
 from firefly_scheduling_postgres import statements as sql
+from firefly_scheduling_postgres.bounded_connection import AsyncBoundedConnection
 from firefly_scheduling_postgres.connection_string import PostgresConnection
 
 #: The session handle: a cursor kept open on the dedicated connection. Reusing one cursor
@@ -102,7 +104,7 @@ class AsyncPgAdvisoryLock(AsyncSessionLock[Session]):
     # -- AsyncSessionLock hooks -----------------------------------------------------------
 
     async def _connect(self) -> Session:
-        connection = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+        connection = await AsyncBoundedConnection.connect(self._conninfo, autocommit=True)
         try:
             session = connection.cursor()
             await session.execute(sql.session_setup(connection.info.server_version))
