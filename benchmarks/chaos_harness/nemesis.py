@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import heapq
 import random
+import signal
 import time
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 
 from chaos_harness.cluster import ChaosNode
 from chaos_harness.evidence import EvidenceLog
-from chaos_harness.servers import end_sessions
+from chaos_harness.servers import end_sessions, session_pids, signal_processes
 from chaos_harness.setups import Backend
 
 PROXY_KINDS = ("latency", "stall", "reset", "blackhole")
@@ -29,6 +31,9 @@ MEAN_INTERVAL = 1.0
 #: The tasks' lease (`chaos_harness.tasks.LOCK_TTL`): a pause must outlive it.
 LEASE_SECONDS = 1.0
 CLOCK_OFFSET_SECONDS = 2.0
+#: A frozen session's longest freeze: past the clients' 10 s reply deadline, so some
+#: freezes end by the deadline and others by the server waking first.
+MAX_FREEZE_SECONDS = 14.0
 
 
 def kinds_for(backend: Backend) -> tuple[str, ...]:
@@ -39,6 +44,8 @@ def kinds_for(backend: Backend) -> tuple[str, ...]:
         kinds.append("restart")
     if backend.sessions is not None:
         kinds.append("sessions")
+    if backend.sessions == "postgres":  # its sessions are processes of this machine
+        kinds.append("freeze")
     return tuple(kinds)
 
 
@@ -64,10 +71,10 @@ class Nemesis:
         # killed node takes a while to boot again and nothing else that needs a
         # calm node can be injected meanwhile.
         self._first_round.sort(key=lambda kind: kind != "kill")
-        self._undo: list[tuple[float, int, Callable[[], None]]] = []
+        self._undo: list[tuple[float, int, Callable[[], object]]] = []
         self._sequence = 0
 
-    def later(self, delay: float, action: Callable[[], None]) -> None:
+    def later(self, delay: float, action: Callable[[], object]) -> None:
         self._sequence += 1
         heapq.heappush(self._undo, (time.monotonic() + delay, self._sequence, action))
 
@@ -146,6 +153,12 @@ class Nemesis:
             ports = {port for victim in victims for port in victim.proxy.upstream_ports()}  # type: ignore[union-attr]
             ended = end_sessions(self.backend.sessions, self.backend.url, ports)
             detail = f"{ended} session(s) of {', '.join(v.name for v in victims)}"
+        elif kind == "freeze":
+            duration = self.rng.uniform(1.0, MAX_FREEZE_SECONDS)
+            pids = session_pids(self.backend.url, node.proxy.upstream_ports())  # type: ignore[union-attr]
+            frozen = signal_processes(pids, signal.SIGSTOP)
+            self.later(duration, partial(signal_processes, pids, signal.SIGCONT))
+            detail = f"{frozen} session(s)"
         node.disturbed_until = max(node.disturbed_until, time.monotonic() + duration + 0.5)
         self._record(kind, node.name, duration, detail)
 

@@ -7,7 +7,10 @@ fleet relying on fencing; its restart is a SIGKILL (a crash), not a clean shutdo
 
 PostgreSQL and MariaDB are the shared servers: there the fault is ending a session,
 and only sessions whose client port is one of this run's proxy connections are
-ended (`pg_terminate_backend`, `KILL CONNECTION`), never anyone else's.
+ended (`pg_terminate_backend`, `KILL CONNECTION`), never anyone else's. On
+PostgreSQL, whose sessions are processes of this machine, such a session can also
+be frozen (`freeze_sessions`: SIGSTOP, then SIGCONT): a server that accepts every
+segment and answers nothing, which only the client's reply deadline ends.
 """
 
 from __future__ import annotations
@@ -101,6 +104,33 @@ class PrivateServer:
         scheme = "redis" if self.kind == "redis" else "memcached"
         suffix = "/0" if self.kind == "redis" else ""
         return f"{scheme}://127.0.0.1:{self.port}{suffix}"
+
+
+def session_pids(admin_url: str, client_ports: Iterable[int]) -> list[int]:
+    """The PostgreSQL server processes of the sessions whose client port is in `client_ports`."""
+    ports = sorted(set(client_ports))
+    if not ports:
+        return []
+    with psycopg.connect(admin_url, autocommit=True) as connection:
+        rows = connection.execute(
+            "SELECT pid FROM pg_stat_activity "
+            "WHERE client_addr = '127.0.0.1' AND client_port = ANY(%s) "
+            "AND pid <> pg_backend_pid()",
+            (ports,),
+        ).fetchall()
+    return [int(pid) for (pid,) in rows]
+
+
+def signal_processes(pids: Iterable[int], how: signal.Signals) -> int:
+    """Send `how` to each of `pids` that still exists; how many got it."""
+    sent = 0
+    for pid in pids:
+        try:
+            os.kill(pid, how)
+            sent += 1
+        except ProcessLookupError:
+            pass  # the session ended meanwhile
+    return sent
 
 
 def end_sessions(dialect: str, admin_url: str, client_ports: Iterable[int]) -> int:
