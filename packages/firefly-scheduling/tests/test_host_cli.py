@@ -59,3 +59,13 @@ def test_a_disabled_initial_delay_gate_refuses_a_delayed_task(
     result = runner.invoke(main, ["tick", "--app", "firefly_scheduling.demo_app"])
     assert result.exit_code == 2
     assert "firefly_scheduling.demo_app.tasks:warm_cache" in result.output
+
+
+@pytest.mark.parametrize("command", ["run", "tick"])
+@pytest.mark.parametrize("value", ["0", "-3", "two"])
+def test_a_bad_max_workers_exits_2_naming_it(runner: CliRunner, command: str, value: str) -> None:
+    arguments = [command, "--path", SUPPORT, "--app", "firefly_host_unit_app"]
+    result = runner.invoke(main, [*arguments, "--max-workers", value])
+    assert result.exit_code == 2
+    assert "--max-workers" in result.output
+    assert repr(value) in result.output or value in result.output

@@ -43,6 +43,7 @@ class HostOptions:
     node: str | None
     fire_log: Path | None
     grace_period: float
+    max_workers: int | None
     log_level: str
     log_format: str
 
@@ -99,6 +100,14 @@ def host_options(command: Callable[..., None]) -> Callable[..., None]:
             default=DEFAULT_GRACE_PERIOD_SECONDS,
             show_default=True,
             help="Seconds running bodies get to finish after SIGTERM/SIGINT.",
+        ),
+        click.option(
+            "--max-workers",
+            type=click.IntRange(min=1),
+            default=None,
+            metavar="N",
+            help="Threads that run task bodies on this node [default: one per task, at most "
+            "64]. Fewer threads cost less CPU per fire on a busy node (docs/scaling.md).",
         ),
         click.option(
             "--log-level",

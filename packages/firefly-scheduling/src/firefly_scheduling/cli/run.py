@@ -24,7 +24,13 @@ def run(options: HostOptions) -> None:
     """Run the tasks in this process until SIGTERM/SIGINT (the resident host)."""
     with stop_on_signals(StopRequest()) as stop:
         runtime, descriptors = options.boot("run")
-        host = ResidentHost(descriptors, runtime, grace_period=options.grace_period, stop=stop)
+        host = ResidentHost(
+            descriptors,
+            runtime,
+            grace_period=options.grace_period,
+            max_workers=options.max_workers,
+            stop=stop,
+        )
         status = host.run_until_stopped(handle_signals=False)
     ignore_stop_signals()
     sys.exit(status)

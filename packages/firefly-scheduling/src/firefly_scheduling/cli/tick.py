@@ -34,7 +34,13 @@ def tick(options: HostOptions, *, as_json: bool) -> None:
     """Run what is due in the current minute, then exit (the cron-driven host)."""
     with stop_on_signals(StopRequest()) as stop:
         runtime, descriptors = options.boot("tick")
-        host = TickHost(descriptors, runtime, grace_period=options.grace_period, stop=stop)
+        host = TickHost(
+            descriptors,
+            runtime,
+            grace_period=options.grace_period,
+            max_workers=options.max_workers,
+            stop=stop,
+        )
         try:
             report = host.run()
         except BaseException:

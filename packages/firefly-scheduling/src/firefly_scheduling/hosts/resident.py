@@ -38,6 +38,7 @@ from firefly_scheduling.hosts.shutdown import (
     log_stop_request,
     stop_on_signals,
 )
+from firefly_scheduling.hosts.workers import checked_max_workers, worker_count
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 
@@ -60,7 +61,9 @@ class ResidentHost:
         self.runtime = runtime
         self.grace_period = grace_period
         self.stop = stop or StopRequest()
-        workers = max_workers or min(max(len(self.descriptors), 1), _MAX_WORKERS)
+        workers = worker_count(
+            checked_max_workers(max_workers), len(self.descriptors), _MAX_WORKERS
+        )
         self.scheduler = BackgroundScheduler(
             timezone=UTC,
             executors={"default": ClaimFirstExecutor(workers, runtime)},

@@ -52,6 +52,7 @@ from firefly_scheduling.hosts.shutdown import (
     drain,
     log_stop_request,
 )
+from firefly_scheduling.hosts.workers import checked_max_workers, worker_count
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 
@@ -212,7 +213,7 @@ class TickHost:
         self.runtime = runtime
         self.clock = clock or SystemClock()
         runtime.now = self.clock.now  # fires are judged late or not by the host's clock
-        self.max_workers = max_workers
+        self.max_workers = checked_max_workers(max_workers)
         self.grace_period = grace_period
         self.stop = stop or StopRequest()
         self.stop.add_listener(self.clock.interrupt)  # a stop ends the sleep between slots
@@ -275,7 +276,7 @@ class TickHost:
 
     def _run_slots(self, pending: list[TickSlot], report: TickReport) -> None:
         targets = {slot.fire.target for slot in pending}
-        workers = self.max_workers or min(len(targets), _MAX_WORKERS)
+        workers = worker_count(self.max_workers, len(targets), _MAX_WORKERS)
         running: dict[str, Future[FireResult]] = {}
         submitted: list[Future[FireResult]] = []
         pool = ThreadPoolExecutor(workers, thread_name_prefix="firefly-tick")
