@@ -139,12 +139,10 @@ def end_sessions(dialect: str, admin_url: str, client_ports: Iterable[int]) -> i
     if not ports:
         return 0
     if dialect == "postgres":
+        pids = session_pids(admin_url, ports)
         with psycopg.connect(admin_url, autocommit=True) as connection:
             rows = connection.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE client_addr = '127.0.0.1' AND client_port = ANY(%s) "
-                "AND pid <> pg_backend_pid()",
-                (ports,),
+                "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,)
             ).fetchall()
             return sum(1 for (ended,) in rows if ended)
     parts = urlsplit(admin_url)
