@@ -165,7 +165,14 @@ HEADER = (
 
 
 def run_fleet(
-    backend: str, tasks: int, nodes: int, seconds: int, warmup: int, *, outage: int | None = None
+    backend: str,
+    tasks: int,
+    nodes: int,
+    seconds: int,
+    warmup: int,
+    *,
+    outage: int | None = None,
+    max_workers: int | None = None,
 ) -> Result:
     with tempfile.TemporaryDirectory(prefix="firefly-fleet-") as raw:
         scratch = Path(raw)
@@ -186,6 +193,8 @@ def run_fleet(
             "PYTHONPATH": str(scratch),
         }
         command = [str(Path(sys.executable).parent / "firefly-scheduling"), "run"]
+        if max_workers is not None:
+            command += ["--max-workers", str(max_workers)]
         processes = [
             subprocess.Popen(
                 [
@@ -405,6 +414,12 @@ def main() -> None:
         metavar="SECONDS",
         help="start as a fleet back from an outage this long (SQL backends; see end_outage)",
     )
+    parser.add_argument(
+        "--max-workers",
+        type=int,
+        metavar="N",
+        help="each node's `run --max-workers` (default: the host's, one thread per task up to 64)",
+    )
     args = parser.parse_args()
     print(f"# {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.1f}")
     print(HEADER)
@@ -412,7 +427,13 @@ def main() -> None:
         find_max(args.backend, args.tasks, args.nodes, args.seconds, args.warmup)
     else:
         result = run_fleet(
-            args.backend, args.tasks, args.nodes, args.seconds, args.warmup, outage=args.outage
+            args.backend,
+            args.tasks,
+            args.nodes,
+            args.seconds,
+            args.warmup,
+            outage=args.outage,
+            max_workers=args.max_workers,
         )
         print(result.row())
 
