@@ -242,12 +242,15 @@ def test_a_repeated_attempt_after_a_killed_adopter_whose_start_was_refused_is_al
     assert rules(checked(without_refusal)) == ["at-most-once"]
 
 
-def _restart(at: float, *, down_after: float | None = None) -> list[dict[str, Any]]:
-    """A restart that took 50 ms, as the nemesis stamps it; `down_after` seconds after
-    its start, the stamp of the killed server reaped (logs before it had none)."""
+def _restart(
+    at: float, *, down_after: float | None = None, back_after: float = 0.05
+) -> list[dict[str, Any]]:
+    """A restart that took `back_after` seconds (50 ms), as the nemesis stamps it;
+    `down_after` seconds after its start, the stamp of the killed server reaped (logs
+    before it had none)."""
     events = [
         {"ev": "restarting", "t": _at(at), "pid": 0, "node": "server"},
-        {"ev": "fault", "t": _at(at + 0.05), "pid": 0, "kind": "restart", "node": "server"},
+        {"ev": "fault", "t": _at(at + back_after), "pid": 0, "kind": "restart", "node": "server"},
     ]
     if down_after is not None:
         events.append({"ev": "server_down", "t": _at(at + down_after), "pid": 0, "node": "server"})
@@ -261,11 +264,12 @@ def _rerun_after(
     refused_pid: int = 2,
     volatile_server: bool = True,
     down_after: float | None = None,
+    back_after: float = 0.05,
 ) -> CheckReport:
-    """Fire 2 ran on n1, then again on n2 (attempt 1 both times)."""
+    """Fire 2 ran on n1 (its body at 2.01), then again on n2 (attempt 1 both times)."""
     events = every_fire_ran() + run(2, 2.5, 2.6, pid=2, token=9)
     if restart_at is not None:
-        events += _restart(restart_at, down_after=down_after)
+        events += _restart(restart_at, down_after=down_after, back_after=back_after)
     if start_refused:
         instant = str(T0 + timedelta(seconds=2))
         events.append(
@@ -324,6 +328,20 @@ def test_a_restart_before_an_adoption_still_emptied_the_first_runs_claim() -> No
     assert (report.adoptions, report.double_fault_reruns) == (1, 1)
     persistent = checked(events, volatile_server=False)  # a restart that kept the claims
     assert rules(persistent) == ["at-most-once"]
+
+
+def test_a_restart_whose_server_came_back_after_the_first_run_started_emptied_its_claim() -> None:
+    """Seed 120402 (memcached, second run): the server was killed and reaped 22 ms
+    before the first run's body started, and answered again only 85 ms after it. So
+    the first run's claim, made before its body, was made on the old server, and the
+    restart emptied it; the rerun's claim met the new, empty server."""
+    report = _rerun_after(1.95, start_refused=True, down_after=0.03, back_after=0.1)
+    assert rules(report) == []
+    assert report.double_fault_reruns == 1
+    # Back before the first body started: that claim may be the new server's.
+    assert rules(_rerun_after(1.95, start_refused=True, down_after=0.03, back_after=0.05)) == [
+        "at-most-once"
+    ]
 
 
 def test_a_rerun_needs_both_faults_to_be_explained() -> None:

@@ -55,6 +55,9 @@ from chaos_harness.history import HistoryKey, HistoryRow, key_of, parse_instant
 KILL_EXPLAINS_SECONDS = (-3.0, 6.0)
 #: Events printed around a violation, either side.
 CONTEXT_EVENTS = 8
+#: A server restart's stamps: began (before the kill), ended (its data surely gone),
+#: back (the new server answering).
+Restart = tuple[int, int, int]
 
 
 @dataclass
@@ -192,7 +195,7 @@ def _context(events: list[Event], at: int) -> tuple[Event, ...]:
 
 
 def check_exclusion(
-    runs: list[BodyRun], events: list[Event], report: CheckReport, restarts: list[tuple[int, int]]
+    runs: list[BodyRun], events: list[Event], report: CheckReport, restarts: list[Restart]
 ) -> None:
     by_lock: dict[str, list[BodyRun]] = defaultdict(list)
     for run in runs:
@@ -231,18 +234,20 @@ def check_exclusion(
             active.append(run)
 
 
-def _between(restarts: list[tuple[int, int]], first: int, last: int) -> bool:
+def _between(restarts: list[Restart], first: int, last: int) -> bool:
     """Whether a restart emptied the server between the body starts `first` and `last`.
 
     A restart's span runs from its stamp before the kill to the stamp by which its
-    data was surely gone (see `_restarts`). The second run's claim needed the emptied
-    server back, after that stamp, so the span must end before `last`. The first
-    run's claim came before `first`, so a restart still under way at `first` killed
-    the server after that claim, or during it: one that began before `first` counts
-    as long as it ended after it. One over before `first` does not (the first claim
+    data was surely gone (see `_restarts`), and its server answered again at `back`.
+    The second run's claim needed the emptied server back, after the loss, so the
+    loss must come before `last`. The first run's claim came before `first`: it was
+    made on the old server, and the restart emptied it, unless the new server was
+    already answering by then. So the restart counts when its server came back after
+    `first` (seed 120402: killed and reaped 22 ms before the first body, back 85 ms
+    after it). One whose server was back before `first` does not (the first claim
     may have been made on the new server).
     """
-    return any(first <= ended <= last for _began, ended in restarts)
+    return any(ended <= last and back >= first for _began, ended, back in restarts)
 
 
 def _stopped_then_killed(
@@ -303,7 +308,7 @@ def _late_zombie(
 
 
 def check_at_most_once(
-    runs: list[BodyRun], events: list[Event], report: CheckReport, restarts: list[tuple[int, int]]
+    runs: list[BodyRun], events: list[Event], report: CheckReport, restarts: list[Restart]
 ) -> None:
     by_fire: dict[HistoryKey, list[BodyRun]] = defaultdict(list)
     for run in runs:
@@ -417,14 +422,15 @@ def check_accounted(
         )
 
 
-def _restarts(events: list[Event]) -> list[tuple[int, int]]:
-    """Each server restart's span: from its `restarting` stamp to the loss of its data.
+def _restarts(events: list[Event]) -> list[Restart]:
+    """Each server restart: its span, from its `restarting` stamp to the loss of its
+    data, and when the new server answered (the `fault` stamp).
 
     The loss is certain at the `server_down` stamp (the killed server reaped, before
     the new one starts); logs written before that stamp existed end the span at the
     `fault` stamp, taken once the new server accepts connections, which is later.
     """
-    spans: list[tuple[int, int]] = []
+    spans: list[Restart] = []
     began: int | None = None
     down: int | None = None
     for event in events:
@@ -433,8 +439,9 @@ def _restarts(events: list[Event]) -> list[tuple[int, int]]:
         elif event["ev"] == "server_down":
             down = int(event["t"])
         elif event["ev"] == "fault" and event["kind"] == "restart":
-            ended = int(event["t"]) if down is None else down
-            spans.append((ended if began is None else began, ended))
+            back = int(event["t"])
+            ended = back if down is None else down
+            spans.append((ended if began is None else began, ended, back))
             began = down = None
     return spans
 

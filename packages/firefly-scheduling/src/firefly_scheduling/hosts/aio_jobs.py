@@ -78,8 +78,8 @@ PASSED_OVER_REASON = (
 #: The reason recorded for an instant with no record, found by the first run of its
 #: job in a (re)started node among the task's recent records: no node ran it.
 UNRECORDED_BEFORE_START_REASON = (
-    "no node ran it: it fell between the task's last record and a node's start "
-    "(the whole fleet was stopped, stalled or restarting)"
+    "no node ran it: nothing was recorded for it when a node started (the fleet was "
+    "stopped, stalled or restarting, or its nodes fell behind)"
 )
 #: At most this many passed-over instants are recorded per run of the job, the
 #: newest ones (a node suspended for a day, or a fleet down for a week, must not write
