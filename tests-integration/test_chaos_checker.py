@@ -385,6 +385,7 @@ def _late_zombie_scene(
     paused: tuple[float, float] | None = (2.05, 2.95),
     fenced: bool = True,
     zombie_token: int = 4,
+    delayed: tuple[float, float] | None = None,
 ) -> CheckReport:
     """Seed 1203 (database on MariaDB): node 2 claimed fire 2, took the lease (token 4)
     and recorded attempt 1, then was stopped before its body's first line; node 3 took
@@ -401,7 +402,79 @@ def _late_zombie_scene(
         stop, resume = paused
         events.append({"ev": "pause", "t": _at(stop), "pid": 0, "victim": 2, "node": "n2"})
         events.append({"ev": "resume", "t": _at(resume), "pid": 0, "victim": 2, "node": "n2"})
+    if delayed is not None:
+        events.append(_latency("n2", *delayed))
     return checked(events)
+
+
+def _latency(node: str, at: float, duration: float) -> dict[str, Any]:
+    """A `latency` fault on `node`'s proxy, as the nemesis stamps it."""
+    return {"ev": "fault", "t": _at(at), "pid": 0, "kind": "latency", "node": node} | {
+        "duration": duration,
+        "detail": "273 ms",
+    }
+
+
+def test_a_delayed_holders_late_body_after_the_adopter_is_counted_apart() -> None:
+    """Seed 120403 (MySQL): n2's session was ended by the server 200 ms before its
+    pre-body check's reply, delayed 273 ms each way by a latency fault, said it still
+    held the lock; n1 adopted the fire meanwhile, then n2's body ran, told lost and
+    fenced. A pause and a delayed reply leave the node acting on the same stale answer."""
+    report = _late_zombie_scene(paused=None, delayed=(2.2, 1.0))
+    assert rules(report) == []
+    assert report.late_zombie_bodies == 1
+    assert rules(_late_zombie_scene(paused=None, delayed=(2.0, 0.3))) == ["at-most-once"]  # over
+    assert rules(_late_zombie_scene(paused=None, delayed=(2.2, 1.0), fenced=False)) == [
+        "at-most-once"
+    ]
+
+
+def test_a_late_body_inside_a_newer_holders_body_of_another_fire_is_fenced() -> None:
+    """Seed 120403 (MySQL): the same late body started inside the newer holder's body
+    of the lock's next fire. Its token is older, it was told lost and fenced, and its
+    node's replies were delayed when that body started."""
+
+    def scene(delayed: tuple[float, float] | None) -> CheckReport:
+        events = [e for i in range(2) for e in run(i, i + 0.01, i + 0.02, token=i + 1)]
+        events += run(2, 2.5, 2.6, pid=3, attempt=2, token=5)  # the adoption
+        events += run(2.9, 3.0, 3.5, pid=3, target="app:b", token=6)  # the next holder
+        events += run(2, 3.1, 3.2, pid=2, attempt=1, token=4, lost=True)  # the late body
+        outcome = {"ev": "outcome", "t": _at(3.3), "pid": 2, "target": "app:a"}
+        outcome |= {"instant": (T0 + timedelta(seconds=2)).isoformat(), "attempt": 1}
+        outcome |= {"verdict": "SUCCEEDED", "lost": True, "fenced": True}
+        events.append(outcome)
+        if delayed is not None:
+            events.append(_latency("n2", *delayed))
+        return checked(events)
+
+    report = scene((2.2, 1.5))
+    assert rules(report) == []
+    assert (report.late_zombie_bodies, report.fenced_overlaps) == (1, 1)
+    assert rules(scene(None)) == ["exclusion", "at-most-once"]
+
+
+def test_a_holder_killed_after_it_saw_its_lock_lost_is_fenced() -> None:
+    """Seed 120403 (MySQL, memcached): the server ended n1's session (or its lease
+    lapsed on a loaded node), n2 took the lock with a newer token, and n1 was killed
+    mid-body before its end event. The body stamps a `lost` event as soon as it sees
+    the loss (`tasks._work`), so the kill no longer hides it."""
+
+    def scene(saw_loss: bool) -> CheckReport:
+        events = [
+            e for e in every_fire_ran() if e["instant"] != (T0 + timedelta(seconds=1)).isoformat()
+        ]
+        started = run(1, 1.0, None, pid=1, token=2)
+        events += started
+        if saw_loss:
+            events.append(started[0] | {"ev": "lost", "t": _at(1.4)})
+        events.append({"ev": "kill", "t": _at(1.8), "pid": 0, "victim": 1, "node": "n1"})
+        events += run(1.5, 1.5, 1.6, pid=2, target="app:b", token=3)
+        return checked(events)
+
+    report = scene(saw_loss=True)
+    assert rules(report) == []
+    assert report.fenced_overlaps == 1
+    assert rules(scene(saw_loss=False)) == ["exclusion"]
 
 
 def test_a_paused_holders_late_body_after_the_adopter_is_counted_apart() -> None:

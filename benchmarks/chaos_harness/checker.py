@@ -147,7 +147,7 @@ def body_runs(events: list[Event], ended: int) -> list[BodyRun]:
     kills: dict[int, int] = {}
     for event in events:
         kind = event["ev"]
-        if kind in {"start", "end", "outcome"}:
+        if kind in {"start", "end", "outcome", "lost"}:
             key = (int(event["pid"]), event["target"], event["instant"], event["attempt"] or 0)
         if kind == "start":
             runs[key] = BodyRun(
@@ -163,6 +163,8 @@ def body_runs(events: list[Event], ended: int) -> list[BodyRun]:
         elif kind == "end" and key in runs:
             runs[key].end = int(event["t"])
             runs[key].lost = runs[key].lost or bool(event["lost"])
+        elif kind == "lost" and key in runs:  # the body saw it mid-run (tasks._work)
+            runs[key].lost = True
         elif kind == "outcome":
             outcomes[key] = int(event["t"])
             if event["lost"]:
@@ -201,6 +203,7 @@ def check_exclusion(
     for run in runs:
         by_lock[run.lock].append(run)
     pauses = _pauses(events)
+    delays = _delays(events)
     for lock, group in by_lock.items():
         active: list[BodyRun] = []
         for run in group:  # in order of start
@@ -219,7 +222,10 @@ def check_exclusion(
                     and run.token is not None
                     and run.token > earlier.token
                 )
-                if fenced:
+                # Or the later body is the late one: an older holder's, lost and
+                # fenced, started late inside the newer holder's (`_late_zombie`).
+                late = _late_zombie(earlier, run, pauses, delays, same_fire=False)
+                if fenced or late:
                     report.fenced_overlaps += 1
                     continue
                 report.violations.append(
@@ -285,26 +291,49 @@ def _pauses(events: list[Event]) -> dict[int, list[tuple[int, int]]]:
 
 
 def _late_zombie(
-    adopter: BodyRun, zombie: BodyRun, pauses: dict[int, list[tuple[int, int]]]
+    adopter: BodyRun,
+    zombie: BodyRun,
+    pauses: dict[int, list[tuple[int, int]]],
+    delays: dict[str, list[tuple[int, int]]],
+    *,
+    same_fire: bool = True,
 ) -> bool:
-    """A paused holder's body that started after its fire's adopter: the documented limit.
+    """A holder's body that started after a newer holder's: the documented limit.
 
-    Its node passed the pre-body lease check, was stopped before the body's first line
-    for longer than the rest of its lease, and resumed after another node took the
-    lapsed lease and ran the fire as a greater attempt with a newer token; then its
-    body ran, told `lost`, its end fenced (docs/guarantees.md, "A paused node"). No
-    check can close that gap; fencing is the defence. Counted apart, and only with
-    all the evidence: its node stopped when the adopter's body started and resumed
-    before its own, an older attempt and token, and `lost` and `fenced` outcomes.
+    Its node passed the pre-body check, then acted on that answer late: it was
+    stopped before the body's first line for longer than the rest of its lease, or
+    its proxy delayed the check's reply (a `latency` or `stall` fault; seed 120403,
+    MySQL: the server ended the node's session 200 ms before a reply delayed 273 ms
+    each way said it still held the lock). Meanwhile another node took the lock,
+    freed or lapsed, with a newer token, and started its body; then the late body
+    ran, told `lost`, its end fenced (docs/guarantees.md, "A paused node"). No check
+    can close that gap; fencing is the defence. Counted apart, and only with all the
+    evidence: its node stopped or delayed when the newer body started (a pause
+    resumed before its own start), an older token (and, for one fire, an older
+    attempt), and `lost` and `fenced` outcomes. `same_fire=False` compares bodies of
+    two fires of one lock, whose attempts are unrelated.
     """
     if adopter.token is None or zombie.token is None:
         return False
-    older = zombie.token < adopter.token and zombie.attempt < adopter.attempt
+    older = zombie.token < adopter.token and (not same_fire or zombie.attempt < adopter.attempt)
     stopped_meanwhile = any(
         stop <= adopter.start <= resume <= zombie.start
         for stop, resume in pauses.get(zombie.pid, ())
     )
-    return older and zombie.lost and zombie.fenced and stopped_meanwhile
+    delayed_meanwhile = any(
+        began <= adopter.start <= until for began, until in delays.get(zombie.node, ())
+    )
+    return older and zombie.lost and zombie.fenced and (stopped_meanwhile or delayed_meanwhile)
+
+
+def _delays(events: list[Event]) -> dict[str, list[tuple[int, int]]]:
+    """Each node's spans of delayed traffic (`latency` and `stall` faults), by node name."""
+    spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for event in events:
+        if event["ev"] == "fault" and event["kind"] in {"latency", "stall"}:
+            began = int(event["t"])
+            spans[event["node"]].append((began, began + int(float(event["duration"]) * 1e9)))
+    return spans
 
 
 def check_at_most_once(
@@ -314,6 +343,7 @@ def check_at_most_once(
     for run in runs:
         by_fire[run.key].append(run)
     pauses = _pauses(events)
+    delays = _delays(events)
     refused_starts = {
         (int(e["pid"]), key_of(e["target"], parse_instant(e["instant"])))
         for e in events
@@ -341,7 +371,7 @@ def check_at_most_once(
                 # refused).
                 report.double_fault_reruns += 1
                 continue
-            if _late_zombie(previous, run, pauses):
+            if _late_zombie(previous, run, pauses, delays):
                 report.late_zombie_bodies += 1
                 continue
             report.violations.append(

@@ -15,15 +15,19 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from chaos_harness.evidence import EvidenceLog
 from firefly_scheduling import current_fire, scheduled
+from firefly_scheduling.fires.context import FireContext
 
 PREFIX = os.environ.get("FIREFLY_CHAOS_PREFIX", "chaos")
 #: Every task's lease: short, so a SIGSTOP of a few seconds outlives it.
 LOCK_TTL = "1s"
 _LOG: EvidenceLog | None = None
+#: How often a body looks at `current_fire().lost` while it works.
+LOST_POLL_SECONDS = 0.02
 #: Seconds between fires at pace 1, epoch-aligned; the cron task fires every minute.
 RATES = {"quick": 0.1, "quick2": 0.5, "long": 2.0, "shared_a": 1.0, "shared_b": 0.7}
 #: `FIREFLY_CHAOS_PACE` stretches every rate (2 = half as many fires): a loaded
@@ -61,8 +65,26 @@ def _body(seconds: float) -> None:
         "token": fire.token,
     }
     _log().append("start", **fields)
-    time.sleep(seconds)
+    _work(seconds, fire, fields)
     _log().append("end", lost=fire.lost, **fields)
+
+
+def _work(seconds: float, fire: FireContext, fields: Mapping[str, object]) -> None:
+    """Sleep `seconds`, watching `fire.lost` as a careful long body would.
+
+    The moment the node marks the lock lost, a `lost` event is stamped: a node
+    killed before the body's end would otherwise take that knowledge with it, and
+    the checker would see an overlap with a holder that never said it was lost
+    (seed 120403: a session ended, or a lease lapsed on a loaded node, then the
+    node was killed mid-body).
+    """
+    deadline = time.monotonic() + seconds
+    reported = False
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(left, LOST_POLL_SECONDS))
+        if fire.lost and not reported:
+            _log().append("lost", **fields)
+            reported = True
 
 
 @scheduled(fixed_rate=_rate("quick"), lock=f"{PREFIX}-quick", lock_ttl=LOCK_TTL)
