@@ -77,6 +77,7 @@ NAMES: dict[str, str] = {
     "AsyncDistributedLock": "DistributedLock",
     "AsyncHoldingLock": "HoldingLock",
     "AsyncClaimingLock": "ClaimingLock",
+    "AsyncBatchAcquiringLock": "BatchAcquiringLock",
     "AsyncBatchClaimingLock": "BatchClaimingLock",
     "AsyncFencedLock": "FencedLock",
     "AsyncRenewableLock": "RenewableLock",

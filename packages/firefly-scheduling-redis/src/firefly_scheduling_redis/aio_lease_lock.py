@@ -112,6 +112,7 @@ class AsyncRedisLock(AsyncBaseLock):
             self.pool_size = size
             self._gate = AsyncPoolGate(size, wait_seconds=protocol.POOL_WAIT_SECONDS)
             self._cluster = self._server.cluster
+            self.batch_acquires = not self._cluster
             if not self._cluster:
                 self._client = _client_from_url(self._server, size)
         else:
@@ -122,6 +123,7 @@ class AsyncRedisLock(AsyncBaseLock):
                 target=describe_client(url_or_client), secrets=client_secrets(url_or_client)
             )
             self._cluster = is_cluster(url_or_client)
+            self.batch_acquires = not self._cluster
             self._given = url_or_client
             if not self._cluster:
                 self._client = url_or_client
@@ -158,6 +160,52 @@ class AsyncRedisLock(AsyncBaseLock):
                 pipeline.set(key, new_owner_token(), nx=True, px=ttl)
             replies = await pipeline.execute(raise_on_error=False)
         return [reply if isinstance(reply, BaseException) else bool(reply) for reply in replies]
+
+    async def _acquire_many(
+        self, requests: Sequence[tuple[str, str, float]], *, fenced: bool
+    ) -> list[int | bool | BaseException | None]:
+        """Every acquisition in one pipeline (no transaction): one round trip.
+
+        Fenced, each is the acquisition script, as `_acquire_fenced` sends it; the
+        ones a server that forgot the script answered NOSCRIPT (they did not run) are
+        sent again once it is loaded. A command's error is that acquisition's
+        answer; a connection lost mid-pipeline fails them all (unknown). On a
+        cluster, where redis-py refuses `EVALSHA` in a pipeline, they go one by one
+        (`batch_acquires` is False there).
+        """
+        if self._cluster:
+            return await super()._acquire_many(requests, fenced=fenced)
+        async with gated(self._gate):
+            client = await self._redis()
+            replies = await self._pipelined(client, requests, fenced=fenced)
+            forgotten = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+            if forgotten:
+                await client.script_load(protocol.ACQUIRE_FENCED.source)
+                again = [requests[i] for i in forgotten]
+                for i, reply in zip(
+                    forgotten, await self._pipelined(client, again, fenced=fenced), strict=True
+                ):
+                    replies[i] = reply
+        if fenced:
+            return [
+                reply if reply is None or isinstance(reply, BaseException) else int(reply)
+                for reply in replies
+            ]
+        return [reply if isinstance(reply, BaseException) else bool(reply) for reply in replies]
+
+    async def _pipelined(
+        self, client: Client, requests: Sequence[tuple[str, str, float]], *, fenced: bool
+    ) -> list[Any]:
+        pipeline = client.pipeline(transaction=False)
+        for name, owner, ttl_seconds in requests:
+            key = protocol.lock_key(name, cluster=False)
+            ttl = protocol.milliseconds(ttl_seconds)
+            if fenced:
+                fence = protocol.fence_key(name, cluster=False)
+                pipeline.evalsha(protocol.ACQUIRE_FENCED.sha, 2, key, fence, owner, ttl)
+            else:
+                pipeline.set(key, owner, nx=True, px=ttl)
+        return list(await pipeline.execute(raise_on_error=False))
 
     async def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
         keys = (

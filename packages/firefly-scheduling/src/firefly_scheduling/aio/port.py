@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from firefly_scheduling.locks.holding import Holding
 
 __all__ = [
+    "AsyncBatchAcquiringLock",
     "AsyncBatchClaimingLock",
     "AsyncClaimingLock",
     "AsyncDistributedLock",
@@ -89,3 +90,12 @@ class AsyncBatchClaimingLock(Protocol):
     async def try_claim_many(
         self, claims: Sequence[tuple[str, float]]
     ) -> list[bool | LockBackendError]: ...
+
+
+@runtime_checkable
+class AsyncBatchAcquiringLock(Protocol):
+    """An async lock that takes the holdings of several names at once (optional)."""
+
+    async def acquire_many(
+        self, requests: Sequence[tuple[str, float]], *, fenced: bool = False
+    ) -> list[Holding | LockBackendError | None]: ...

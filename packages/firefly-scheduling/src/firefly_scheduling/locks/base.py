@@ -21,6 +21,8 @@ Capabilities are class attributes, gathered in `capabilities` and read through
 * `cross_process`: the lock excludes other OS processes (False only in memory).
 * `supports_fencing`: `try_acquire_fenced` returns fencing tokens.
 * `renewable`: `renew` extends a lease (or checks a session still holds the lock).
+* `batch_acquires`: `acquire_many` sends several acquisitions as one request (an
+  instance attribute: a Redis lock batches on one server, not on a cluster).
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class BaseLock(ABC):
     cross_process: ClassVar[bool] = True
     supports_fencing: ClassVar[bool] = False
     renewable: ClassVar[bool] = False
+    #: `acquire_many` sends its acquisitions as one request (set by the backend that can).
+    batch_acquires: bool = False
     #: Driver exceptions that mean "the backend failed"; translated to LockBackendError.
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError,)
 
@@ -71,6 +75,7 @@ class BaseLock(ABC):
             cross_process=self.cross_process,
             fenced=self.supports_fencing,
             renewable=self.renewable,
+            batch_acquires=self.batch_acquires,
         )
 
     # -- the port, by name --------------------------------------------------------------
@@ -135,6 +140,56 @@ class BaseLock(ABC):
         finally:
             if not won:
                 self._ledger.abandon(reservation)
+
+    def acquire_many(
+        self, requests: Sequence[tuple[str, float]], *, fenced: bool = False
+    ) -> list[Holding | LockBackendError | None]:
+        """`acquire` of each `(name, ttl_seconds)`, answered in order, each on its own.
+
+        Sent as one request where the backend can (`capabilities.batch_acquires`: the
+        resident host then takes the task locks of the fires it won with their claims,
+        so a won fire's worker sends no acquisition of its own), else one after
+        another. An answer is the new `Holding`; None when the name is taken, or was
+        given earlier in `requests` (a lock is not re-entrant); or the
+        `LockBackendError` that left that acquisition unknown, which fails no other.
+        Bad names and TTLs raise before anything is sent.
+        """
+        if fenced and not self.supports_fencing:
+            raise NotImplementedError(f"the {self.backend_name} backend has no fencing tokens")
+        for name, ttl_seconds in requests:
+            validate_lock_name(name)
+            validate_ttl(ttl_seconds)
+        answers: list[Holding | LockBackendError | None] = [None] * len(requests)
+        reserved = [
+            (index, reservation)
+            for index, (name, ttl_seconds) in enumerate(requests)
+            if (reservation := self._ledger.reserve(name, ttl_seconds)) is not None
+        ]
+        recorded: set[int] = set()
+        try:
+            if not reserved:
+                return answers
+            wanted = [(r.name, r.owner, r.ttl_seconds) for _, r in reserved]
+            try:
+                sent = self._acquire_many(wanted, fenced=fenced)
+            except ConfigurationError:
+                raise
+            except self.driver_errors as err:
+                sent = [err] * len(wanted)
+            for (index, reservation), answer in zip(reserved, sent, strict=True):
+                if isinstance(answer, BaseException):
+                    answers[index] = self._as_error("acquiring", reservation.name, answer)
+                elif fenced and answer is not None:
+                    answers[index] = self._ledger.record(reservation, int(answer))
+                    recorded.add(index)
+                elif not fenced and answer:
+                    answers[index] = self._ledger.record(reservation)
+                    recorded.add(index)
+            return answers
+        finally:
+            for index, reservation in reserved:
+                if index not in recorded:
+                    self._ledger.abandon(reservation)
 
     def release_holding(self, holding: Holding) -> None:
         """Give back `holding` if it is still held; never raises for a backend failure.
@@ -243,7 +298,7 @@ class BaseLock(ABC):
         except self.driver_errors as err:
             sent = [err] * len(unique)
         answers = {
-            name: self._as_answer(name, answer)
+            name: answer if isinstance(answer, bool) else self._as_error("claiming", name, answer)
             for (name, _), answer in zip(unique, sent, strict=True)
         }
         seen: set[str] = set()
@@ -253,10 +308,10 @@ class BaseLock(ABC):
             seen.add(name)
         return replies
 
-    def _as_answer(self, name: str, answer: bool | BaseException) -> bool | LockBackendError:
-        if isinstance(answer, LockBackendError | bool):
-            return answer
-        return self._backend_error("claiming", name, answer)
+    def _as_error(self, action: str, name: str, error: BaseException) -> LockBackendError:
+        if isinstance(error, LockBackendError):
+            return error
+        return self._backend_error(action, name, error)
 
     # -- local views, by name ------------------------------------------------------------
 
@@ -353,6 +408,28 @@ class BaseLock(ABC):
                 raise
             except LockBackendError as err:
                 answers.append(err)
+            except self.driver_errors as err:
+                answers.append(err)
+        return answers
+
+    def _acquire_many(
+        self, requests: Sequence[tuple[str, str, float]], *, fenced: bool
+    ) -> list[int | bool | BaseException | None]:
+        """Acquire each distinct `(name, owner, ttl_seconds)`: its answer, or the error that
+        left it unknown. Fenced: the new token, or None when taken; else won or not.
+
+        One after another here; a backend that sends them as one request overrides it
+        and says so in `batch_acquires`.
+        """
+        answers: list[int | bool | BaseException | None] = []
+        for name, owner, ttl_seconds in requests:
+            try:
+                if fenced:
+                    answers.append(self._acquire_fenced(name, owner, ttl_seconds))
+                else:
+                    answers.append(self._acquire(name, owner, ttl_seconds))
+            except ConfigurationError:
+                raise
             except self.driver_errors as err:
                 answers.append(err)
         return answers

@@ -13,6 +13,8 @@ way, through `capabilities_of(lock)`, never by probing methods or classes:
   lock that only has the port).
 * `ClaimingLock`: a fire claim, a hold that is never given back and outlives the
   process (`fires.claims`).
+* `BatchAcquiringLock` (`capabilities.batch_acquires`): several holdings taken in
+  one request.
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ class LockCapabilities:
     * `fenced`: the lock is a `FencedLock`.
     * `renewable`: the lock is a `RenewableLock` (on a session backend, renewing
       checks that the session still holds the lock).
+    * `batch_acquires`: the lock is a `BatchAcquiringLock` that sends the
+      acquisitions of one `acquire_many` as one request.
     """
 
     ttl_honoured: bool = True
@@ -76,6 +80,7 @@ class LockCapabilities:
     cross_process: bool = True
     fenced: bool = False
     renewable: bool = False
+    batch_acquires: bool = False
 
 
 #: What a lock that declares nothing is taken to be: a lease lock with the port only.
@@ -184,4 +189,21 @@ class BatchClaimingLock(Protocol):
         An answer is won (True), lost (False), or the error that left that claim's
         outcome unknown, never read as lost; one claim's error fails no other.
         """
+        ...
+
+
+@runtime_checkable
+class BatchAcquiringLock(Protocol):
+    """A lock that takes the holdings of several names at once (`BaseLock` has it).
+
+    With `capabilities.batch_acquires`, the acquisitions go to the server as one
+    request (a Redis pipeline), and the resident host takes the task locks of the
+    fires it won together with their claims (`FireRunner.claim_fires`).
+    """
+
+    def acquire_many(
+        self, requests: Sequence[tuple[str, float]], *, fenced: bool = False
+    ) -> list[Holding | LockBackendError | None]:
+        """`acquire` of each `(name, ttl_seconds)`, answered in order, each on its own:
+        the new `Holding`, None when taken, or the error that left it unknown."""
         ...

@@ -31,12 +31,14 @@ import pytest
 from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
 from firefly_scheduling.aio.hold import ahold
 from firefly_scheduling.aio.port import (
+    AsyncBatchAcquiringLock,
     AsyncBatchClaimingLock,
     AsyncClaimingLock,
     AsyncDistributedLock,
     AsyncHoldingLock,
 )
 from firefly_scheduling.errors import LockBackendError
+from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.port import DistributedLock, LockCapabilities, capabilities_of
 from firefly_scheduling.testing.workers import default_stop_signals, exclusive_file_worker
 
@@ -347,6 +349,46 @@ class AsyncLockContract:
             assert time.monotonic() < deadline, "a batch claim outlived its window"
             await asyncio.sleep(0.1)
         assert await _claims(other).try_claim(first, 30) is False, "a claim ended too early"
+
+    async def test_holdings_taken_together_are_answered_each_in_order(
+        self, nodes: AsyncNodes, name: str, capabilities: LockCapabilities
+    ) -> None:
+        """`acquire_many` (a resident host's task locks): each answer is its own holding.
+
+        A name held elsewhere is None, a name given twice is taken once, each holding
+        won excludes other nodes and is released on its own, and a fenced one's token
+        is ordered with the name's other acquisitions, as `acquire`'s would be.
+        """
+        holder, other = nodes(), nodes()
+        assert isinstance(holder, AsyncBatchAcquiringLock), f"{holder!r} has no acquire_many"
+        first, taken, second = f"{name}:first", f"{name}:taken", f"{name}:second"
+        fenced = capabilities.fenced
+        assert await other.try_acquire(taken, 30)
+        one, held, again, two = await holder.acquire_many(
+            [(first, 30), (taken, 30), (first, 30), (second, 30)], fenced=fenced
+        )
+        assert isinstance(one, Holding), one
+        assert isinstance(two, Holding), two
+        assert (held, again) == (None, None), "a held or repeated name was taken"
+        assert (one.name, two.name) == (first, second)
+        assert (one.fence is not None, two.fence is not None) == (fenced, fenced)
+        assert await other.try_acquire(first, 30) is False, "a batch holding was not taken"
+        assert await other.try_acquire(second, 30) is False, "a batch holding was not taken"
+        await _holdings(holder).release_holding(one)
+        assert await other.try_acquire(second, 30) is False, "one release freed another"
+        if fenced:
+            later: Any = other
+            token = await later.try_acquire_fenced(first, 30)
+            assert isinstance(token, int)
+            assert one.fence is not None
+            assert token > one.fence
+        else:
+            assert await other.try_acquire(first, 30), "a batch holding was not released"
+        await _holdings(holder).release_holding(two)
+        assert await other.try_acquire(second, 30), "a batch holding was not released"
+        for released in (first, taken, second):
+            await other.release(released)
+        assert await holder.acquire_many([], fenced=fenced) == []
 
     @pytest.mark.parametrize("ttl", [0, -1, -0.5, math.nan, math.inf, -math.inf])
     async def test_bad_ttl_is_refused(self, nodes: AsyncNodes, name: str, ttl: float) -> None:
@@ -696,5 +738,9 @@ class AsyncLockContract:
         assert time.monotonic() - started < 15, "an unreachable server must fail fast"
         assert password not in str(caught.value)
         assert password not in repr(caught.value)
+        if isinstance(lock, AsyncBatchAcquiringLock):  # each acquisition fails on its own
+            answers = await lock.acquire_many([(f"{name}:a", 30), (f"{name}:b", 30)])
+            assert [type(answer) for answer in answers] == [LockBackendError] * 2, answers
+            assert all(password not in str(answer) for answer in answers)
         await lock.release(name)  # must not raise either
         await _close(lock)

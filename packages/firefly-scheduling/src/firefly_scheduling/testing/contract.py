@@ -31,7 +31,9 @@ import pytest
 
 from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.locks.hold import hold
+from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.port import (
+    BatchAcquiringLock,
     BatchClaimingLock,
     ClaimingLock,
     DistributedLock,
@@ -327,6 +329,46 @@ class LockContract:
             time.sleep(0.1)
         assert _claims(other).try_claim(first, 30) is False, "a claim ended too early"
 
+    def test_holdings_taken_together_are_answered_each_in_order(
+        self, nodes: Nodes, name: str, capabilities: LockCapabilities
+    ) -> None:
+        """`acquire_many` (a resident host's task locks): each answer is its own holding.
+
+        A name held elsewhere is None, a name given twice is taken once, each holding
+        won excludes other nodes and is released on its own, and a fenced one's token
+        is ordered with the name's other acquisitions, as `acquire`'s would be.
+        """
+        holder, other = nodes(), nodes()
+        assert isinstance(holder, BatchAcquiringLock), f"{holder!r} has no acquire_many"
+        first, taken, second = f"{name}:first", f"{name}:taken", f"{name}:second"
+        fenced = capabilities.fenced
+        assert other.try_acquire(taken, 30)
+        one, held, again, two = holder.acquire_many(
+            [(first, 30), (taken, 30), (first, 30), (second, 30)], fenced=fenced
+        )
+        assert isinstance(one, Holding), one
+        assert isinstance(two, Holding), two
+        assert (held, again) == (None, None), "a held or repeated name was taken"
+        assert (one.name, two.name) == (first, second)
+        assert (one.fence is not None, two.fence is not None) == (fenced, fenced)
+        assert other.try_acquire(first, 30) is False, "a batch holding was not taken"
+        assert other.try_acquire(second, 30) is False, "a batch holding was not taken"
+        _holdings(holder).release_holding(one)
+        assert other.try_acquire(second, 30) is False, "one release freed another"
+        if fenced:
+            later: Any = other
+            token = later.try_acquire_fenced(first, 30)
+            assert isinstance(token, int)
+            assert one.fence is not None
+            assert token > one.fence
+        else:
+            assert other.try_acquire(first, 30), "a batch holding was not released"
+        _holdings(holder).release_holding(two)
+        assert other.try_acquire(second, 30), "a batch holding was not released"
+        for released in (first, taken, second):
+            other.release(released)
+        assert holder.acquire_many([], fenced=fenced) == []
+
     @pytest.mark.parametrize("ttl", [0, -1, -0.5, math.nan, math.inf, -math.inf])
     def test_bad_ttl_is_refused(self, nodes: Nodes, name: str, ttl: float) -> None:
         lock = nodes()
@@ -534,5 +576,9 @@ class LockContract:
         assert time.monotonic() - started < 15, "an unreachable server must fail fast"
         assert password not in str(caught.value)
         assert password not in repr(caught.value)
+        if isinstance(lock, BatchAcquiringLock):  # each acquisition fails on its own
+            answers = lock.acquire_many([(f"{name}:a", 30), (f"{name}:b", 30)])
+            assert [type(answer) for answer in answers] == [LockBackendError] * 2, answers
+            assert all(password not in str(answer) for answer in answers)
         lock.release(name)  # must not raise either
         _close(lock)
