@@ -23,8 +23,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from firefly_scheduling.descriptor import ScheduledDescriptor
+from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.history.port import RunState
 from firefly_scheduling.instants import as_utc
+from firefly_scheduling.locks.holding import Holding
 
 
 @dataclass(frozen=True)
@@ -102,10 +104,29 @@ class ClaimOutcome:
     thread. `verdict` is `SUCCEEDED` when this node won the claim, else why the fire
     is not this node's (every skip it implies is already recorded); `seconds` is how
     long the batch took, reported as the fire's claim time.
+
+    `task_lock` is set when the fire's task lock was taken with its claim (see
+    `TaskLockAhead`); None, the run acquires it itself.
     """
 
     verdict: Verdict
     seconds: float
+    task_lock: TaskLockAhead | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskLockAhead:
+    """A won fire's task lock, taken with its claim, before the fire reached a worker.
+
+    On a backend with `batch_acquires` (Redis on one server) the resident host
+    takes the task locks of the fires it won as one more request of the batch
+    (`FireRunner.claim_fires`), so a worker sends no acquisition of its own.
+    `answer` is the holding, None when the lock is held (the previous fire still
+    runs), or the error that left it unknown. A holding handed here is the run's to
+    release, whatever becomes of the fire.
+    """
+
+    answer: Holding | LockBackendError | None
 
 
 def closing_state(verdict: Verdict) -> RunState:
