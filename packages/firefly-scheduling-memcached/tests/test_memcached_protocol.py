@@ -160,3 +160,67 @@ def test_a_fenced_acquire_returns_the_counter() -> None:
         [Reply(b"STORED", (), None), Reply(b"VA", (), b"1767225600000001")],
     )
     assert token == 1767225600000001
+
+
+STORED = Reply(b"STORED", (), None)
+NOT_STORED = Reply(b"NOT_STORED", (), None)
+OUT_OF_MEMORY = Reply(b"SERVER_ERROR", (b"out of memory storing object",), None)
+
+
+def test_operations_together_send_one_write_and_each_gets_its_own_replies() -> None:
+    """A batch (the resident host's claims or task locks): one request, answers in order.
+
+    A refusal is its own operation's answer; an operation that needs a second round
+    trip (a fenced acquire whose counter cannot count releases) gets it in the next
+    write, alone.
+    """
+    operations = [
+        protocol.acquire("a", OWNER, 10),
+        protocol.acquire_fenced("b", OWNER, 10),
+        protocol.acquire("c", OWNER, 10),
+        protocol.acquire_fenced("d", OWNER, 10),
+    ]
+    batch = protocol.together(operations)
+    first = next(batch)
+    assert first.replies == 1 + 2 + 1 + 2
+    assert first.data.startswith(b"add firefly:scheduling:lock:a ")
+    assert first.data.count(b"add ") == 4
+    assert first.data.count(b"\r\nma firefly:scheduling:fence:") == 2
+    second = batch.send(
+        [STORED, STORED, Reply(b"VA", (), b"7"), OUT_OF_MEMORY, STORED, Reply(b"VA", (), b"x")]
+    )
+    assert second.data == b"mg firefly:scheduling:lock:d v c\r\n", "d alone frees its lock"
+    assert second.replies == 1
+    with pytest.raises(StopIteration) as finished:
+        batch.send([Reply(b"EN", (), None)])
+    a, b, c, d = finished.value.value
+    assert (a, b) == (True, 7)
+    assert isinstance(c, MemcachedServerError)
+    assert isinstance(d, MemcachedError), "d's counter could not count: its own error"
+
+
+def test_a_reply_one_operation_cannot_use_is_its_own_error_and_the_others_stand() -> None:
+    """The parser took it whole, so the stream is in step: the other answers are good."""
+    batch = protocol.together([protocol.acquire("a", OWNER, 10), protocol.acquire("b", OWNER, 10)])
+    next(batch)
+    with pytest.raises(StopIteration) as finished:
+        batch.send([STORED, Reply(b"HD", (), None)])
+    a, b = finished.value.value
+    assert a is True
+    assert isinstance(b, MemcachedError)
+    assert "unexpected reply to the add" in str(b)
+
+
+def test_a_large_batch_goes_in_writes_of_at_most_batch_operations() -> None:
+    count = protocol.BATCH_OPERATIONS * 2 + 3
+    batch = protocol.together([protocol.acquire(f"n{i}", OWNER, 10) for i in range(count)])
+    sizes, answers = [], None
+    request = next(batch)
+    try:
+        while True:
+            sizes.append(request.replies)
+            request = batch.send([NOT_STORED] * request.replies)
+    except StopIteration as finished:
+        answers = finished.value
+    assert sizes == [protocol.BATCH_OPERATIONS, protocol.BATCH_OPERATIONS, 3]
+    assert answers == [False] * count

@@ -23,6 +23,9 @@ Round trips (each one write and one read on one connection):
   the read, so a late release never frees a newer holder;
 * renew: **2**, the same read, then `cas <key> 0 <exp> <len> <cas>` (store the same
   token with the new expiry, only if unchanged since the read).
+* a batch (a resident host's claims, or the task locks of the fires it won): the
+  operations run in step (`together`), each round trip's commands in one write, up
+  to `BATCH_OPERATIONS` operations per write.
 
 Storing uses the classic `add` and `cas`, never the meta set `ms`: when memcached
 cannot allocate the new item (a full server under `-M`), `ms` in any mode (add,
@@ -42,7 +45,7 @@ import functools
 import math
 import re
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from typing import Final, NamedTuple, TypeVar
 
 from firefly_scheduling.errors import ConfigurationError
@@ -239,6 +242,66 @@ def renew(name: str, owner: str, ttl_seconds: float) -> Operation[bool]:
 
 
 # -- commands ------------------------------------------------------------------------------
+
+
+#: The most operations `together` sends in one write: a batch's request stays a few
+#: kilobytes, well inside the socket buffers, so the server never waits for the client
+#: to read replies while the client still writes.
+BATCH_OPERATIONS: Final = 64
+
+
+def together(operations: Sequence[Operation[T]]) -> Operation[list[T | MemcachedError]]:
+    """Run several operations in step: each round's requests go as one write.
+
+    memcached runs one connection's commands in order, so the operations act as if
+    sent one after another, in the time of the longest one's round trips. An error
+    an operation raises on its own replies (a refusal, `SERVER_ERROR`; a reply it
+    cannot use) is that operation's answer, and the others go on: the parser took
+    each reply whole, so the stream is in step. A reply the parser cannot read
+    (`MemcachedProtocolError`, raised by the driver's exchange) ends them all.
+    Operations are taken `BATCH_OPERATIONS` at a time.
+    """
+    answers: list[T | MemcachedError] = []
+    for start in range(0, len(operations), BATCH_OPERATIONS):
+        answers.extend((yield from _in_step(operations[start : start + BATCH_OPERATIONS])))
+    return answers
+
+
+def _in_step(operations: Sequence[Operation[T]]) -> Operation[list[T | MemcachedError]]:
+    answers: dict[int, T | MemcachedError] = {}
+    waiting: dict[int, Request] = {}
+    for index, operation in enumerate(operations):
+        _step(index, operation, None, waiting, answers)
+    while waiting:
+        order = list(waiting)
+        requests = [waiting[index] for index in order]
+        replies = yield Request(
+            b"".join(request.data for request in requests),
+            sum(request.replies for request in requests),
+        )
+        waiting = {}
+        start = 0
+        for index, request in zip(order, requests, strict=True):
+            own = replies[start : start + request.replies]
+            start += request.replies
+            _step(index, operations[index], own, waiting, answers)
+    return [answers[index] for index in range(len(operations))]
+
+
+def _step(
+    index: int,
+    operation: Operation[T],
+    replies: list[Reply] | None,
+    waiting: dict[int, Request],
+    answers: dict[int, T | MemcachedError],
+) -> None:
+    """Give `operation` its replies (None: start it); note its next request or its end."""
+    try:
+        waiting[index] = next(operation) if replies is None else operation.send(replies)
+    except StopIteration as finished:
+        answers[index] = finished.value
+    except MemcachedError as failed:
+        answers[index] = failed
 
 
 def _add(name: str, owner: str, ttl_seconds: float) -> bytes:
