@@ -11,6 +11,7 @@ skips the fire, and a holding whose fire never runs is released, never leaked.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -45,14 +46,14 @@ def tasks(count: int) -> list[ScheduledDescriptor]:
 
 
 @pytest.fixture
-def server(redis_url: str) -> redis.Redis:
+def server(redis_url: str) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_url)
     yield client
     client.close()
 
 
 @pytest.fixture
-def lock(redis_url: str) -> RedisLock:
+def lock(redis_url: str) -> Iterator[RedisLock]:
     built = RedisLock(redis_url)
     yield built
     built.close()
@@ -60,7 +61,9 @@ def lock(redis_url: str) -> RedisLock:
 
 def owner_on_server(server: redis.Redis, name: str) -> str | None:
     value = server.get(RedisLock.key(name))
-    return None if value is None else value.decode()
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def test_won_fires_hold_their_task_locks_on_the_server_before_a_worker_runs_them(
@@ -81,20 +84,17 @@ def test_won_fires_hold_their_task_locks_on_the_server_before_a_worker_runs_them
     seen_in_body: list[str | None] = []
     for descriptor, outcome in zip(fires, outcomes, strict=True):
         name = descriptor.lock_name or ""
-        result = runner.run(
-            descriptor,
-            clock.now,
-            lambda name=name: seen_in_body.append(owner_on_server(server, name)),
-            claim=outcome,
-        )
+
+        def body(name: str = name) -> None:
+            seen_in_body.append(owner_on_server(server, name))
+
+        result = runner.run(descriptor, clock.now, body, claim=outcome)
         assert result.verdict is Verdict.SUCCEEDED, result
         assert result.token == outcome.task_lock.answer.fence  # type: ignore[union-attr]
         assert owner_on_server(server, name) is None, "the task lock outlived its run"
     assert seen_in_body == [holding.owner for holding in holdings if isinstance(holding, Holding)]
     for descriptor in fires:
-        assert [record.state for record in history.runs(descriptor.target)] == [
-            RunState.SUCCEEDED
-        ]
+        assert [record.state for record in history.runs(descriptor.target)] == [RunState.SUCCEEDED]
 
 
 def test_a_task_lock_held_elsewhere_skips_the_fire_it_was_taken_for(
