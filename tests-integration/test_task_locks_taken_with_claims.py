@@ -1,19 +1,21 @@
 """The task locks of the fires won, taken with their claims on a backend that batches them.
 
-On Redis (one server) `FireRunner.claim_fires` takes the task locks of the fires it
-won as one pipeline, so a won fire's worker sends only its release (issue 12: a
-blocking round trip per fire from many threads cost more CPU in thread switches
-than the request). The rules of a lock taken by the run itself must hold: the
-holding is on the server before the body (read by a second client), a held lock
-skips the fire, and a holding whose fire never runs is released, never leaked.
+On Redis (one server), memcached and PostgreSQL, `FireRunner.claim_fires` takes the
+task locks of the fires it won as one request (`capabilities.batch_acquires`), so
+a won fire's worker sends only its release (issue 12: a blocking round trip per
+fire from many threads cost more CPU in thread switches than the request). The
+rules of a lock taken by the run itself must hold, checked by another node's lock
+asking the server: the holding is on the server before the body, a held lock skips
+the fire, and a holding whose fire never runs is released, never leaked.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
+import psycopg
 import pytest
 import redis
 
@@ -21,10 +23,14 @@ from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import Verdict
 from firefly_scheduling.history import MemoryRunHistory, RunState
+from firefly_scheduling.locks.base import BaseLock
 from firefly_scheduling.locks.holding import Holding
+from firefly_scheduling_memcached import MemcachedLock
+from firefly_scheduling_postgres import PgAdvisoryLock
 from firefly_scheduling_redis import RedisLock
 
 GRACE = 5.0
+BATCHING = ("redis", "memcached", "postgres")
 
 
 class Clock:
@@ -45,89 +51,93 @@ def tasks(count: int) -> list[ScheduledDescriptor]:
     ]
 
 
-@pytest.fixture
-def server(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
+@pytest.fixture(params=BATCHING)
+def nodes(
+    request: pytest.FixtureRequest, redis_url: str, memcached_url: str, postgres_url: str
+) -> Iterator[Callable[[], BaseLock]]:
+    """Locks of one backend, each a node of its own; closed at the end."""
+    build: Callable[[], BaseLock] = {
+        "redis": lambda: RedisLock(redis_url),
+        "memcached": lambda: MemcachedLock(memcached_url),
+        "postgres": lambda: PgAdvisoryLock(postgres_url),
+    }[request.param]
+    built: list[BaseLock] = []
 
+    def node() -> BaseLock:
+        built.append(build())
+        return built[-1]
 
-@pytest.fixture
-def lock(redis_url: str) -> Iterator[RedisLock]:
-    built = RedisLock(redis_url)
-    yield built
-    built.close()
-
-
-def owner_on_server(server: redis.Redis, name: str) -> str | None:
-    value = server.get(RedisLock.key(name))
-    if value is None:
-        return None
-    return value.decode() if isinstance(value, bytes) else str(value)
+    yield node
+    for lock in built:
+        lock.close()
 
 
 def test_won_fires_hold_their_task_locks_on_the_server_before_a_worker_runs_them(
-    lock: RedisLock, server: redis.Redis
+    nodes: Callable[[], BaseLock],
 ) -> None:
+    lock, other = nodes(), nodes()
     assert lock.capabilities.batch_acquires
     clock = Clock()
     history = MemoryRunHistory()
     runner = FireRunner(lock, history=history, clock=clock, grace=GRACE)
     fires = tasks(3)
     outcomes = runner.claim_fires([(descriptor, clock.now) for descriptor in fires])
-    holdings = [outcome.task_lock.answer if outcome.task_lock else None for outcome in outcomes]
-    assert all(isinstance(holding, Holding) for holding in holdings), outcomes
-    for descriptor, holding in zip(fires, holdings, strict=True):
-        assert isinstance(holding, Holding)
+    for descriptor, outcome in zip(fires, outcomes, strict=True):
+        assert outcome.task_lock is not None, outcome
+        holding = outcome.task_lock.answer
+        assert isinstance(holding, Holding), outcome
         assert holding.fence is not None, "the task lock is fenced as the run's own would be"
-        assert owner_on_server(server, descriptor.lock_name or "") == holding.owner
-    seen_in_body: list[str | None] = []
+        assert other.try_acquire(descriptor.lock_name or "", 30) is False, "not on the server"
+    held_in_body: list[bool] = []
     for descriptor, outcome in zip(fires, outcomes, strict=True):
         name = descriptor.lock_name or ""
 
         def body(name: str = name) -> None:
-            seen_in_body.append(owner_on_server(server, name))
+            held_in_body.append(not other.try_acquire(name, 30))
 
         result = runner.run(descriptor, clock.now, body, claim=outcome)
         assert result.verdict is Verdict.SUCCEEDED, result
-        assert result.token == outcome.task_lock.answer.fence  # type: ignore[union-attr]
-        assert owner_on_server(server, name) is None, "the task lock outlived its run"
-    assert seen_in_body == [holding.owner for holding in holdings if isinstance(holding, Holding)]
+        assert outcome.task_lock is not None
+        assert isinstance(outcome.task_lock.answer, Holding)
+        assert result.token == outcome.task_lock.answer.fence
+        assert other.try_acquire(name, 30), "the task lock outlived its run"
+        other.release(name)
+    assert held_in_body == [True, True, True]
     for descriptor in fires:
         assert [record.state for record in history.runs(descriptor.target)] == [RunState.SUCCEEDED]
 
 
 def test_a_task_lock_held_elsewhere_skips_the_fire_it_was_taken_for(
-    lock: RedisLock, server: redis.Redis, redis_url: str
+    nodes: Callable[[], BaseLock],
 ) -> None:
+    lock, other = nodes(), nodes()
     clock = Clock()
     history = MemoryRunHistory()
     runner = FireRunner(lock, history=history, clock=clock, grace=GRACE)
     [descriptor] = tasks(1)
     name = descriptor.lock_name or ""
-    other = RedisLock(redis_url)
-    try:
-        assert other.try_acquire(name, 30)  # the previous fire still runs, on another node
-        [outcome] = runner.claim_fires([(descriptor, clock.now)])
-        assert outcome.verdict is Verdict.SUCCEEDED
-        assert outcome.task_lock is not None
-        assert outcome.task_lock.answer is None
-        ran: list[int] = []
-        result = runner.run(descriptor, clock.now, lambda: ran.append(1), claim=outcome)
-        assert result.verdict is Verdict.OVERLAPPING
-        assert ran == []
-        assert owner_on_server(server, name) == other.holding(name).owner  # type: ignore[union-attr]
-        assert [record.state for record in history.runs(descriptor.target)] == [RunState.SKIPPED]
-    finally:
-        other.close()
+    assert other.try_acquire(name, 30)  # the previous fire still runs, on another node
+    [outcome] = runner.claim_fires([(descriptor, clock.now)])
+    assert outcome.verdict is Verdict.SUCCEEDED
+    assert outcome.task_lock is not None
+    assert outcome.task_lock.answer is None
+    ran: list[int] = []
+    result = runner.run(descriptor, clock.now, lambda: ran.append(1), claim=outcome)
+    assert result.verdict is Verdict.OVERLAPPING
+    assert ran == []
+    assert nodes().try_acquire(name, 30) is False, "the other node's lock was taken"
+    assert [record.state for record in history.runs(descriptor.target)] == [RunState.SKIPPED]
+    other.release(name)
+    assert lock.try_acquire(name, 30), "the batch left a lock behind on this node"
+    lock.release(name)
 
 
 def test_a_fire_too_late_for_its_worker_releases_the_task_lock_taken_with_its_claim(
-    lock: RedisLock, server: redis.Redis
+    nodes: Callable[[], BaseLock],
 ) -> None:
     """A fire that waited past grace for a worker is skipped; its lock must not stay held
-    (on the server until its TTL, and in this node's ledger, which would refuse the
-    task's next fires)."""
+    (on the server, and in this node's ledger, which would refuse the task's next fires)."""
+    lock, other = nodes(), nodes()
     clock = Clock()
     runner = FireRunner(lock, history=MemoryRunHistory(), clock=clock, grace=GRACE)
     [descriptor] = tasks(1)
@@ -139,10 +149,58 @@ def test_a_fire_too_late_for_its_worker_releases_the_task_lock_taken_with_its_cl
     clock.now = instant + timedelta(seconds=GRACE + 1)
     result = runner.run(descriptor, instant, lambda: None, claim=outcome)
     assert result.verdict is Verdict.TOO_LATE
-    assert owner_on_server(server, name) is None, "the task lock of a skipped fire leaked"
     assert outcome.task_lock.answer.released
+    assert other.try_acquire(name, 30), "the task lock of a skipped fire leaked"
+    other.release(name)
     assert lock.try_acquire(name, 30), "this node's ledger still held the task lock"
     lock.release(name)
+
+
+def test_redis_task_locks_carry_their_holdings_owner_tokens(redis_url: str) -> None:
+    """A second client reads each key: the value is the holding's own owner token."""
+    lock = RedisLock(redis_url)
+    server = redis.Redis.from_url(redis_url)
+    try:
+        clock = Clock()
+        runner = FireRunner(lock, history=MemoryRunHistory(), clock=clock, grace=GRACE)
+        fires = tasks(2)
+        outcomes = runner.claim_fires([(descriptor, clock.now) for descriptor in fires])
+        for descriptor, outcome in zip(fires, outcomes, strict=True):
+            assert outcome.task_lock is not None
+            holding = outcome.task_lock.answer
+            assert isinstance(holding, Holding)
+            assert server.get(RedisLock.key(descriptor.lock_name or "")) == holding.owner.encode()
+            lock.release_holding(holding)
+    finally:
+        server.close()
+        lock.close()
+
+
+def test_postgres_task_locks_of_a_batch_are_on_one_session(postgres_url: str) -> None:
+    """pg_locks, read by a second connection: every lock won in one session, none left."""
+    lock = PgAdvisoryLock(postgres_url)
+    try:
+        names = [descriptor.lock_name or "" for descriptor in tasks(3)]
+        holdings = lock.acquire_many([(name, 30) for name in names], fenced=True)
+        assert all(isinstance(holding, Holding) for holding in holdings), holdings
+        keys = [PgAdvisoryLock.key(name) for name in names]
+        with psycopg.connect(postgres_url, autocommit=True) as reader:
+            pids = reader.execute(
+                "SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                " AND ((classid::bigint << 32) | objid::bigint) = ANY(%s) AND objsubid = 1",
+                ([key & 0xFFFF_FFFF_FFFF_FFFF for key in keys],),
+            ).fetchall()
+            assert len(pids) == 1, pids
+            for holding in holdings:
+                assert isinstance(holding, Holding)
+                lock.release_holding(holding)
+            left = reader.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = %s",
+                (pids[0][0],),
+            ).fetchone()
+            assert left == (0,), "a released lock of the batch stayed on its session"
+    finally:
+        lock.close()
 
 
 def test_a_cluster_lock_takes_no_task_lock_ahead(redis_cluster_url: str) -> None:

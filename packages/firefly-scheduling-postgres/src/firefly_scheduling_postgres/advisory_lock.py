@@ -70,6 +70,8 @@ class PgAdvisoryLock(SessionLock[Session]):
 
     backend_name: ClassVar[str] = "postgres"
     supports_fencing: ClassVar[bool] = True
+    #: `acquire_many` takes its locks in one statement, on one session.
+    batch_acquires = True
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (psycopg.Error, OSError)
 
     def __init__(self, url: str, *, max_connections: int | None = None) -> None:
@@ -122,6 +124,20 @@ class PgAdvisoryLock(SessionLock[Session]):
     def _server_acquire_fenced(self, session: Session, name: str) -> int | None:
         parameters = sql.fenced_acquire_parameters(self.key(name), name)
         return self._fence_statement(session, sql.TRY_LOCK_AND_FENCE, parameters)
+
+    def _server_acquire_many(
+        self, session: Session, names: Sequence[str], *, fenced: bool
+    ) -> dict[str, int | bool]:
+        parameters = sql.acquire_many_parameters(names)
+        if not fenced:
+            rows = session.execute(sql.TRY_LOCK_MANY, parameters)
+            return {str(name): True for (name,) in rows.fetchall()}
+        rows = _creating(
+            session,
+            sql.CREATE_FENCES,
+            lambda: session.execute(sql.TRY_LOCK_AND_FENCE_MANY, parameters),
+        )
+        return {str(name): int(value) for name, value in rows.fetchall()}
 
     def _server_claim(self, session: Session, name: str, seconds: float) -> bool:
         parameters = sql.claim_parameters(name, seconds)

@@ -79,6 +79,8 @@ class AsyncPgAdvisoryLock(AsyncSessionLock[Session]):
 
     backend_name: ClassVar[str] = "postgres"
     supports_fencing: ClassVar[bool] = True
+    #: `acquire_many` takes its locks in one statement, on one session.
+    batch_acquires = True
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (psycopg.Error, OSError)
     if ASYNC:
         #: psycopg answers a cancelled statement by cancelling it on the server and reading
@@ -136,6 +138,20 @@ class AsyncPgAdvisoryLock(AsyncSessionLock[Session]):
     async def _server_acquire_fenced(self, session: Session, name: str) -> int | None:
         parameters = sql.fenced_acquire_parameters(self.key(name), name)
         return await self._fence_statement(session, sql.TRY_LOCK_AND_FENCE, parameters)
+
+    async def _server_acquire_many(
+        self, session: Session, names: Sequence[str], *, fenced: bool
+    ) -> dict[str, int | bool]:
+        parameters = sql.acquire_many_parameters(names)
+        if not fenced:
+            rows = await session.execute(sql.TRY_LOCK_MANY, parameters)
+            return {str(name): True for (name,) in await rows.fetchall()}
+        rows = await _creating(
+            session,
+            sql.CREATE_FENCES,
+            lambda: session.execute(sql.TRY_LOCK_AND_FENCE_MANY, parameters),
+        )
+        return {str(name): int(value) for name, value in await rows.fetchall()}
 
     async def _server_claim(self, session: Session, name: str, seconds: float) -> bool:
         parameters = sql.claim_parameters(name, seconds)

@@ -61,6 +61,22 @@ TRY_LOCK_AND_FENCE: Final = (
     " ON CONFLICT (name) DO UPDATE SET value = fence.value + 1 RETURNING fence.value"
 )
 
+# Several names at once (a resident host's task locks of the fires it won): the names
+# that come back are the locks won, on this session.
+TRY_LOCK_MANY: Final = (
+    "SELECT wanted.name FROM unnest(%(names)s::text[], %(keys)s::bigint[])"
+    " AS wanted (name, key) WHERE pg_try_advisory_lock(wanted.key)"
+)
+# TRY_LOCK_AND_FENCE for several names: a row per lock won, with its new fence value.
+TRY_LOCK_AND_FENCE_MANY: Final = (
+    "WITH attempt AS (SELECT wanted.name, pg_try_advisory_lock(wanted.key) AS won"  # noqa: S608
+    " FROM unnest(%(names)s::text[], %(keys)s::bigint[]) AS wanted (name, key))"
+    f" INSERT INTO {FENCE_TABLE} AS fence (name, value)"
+    " SELECT attempt.name, 1 FROM attempt WHERE attempt.won"
+    " ON CONFLICT (name) DO UPDATE SET value = fence.value + 1"
+    " RETURNING fence.name, fence.value"
+)
+
 CREATE_CLAIMS: Final = (
     f"CREATE TABLE IF NOT EXISTS {CLAIM_TABLE}"
     ' (name text COLLATE "C" PRIMARY KEY, expires_at timestamptz NOT NULL)'
@@ -130,3 +146,11 @@ def claim_many_parameters(claims: Sequence[tuple[str, float]]) -> dict[str, obje
 def fenced_acquire_parameters(key: int, name: str) -> dict[str, object]:
     """`TRY_LOCK_AND_FENCE`'s parameters."""
     return {"key": key, "name": name}
+
+
+def acquire_many_parameters(names: Sequence[str]) -> dict[str, object]:
+    """`TRY_LOCK_MANY`'s and `TRY_LOCK_AND_FENCE_MANY`'s parameters: the distinct names,
+    in name order (the fence rows are then written in one order by every node, as
+    `claim_many_parameters` explains), and their advisory keys."""
+    ordered = sorted(set(names))
+    return {"names": ordered, "keys": [advisory_key(name) for name in ordered]}

@@ -203,12 +203,30 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
             return None
         return await self._server_fence(connection, name)
 
+    async def _server_acquire_many(
+        self, connection: ConnectionT, names: Sequence[str], *, fenced: bool
+    ) -> dict[str, int | bool]:
+        """The distinct `names` won on this session: each one's fencing token, or True.
+
+        One statement each here; a backend that takes them in one statement overrides
+        it and sets `batch_acquires`.
+        """
+        won: dict[str, int | bool] = {}
+        for name in names:
+            if fenced:
+                token = await self._server_acquire_fenced(connection, name)
+                if token is not None:
+                    won[name] = token
+            elif await self._server_acquire(connection, name):
+                won[name] = True
+        return won
+
     # -- AsyncBaseLock hooks -----------------------------------------------------------
 
     async def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
         async with self._any_session() as session:
             won = await self._run(
-                session, lambda connection: self._server_acquire(connection, name), undo=name
+                session, lambda connection: self._server_acquire(connection, name), undo=(name,)
             )
             if won:
                 self._hold(session, owner)
@@ -219,11 +237,36 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
             token = await self._run(
                 session,
                 lambda connection: self._server_acquire_fenced(connection, name),
-                undo=name,
+                undo=(name,),
             )
             if token is not None:
                 self._hold(session, owner)
             return token
+
+    async def _acquire_many(
+        self, requests: Sequence[tuple[str, str, float]], *, fenced: bool
+    ) -> list[int | bool | BaseException | None]:
+        """Every acquisition on one session, which then holds every lock won.
+
+        A failed statement may have taken some of the server locks: each name is
+        queued for unlocking on the session, as a single acquisition's is.
+        """
+        if not requests:
+            return []
+        names = tuple(name for name, _, _ in requests)
+        async with self._any_session() as session:
+            won = await self._run(
+                session,
+                lambda connection: self._server_acquire_many(connection, names, fenced=fenced),
+                undo=names,
+            )
+            answers: list[int | bool | BaseException | None] = []
+            for name, owner, _ in requests:
+                answer = won.get(name)
+                if answer is not None:
+                    self._hold(session, owner)
+                answers.append(answer if fenced else answer is not None)
+            return answers
 
     async def _release(self, name: str, owner: str) -> bool:
         session = self._owner_sessions.pop(owner, None)
@@ -420,7 +463,7 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
             session: _Session[ConnectionT],
             statement: _Statement[ConnectionT, _R],
             *,
-            undo: str | None = None,
+            undo: Sequence[str] = (),
             retry: bool = True,
         ) -> _R:
             """`_attempts`, with what a cancelled caller leaves behind put right.
@@ -437,12 +480,12 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
             except asyncio.CancelledError:
                 # The driver read the statement's end; whether it won is unknown, and
                 # releasing a lock the session does not hold is harmless.
-                if undo is not None:
+                if undo:
                     await self._undo_for_cancelled(session, undo)
                 raise
 
         async def _to_completion(
-            self, session: _Session[ConnectionT], work: Awaitable[_R], undo: str | None
+            self, session: _Session[ConnectionT], work: Awaitable[_R], undo: Sequence[str]
         ) -> _R:
             """Finish `work` (statements on the session) even when the caller is cancelled.
 
@@ -458,13 +501,16 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
             except asyncio.CancelledError:
                 await _completion(task)
                 # `_won` reads the task's outcome, so its failure is never left unread.
-                if _won(task) and undo is not None:
+                if _won(task) and undo:
                     await self._undo_for_cancelled(session, undo)
                 raise
 
-        async def _undo_for_cancelled(self, session: _Session[ConnectionT], name: str) -> None:
-            """Release `name` now, for a cancelled caller; else before the next statement."""
-            session.queue_unlock(name)
+        async def _undo_for_cancelled(
+            self, session: _Session[ConnectionT], names: Sequence[str]
+        ) -> None:
+            """Release `names` now, for a cancelled caller; else before the next statement."""
+            for name in names:
+                session.queue_unlock(name)
             if session.connection is not None:
                 flush = self._flush_unlocks_quietly(session, session.connection)
                 await _completion(asyncio.ensure_future(flush))
@@ -474,12 +520,12 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
         session: _Session[ConnectionT],
         statement: _Statement[ConnectionT, _R],
         *,
-        undo: str | None = None,
+        undo: Sequence[str] = (),
         retry: bool = True,
     ) -> _R:
         """Run `statement` on `session` (under its mutex).
 
-        `undo`: the server lock the statement may have taken before it failed. With
+        `undo`: the server locks the statement may have taken before it failed. With
         `retry`, an idle session (no holding on it) that turns out dead is replaced
         once at once: a server restart or an idle timeout lost no lock, so the call
         should not fail for it.
@@ -496,7 +542,7 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
         self,
         session: _Session[ConnectionT],
         statement: _Statement[ConnectionT, _R],
-        undo: str | None,
+        undo: Sequence[str],
     ) -> _R:
         connection = await self._connected(session)
         try:
@@ -504,8 +550,9 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
         except self.driver_errors:
             if not self._alive(connection):
                 await self._session_lost(session)
-            elif undo is not None:
-                session.queue_unlock(undo)
+            elif undo:
+                for name in undo:
+                    session.queue_unlock(name)
                 await self._flush_unlocks_quietly(session, connection)
             raise
 

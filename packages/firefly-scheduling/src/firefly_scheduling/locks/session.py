@@ -189,12 +189,30 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
             return None
         return self._server_fence(connection, name)
 
+    def _server_acquire_many(
+        self, connection: ConnectionT, names: Sequence[str], *, fenced: bool
+    ) -> dict[str, int | bool]:
+        """The distinct `names` won on this session: each one's fencing token, or True.
+
+        One statement each here; a backend that takes them in one statement overrides
+        it and sets `batch_acquires`.
+        """
+        won: dict[str, int | bool] = {}
+        for name in names:
+            if fenced:
+                token = self._server_acquire_fenced(connection, name)
+                if token is not None:
+                    won[name] = token
+            elif self._server_acquire(connection, name):
+                won[name] = True
+        return won
+
     # -- BaseLock hooks -----------------------------------------------------------
 
     def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
         with self._any_session() as session:
             won = self._run(
-                session, lambda connection: self._server_acquire(connection, name), undo=name
+                session, lambda connection: self._server_acquire(connection, name), undo=(name,)
             )
             if won:
                 self._hold(session, owner)
@@ -205,11 +223,36 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
             token = self._run(
                 session,
                 lambda connection: self._server_acquire_fenced(connection, name),
-                undo=name,
+                undo=(name,),
             )
             if token is not None:
                 self._hold(session, owner)
             return token
+
+    def _acquire_many(
+        self, requests: Sequence[tuple[str, str, float]], *, fenced: bool
+    ) -> list[int | bool | BaseException | None]:
+        """Every acquisition on one session, which then holds every lock won.
+
+        A failed statement may have taken some of the server locks: each name is
+        queued for unlocking on the session, as a single acquisition's is.
+        """
+        if not requests:
+            return []
+        names = tuple(name for name, _, _ in requests)
+        with self._any_session() as session:
+            won = self._run(
+                session,
+                lambda connection: self._server_acquire_many(connection, names, fenced=fenced),
+                undo=names,
+            )
+            answers: list[int | bool | BaseException | None] = []
+            for name, owner, _ in requests:
+                answer = won.get(name)
+                if answer is not None:
+                    self._hold(session, owner)
+                answers.append(answer if fenced else answer is not None)
+            return answers
 
     def _release(self, name: str, owner: str) -> bool:
         session = self._owner_sessions.pop(owner, None)
@@ -392,12 +435,12 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
         session: _Session[ConnectionT],
         statement: _Statement[ConnectionT, _R],
         *,
-        undo: str | None = None,
+        undo: Sequence[str] = (),
         retry: bool = True,
     ) -> _R:
         """Run `statement` on `session` (under its mutex).
 
-        `undo`: the server lock the statement may have taken before it failed. With
+        `undo`: the server locks the statement may have taken before it failed. With
         `retry`, an idle session (no holding on it) that turns out dead is replaced
         once at once: a server restart or an idle timeout lost no lock, so the call
         should not fail for it.
@@ -414,7 +457,7 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
         self,
         session: _Session[ConnectionT],
         statement: _Statement[ConnectionT, _R],
-        undo: str | None,
+        undo: Sequence[str],
     ) -> _R:
         connection = self._connected(session)
         try:
@@ -422,8 +465,9 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
         except self.driver_errors:
             if not self._alive(connection):
                 self._session_lost(session)
-            elif undo is not None:
-                session.queue_unlock(undo)
+            elif undo:
+                for name in undo:
+                    session.queue_unlock(name)
                 self._flush_unlocks_quietly(session, connection)
             raise
 
