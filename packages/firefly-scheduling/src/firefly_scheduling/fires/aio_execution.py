@@ -50,9 +50,10 @@ backend on MySQL/MariaDB and SQLite, which needs a second statement); plus the
 pre-body check on PostgreSQL and MySQL. A host that claims fires together
 (`claim_fires`, the resident host) sends the claims of one instant as one request
 where the backend can, and, where it also batches acquisitions (`batch_acquires`:
-Redis on one server), the task locks of the fires it won as a second one, so a won
-fire's worker sends only the release. docs/guarantees.md has the measured table. Keep-alive adds
-one per `lock_ttl / 3` of body time.
+Redis on one server, memcached, PostgreSQL), the task locks of the fires it won as
+a second one, so a won fire's worker does not send its own acquisition.
+docs/guarantees.md has the measured table. Keep-alive adds one per `lock_ttl / 3`
+of body time.
 """
 
 from __future__ import annotations
