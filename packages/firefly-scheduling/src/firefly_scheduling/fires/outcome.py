@@ -119,9 +119,9 @@ class TaskLockAhead:
     """A won fire's task lock, taken with its claim, before the fire reached a worker.
 
     On a backend with `batch_acquires` (Redis on one server, memcached, PostgreSQL)
-    the resident host
-    takes the task locks of the fires it won as one more request of the batch
-    (`FireRunner.claim_fires`), so a worker sends no acquisition of its own.
+    the resident host takes the task locks of the fires it won as one more request
+    of the batch (`FireRunner.claim_fires`), so a worker sends no acquisition of its
+    own.
     `answer` is the holding, None when the lock is held (the previous fire still
     runs), or the error that left it unknown. A holding handed here is the run's to
     release, whatever becomes of the fire.
