@@ -220,3 +220,24 @@ def test_a_cluster_lock_takes_no_task_lock_ahead(redis_cluster_url: str) -> None
         assert ran == [1]
     finally:
         cluster_lock.close()
+
+
+def test_a_redis_batch_sent_to_a_server_that_forgot_the_script_loads_it_and_wins(
+    redis_url: str,
+) -> None:
+    """A restart or `SCRIPT FLUSH` empties the script cache: every `EVALSHA` of the
+    pipeline answers NOSCRIPT (none ran), and the batch is sent again once loaded."""
+    lock = RedisLock(redis_url)
+    server = redis.Redis.from_url(redis_url)
+    try:
+        names = [descriptor.lock_name or "" for descriptor in tasks(3)]
+        server.script_flush()
+        holdings = lock.acquire_many([(name, 30) for name in names], fenced=True)
+        for name, holding in zip(names, holdings, strict=True):
+            assert isinstance(holding, Holding), holdings
+            assert holding.fence is not None
+            assert server.get(RedisLock.key(name)) == holding.owner.encode()
+            lock.release_holding(holding)
+    finally:
+        server.close()
+        lock.close()
