@@ -49,6 +49,7 @@ from firefly_scheduling.history.base import BaseRunHistory, RunEnd, RunStart
 from firefly_scheduling.history.port import (
     EXPIRED_BY_PRUNE,
     HistoryError,
+    NewRun,
     RunRecord,
     RunState,
     clip_error,
@@ -137,6 +138,61 @@ class DatabaseRunHistory(BaseRunHistory):
                 return int(attempt)
 
         return self._call("starting a run", write)
+
+    def start_new_many(self, runs: Sequence[NewRun], *, node: str, at: datetime) -> list[bool]:
+        """`BatchStartingHistory.start_new_many`: one statement on PostgreSQL.
+
+        Elsewhere two in one transaction: the batch's records that stand in the way
+        are read, then the new runs inserted as one multi-row insert. A record
+        written between the two (a skip by a node that was too late) fails the whole
+        insert on its key, and nothing is started here: every fire of the batch then
+        starts the usual way.
+        """
+        at = as_utc(at)
+        rows = [_running_row(run, node=node, at=at) for run in runs]
+        if not rows:
+            return []
+        driver = self._driver
+        if driver is not None:
+            started = self._call("starting runs", lambda: self._started_on_driver(driver, rows))
+        else:
+            started = self._call("starting runs", lambda: self._started_in_two(rows))
+        return [_row_key(row) in started for row in rows]
+
+    def _started_on_driver(
+        self, driver: _DriverStatements, rows: list[dict[str, Any]]
+    ) -> set[tuple[str, str, datetime]]:
+        parameters = {
+            "p_lock_names": [row["lock_name"] for row in rows],
+            "p_tasks": [row["task"] for row in rows],
+            "p_instants": [row["instant"].replace(tzinfo=None) for row in rows],
+            "p_tokens": [row["token"] for row in rows],
+            "p_node": rows[0]["node"],
+            "p_started_at": rows[0]["started_at"],
+        }
+        return {_row_key(row) for row in driver.path.rows(driver.start_new_many, parameters)}
+
+    def _started_in_two(self, rows: list[dict[str, Any]]) -> set[tuple[str, str, datetime]]:
+        in_the_way = self._statements.in_the_way
+        parameters = {
+            "p_lock_names": sorted({row["lock_name"] for row in rows}),
+            "p_instants": sorted({row["instant"] for row in rows}),
+        }
+        try:
+            with self._engine.begin() as connection:
+                found = connection.execute(in_the_way, parameters).all()
+                busy = {(lock, task) for lock, task, _, state in found if state == "running"}
+                recorded = {(lock, task, as_utc(instant)) for lock, task, instant, _ in found}
+                fresh = [
+                    row
+                    for row in rows
+                    if (row["lock_name"], row["task"]) not in busy and _row_key(row) not in recorded
+                ]
+                if fresh:
+                    connection.execute(self._table.insert(), fresh)
+        except IntegrityError:
+            return set()
+        return {_row_key(row) for row in fresh}
 
     def _takeover(self, begin: RunStart, key: dict[str, Any]) -> sa.Update:
         """The `start` of a fire whose row exists: only from `skipped` or an older run.
@@ -471,6 +527,26 @@ def _skipped_row(
     }
 
 
+def _running_row(run: NewRun, *, node: str, at: datetime) -> dict[str, Any]:
+    """The row of a new run, attempt 1: the record `start_new_many` inserts."""
+    return {
+        "lock_name": run.lock,
+        "task": run.task,
+        "instant": as_utc(run.instant),
+        "node": node,
+        "attempt": 1,
+        "state": RunState.RUNNING.value,
+        "started_at": at,
+        "ended_at": None,
+        "error": None,
+        "token": run.token,
+    }
+
+
+def _row_key(row: Mapping[str, Any]) -> tuple[str, str, datetime]:
+    return (row["lock_name"], row["task"], as_utc(row["instant"]))
+
+
 def _single_statements(engine: Engine) -> Engine:
     """The engine for statements atomic on their own: in autocommit on PostgreSQL.
 
@@ -513,6 +589,7 @@ class _DriverStatements:
     finish: dict[bool, DriverStatement]
     unfinished: DriverStatement
     insert_if_absent: DriverStatement
+    start_new_many: DriverStatement
 
     @classmethod
     def for_store(cls, engine: Engine, statements: _HotStatements) -> _DriverStatements | None:
@@ -523,6 +600,7 @@ class _DriverStatements:
             {is_none: DriverStatement(s, engine) for is_none, s in statements.finish.items()},
             DriverStatement(statements.unfinished, engine),
             DriverStatement(statements.insert_if_absent, engine),
+            DriverStatement(_start_new_from_arrays(statements.runs), engine),
         )
 
 
@@ -540,6 +618,7 @@ class _HotStatements:
     """
 
     def __init__(self, runs: sa.Table, dialect: str) -> None:
+        self.runs = runs
         columns = runs.c
         is_key = sa.and_(
             columns.lock_name == sa.bindparam("p_lock_name"),
@@ -572,6 +651,14 @@ class _HotStatements:
                 running,
             )
             .order_by(columns.instant)
+        )
+        #: `start_new_many` off PostgreSQL: the records of a batch's locks that stand in
+        #: the way of a new run (a running one, or one at a fire of the batch).
+        self.in_the_way = sa.select(
+            columns.lock_name, columns.task, columns.instant, columns.state
+        ).where(
+            columns.lock_name.in_(sa.bindparam("p_lock_names", expanding=True)),
+            sa.or_(running, columns.instant.in_(sa.bindparam("p_instants", expanding=True))),
         )
         #: PostgreSQL and SQLite: the insert-if-absent; None on MySQL (see the caller).
         self.insert_if_absent: sa.Insert | None = None
@@ -614,6 +701,53 @@ def _skip_many_from_an_array(runs: sa.Table) -> sa.Executable:
     names += ("started_at", "ended_at", "error", "token")
     insert = postgresql.insert(runs).from_select(names, rows).on_conflict_do_nothing()
     return insert.returning(columns.instant)  # the rows inserted: their number is the count
+
+
+def _start_new_from_arrays(runs: sa.Table) -> sa.ClauseElement:
+    """`start_new_many` on PostgreSQL: one `INSERT … SELECT … FROM unnest(…)`.
+
+    Each fire of the batch is a row of four arrays (lock, task, instant, token); it
+    is inserted, attempt 1, unless its task has a `running` record (`NOT EXISTS`)
+    or its fire a record (`ON CONFLICT DO NOTHING`), and the rows it returns are
+    the runs started. One round trip for the whole batch, in autocommit.
+    """
+    columns = runs.c
+    batch = (
+        sa.func.unnest(
+            sa.bindparam("p_lock_names", type_=postgresql.ARRAY(sa.Text())),
+            sa.bindparam("p_tasks", type_=postgresql.ARRAY(sa.Text())),
+            sa.bindparam("p_instants", type_=postgresql.ARRAY(sa.DateTime())),
+            sa.bindparam("p_tokens", type_=postgresql.ARRAY(sa.BigInteger())),
+        )
+        .table_valued("lock_name", "task", "instant", "token")
+        .render_derived(name="batch")
+    )
+    other = runs.alias("other")
+    busy = (
+        sa.select(sa.literal(1))
+        .where(
+            other.c.lock_name == batch.c.lock_name,
+            other.c.task == batch.c.task,
+            other.c.state == RunState.RUNNING.value,
+        )
+        .exists()
+    )
+    rows = sa.select(
+        batch.c.lock_name,
+        batch.c.task,
+        batch.c.instant,
+        sa.bindparam("p_node", type_=columns.node.type),
+        sa.literal(1),
+        sa.literal(RunState.RUNNING.value),
+        sa.bindparam("p_started_at", type_=sa.DateTime()),
+        sa.null(),
+        sa.null(),
+        batch.c.token,
+    ).where(~busy)
+    names = [*("lock_name", "task", "instant", "node", "attempt", "state")]
+    names += ("started_at", "ended_at", "error", "token")
+    insert = postgresql.insert(runs).from_select(names, rows).on_conflict_do_nothing()
+    return insert.returning(columns.lock_name, columns.task, columns.instant)
 
 
 def create_history_store(url: str) -> DatabaseRunHistory:

@@ -88,7 +88,7 @@ from firefly_scheduling.fires.outcome import (
     closing_state,
 )
 from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedSkip, UnrecordedWrites
-from firefly_scheduling.history.port import HistoryError, RunHistory
+from firefly_scheduling.history.port import BatchStartingHistory, HistoryError, NewRun, RunHistory
 from firefly_scheduling.history.selection import resolve_history
 from firefly_scheduling.instants import as_utc
 from firefly_scheduling.locks.holding import Holding
@@ -114,6 +114,8 @@ Write: TypeAlias = Callable[[], Awaitable[_T]]  # sync: Write: TypeAlias = Calla
 FINISH_RETRY_SECONDS = 10.0
 #: How long the record of a skipped fire is retried.
 SKIP_RETRY_SECONDS = 2.0
+#: Why a fire started with its claim is closed as expired when no worker took it in time.
+TOO_LATE_FOR_A_WORKER = "it waited past grace for a worker after its claim, and never ran"
 #: The share of its lease a body must have ahead of it when it starts; with less,
 #: one renewal on the server refreshes the lease first (see `_still_held`).
 BODY_LEASE_MARGIN = 0.5
@@ -174,6 +176,8 @@ class AsyncFireRunner:
         self._batch_acquires: AsyncBatchAcquiringLock | None = None
         if self._capabilities.batch_acquires and isinstance(holdings, AsyncBatchAcquiringLock):
             self._batch_acquires = holdings
+        store: object = history  # mypy does not intersect two protocols
+        self._batch_starts = store if isinstance(store, BatchStartingHistory) else None
         self._unrecorded = UnrecordedWrites(horizon_seconds=self._grace + self._clock_skew)
 
     @classmethod
@@ -263,6 +267,8 @@ class AsyncFireRunner:
         claimed = iter(await self._claim_all(pending, patience=0.0))
         decided = [verdict if verdict is not None else next(claimed) for verdict in verdicts]
         ahead = await self._task_locks_ahead(fires, decided)
+        if ahead:
+            ahead = await self._starts_ahead(fires, ahead)
         took = time.perf_counter() - started
         return [
             ClaimOutcome(verdict, took, ahead.get(index)) for index, verdict in enumerate(decided)
@@ -286,6 +292,43 @@ class AsyncFireRunner:
         requests = [(fires[index][0].lock_name or "", _lock_ttl(fires[index][0])) for index in won]
         answers = await batch.acquire_many(requests, fenced=self._capabilities.fenced)
         return {index: TaskLockAhead(answer) for index, answer in zip(won, answers, strict=True)}
+
+    async def _starts_ahead(
+        self,
+        fires: Sequence[tuple[ScheduledDescriptor, datetime]],
+        ahead: dict[int, TaskLockAhead],
+    ) -> dict[int, TaskLockAhead]:
+        """`ahead` with the runs of the fires whose task locks it holds started, where
+        the history starts new runs in one round trip (`BatchStartingHistory`).
+
+        The fires' workers would otherwise each read the task's running records and
+        write their start, two blocking round trips before the body (issue 12). A
+        fire this cannot start (one to adopt or expire first, one recorded already)
+        is left to its worker, as is every fire when the history fails here: its
+        worker meets the failure again, and logs it.
+        """
+        history = self._batch_starts
+        held = {
+            index: lock.answer for index, lock in ahead.items() if isinstance(lock.answer, Holding)
+        }
+        if history is None or not held:
+            return ahead
+        runs = [
+            NewRun(holding.name, fires[index][0].target, as_utc(fires[index][1]), holding.fence)
+            for index, holding in held.items()
+        ]
+        try:
+            started = await _off_loop(
+                history.start_new_many, runs, node=self._node, at=self._clock()
+            )
+        except HistoryError as err:
+            logger.info("the runs of %d fires are left to their workers: %s", len(runs), err)
+            return ahead
+        begun = dict(ahead)
+        for index, new in zip(held, started, strict=True):
+            if new:
+                begun[index] = replace(ahead[index], started=True)
+        return begun
 
     async def recent_recorded_instants(
         self, descriptor: ScheduledDescriptor, limit: int
@@ -415,8 +458,18 @@ class AsyncFireRunner:
         if claim.verdict is not Verdict.SUCCEEDED:
             return self._result(claim.verdict, descriptor, instant, claim_seconds=claim.seconds)
         if await self._skip_if_too_late(lock_name, descriptor.target, instant):
-            if claim.task_lock is not None and isinstance(claim.task_lock.answer, Holding):
-                await self._holdings.release_holding(claim.task_lock.answer)
+            ahead = claim.task_lock
+            if ahead is not None and isinstance(ahead.answer, Holding):
+                if ahead.started:  # its record says running: it never will
+                    await self._finish(
+                        lock_name,
+                        descriptor.target,
+                        instant,
+                        token=ahead.answer.fence,
+                        verdict=Verdict.EXPIRED,
+                        error=TOO_LATE_FOR_A_WORKER,
+                    )
+                await self._holdings.release_holding(ahead.answer)
             return self._result(Verdict.TOO_LATE, descriptor, instant, claim_seconds=claim.seconds)
         outcome = await self._run_claimed(
             descriptor, lock_name, instant, body, ahead=claim.task_lock
@@ -460,20 +513,30 @@ class AsyncFireRunner:
         token = holding.fence
         lost = threading.Event()
         keepalive = self._keep_alive(holding, ttl, lost, f"{target} @ {_at(instant)}")
+        adopted: tuple[FireResult, ...] = ()
         try:
-            adopted = await self._adopt_or_expire(descriptor, instant, body, holding, lost)
-            if not await self._still_held(holding, lost):
-                await self._skip(
-                    lock_name,
-                    target,
-                    instant,
-                    f"the task lock {lock_name!r} was lost before it ran",
-                )
-                outcome = self._result(
-                    Verdict.LOCK_LOST, descriptor, instant, token=token, lost=True
+            if ahead is not None and ahead.started:
+                # Started with its claim, where the task had no running record: nothing
+                # to adopt. Its pre-body check closes the record if the lock was lost.
+                outcome = await self._execute(
+                    descriptor, instant, body, holding=holding, lost=lost, started_ahead=True
                 )
             else:
-                outcome = await self._execute(descriptor, instant, body, holding=holding, lost=lost)
+                adopted = await self._adopt_or_expire(descriptor, instant, body, holding, lost)
+                if not await self._still_held(holding, lost):
+                    await self._skip(
+                        lock_name,
+                        target,
+                        instant,
+                        f"the task lock {lock_name!r} was lost before it ran",
+                    )
+                    outcome = self._result(
+                        Verdict.LOCK_LOST, descriptor, instant, token=token, lost=True
+                    )
+                else:
+                    outcome = await self._execute(
+                        descriptor, instant, body, holding=holding, lost=lost
+                    )
         finally:
             if keepalive is not None:
                 await keepalive.stop()
@@ -780,6 +843,7 @@ class AsyncFireRunner:
         lost: threading.Event,
         recorded: bool = True,
         unrecorded_attempt: int = 1,
+        started_ahead: bool = False,
     ) -> FireResult:
         """Run the body once for `instant`, between the history's start and finish.
 
@@ -788,13 +852,15 @@ class AsyncFireRunner:
         renewal got to say so: another node may have run meanwhile.
         `unrecorded_attempt` is the attempt the body is told when the history cannot
         record the start: an adoption is attempt `n + 1` even then.
+        `started_ahead`: the history has this run started, attempt 1, with its claim
+        (`claim_fires`).
         """
         target = descriptor.target
         # Only a locked task's fires are recorded: the lock name is half of their key.
         lock = descriptor.lock_name if recorded else None
         token = None if holding is None else holding.fence
         attempt = 1
-        if lock is not None and self._history is not None:
+        if lock is not None and self._history is not None and not started_ahead:
             try:
                 started = await _off_loop(
                     self._history.start,

@@ -125,9 +125,14 @@ class TaskLockAhead:
     `answer` is the holding, None when the lock is held (the previous fire still
     runs), or the error that left it unknown. A holding handed here is the run's to
     release, whatever becomes of the fire.
+
+    `started` is True when the history also recorded the fire's run as started
+    (attempt 1) with the batch (`BatchStartingHistory`): its worker then neither
+    reads the task's running records nor writes the start.
     """
 
     answer: Holding | LockBackendError | None
+    started: bool = False
 
 
 def closing_state(verdict: Verdict) -> RunState:

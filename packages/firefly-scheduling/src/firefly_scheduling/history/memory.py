@@ -8,12 +8,14 @@ the SQL store. Other processes (another node, the `runs` command) never see it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
 from firefly_scheduling.history.base import BaseRunHistory, RunEnd, RunStart
 from firefly_scheduling.history.port import (
     EXPIRED_BY_PRUNE,
+    NewRun,
     RunRecord,
     RunState,
     clip_error,
@@ -54,6 +56,36 @@ class MemoryRunHistory(BaseRunHistory):
                 lock=begin.lock,
             )
             return attempt
+
+    def start_new_many(self, runs: Sequence[NewRun], *, node: str, at: datetime) -> list[bool]:
+        """`BatchStartingHistory.start_new_many`, under the one mutex."""
+        at = as_utc(at)
+        keys = [(run.lock, run.task, as_utc(run.instant)) for run in runs]
+        with self._mutex:
+            busy = {
+                (record.lock, record.task)
+                for record in self._records.values()
+                if record.state is RunState.RUNNING
+            }
+            started: list[bool] = []
+            for run, key in zip(runs, keys, strict=True):
+                new = key not in self._records and (run.lock, run.task) not in busy
+                if new:
+                    self._records[key] = RunRecord(
+                        task=run.task,
+                        instant=key[2],
+                        node=node,
+                        attempt=1,
+                        state=RunState.RUNNING,
+                        started_at=at,
+                        ended_at=None,
+                        error=None,
+                        token=run.token,
+                        lock=run.lock,
+                    )
+                    busy.add((run.lock, run.task))
+                started.append(new)
+        return started
 
     def _finish(self, end: RunEnd) -> bool:
         key = (end.lock, end.task, end.instant)

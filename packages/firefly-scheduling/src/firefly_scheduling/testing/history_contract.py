@@ -19,7 +19,13 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from firefly_scheduling.history.port import MAX_ERROR_LENGTH, RunHistory, RunState
+from firefly_scheduling.history.port import (
+    MAX_ERROR_LENGTH,
+    BatchStartingHistory,
+    NewRun,
+    RunHistory,
+    RunState,
+)
 
 T0 = datetime(2030, 1, 1, 12, 0, 0, 123456, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
@@ -68,6 +74,64 @@ class RunHistoryContract:
             )
             assert history.start(TASK, instant, lock=LOCK, node="b", token=99, at=instant) is None
             assert history.start(TASK, instant, lock=LOCK, node="b", token=None, at=instant) is None
+
+    # -- start_new_many (stores that batch starts) -------------------------------------
+
+    def _batching(self, history: RunHistory) -> BatchStartingHistory:
+        if not isinstance(history, BatchStartingHistory):
+            pytest.skip(f"{type(history).__name__} does not start runs in batches")
+        return history
+
+    def test_new_runs_start_together_as_attempt_one(self, history: RunHistory) -> None:
+        batching = self._batching(history)
+        runs = [
+            NewRun(LOCK, TASK, T0, 7),
+            NewRun(OTHER_LOCK, TASK, T0, None),
+            NewRun("production:app.jobs:mail", "app.jobs:mail", T0 + SECOND, 3),
+        ]
+        assert batching.start_new_many(runs, node="a", at=T0 + SECOND) == [True, True, True]
+        for run in runs:
+            [record] = history.unfinished(run.task, lock=run.lock)
+            assert (record.instant, record.node, record.attempt) == (run.instant, "a", 1)
+            assert (record.state, record.token, record.started_at) == (
+                RunState.RUNNING,
+                run.token,
+                T0 + SECOND,
+            )
+        assert history.finish(
+            TASK, T0, lock=LOCK, token=7, state=RunState.SUCCEEDED, error=None, at=T0
+        )
+        assert batching.start_new_many(runs, node="b", at=T0) == [False, False, False]
+        assert [r.node for r in history.runs(limit=10)] == ["a", "a", "a"]
+        assert batching.start_new_many([], node="a", at=T0) == []
+
+    def test_a_batch_starts_nothing_in_the_way_of_the_usual_start(
+        self, history: RunHistory
+    ) -> None:
+        """A skipped fire, a task running elsewhere, a finished fire: left alone."""
+        batching = self._batching(history)
+        names = ("skipped", "busy", "done", "new")
+        skipped, busy, done, new = (f"app.jobs:{name}" for name in names)
+        history.skip(skipped, T0, lock=skipped, node="x", reason="too late", at=T0)
+        history.start(busy, T0 - SECOND, lock=busy, node="x", token=1, at=T0)
+        history.start(done, T0, lock=done, node="x", token=1, at=T0)
+        history.finish(done, T0, lock=done, token=1, state=RunState.FAILED, error="e", at=T0)
+        history.start(new, T0, lock=OTHER_LOCK, node="x", token=1, at=T0)  # another lock's
+        before = sorted(history.runs(limit=10), key=lambda r: r.task)
+        runs = [NewRun(name, name, T0, 5) for name in (skipped, busy, done)]
+        runs.append(NewRun(new, new, T0, 5))
+        assert batching.start_new_many(runs, node="b", at=T0) == [False, False, False, True]
+        after = sorted(history.runs(limit=10), key=lambda r: r.task)
+        assert [r for r in after if r.lock != new] == before
+        assert history.start(skipped, T0, lock=skipped, node="b", token=5, at=T0) == 1
+        assert [r.instant for r in history.unfinished(busy, lock=busy)] == [T0 - SECOND]
+
+    def test_a_batch_with_a_naive_instant_is_refused_whole(self, history: RunHistory) -> None:
+        batching = self._batching(history)
+        runs = [NewRun(LOCK, TASK, T0, 1), NewRun(OTHER_LOCK, TASK, T0.replace(tzinfo=None), 2)]
+        with pytest.raises(ValueError):
+            batching.start_new_many(runs, node="a", at=T0)
+        assert history.runs(limit=10) == []
 
     # -- finish and fencing ------------------------------------------------------------
 
