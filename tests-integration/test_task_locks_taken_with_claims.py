@@ -1,6 +1,6 @@
 """The task locks of the fires won, taken with their claims on a backend that batches them.
 
-On Redis (one server), memcached and PostgreSQL, `FireRunner.claim_fires` takes the
+On Redis (one server), memcached, PostgreSQL and MySQL, `FireRunner.claim_fires` takes the
 task locks of the fires it won as one request (`capabilities.batch_acquires`), so
 a won fire's worker sends only its release (issue 12: a blocking round trip per
 fire from many threads cost more CPU in thread switches than the request). The
@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
 import psycopg
+import pymysql
 import pytest
 import redis
 
@@ -26,11 +27,13 @@ from firefly_scheduling.history import MemoryRunHistory, RunState
 from firefly_scheduling.locks.base import BaseLock
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling_memcached import MemcachedLock
+from firefly_scheduling_mysql import MySqlNamedLock
+from firefly_scheduling_mysql.connection_options import connection_arguments
 from firefly_scheduling_postgres import PgAdvisoryLock
 from firefly_scheduling_redis import RedisLock
 
 GRACE = 5.0
-BATCHING = ("redis", "memcached", "postgres")
+BATCHING = ("redis", "memcached", "postgres", "mysql")
 
 
 class Clock:
@@ -53,13 +56,18 @@ def tasks(count: int) -> list[ScheduledDescriptor]:
 
 @pytest.fixture(params=BATCHING)
 def nodes(
-    request: pytest.FixtureRequest, redis_url: str, memcached_url: str, postgres_url: str
+    request: pytest.FixtureRequest,
+    redis_url: str,
+    memcached_url: str,
+    postgres_url: str,
+    mysql_url: str,
 ) -> Iterator[Callable[[], BaseLock]]:
     """Locks of one backend, each a node of its own; closed at the end."""
     build: Callable[[], BaseLock] = {
         "redis": lambda: RedisLock(redis_url),
         "memcached": lambda: MemcachedLock(memcached_url),
         "postgres": lambda: PgAdvisoryLock(postgres_url),
+        "mysql": lambda: MySqlNamedLock(mysql_url),
     }[request.param]
     built: list[BaseLock] = []
 
@@ -200,6 +208,65 @@ def test_postgres_task_locks_of_a_batch_are_on_one_session(postgres_url: str) ->
             ).fetchone()
             assert left == (0,), "a released lock of the batch stayed on its session"
     finally:
+        lock.close()
+
+
+def test_mysql_task_locks_of_a_batch_are_on_one_session_with_their_own_tokens(
+    mysql_url: str,
+) -> None:
+    """A second connection asks the server: every lock won is held by one connection,
+    each token is its name's fence counter, and a name held elsewhere is neither won
+    nor counted."""
+    lock = MySqlNamedLock(mysql_url)
+    reader = pymysql.connect(**connection_arguments(mysql_url), autocommit=True)
+    other = MySqlNamedLock(mysql_url)
+    try:
+        names = [descriptor.lock_name or "" for descriptor in tasks(4)]
+        assert other.try_acquire(names[2], 30)
+        fenced_before = other.acquire(names[3], 30, fenced=True)
+        assert isinstance(fenced_before, Holding)
+        other.release_holding(fenced_before)
+        with reader.cursor() as cursor:
+            cursor.execute(
+                "SELECT value FROM firefly_scheduling_fences WHERE name = %s",
+                (MySqlNamedLock.server_name(names[2]),),
+            )
+            held_elsewhere_counter = cursor.fetchall()
+        holdings = lock.acquire_many([(name, 30) for name in names], fenced=True)
+        assert holdings[2] is None, holdings
+        won = [holding for holding in holdings if isinstance(holding, Holding)]
+        assert [holding.name for holding in won] == [names[0], names[1], names[3]]
+        assert won[2].fence is not None
+        assert fenced_before.fence is not None
+        assert won[2].fence > fenced_before.fence
+        with reader.cursor() as cursor:
+            servers = [MySqlNamedLock.server_name(holding.name) for holding in won]
+            cursor.execute(
+                "SELECT IS_USED_LOCK(%s), IS_USED_LOCK(%s), IS_USED_LOCK(%s)", tuple(servers)
+            )
+            [owners] = cursor.fetchall()
+            assert len(set(owners)) == 1, owners
+            assert None not in owners
+            for holding, server in zip(won, servers, strict=True):
+                cursor.execute(
+                    "SELECT value FROM firefly_scheduling_fences WHERE name = %s", (server,)
+                )
+                assert cursor.fetchall() == ((holding.fence,),)
+            cursor.execute(
+                "SELECT value FROM firefly_scheduling_fences WHERE name = %s",
+                (MySqlNamedLock.server_name(names[2]),),
+            )
+            assert cursor.fetchall() == held_elsewhere_counter, "a lock not won was counted"
+        for holding in won:
+            lock.release_holding(holding)
+        with reader.cursor() as cursor:
+            cursor.execute(
+                "SELECT IS_USED_LOCK(%s), IS_USED_LOCK(%s), IS_USED_LOCK(%s)", tuple(servers)
+            )
+            assert cursor.fetchall() == ((None, None, None),), "a released lock stayed held"
+    finally:
+        reader.close()
+        other.close()
         lock.close()
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Sequence
 from typing import Final
 
 from pymysql.constants import ER
@@ -108,6 +109,39 @@ def server_name(name: str) -> str:
 def fenced_acquire_parameters(name: str) -> dict[str, str]:
     """`GET_LOCK_AND_FENCE`'s parameters for lock `name`."""
     return {"name": server_name(name)}
+
+
+def acquire_many(names: Sequence[str], *, fenced: bool) -> tuple[str, list[str]]:
+    """One statement taking the server locks of several (distinct, validated) names.
+
+    Unfenced, `SELECT GET_LOCK(a, 0), GET_LOCK(b, 0), …`: one row, a column per name,
+    in order. Fenced, `GET_LOCK_AND_FENCE` over a derived table of the names: the
+    counter of each name won is written in the same statement, and `held_fences`
+    reads the tokens back (the OK packet carries only one `LAST_INSERT_ID`). A name
+    is counted only where its `GET_LOCK` returned 1, so only this session writes
+    those rows until it releases them: the values it reads are its own tokens.
+    """
+    servers = [server_name(name) for name in names]
+    if not fenced:
+        return "SELECT " + ", ".join(["GET_LOCK(%s, 0)"] * len(servers)), servers
+    batch = " UNION ALL ".join(["SELECT %s AS name"] * len(servers))
+    statement = (
+        f"INSERT INTO {FENCE_TABLE} (name, value)"  # noqa: S608 - constant table, placeholders
+        f" SELECT batch.name, 1 FROM ({batch}) AS batch WHERE GET_LOCK(batch.name, 0) = 1"
+        " ON DUPLICATE KEY UPDATE value = value + 1"
+    )
+    return statement, servers
+
+
+def held_fences(names: Sequence[str]) -> tuple[str, list[str]]:
+    """The fence counters of those of `names` this session holds: `(server name, value)` rows."""
+    servers = [server_name(name) for name in names]
+    statement = (
+        f"SELECT name, value FROM {FENCE_TABLE}"  # noqa: S608 - constant table, placeholders
+        f" WHERE name IN ({', '.join(['%s'] * len(servers))})"
+        " AND IS_USED_LOCK(name) = CONNECTION_ID()"
+    )
+    return statement, servers
 
 
 def claim_parameters(name: str, seconds: float) -> dict[str, object]:
