@@ -1,6 +1,7 @@
 """The task locks of the fires won, taken with their claims on a backend that batches them.
 
-On Redis (one server), memcached, PostgreSQL and MySQL, `FireRunner.claim_fires` takes the
+On Redis (one server), memcached, PostgreSQL, MySQL and the database backend on
+PostgreSQL, `FireRunner.claim_fires` takes the
 task locks of the fires it won as one request (`capabilities.batch_acquires`), so
 a won fire's worker sends only its release (issue 12: a blocking round trip per
 fire from many threads cost more CPU in thread switches than the request). The
@@ -26,6 +27,7 @@ from firefly_scheduling.fires.outcome import Verdict
 from firefly_scheduling.history import MemoryRunHistory, RunState
 from firefly_scheduling.locks.base import BaseLock
 from firefly_scheduling.locks.holding import Holding
+from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_memcached import MemcachedLock
 from firefly_scheduling_mysql import MySqlNamedLock
 from firefly_scheduling_mysql.connection_options import connection_arguments
@@ -33,7 +35,7 @@ from firefly_scheduling_postgres import PgAdvisoryLock
 from firefly_scheduling_redis import RedisLock
 
 GRACE = 5.0
-BATCHING = ("redis", "memcached", "postgres", "mysql")
+BATCHING = ("redis", "memcached", "postgres", "mysql", "database-postgres")
 
 
 class Clock:
@@ -54,6 +56,11 @@ def tasks(count: int) -> list[ScheduledDescriptor]:
     ]
 
 
+def installed(lock: DatabaseLeaseLock) -> DatabaseLeaseLock:
+    lock.install()
+    return lock
+
+
 @pytest.fixture(params=BATCHING)
 def nodes(
     request: pytest.FixtureRequest,
@@ -68,6 +75,7 @@ def nodes(
         "memcached": lambda: MemcachedLock(memcached_url),
         "postgres": lambda: PgAdvisoryLock(postgres_url),
         "mysql": lambda: MySqlNamedLock(mysql_url),
+        "database-postgres": lambda: installed(DatabaseLeaseLock(postgres_url)),
     }[request.param]
     built: list[BaseLock] = []
 
@@ -267,6 +275,69 @@ def test_mysql_task_locks_of_a_batch_are_on_one_session_with_their_own_tokens(
     finally:
         reader.close()
         other.close()
+        lock.close()
+
+
+def test_database_task_locks_of_a_batch_are_lease_rows_with_their_own_tokens(
+    postgres_url: str,
+) -> None:
+    """A second connection reads the tables: each lease row carries its holding's owner
+    token, each fence its token, and a lease held elsewhere is neither taken nor counted."""
+    lock = installed(DatabaseLeaseLock(postgres_url))
+    other = DatabaseLeaseLock(postgres_url)
+    try:
+        names = [descriptor.lock_name or "" for descriptor in tasks(3)]
+        assert other.try_acquire(names[1], 30)
+        holdings = lock.acquire_many([(name, 30) for name in names], fenced=True)
+        assert holdings[1] is None, holdings
+        won = [holding for holding in holdings if isinstance(holding, Holding)]
+        assert [holding.name for holding in won] == [names[0], names[2]]
+        with psycopg.connect(postgres_url, autocommit=True) as reader:
+            rows = reader.execute(
+                "SELECT l.name, l.locked_by, f.value FROM firefly_scheduling_locks AS l"
+                " LEFT JOIN firefly_scheduling_locks_fences AS f ON f.name = l.name"
+                " WHERE l.name = ANY(%s) ORDER BY l.name",
+                (names,),
+            ).fetchall()
+            expected = {(holding.name, holding.owner, holding.fence) for holding in won}
+            assert {row for row in rows if row[0] != names[1]} == expected
+            [(_, _, held_elsewhere_fence)] = [row for row in rows if row[0] == names[1]]
+            assert held_elsewhere_fence is None, "a lease not won was counted"
+            for holding in won:
+                lock.release_holding(holding)
+            left = reader.execute(
+                "SELECT count(*) FROM firefly_scheduling_locks WHERE name = ANY(%s)",
+                ([holding.name for holding in won],),
+            ).fetchone()
+            assert left == (0,), "a released lease stayed"
+    finally:
+        other.close()
+        lock.close()
+
+
+def test_a_database_batch_that_meets_another_transaction_loses_only_that_name(
+    postgres_url: str,
+) -> None:
+    """Another transaction's uncommitted row makes the batch's statement wait, then fail
+    as contention (`lock_timeout`); the names are then taken one by one, so only the
+    contended one is lost."""
+    lock = installed(DatabaseLeaseLock(postgres_url))
+    try:
+        names = [descriptor.lock_name or "" for descriptor in tasks(3)]
+        with psycopg.connect(postgres_url) as blocker:  # a transaction, left open
+            blocker.execute(
+                "INSERT INTO firefly_scheduling_locks (name, locked_by, locked_until, locked_at)"
+                " VALUES (%s, 'blocker', now() + interval '30 seconds', now())",
+                (names[1],),
+            )
+            holdings = lock.acquire_many([(name, 30) for name in names], fenced=True)
+            blocker.rollback()
+        assert holdings[1] is None, holdings
+        won = [holding for holding in holdings if isinstance(holding, Holding)]
+        assert [holding.name for holding in won] == [names[0], names[2]], holdings
+        for holding in won:
+            lock.release_holding(holding)
+    finally:
         lock.close()
 
 

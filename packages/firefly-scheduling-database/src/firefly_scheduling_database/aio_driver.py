@@ -9,14 +9,14 @@ in two; some fetch and close with a coroutine, some without), so this module is 
 only place that knows their differences. It needs no SQLAlchemy and does no pooling.
 
 The result is read in full before the cursor closes (`BufferedResult`): a lease
-statement returns at most one row, and SQLite keeps the write open until the
-statement behind the cursor is reset.
+statement returns at most one row (a batch of acquisitions one per name won), and
+SQLite keeps the write open until the statement behind the cursor is reset.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,10 +32,13 @@ class BufferedResult:
 
     rowcount: int
     lastrowid: Any
-    row: Any
+    rows: Sequence[Any]
 
     def fetchone(self) -> Any:
-        return self.row
+        return self.rows[0] if self.rows else None
+
+    def fetchall(self) -> Sequence[Any]:
+        return self.rows
 
 
 async def execute(
@@ -50,8 +53,8 @@ async def execute(
         cursor = connection.cursor()
         await cursor.execute(statement.driver_sql, arguments)
     try:
-        row = None if cursor.description is None else await _settled(cursor.fetchone())
-        return BufferedResult(cursor.rowcount, getattr(cursor, "lastrowid", None), row)
+        rows = () if cursor.description is None else await _settled(cursor.fetchall())
+        return BufferedResult(cursor.rowcount, getattr(cursor, "lastrowid", None), tuple(rows))
     finally:
         await _settled(cursor.close())
 

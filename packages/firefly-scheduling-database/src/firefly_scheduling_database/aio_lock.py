@@ -19,7 +19,7 @@ import asyncio  # sync: import threading
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
@@ -151,6 +151,8 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
         target, secrets = describe_url(bind.engine.url)
         super().__init__(target=target, secrets=secrets)
         self._sql = lease_sql_for(bind.dialect, tables)
+        #: `acquire_many` in one statement (`dialects.LeaseSql.acquire_many`).
+        self.batch_acquires = self._sql.acquire_many is not None
         self._tables = tables
         self._bind: AsyncEngine | AsyncConnection = bind
         self._owns_engine = owns_engine
@@ -227,6 +229,36 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
             await self._release(name, owner)  # lock wait on the counter timed out: a lost race
         return token
 
+    async def _acquire_many(
+        self, requests: Sequence[tuple[str, str, float]], *, fenced: bool
+    ) -> list[int | bool | BaseException | None]:
+        """The batch in one statement where the dialect has one (PostgreSQL).
+
+        Elsewhere one by one, and so is a batch that met another transaction on one of
+        its rows (a lost race, `is_contention`): the race for one name must not lose
+        the others. A failed statement took nothing (it is atomic, in autocommit or
+        in its own transaction): each answer is its error.
+        """
+        statements = self._sql.acquire_many
+        if statements is None or not requests:
+            return await super()._acquire_many(requests, fenced=fenced)
+        keys = [self._sql.key(name) for name, _, _ in requests]
+        parameters = self._sql.many_parameters(
+            [(name, owner, _lease_seconds(ttl)) for name, owner, ttl in requests]
+        )
+        try:
+            won = await self._attempt(
+                partial(self._won_many, statement=statements[fenced], parameters=parameters)
+            )
+        except ConfigurationError:
+            raise
+        except self.driver_errors as err:
+            return [err for _ in requests]
+        if won is None:
+            return await super()._acquire_many(requests, fenced=fenced)
+        await self._purge_when_due()
+        return [won.get(key) if fenced else key in won for key in keys]
+
     async def _release(self, name: str, owner: str) -> bool:
         parameters = {"name": self._sql.key(name), "owner": owner}
         return await self._run(partial(self._changed_one, self._sql.release, parameters))
@@ -280,6 +312,13 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
         self, tx: _Transaction, *, statement: Statement, parameters: Mapping[str, object]
     ) -> int | None:
         return self._sql.fenced_value(await tx.run(statement, parameters))
+
+    async def _won_many(
+        self, tx: _Transaction, *, statement: Statement, parameters: Mapping[str, object]
+    ) -> dict[object, int]:
+        """The names an `acquire_many` statement won: each one's token (fenced) or 1."""
+        rows = (await tx.run(statement, parameters)).fetchall()
+        return {row[0]: int(row[1]) if len(row) > 1 else 1 for row in rows}
 
     async def _fence_held(self, tx: _Transaction, name: str, owner: str) -> int | None:
         statement = self._sql.fence_held

@@ -15,7 +15,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
@@ -130,6 +130,8 @@ class DatabaseLeaseLock(BaseLock):
         target, secrets = describe_url(bind.engine.url)
         super().__init__(target=target, secrets=secrets)
         self._sql = lease_sql_for(bind.dialect, tables)
+        #: `acquire_many` in one statement (`dialects.LeaseSql.acquire_many`).
+        self.batch_acquires = self._sql.acquire_many is not None
         self._tables = tables
         self._bind: Engine | Connection = bind
         self._owns_engine = owns_engine
@@ -197,6 +199,36 @@ class DatabaseLeaseLock(BaseLock):
             self._release(name, owner)  # lock wait on the counter timed out: a lost race
         return token
 
+    def _acquire_many(
+        self, requests: Sequence[tuple[str, str, float]], *, fenced: bool
+    ) -> list[int | bool | BaseException | None]:
+        """The batch in one statement where the dialect has one (PostgreSQL).
+
+        Elsewhere one by one, and so is a batch that met another transaction on one of
+        its rows (a lost race, `is_contention`): the race for one name must not lose
+        the others. A failed statement took nothing (it is atomic, in autocommit or
+        in its own transaction): each answer is its error.
+        """
+        statements = self._sql.acquire_many
+        if statements is None or not requests:
+            return super()._acquire_many(requests, fenced=fenced)
+        keys = [self._sql.key(name) for name, _, _ in requests]
+        parameters = self._sql.many_parameters(
+            [(name, owner, _lease_seconds(ttl)) for name, owner, ttl in requests]
+        )
+        try:
+            won = self._attempt(
+                partial(self._won_many, statement=statements[fenced], parameters=parameters)
+            )
+        except ConfigurationError:
+            raise
+        except self.driver_errors as err:
+            return [err for _ in requests]
+        if won is None:
+            return super()._acquire_many(requests, fenced=fenced)
+        self._purge_when_due()
+        return [won.get(key) if fenced else key in won for key in keys]
+
     def _release(self, name: str, owner: str) -> bool:
         parameters = {"name": self._sql.key(name), "owner": owner}
         return self._run(partial(self._changed_one, self._sql.release, parameters))
@@ -250,6 +282,13 @@ class DatabaseLeaseLock(BaseLock):
         self, tx: _Transaction, *, statement: Statement, parameters: Mapping[str, object]
     ) -> int | None:
         return self._sql.fenced_value(tx.run(statement, parameters))
+
+    def _won_many(
+        self, tx: _Transaction, *, statement: Statement, parameters: Mapping[str, object]
+    ) -> dict[object, int]:
+        """The names an `acquire_many` statement won: each one's token (fenced) or 1."""
+        rows = (tx.run(statement, parameters)).fetchall()
+        return {row[0]: int(row[1]) if len(row) > 1 else 1 for row in rows}
 
     def _fence_held(self, tx: _Transaction, name: str, owner: str) -> int | None:
         statement = self._sql.fence_held
