@@ -1,7 +1,7 @@
 """The task locks of the fires won, taken with their claims on a backend that batches them.
 
 On Redis (one server), memcached, PostgreSQL, MySQL and the database backend on
-PostgreSQL, `FireRunner.claim_fires` takes the
+PostgreSQL and MySQL, `FireRunner.claim_fires` takes the
 task locks of the fires it won as one request (`capabilities.batch_acquires`), so
 a won fire's worker sends only its release (issue 12: a blocking round trip per
 fire from many threads cost more CPU in thread switches than the request). The
@@ -13,8 +13,9 @@ the fire, and a holding whose fire never runs is released, never leaked.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import psycopg
 import pymysql
@@ -35,7 +36,7 @@ from firefly_scheduling_postgres import PgAdvisoryLock
 from firefly_scheduling_redis import RedisLock
 
 GRACE = 5.0
-BATCHING = ("redis", "memcached", "postgres", "mysql", "database-postgres")
+BATCHING = ("redis", "memcached", "postgres", "mysql", "database-postgres", "database-mysql")
 
 
 class Clock:
@@ -76,6 +77,7 @@ def nodes(
         "postgres": lambda: PgAdvisoryLock(postgres_url),
         "mysql": lambda: MySqlNamedLock(mysql_url),
         "database-postgres": lambda: installed(DatabaseLeaseLock(postgres_url)),
+        "database-mysql": lambda: installed(DatabaseLeaseLock(mysql_url)),
     }[request.param]
     built: list[BaseLock] = []
 
@@ -278,13 +280,69 @@ def test_mysql_task_locks_of_a_batch_are_on_one_session_with_their_own_tokens(
         lock.close()
 
 
+class LeaseTables:
+    """A second client of the database lock's tables, on the server's own driver."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.mysql = url.startswith("mysql")
+        self.connection: Any = (
+            pymysql.connect(**connection_arguments(url), autocommit=True)
+            if self.mysql
+            else psycopg.connect(url, autocommit=True)
+        )
+
+    def rows(self, names: Sequence[str]) -> set[tuple[str, str, int | None]]:
+        """`(name, locked_by, fence)` of each lease row of `names`."""
+        marks = ", ".join(["%s"] * len(names))
+        cursor = self.connection.cursor()
+        cursor.execute(
+            "SELECT l.name, l.locked_by, f.value FROM firefly_scheduling_locks AS l"
+            " LEFT JOIN firefly_scheduling_locks_fences AS f ON f.name = l.name"
+            f" WHERE l.name IN ({marks})",
+            [self._key(name) for name in names],
+        )
+        return {(self._text(name), owner, fence) for name, owner, fence in cursor.fetchall()}
+
+    def block(self, name: str) -> Any:
+        """A transaction left open on a new row of `name`: other writers of it wait."""
+        blocker: Any = (
+            pymysql.connect(**connection_arguments(self.url), autocommit=False)
+            if self.mysql
+            else psycopg.connect(self.url)
+        )
+        later = "UTC_TIMESTAMP(6) + INTERVAL 30 SECOND" if self.mysql else "now() + interval '30s'"
+        blocker.cursor().execute(
+            "INSERT INTO firefly_scheduling_locks (name, locked_by, locked_until, locked_at)"
+            f" VALUES (%s, 'blocker', {later}, {later})",
+            (self._key(name),),
+        )
+        return blocker
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def _key(self, name: str) -> object:
+        return name.encode() if self.mysql else name
+
+    @staticmethod
+    def _text(value: object) -> str:
+        return bytes(value).decode() if isinstance(value, bytes | bytearray) else str(value)
+
+
+@pytest.fixture(params=("postgres", "mysql"))
+def lease_database(request: pytest.FixtureRequest, postgres_url: str, mysql_url: str) -> str:
+    return postgres_url if request.param == "postgres" else mysql_url
+
+
 def test_database_task_locks_of_a_batch_are_lease_rows_with_their_own_tokens(
-    postgres_url: str,
+    lease_database: str,
 ) -> None:
     """A second connection reads the tables: each lease row carries its holding's owner
     token, each fence its token, and a lease held elsewhere is neither taken nor counted."""
-    lock = installed(DatabaseLeaseLock(postgres_url))
-    other = DatabaseLeaseLock(postgres_url)
+    lock = installed(DatabaseLeaseLock(lease_database))
+    other = DatabaseLeaseLock(lease_database)
+    tables = LeaseTables(lease_database)
     try:
         names = [descriptor.lock_name or "" for descriptor in tasks(3)]
         assert other.try_acquire(names[1], 30)
@@ -292,52 +350,45 @@ def test_database_task_locks_of_a_batch_are_lease_rows_with_their_own_tokens(
         assert holdings[1] is None, holdings
         won = [holding for holding in holdings if isinstance(holding, Holding)]
         assert [holding.name for holding in won] == [names[0], names[2]]
-        with psycopg.connect(postgres_url, autocommit=True) as reader:
-            rows = reader.execute(
-                "SELECT l.name, l.locked_by, f.value FROM firefly_scheduling_locks AS l"
-                " LEFT JOIN firefly_scheduling_locks_fences AS f ON f.name = l.name"
-                " WHERE l.name = ANY(%s) ORDER BY l.name",
-                (names,),
-            ).fetchall()
-            expected = {(holding.name, holding.owner, holding.fence) for holding in won}
-            assert {row for row in rows if row[0] != names[1]} == expected
-            [(_, _, held_elsewhere_fence)] = [row for row in rows if row[0] == names[1]]
-            assert held_elsewhere_fence is None, "a lease not won was counted"
-            for holding in won:
-                lock.release_holding(holding)
-            left = reader.execute(
-                "SELECT count(*) FROM firefly_scheduling_locks WHERE name = ANY(%s)",
-                ([holding.name for holding in won],),
-            ).fetchone()
-            assert left == (0,), "a released lease stayed"
+        rows = tables.rows(names)
+        expected = {(holding.name, holding.owner, holding.fence) for holding in won}
+        assert {row for row in rows if row[0] != names[1]} == expected
+        [(_, _, held_elsewhere_fence)] = [row for row in rows if row[0] == names[1]]
+        assert held_elsewhere_fence is None, "a lease not won was counted"
+        for holding in won:
+            lock.release_holding(holding)
+        assert {row[0] for row in tables.rows(names)} == {names[1]}, "a released lease stayed"
     finally:
+        tables.close()
         other.close()
         lock.close()
 
 
 def test_a_database_batch_that_meets_another_transaction_loses_only_that_name(
-    postgres_url: str,
+    lease_database: str,
 ) -> None:
     """Another transaction's uncommitted row makes the batch's statement wait, then fail
-    as contention (`lock_timeout`); the names are then taken one by one, so only the
-    contended one is lost."""
-    lock = installed(DatabaseLeaseLock(postgres_url))
+    as contention (a lock wait timeout); the names are then taken one by one, so only
+    the contended one is lost, and nothing the batch took is left behind."""
+    lock = installed(DatabaseLeaseLock(lease_database))
+    tables = LeaseTables(lease_database)
     try:
         names = [descriptor.lock_name or "" for descriptor in tasks(3)]
-        with psycopg.connect(postgres_url) as blocker:  # a transaction, left open
-            blocker.execute(
-                "INSERT INTO firefly_scheduling_locks (name, locked_by, locked_until, locked_at)"
-                " VALUES (%s, 'blocker', now() + interval '30 seconds', now())",
-                (names[1],),
-            )
+        blocker = tables.block(names[1])
+        try:
             holdings = lock.acquire_many([(name, 30) for name in names], fenced=True)
+        finally:
             blocker.rollback()
+            blocker.close()
         assert holdings[1] is None, holdings
         won = [holding for holding in holdings if isinstance(holding, Holding)]
         assert [holding.name for holding in won] == [names[0], names[2]], holdings
+        rows = tables.rows(names)
+        assert rows == {(holding.name, holding.owner, holding.fence) for holding in won}
         for holding in won:
             lock.release_holding(holding)
     finally:
+        tables.close()
         lock.close()
 
 

@@ -36,6 +36,12 @@ from firefly_scheduling.aio.base import AsyncBaseLock, new_owner_token
 from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
 from firefly_scheduling.errors import ConfigurationError, LockBackendError
 from firefly_scheduling_database import aio_driver  # sync: drop
+from firefly_scheduling_database.dialect_batches import (
+    Bound,
+    LeaseBatches,
+    Request,
+    lease_batches_for,
+)
 from firefly_scheduling_database.dialects import Statement, StatementResult, lease_sql_for
 from firefly_scheduling_database.engine import async_lock_engine, describe_url
 from firefly_scheduling_database.schema import DEFAULT_TABLE, LeaseTables, create_if_absent
@@ -151,8 +157,9 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
         target, secrets = describe_url(bind.engine.url)
         super().__init__(target=target, secrets=secrets)
         self._sql = lease_sql_for(bind.dialect, tables)
-        #: `acquire_many` in one statement (`dialects.LeaseSql.acquire_many`).
-        self.batch_acquires = self._sql.acquire_many is not None
+        self._batches = lease_batches_for(bind.dialect, tables)
+        #: `acquire_many` in a few statements (`dialect_batches`).
+        self.batch_acquires = self._batches is not None
         self._tables = tables
         self._bind: AsyncEngine | AsyncConnection = bind
         self._owns_engine = owns_engine
@@ -232,32 +239,34 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
     async def _acquire_many(
         self, requests: Sequence[tuple[str, str, float]], *, fenced: bool
     ) -> list[int | bool | BaseException | None]:
-        """The batch in one statement where the dialect has one (PostgreSQL).
+        """The batch in a few statements where the dialect has them (`dialect_batches`).
 
         Elsewhere one by one, and so is a batch that met another transaction on one of
         its rows (a lost race, `is_contention`): the race for one name must not lose
-        the others. A failed statement took nothing (it is atomic, in autocommit or
-        in its own transaction): each answer is its error.
+        the others. A batch that failed, or lost a race after its upsert, first gives
+        back what it may have taken (one statement; PostgreSQL's single statement
+        takes nothing when it fails); each answer is then the error.
         """
-        statements = self._sql.acquire_many
-        if statements is None or not requests:
+        batches = self._batches
+        if batches is None or not requests:
             return await super()._acquire_many(requests, fenced=fenced)
-        keys = [self._sql.key(name) for name, _, _ in requests]
-        parameters = self._sql.many_parameters(
-            [(name, owner, _lease_seconds(ttl)) for name, owner, ttl in requests]
-        )
+        bound = [
+            (self._sql.key(name), owner, self._sql.ttl(_lease_seconds(ttl)))
+            for name, owner, ttl in requests
+        ]
         try:
-            won = await self._attempt(
-                partial(self._won_many, statement=statements[fenced], parameters=parameters)
-            )
+            batch = partial(self._won_many, batches=batches, requests=bound, fenced=fenced)
+            won = await self._attempt(batch)
         except ConfigurationError:
             raise
         except self.driver_errors as err:
+            await self._give_back(bound)
             return [err for _ in requests]
         if won is None:
+            await self._give_back(bound)
             return await super()._acquire_many(requests, fenced=fenced)
         await self._purge_when_due()
-        return [won.get(key) if fenced else key in won for key in keys]
+        return [won.get(key) if fenced else key in won for key, _, _ in bound]
 
     async def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
         """Fire claims, leases with throwaway owner tokens, as one `acquire_many`.
@@ -265,7 +274,7 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
         The resident host claims the fires of an instant together: one by one, 100
         claims kept the fires behind them waiting for 100 round trips (issue 12).
         """
-        if self._sql.acquire_many is None:
+        if self._batches is None:
             return await super()._claim_many(claims)
         leases = [(name, new_owner_token(), seconds) for name, seconds in claims]
         answers = await self._acquire_many(leases, fenced=False)
@@ -326,11 +335,36 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
         return self._sql.fenced_value(await tx.run(statement, parameters))
 
     async def _won_many(
-        self, tx: _Transaction, *, statement: Statement, parameters: Mapping[str, object]
+        self, tx: _Transaction, *, batches: LeaseBatches, requests: Sequence[Request], fenced: bool
     ) -> dict[object, int]:
-        """The names an `acquire_many` statement won: each one's token (fenced) or 1."""
-        rows = (await tx.run(statement, parameters)).fetchall()
-        return {row[0]: int(row[1]) if len(row) > 1 else 1 for row in rows}
+        """The keys a batch won: each one's token (fenced) or 1."""
+        reply = await tx.run(*batches.acquire(requests, fenced=fenced))
+        if batches.answers_in_reply:
+            return {row[0]: int(row[1]) if fenced else 1 for row in reply.fetchall()}
+        owners = {key: owner for key, owner, _ in requests}
+        holders = (await tx.run(*batches.holders(list(owners)))).fetchall()
+        won = [key for key, holder in holders if owners.get(key) == holder]
+        if not fenced or not won:
+            return dict.fromkeys(won, 1)
+        held = [(key, owners[key]) for key in won]
+        await tx.run(*batches.fence_held(held))
+        tokens = {key: int(value) for key, value in (await tx.run(*batches.tokens(won))).fetchall()}
+        lapsed = [(key, owner) for key, owner in held if key not in tokens]
+        if lapsed:  # a lease that ran out between the statements: not ours to keep
+            await tx.run(*batches.release(lapsed))
+        return tokens
+
+    async def _give_back(self, requests: Sequence[Request]) -> None:
+        """Release what a failed batch may have taken: one statement, errors ignored."""
+        batches = self._batches
+        if batches is None or batches.answers_in_reply:
+            return
+        held = [(key, owner) for key, owner, _ in requests]
+        with suppress(*self.driver_errors):
+            await self._run(partial(self._run_bound, bound=batches.release(held)))
+
+    async def _run_bound(self, tx: _Transaction, *, bound: Bound) -> int:
+        return (await tx.run(*bound)).rowcount
 
     async def _fence_held(self, tx: _Transaction, name: str, owner: str) -> int | None:
         statement = self._sql.fence_held

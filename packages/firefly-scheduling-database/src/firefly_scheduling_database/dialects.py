@@ -14,8 +14,7 @@ the clocks of the nodes never matter, and each operation is ONE statement:
   (`fence_held`), which needs no transaction around the two to order tokens as
   holdings are ordered;
 * purge: a delete of expired leases (claims are never released, only expire);
-* acquire many (PostgreSQL): the fenced acquire over arrays, one statement for a
-  batch of names, returning the names won and their tokens.
+* acquire many: several acquisitions in a few statements (`dialect_batches`).
 
 Statements are rendered once per lock, for its table names (see `Statement`).
 """
@@ -101,10 +100,6 @@ class LeaseSql(ABC):
     #: for the dialects without `acquire_fenced_sql`.
     fence_held_sql: ClassVar[str | None] = None
     purge_sql: ClassVar[str]
-    #: Several acquisitions in one statement returning the names won (and, fenced, each
-    #: one's token), or None where the dialect takes them one by one (`acquire_many`).
-    acquire_many_sql: ClassVar[str | None] = None
-    acquire_many_fenced_sql: ClassVar[str | None] = None
     #: Further `{placeholders}` the dialect's statements use.
     fragments: ClassVar[dict[str, str]] = {}
 
@@ -131,12 +126,6 @@ class LeaseSql(ABC):
             else Statement.render(self.fence_held_sql.format(**names), dialect)
         )
         self.purge = Statement.render(self.purge_sql.format(**names), dialect)
-        self.acquire_many: dict[bool, Statement] | None = None
-        if self.acquire_many_sql is not None and self.acquire_many_fenced_sql is not None:
-            self.acquire_many = {
-                False: Statement.render(self.acquire_many_sql.format(**names), dialect),
-                True: Statement.render(self.acquire_many_fenced_sql.format(**names), dialect),
-            }
 
     def key(self, name: str) -> str | bytes:
         """The value bound for the `name` column."""
@@ -145,10 +134,6 @@ class LeaseSql(ABC):
     @abstractmethod
     def ttl(self, ttl_seconds: float) -> Any:
         """The value bound for `:ttl`, in the unit the dialect's date arithmetic wants."""
-
-    def many_parameters(self, requests: Sequence[tuple[str, str, float]]) -> dict[str, object]:
-        """`acquire_many`'s parameters for `(name, owner, ttl_seconds)` requests."""
-        raise NotImplementedError(f"the {self.dialect_names[0]} dialect acquires one by one")
 
     def acquired(self, rowcount: int, driver_connection: object) -> bool | None:
         """Whether the acquire upsert won, or None when its rowcount cannot tell."""
@@ -210,37 +195,11 @@ class PostgresLeaseSql(LeaseSql):
         "ON CONFLICT (name) DO UPDATE SET value = fence.value + 1 RETURNING fence.value"
     )
     purge_sql = "DELETE FROM {locks} WHERE locked_until <= clock_timestamp()"
-    # The acquire over arrays, one row per request, in name order: two batches lock the
-    # rows they share in the same order, so they wait for each other, never deadlock.
-    acquire_many_sql = (
-        "INSERT INTO {locks} (name, locked_by, locked_until, locked_at) "
-        "SELECT batch.name, batch.owner, db_now.instant + make_interval(secs => batch.ttl), "
-        "db_now.instant FROM unnest(CAST(:names AS text[]), CAST(:owners AS text[]), "
-        "CAST(:ttls AS float8[])) AS batch (name, owner, ttl), "
-        "(SELECT clock_timestamp() AS instant) AS db_now ORDER BY batch.name "
-        "ON CONFLICT (name) DO UPDATE SET locked_by = excluded.locked_by, "
-        "locked_until = excluded.locked_until, locked_at = excluded.locked_at "
-        "WHERE {locks}.locked_until <= excluded.locked_at "
-        "RETURNING name"
-    )
-    acquire_many_fenced_sql = (
-        "WITH won AS (" + acquire_many_sql + ") "  # noqa: S608 - constant text
-        "INSERT INTO {fences} AS fence (name, value) SELECT won.name, 1 FROM won "
-        "ORDER BY won.name ON CONFLICT (name) DO UPDATE SET value = fence.value + 1 "
-        "RETURNING fence.name, fence.value"
-    )
     # serialization_failure, deadlock_detected, lock_not_available (lock_timeout)
     _contention = frozenset({"40001", "40P01", "55P03"})
 
     def ttl(self, ttl_seconds: float) -> float:
         return ttl_seconds
-
-    def many_parameters(self, requests: Sequence[tuple[str, str, float]]) -> dict[str, object]:
-        return {
-            "names": [name for name, _, _ in requests],
-            "owners": [owner for _, owner, _ in requests],
-            "ttls": [self.ttl(ttl) for _, _, ttl in requests],
-        }
 
     def is_contention(self, err: DBAPIError) -> bool:
         return _sqlstate(err) in self._contention

@@ -28,6 +28,12 @@ from sqlalchemy.pool import PoolProxiedConnection
 
 from firefly_scheduling.errors import ConfigurationError, LockBackendError
 from firefly_scheduling.locks.base import BaseLock, new_owner_token
+from firefly_scheduling_database.dialect_batches import (
+    Bound,
+    LeaseBatches,
+    Request,
+    lease_batches_for,
+)
 from firefly_scheduling_database.dialects import Statement, StatementResult, lease_sql_for
 from firefly_scheduling_database.engine import describe_url, lock_engine
 from firefly_scheduling_database.schema import DEFAULT_TABLE, LeaseTables, create_if_absent
@@ -130,8 +136,9 @@ class DatabaseLeaseLock(BaseLock):
         target, secrets = describe_url(bind.engine.url)
         super().__init__(target=target, secrets=secrets)
         self._sql = lease_sql_for(bind.dialect, tables)
-        #: `acquire_many` in one statement (`dialects.LeaseSql.acquire_many`).
-        self.batch_acquires = self._sql.acquire_many is not None
+        self._batches = lease_batches_for(bind.dialect, tables)
+        #: `acquire_many` in a few statements (`dialect_batches`).
+        self.batch_acquires = self._batches is not None
         self._tables = tables
         self._bind: Engine | Connection = bind
         self._owns_engine = owns_engine
@@ -202,32 +209,34 @@ class DatabaseLeaseLock(BaseLock):
     def _acquire_many(
         self, requests: Sequence[tuple[str, str, float]], *, fenced: bool
     ) -> list[int | bool | BaseException | None]:
-        """The batch in one statement where the dialect has one (PostgreSQL).
+        """The batch in a few statements where the dialect has them (`dialect_batches`).
 
         Elsewhere one by one, and so is a batch that met another transaction on one of
         its rows (a lost race, `is_contention`): the race for one name must not lose
-        the others. A failed statement took nothing (it is atomic, in autocommit or
-        in its own transaction): each answer is its error.
+        the others. A batch that failed, or lost a race after its upsert, first gives
+        back what it may have taken (one statement; PostgreSQL's single statement
+        takes nothing when it fails); each answer is then the error.
         """
-        statements = self._sql.acquire_many
-        if statements is None or not requests:
+        batches = self._batches
+        if batches is None or not requests:
             return super()._acquire_many(requests, fenced=fenced)
-        keys = [self._sql.key(name) for name, _, _ in requests]
-        parameters = self._sql.many_parameters(
-            [(name, owner, _lease_seconds(ttl)) for name, owner, ttl in requests]
-        )
+        bound = [
+            (self._sql.key(name), owner, self._sql.ttl(_lease_seconds(ttl)))
+            for name, owner, ttl in requests
+        ]
         try:
-            won = self._attempt(
-                partial(self._won_many, statement=statements[fenced], parameters=parameters)
-            )
+            batch = partial(self._won_many, batches=batches, requests=bound, fenced=fenced)
+            won = self._attempt(batch)
         except ConfigurationError:
             raise
         except self.driver_errors as err:
+            self._give_back(bound)
             return [err for _ in requests]
         if won is None:
+            self._give_back(bound)
             return super()._acquire_many(requests, fenced=fenced)
         self._purge_when_due()
-        return [won.get(key) if fenced else key in won for key in keys]
+        return [won.get(key) if fenced else key in won for key, _, _ in bound]
 
     def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
         """Fire claims, leases with throwaway owner tokens, as one `acquire_many`.
@@ -235,7 +244,7 @@ class DatabaseLeaseLock(BaseLock):
         The resident host claims the fires of an instant together: one by one, 100
         claims kept the fires behind them waiting for 100 round trips (issue 12).
         """
-        if self._sql.acquire_many is None:
+        if self._batches is None:
             return super()._claim_many(claims)
         leases = [(name, new_owner_token(), seconds) for name, seconds in claims]
         answers = self._acquire_many(leases, fenced=False)
@@ -296,11 +305,36 @@ class DatabaseLeaseLock(BaseLock):
         return self._sql.fenced_value(tx.run(statement, parameters))
 
     def _won_many(
-        self, tx: _Transaction, *, statement: Statement, parameters: Mapping[str, object]
+        self, tx: _Transaction, *, batches: LeaseBatches, requests: Sequence[Request], fenced: bool
     ) -> dict[object, int]:
-        """The names an `acquire_many` statement won: each one's token (fenced) or 1."""
-        rows = (tx.run(statement, parameters)).fetchall()
-        return {row[0]: int(row[1]) if len(row) > 1 else 1 for row in rows}
+        """The keys a batch won: each one's token (fenced) or 1."""
+        reply = tx.run(*batches.acquire(requests, fenced=fenced))
+        if batches.answers_in_reply:
+            return {row[0]: int(row[1]) if fenced else 1 for row in reply.fetchall()}
+        owners = {key: owner for key, owner, _ in requests}
+        holders = (tx.run(*batches.holders(list(owners)))).fetchall()
+        won = [key for key, holder in holders if owners.get(key) == holder]
+        if not fenced or not won:
+            return dict.fromkeys(won, 1)
+        held = [(key, owners[key]) for key in won]
+        tx.run(*batches.fence_held(held))
+        tokens = {key: int(value) for key, value in (tx.run(*batches.tokens(won))).fetchall()}
+        lapsed = [(key, owner) for key, owner in held if key not in tokens]
+        if lapsed:  # a lease that ran out between the statements: not ours to keep
+            tx.run(*batches.release(lapsed))
+        return tokens
+
+    def _give_back(self, requests: Sequence[Request]) -> None:
+        """Release what a failed batch may have taken: one statement, errors ignored."""
+        batches = self._batches
+        if batches is None or batches.answers_in_reply:
+            return
+        held = [(key, owner) for key, owner, _ in requests]
+        with suppress(*self.driver_errors):
+            self._run(partial(self._run_bound, bound=batches.release(held)))
+
+    def _run_bound(self, tx: _Transaction, *, bound: Bound) -> int:
+        return (tx.run(*bound)).rowcount
 
     def _fence_held(self, tx: _Transaction, name: str, owner: str) -> int | None:
         statement = self._sql.fence_held

@@ -1,0 +1,241 @@
+"""Several lease acquisitions in a few statements: the database lock's `acquire_many`.
+
+The resident host claims the fires of an instant together, then takes the task
+locks of the ones it won together (`FireRunner.claim_fires`). One statement per
+name kept the fires behind them waiting: 100 claims were 100 round trips from one
+thread (issue 12). Here a whole batch costs a fixed number of statements, with the
+rules of the single acquisition (`dialects`): a name is taken only where it is free
+or its lease expired, by the database's clock, and a fence counts only for a lease
+won.
+
+* PostgreSQL: ONE statement over arrays (`unnest`), a data-modifying CTE writing the
+  fences of the names won; its reply lists them, with their tokens.
+* MySQL/MariaDB: a multi-row upsert (whose row count cannot say which names won),
+  then the holders of the names read back: a name is won where its row carries this
+  request's owner token, unique per acquisition. Fenced, the counters of the names
+  won are incremented while their leases are still ours (`fence_held`'s rule), then
+  read back: only a holder increments a counter, so those values are our tokens.
+* SQLite takes them one by one: one writer at a time, on a local file.
+
+Rows are written in name order: two batches lock the rows they share in the same
+order, so they wait for each other rather than deadlock. A batch that meets another
+transaction anyway (a lock wait timeout, a deadlock) is retried one name at a time
+by the lock, so the race for one name never loses the others.
+
+Statements are rendered once per lock, and for MySQL once per batch size (its
+placeholders are per row); a request is `(key, owner, bound ttl)`, as the lease
+statements bind them (`LeaseSql.key`, `LeaseSql.ttl`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import ClassVar
+
+from sqlalchemy.engine import Dialect
+
+from firefly_scheduling_database.dialects import Statement
+from firefly_scheduling_database.schema import LeaseTables
+
+#: One acquisition of a batch: the bound name, the owner token and the bound TTL.
+Request = tuple[object, str, object]
+#: A statement and its parameters.
+Bound = tuple[Statement, dict[str, object]]
+
+
+class LeaseBatches(ABC):
+    """The batch statements of one dialect, bound to one pair of tables."""
+
+    dialect_names: ClassVar[tuple[str, ...]]
+    #: Whether `acquire`'s reply lists the names won (with their tokens when fenced);
+    #: else `holders`, and when fenced `fence_held` and `tokens`, follow it.
+    answers_in_reply: ClassVar[bool]
+
+    def __init__(self, dialect: Dialect, tables: LeaseTables) -> None:
+        preparer = dialect.identifier_preparer
+        self._dialect = dialect
+        self._tables = {
+            "locks": preparer.format_table(tables.locks),
+            "fences": preparer.format_table(tables.fences),
+        }
+
+    @abstractmethod
+    def acquire(self, requests: Sequence[Request], *, fenced: bool) -> Bound:
+        """Take each free or expired lease of `requests`, in name order."""
+
+    def holders(self, keys: Sequence[object]) -> Bound:
+        """`(name, locked_by)` of each of `keys` that has a row."""
+        raise NotImplementedError(f"the {self.dialect_names[0]} batch answers in its reply")
+
+    def fence_held(self, held: Sequence[tuple[object, str]]) -> Bound:
+        """Increment the counter of each `(key, owner)` whose lease is still that owner's."""
+        raise NotImplementedError(f"the {self.dialect_names[0]} batch answers in its reply")
+
+    def tokens(self, keys: Sequence[object]) -> Bound:
+        """`(name, value)` of the counters of `keys`."""
+        raise NotImplementedError(f"the {self.dialect_names[0]} batch answers in its reply")
+
+    def release(self, held: Sequence[tuple[object, str]]) -> Bound:
+        """Delete the lease of each `(key, owner)` while it carries that owner's token."""
+        raise NotImplementedError(f"the {self.dialect_names[0]} batch takes nothing on failure")
+
+    def _render(self, sql: str) -> Statement:
+        return Statement.render(sql.format(**self._tables), self._dialect)
+
+
+class PostgresLeaseBatches(LeaseBatches):
+    """One statement: the upsert over arrays, and the fences of the rows it returned."""
+
+    dialect_names = ("postgresql",)
+    answers_in_reply = True
+    _acquire_sql = (
+        "INSERT INTO {locks} (name, locked_by, locked_until, locked_at) "
+        "SELECT batch.name, batch.owner, db_now.instant + make_interval(secs => batch.ttl), "
+        "db_now.instant FROM unnest(CAST(:names AS text[]), CAST(:owners AS text[]), "
+        "CAST(:ttls AS float8[])) AS batch (name, owner, ttl), "
+        "(SELECT clock_timestamp() AS instant) AS db_now ORDER BY batch.name "
+        "ON CONFLICT (name) DO UPDATE SET locked_by = excluded.locked_by, "
+        "locked_until = excluded.locked_until, locked_at = excluded.locked_at "
+        "WHERE {locks}.locked_until <= excluded.locked_at "
+        "RETURNING name"
+    )
+    _acquire_fenced_sql = (
+        "WITH won AS (" + _acquire_sql + ") "  # noqa: S608 - constant text
+        "INSERT INTO {fences} AS fence (name, value) SELECT won.name, 1 FROM won "
+        "ORDER BY won.name ON CONFLICT (name) DO UPDATE SET value = fence.value + 1 "
+        "RETURNING fence.name, fence.value"
+    )
+
+    def __init__(self, dialect: Dialect, tables: LeaseTables) -> None:
+        super().__init__(dialect, tables)
+        self._statements = {
+            False: self._render(self._acquire_sql),
+            True: self._render(self._acquire_fenced_sql),
+        }
+
+    def acquire(self, requests: Sequence[Request], *, fenced: bool) -> Bound:
+        parameters: dict[str, object] = {
+            "names": [key for key, _, _ in requests],
+            "owners": [owner for _, owner, _ in requests],
+            "ttls": [ttl for _, _, ttl in requests],
+        }
+        return self._statements[fenced], parameters
+
+
+class MySqlLeaseBatches(LeaseBatches):
+    """A multi-row upsert, then reads (and fences) of what it won: 2 statements, 4 fenced.
+
+    `VALUES(column)` is the row's would-be value, on MySQL and MariaDB alike (MySQL
+    8.0.20 deprecates it for a row alias MariaDB lacks). As in the single upsert,
+    `locked_until` is assigned last, so the other assignments still test the old lease.
+    """
+
+    dialect_names = ("mysql", "mariadb")
+    answers_in_reply = False
+
+    def __init__(self, dialect: Dialect, tables: LeaseTables) -> None:
+        super().__init__(dialect, tables)
+        #: Rendered statements by (kind, batch size): a node's batches take few sizes.
+        self._rendered: dict[tuple[str, int], Statement] = {}
+
+    def acquire(self, requests: Sequence[Request], *, fenced: bool) -> Bound:
+        ordered = sorted(requests, key=lambda request: _sort_key(request[0]))
+        parameters: dict[str, object] = {}
+        for index, (key, owner, ttl) in enumerate(ordered):
+            parameters |= {f"name_{index}": key, f"owner_{index}": owner, f"ttl_{index}": ttl}
+        return self._statement("upsert", len(ordered)), parameters
+
+    def holders(self, keys: Sequence[object]) -> Bound:
+        return self._statement("holders", len(keys)), _numbered("name", keys)
+
+    def fence_held(self, held: Sequence[tuple[object, str]]) -> Bound:
+        ordered = sorted(held, key=lambda pair: _sort_key(pair[0]))
+        parameters = _numbered("name", [key for key, _ in ordered])
+        parameters |= _numbered("owner", [owner for _, owner in ordered])
+        return self._statement("fence_held", len(ordered)), parameters
+
+    def tokens(self, keys: Sequence[object]) -> Bound:
+        return self._statement("tokens", len(keys)), _numbered("name", keys)
+
+    def release(self, held: Sequence[tuple[object, str]]) -> Bound:
+        parameters = _numbered("name", [key for key, _ in held])
+        parameters |= _numbered("owner", [owner for _, owner in held])
+        return self._statement("release", len(held)), parameters
+
+    def _statement(self, kind: str, size: int) -> Statement:
+        statement = self._rendered.get((kind, size))
+        if statement is None:
+            statement = self._render(_MYSQL_TEXTS[kind](size))
+            self._rendered[(kind, size)] = statement
+        return statement
+
+
+def _mysql_upsert(size: int) -> str:
+    rows = ", ".join(
+        f"(:name_{i}, :owner_{i}, UTC_TIMESTAMP(6) + INTERVAL :ttl_{i} MICROSECOND, "
+        "UTC_TIMESTAMP(6))"
+        for i in range(size)
+    )
+    return (
+        "INSERT INTO {locks} (name, locked_by, locked_until, locked_at) VALUES "  # noqa: S608
+        + rows
+        + " ON DUPLICATE KEY UPDATE "
+        "locked_by = IF(locked_until <= UTC_TIMESTAMP(6), VALUES(locked_by), locked_by), "
+        "locked_at = IF(locked_until <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), locked_at), "
+        "locked_until = IF(locked_until <= UTC_TIMESTAMP(6), VALUES(locked_until), locked_until)"
+    )
+
+
+def _mysql_holders(size: int) -> str:
+    return f"SELECT name, locked_by FROM {{locks}} WHERE name IN ({_placeholders('name', size)})"  # noqa: S608
+
+
+def _mysql_fence_held(size: int) -> str:
+    return (
+        "INSERT INTO {fences} (name, value) SELECT held.name, 1 FROM {locks} AS held "  # noqa: S608
+        f"WHERE held.name IN ({_placeholders('name', size)}) "
+        f"AND held.locked_by IN ({_placeholders('owner', size)}) "
+        "AND held.locked_until > UTC_TIMESTAMP(6) ORDER BY held.name "
+        "ON DUPLICATE KEY UPDATE value = {fences}.value + 1"
+    )
+
+
+def _mysql_tokens(size: int) -> str:
+    return f"SELECT name, value FROM {{fences}} WHERE name IN ({_placeholders('name', size)})"  # noqa: S608
+
+
+def _mysql_release(size: int) -> str:
+    return (
+        "DELETE FROM {locks} WHERE name IN "  # noqa: S608 - placeholders
+        f"({_placeholders('name', size)}) AND locked_by IN ({_placeholders('owner', size)})"
+    )
+
+
+_MYSQL_TEXTS: dict[str, Callable[[int], str]] = {
+    "release": _mysql_release,
+    "upsert": _mysql_upsert,
+    "holders": _mysql_holders,
+    "fence_held": _mysql_fence_held,
+    "tokens": _mysql_tokens,
+}
+
+
+def lease_batches_for(dialect: Dialect, tables: LeaseTables) -> LeaseBatches | None:
+    """The batch statements of `dialect`, or None where it acquires one by one."""
+    for batches in (PostgresLeaseBatches, MySqlLeaseBatches):
+        if dialect.name in batches.dialect_names:
+            return batches(dialect, tables)
+    return None
+
+
+def _placeholders(prefix: str, size: int) -> str:
+    return ", ".join(f":{prefix}_{i}" for i in range(size))
+
+
+def _numbered(prefix: str, values: Sequence[object]) -> dict[str, object]:
+    return {f"{prefix}_{i}": value for i, value in enumerate(values)}
+
+
+def _sort_key(key: object) -> bytes:
+    return key if isinstance(key, bytes) else str(key).encode("utf-8")
