@@ -13,6 +13,7 @@ from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.history import HistoryError, resolve_history
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.testing.history_contract import RunHistoryContract
+from firefly_scheduling_database.engine import release_store_engine, store_engine
 from firefly_scheduling_database.history_store import DatabaseRunHistory
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -88,3 +89,43 @@ class TestStoreSelection:
     def test_odd_table_names_are_refused(self) -> None:
         with pytest.raises(ConfigurationError):
             DatabaseRunHistory("sqlite:///x.db", table="runs; DROP TABLE users")
+
+
+def test_a_mysql_store_connection_is_rolled_back_on_its_return_only_when_in_a_transaction(
+    mysql_url: str,
+) -> None:
+    """The pool of the stores' engine on MySQL skips its rollback after a commit (one
+    round trip a write saves), and still rolls back a connection returned mid-transaction:
+    counted by the server for the session, and the uncommitted row never lands."""
+    engine = store_engine(mysql_url, max_connections=2)  # the stores' share: one connection
+    table = f"pool_{uuid.uuid4().hex[:12]}"
+    try:
+        assert engine.pool.status().startswith("Pool size: 1 "), engine.pool.status()
+        with engine.begin() as connection:
+            connection.exec_driver_sql(f"CREATE TABLE {table} (id INT PRIMARY KEY)")
+
+        def rollbacks() -> int:
+            raw = engine.raw_connection()  # no SQLAlchemy transaction: only the pool's reset
+            try:
+                cursor = raw.cursor()
+                cursor.execute("SHOW SESSION STATUS LIKE 'Com_rollback'")
+                [(_, count)] = cursor.fetchall()
+                return int(count)
+            finally:
+                raw.close()
+
+        before = rollbacks()
+        with engine.begin() as connection:
+            connection.exec_driver_sql(f"INSERT INTO {table} VALUES (1)")
+        assert rollbacks() == before, "the pool rolled back a connection with no transaction"
+        raw = engine.raw_connection()
+        raw.cursor().execute(f"INSERT INTO {table} VALUES (2)")
+        raw.close()
+        assert rollbacks() == before + 1, "a connection returned in a transaction was kept so"
+        with engine.connect() as connection:
+            ids = connection.exec_driver_sql(f"SELECT id FROM {table}").scalars().all()
+        assert ids == [1]
+    finally:
+        with engine.begin() as connection:
+            connection.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+        release_store_engine(engine)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from sqlalchemy import URL, Engine, create_engine, event, make_url
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import ArgumentError
+from sqlalchemy.pool import PoolResetState
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.forks import reset_in_forked_child
@@ -150,6 +151,9 @@ class _Shared:
     users: int
 
 
+#: The protocol's SERVER_STATUS_IN_TRANS flag.
+_IN_TRANSACTION = 1
+
 _shared_mutex = threading.Lock()
 #: The stores' engines of this process, by URL and pool size (passwords stay in memory).
 _shared: dict[str, _Shared] = {}
@@ -163,11 +167,16 @@ def store_engine(url: str | URL, *, max_connections: int | None = None) -> Engin
     one disposes of it.
     """
     parsed, arguments = _engine_arguments(url, DRIVERS, "stores", max_connections)
+    mysql = parsed.get_backend_name() in {"mysql", "mariadb"}
+    if mysql:
+        arguments["pool_reset_on_return"] = None  # `_roll_back_if_in_transaction` does it
     key = f"{plain_url(parsed)}#{arguments['pool_size']}"
     with _shared_mutex:
         shared = _shared.get(key)
         if shared is None:
             engine = _bounded(create_engine(parsed, **arguments))
+            if mysql:
+                event.listen(engine, "reset", _roll_back_if_in_transaction)
             reset_in_forked_child(engine, _forget_parent_connections)
             shared = _shared[key] = _Shared(engine, 0)
         shared.users += 1
@@ -247,6 +256,25 @@ def _engine_arguments(
         "pool_recycle": POOL_RECYCLE_SECONDS,
         "pool_reset_on_return": "rollback" if reset_on_return else None,
     }
+
+
+def _roll_back_if_in_transaction(
+    dbapi_connection: Any, record: object, reset_state: PoolResetState
+) -> None:
+    """The pool's reset of a MySQL store connection: a rollback only if one is due.
+
+    The stores' writes commit before their connection goes back to the pool, and a
+    read's connection is rolled back by SQLAlchemy when it closes: the pool's own
+    rollback after them was one more round trip for nothing (a run's end was UPDATE,
+    COMMIT and ROLLBACK). The server says in every reply whether a transaction is
+    open (`SERVER_STATUS_IN_TRANS`), and PyMySQL keeps it: only then is it rolled
+    back here. A driver that does not keep it is always rolled back.
+    """
+    if reset_state.terminate_only:
+        return
+    status = getattr(dbapi_connection, "server_status", _IN_TRANSACTION)
+    if not isinstance(status, int) or status & _IN_TRANSACTION:
+        dbapi_connection.rollback()
 
 
 def _bounded(engine: Engine) -> Engine:
