@@ -229,4 +229,7 @@ def test_a_lock_lost_between_the_batch_and_the_body_closes_the_started_record(
     assert result.verdict is Verdict.LOCK_LOST, result
     assert ran == []
     [record] = reader.runs(target, lock=name)
-    assert record.state is not RunState.RUNNING, record
+    assert (record.state, record.error) == (
+        RunState.EXPIRED,
+        "the task lock lapsed or was lost before the body started",
+    ), record
