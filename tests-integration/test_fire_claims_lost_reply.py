@@ -65,6 +65,17 @@ class ReplyLostMySql(MySqlNamedLock):
 
     def _server_claim(self, connection: Any, name: str, seconds: float) -> bool:
         won = super()._server_claim(connection, name, seconds)
+        self._lose_the_reply(connection)
+        return won
+
+    def _server_claim_many(
+        self, connection: Any, claims: Sequence[tuple[str, float]]
+    ) -> list[bool]:
+        won = super()._server_claim_many(connection, claims)  # one round trip for the batch
+        self._lose_the_reply(connection)
+        return won
+
+    def _lose_the_reply(self, connection: Any) -> None:
         if self.lose_next_reply:
             self.lose_next_reply = False
             admin = pymysql.connect(**connection_arguments(self.test_url), autocommit=True)
@@ -72,7 +83,6 @@ class ReplyLostMySql(MySqlNamedLock):
                 cursor.execute("KILL %s", (connection.thread_id(),))
             with connection.cursor() as cursor:
                 cursor.execute("SELECT 1")  # the dead session's own error
-        return won
 
 
 def _locks(backend: str, postgres_url: str, mysql_url: str) -> tuple[BaseLock, BaseLock]:
@@ -106,7 +116,7 @@ def test_a_retried_batch_of_claims_reports_the_rows_it_finds_as_errors_not_losse
     backend: str, postgres_url: str, mysql_url: str
 ) -> None:
     """The resident host's batch (`try_claim_many`): one statement on PostgreSQL, one
-    claim after another on one session on MySQL. The first attempt commits, its
+    round trip of one statement per claim on MySQL. The first attempt commits, its
     session dies before the reply; each claim the retry finds taken is unknown."""
     claimer, other = _locks(backend, postgres_url, mysql_url)
     base = f"lost-reply-batch:{backend}:{uuid.uuid4().hex}"

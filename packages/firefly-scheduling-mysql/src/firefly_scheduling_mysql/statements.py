@@ -144,6 +144,26 @@ def held_fences(names: Sequence[str]) -> tuple[str, list[str]]:
     return statement, servers
 
 
+def claim_many(claims: Sequence[tuple[str, float]]) -> tuple[str, dict[str, object]]:
+    """`CLAIM` once per claim, as one multi-statement text, and its parameters.
+
+    Each statement is its own transaction (the session is in autocommit) with its own
+    affected-row count, read result by result: the server runs them in order, and an
+    error stops the rest. One round trip for the claims of an instant.
+    """
+    statements: list[str] = []
+    parameters: dict[str, object] = {}
+    for index, (name, seconds) in enumerate(claims):
+        statements.append(
+            CLAIM.replace("%(name)s", f"%(name_{index})s").replace(
+                "%(micros)s", f"%(micros_{index})s"
+            )
+        )
+        claim = claim_parameters(name, seconds)
+        parameters |= {f"name_{index}": claim["name"], f"micros_{index}": claim["micros"]}
+    return "; ".join(statements), parameters
+
+
 def claim_parameters(name: str, seconds: float) -> dict[str, object]:
     """`CLAIM`'s parameters: the server name, and the TTL in whole microseconds, rounded up."""
     return {"name": server_name(name), "micros": math.ceil(seconds * 1_000_000)}
