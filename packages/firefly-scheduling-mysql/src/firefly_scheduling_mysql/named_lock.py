@@ -173,16 +173,10 @@ class MySqlNamedLock(SessionLock[Connection]):
             row = _row(connection, statement, parameters)
             return {name: True for name, won in zip(names, row, strict=True) if won == 1}
         with connection.cursor() as cursor:
-            try:
-                _execute_creating(cursor, sql.CREATE_FENCES, statement, parameters)
-            except MySQLError as err:
-                if err.args and err.args[0] in sql.UNSUPPORTED_ERRORS:
-                    raise self._not_mysql(f"GET_LOCK failed ({self._describe(err)})") from err
-                raise
+            self._execute_fencing(cursor, statement, parameters)
             if _rowcount(cursor) < 1:
                 return {}  # none won: nothing was written
-            query, names_sent = sql.held_fences(names)
-            cursor.execute(query, names_sent)
+            cursor.execute(sql.held_fences(len(parameters)), parameters)
             tokens = {_text(server): int(value) for server, value in cursor.fetchall()}
         return {
             name: tokens[server]
@@ -229,24 +223,29 @@ class MySqlNamedLock(SessionLock[Connection]):
     def _fence_statement(
         self, connection: Connection, statement: str, parameters: tuple[str] | dict[str, str]
     ) -> int | None:
-        """Run an increment of a fence counter; its new value, or None if it wrote no row.
-
-        Creates the table on first use: a missing table is reported before the
-        statement runs anything, so running it again is safe.
-        """
+        """Run an increment of a fence counter; its new value, or None if it wrote no row."""
         with connection.cursor() as cursor:
-            try:
-                _execute_creating(cursor, sql.CREATE_FENCES, statement, parameters)
-            except MySQLError as err:
-                if err.args and err.args[0] in sql.UNSUPPORTED_ERRORS:
-                    raise self._not_mysql(f"GET_LOCK failed ({self._describe(err)})") from err
-                raise
+            self._execute_fencing(cursor, statement, parameters)
             if _rowcount(cursor) < 1:
                 return None
             if cursor.lastrowid > 0:
                 return int(cursor.lastrowid)
         # A server that leaves LAST_INSERT_ID(expr) out of the OK packet: ask for it.
         return int(_scalar(connection, sql.LAST_FENCE))
+
+    def _execute_fencing(self, cursor: Cursor, statement: str, parameters: object) -> None:
+        """Run a statement that takes locks and moves fence counters.
+
+        Creates the table on first use: a missing table is reported before the
+        statement runs anything, so running it again is safe. A server without
+        `GET_LOCK` (a MySQL look-alike) is a `ConfigurationError`.
+        """
+        try:
+            _execute_creating(cursor, sql.CREATE_FENCES, statement, parameters)
+        except MySQLError as err:
+            if err.args and err.args[0] in sql.UNSUPPORTED_ERRORS:
+                raise self._not_mysql(f"GET_LOCK failed ({self._describe(err)})") from err
+            raise
 
     def _check_server(self, connection: Connection) -> None:
         """Refuse a server that speaks the protocol but cannot hold our named locks."""

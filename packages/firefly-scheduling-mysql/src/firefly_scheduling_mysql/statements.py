@@ -117,9 +117,10 @@ def acquire_many(names: Sequence[str], *, fenced: bool) -> tuple[str, list[str]]
     Unfenced, `SELECT GET_LOCK(a, 0), GET_LOCK(b, 0), …`: one row, a column per name,
     in order. Fenced, `GET_LOCK_AND_FENCE` over a derived table of the names: the
     counter of each name won is written in the same statement, and `held_fences`
-    reads the tokens back (the OK packet carries only one `LAST_INSERT_ID`). A name
-    is counted only where its `GET_LOCK` returned 1, so only this session writes
-    those rows until it releases them: the values it reads are its own tokens.
+    (with the same server names) reads the tokens back: the OK packet carries only
+    one `LAST_INSERT_ID`. A name is counted only where its `GET_LOCK` returned 1, so
+    only this session writes those rows until it releases them: the values it reads
+    are its own tokens.
     """
     servers = [server_name(name) for name in names]
     if not fenced:
@@ -133,15 +134,17 @@ def acquire_many(names: Sequence[str], *, fenced: bool) -> tuple[str, list[str]]
     return statement, servers
 
 
-def held_fences(names: Sequence[str]) -> tuple[str, list[str]]:
-    """The fence counters of those of `names` this session holds: `(server name, value)` rows."""
-    servers = [server_name(name) for name in names]
-    statement = (
+def held_fences(count: int) -> str:
+    """The fence counters of those of `count` server names this session holds.
+
+    Its rows are `(server name, value)`; its parameters the server names that
+    `acquire_many` sent.
+    """
+    return (
         f"SELECT name, value FROM {FENCE_TABLE}"  # noqa: S608 - constant table, placeholders
-        f" WHERE name IN ({', '.join(['%s'] * len(servers))})"
+        f" WHERE name IN ({', '.join(['%s'] * count)})"
         " AND IS_USED_LOCK(name) = CONNECTION_ID()"
     )
-    return statement, servers
 
 
 def claim_many(claims: Sequence[tuple[str, float]]) -> tuple[str, dict[str, object]]:

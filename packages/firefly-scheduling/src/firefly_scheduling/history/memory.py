@@ -43,18 +43,7 @@ class MemoryRunHistory(BaseRunHistory):
                 attempt = current.attempt + 1
             else:
                 return None
-            self._records[key] = RunRecord(
-                task=begin.task,
-                instant=begin.instant,
-                node=begin.node,
-                attempt=attempt,
-                state=RunState.RUNNING,
-                started_at=begin.at,
-                ended_at=None,
-                error=None,
-                token=begin.token,
-                lock=begin.lock,
-            )
+            self._records[key] = _running(begin, attempt)
             return attempt
 
     def start_new_many(self, runs: Sequence[NewRun], *, node: str, at: datetime) -> list[bool]:
@@ -71,18 +60,8 @@ class MemoryRunHistory(BaseRunHistory):
             for run, key in zip(runs, keys, strict=True):
                 new = key not in self._records and (run.lock, run.task) not in busy
                 if new:
-                    self._records[key] = RunRecord(
-                        task=run.task,
-                        instant=key[2],
-                        node=node,
-                        attempt=1,
-                        state=RunState.RUNNING,
-                        started_at=at,
-                        ended_at=None,
-                        error=None,
-                        token=run.token,
-                        lock=run.lock,
-                    )
+                    begin = RunStart(run.lock, run.task, key[2], node, run.token, at)
+                    self._records[key] = _running(begin, attempt=1)
                     busy.add((run.lock, run.task))
                 started.append(new)
         return started
@@ -194,6 +173,22 @@ class MemoryRunHistory(BaseRunHistory):
 
     def close(self) -> None:
         """Nothing to close; the records stay readable."""
+
+
+def _running(begin: RunStart, attempt: int) -> RunRecord:
+    """The record of `begin`'s run, `running` as attempt `attempt`."""
+    return RunRecord(
+        task=begin.task,
+        instant=begin.instant,
+        node=begin.node,
+        attempt=attempt,
+        state=RunState.RUNNING,
+        started_at=begin.at,
+        ended_at=None,
+        error=None,
+        token=begin.token,
+        lock=begin.lock,
+    )
 
 
 def _newer(token: int | None, recorded: int | None) -> bool:
