@@ -1,10 +1,15 @@
 """Multi-node: 3 real `firefly-scheduling run` processes per backend race for one locked task.
 
 For every backend with real exclusion (memory excluded), three node processes run
-the resident host for over 10 s on an app whose locked task (`fixed_rate` 0.5 s, a
+the resident host for over 12 s on an app whose locked task (`fixed_rate` 0.3 s, a
 50-150 ms body) appends `(node, start, end)` to a shared log. No two runs may
 overlap in time, and every node must have won the lock at least once. All backends
-run at the same time, so the whole module takes about 15 s.
+run at the same time, so the whole module takes under a minute (the start-up of
+27 processes on two cores is most of it).
+
+Who wins a fire is whoever claims it first, so on a loaded CI machine one node can
+lose a long streak: about 40 fires per race (not 20) keep "every node won at least
+once" from failing on a streak while still proving that the lock changes hands.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ pytestmark = pytest.mark.slow
 
 NODES = 3
 #: Seconds of racing once every node has started.
-RUN_SECONDS = 11.0
+RUN_SECONDS = 12.0
+#: The race's fire period, in seconds (its body takes 50-150 ms).
+FIRE_PERIOD = "0.3"
 BACKENDS = (
     "postgres",
     "mysql",
@@ -103,6 +110,7 @@ def races(
             workdir,
             FIREFLY_HOSTAPP_LOG=str(log),
             FIREFLY_HOSTAPP_LOCK=f"hostapps-race-{uuid.uuid4().hex}",
+            FIREFLY_HOSTAPP_RATE=FIRE_PERIOD,
             # One history per race: the history identifies a fire by task and instant,
             # and these races run the same task at the same instants side by side, on
             # shared servers (a real fleet has one history per application).
@@ -140,8 +148,8 @@ def test_three_nodes_never_overlap_and_all_take_part(races: dict[str, Race], bac
     outputs = "\n".join(f"--- {node.name}\n{node.text()[-2000:]}" for node in race.nodes)
     assert race.exit_codes == [0] * NODES, outputs
     runs = read_runs(race.log)
-    # 0.5 s fires for 12 s, minus start-up: well over ten runs whoever wins.
-    assert len(runs) >= 10, outputs
+    # 0.3 s fires for 12 s, minus start-up: well over twenty runs whoever wins.
+    assert len(runs) >= 20, outputs
     assert overlaps(runs) == []
     winners = {run.node for run in runs}
     assert winners == {node.name for node in race.nodes}, f"runs per node: {winners}"
