@@ -164,6 +164,18 @@ class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
     async def _server_holds(self, connection: Connection, name: str) -> bool:
         return bool(await _scalar(connection, sql.HOLDS, sql.server_name(name)) == 1)
 
+    async def _server_holds_many(self, connection: Connection, names: Sequence[str]) -> list[bool]:
+        servers = [sql.server_name(name) for name in names]
+        row = await _row(connection, sql.holds_many(len(servers)), servers)
+        return [held == 1 for held in row]
+
+    async def _server_release_many(
+        self, connection: Connection, names: Sequence[str]
+    ) -> list[bool]:
+        servers = [sql.server_name(name) for name in names]
+        row = await _row(connection, sql.release_many(len(servers)), servers)
+        return [released == 1 for released in row]
+
     async def _server_fence(self, connection: Connection, name: str) -> int:
         token = await self._fence_statement(connection, sql.NEXT_FENCE, (sql.server_name(name),))
         if token is None:

@@ -153,6 +153,16 @@ class MySqlNamedLock(SessionLock[Connection]):
     def _server_holds(self, connection: Connection, name: str) -> bool:
         return bool(_scalar(connection, sql.HOLDS, sql.server_name(name)) == 1)
 
+    def _server_holds_many(self, connection: Connection, names: Sequence[str]) -> list[bool]:
+        servers = [sql.server_name(name) for name in names]
+        row = _row(connection, sql.holds_many(len(servers)), servers)
+        return [held == 1 for held in row]
+
+    def _server_release_many(self, connection: Connection, names: Sequence[str]) -> list[bool]:
+        servers = [sql.server_name(name) for name in names]
+        row = _row(connection, sql.release_many(len(servers)), servers)
+        return [released == 1 for released in row]
+
     def _server_fence(self, connection: Connection, name: str) -> int:
         token = self._fence_statement(connection, sql.NEXT_FENCE, (sql.server_name(name),))
         if token is None:

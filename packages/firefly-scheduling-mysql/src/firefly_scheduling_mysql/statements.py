@@ -134,6 +134,20 @@ def acquire_many(names: Sequence[str], *, fenced: bool) -> tuple[str, list[str]]
     return statement, servers
 
 
+def holds_many(count: int) -> str:
+    """`HOLDS` for `count` server names: one row, a column per name, in order."""
+    return "SELECT " + ", ".join(["IS_USED_LOCK(%s) = CONNECTION_ID()"] * count)
+
+
+def release_many(count: int) -> str:
+    """`RELEASE_LOCK` for `count` server names: one row, a column per name, in order.
+
+    Each column is 1 (released), 0 (held by another session) or NULL (not held: ours
+    was lost), as `RELEASE_LOCK` answers alone.
+    """
+    return "SELECT " + ", ".join(["RELEASE_LOCK(%s)"] * count)
+
+
 def held_fences(count: int) -> str:
     """The fence counters of those of `count` server names this session holds.
 

@@ -58,6 +58,7 @@ import time
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from firefly_scheduling.aio.base import AsyncBaseLock
@@ -80,10 +81,41 @@ else:
     _Statement = Callable[[ConnectionT], _R]
 
 
+#: An ask's key: the holding's owner token, and whether it is a release (else a check).
+_AskKey = tuple[str, bool]
+#: Names per statement when a batch of checks or releases is sent (a SELECT list).
+ASKS_PER_STATEMENT = 500
+
+
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    """A keep-alive check or a release of one holding, waiting for its session.
+
+    The session runs one statement at a time, so the checks before the bodies of an
+    instant's fires (a batch took their locks on one session) and their releases
+    after queued behind each other, one round trip each. Whoever takes the mutex
+    next sends every ask waiting then, one statement for the checks and one for the
+    releases, and leaves each waiter its own answer from the server: each lock is
+    still checked and released by name, only in company (issue 12).
+    """
+
+    name: str
+    generation: int
+
+
 class _Session(Generic[ConnectionT]):
     """One session of the pool: its connection, its mutex and the holdings it carries."""
 
-    __slots__ = ("connection", "generation", "index", "mutex", "owners", "pending_unlocks")
+    __slots__ = (
+        "answers",
+        "asks",
+        "connection",
+        "generation",
+        "index",
+        "mutex",
+        "owners",
+        "pending_unlocks",
+    )
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -95,6 +127,10 @@ class _Session(Generic[ConnectionT]):
         self.owners: set[str] = set()
         # Server locks this session may hold although no holding owns them.
         self.pending_unlocks: list[str] = []
+        # Checks and releases waiting for the session, answered together (`_Ask`).
+        self.asks: dict[_AskKey, _Ask] = {}
+        # The answers to asks that another caller's batch sent, until their callers read them.
+        self.answers: dict[_AskKey, bool] = {}
 
     def queue_unlock(self, name: str) -> None:
         if name not in self.pending_unlocks:
@@ -106,6 +142,7 @@ class _Session(Generic[ConnectionT]):
         self.connection = None
         self.generation += 1
         self.pending_unlocks.clear()
+        self.answers.clear()
         return owners
 
 
@@ -273,35 +310,21 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
         if session is None:
             return False  # the session died, and the lock with it
         generation = session.generation
+        key = (owner, True)
+        session.asks[key] = _Ask(name, generation)
         try:
             await self._take(session.mutex)
         except PoolExhaustedError as err:
+            answer = self._withdraw(session, key)
+            if answer is not None:
+                return answer
             if session.generation == generation and owner in session.owners:
                 session.owners.discard(owner)
                 session.queue_unlock(name)
             self._warn_release_queued(name, err)
             return True
         try:
-            if owner not in session.owners or session.generation != generation:
-                return False
-            try:
-                released = await self._run(
-                    session,
-                    lambda connection: self._server_release(connection, name),
-                    retry=False,
-                )
-            except self.driver_errors as err:
-                if session.connection is None:
-                    # The session had ended, and the server freed the lock with it while
-                    # it was held: another node may have run meanwhile. The owner is
-                    # still the session's, so the session's end marked its holding lost.
-                    return False
-                session.owners.discard(owner)
-                session.queue_unlock(name)
-                self._warn_release_queued(name, err)
-                return True
-            session.owners.discard(owner)
-            return released
+            return await self._answer(session, key, _Ask(name, generation))
         finally:
             session.mutex.release()
 
@@ -310,29 +333,148 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
         if session is None:
             return False
         generation = session.generation
+        key = (owner, False)
+        session.asks[key] = _Ask(name, generation)
         try:
             await self._take(session.mutex)
         except PoolExhaustedError as err:
+            answer = self._withdraw(session, key)
+            if answer is not None:
+                return answer
             # Busy, not gone: an ended session would have forgotten the owner.
             self._warn_check_failed(name, err)
             return session.generation == generation and owner in session.owners
         try:
-            if owner not in session.owners or session.generation != generation:
-                return False
-            try:
-                return await self._run(
-                    session,
-                    lambda connection: self._server_holds(connection, name),
-                    retry=False,
-                )
-            except self.driver_errors as err:
-                if session.generation != generation:
-                    return False  # the session ended, and every lock of it
-                # A session lock lives as long as its session, which is still there.
-                self._warn_check_failed(name, err)
-                return True
+            return await self._answer(session, key, _Ask(name, generation))
         finally:
             session.mutex.release()
+
+    # -- checks and releases, answered together (`_Ask`) ---------------------------------
+
+    def _withdraw(self, session: _Session[ConnectionT], key: _AskKey) -> bool | None:
+        """A caller gives up waiting: its answer if a batch gave one already, else None."""
+        session.asks.pop(key, None)
+        return session.answers.pop(key, None)
+
+    async def _answer(self, session: _Session[ConnectionT], key: _AskKey, ask: _Ask) -> bool:
+        """The answer to `ask` (the session's mutex held): a batch's, or our own batch's.
+
+        A batch that failed part-way (a bug, a cancellation) left the asks it took
+        without an answer; such an ask is put back and sent in this batch.
+        """
+        answer = session.answers.pop(key, None)
+        if answer is not None:
+            session.asks.pop(key, None)
+            return answer
+        session.asks.setdefault(key, ask)
+        await self._send_asks(session)
+        return session.answers.pop(key)
+
+    async def _send_asks(self, session: _Session[ConnectionT]) -> None:
+        """Send every waiting ask: the checks in one statement, then the releases in one.
+
+        An ask of a holding the session no longer carries (its session ended, it was
+        released) is answered False without a statement. Each answer is left in
+        `session.answers` for its caller.
+        """
+        asks, session.asks = session.asks, {}
+        checks: list[tuple[_AskKey, _Ask]] = []
+        releases: list[tuple[_AskKey, _Ask]] = []
+        for key, ask in asks.items():
+            owner, releasing = key
+            if owner not in session.owners or session.generation != ask.generation:
+                session.answers[key] = False
+            else:
+                (releases if releasing else checks).append((key, ask))
+        if checks:
+            await self._check_all(session, checks)
+        if releases:
+            await self._release_all(session, releases)
+
+    async def _check_all(
+        self, session: _Session[ConnectionT], checks: list[tuple[_AskKey, _Ask]]
+    ) -> None:
+        names = [ask.name for _, ask in checks]
+        generation = session.generation
+        try:
+            held = await self._run(
+                session,
+                lambda connection: self._server_holds_all(connection, names),
+                retry=False,
+            )
+        except self.driver_errors as err:
+            ended = session.generation != generation  # and every lock of it
+            for key, ask in checks:
+                if not ended:
+                    # A session lock lives as long as its session, which is still there.
+                    self._warn_check_failed(ask.name, err)
+                session.answers[key] = not ended
+            return
+        for (key, _), answer in zip(checks, held, strict=True):
+            session.answers[key] = answer
+
+    async def _release_all(
+        self, session: _Session[ConnectionT], releases: list[tuple[_AskKey, _Ask]]
+    ) -> None:
+        names = [ask.name for _, ask in releases]
+        generation = session.generation
+        try:
+            released = await self._run(
+                session,
+                lambda connection: self._server_release_all(connection, names),
+                retry=False,
+            )
+        except self.driver_errors as err:
+            if session.generation != generation:
+                # The session had ended, and the server freed the locks with it while
+                # they were held: another node may have run meanwhile. The owners were
+                # still the session's, so the session's end marked their holdings lost.
+                for key, _ in releases:
+                    session.answers[key] = False
+                return
+            for key, ask in releases:
+                session.owners.discard(key[0])
+                session.queue_unlock(ask.name)
+                self._warn_release_queued(ask.name, err)
+                session.answers[key] = True
+            return
+        for (key, _), answer in zip(releases, released, strict=True):
+            session.owners.discard(key[0])
+            session.answers[key] = answer
+
+    async def _server_holds_all(self, connection: ConnectionT, names: Sequence[str]) -> list[bool]:
+        """`_server_holds` of each name: one statement per `ASKS_PER_STATEMENT` names."""
+        if len(names) == 1:
+            return [await self._server_holds(connection, names[0])]
+        held: list[bool] = []
+        for start in range(0, len(names), ASKS_PER_STATEMENT):
+            chunk = names[start : start + ASKS_PER_STATEMENT]
+            held.extend(await self._server_holds_many(connection, chunk))
+        return held
+
+    async def _server_release_all(
+        self, connection: ConnectionT, names: Sequence[str]
+    ) -> list[bool]:
+        """`_server_release` of each name: one statement per `ASKS_PER_STATEMENT` names."""
+        if len(names) == 1:
+            return [await self._server_release(connection, names[0])]
+        released: list[bool] = []
+        for start in range(0, len(names), ASKS_PER_STATEMENT):
+            chunk = names[start : start + ASKS_PER_STATEMENT]
+            released.extend(await self._server_release_many(connection, chunk))
+        return released
+
+    async def _server_holds_many(self, connection: ConnectionT, names: Sequence[str]) -> list[bool]:
+        """`_server_holds` of each of the distinct `names`; one statement each unless
+        overridden."""
+        return [await self._server_holds(connection, name) for name in names]
+
+    async def _server_release_many(
+        self, connection: ConnectionT, names: Sequence[str]
+    ) -> list[bool]:
+        """`_server_release` of each of the distinct `names`, in order; one statement
+        each unless overridden."""
+        return [await self._server_release(connection, name) for name in names]
 
     async def _fence(self, name: str) -> int:
         async with self._any_session() as session:
