@@ -1,4 +1,4 @@
-"""The run history's per-fire statements on PostgreSQL's driver path (`history_driver`).
+"""The run history's per-fire statements on the driver path (`history_driver`).
 
 A fire's three history statements (the unfinished-runs read, the start's insert and
 the finish) go to the pooled psycopg connection in autocommit rather than through
@@ -6,7 +6,9 @@ SQLAlchemy's execution layer (issue 12: about 0.45 against 0.2 ms of CPU each). 
 contract suite covers what they do; these cover what the layer did around them:
 the pool's connections go back in their transactional mode, a connection the server
 dropped is a `HistoryError` without the password and the next call reconnects, and
-instants come back aware UTC whatever the session's time zone.
+instants come back aware UTC whatever the session's time zone. On MySQL (the finish
+and the read, each followed by COMMIT): a finish is committed and no transaction is
+left open, and a dropped connection is a `HistoryError` and then a reconnect.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+import pymysql
 import pytest
 from sqlalchemy.engine import make_url
 
 from firefly_scheduling.history import HistoryError
 from firefly_scheduling.history.port import RunState
 from firefly_scheduling_database.history_store import DatabaseRunHistory
+from firefly_scheduling_mysql.connection_options import connection_arguments
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 PASSWORD = "s3cret-driver-pw"
@@ -116,3 +120,87 @@ def test_instants_come_back_aware_utc_whatever_the_session_time_zone(
             ("app:tz",),
         ).fetchone()
     assert stored == (instant.replace(tzinfo=None),)  # naive UTC, as SQLAlchemy wrote it
+
+
+# -- MySQL: the finish and the unfinished-runs read, each followed by COMMIT ---------------
+
+
+@pytest.fixture
+def mysql_store(mysql_url: str) -> Iterator[DatabaseRunHistory]:
+    history = DatabaseRunHistory(mysql_url, table=f"runs_{uuid.uuid4().hex[:12]}")
+    history.install()
+    try:
+        yield history
+    finally:
+        history.table.drop(history.engine, checkfirst=True)
+        history.close()
+
+
+def _thread_id(pooled: Any) -> int:
+    """The server's id of a pooled PyMySQL connection."""
+    return int(pooled.driver_connection.thread_id())
+
+
+def _mysql_reader(mysql_url: str) -> Any:
+    return pymysql.connect(**connection_arguments(mysql_url), autocommit=True)
+
+
+def test_mysql_finish_is_committed_and_leaves_no_transaction_open(
+    mysql_store: DatabaseRunHistory, mysql_url: str
+) -> None:
+    """A second client sees the finished row at once, and the server reports no open
+    transaction on the store's connections after the finish and the read."""
+    assert mysql_store.start("app:job", T0, lock="lk", node="a", token=3, at=T0) == 1
+    assert [r.token for r in mysql_store.unfinished("app:job", lock="lk")] == [3]
+    assert mysql_store.finish(
+        "app:job", T0, lock="lk", state=RunState.SUCCEEDED, at=T0, token=3, error=None
+    )
+    pooled = [mysql_store.engine.raw_connection() for _ in range(2)]
+    ids = [_thread_id(p) for p in pooled]
+    for connection in pooled:
+        connection.close()
+    reader = _mysql_reader(mysql_url)
+    try:
+        with reader.cursor() as cursor:
+            cursor.execute(
+                f"SELECT state FROM {mysql_store.table.name} WHERE task = %s",
+                ("app:job",),
+            )
+            assert cursor.fetchall() == (("succeeded",),)
+            cursor.execute(
+                "SELECT COUNT(*) FROM information_schema.INNODB_TRX"
+                " WHERE trx_mysql_thread_id IN (%s, %s)",
+                tuple(ids),
+            )
+            assert cursor.fetchall() == ((0,),)
+    finally:
+        reader.close()
+    # A zombie's late finish, with an older token, matches no row.
+    assert not mysql_store.finish(
+        "app:job", T0, lock="lk", state=RunState.FAILED, at=T0, token=2, error="late"
+    )
+
+
+def test_mysql_dropped_connection_is_a_history_error_then_the_next_call_reconnects(
+    mysql_store: DatabaseRunHistory, mysql_url: str
+) -> None:
+    assert mysql_store.start("app:job", T0, lock="lk", node="a", token=1, at=T0) == 1
+    pooled = [mysql_store.engine.raw_connection() for _ in range(2)]
+    ids = [_thread_id(p) for p in pooled]
+    for connection in pooled:
+        connection.close()
+    reader = _mysql_reader(mysql_url)
+    try:
+        with reader.cursor() as cursor:
+            for thread_id in ids:
+                cursor.execute("KILL %s", (thread_id,))
+    finally:
+        reader.close()
+    with pytest.raises(HistoryError) as caught:
+        mysql_store.unfinished("app:job", lock="lk")
+    assert "reading running fires" in str(caught.value)
+    assert [r.token for r in mysql_store.unfinished("app:job", lock="lk")] == [1]
+    assert mysql_store.finish(
+        "app:job", T0, lock="lk", state=RunState.FAILED, at=T0, token=1, error="boom"
+    )
+    assert mysql_store.unfinished("app:job", lock="lk") == []

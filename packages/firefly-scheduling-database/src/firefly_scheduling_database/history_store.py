@@ -20,7 +20,8 @@ between nodes:
 On PostgreSQL a fire's three statements (the unfinished-runs read, the start's
 insert, the finish) go straight to psycopg on a pooled connection in autocommit
 (`history_driver`), and the other one-statement calls run in autocommit through
-SQLAlchemy (`_single_statements`): one round trip each, no `BEGIN` and `COMMIT`.
+SQLAlchemy (`_single_statements`): one round trip each, no `BEGIN` and `COMMIT`. On
+MySQL the finish and the unfinished-runs read go to PyMySQL, each with its `COMMIT`.
 
 Instants are stored as naive UTC with microseconds (`DATETIME(6)` on MySQL) and
 read back as aware UTC. Task and lock names compare exactly (see `history_schema`). The engine
@@ -94,7 +95,7 @@ class DatabaseRunHistory(BaseRunHistory):
         self._table_ready = False
         self._table_mutex = threading.Lock()
         self._statements = _HotStatements(self._table, self._dialect)
-        #: PostgreSQL: the per-fire statements on the driver (`history_driver`).
+        #: PostgreSQL and MySQL: the per-fire statements on the driver (`history_driver`).
         self._driver = _DriverStatements.for_store(self._engine, self._statements)
 
     @property
@@ -153,14 +154,17 @@ class DatabaseRunHistory(BaseRunHistory):
         if not rows:
             return []
         driver = self._driver
-        if driver is not None:
-            started = self._call("starting runs", lambda: self._started_on_driver(driver, rows))
+        if driver is not None and driver.start_new_many is not None:
+            on_driver = driver.start_new_many
+            started = self._call(
+                "starting runs", lambda: self._started_on_driver(driver.path, on_driver, rows)
+            )
         else:
             started = self._call("starting runs", lambda: self._started_in_two(rows))
         return [_row_key(row) in started for row in rows]
 
     def _started_on_driver(
-        self, driver: _DriverStatements, rows: list[dict[str, Any]]
+        self, path: DriverPath, statement: DriverStatement, rows: list[dict[str, Any]]
     ) -> set[tuple[str, str, datetime]]:
         parameters = {
             "p_lock_names": [row["lock_name"] for row in rows],
@@ -170,7 +174,7 @@ class DatabaseRunHistory(BaseRunHistory):
             "p_node": rows[0]["node"],
             "p_started_at": rows[0]["started_at"],
         }
-        return {_row_key(row) for row in driver.path.rows(driver.start_new_many, parameters)}
+        return {_row_key(row) for row in path.rows(statement, parameters)}
 
     def _started_in_two(self, rows: list[dict[str, Any]]) -> set[tuple[str, str, datetime]]:
         in_the_way = self._statements.in_the_way
@@ -378,7 +382,7 @@ class DatabaseRunHistory(BaseRunHistory):
     def _inserted_if_absent(self, row: dict[str, Any]) -> bool:
         """`_insert_if_absent` in a statement of its own (a `start`, a `skip`)."""
         driver = self._driver
-        if driver is not None:
+        if driver is not None and driver.insert_if_absent is not None:
             return bool(driver.path.rows(driver.insert_if_absent, row))
         with self._single.begin() as connection:
             return self._insert_if_absent(connection, row)
@@ -583,24 +587,32 @@ def _record(row: Mapping[Any, Any]) -> RunRecord:
 
 @dataclass(frozen=True)
 class _DriverStatements:
-    """The per-fire statements of `_HotStatements`, for the driver (PostgreSQL only)."""
+    """The per-fire statements of `_HotStatements` that go to the driver (`history_driver`).
+
+    PostgreSQL: all four. MySQL: the finish and the unfinished-runs read; its starts
+    are two statements in a transaction (`_started_in_two`) or a caught duplicate key
+    (`_insert_if_absent`), and stay with SQLAlchemy.
+    """
 
     path: DriverPath
     finish: dict[bool, DriverStatement]
     unfinished: DriverStatement
-    insert_if_absent: DriverStatement
-    start_new_many: DriverStatement
+    insert_if_absent: DriverStatement | None
+    start_new_many: DriverStatement | None
 
     @classmethod
     def for_store(cls, engine: Engine, statements: _HotStatements) -> _DriverStatements | None:
-        if engine.dialect.name != "postgresql" or statements.insert_if_absent is None:
+        dialect = engine.dialect.name
+        if dialect not in {"postgresql", "mysql", "mariadb"}:
             return None
+        postgres = dialect == "postgresql"
+        insert = statements.insert_if_absent if postgres else None
         return cls(
             DriverPath(engine),
             {is_none: DriverStatement(s, engine) for is_none, s in statements.finish.items()},
             DriverStatement(statements.unfinished, engine),
-            DriverStatement(statements.insert_if_absent, engine),
-            DriverStatement(_start_new_from_arrays(statements.runs), engine),
+            None if insert is None else DriverStatement(insert, engine),
+            DriverStatement(_start_new_from_arrays(statements.runs), engine) if postgres else None,
         )
 
 
