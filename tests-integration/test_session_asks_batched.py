@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pymysql
 import pytest
 
@@ -33,6 +34,7 @@ from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling_mysql import AsyncMySqlNamedLock, MySqlNamedLock
 from firefly_scheduling_mysql.connection_options import connection_arguments
 from firefly_scheduling_postgres import PgAdvisoryLock
+from firefly_scheduling_postgres import statements as pg_sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from session_killers import mysql_killer, pg_killer
@@ -218,5 +220,35 @@ def test_checks_waiting_for_a_killed_session_all_answer_lost(
             assert all(other.try_acquire(name, 30) for name in names)
         finally:
             other.close()
+    finally:
+        lock.close()
+
+
+def test_postgres_waiting_checks_and_releases_are_answered_each(postgres_url: str) -> None:
+    """Batched on PostgreSQL too (one statement each, keys in an array): every check is
+    True, every release frees its own lock (a second client reads pg_locks), and a
+    lock of the session that was not asked about stays held."""
+    lock = PgAdvisoryLock(postgres_url)
+    try:
+        names = _names("pg")
+        holdings = _held(lock.acquire_many([(name, 30) for name in [*names, f"{names[0]}-kept"]]))
+        kept = holdings.pop()
+        checked = _queued(lock, holdings, lambda holding: lock.renew_holding(holding, 30))
+        released = _queued(lock, holdings, lock.release_holding)
+        assert checked == [True] * COUNT
+        assert released == [None] * COUNT
+        assert not any(holding.lost for holding in holdings)
+        with psycopg.connect(postgres_url, autocommit=True) as reader:
+            held = [
+                reader.execute(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                    " AND objsubid = 1 AND classid = %s::oid AND objid = %s::oid",
+                    pg_sql.holds_parameters(pg_sql.advisory_key(name)),
+                ).fetchone()
+                for name in [*names, kept.name]
+            ]
+        assert held == [(0,)] * COUNT + [(1,)]
+        assert lock.renew_holding(kept, 30)
+        lock.release_holding(kept)
     finally:
         lock.close()

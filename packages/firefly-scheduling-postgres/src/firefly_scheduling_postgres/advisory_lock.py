@@ -125,6 +125,14 @@ class PgAdvisoryLock(SessionLock[Session]):
         parameters = sql.fenced_acquire_parameters(self.key(name), name)
         return self._fence_statement(session, sql.TRY_LOCK_AND_FENCE, parameters)
 
+    def _server_holds_many(self, session: Session, names: Sequence[str]) -> list[bool]:
+        rows = session.execute(sql.HOLDS_MANY, sql.holds_many_parameters(names))
+        return sql.by_place(rows.fetchall(), len(names))
+
+    def _server_release_many(self, session: Session, names: Sequence[str]) -> list[bool]:
+        rows = session.execute(sql.UNLOCK_MANY, sql.unlock_many_parameters(names))
+        return sql.by_place(rows.fetchall(), len(names))
+
     def _server_acquire_many(
         self, session: Session, names: Sequence[str], *, fenced: bool
     ) -> dict[str, int | bool]:

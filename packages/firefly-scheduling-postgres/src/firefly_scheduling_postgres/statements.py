@@ -43,6 +43,21 @@ HOLDS: Final = (
     " AND pid = pg_backend_pid() AND classid = %s::oid AND objid = %s::oid"
     " AND objsubid = 1 AND granted)"
 )
+# `UNLOCK` and `HOLDS` for several keys at once (a session's waiting releases and
+# checks): a row per key, with the key's place in the batch, read by that place. The
+# held locks of the session are read from pg_locks once, not once per key.
+UNLOCK_MANY: Final = (
+    "SELECT wanted.place, pg_advisory_unlock(wanted.key)"
+    " FROM unnest(%(keys)s::bigint[]) WITH ORDINALITY AS wanted (key, place)"
+)
+HOLDS_MANY: Final = (
+    "SELECT wanted.place, held.objid IS NOT NULL"
+    " FROM unnest(%(high)s::bigint[], %(low)s::bigint[]) WITH ORDINALITY"
+    " AS wanted (high, low, place)"
+    " LEFT JOIN (SELECT classid, objid FROM pg_locks WHERE locktype = 'advisory'"
+    " AND pid = pg_backend_pid() AND objsubid = 1 AND granted) AS held"
+    " ON held.classid = wanted.high::oid AND held.objid = wanted.low::oid"
+)
 CREATE_FENCES: Final = (
     f"CREATE TABLE IF NOT EXISTS {FENCE_TABLE}"
     ' (name text COLLATE "C" PRIMARY KEY, value bigint NOT NULL)'
@@ -123,6 +138,25 @@ def holds_parameters(key: int) -> tuple[int, int]:
     """`HOLDS`'s parameters for `key`: its unsigned 32-bit halves, as pg_locks shows them."""
     unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
     return unsigned >> 32, unsigned & 0xFFFF_FFFF
+
+
+def holds_many_parameters(names: Sequence[str]) -> dict[str, object]:
+    """`HOLDS_MANY`'s parameters: the halves of each name's key, in the names' order."""
+    halves = [holds_parameters(advisory_key(name)) for name in names]
+    return {"high": [high for high, _ in halves], "low": [low for _, low in halves]}
+
+
+def unlock_many_parameters(names: Sequence[str]) -> dict[str, object]:
+    """`UNLOCK_MANY`'s parameters: each name's key, in the names' order."""
+    return {"keys": [advisory_key(name) for name in names]}
+
+
+def by_place(rows: Sequence[tuple[int, bool]], count: int) -> list[bool]:
+    """The answers of `HOLDS_MANY` or `UNLOCK_MANY`, in the order of the names sent."""
+    answers = [False] * count
+    for place, answer in rows:
+        answers[place - 1] = bool(answer)
+    return answers
 
 
 def claim_parameters(name: str, seconds: float) -> dict[str, object]:
