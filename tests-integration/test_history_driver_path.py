@@ -13,6 +13,8 @@ left open, and a dropped connection is a `HistoryError` and then a reconnect.
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -204,3 +206,113 @@ def test_mysql_dropped_connection_is_a_history_error_then_the_next_call_reconnec
         "app:job", T0, lock="lk", state=RunState.FAILED, at=T0, token=1, error="boom"
     )
     assert mysql_store.unfinished("app:job", lock="lk") == []
+
+
+def _finish_from_threads(
+    store: DatabaseRunHistory, finishes: list[tuple[str, int]]
+) -> dict[str, bool | BaseException]:
+    """Finish each `(task, token)` from its own thread, all queued behind one group."""
+    grouped = store._finishes
+    assert grouped is not None
+    answers: dict[str, bool | BaseException] = {}
+
+    def finish(task: str, token: int) -> None:
+        try:
+            answers[task] = store.finish(
+                task, T0, lock="lk", state=RunState.SUCCEEDED, at=T0, token=token, error=None
+            )
+        except HistoryError as err:
+            answers[task] = err
+
+    threads = [threading.Thread(target=finish, args=pair) for pair in finishes]
+    with grouped._sender:  # a group on the wire: every finish queues behind it
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 10
+        while len(grouped._queue) < len(finishes):
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+    for thread in threads:
+        thread.join(30)
+    return answers
+
+
+def _states(store: DatabaseRunHistory, mysql_url: str) -> dict[str, str]:
+    reader = _mysql_reader(mysql_url)
+    try:
+        with reader.cursor() as cursor:
+            cursor.execute(f"SELECT task, state FROM {store.table.name}")
+            return dict(cursor.fetchall())
+    finally:
+        reader.close()
+
+
+def test_mysql_finishes_waiting_together_are_one_text_each_answered(
+    mysql_store: DatabaseRunHistory, mysql_url: str
+) -> None:
+    """Twelve finishes queued together: the server's general log shows them in one
+    statement text ending in COMMIT, a second client reads every row finished, and
+    the one with an older token (a zombie) alone is refused."""
+    tasks = [f"app:job{index}" for index in range(12)]
+    for task in tasks:
+        assert mysql_store.start(task, T0, lock="lk", node="a", token=5, at=T0) == 1
+    reader = _mysql_reader(mysql_url)
+    try:
+        with reader.cursor() as cursor:
+            cursor.execute("SELECT @@GLOBAL.log_output, @@GLOBAL.general_log")
+            [(output, enabled)] = cursor.fetchall()
+            cursor.execute("SET GLOBAL log_output = 'TABLE'")
+            cursor.execute("SET GLOBAL general_log = 1")
+        try:
+            answers = _finish_from_threads(
+                mysql_store, [(task, 4 if task == tasks[3] else 5) for task in tasks]
+            )
+            with reader.cursor() as cursor:
+                cursor.execute(
+                    "SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log"
+                    " WHERE command_type = 'Query' AND argument LIKE %s",
+                    (f"UPDATE {mysql_store.table.name}%",),
+                )
+                texts = [text for (text,) in cursor.fetchall()]
+        finally:
+            with reader.cursor() as cursor:
+                cursor.execute("SET GLOBAL general_log = %s", (int(enabled),))
+                cursor.execute("SET GLOBAL log_output = %s", (output,))
+    finally:
+        reader.close()
+    assert answers == {task: task != tasks[3] for task in tasks}
+    assert len(texts) == 1, texts
+    assert texts[0].count("UPDATE ") == 12
+    assert texts[0].endswith("COMMIT")
+    states = _states(mysql_store, mysql_url)
+    assert states == {task: "running" if task == tasks[3] else "succeeded" for task in tasks}
+
+
+def test_mysql_a_group_that_fails_part_way_writes_nothing(
+    mysql_store: DatabaseRunHistory, mysql_url: str
+) -> None:
+    """The middle row of a group is locked by a second client past the lock wait
+    timeout: every finish of the group fails, and none is written (the first one's
+    UPDATE is rolled back with the group's transaction). Sent again, they succeed."""
+    tasks = ["app:first", "app:middle", "app:last"]
+    for task in tasks:
+        assert mysql_store.start(task, T0, lock="lk", node="a", token=1, at=T0) == 1
+    blocker = pymysql.connect(**connection_arguments(mysql_url), autocommit=False)
+    try:
+        with blocker.cursor() as cursor:
+            cursor.execute(
+                f"SELECT * FROM {mysql_store.table.name} WHERE task = %s FOR UPDATE",
+                ("app:middle",),
+            )
+        answers = _finish_from_threads(mysql_store, [(task, 1) for task in tasks])
+    finally:
+        blocker.rollback()
+        blocker.close()
+    assert all(isinstance(answer, HistoryError) for answer in answers.values()), answers
+    assert "Lock wait timeout" in str(answers["app:first"])
+    assert _states(mysql_store, mysql_url) == dict.fromkeys(tasks, "running")
+    for task in tasks:
+        assert mysql_store.finish(
+            task, T0, lock="lk", state=RunState.SUCCEEDED, at=T0, token=1, error=None
+        )
+    assert _states(mysql_store, mysql_url) == dict.fromkeys(tasks, "succeeded")

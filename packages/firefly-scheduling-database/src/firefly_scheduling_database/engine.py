@@ -153,6 +153,9 @@ class _Shared:
 
 #: The protocol's SERVER_STATUS_IN_TRANS flag.
 _IN_TRANSACTION = 1
+#: MySQL's CLIENT_MULTI_STATEMENTS capability flag (PyMySQL's `CLIENT.MULTI_STATEMENTS`).
+#: Values are still escaped by the driver, and table names are checked identifiers.
+_CLIENT_MULTI_STATEMENTS = 1 << 16
 
 _shared_mutex = threading.Lock()
 #: The stores' engines of this process, by URL and pool size (passwords stay in memory).
@@ -170,6 +173,8 @@ def store_engine(url: str | URL, *, max_connections: int | None = None) -> Engin
     mysql = parsed.get_backend_name() in {"mysql", "mariadb"}
     if mysql:
         arguments["pool_reset_on_return"] = None  # `_roll_back_if_in_transaction` does it
+        # The run history sends a group of finishes as one text (`history_driver`).
+        arguments["connect_args"]["client_flag"] |= _CLIENT_MULTI_STATEMENTS
     key = f"{plain_url(parsed)}#{arguments['pool_size']}"
     with _shared_mutex:
         shared = _shared.get(key)

@@ -25,9 +25,10 @@ ones, so the next call reconnects.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import closing
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -35,6 +36,8 @@ from sqlalchemy.engine.interfaces import DBAPIModule
 from sqlalchemy.exc import DBAPIError
 
 from firefly_scheduling.instants import as_utc
+
+_R = TypeVar("_R")
 
 
 class DriverStatement:
@@ -73,43 +76,84 @@ class DriverPath:
         """How many rows `statement` matched."""
         return self._send(statement, values, fetch=False)[1]
 
+    def rowcounts_together(
+        self, statements: Sequence[tuple[DriverStatement, Mapping[str, Any]]]
+    ) -> list[int]:
+        """MySQL: how many rows each statement matched, all sent as one text with `COMMIT`.
+
+        One round trip for a group of writes (`GroupedCalls`): the driver escapes each
+        statement's values as it does for one, and the texts go joined by `;` (the
+        stores' connections allow several statements, see `engine.store_engine`).
+        The server stops at the first statement that fails, before the `COMMIT`, and
+        the pool rolls the open transaction back: a group is written whole or not at
+        all.
+        """
+        return self._on_connection(lambda connection: _rowcounts(connection, statements))
+
     def _send(
         self, statement: DriverStatement, values: Mapping[str, Any], *, fetch: bool
     ) -> tuple[list[dict[str, Any]], int]:
+        mysql = self._engine.dialect.name != "postgresql"
+
+        def send(connection: Any) -> tuple[list[dict[str, Any]], int]:
+            with closing(connection.cursor()) as cursor:
+                cursor.execute(statement.sql, statement.parameters(values))
+                rows = _aware(cursor) if fetch else []
+                if mysql:
+                    connection.commit()  # a write's end, or a read's snapshot's
+                return rows, int(cursor.rowcount)
+
+        return self._on_connection(send)
+
+    def _on_connection(self, work: Callable[[Any], _R]) -> _R:
+        """`work(driver connection)` on a pooled connection, errors as SQLAlchemy's."""
         dialect = self._engine.dialect
         driver_error: type[DBAPIModule.Error] = dialect.loaded_dbapi.Error
         try:
             pooled = self._engine.raw_connection()
         except driver_error as err:  # the pool does not wrap connect errors
             raise _wrapped(err, driver_error, self._engine) from err
-        cursor: Any = None
         postgres = dialect.name == "postgresql"
         try:
             connection: Any = pooled.driver_connection
             if postgres:
                 connection.autocommit = True
             try:
-                cursor = connection.cursor()
-                cursor.execute(statement.sql, statement.parameters(values))
-                rows = _aware(cursor) if fetch else []
-                if not postgres:
-                    connection.commit()  # a write's end, or a read's snapshot's
-                return rows, int(cursor.rowcount)
+                return work(connection)
             finally:
                 # Back to the pool's mode; a connection the server dropped cannot be
                 # switched (psycopg would raise over the real error) and is discarded.
                 if postgres and not connection.closed:
                     connection.autocommit = False
         except driver_error as err:
-            disconnected = dialect.is_disconnect(err, pooled.dbapi_connection, cursor)
+            disconnected = dialect.is_disconnect(err, pooled.dbapi_connection, None)
             if disconnected:
                 pooled.invalidate(err)
                 self._engine.pool.dispose()  # the server that held the idle ones went away
             raise _wrapped(err, driver_error, self._engine, disconnected=disconnected) from err
         finally:
-            if cursor is not None:
-                cursor.close()
             pooled.close()
+
+
+def _rowcounts(
+    connection: Any, statements: Sequence[tuple[DriverStatement, Mapping[str, Any]]]
+) -> list[int]:
+    """`DriverPath.rowcounts_together` on a PyMySQL connection."""
+    with closing(connection.cursor()) as cursor:
+        texts = [cursor.mogrify(sent.sql, sent.parameters(values)) for sent, values in statements]
+        cursor.execute(";".join([*texts, "COMMIT"]))  # no arguments: nothing is formatted
+        counts = [int(cursor.rowcount)]
+        while len(counts) < len(statements):
+            if not cursor.nextset():
+                import pymysql  # noqa: PLC0415 - MySQL's driver, for MySQL only
+
+                raise pymysql.err.InterfaceError(
+                    f"{len(statements)} statements sent, {len(counts)} answered"
+                )
+            counts.append(int(cursor.rowcount))
+        while cursor.nextset():  # the COMMIT's answer
+            pass
+    return counts
 
 
 def _aware(cursor: Any) -> list[dict[str, Any]]:
