@@ -316,3 +316,23 @@ def test_mysql_a_group_that_fails_part_way_writes_nothing(
             task, T0, lock="lk", state=RunState.SUCCEEDED, at=T0, token=1, error=None
         )
     assert _states(mysql_store, mysql_url) == dict.fromkeys(tasks, "succeeded")
+
+
+def test_postgres_finishes_waiting_together_are_one_statement_each_answered(
+    store: DatabaseRunHistory, postgres_url: str
+) -> None:
+    """Twelve finishes queued together on PostgreSQL (one `UPDATE … FROM unnest`):
+    a second client reads every row finished with its own state, the zombie's (an
+    older token) alone is refused, and a run started without a token is finished."""
+    tasks = [f"app:job{index}" for index in range(12)]
+    for task in tasks:
+        token = None if task == tasks[7] else 5
+        assert store.start(task, T0, lock="lk", node="a", token=token, at=T0) == 1
+    answers = _finish_from_threads(store, [(task, 4 if task == tasks[3] else 5) for task in tasks])
+    # tasks[7] ran without a token: a finish with one is as good as a newer holder's.
+    assert answers == {task: task != tasks[3] for task in tasks}
+    with psycopg.connect(postgres_url, autocommit=True) as reader:
+        rows = reader.execute(f"SELECT task, state, ended_at FROM {store.table.name}").fetchall()
+    states = {task: state for task, state, _ in rows}
+    assert states == {task: "running" if task == tasks[3] else "succeeded" for task in tasks}
+    assert {ended for task, _, ended in rows if task != tasks[3]} == {T0.replace(tzinfo=None)}

@@ -50,13 +50,19 @@ class DriverStatement:
         self._fixed = {name: value for name, value in compiled.params.items() if value is not None}
 
     def parameters(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        """`values` over the fixed ones, instants as the naive UTC the columns hold."""
+        """`values` over the fixed ones, instants (alone or in a list) as the naive UTC
+        the columns hold."""
         bound = dict(self._fixed)
         for name, value in values.items():
             bound[name] = (
-                as_utc(value).replace(tzinfo=None) if isinstance(value, datetime) else value
+                [_naive(item) for item in value] if isinstance(value, list) else _naive(value)
             )
         return bound
+
+
+def _naive(value: Any) -> Any:
+    """An instant as the naive UTC the columns hold; any other value as it is."""
+    return as_utc(value).replace(tzinfo=None) if isinstance(value, datetime) else value
 
 
 class DriverPath:

@@ -99,10 +99,10 @@ class DatabaseRunHistory(BaseRunHistory):
         self._statements = _HotStatements(self._table, self._dialect)
         #: PostgreSQL and MySQL: the per-fire statements on the driver (`history_driver`).
         self._driver = _DriverStatements.for_store(self._engine, self._statements)
-        #: MySQL: the finishes of concurrent fires, sent together (`_finish_together`).
-        self._finishes: GroupedCalls[_Finish, bool] | None = None
-        if self._driver is not None and self._dialect != "postgresql":
-            together = partial(_finished_together, self._driver.path)
+        #: The finishes of concurrent fires, sent together (`_finished_together`).
+        self._finishes: GroupedCalls[Mapping[str, Any], bool] | None = None
+        if self._driver is not None:
+            together = partial(_finished_together, self._driver)
             self._finishes = GroupedCalls(together, most=FINISHES_PER_GROUP)
 
     @property
@@ -176,7 +176,7 @@ class DatabaseRunHistory(BaseRunHistory):
         parameters = {
             "p_lock_names": [row["lock_name"] for row in rows],
             "p_tasks": [row["task"] for row in rows],
-            "p_instants": [row["instant"].replace(tzinfo=None) for row in rows],
+            "p_instants": [row["instant"] for row in rows],
             "p_tokens": [row["token"] for row in rows],
             "p_node": rows[0]["node"],
             "p_started_at": rows[0]["started_at"],
@@ -250,7 +250,7 @@ class DatabaseRunHistory(BaseRunHistory):
             on_driver = driver.finish[end.token is None]
             finishes = self._finishes
             if finishes is not None:
-                return self._call("finishing a run", lambda: finishes.call((on_driver, parameters)))
+                return self._call("finishing a run", lambda: finishes.call(parameters))
             return self._call(
                 "finishing a run", lambda: driver.path.rowcount(on_driver, parameters) == 1
             )
@@ -517,19 +517,42 @@ class DatabaseRunHistory(BaseRunHistory):
             self._table_ready = True
 
 
-def _finished_together(path: DriverPath, finishes: Sequence[_Finish]) -> list[bool]:
-    """MySQL: a group of finishes (`GroupedCalls`) in one round trip, each its own
-    `UPDATE` with its own answer, committed together.
+def _finished_together(
+    driver: _DriverStatements, finishes: Sequence[Mapping[str, Any]]
+) -> list[bool]:
+    """A group of finishes (`GroupedCalls`) in one round trip, each with its own answer.
 
-    The fires of an instant end together, in as many worker threads: one at a time,
-    each finish was an `UPDATE` and a `COMMIT`, two round trips, and the finish was
-    most of a won fire's CPU on MySQL (issue 12).
+    The fires of an instant end together, in as many worker threads, and one at a
+    time each finish was one round trip on PostgreSQL and two on MySQL (an `UPDATE`
+    and a `COMMIT`), with the thread hand-offs around them: on MySQL most of a won
+    fire's CPU (issue 12). PostgreSQL: one `UPDATE … FROM unnest(…) RETURNING`, the
+    same conditions row by row. MySQL: one text of each finish's own `UPDATE` and a
+    `COMMIT`, each answered by its row count. A lone finish on PostgreSQL is sent
+    alone.
     """
-    return [count == 1 for count in path.rowcounts_together(finishes)]
+    path = driver.path
+    if len(finishes) == 1 and driver.finish_many is not None:
+        [parameters] = finishes
+        return [path.rowcount(driver.finish[parameters["p_token"] is None], parameters) == 1]
+    if driver.finish_many is not None:
+        arrays = {name: [finish[key] for finish in finishes] for name, key in _FINISH_ARRAYS}
+        arrays["p_places"] = list(range(len(finishes)))
+        done = {row["place"] for row in path.rows(driver.finish_many, arrays)}
+        return [place in done for place in range(len(finishes))]
+    sent = [(driver.finish[finish["p_token"] is None], finish) for finish in finishes]
+    return [count == 1 for count in path.rowcounts_together(sent)]
 
 
-#: A finish's statement and its parameters, as `GroupedCalls` carries it.
-_Finish = tuple[DriverStatement, Mapping[str, Any]]
+#: `_finish_from_arrays`'s arrays, and the finish parameter each takes its values from.
+_FINISH_ARRAYS = (
+    ("p_lock_names", "p_lock_name"),
+    ("p_tasks", "p_task"),
+    ("p_instants", "p_instant"),
+    ("p_tokens", "p_token"),
+    ("p_states", "p_state"),
+    ("p_ended", "p_ended_at"),
+    ("p_errors", "p_error"),
+)
 #: The most finishes sent as one text (each a few hundred bytes).
 FINISHES_PER_GROUP = 200
 
@@ -625,6 +648,8 @@ class _DriverStatements:
     unfinished: DriverStatement
     insert_if_absent: DriverStatement | None
     start_new_many: DriverStatement | None
+    #: PostgreSQL: a group of finishes (`_finished_together`); None on MySQL.
+    finish_many: DriverStatement | None
 
     @classmethod
     def for_store(cls, engine: Engine, statements: _HotStatements) -> _DriverStatements | None:
@@ -639,6 +664,7 @@ class _DriverStatements:
             DriverStatement(statements.unfinished, engine),
             None if insert is None else DriverStatement(insert, engine),
             DriverStatement(_start_new_from_arrays(statements.runs), engine) if postgres else None,
+            DriverStatement(_finish_from_arrays(statements.runs), engine) if postgres else None,
         )
 
 
@@ -786,6 +812,49 @@ def _start_new_from_arrays(runs: sa.Table) -> sa.ClauseElement:
     names += ("started_at", "ended_at", "error", "token")
     insert = postgresql.insert(runs).from_select(names, rows).on_conflict_do_nothing()
     return insert.returning(columns.lock_name, columns.task, columns.instant)
+
+
+def _finish_from_arrays(runs: sa.Table) -> sa.ClauseElement:
+    """A group of finishes on PostgreSQL: one `UPDATE … FROM unnest(…) RETURNING`.
+
+    Each finish is a row of the arrays (`_FINISH_ARRAYS`, and its place in the
+    group); a record is updated on the single finish's conditions (running, and a
+    token no newer than the finish's, or none for a token-less one), and the places
+    returned are the finishes that matched.
+    """
+    columns = runs.c
+    done = (
+        sa.func.unnest(
+            sa.bindparam("p_lock_names", type_=postgresql.ARRAY(sa.Text())),
+            sa.bindparam("p_tasks", type_=postgresql.ARRAY(sa.Text())),
+            sa.bindparam("p_instants", type_=postgresql.ARRAY(sa.DateTime())),
+            sa.bindparam("p_tokens", type_=postgresql.ARRAY(sa.BigInteger())),
+            sa.bindparam("p_states", type_=postgresql.ARRAY(sa.Text())),
+            sa.bindparam("p_ended", type_=postgresql.ARRAY(sa.DateTime())),
+            sa.bindparam("p_errors", type_=postgresql.ARRAY(sa.Text())),
+            sa.bindparam("p_places", type_=postgresql.ARRAY(sa.Integer())),
+        )
+        .table_valued(
+            "lock_name", "task", "instant", "token", "state", "ended_at", "error", "place"
+        )
+        .render_derived(name="done")
+    )
+    no_newer = sa.case(
+        (done.c.token.is_(None), columns.token.is_(None)),
+        else_=sa.or_(columns.token.is_(None), columns.token <= done.c.token),
+    )
+    return (
+        runs.update()
+        .where(
+            columns.lock_name == done.c.lock_name,
+            columns.task == done.c.task,
+            columns.instant == done.c.instant,
+            columns.state == RunState.RUNNING.value,
+            no_newer,
+        )
+        .values(state=done.c.state, ended_at=done.c.ended_at, error=done.c.error)
+        .returning(done.c.place)
+    )
 
 
 def create_history_store(url: str) -> DatabaseRunHistory:
