@@ -203,21 +203,46 @@ class MySqlNamedLock(SessionLock[Connection]):
     def _server_claim_many(
         self, connection: Connection, claims: Sequence[tuple[str, float]]
     ) -> list[bool]:
-        """Every claim in one round trip: one `CLAIM` statement each, sent together (the
-        sessions speak multi-statements), each answered by its own affected rows.
+        """Every claim in one round trip and one transaction (`sql.claim_many`), each
+        answered by its own affected rows; the claims table is created if missing.
 
         One statement at a time kept the fires of an instant waiting for one round trip
-        per claim in the claimer thread (issue 12). An error stops the statements after
-        it; it is raised, as a single claim's would be.
+        per claim in the claimer thread (issue 12).
         """
-        statement, parameters = sql.claim_many(claims)
+        try:
+            return self._claims_together(connection, claims)
+        except MySQLError as err:
+            if not err.args or err.args[0] != sql.NO_SUCH_TABLE:
+                raise
         with connection.cursor() as cursor:
-            _execute_creating(cursor, sql.CREATE_CLAIMS, statement, parameters)
-            answers = [_rowcount(cursor) in sql.CLAIM_WON]
-            while len(answers) < len(claims):
-                if not cursor.nextset():
-                    raise InterfaceError("the server answered fewer claims than were sent")
-                answers.append(_rowcount(cursor) in sql.CLAIM_WON)
+            cursor.execute(sql.CREATE_CLAIMS)
+        return self._claims_together(connection, claims)
+
+    def _claims_together(
+        self, connection: Connection, claims: Sequence[tuple[str, float]]
+    ) -> list[bool]:
+        """`_server_claim_many`'s text, sent and read. An error stops the statements
+        after it and is raised, as a single claim's would be; the transaction is rolled
+        back first (a lock wait timeout leaves it open, its claimed rows locked), so
+        none of the batch's claims stands."""
+        statement, parameters, order = sql.claim_many(claims)
+        answers = [False] * len(claims)
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(statement, parameters)
+                for _ in range(sql.CLAIMS_PREAMBLE_RESULTS):
+                    _next_result(cursor)
+                for place, index in enumerate(order):
+                    if place:
+                        _next_result(cursor)
+                    answers[index] = _rowcount(cursor) in sql.CLAIM_WON
+                while cursor.nextset():  # the COMMIT's, which may fail too
+                    pass
+        except self.driver_errors:
+            if _connection_alive(connection):
+                with contextlib.suppress(*self.driver_errors):
+                    connection.rollback()
+            raise
         return answers
 
     def _server_sweep_claims(self, connection: Connection) -> int:
@@ -336,6 +361,12 @@ def _row(connection: Connection, statement: str, parameters: Sequence[str]) -> A
 def _text(value: object) -> str:
     """A VARBINARY column's value (bytes) as the server name it holds."""
     return bytes(value).decode("utf-8") if isinstance(value, bytes | bytearray) else str(value)
+
+
+def _next_result(cursor: Cursor) -> None:
+    """Move to the next result of a multi-statement text, which must have one."""
+    if not cursor.nextset():
+        raise InterfaceError("the server answered fewer statements than were sent")
 
 
 def _scalar(connection: Connection, statement: str, *args: Any) -> Any:

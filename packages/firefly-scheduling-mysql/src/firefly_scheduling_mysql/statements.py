@@ -161,24 +161,43 @@ def held_fences(count: int) -> str:
     )
 
 
-def claim_many(claims: Sequence[tuple[str, float]]) -> tuple[str, dict[str, object]]:
-    """`CLAIM` once per claim, as one multi-statement text, and its parameters.
+#: Sent before the claims of a batch: one transaction, without gap locks (`claim_many`).
+CLAIMS_BEGIN: Final = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION"
+#: Results the batch's text answers before its first claim (`CLAIMS_BEGIN`'s two).
+CLAIMS_PREAMBLE_RESULTS: Final = 2
 
-    Each statement is its own transaction (the session is in autocommit) with its own
-    affected-row count, read result by result: the server runs them in order, and an
-    error stops the rest. One round trip for the claims of an instant.
+
+def claim_many(
+    claims: Sequence[tuple[str, float]],
+) -> tuple[str, dict[str, object], list[int]]:
+    """`CLAIM` once per claim in one transaction, as one multi-statement text.
+
+    Returns the text, its parameters, and for each `CLAIM` in the text the index of
+    its claim in `claims`. Each claim has its own affected-row count, read result by
+    result after `CLAIMS_PREAMBLE_RESULTS`; the text ends with `COMMIT`.
+
+    One transaction, not one per claim: InnoDB flushes its log at every commit, and
+    100 claims in autocommit took 18 ms against 4 ms in one (issue 12, MariaDB). Its
+    row locks last until the `COMMIT`, which the server runs with the rest of the
+    text, without waiting for the client. The claims go in server-name order, the
+    order of the table's key, so two nodes claiming the same fires lock their rows
+    in one order and wait for each other instead of deadlocking; READ COMMITTED
+    leaves out the gap locks that a sweep's range scan would cross.
     """
-    statements: list[str] = []
+    order = sorted(range(len(claims)), key=lambda index: server_name(claims[index][0]).encode())
+    statements: list[str] = [CLAIMS_BEGIN]
     parameters: dict[str, object] = {}
-    for index, (name, seconds) in enumerate(claims):
+    for place, index in enumerate(order):
+        name, seconds = claims[index]
         statements.append(
-            CLAIM.replace("%(name)s", f"%(name_{index})s").replace(
-                "%(micros)s", f"%(micros_{index})s"
+            CLAIM.replace("%(name)s", f"%(name_{place})s").replace(
+                "%(micros)s", f"%(micros_{place})s"
             )
         )
         claim = claim_parameters(name, seconds)
-        parameters |= {f"name_{index}": claim["name"], f"micros_{index}": claim["micros"]}
-    return "; ".join(statements), parameters
+        parameters |= {f"name_{place}": claim["name"], f"micros_{place}": claim["micros"]}
+    statements.append("COMMIT")
+    return "; ".join(statements), parameters, order
 
 
 def claim_parameters(name: str, seconds: float) -> dict[str, object]:
