@@ -55,23 +55,26 @@ def _call_all(
     return answers, threads
 
 
-def _queued(calls: GroupedCalls[int, int], count: int) -> None:
+def _behind_a_first_call(wire: _Wire, *, most: int, queued: range) -> tuple[_Answers, _Answers]:
+    """Call 0 alone, held on the wire; then `queued` from their threads, all waiting
+    behind it before it is let go. The answers of call 0 and of the queued ones."""
+    calls: GroupedCalls[int, int] = GroupedCalls(wire.send, most=most)
+    first, first_threads = _call_all(calls, range(1))
+    assert wire.first_on_the_wire.wait(10)
+    answers, threads = _call_all(calls, queued)
     deadline = time.monotonic() + 10
-    while len(calls._queue) < count:
+    while len(calls._queue) < len(queued):
         assert time.monotonic() < deadline
         time.sleep(0.005)
+    wire.release_first.set()
+    for thread in [*first_threads, *threads]:
+        thread.join(10)
+    return first, answers
 
 
 def test_calls_that_wait_for_a_group_on_the_wire_go_in_the_next_one() -> None:
     wire = _Wire()
-    calls: GroupedCalls[int, int] = GroupedCalls(wire.send, most=100)
-    first, first_threads = _call_all(calls, range(1))
-    assert wire.first_on_the_wire.wait(10)
-    answers, threads = _call_all(calls, range(1, 11))
-    _queued(calls, 10)
-    wire.release_first.set()
-    for thread in [*first_threads, *threads]:
-        thread.join(10)
+    first, answers = _behind_a_first_call(wire, most=100, queued=range(1, 11))
     assert first == {0: 0}
     assert answers == {item: item * 2 for item in range(1, 11)}
     assert wire.groups[0] == [0]
@@ -81,28 +84,14 @@ def test_calls_that_wait_for_a_group_on_the_wire_go_in_the_next_one() -> None:
 
 def test_a_group_is_at_most_most_calls() -> None:
     wire = _Wire()
-    calls: GroupedCalls[int, int] = GroupedCalls(wire.send, most=4)
-    _, first_threads = _call_all(calls, range(1))
-    assert wire.first_on_the_wire.wait(10)
-    answers, threads = _call_all(calls, range(1, 11))
-    _queued(calls, 10)
-    wire.release_first.set()
-    for thread in [*first_threads, *threads]:
-        thread.join(10)
+    _, answers = _behind_a_first_call(wire, most=4, queued=range(1, 11))
     assert answers == {item: item * 2 for item in range(1, 11)}
     assert [len(group) for group in wire.groups[1:]] == [4, 4, 2]
 
 
 def test_every_call_of_a_failed_group_raises_its_error_and_the_next_group_is_sent() -> None:
     wire = _Wire(fail_on=5)
-    calls: GroupedCalls[int, int] = GroupedCalls(wire.send, most=4)
-    _, first_threads = _call_all(calls, range(1))
-    assert wire.first_on_the_wire.wait(10)
-    answers, threads = _call_all(calls, range(1, 9))
-    _queued(calls, 8)
-    wire.release_first.set()
-    for thread in [*first_threads, *threads]:
-        thread.join(10)
+    _, answers = _behind_a_first_call(wire, most=4, queued=range(1, 9))
     failed_group = next(group for group in wire.groups if 5 in group)
     for item in range(1, 9):
         if item in failed_group:

@@ -73,12 +73,16 @@ logger = logging.getLogger("firefly_scheduling.locks")
 ConnectionT = TypeVar("ConnectionT")
 _R = TypeVar("_R")
 
-if ASYNC:  # noqa: SIM108 - the generated twin keeps the `else:` branch alone
+if ASYNC:
     #: A statement run on the session: takes the connection, returns the result.
     _Statement = Callable[[ConnectionT], Awaitable[_R]]
+    #: Sends one statement for some names; one answer per name.
+    _SendNames = Callable[[Sequence[str]], Awaitable[list[bool]]]
 else:
     #: A statement run on the session: takes the connection, returns the result.
     _Statement = Callable[[ConnectionT], _R]
+    #: Sends one statement for some names; one answer per name.
+    _SendNames = Callable[[Sequence[str]], list[bool]]
 
 
 #: An ask's key: the holding's owner token, and whether it is a release (else a check).
@@ -446,11 +450,7 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
         """`_server_holds` of each name: one statement per `ASKS_PER_STATEMENT` names."""
         if len(names) == 1:
             return [await self._server_holds(connection, names[0])]
-        held: list[bool] = []
-        for start in range(0, len(names), ASKS_PER_STATEMENT):
-            chunk = names[start : start + ASKS_PER_STATEMENT]
-            held.extend(await self._server_holds_many(connection, chunk))
-        return held
+        return await _in_chunks(names, lambda chunk: self._server_holds_many(connection, chunk))
 
     async def _server_release_all(
         self, connection: ConnectionT, names: Sequence[str]
@@ -458,11 +458,7 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
         """`_server_release` of each name: one statement per `ASKS_PER_STATEMENT` names."""
         if len(names) == 1:
             return [await self._server_release(connection, names[0])]
-        released: list[bool] = []
-        for start in range(0, len(names), ASKS_PER_STATEMENT):
-            chunk = names[start : start + ASKS_PER_STATEMENT]
-            released.extend(await self._server_release_many(connection, chunk))
-        return released
+        return await _in_chunks(names, lambda chunk: self._server_release_many(connection, chunk))
 
     async def _server_holds_many(self, connection: ConnectionT, names: Sequence[str]) -> list[bool]:
         """`_server_holds` of each of the distinct `names`; one statement each unless
@@ -798,3 +794,11 @@ if ASYNC:
     def _won(task: asyncio.Future[Any]) -> bool:
         """Whether the finished acquisition `task` took its lock (a truthy result)."""
         return not task.cancelled() and task.exception() is None and bool(task.result())
+
+
+async def _in_chunks(names: Sequence[str], send: _SendNames) -> list[bool]:
+    """`send` of each `ASKS_PER_STATEMENT` names in turn, their answers in order."""
+    answers: list[bool] = []
+    for start in range(0, len(names), ASKS_PER_STATEMENT):
+        answers.extend(await send(names[start : start + ASKS_PER_STATEMENT]))
+    return answers

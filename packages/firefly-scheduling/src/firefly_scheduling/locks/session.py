@@ -73,6 +73,8 @@ _R = TypeVar("_R")
 
 #: A statement run on the session: takes the connection, returns the result.
 _Statement = Callable[[ConnectionT], _R]
+#: Sends one statement for some names; one answer per name.
+_SendNames = Callable[[Sequence[str]], list[bool]]
 
 
 #: An ask's key: the holding's owner token, and whether it is a release (else a check).
@@ -432,21 +434,13 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
         """`_server_holds` of each name: one statement per `ASKS_PER_STATEMENT` names."""
         if len(names) == 1:
             return [self._server_holds(connection, names[0])]
-        held: list[bool] = []
-        for start in range(0, len(names), ASKS_PER_STATEMENT):
-            chunk = names[start : start + ASKS_PER_STATEMENT]
-            held.extend(self._server_holds_many(connection, chunk))
-        return held
+        return _in_chunks(names, lambda chunk: self._server_holds_many(connection, chunk))
 
     def _server_release_all(self, connection: ConnectionT, names: Sequence[str]) -> list[bool]:
         """`_server_release` of each name: one statement per `ASKS_PER_STATEMENT` names."""
         if len(names) == 1:
             return [self._server_release(connection, names[0])]
-        released: list[bool] = []
-        for start in range(0, len(names), ASKS_PER_STATEMENT):
-            chunk = names[start : start + ASKS_PER_STATEMENT]
-            released.extend(self._server_release_many(connection, chunk))
-        return released
+        return _in_chunks(names, lambda chunk: self._server_release_many(connection, chunk))
 
     def _server_holds_many(self, connection: ConnectionT, names: Sequence[str]) -> list[bool]:
         """`_server_holds` of each of the distinct `names`; one statement each unless
@@ -696,3 +690,11 @@ class SessionLock(BaseLock, Generic[ConnectionT]):
             name,
             self._describe(err),
         )
+
+
+def _in_chunks(names: Sequence[str], send: _SendNames) -> list[bool]:
+    """`send` of each `ASKS_PER_STATEMENT` names in turn, their answers in order."""
+    answers: list[bool] = []
+    for start in range(0, len(names), ASKS_PER_STATEMENT):
+        answers.extend(send(names[start : start + ASKS_PER_STATEMENT]))
+    return answers
