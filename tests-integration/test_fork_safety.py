@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import socket
 import uuid
 from collections.abc import Callable, Iterator
@@ -49,6 +50,7 @@ def in_forked_child(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         os.write(writing, json.dumps(result).encode())
         os._exit(0)
     os.close(writing)
+    answered = False
     try:
         chunks = []
         while True:
@@ -58,8 +60,11 @@ def in_forked_child(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
             if not chunk:
                 break
             chunks.append(chunk)
+        answered = True
     finally:
         os.close(reading)
+        if not answered:  # a child stuck (on a mutex its parent held) is ended
+            os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     return dict(json.loads(b"".join(chunks)))
@@ -218,3 +223,28 @@ def test_a_forked_child_opens_its_own_database_sessions_and_holds_nothing(
         ("parent", RunState.RUNNING),
         ("child", RunState.RUNNING),
     }
+
+
+def test_a_child_forked_while_a_group_of_finishes_is_on_the_wire_finishes_its_own(
+    server_url: str, lock_and_history: tuple[DatabaseLeaseLock, DatabaseRunHistory]
+) -> None:
+    """A parent thread held the run history's group sender (`GroupedCalls`) at the
+    fork: the child gets its own, and its finish is written (read from the parent)."""
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    _, history = lock_and_history
+    grouped = history._finishes
+    assert grouped is not None
+    task, instant = "pkg.jobs:fork-finish", datetime(2030, 1, 1, tzinfo=UTC)
+    assert history.start(task, instant, lock="fork", node="child", token=7, at=instant) == 1
+
+    def child() -> dict[str, Any]:
+        finished = history.finish(
+            task, instant, lock="fork", state=RunState.SUCCEEDED, at=instant, token=7, error=None
+        )
+        return {"finished": finished}
+
+    with grouped._sender:  # a group of the parent's on the wire, as the fork happens
+        seen = in_forked_child(child)
+    assert seen == {"finished": True}
+    assert [(r.node, r.state) for r in history.runs(task)] == [("child", RunState.SUCCEEDED)]

@@ -15,6 +15,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
+from firefly_scheduling.forks import reset_in_forked_child
+
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
 
@@ -44,6 +46,14 @@ class GroupedCalls(Generic[_In, _Out]):
         self._send = send
         self._most = most
         self._queue: list[_Slot[_In, _Out]] = []
+        self._queue_mutex = threading.Lock()
+        self._sender = threading.Lock()
+        reset_in_forked_child(self, GroupedCalls._after_fork_in_child)
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child has none of its parent's calls, and fresh mutexes: a parent
+        thread may have held the sender's, a group on the wire, at the fork."""
+        self._queue = []
         self._queue_mutex = threading.Lock()
         self._sender = threading.Lock()
 
