@@ -163,14 +163,25 @@ def _rowcounts(
 
 
 def _aware(cursor: Any) -> list[dict[str, Any]]:
+    """The rows by column name, as the table's column types would read them.
+
+    Instants come back aware UTC (`UtcDateTime`), and bytes as UTF-8 text: on MySQL
+    the lock name is a VARBINARY (`ExactLockName`), which PyMySQL returns as bytes,
+    and no column of the runs table holds anything but text in bytes.
+    """
     names = [column[0] for column in cursor.description]  # psycopg's and PyMySQL's
     return [
-        {
-            name: value.replace(tzinfo=UTC) if isinstance(value, datetime) else value
-            for name, value in zip(names, row, strict=True)
-        }
+        {name: _read(value) for name, value in zip(names, row, strict=True)}
         for row in cursor.fetchall()
     ]
+
+
+def _read(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=UTC)
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8")
+    return value
 
 
 def _wrapped(
