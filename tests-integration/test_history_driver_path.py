@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pymysql
@@ -38,10 +38,12 @@ PASSWORD = "s3cret-driver-pw"
 def store(postgres_url: str) -> Iterator[DatabaseRunHistory]:
     # trust authentication ignores the password; it is there to be kept out of errors
     with_password = make_url(postgres_url).set(password=PASSWORD)
-    history = DatabaseRunHistory(
-        with_password.render_as_string(hide_password=False),
-        table=f"runs_{uuid.uuid4().hex[:12]}",
-    )
+    yield from _installed(with_password.render_as_string(hide_password=False))
+
+
+def _installed(url: str) -> Iterator[DatabaseRunHistory]:
+    """A history on a table of its own, dropped afterwards."""
+    history = DatabaseRunHistory(url, table=f"runs_{uuid.uuid4().hex[:12]}")
     history.install()
     try:
         yield history
@@ -136,18 +138,18 @@ def test_instants_come_back_aware_utc_whatever_the_session_time_zone(
 
 @pytest.fixture
 def mysql_store(mysql_url: str) -> Iterator[DatabaseRunHistory]:
-    history = DatabaseRunHistory(mysql_url, table=f"runs_{uuid.uuid4().hex[:12]}")
-    history.install()
+    yield from _installed(mysql_url)
+
+
+def _pooled_thread_ids(store: DatabaseRunHistory) -> list[int]:
+    """The server's ids of the store's two pooled PyMySQL connections (both checked
+    out at once, then given back)."""
+    pooled = [store.engine.raw_connection() for _ in range(2)]
     try:
-        yield history
+        return [int(cast(Any, connection.driver_connection).thread_id()) for connection in pooled]
     finally:
-        history.table.drop(history.engine, checkfirst=True)
-        history.close()
-
-
-def _thread_id(pooled: Any) -> int:
-    """The server's id of a pooled PyMySQL connection."""
-    return int(pooled.driver_connection.thread_id())
+        for connection in pooled:
+            connection.close()
 
 
 def _mysql_reader(mysql_url: str) -> Any:
@@ -165,10 +167,7 @@ def test_mysql_finish_is_committed_and_leaves_no_transaction_open(
     assert mysql_store.finish(
         "app:job", T0, lock="lk", state=RunState.SUCCEEDED, at=T0, token=3, error=None
     )
-    pooled = [mysql_store.engine.raw_connection() for _ in range(2)]
-    ids = [_thread_id(p) for p in pooled]
-    for connection in pooled:
-        connection.close()
+    ids = _pooled_thread_ids(mysql_store)
     reader = _mysql_reader(mysql_url)
     try:
         with reader.cursor() as cursor:
@@ -195,10 +194,7 @@ def test_mysql_dropped_connection_is_a_history_error_then_the_next_call_reconnec
     mysql_store: DatabaseRunHistory, mysql_url: str
 ) -> None:
     assert mysql_store.start("app:job", T0, lock="lk", node="a", token=1, at=T0) == 1
-    pooled = [mysql_store.engine.raw_connection() for _ in range(2)]
-    ids = [_thread_id(p) for p in pooled]
-    for connection in pooled:
-        connection.close()
+    ids = _pooled_thread_ids(mysql_store)
     reader = _mysql_reader(mysql_url)
     try:
         with reader.cursor() as cursor:
