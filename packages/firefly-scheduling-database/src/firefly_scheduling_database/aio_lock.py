@@ -12,6 +12,8 @@ fleet can mix sync and async nodes: the two exclude each other on the same name.
 # async-to-sync: rename AsyncEngine Engine
 # async-to-sync: rename AsyncConnection Connection
 # async-to-sync: rename async_lock_engine lock_engine
+# async-to-sync: rename aio_grouped grouped_calls
+# async-to-sync: rename AsyncGroupedCalls GroupedCalls
 
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from firefly_scheduling.aio.base import AsyncBaseLock, new_owner_token
 from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
 from firefly_scheduling.errors import ConfigurationError, LockBackendError
 from firefly_scheduling_database import aio_driver  # sync: drop
+from firefly_scheduling_database.aio_grouped import AsyncGroupedCalls
 from firefly_scheduling_database.dialect_batches import (
     Bound,
     LeaseBatches,
@@ -73,6 +76,8 @@ logger = logging.getLogger("firefly_scheduling.locks")
 MAX_LEASE_SECONDS = 100 * 366 * 86_400
 #: Seconds between two purges of expired leases by one instance (with up to 50 % jitter).
 PURGE_INTERVAL_SECONDS = 60.0
+#: Most releases sent in one statement (`_release_together`).
+RELEASES_PER_STATEMENT = 500
 
 
 @dataclass(frozen=True)
@@ -167,6 +172,11 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
         self._connection_mutex = asyncio.Lock()
         # Only where a purge is its own transaction, never inside a caller's.
         self._purges = isinstance(bind, AsyncEngine)
+        #: Releases waiting for one another, sent together (`_release_together`), on
+        #: the lock's own engine where the dialect answers a batch of them.
+        self._releases: AsyncGroupedCalls[tuple[object, str], bool] | None = None
+        if owns_engine and self._batches is not None and self._batches.answers_releases:
+            self._releases = AsyncGroupedCalls(self._release_together, most=RELEASES_PER_STATEMENT)
         self._next_purge = time.monotonic() + _purge_pause() / 2
 
     @property
@@ -281,8 +291,34 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
         return [answer if isinstance(answer, BaseException) else bool(answer) for answer in answers]
 
     async def _release(self, name: str, owner: str) -> bool:
-        parameters = {"name": self._sql.key(name), "owner": owner}
+        if self._releases is not None:
+            return await self._releases.call((self._sql.key(name), owner))
+        return await self._release_alone(self._sql.key(name), owner)
+
+    async def _release_alone(self, key: object, owner: str) -> bool:
+        parameters = {"name": key, "owner": owner}
         return await self._run(partial(self._changed_one, self._sql.release, parameters))
+
+    async def _release_together(self, held: Sequence[tuple[object, str]]) -> list[bool]:
+        """The releases that waited for one another: one statement, an answer each.
+
+        A resident node ends the fires of an instant together, and one statement per
+        release kept the ones behind it waiting for a pooled connection (issue 12).
+        Each lease is deleted only while it carries its own owner token, and each
+        answer is read from the rows the statement deleted, never inferred from
+        another's. A lone release is sent alone, in its own cheaper statement.
+        """
+        if len(held) == 1:
+            return [await self._release_alone(*held[0])]
+        deleted = await self._run(partial(self._deleted_many, held=held))
+        return [pair in deleted for pair in held]
+
+    async def _deleted_many(
+        self, tx: _Transaction, *, held: Sequence[tuple[object, str]]
+    ) -> set[tuple[object, str]]:
+        assert self._batches is not None
+        reply = await tx.run(*self._batches.released(held))
+        return {(row[0], row[1]) for row in reply.fetchall()}
 
     async def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
         parameters = {

@@ -51,6 +51,9 @@ class LeaseBatches(ABC):
     #: Whether `acquire`'s reply lists the names won (with their tokens when fenced);
     #: else `holders`, and when fenced `fence_held` and `tokens`, follow it.
     answers_in_reply: ClassVar[bool]
+    #: Whether `released` deletes a batch of leases and lists the ones it deleted, so
+    #: that several releases can share a statement, each with its own answer.
+    answers_releases: ClassVar[bool] = False
 
     def __init__(self, dialect: Dialect, tables: LeaseTables) -> None:
         preparer = dialect.identifier_preparer
@@ -80,15 +83,23 @@ class LeaseBatches(ABC):
         """Delete the lease of each `(key, owner)` while it carries that owner's token."""
         raise NotImplementedError(f"the {self.dialect_names[0]} batch takes nothing on failure")
 
+    def released(self, held: Sequence[tuple[object, str]]) -> Bound:
+        """`release`, whose reply lists `(key, owner)` of each lease it deleted."""
+        raise NotImplementedError(f"the {self.dialect_names[0]} batch cannot answer releases")
+
     def _render(self, sql: str) -> Statement:
         return Statement.render(sql.format(**self._tables), self._dialect)
 
 
 class PostgresLeaseBatches(LeaseBatches):
-    """One statement: the upsert over arrays, and the fences of the rows it returned."""
+    """One statement: the upsert over arrays, and the fences of the rows it returned.
+
+    Releases too: one delete over arrays, returning the leases it deleted.
+    """
 
     dialect_names = ("postgresql",)
     answers_in_reply = True
+    answers_releases = True
     _acquire_sql = (
         "INSERT INTO {locks} (name, locked_by, locked_until, locked_at) "
         "SELECT batch.name, batch.owner, db_now.instant + make_interval(secs => batch.ttl), "
@@ -107,12 +118,20 @@ class PostgresLeaseBatches(LeaseBatches):
         "RETURNING fence.name, fence.value"
     )
 
+    _released_sql = (
+        "DELETE FROM {locks} AS held USING unnest(CAST(:names AS text[]), "
+        "CAST(:owners AS text[])) AS batch (name, owner) "
+        "WHERE held.name = batch.name AND held.locked_by = batch.owner "
+        "RETURNING held.name, held.locked_by"
+    )
+
     def __init__(self, dialect: Dialect, tables: LeaseTables) -> None:
         super().__init__(dialect, tables)
         self._statements = {
             False: self._render(self._acquire_sql),
             True: self._render(self._acquire_fenced_sql),
         }
+        self._released = self._render(self._released_sql)
 
     def acquire(self, requests: Sequence[Request], *, fenced: bool) -> Bound:
         parameters: dict[str, object] = {
@@ -121,6 +140,13 @@ class PostgresLeaseBatches(LeaseBatches):
             "ttls": [ttl for _, _, ttl in requests],
         }
         return self._statements[fenced], parameters
+
+    def released(self, held: Sequence[tuple[object, str]]) -> Bound:
+        parameters: dict[str, object] = {
+            "names": [key for key, _ in held],
+            "owners": [owner for _, owner in held],
+        }
+        return self._released, parameters
 
 
 class MySqlLeaseBatches(LeaseBatches):

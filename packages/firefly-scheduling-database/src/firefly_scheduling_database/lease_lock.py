@@ -36,6 +36,7 @@ from firefly_scheduling_database.dialect_batches import (
 )
 from firefly_scheduling_database.dialects import Statement, StatementResult, lease_sql_for
 from firefly_scheduling_database.engine import describe_url, lock_engine
+from firefly_scheduling_database.grouped_calls import GroupedCalls
 from firefly_scheduling_database.schema import DEFAULT_TABLE, LeaseTables, create_if_absent
 
 _T = TypeVar("_T")
@@ -52,6 +53,8 @@ logger = logging.getLogger("firefly_scheduling.locks")
 MAX_LEASE_SECONDS = 100 * 366 * 86_400
 #: Seconds between two purges of expired leases by one instance (with up to 50 % jitter).
 PURGE_INTERVAL_SECONDS = 60.0
+#: Most releases sent in one statement (`_release_together`).
+RELEASES_PER_STATEMENT = 500
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,11 @@ class DatabaseLeaseLock(BaseLock):
         self._connection_mutex = threading.Lock()
         # Only where a purge is its own transaction, never inside a caller's.
         self._purges = isinstance(bind, Engine)
+        #: Releases waiting for one another, sent together (`_release_together`), on
+        #: the lock's own engine where the dialect answers a batch of them.
+        self._releases: GroupedCalls[tuple[object, str], bool] | None = None
+        if owns_engine and self._batches is not None and self._batches.answers_releases:
+            self._releases = GroupedCalls(self._release_together, most=RELEASES_PER_STATEMENT)
         self._next_purge = time.monotonic() + _purge_pause() / 2
 
     @property
@@ -251,8 +259,34 @@ class DatabaseLeaseLock(BaseLock):
         return [answer if isinstance(answer, BaseException) else bool(answer) for answer in answers]
 
     def _release(self, name: str, owner: str) -> bool:
-        parameters = {"name": self._sql.key(name), "owner": owner}
+        if self._releases is not None:
+            return self._releases.call((self._sql.key(name), owner))
+        return self._release_alone(self._sql.key(name), owner)
+
+    def _release_alone(self, key: object, owner: str) -> bool:
+        parameters = {"name": key, "owner": owner}
         return self._run(partial(self._changed_one, self._sql.release, parameters))
+
+    def _release_together(self, held: Sequence[tuple[object, str]]) -> list[bool]:
+        """The releases that waited for one another: one statement, an answer each.
+
+        A resident node ends the fires of an instant together, and one statement per
+        release kept the ones behind it waiting for a pooled connection (issue 12).
+        Each lease is deleted only while it carries its own owner token, and each
+        answer is read from the rows the statement deleted, never inferred from
+        another's. A lone release is sent alone, in its own cheaper statement.
+        """
+        if len(held) == 1:
+            return [self._release_alone(*held[0])]
+        deleted = self._run(partial(self._deleted_many, held=held))
+        return [pair in deleted for pair in held]
+
+    def _deleted_many(
+        self, tx: _Transaction, *, held: Sequence[tuple[object, str]]
+    ) -> set[tuple[object, str]]:
+        assert self._batches is not None
+        reply = tx.run(*self._batches.released(held))
+        return {(row[0], row[1]) for row in reply.fetchall()}
 
     def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
         parameters = {
