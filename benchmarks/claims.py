@@ -317,9 +317,11 @@ def raw_database(stack: ExitStack, database: str) -> Callable[[], Claim]:
     from sqlalchemy.pool import NullPool  # noqa: PLC0415
 
     from firefly_scheduling_database import DatabaseLeaseLock  # noqa: PLC0415
+    from firefly_scheduling_database.engine import DRIVERS, _engine_arguments  # noqa: PLC0415
 
     lock = DatabaseLeaseLock(database)
     stack.callback(lock.close)
+    lock.install()  # a fresh SQLite file has no table yet; elsewhere a no-op
     sql = lock._sql
     ttl = sql.ttl(_claim_seconds())
     engine = lock._bind
@@ -327,8 +329,13 @@ def raw_database(stack: ExitStack, database: str) -> Callable[[], Claim]:
     assert isinstance(engine, Engine)  # for the type checker
 
     # The lock's own pool is bounded (2 connections for the lock by default): the raw
-    # case takes one connection per thread, as its ceiling, from an engine of its own.
-    raw_engine = create_engine(engine.url, poolclass=NullPool)
+    # case takes one connection per thread, as its ceiling, from an engine of its own,
+    # with the lock's driver arguments (on MySQL, no CLIENT_FOUND_ROWS: one round trip
+    # tells a won upsert from a refused one, as in the adapter).
+    _, arguments = _engine_arguments(database, DRIVERS, "lock", None)
+    raw_engine = create_engine(
+        engine.url, poolclass=NullPool, connect_args=arguments["connect_args"]
+    )
     stack.callback(raw_engine.dispose)
 
     def connect() -> Claim:
@@ -342,7 +349,8 @@ def raw_database(stack: ExitStack, database: str) -> Callable[[], Claim]:
         def claim(name: str) -> bool:
             parameters = {"name": sql.key(name), "owner": os.urandom(16).hex(), "ttl": ttl}
             cursor.execute(sql.acquire.driver_sql, sql.acquire.driver_parameters(parameters))
-            won = cursor.rowcount >= 1
+            won = sql.acquired(cursor.rowcount, connection)  # the adapter's rule
+            require(won is not None, "the raw connection counts found rows: ambiguous")
             connection.commit()
             return bool(won)
 

@@ -64,6 +64,22 @@ from firefly_scheduling.locks.port_holdings import claiming_lock
 from fleet import TASK, TASK_MODULE  # the same no-op bodies and witness lines as the fleet
 
 BACKENDS = ("redis", "memcached", "postgres", "database-postgres")
+#: Every backend the node can run on here (`fleet.backend_env`'s names).
+KNOWN_BACKENDS = (
+    *("redis", "redis-cluster", "memcached", "etcd", "postgres", "mysql"),
+    *("database-postgres", "database-mysql", "database-sqlite"),
+)
+#: The raw driver's claim of `benchmarks/claims.py`, by this script's backend name;
+#: absent: none there (Redis Cluster), the raw columns then read "-".
+RAW_CLAIMS = {
+    **{name: name for name in ("redis", "memcached", "etcd", "postgres", "mysql")},
+    "database-postgres": "database-postgres",
+    "database-mysql": "database-mariadb",
+    "database-sqlite": "database-sqlite",
+}
+#: Backends whose lost attempts cannot be counted: no run history to read the
+#: passed-over fires from, and no private server of this script to count commands on.
+LOSE_UNCOUNTED = ("etcd", "redis-cluster")
 MODES = ("lose", "win")
 #: The hog's claims outlive every window a node computes (grace 60 s + skew 5 s).
 HOG_CLAIM_SECONDS = 90.0
@@ -459,7 +475,10 @@ def _close(lock: Any) -> None:
 
 
 def raw_cost(backend: str, count: int = 2000) -> tuple[float, float]:
-    """CPU ms per lost and per won claim of the raw driver (this process, one thread)."""
+    """CPU ms per lost and per won claim of the raw driver (this process, one thread);
+    NaN where `benchmarks/claims.py` has no raw driver for the backend."""
+    if backend not in RAW_CLAIMS:
+        return math.nan, math.nan
     os.environ["FIREFLY_BENCH_CLAIM_SECONDS"] = str(HOG_CLAIM_SECONDS)
     from claims import raw_claims  # noqa: PLC0415 - the same statements as the claims bench
 
@@ -470,7 +489,7 @@ def raw_cost(backend: str, count: int = 2000) -> tuple[float, float]:
             import claims  # noqa: PLC0415
 
             setattr(claims, backend.upper(), server.url)
-        claim = raw_claims(stack, backend, str(Path(scratch) / "raw.sqlite"))()
+        claim = raw_claims(stack, RAW_CLAIMS[backend], str(Path(scratch) / "raw.sqlite"))()
         prefix = f"fire-cost-raw-{os.getpid()}-{time.time_ns()}"
         taken = claim_name(prefix, prefix, datetime.now(UTC))
         if not claim(taken):
@@ -521,16 +540,20 @@ def row(results: list[Measure], raw: list[float]) -> str:
     evidence += f" (the node won {stolen})" if stolen else ""
     per_command = f"{statistics.median(commands):.2f}" if commands else "-"
     raw_ms = statistics.median(raw) if raw else math.nan
+    raw_text, ratio = "-", "-"
+    if not math.isnan(raw_ms):
+        raw_text, ratio = f"{raw_ms:.3f}", f"{statistics.median(costs) / raw_ms:.1f}"
     return (
         f"| {first.backend} | {first.mode} | {_spread(costs)} | {attempts} "
-        f"(of {first.expected}) | {evidence} | {per_command} | {raw_ms:.3f} "
-        f"| {statistics.median(costs) / raw_ms:.1f} |"
+        f"(of {first.expected}) | {evidence} | {per_command} | {raw_text} | {ratio} |"
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backends", nargs="+", default=list(BACKENDS))
+    parser.add_argument(
+        "--backends", nargs="+", default=list(BACKENDS), choices=KNOWN_BACKENDS, metavar="BACKEND"
+    )
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--seconds", type=int, default=20)
@@ -538,6 +561,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--profile-dir", type=Path)
     args = parser.parse_args()
+    if "lose" in args.modes and (bare := sorted(set(args.backends) & set(LOSE_UNCOUNTED))):
+        parser.error(
+            f"--modes lose counts a node's attempts on a private server (redis, memcached) "
+            f"or in its run history, and {bare} have neither: measure them with --modes win"
+        )
     print(f"# {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.1f}, ")
     print(f"# {args.tasks} tasks, {args.seconds} s windows, {args.runs} runs\n")
     if args.profile_dir:

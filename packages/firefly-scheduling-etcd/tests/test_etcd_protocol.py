@@ -262,3 +262,65 @@ def test_error_answers_raise_with_the_servers_message_and_a_hint(
 
 def test_other_errors_get_no_hint() -> None:
     assert protocol.hint(OSError("connection refused")) is None
+
+
+# -- fire claims of an instant together ---------------------------------------------------
+
+
+def _ranges(*counts: int) -> Reply:
+    return ok({"responses": [{"response_range": {"count": str(c)} if c else {}} for c in counts]})
+
+
+def _creates(*won: bool) -> Reply:
+    return ok({"responses": [{"response_txn": {"succeeded": True} if w else {}} for w in won]})
+
+
+def test_claims_of_held_names_cost_one_read_and_nothing_else() -> None:
+    won, calls = drive(protocol.claim_many([("a", 30), ("b", 30)], "token"), _ranges(1, 1))
+    assert won == [False, False]
+    assert [call.path for call in calls] == ["/v3/kv/txn"]
+    assert all("request_range" in op for op in body(calls[0])["success"])
+
+
+def test_free_names_share_a_lease_and_a_race_lost_since_the_read_is_lost_alone() -> None:
+    operation = protocol.claim_many([("a", 30), ("b", 30), ("c", 30)], "token")
+    granted = ok({"ID": "1", "TTL": "30"})
+    won, calls = drive(operation, _ranges(0, 1, 0), granted, _creates(True, False))
+    assert won == [True, False, False]
+    assert [call.path for call in calls] == ["/v3/kv/txn", "/v3/lease/grant", "/v3/kv/txn"]
+    lease = body(calls[1])["ID"]
+    nested = [op["request_txn"] for op in body(calls[2])["success"]]
+    assert [txn["success"][0]["request_put"]["key"] for txn in nested] == [
+        b64("firefly/scheduling/lock/a"),
+        b64("firefly/scheduling/lock/c"),
+    ]
+    assert {txn["success"][0]["request_put"]["lease"] for txn in nested} == {lease}
+    assert all(txn["compare"][0]["create_revision"] == "0" for txn in nested)
+
+
+def test_a_lease_whose_every_create_lost_is_revoked() -> None:
+    operation = protocol.claim_many([("a", 30)], "token")
+    won, calls = drive(operation, _ranges(0), ok({"ID": "1", "TTL": "30"}), _creates(False), ok({}))
+    assert won == [False]
+    assert calls[-1].path == "/v3/lease/revoke"
+    assert body(calls[-1])["ID"] == body(calls[1])["ID"]
+
+
+def test_a_failed_create_revokes_the_batch_lease_and_raises() -> None:
+    operation = protocol.claim_many([("a", 30), ("b", 30)], "token")
+    lost = ConnectionError("reply lost")
+    with pytest.raises(ConnectionError, match="reply lost"):
+        drive(operation, _ranges(0, 0), ok({"ID": "1", "TTL": "30"}), lost, ok({}))
+
+
+def test_a_transaction_answered_with_the_wrong_number_of_responses_is_an_error() -> None:
+    with pytest.raises(EtcdServerError, match="1 responses to a transaction of 2"):
+        drive(protocol.claim_many([("a", 30), ("b", 30)], "token"), _ranges(0))
+
+
+def test_names_beyond_one_transaction_go_in_the_next() -> None:
+    claims = [(f"n{index}", 30) for index in range(protocol.NAMES_PER_TXN + 1)]
+    held = [1] * protocol.NAMES_PER_TXN
+    won, calls = drive(protocol.claim_many(claims, "token"), _ranges(*held), _ranges(1))
+    assert won == [False] * len(claims)
+    assert [len(body(call)["success"]) for call in calls] == [protocol.NAMES_PER_TXN, 1]

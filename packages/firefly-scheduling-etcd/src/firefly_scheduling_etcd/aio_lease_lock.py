@@ -28,11 +28,12 @@ Limits, stated once here and in the docs page:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar, TypeVar
 
 import httpx
 
-from firefly_scheduling.aio.base import AsyncBaseLock
+from firefly_scheduling.aio.base import AsyncBaseLock, new_owner_token
 from firefly_scheduling.locks.aio_pool_gate import AsyncPoolGate
 from firefly_scheduling.locks.pool_size import chosen_pool_size
 from firefly_scheduling_etcd import protocol
@@ -99,6 +100,12 @@ class AsyncEtcdLock(AsyncBaseLock):
 
     async def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
         return await self._run(protocol.acquire(name, owner, ttl_seconds))
+
+    async def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
+        """The claims of an instant in 1 to 3 round trips per 64 (`protocol.claim_many`)."""
+        if not claims:
+            return []
+        return list(await self._run(protocol.claim_many(claims, new_owner_token())))
 
     async def _release(self, name: str, owner: str) -> bool:
         return await self._run(protocol.release(owner))

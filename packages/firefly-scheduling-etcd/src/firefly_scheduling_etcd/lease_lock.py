@@ -24,11 +24,12 @@ Limits, stated once here and in the docs page:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar, TypeVar
 
 import httpx
 
-from firefly_scheduling.locks.base import BaseLock
+from firefly_scheduling.locks.base import BaseLock, new_owner_token
 from firefly_scheduling.locks.pool_gate import PoolGate
 from firefly_scheduling.locks.pool_size import chosen_pool_size
 from firefly_scheduling_etcd import protocol
@@ -95,6 +96,12 @@ class EtcdLock(BaseLock):
 
     def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
         return self._run(protocol.acquire(name, owner, ttl_seconds))
+
+    def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
+        """The claims of an instant in 1 to 3 round trips per 64 (`protocol.claim_many`)."""
+        if not claims:
+            return []
+        return list(self._run(protocol.claim_many(claims, new_owner_token())))
 
     def _release(self, name: str, owner: str) -> bool:
         return self._run(protocol.release(owner))
