@@ -1,6 +1,6 @@
 """The CI lane of the randomized fault checker: a short seeded run of every setup.
 
-`benchmarks/chaos.py` with a fixed seed, all seven setups at once, two resident
+`benchmarks/chaos.py` with a fixed seed, all eight setups at once, two resident
 nodes and a `tick` each, 45 s of faults (the full runs and their figures are in
 docs/guarantees.md). Asserts no overlap and no fire run twice, that the fires were
 real (some ran), and that every fault kind that applies to a setup was actually
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 SEED = 8
 FAULT_SECONDS = 45.0
 NODES = 2
-#: Every task rate stretched 3 times: seven setups share the CI machine.
+#: Every task rate stretched 3 times: eight setups share the CI machine.
 PACE = 3.0
 
 

@@ -1,7 +1,8 @@
-"""The servers a chaos run may fault: its own Redis/memcached, and only its own SQL sessions.
+"""The servers a chaos run may fault: its own Redis/memcached/etcd, and only its own SQL sessions.
 
-Redis and memcached are private instances on free ports, with data under the run's
-directory, so restarting them touches nobody else. Redis runs with an append-only
+Redis, memcached and etcd are private instances on free ports, with data under the
+run's directory, so restarting them touches nobody else. etcd is a single member
+(its default fsync on every commit), restarted by SIGKILL like Redis. Redis runs with an append-only
 file fsynced on every write, the deployment `docs/backends/redis.md` asks of a
 fleet relying on fencing; its restart is a SIGKILL (a crash), not a clean shutdown.
 
@@ -48,11 +49,12 @@ def wait_port(port: int, timeout: float = 15.0) -> None:
 
 
 class PrivateServer:
-    """A redis-server or memcached of this run only; `restart()` crashes and restarts it."""
+    """A redis-server, memcached or etcd of this run only; `restart()` crashes and restarts it."""
 
     def __init__(self, kind: str, workdir: Path) -> None:
         self.kind = kind
         self.port = free_port()
+        self._peer_port = free_port()  # etcd's, kept across restarts
         self.workdir = workdir / kind
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._process: subprocess.Popen[bytes] | None = None
@@ -63,6 +65,14 @@ class PrivateServer:
                 "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
                 "--dir", str(self.workdir), "--appendonly", "yes",
                 "--appendfsync", "always", "--save", "", "--protected-mode", "no",
+            ]  # fmt: skip
+        if self.kind == "etcd":
+            client, peer = f"http://127.0.0.1:{self.port}", f"http://127.0.0.1:{self._peer_port}"
+            return [
+                "etcd", "--name=chaos", f"--data-dir={self.workdir / 'data'}",
+                f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=chaos={peer}",
             ]  # fmt: skip
         user = (
             ["-u", getpass.getuser()] if os.geteuid() == 0 else []
@@ -77,6 +87,8 @@ class PrivateServer:
         if self._process.poll() is None:
             try:
                 wait_port(self.port, timeout=30)
+                if self.kind == "etcd":
+                    _wait_for_leader(self.port)
                 return self
             except RuntimeError:
                 pass
@@ -101,9 +113,24 @@ class PrivateServer:
 
     @property
     def url(self) -> str:
-        scheme = "redis" if self.kind == "redis" else "memcached"
         suffix = "/0" if self.kind == "redis" else ""
-        return f"{scheme}://127.0.0.1:{self.port}{suffix}"
+        return f"{self.kind}://127.0.0.1:{self.port}{suffix}"
+
+
+def _wait_for_leader(port: int, timeout: float = 30.0) -> None:
+    """A fresh etcd member opens its port before it has elected itself leader."""
+    import httpx  # noqa: PLC0415 - only the etcd setup needs it
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            reply = httpx.post(f"http://127.0.0.1:{port}/v3/kv/range", json={"key": "AA=="})
+            if reply.status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"the private etcd on port {port} elected no leader in {timeout:g}s")
 
 
 def session_pids(admin_url: str, client_ports: Iterable[int]) -> list[int]:

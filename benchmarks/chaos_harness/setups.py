@@ -14,6 +14,7 @@ SETUPS = (
     "mysql",
     "redis",
     "memcached",
+    "etcd",
     "database-sqlite",
     "database-postgres",
     "database-mariadb",
@@ -72,7 +73,7 @@ def _shared(name: str) -> str:
 
 def make_backend(setup: str, workdir: Path) -> Backend:
     """Start what `setup` needs (a private server, the database lock table)."""
-    if setup in {"redis", "memcached"}:
+    if setup in {"redis", "memcached", "etcd"}:
         server = PrivateServer(setup, workdir).start()
         return Backend(setup, setup, server.url, server=server)
     if setup in {"postgres", "mysql"}:
