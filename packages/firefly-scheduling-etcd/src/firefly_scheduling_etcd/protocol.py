@@ -139,12 +139,7 @@ def acquire(name: str, owner: str, ttl_seconds: float) -> Operation[int | None]:
         return None
     lease = lease_id(owner)
     _ok((yield _call("lease/grant", {"ID": str(lease), "TTL": str(lease_seconds(ttl_seconds))})))
-    create = {
-        "compare": [{"key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
-        "success": [
-            {"request_put": {"key": key, "value": _b64(owner.encode()), "lease": str(lease)}}
-        ],
-    }
+    create = _create_if_absent(key, _b64(owner.encode()), lease)
     try:
         created = _ok((yield _call("kv/txn", create)))
     except Exception:
@@ -195,27 +190,7 @@ def claim_many(claims: Sequence[tuple[str, float]], token: str) -> Operation[lis
             granted.append(lease)
         for chunk in _chunks(free):
             creates = [
-                {
-                    "request_txn": {
-                        "compare": [
-                            {
-                                "key": keys[index],
-                                "target": "CREATE",
-                                "result": "EQUAL",
-                                "create_revision": "0",
-                            }
-                        ],
-                        "success": [
-                            {
-                                "request_put": {
-                                    "key": keys[index],
-                                    "value": value,
-                                    "lease": str(leases[seconds[index]]),
-                                }
-                            }
-                        ],
-                    }
-                }
+                {"request_txn": _create_if_absent(keys[index], value, leases[seconds[index]])}
                 for index in chunk
             ]
             reply = _ok((yield _call("kv/txn", {"success": creates})))
@@ -286,6 +261,14 @@ def _revoke_quietly(lease: int) -> Operation[None]:
 
 
 # -- encoding and reading --------------------------------------------------------------------
+
+
+def _create_if_absent(key: str, value: str, lease: int) -> dict[str, Any]:
+    """A transaction creating `key` (base64) with `value` and `lease`, only if it is absent."""
+    return {
+        "compare": [{"key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
+        "success": [{"request_put": {"key": key, "value": value, "lease": str(lease)}}],
+    }
 
 
 def _chunks(indexes: Sequence[int]) -> list[Sequence[int]]:
