@@ -242,13 +242,16 @@ def memcached_floor(stack: ExitStack) -> Iterator[Case]:
 
 
 def etcd_cases(stack: ExitStack) -> Iterator[Case]:
-    """EtcdLock, and the same four requests sent raw with httpx and with etcd3gw.
+    """EtcdLock, and the same four requests sent raw with http.client, httpx and etcd3gw.
 
     A won cycle is a linearizable read of the key, a lease grant, the create-if-absent
     transaction and a lease revoke. The bodies are written out here, not taken from
-    the adapter, so the floor is what a hand-written client would send.
+    the adapter, so the floor is what a hand-written client would send. The floor is
+    the standard library's `http.client`, the synchronous lock's own transport; httpx
+    (the asyncio lock's) and etcd3gw are peers.
     """
     import base64  # noqa: PLC0415
+    import http.client  # noqa: PLC0415
     import json  # noqa: PLC0415
     from urllib.parse import urlsplit  # noqa: PLC0415
 
@@ -286,17 +289,31 @@ def etcd_cases(stack: ExitStack) -> Iterator[Case]:
 
         return cycle_requests
 
+    connection = http.client.HTTPConnection(host, port, timeout=3.0)
+    stack.callback(connection.close)
+    plain_requests = requests_of(unique("etcd-http-client"))
+    headers = {"Content-Type": "application/json"}
+
+    def http_client_floor() -> None:
+        for path, body in plain_requests():
+            connection.request("POST", f"/v3/{path}", json.dumps(body), headers)
+            answer = json.loads(connection.getresponse().read())
+            if path == "kv/txn":
+                require(answer.get("succeeded") is True, "uncontended cycle failed")
+
+    yield Case("etcd", "http.client: range + grant + txn + revoke", "floor", http_client_floor)
+
     client = httpx.Client(base_url=f"http://{host}:{port}/v3/", timeout=3.0, trust_env=False)
     stack.callback(client.close)
     httpx_requests = requests_of(unique("etcd-httpx"))
 
-    def httpx_floor() -> None:
+    def httpx_cycle() -> None:
         for path, body in httpx_requests():
             answer = client.post(path, content=json.dumps(body)).json()
             if path == "kv/txn":
                 require(answer.get("succeeded") is True, "uncontended cycle failed")
 
-    yield Case("etcd", "httpx: range + grant + txn + revoke", "floor", httpx_floor)
+    yield Case("etcd", "httpx: range + grant + txn + revoke", "peer", httpx_cycle)
 
     try:
         import etcd3gw  # noqa: PLC0415

@@ -6,6 +6,7 @@ single-member `etcd` on free ports, with its data in the test's temporary direct
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import ipaddress
 import ssl
@@ -24,7 +25,7 @@ from cryptography.x509.oid import NameOID
 
 from firefly_scheduling import LockBackendError
 from firefly_scheduling.testing.local_server import LocalServer, free_local_port
-from firefly_scheduling_etcd import EtcdLock
+from firefly_scheduling_etcd import AsyncEtcdLock, EtcdLock
 from firefly_scheduling_etcd.protocol import lease_id, lock_key
 
 NAME = "etcd-faults:job"
@@ -112,6 +113,53 @@ def test_an_outage_raises_then_the_lock_is_still_held_after_the_restart(
     holder.release(NAME)
     assert other.try_acquire(NAME, 60)
     other.release(NAME)
+
+
+@pytest.mark.slow
+def test_a_connection_closed_by_a_restart_is_replaced_by_the_next_request(
+    private_member: LocalServer,
+) -> None:
+    url = f"{url_of(private_member)}?pool_size=1"  # one connection: the same one is reused
+    lock = EtcdLock(url)
+    assert lock.try_acquire(NAME, 60)  # the connection is open, idle, kept alive
+    private_member.stop()
+    private_member.start()
+    wait_ready(private_member)
+    # The member closed that connection when it stopped. The renewal must connect
+    # afresh, not fail on the dead socket (a write to it may even "succeed").
+    assert lock.renew(NAME, 60) is True
+    lock.release(NAME)
+    assert stored_owner(private_member, NAME) is None
+    lock.close()
+
+
+@pytest.mark.slow
+def test_the_asyncio_lock_also_survives_a_restart_between_requests(
+    private_member: LocalServer,
+) -> None:
+    url = f"{url_of(private_member)}?pool_size=1"
+
+    async def scenario() -> None:
+        lock = AsyncEtcdLock(url)
+        assert await lock.try_acquire(NAME, 60)
+        private_member.stop()
+        private_member.start()
+        await asyncio.to_thread(wait_ready, private_member)
+        assert await lock.renew(NAME, 60) is True
+        await lock.release(NAME)
+        await lock.aclose()
+
+    asyncio.run(scenario())
+    assert stored_owner(private_member, NAME) is None
+
+
+def stored_owner(server: LocalServer, name: str) -> str | None:
+    """The owner token the member stores for `name`, read by a client of its own."""
+    key = base64.b64encode(lock_key(name)).decode()
+    base = url_of(server).replace("etcd", "http", 1)
+    with httpx.Client(base_url=base, timeout=5.0, trust_env=False) as client:
+        kvs = client.post("/v3/kv/range", json={"key": key}).json().get("kvs", [])
+    return base64.b64decode(kvs[0]["value"]).decode() if kvs else None
 
 
 def test_a_key_deleted_by_hand_is_lost_at_the_next_renewal(

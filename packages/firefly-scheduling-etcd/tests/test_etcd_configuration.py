@@ -114,13 +114,6 @@ def test_repr_shows_the_url(url: str, shown: str) -> None:
     assert repr(EtcdLock(url)) == shown
 
 
-def test_proxy_variables_of_the_environment_are_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HTTP_PROXY", "http://proxy.internal:3128")
-    monkeypatch.setenv("ALL_PROXY", "http://proxy.internal:3128")
-    lock = EtcdLock("etcd://127.0.0.1:2379")
-    assert all(client.trust_env is False for client in lock._clients)
-
-
 def test_provider_reads_its_url_key_and_defaults_to_the_local_member() -> None:
     settings = Settings.from_env({"FIREFLY_SCHEDULING_LOCK_ETCD_URL": "etcd://etcd.internal"})
     assert repr(create_lock(settings)) == "EtcdLock('etcd://etcd.internal')"

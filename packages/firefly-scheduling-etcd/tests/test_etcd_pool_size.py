@@ -9,10 +9,10 @@ from firefly_scheduling_etcd import AsyncEtcdLock, EtcdLock
 
 
 @pytest.mark.parametrize("kind", [EtcdLock, AsyncEtcdLock])
-def test_the_default_is_four_clients_of_one_connection_each(kind: type) -> None:
+def test_the_default_is_four_connections(kind: type) -> None:
     lock = kind("etcd://127.0.0.1:2379")
     assert lock.pool_size == 4
-    assert len(lock._clients) == 4
+    assert len(lock._connections) == 4
     assert kind("etcd://127.0.0.1:2379?pool_size=2").pool_size == 2
     assert kind("etcd://127.0.0.1:2379", pool_size=6).pool_size == 6
 

@@ -2,8 +2,9 @@
 
 A thin driver: every rule of the lock (keys, leases, the create-if-absent
 transaction, owner checks, fencing from `create_revision`) lives in `protocol`, which
-this class pumps over an `httpx.AsyncClient` talking to etcd's v3 JSON gateway. The
-round trips of each operation are listed there. Written once, for asyncio, in
+this class pumps over connections to etcd's v3 JSON gateway (`aio_gateway`: httpx;
+the synchronous twin's `gateway`: the standard library's `http.client`). The round
+trips of each operation are listed in `protocol`. Written once, for asyncio, in
 `aio_lease_lock.py`; the synchronous `EtcdLock` in `lease_lock.py` is generated from
 it by `tools/async_to_sync.py`, and the two exclude each other on the same name.
 
@@ -22,7 +23,8 @@ Limits, stated once here and in the docs page:
 
 # async-to-sync: twin lease_lock.py
 # async-to-sync: rename AsyncEtcdLock EtcdLock
-# async-to-sync: rename httpx.AsyncClient httpx.Client
+# async-to-sync: rename AsyncGatewayConnection GatewayConnection
+# async-to-sync: rename firefly_scheduling_etcd.aio_gateway firefly_scheduling_etcd.gateway
 # async-to-sync: rename AsyncPoolGate PoolGate
 # async-to-sync: rename firefly_scheduling.locks.aio_pool_gate firefly_scheduling.locks.pool_gate
 
@@ -31,14 +33,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar, TypeVar
 
-import httpx
-
 from firefly_scheduling.aio.base import AsyncBaseLock, new_owner_token
 from firefly_scheduling.locks.aio_pool_gate import AsyncPoolGate
 from firefly_scheduling.locks.pool_size import chosen_pool_size
 from firefly_scheduling_etcd import protocol
+from firefly_scheduling_etcd.aio_gateway import AsyncGatewayConnection
 from firefly_scheduling_etcd.endpoint import parse_endpoint
-from firefly_scheduling_etcd.protocol import Call, EtcdServerError, Operation, Reply
+from firefly_scheduling_etcd.protocol import EtcdServerError, Operation
 
 T = TypeVar("T")
 
@@ -49,14 +50,14 @@ class AsyncEtcdLock(AsyncBaseLock):
     `url` is `etcd://host:port` or `etcds://host:port` (see `endpoint` for the
     options). Construction checks the URL and reads any TLS files but does not
     connect. Safe for concurrent use, over at most `pool_size` connections (the
-    argument, else `?pool_size=` of the URL, else 4): each request borrows one of
-    `pool_size` single-connection clients for itself, and a request beyond them
+    argument, else `?pool_size=` of the URL, else 4): each operation borrows one of
+    `pool_size` connections for all its round trips, and an operation beyond them
     waits for one, up to the URL's `timeout`, then fails with a `LockBackendError`
-    naming the bound. Requests never share an httpx client's pool: httpcore's
-    synchronous pool, shared by threads, can close a connection that another
-    thread is reading a response on ("Bad file descriptor"; httpcore 1.0.9).
-    Proxy variables of the environment
-    (`HTTP_PROXY`...) are ignored: lock traffic goes to the member named in the URL.
+    naming the bound. Connections are never shared by two requests at once (an
+    httpx pool shared by threads could close a connection that another thread was
+    reading a response on: "Bad file descriptor", httpcore 1.0.9). Proxy variables
+    of the environment (`HTTP_PROXY`...) are ignored: lock traffic goes to the
+    member named in the URL.
     """
 
     backend_name: ClassVar[str] = "etcd"
@@ -65,9 +66,8 @@ class AsyncEtcdLock(AsyncBaseLock):
     supports_fencing: ClassVar[bool] = True
     renewable: ClassVar[bool] = True
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (
-        httpx.HTTPError,
+        *AsyncGatewayConnection.errors,
         EtcdServerError,
-        OSError,
     )
 
     def __init__(self, url: str, *, pool_size: int | None = None) -> None:
@@ -78,20 +78,10 @@ class AsyncEtcdLock(AsyncBaseLock):
             pool_size, endpoint.pool_size, owner="the etcd lock", shown=endpoint.shown
         )
         self._gate = AsyncPoolGate(self.pool_size, wait_seconds=endpoint.timeout)
-        verify = endpoint.ssl_context() or True
-        #: The clients not lent out; a request holding a slot of the gate takes one.
-        self._idle = [
-            httpx.AsyncClient(
-                base_url=endpoint.base_url,
-                timeout=endpoint.timeout,
-                limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-                verify=verify,
-                headers={"Content-Type": "application/json"},
-                trust_env=False,
-            )
-            for _ in range(self.pool_size)
-        ]
-        self._clients = tuple(self._idle)
+        context = endpoint.ssl_context()
+        #: The connections not lent out; an operation holding a slot of the gate takes one.
+        self._idle = [AsyncGatewayConnection(endpoint, context) for _ in range(self.pool_size)]
+        self._connections = tuple(self._idle)
 
     # -- AsyncBaseLock hooks -----------------------------------------------------------
 
@@ -114,8 +104,8 @@ class AsyncEtcdLock(AsyncBaseLock):
         return await self._run(protocol.renew(name, owner, ttl_seconds))
 
     async def _close(self) -> None:
-        for client in self._clients:
-            await client.aclose()
+        for connection in self._connections:
+            await connection.aclose()
 
     def _describe(self, err: BaseException) -> str:
         described = super()._describe(err)
@@ -125,25 +115,25 @@ class AsyncEtcdLock(AsyncBaseLock):
     # -- the driver ---------------------------------------------------------------
 
     async def _run(self, operation: Operation[T]) -> T:
-        """Send each call the operation yields, on one borrowed client; throw errors into it.
+        """Send each call the operation yields, on one borrowed connection; throw errors into it.
 
-        The client is held for all the operation's round trips, so a caller waits
-        for a connection once per operation, not once per round trip.
+        The connection is held for all the operation's round trips, so a caller waits
+        for one once per operation, not once per round trip.
         """
         async with self._gate.slot():
-            # A slot guarantees an idle client: there are as many clients as slots.
-            client = self._idle.pop()
+            # A slot guarantees an idle connection: there are as many as slots.
+            connection = self._idle.pop()
             try:
-                return await self._pump(operation, client)
+                return await self._pump(operation, connection)
             finally:
-                self._idle.append(client)
+                self._idle.append(connection)
 
-    async def _pump(self, operation: Operation[T], client: httpx.AsyncClient) -> T:
+    async def _pump(self, operation: Operation[T], connection: AsyncGatewayConnection) -> T:
         try:
             call = next(operation)
             while True:
                 try:
-                    reply = await self._post(client, call)
+                    reply = await connection.post(call)
                 except self.driver_errors as err:
                     call = operation.throw(err)
                 else:
@@ -151,8 +141,3 @@ class AsyncEtcdLock(AsyncBaseLock):
         except StopIteration as finished:
             result: T = finished.value
             return result
-
-    @staticmethod
-    async def _post(client: httpx.AsyncClient, call: Call) -> Reply:
-        response = await client.post(call.path, content=call.body)
-        return Reply(response.status_code, response.content)

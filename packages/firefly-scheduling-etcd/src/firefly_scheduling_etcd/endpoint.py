@@ -48,10 +48,11 @@ _OPTIONS: Final = ("timeout", "pool_size", *_TLS_OPTIONS)
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A parsed lock URL: the gateway's base URL and the client options."""
+    """A parsed lock URL: where the member's gateway is, and the client options."""
 
-    #: `http://host:port` or `https://host:port`, where the gateway's `/v3/` lives.
-    base_url: str
+    #: The member's host name or address (an IPv6 address without its brackets).
+    host: str
+    port: int
     #: The URL as given, for `repr` and messages (it cannot carry a password).
     shown: str
     timeout: float
@@ -61,6 +62,12 @@ class Endpoint:
     key: str | None = None
     #: `pool_size=` of the URL, or None when it does not set it.
     pool_size: int | None = None
+
+    @property
+    def base_url(self) -> str:
+        """`http://host:port` or `https://host:port`, where the gateway's `/v3/` lives."""
+        netloc_host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{'https' if self.tls else 'http'}://{netloc_host}:{self.port}"
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context of an `etcds://` URL (None for `etcd://`); files are read now."""
@@ -117,9 +124,9 @@ def parse_endpoint(url: str) -> Endpoint:
         pool_size = check_pool_size(
             options["pool_size"], source=f"pool_size= of the etcd URL {shown}", text=True
         )
-    netloc_host = f"[{host}]" if ":" in host else host
     return Endpoint(
-        base_url=f"{'https' if tls else 'http'}://{netloc_host}:{parts.port or DEFAULT_PORT}",
+        host=host,
+        port=parts.port or DEFAULT_PORT,
         shown=shown,
         timeout=timeout,
         tls=tls,

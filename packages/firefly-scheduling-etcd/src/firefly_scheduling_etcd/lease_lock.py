@@ -4,8 +4,9 @@
 
 A thin driver: every rule of the lock (keys, leases, the create-if-absent
 transaction, owner checks, fencing from `create_revision`) lives in `protocol`, which
-this class pumps over an `httpx.Client` talking to etcd's v3 JSON gateway. The
-round trips of each operation are listed there. Written once, for asyncio, in
+this class pumps over connections to etcd's v3 JSON gateway (`aio_gateway`: httpx;
+the synchronous twin's `gateway`: the standard library's `http.client`). The round
+trips of each operation are listed in `protocol`. Written once, for asyncio, in
 `aio_lease_lock.py`; the synchronous `EtcdLock` in `lease_lock.py` is generated from
 it by `tools/async_to_sync.py`, and the two exclude each other on the same name.
 
@@ -27,14 +28,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar, TypeVar
 
-import httpx
-
 from firefly_scheduling.locks.base import BaseLock, new_owner_token
 from firefly_scheduling.locks.pool_gate import PoolGate
 from firefly_scheduling.locks.pool_size import chosen_pool_size
 from firefly_scheduling_etcd import protocol
 from firefly_scheduling_etcd.endpoint import parse_endpoint
-from firefly_scheduling_etcd.protocol import Call, EtcdServerError, Operation, Reply
+from firefly_scheduling_etcd.gateway import GatewayConnection
+from firefly_scheduling_etcd.protocol import EtcdServerError, Operation
 
 T = TypeVar("T")
 
@@ -45,14 +45,14 @@ class EtcdLock(BaseLock):
     `url` is `etcd://host:port` or `etcds://host:port` (see `endpoint` for the
     options). Construction checks the URL and reads any TLS files but does not
     connect. Safe for concurrent use, over at most `pool_size` connections (the
-    argument, else `?pool_size=` of the URL, else 4): each request borrows one of
-    `pool_size` single-connection clients for itself, and a request beyond them
+    argument, else `?pool_size=` of the URL, else 4): each operation borrows one of
+    `pool_size` connections for all its round trips, and an operation beyond them
     waits for one, up to the URL's `timeout`, then fails with a `LockBackendError`
-    naming the bound. Requests never share an httpx client's pool: httpcore's
-    synchronous pool, shared by threads, can close a connection that another
-    thread is reading a response on ("Bad file descriptor"; httpcore 1.0.9).
-    Proxy variables of the environment
-    (`HTTP_PROXY`...) are ignored: lock traffic goes to the member named in the URL.
+    naming the bound. Connections are never shared by two requests at once (an
+    httpx pool shared by threads could close a connection that another thread was
+    reading a response on: "Bad file descriptor", httpcore 1.0.9). Proxy variables
+    of the environment (`HTTP_PROXY`...) are ignored: lock traffic goes to the
+    member named in the URL.
     """
 
     backend_name: ClassVar[str] = "etcd"
@@ -61,9 +61,8 @@ class EtcdLock(BaseLock):
     supports_fencing: ClassVar[bool] = True
     renewable: ClassVar[bool] = True
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (
-        httpx.HTTPError,
+        *GatewayConnection.errors,
         EtcdServerError,
-        OSError,
     )
 
     def __init__(self, url: str, *, pool_size: int | None = None) -> None:
@@ -74,20 +73,10 @@ class EtcdLock(BaseLock):
             pool_size, endpoint.pool_size, owner="the etcd lock", shown=endpoint.shown
         )
         self._gate = PoolGate(self.pool_size, wait_seconds=endpoint.timeout)
-        verify = endpoint.ssl_context() or True
-        #: The clients not lent out; a request holding a slot of the gate takes one.
-        self._idle = [
-            httpx.Client(
-                base_url=endpoint.base_url,
-                timeout=endpoint.timeout,
-                limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-                verify=verify,
-                headers={"Content-Type": "application/json"},
-                trust_env=False,
-            )
-            for _ in range(self.pool_size)
-        ]
-        self._clients = tuple(self._idle)
+        context = endpoint.ssl_context()
+        #: The connections not lent out; an operation holding a slot of the gate takes one.
+        self._idle = [GatewayConnection(endpoint, context) for _ in range(self.pool_size)]
+        self._connections = tuple(self._idle)
 
     # -- BaseLock hooks -----------------------------------------------------------
 
@@ -110,8 +99,8 @@ class EtcdLock(BaseLock):
         return self._run(protocol.renew(name, owner, ttl_seconds))
 
     def _close(self) -> None:
-        for client in self._clients:
-            client.close()
+        for connection in self._connections:
+            connection.close()
 
     def _describe(self, err: BaseException) -> str:
         described = super()._describe(err)
@@ -121,25 +110,25 @@ class EtcdLock(BaseLock):
     # -- the driver ---------------------------------------------------------------
 
     def _run(self, operation: Operation[T]) -> T:
-        """Send each call the operation yields, on one borrowed client; throw errors into it.
+        """Send each call the operation yields, on one borrowed connection; throw errors into it.
 
-        The client is held for all the operation's round trips, so a caller waits
-        for a connection once per operation, not once per round trip.
+        The connection is held for all the operation's round trips, so a caller waits
+        for one once per operation, not once per round trip.
         """
         with self._gate.slot():
-            # A slot guarantees an idle client: there are as many clients as slots.
-            client = self._idle.pop()
+            # A slot guarantees an idle connection: there are as many as slots.
+            connection = self._idle.pop()
             try:
-                return self._pump(operation, client)
+                return self._pump(operation, connection)
             finally:
-                self._idle.append(client)
+                self._idle.append(connection)
 
-    def _pump(self, operation: Operation[T], client: httpx.Client) -> T:
+    def _pump(self, operation: Operation[T], connection: GatewayConnection) -> T:
         try:
             call = next(operation)
             while True:
                 try:
-                    reply = self._post(client, call)
+                    reply = connection.post(call)
                 except self.driver_errors as err:
                     call = operation.throw(err)
                 else:
@@ -147,8 +136,3 @@ class EtcdLock(BaseLock):
         except StopIteration as finished:
             result: T = finished.value
             return result
-
-    @staticmethod
-    def _post(client: httpx.Client, call: Call) -> Reply:
-        response = client.post(call.path, content=call.body)
-        return Reply(response.status_code, response.content)
