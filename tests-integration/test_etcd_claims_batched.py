@@ -10,7 +10,9 @@ A second client (the gateway, over plain HTTP) checks:
 * names another node holds are lost, and keep that node's value and lease; the
   free ones of the same batch are won;
 * a batch that loses every name writes nothing: the store's revision is unchanged;
-* two TTLs in one batch get a lease each.
+* two TTLs in one batch get a lease each;
+* the task locks of a won instant, taken together (`acquire_many`), each get the
+  lease of their own holding, so they are released and renewed one by one.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from typing import Any
 import httpx
 import pytest
 
+from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling_etcd import EtcdLock
 from firefly_scheduling_etcd.endpoint import parse_endpoint
-from firefly_scheduling_etcd.protocol import lock_key
+from firefly_scheduling_etcd.protocol import lease_id, lock_key
 
 
 @pytest.fixture
@@ -121,3 +124,47 @@ def test_each_ttl_of_a_batch_gets_its_own_lease(lock: EtcdLock, gateway: httpx.C
     assert short != long
     assert 5 <= _ttl_left(gateway, short.pop()) <= 10
     assert 35 <= _ttl_left(gateway, long.pop()) <= 40
+
+
+# -- a won instant's task locks, together, each on a lease of its own ------------------------
+
+
+def test_task_locks_taken_together_each_get_their_own_lease_and_one_revision(
+    lock: EtcdLock, etcd_url: str, gateway: httpx.Client
+) -> None:
+    """`acquire_many` (the resident host's task locks of the fires it won): the held
+    name is lost and keeps its holder; each won key carries its own holding's lease
+    (derived from its owner token), so releasing one deletes that key alone, and
+    renewing another keeps it; the fencing token is the key's create_revision."""
+    names = _names("tasks", 6)
+    other = EtcdLock(etcd_url)
+    try:
+        assert other.try_acquire(names[2], 30)
+        held_before = _stored(gateway, names[2])
+        revision_before = _revision(gateway)
+        answers = lock.acquire_many([(name, 30) for name in names], fenced=True)
+        assert answers[2] is None
+        assert _stored(gateway, names[2]) == held_before, "a lost acquisition changed the key"
+        holdings = [answer for index, answer in enumerate(answers) if index != 2]
+        assert all(isinstance(holding, Holding) for holding in holdings), answers
+        won = [holding for holding in holdings if isinstance(holding, Holding)]
+        stored = {holding.name: _stored(gateway, holding.name) for holding in won}
+        for holding in won:
+            entry = stored[holding.name]
+            assert entry is not None
+            assert base64.b64decode(entry["value"]).decode() == holding.owner
+            assert int(entry["lease"]) == lease_id(holding.owner)
+            assert holding.fence == int(entry["create_revision"]) > revision_before
+            assert 25 <= _ttl_left(gateway, entry["lease"]) <= 30
+        assert len({entry["lease"] for entry in stored.values() if entry is not None}) == 5
+
+        lock.release_holding(won[0])
+        assert _stored(gateway, won[0].name) is None
+        assert all(_stored(gateway, holding.name) is not None for holding in won[1:])
+        assert lock.renew_holding(won[1], 30) is True
+        for holding in won[1:]:
+            lock.release_holding(holding)
+        assert all(_stored(gateway, holding.name) is None for holding in won)
+        other.release(names[2])
+    finally:
+        other.close()

@@ -34,9 +34,12 @@ NOT_FOUND = Reply(
 )
 
 
-def drive(operation: Operation[T], *replies: Reply | Exception) -> tuple[T, list[Call]]:
-    """Run `operation`, answering its calls in order; return its result and the calls."""
-    calls: list[Call] = []
+def drive(
+    operation: Operation[T], *replies: Reply | Exception, calls: list[Call] | None = None
+) -> tuple[T, list[Call]]:
+    """Run `operation`, answering its calls in order; return its result and the calls
+    (also appended to `calls`, which an operation that raises leaves readable)."""
+    calls = [] if calls is None else calls
     pending = list(replies)
     try:
         call = next(operation)
@@ -324,3 +327,85 @@ def test_names_beyond_one_transaction_go_in_the_next() -> None:
     won, calls = drive(protocol.claim_many(claims, "token"), _ranges(*held), _ranges(1))
     assert won == [False] * len(claims)
     assert [len(body(call)["success"]) for call in calls] == [protocol.NAMES_PER_TXN, 1]
+
+
+# -- a won instant's task locks together ---------------------------------------------------
+
+
+def test_acquisitions_of_held_names_cost_one_read_and_nothing_else() -> None:
+    requests = [("a", "owner-a", 30.0), ("b", "owner-b", 30.0)]
+    tokens, calls = drive(protocol.acquire_many(requests), _ranges(1, 1))
+    assert tokens == [None, None]
+    assert [call.path for call in calls] == ["/v3/kv/txn"]
+
+
+def test_each_free_name_gets_its_own_lease_and_the_creates_go_together() -> None:
+    requests = [("a", "owner-a", 30.0), ("b", "owner-b", 30.0), ("c", "owner-c", 10.5)]
+    granted = ok({"ID": "1", "TTL": "30"})
+    tokens, calls = drive(
+        protocol.acquire_many(requests), _ranges(0, 1, 0), granted, granted, _creates(True, True)
+    )
+    # Both created in one transaction: its revision (41) is each key's create_revision.
+    assert tokens == [41, None, 41]
+    assert [call.path for call in calls] == [
+        *("/v3/kv/txn", "/v3/lease/grant", "/v3/lease/grant", "/v3/kv/txn"),
+    ]
+    grants = [body(call) for call in calls[1:3]]
+    assert grants == [
+        {"ID": str(protocol.lease_id("owner-a")), "TTL": "30"},
+        {"ID": str(protocol.lease_id("owner-c")), "TTL": "11"},
+    ]
+    puts = [op["request_txn"]["success"][0]["request_put"] for op in body(calls[3])["success"]]
+    assert puts == [
+        {
+            "key": b64("firefly/scheduling/lock/a"),
+            "value": b64("owner-a"),
+            "lease": str(protocol.lease_id("owner-a")),
+        },
+        {
+            "key": b64("firefly/scheduling/lock/c"),
+            "value": b64("owner-c"),
+            "lease": str(protocol.lease_id("owner-c")),
+        },
+    ]
+
+
+def test_a_name_created_elsewhere_since_the_read_is_lost_alone_and_its_lease_revoked() -> None:
+    requests = [("a", "owner-a", 30.0), ("b", "owner-b", 30.0)]
+    granted = ok({"ID": "1", "TTL": "30"})
+    tokens, calls = drive(
+        protocol.acquire_many(requests),
+        _ranges(0, 0),
+        granted,
+        granted,
+        _creates(False, True),
+        ok({}),
+    )
+    assert tokens == [None, 41]
+    assert calls[-1].path == "/v3/lease/revoke"
+    assert body(calls[-1]) == {"ID": str(protocol.lease_id("owner-a"))}
+
+
+def test_a_failure_after_the_grants_revokes_every_granted_lease_and_raises() -> None:
+    requests = [("a", "owner-a", 30.0), ("b", "owner-b", 30.0)]
+    granted = ok({"ID": "1", "TTL": "30"})
+    lost = ConnectionError("reply lost")
+    sent: list[Call] = []
+    with pytest.raises(ConnectionError, match="reply lost"):
+        drive(
+            protocol.acquire_many(requests),
+            *(_ranges(0, 0), granted, granted, lost, ok({}), ok({})),
+            calls=sent,
+        )
+    assert [call.path for call in sent[-2:]] == ["/v3/lease/revoke"] * 2
+    assert [body(call)["ID"] for call in sent[-2:]] == [
+        str(protocol.lease_id("owner-a")),
+        str(protocol.lease_id("owner-b")),
+    ]
+
+
+def test_a_write_answered_without_a_revision_is_an_error_not_a_token() -> None:
+    bare = Reply(200, json.dumps({"responses": [{"response_txn": {"succeeded": True}}]}).encode())
+    operation = protocol.acquire_many([("a", "owner-a", 30.0)])
+    with pytest.raises(EtcdServerError, match="without a revision"):
+        drive(operation, _ranges(0), ok({"ID": "1", "TTL": "30"}), bare, ok({}))

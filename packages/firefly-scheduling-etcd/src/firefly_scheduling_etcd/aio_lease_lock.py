@@ -65,6 +65,7 @@ class AsyncEtcdLock(AsyncBaseLock):
     session_scoped: ClassVar[bool] = False
     supports_fencing: ClassVar[bool] = True
     renewable: ClassVar[bool] = True
+    batch_acquires = True
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (
         *AsyncGatewayConnection.errors,
         EtcdServerError,
@@ -96,6 +97,19 @@ class AsyncEtcdLock(AsyncBaseLock):
         if not claims:
             return []
         return list(await self._run(protocol.claim_many(claims, new_owner_token())))
+
+    async def _acquire_many(
+        self, requests: Sequence[tuple[str, str, float]], *, fenced: bool
+    ) -> list[int | bool | BaseException | None]:
+        """A won instant's task locks: a read and a create per 64 names, a grant each.
+
+        See `protocol.acquire_many`: three round trips per name one by one, about
+        one (its lease's grant) together.
+        """
+        if not requests:
+            return []
+        tokens = await self._run(protocol.acquire_many(requests))
+        return list(tokens) if fenced else [token is not None for token in tokens]
 
     async def _release(self, name: str, owner: str) -> bool:
         return await self._run(protocol.release(owner))

@@ -60,6 +60,7 @@ class EtcdLock(BaseLock):
     session_scoped: ClassVar[bool] = False
     supports_fencing: ClassVar[bool] = True
     renewable: ClassVar[bool] = True
+    batch_acquires = True
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (
         *GatewayConnection.errors,
         EtcdServerError,
@@ -91,6 +92,19 @@ class EtcdLock(BaseLock):
         if not claims:
             return []
         return list(self._run(protocol.claim_many(claims, new_owner_token())))
+
+    def _acquire_many(
+        self, requests: Sequence[tuple[str, str, float]], *, fenced: bool
+    ) -> list[int | bool | BaseException | None]:
+        """A won instant's task locks: a read and a create per 64 names, a grant each.
+
+        See `protocol.acquire_many`: three round trips per name one by one, about
+        one (its lease's grant) together.
+        """
+        if not requests:
+            return []
+        tokens = self._run(protocol.acquire_many(requests))
+        return list(tokens) if fenced else [token is not None for token in tokens]
 
     def _release(self, name: str, owner: str) -> bool:
         return self._run(protocol.release(owner))

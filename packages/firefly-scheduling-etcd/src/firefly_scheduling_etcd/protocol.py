@@ -29,6 +29,10 @@ less than the server's minimum lease TTL, 2 s by default):
 * acquire, name free: **3** (that read, the lease grant, the create-if-absent
   transaction); **4** when another node created the key between the read and the
   transaction: the unused lease is revoked;
+* the task locks of the fires a node won, together (`acquire_many`): **1** when every
+  name is held (one read-only transaction of count-only ranges, per 64 names); for
+  the free ones, one lease grant **each** and one transaction of nested
+  create-if-absent transactions per 64 names;
 * fire claims of one instant (`claim_many`): **1** when every name is held (one
   read-only transaction of count-only ranges, per 64 names), **3** when some are
   free (that read, one lease grant shared by the claims of one TTL, one
@@ -153,6 +157,47 @@ def acquire(name: str, owner: str, ttl_seconds: float) -> Operation[int | None]:
     return None
 
 
+def acquire_many(requests: Sequence[tuple[str, str, float]]) -> Operation[list[int | None]]:
+    """Take each free name of `(name, owner, seconds)`; each one's fencing token, or None.
+
+    A resident node takes the task locks of the fires it won together with their
+    claims (`batch_acquires`). One by one, each cost a read, a grant and a create,
+    three round trips; here the names are read together (one read-only transaction),
+    each free name gets its OWN lease (so release, renewal and expiry stay per
+    holding, exactly as for `acquire`), and one transaction of nested
+    create-if-absent transactions creates them, each on its own: a name created by
+    another node since the read is lost alone, and its unused lease revoked. The
+    keys created together share that transaction's revision, their fencing token,
+    which is still greater than every earlier creation of each name. On a failure
+    after the first grant, every granted lease is revoked (deleting any key already
+    created) and the error re-raised: every acquisition of the batch is unknown, and
+    none is left standing. 1 + (free names) + 1 round trips per 64 names.
+    """
+    keys = [_b64(lock_key(name)) for name, _, _ in requests]
+    tokens: list[int | None] = [None] * len(requests)
+    free = yield from _absent(keys)
+    if not free:
+        return tokens
+    leases = {index: lease_id(requests[index][1]) for index in free}
+    granted: list[int] = []
+    try:
+        for index in free:
+            ttl = lease_seconds(requests[index][2])
+            _ok((yield _call("lease/grant", {"ID": str(leases[index]), "TTL": str(ttl)})))
+            granted.append(leases[index])
+        values = {index: _b64(requests[index][1].encode()) for index in free}
+        created = yield from _create_each(keys, free, values, leases)
+    except Exception:
+        for lease in granted:
+            yield from _revoke_quietly(lease)
+        raise
+    for index in free:
+        tokens[index] = created.get(index)
+        if tokens[index] is None:  # another node created the key since the read
+            yield from _revoke_quietly(leases[index])
+    return tokens
+
+
 def claim_many(claims: Sequence[tuple[str, float]], token: str) -> Operation[list[bool]]:
     """Take each free name of `(name, seconds)`; whether each was won, in order.
 
@@ -170,42 +215,79 @@ def claim_many(claims: Sequence[tuple[str, float]], token: str) -> Operation[lis
     every claim of the batch is then unknown, none is kept.
     """
     keys = [_b64(lock_key(name)) for name, _ in claims]
-    free: list[int] = []
-    for chunk in _chunks(range(len(claims))):
-        reads = [{"request_range": {"key": keys[index], "count_only": True}} for index in chunk]
-        answered = _responses(_ok((yield _call("kv/txn", {"success": reads}))), len(chunk))
-        for index, response in zip(chunk, answered, strict=True):
-            if int(response.get("response_range", {}).get("count", 0)) == 0:
-                free.append(index)
     won = [False] * len(claims)
+    free = yield from _absent(keys)
     if not free:
         return won
     seconds = {index: lease_seconds(claims[index][1]) for index in free}
-    leases = {ttl: lease_id(f"{token}/{ttl}") for ttl in sorted(set(seconds.values()))}
+    by_ttl = {ttl: lease_id(f"{token}/{ttl}") for ttl in sorted(set(seconds.values()))}
     granted: list[int] = []
     value = _b64(token.encode())
     try:
-        for ttl, lease in leases.items():
+        for ttl, lease in by_ttl.items():
             _ok((yield _call("lease/grant", {"ID": str(lease), "TTL": str(ttl)})))
             granted.append(lease)
-        for chunk in _chunks(free):
-            creates = [
-                {"request_txn": _create_if_absent(keys[index], value, leases[seconds[index]])}
-                for index in chunk
-            ]
-            reply = _ok((yield _call("kv/txn", {"success": creates})))
-            for index, response in zip(chunk, _responses(reply, len(chunk)), strict=True):
-                won[index] = response.get("response_txn", {}).get("succeeded") is True
+        leases = {index: by_ttl[seconds[index]] for index in free}
+        created = yield from _create_each(keys, free, dict.fromkeys(free, value), leases)
     except Exception:
         # A transaction may have been applied and only its reply lost: revoking frees
         # its keys now, and no claim of the batch is left standing unanswered.
         for lease in granted:
             yield from _revoke_quietly(lease)
         raise
-    for ttl, lease in leases.items():  # a lease whose every create lost holds nothing
+    for index in free:
+        won[index] = index in created
+    for ttl, lease in by_ttl.items():  # a lease whose every create lost holds nothing
         if not any(won[index] for index in free if seconds[index] == ttl):
             yield from _revoke_quietly(lease)
     return won
+
+
+def _absent(keys: Sequence[str]) -> Operation[list[int]]:
+    """The indexes of `keys` (base64) that hold nothing: read-only transactions of
+    count-only ranges, one per 64 keys, so nothing is written (no Raft entry)."""
+    free: list[int] = []
+    for chunk in _chunks(range(len(keys))):
+        reads = [{"request_range": {"key": keys[index], "count_only": True}} for index in chunk]
+        answered = _responses(_ok((yield _call("kv/txn", {"success": reads}))), len(chunk))
+        for index, response in zip(chunk, answered, strict=True):
+            if int(response.get("response_range", {}).get("count", 0)) == 0:
+                free.append(index)
+    return free
+
+
+def _create_each(
+    keys: Sequence[str], indexes: Sequence[int], values: dict[int, str], leases: dict[int, int]
+) -> Operation[dict[int, int]]:
+    """Create each key of `indexes` that is still absent, with its value and lease.
+
+    One transaction of nested create-if-absent transactions per 64 keys, so each
+    key is answered on its own. Returns the created ones, with the revision of the
+    transaction that created them (their `create_revision`).
+    """
+    created: dict[int, int] = {}
+    for chunk in _chunks(indexes):
+        creates = [
+            {"request_txn": _create_if_absent(keys[index], values[index], leases[index])}
+            for index in chunk
+        ]
+        reply = _ok((yield _call("kv/txn", {"success": creates})))
+        for index, response in zip(chunk, _responses(reply, len(chunk)), strict=True):
+            if response.get("response_txn", {}).get("succeeded") is True:
+                created[index] = _revision(reply)
+    return created
+
+
+def _revision(document: dict[str, Any]) -> int:
+    """The store's revision after a write: the fencing token of the keys it created."""
+    revision = int(document.get("header", {}).get("revision", 0))
+    if revision <= 0:
+        raise EtcdServerError(
+            f"the gateway answered a write without a revision: {document.get('header')!r}",
+            code=None,
+            status=200,
+        )
+    return revision
 
 
 def release(owner: str) -> Operation[bool]:
