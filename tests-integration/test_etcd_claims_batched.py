@@ -11,8 +11,9 @@ A second client (the gateway, over plain HTTP) checks:
   free ones of the same batch are won;
 * a batch that loses every name writes nothing: the store's revision is unchanged;
 * two TTLs in one batch get a lease each;
-* the task locks of a won instant, taken together (`acquire_many`), each get the
-  lease of their own holding, so they are released and renewed one by one.
+* the task locks of a won instant, taken together (`acquire_many`), share a lease
+  per TTL too, but are released one by one (owner-checked deletes), and a renewal
+  moves its key to a lease of its own instead of keeping the batch's alive.
 """
 
 from __future__ import annotations
@@ -126,16 +127,16 @@ def test_each_ttl_of_a_batch_gets_its_own_lease(lock: EtcdLock, gateway: httpx.C
     assert 35 <= _ttl_left(gateway, long.pop()) <= 40
 
 
-# -- a won instant's task locks, together, each on a lease of its own ------------------------
+# -- a won instant's task locks, together, on a batch lease ------------------------------------
 
 
-def test_task_locks_taken_together_each_get_their_own_lease_and_one_revision(
+def test_task_locks_taken_together_share_a_lease_and_are_released_one_by_one(
     lock: EtcdLock, etcd_url: str, gateway: httpx.Client
 ) -> None:
     """`acquire_many` (the resident host's task locks of the fires it won): the held
-    name is lost and keeps its holder; each won key carries its own holding's lease
-    (derived from its owner token), so releasing one deletes that key alone, and
-    renewing another keeps it; the fencing token is the key's create_revision."""
+    name is lost and keeps its holder; the won keys share ONE lease and carry their
+    own owner tokens; the fencing token is each key's create_revision; releasing one
+    deletes that key alone."""
     names = _names("tasks", 6)
     other = EtcdLock(etcd_url)
     try:
@@ -145,26 +146,87 @@ def test_task_locks_taken_together_each_get_their_own_lease_and_one_revision(
         answers = lock.acquire_many([(name, 30) for name in names], fenced=True)
         assert answers[2] is None
         assert _stored(gateway, names[2]) == held_before, "a lost acquisition changed the key"
-        holdings = [answer for index, answer in enumerate(answers) if index != 2]
-        assert all(isinstance(holding, Holding) for holding in holdings), answers
-        won = [holding for holding in holdings if isinstance(holding, Holding)]
+        won = [answer for answer in answers if isinstance(answer, Holding)]
+        assert len(won) == 5, answers
         stored = {holding.name: _stored(gateway, holding.name) for holding in won}
         for holding in won:
             entry = stored[holding.name]
             assert entry is not None
             assert base64.b64decode(entry["value"]).decode() == holding.owner
-            assert int(entry["lease"]) == lease_id(holding.owner)
             assert holding.fence == int(entry["create_revision"]) > revision_before
-            assert 25 <= _ttl_left(gateway, entry["lease"]) <= 30
-        assert len({entry["lease"] for entry in stored.values() if entry is not None}) == 5
+        leases = {entry["lease"] for entry in stored.values() if entry is not None}
+        assert len(leases) == 1, leases
+        assert 25 <= _ttl_left(gateway, leases.pop()) <= 30
 
         lock.release_holding(won[0])
         assert _stored(gateway, won[0].name) is None
         assert all(_stored(gateway, holding.name) is not None for holding in won[1:])
-        assert lock.renew_holding(won[1], 30) is True
         for holding in won[1:]:
             lock.release_holding(holding)
         assert all(_stored(gateway, holding.name) is None for holding in won)
+        assert len(lock._batch_holdings) == 0
         other.release(names[2])
+    finally:
+        other.close()
+
+
+def test_renewing_a_batch_holding_moves_it_to_its_own_lease_and_keeps_its_token(
+    lock: EtcdLock, gateway: httpx.Client
+) -> None:
+    """A keep-alive of the batch lease would extend the holdings nobody renews: the
+    renewed one moves to a lease of its own (fresh TTL), its fencing token unchanged,
+    and the batch lease is left running down for the others."""
+    names = _names("renew", 3)
+    first, second, third = lock.acquire_many([(name, 10) for name in names], fenced=True)
+    assert isinstance(first, Holding)
+    assert isinstance(second, Holding)
+    assert isinstance(third, Holding)
+    entry = _stored(gateway, first.name)
+    assert entry is not None
+    batch_lease = entry["lease"]
+    time.sleep(2.2)
+    assert lock.renew_holding(first, 10) is True
+    moved = _stored(gateway, first.name)
+    assert moved is not None
+    assert int(moved["lease"]) == lease_id(first.owner) != int(batch_lease)
+    assert int(moved["create_revision"]) == first.fence
+    assert _ttl_left(gateway, moved["lease"]) >= 9
+    assert _ttl_left(gateway, batch_lease) <= 8, "the renewal kept the batch lease alive"
+    assert lock.renew_holding(first, 10) is True  # now an ordinary keep-alive
+    lock.release_holding(first)
+    assert _stored(gateway, first.name) is None
+    assert _stored(gateway, second.name) is not None
+    for holding in (second, third):
+        lock.release_holding(holding)
+
+
+def test_a_batch_holding_whose_key_was_taken_over_never_deletes_the_new_holders_key(
+    lock: EtcdLock, etcd_url: str, gateway: httpx.Client
+) -> None:
+    """The key deleted by hand, then taken by another lock: the old holding's renewal
+    is refused (lost), and its release deletes nothing: the checks are on the owner."""
+    names = _names("taken", 2)
+    first, second = lock.acquire_many([(name, 30) for name in names])
+    assert isinstance(first, Holding)
+    assert isinstance(second, Holding)
+    gateway.post(
+        "/v3/kv/deleterange", json={"key": base64.b64encode(lock_key(first.name)).decode()}
+    )
+    other = EtcdLock(etcd_url)
+    try:
+        assert other.try_acquire(first.name, 30)
+        taken = _stored(gateway, first.name)
+        assert lock.renew_holding(first, 30) is False
+        assert lock.is_lost(first.name)
+        lock.release_holding(first)
+        gateway.post(
+            "/v3/kv/deleterange", json={"key": base64.b64encode(lock_key(second.name)).decode()}
+        )
+        assert other.try_acquire(second.name, 30)
+        lock.release_holding(second)  # its owner-checked delete finds another owner
+        assert _stored(gateway, first.name) == taken
+        assert _stored(gateway, second.name) is not None
+        other.release(first.name)
+        other.release(second.name)
     finally:
         other.close()

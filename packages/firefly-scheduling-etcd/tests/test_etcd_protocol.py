@@ -334,78 +334,105 @@ def test_names_beyond_one_transaction_go_in_the_next() -> None:
 
 def test_acquisitions_of_held_names_cost_one_read_and_nothing_else() -> None:
     requests = [("a", "owner-a", 30.0), ("b", "owner-b", 30.0)]
-    tokens, calls = drive(protocol.acquire_many(requests), _ranges(1, 1))
+    tokens, calls = drive(protocol.acquire_many(requests, "batch"), _ranges(1, 1))
     assert tokens == [None, None]
     assert [call.path for call in calls] == ["/v3/kv/txn"]
 
 
-def test_each_free_name_gets_its_own_lease_and_the_creates_go_together() -> None:
-    requests = [("a", "owner-a", 30.0), ("b", "owner-b", 30.0), ("c", "owner-c", 10.5)]
+def test_free_names_share_a_lease_per_ttl_and_each_key_carries_its_owner() -> None:
+    requests = [("a", "owner-a", 30.0), ("b", "owner-b", 30.0), ("c", "owner-c", 29.5)]
     granted = ok({"ID": "1", "TTL": "30"})
     tokens, calls = drive(
-        protocol.acquire_many(requests), _ranges(0, 1, 0), granted, granted, _creates(True, True)
+        protocol.acquire_many(requests, "batch"), _ranges(0, 1, 0), granted, _creates(True, True)
     )
     # Both created in one transaction: its revision (41) is each key's create_revision.
     assert tokens == [41, None, 41]
-    assert [call.path for call in calls] == [
-        *("/v3/kv/txn", "/v3/lease/grant", "/v3/lease/grant", "/v3/kv/txn"),
-    ]
-    grants = [body(call) for call in calls[1:3]]
-    assert grants == [
-        {"ID": str(protocol.lease_id("owner-a")), "TTL": "30"},
-        {"ID": str(protocol.lease_id("owner-c")), "TTL": "11"},
-    ]
-    puts = [op["request_txn"]["success"][0]["request_put"] for op in body(calls[3])["success"]]
+    assert [call.path for call in calls] == ["/v3/kv/txn", "/v3/lease/grant", "/v3/kv/txn"]
+    lease = str(protocol.lease_id("batch/30"))
+    assert body(calls[1]) == {"ID": lease, "TTL": "30"}
+    puts = [op["request_txn"]["success"][0]["request_put"] for op in body(calls[2])["success"]]
     assert puts == [
-        {
-            "key": b64("firefly/scheduling/lock/a"),
-            "value": b64("owner-a"),
-            "lease": str(protocol.lease_id("owner-a")),
-        },
-        {
-            "key": b64("firefly/scheduling/lock/c"),
-            "value": b64("owner-c"),
-            "lease": str(protocol.lease_id("owner-c")),
-        },
+        {"key": b64("firefly/scheduling/lock/a"), "value": b64("owner-a"), "lease": lease},
+        {"key": b64("firefly/scheduling/lock/c"), "value": b64("owner-c"), "lease": lease},
     ]
 
 
-def test_a_name_created_elsewhere_since_the_read_is_lost_alone_and_its_lease_revoked() -> None:
+def test_a_name_created_elsewhere_since_the_read_is_lost_alone() -> None:
     requests = [("a", "owner-a", 30.0), ("b", "owner-b", 30.0)]
     granted = ok({"ID": "1", "TTL": "30"})
     tokens, calls = drive(
-        protocol.acquire_many(requests),
-        _ranges(0, 0),
-        granted,
-        granted,
-        _creates(False, True),
-        ok({}),
+        protocol.acquire_many(requests, "batch"), _ranges(0, 0), granted, _creates(False, True)
     )
     assert tokens == [None, 41]
-    assert calls[-1].path == "/v3/lease/revoke"
-    assert body(calls[-1]) == {"ID": str(protocol.lease_id("owner-a"))}
+    assert calls[-1].path == "/v3/kv/txn", "the lease still holds b: nothing is revoked"
 
 
-def test_a_failure_after_the_grants_revokes_every_granted_lease_and_raises() -> None:
-    requests = [("a", "owner-a", 30.0), ("b", "owner-b", 30.0)]
+def test_a_failure_after_the_grant_revokes_the_batch_lease_and_raises() -> None:
+    requests = [("a", "owner-a", 30.0), ("b", "owner-b", 10.0)]
     granted = ok({"ID": "1", "TTL": "30"})
     lost = ConnectionError("reply lost")
     sent: list[Call] = []
     with pytest.raises(ConnectionError, match="reply lost"):
         drive(
-            protocol.acquire_many(requests),
+            protocol.acquire_many(requests, "batch"),
             *(_ranges(0, 0), granted, granted, lost, ok({}), ok({})),
             calls=sent,
         )
     assert [call.path for call in sent[-2:]] == ["/v3/lease/revoke"] * 2
-    assert [body(call)["ID"] for call in sent[-2:]] == [
-        str(protocol.lease_id("owner-a")),
-        str(protocol.lease_id("owner-b")),
-    ]
+    assert {body(call)["ID"] for call in sent[-2:]} == {
+        str(protocol.lease_id("batch/30")),
+        str(protocol.lease_id("batch/10")),
+    }
 
 
 def test_a_write_answered_without_a_revision_is_an_error_not_a_token() -> None:
     bare = Reply(200, json.dumps({"responses": [{"response_txn": {"succeeded": True}}]}).encode())
-    operation = protocol.acquire_many([("a", "owner-a", 30.0)])
+    operation = protocol.acquire_many([("a", "owner-a", 30.0)], "batch")
     with pytest.raises(EtcdServerError, match="without a revision"):
         drive(operation, _ranges(0), ok({"ID": "1", "TTL": "30"}), bare, ok({}))
+
+
+def test_a_batch_holding_is_released_by_an_owner_checked_delete() -> None:
+    released, calls = drive(protocol.release_shared("a", "owner-a"), ok({"succeeded": True}))
+    assert released is True
+    [call] = calls
+    assert call.path == "/v3/kv/txn"
+    key = b64("firefly/scheduling/lock/a")
+    assert body(call) == {
+        "compare": [{"key": key, "target": "VALUE", "result": "EQUAL", "value": b64("owner-a")}],
+        "success": [{"request_delete_range": {"key": key}}],
+    }
+    gone, _ = drive(protocol.release_shared("a", "owner-a"), ok({"succeeded": False}))
+    assert gone is False
+
+
+def test_a_batch_holdings_first_renewal_moves_its_key_to_its_own_lease() -> None:
+    moved, calls = drive(
+        protocol.renew_shared("a", "owner-a", 30),
+        ok({"ID": "1", "TTL": "30"}),
+        ok({"succeeded": True}),
+    )
+    assert moved is True
+    own = str(protocol.lease_id("owner-a"))
+    assert [call.path for call in calls] == ["/v3/lease/grant", "/v3/kv/txn"]
+    assert body(calls[0]) == {"ID": own, "TTL": "30"}
+    move = body(calls[1])
+    assert move["compare"][0]["value"] == b64("owner-a")
+    assert move["success"][0]["request_put"]["lease"] == own
+
+
+@pytest.mark.parametrize("answer", [ok({"succeeded": False}), ConnectionError("reply lost")])
+def test_a_move_that_fails_revokes_the_new_lease(answer: Reply | Exception) -> None:
+    sent: list[Call] = []
+    try:
+        moved, _ = drive(
+            protocol.renew_shared("a", "owner-a", 30),
+            *(ok({"ID": "1", "TTL": "30"}), answer, ok({})),
+            calls=sent,
+        )
+    except ConnectionError:
+        assert isinstance(answer, ConnectionError)
+    else:
+        assert moved is False
+    assert sent[-1].path == "/v3/lease/revoke"
+    assert body(sent[-1]) == {"ID": str(protocol.lease_id("owner-a"))}

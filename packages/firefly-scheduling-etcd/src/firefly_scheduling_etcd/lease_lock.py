@@ -25,6 +25,7 @@ Limits, stated once here and in the docs page:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import ClassVar, TypeVar
 
@@ -32,6 +33,7 @@ from firefly_scheduling.locks.base import BaseLock, new_owner_token
 from firefly_scheduling.locks.pool_gate import PoolGate
 from firefly_scheduling.locks.pool_size import chosen_pool_size
 from firefly_scheduling_etcd import protocol
+from firefly_scheduling_etcd.batch_holdings import BatchHoldings
 from firefly_scheduling_etcd.endpoint import parse_endpoint
 from firefly_scheduling_etcd.gateway import GatewayConnection
 from firefly_scheduling_etcd.protocol import EtcdServerError, Operation
@@ -78,6 +80,8 @@ class EtcdLock(BaseLock):
         #: The connections not lent out; an operation holding a slot of the gate takes one.
         self._idle = [GatewayConnection(endpoint, context) for _ in range(self.pool_size)]
         self._connections = tuple(self._idle)
+        #: The holdings still on the lease of the batch they were taken in.
+        self._batch_holdings = BatchHoldings()
 
     # -- BaseLock hooks -----------------------------------------------------------
 
@@ -96,21 +100,40 @@ class EtcdLock(BaseLock):
     def _acquire_many(
         self, requests: Sequence[tuple[str, str, float]], *, fenced: bool
     ) -> list[int | bool | BaseException | None]:
-        """A won instant's task locks: a read and a create per 64 names, a grant each.
+        """A won instant's task locks, on one lease per TTL (`protocol.acquire_many`).
 
-        See `protocol.acquire_many`: three round trips per name one by one, about
-        one (its lease's grant) together.
+        Three round trips per 64 names, where one by one each name cost three.
         """
         if not requests:
             return []
-        tokens = self._run(protocol.acquire_many(requests))
+        started = time.monotonic()  # as the holdings' own deadlines: before sending
+        tokens = self._run(protocol.acquire_many(requests, new_owner_token()))
+        self._batch_holdings.add(
+            (owner, started + ttl_seconds)
+            for (_, owner, ttl_seconds), token in zip(requests, tokens, strict=True)
+            if token is not None
+        )
         return list(tokens) if fenced else [token is not None for token in tokens]
 
     def _release(self, name: str, owner: str) -> bool:
-        return self._run(protocol.release(owner))
+        deadline = self._batch_holdings.take(owner)
+        if deadline is None:
+            return self._run(protocol.release(owner))
+        try:
+            return self._run(protocol.release_shared(name, owner))
+        except BaseException:
+            self._batch_holdings.put_back(owner, deadline)  # a later release tries again
+            raise
 
     def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
-        return self._run(protocol.renew(name, owner, ttl_seconds))
+        deadline = self._batch_holdings.take(owner)
+        if deadline is None:
+            return self._run(protocol.renew(name, owner, ttl_seconds))
+        try:
+            return self._run(protocol.renew_shared(name, owner, ttl_seconds))
+        except BaseException:
+            self._batch_holdings.put_back(owner, deadline)  # where its key is is unknown
+            raise
 
     def _close(self) -> None:
         for connection in self._connections:

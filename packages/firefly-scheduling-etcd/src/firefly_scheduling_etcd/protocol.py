@@ -16,6 +16,14 @@ The data model, for one lock name:
   lease needs no bookkeeping on the client: release and renewal recompute it. IDs
   are 63 random bits; a clash with a live lease is refused by the server ("lease
   already exists") and the attempt fails as a backend error.
+* Except for the task locks a resident node takes together (`acquire_many`): one
+  lease per TTL is granted for the whole batch (a grant is a Raft write, and 100 of
+  them one after another made fires hundreds of milliseconds late). Nobody keeps a
+  batch lease alive, so each of its keys still expires one TTL after the grant. A
+  batch holding is released by deleting its key only while the key carries its
+  owner token (`release_shared`); its first renewal moves its key to a lease of its
+  own (`renew_shared`), after which it is an ordinary holding. The lock remembers
+  which holdings are still on a batch lease (`batch_holdings`).
 * The fencing token is the key's `create_revision`: the revision of the transaction
   that created it, which etcd's single, cluster-wide revision counter makes greater
   than every earlier creation of the key. No separate counter, nothing that can
@@ -29,18 +37,20 @@ less than the server's minimum lease TTL, 2 s by default):
 * acquire, name free: **3** (that read, the lease grant, the create-if-absent
   transaction); **4** when another node created the key between the read and the
   transaction: the unused lease is revoked;
-* the task locks of the fires a node won, together (`acquire_many`): **1** when every
-  name is held (one read-only transaction of count-only ranges, per 64 names); for
-  the free ones, one lease grant **each** and one transaction of nested
-  create-if-absent transactions per 64 names;
+* the task locks of the fires a node won, together (`acquire_many`): as the claims
+  below, **1** when every name is held, **3** when some are free (per 64 names, one
+  grant per distinct TTL);
 * fire claims of one instant (`claim_many`): **1** when every name is held (one
   read-only transaction of count-only ranges, per 64 names), **3** when some are
   free (that read, one lease grant shared by the claims of one TTL, one
   transaction of nested create-if-absent transactions, per 64 names): claims are
   never released, only left to expire, so they need no lease of their own;
-* release: **1** (revoking the lease deletes the key with it);
+* release: **1** (revoking the lease deletes the key with it; for a batch holding, the
+  owner-checked delete);
 * renew: **2** (a keep-alive of this holding's lease, then a read-only check that the
-  key is still attached to it); **1** when the lease is already gone.
+  key is still attached to it); **1** when the lease is already gone. The first
+  renewal of a batch holding: **2** (its own lease's grant, then the owner-checked
+  move of its key to that lease).
 """
 
 from __future__ import annotations
@@ -157,44 +167,31 @@ def acquire(name: str, owner: str, ttl_seconds: float) -> Operation[int | None]:
     return None
 
 
-def acquire_many(requests: Sequence[tuple[str, str, float]]) -> Operation[list[int | None]]:
+def acquire_many(
+    requests: Sequence[tuple[str, str, float]], token: str
+) -> Operation[list[int | None]]:
     """Take each free name of `(name, owner, seconds)`; each one's fencing token, or None.
 
     A resident node takes the task locks of the fires it won together with their
-    claims (`batch_acquires`). One by one, each cost a read, a grant and a create,
-    three round trips; here the names are read together (one read-only transaction),
-    each free name gets its OWN lease (so release, renewal and expiry stay per
-    holding, exactly as for `acquire`), and one transaction of nested
-    create-if-absent transactions creates them, each on its own: a name created by
-    another node since the read is lost alone, and its unused lease revoked. The
-    keys created together share that transaction's revision, their fencing token,
-    which is still greater than every earlier creation of each name. On a failure
-    after the first grant, every granted lease is revoked (deleting any key already
-    created) and the error re-raised: every acquisition of the batch is unknown, and
-    none is left standing. 1 + (free names) + 1 round trips per 64 names.
+    claims (`batch_acquires`). One by one, each cost a read, a grant and a create:
+    three round trips, two of them Raft writes. Here, as for `claim_many`, the names
+    are read together, the free ones get ONE lease per distinct TTL (its ID derived
+    from `token`, fresh for each batch), and one transaction of nested
+    create-if-absent transactions creates each key with its own owner token as the
+    value: a name created elsewhere since the read is lost alone. The keys created
+    together share that transaction's revision, their fencing token, which is still
+    greater than every earlier creation of each name. The holdings are then on a
+    batch lease: see the module doc for how they are released and renewed.
     """
     keys = [_b64(lock_key(name)) for name, _, _ in requests]
     tokens: list[int | None] = [None] * len(requests)
     free = yield from _absent(keys)
-    if not free:
-        return tokens
-    leases = {index: lease_id(requests[index][1]) for index in free}
-    granted: list[int] = []
-    try:
-        for index in free:
-            ttl = lease_seconds(requests[index][2])
-            _ok((yield _call("lease/grant", {"ID": str(leases[index]), "TTL": str(ttl)})))
-            granted.append(leases[index])
+    if free:
         values = {index: _b64(requests[index][1].encode()) for index in free}
-        created = yield from _create_each(keys, free, values, leases)
-    except Exception:
-        for lease in granted:
-            yield from _revoke_quietly(lease)
-        raise
-    for index in free:
-        tokens[index] = created.get(index)
-        if tokens[index] is None:  # another node created the key since the read
-            yield from _revoke_quietly(leases[index])
+        seconds = {index: lease_seconds(requests[index][2]) for index in free}
+        created = yield from _create_on_batch_leases(keys, values, seconds, token)
+        for index, revision in created.items():
+            tokens[index] = revision
     return tokens
 
 
@@ -210,37 +207,90 @@ def claim_many(claims: Sequence[tuple[str, float]], token: str) -> Operation[lis
     creates each key only if it is still absent, on its own: a name created by
     another node since the read is lost alone. Claims are never released, only left
     to expire, so sharing a lease loses nothing. `token` (fresh for each batch)
-    derives the leases' IDs and is the keys' value. On a failure after the grant the
-    leases are revoked (deleting any key already created) and the error re-raised:
-    every claim of the batch is then unknown, none is kept.
+    derives the leases' IDs and is the keys' value.
     """
     keys = [_b64(lock_key(name)) for name, _ in claims]
-    won = [False] * len(claims)
     free = yield from _absent(keys)
     if not free:
-        return won
+        return [False] * len(claims)
+    value = _b64(token.encode())
     seconds = {index: lease_seconds(claims[index][1]) for index in free}
+    created = yield from _create_on_batch_leases(keys, dict.fromkeys(free, value), seconds, token)
+    return [index in created for index in range(len(claims))]
+
+
+def release_shared(name: str, owner: str) -> Operation[bool]:
+    """Delete a batch holding's key, only while it carries `owner`; False if it does not.
+
+    One round trip. The batch lease is not revoked: the other keys of the batch are
+    on it, and it expires at its TTL, holding nothing once they are gone.
+    """
+    key = _b64(lock_key(name))
+    delete = {
+        "compare": [_carries(key, owner)],
+        "success": [{"request_delete_range": {"key": key}}],
+    }
+    return _ok((yield _call("kv/txn", delete))).get("succeeded") is True
+
+
+def renew_shared(name: str, owner: str, ttl_seconds: float) -> Operation[bool]:
+    """Move a batch holding's key to a lease of its own, granted now; False if it is gone.
+
+    A keep-alive of the batch lease would extend every key on it, including a
+    holding its holder stopped renewing; so the first renewal grants this holding's
+    own lease (`lease_id(owner)`, as `acquire` would have) and, in one transaction,
+    puts the key on it only while the key still carries `owner`. The key keeps its
+    `create_revision`, so the fencing token is unchanged. Later renewals are
+    ordinary ones (`renew`). If the move fails, or its reply is lost, the new lease
+    is revoked: a key that did move then goes with it, so nothing is left held by a
+    lease nobody renews.
+    """
+    key = _b64(lock_key(name))
+    lease = lease_id(owner)
+    _ok((yield _call("lease/grant", {"ID": str(lease), "TTL": str(lease_seconds(ttl_seconds))})))
+    move = {
+        "compare": [_carries(key, owner)],
+        "success": [
+            {"request_put": {"key": key, "value": _b64(owner.encode()), "lease": str(lease)}}
+        ],
+    }
+    try:
+        moved = _ok((yield _call("kv/txn", move))).get("succeeded") is True
+    except Exception:
+        yield from _revoke_quietly(lease)
+        raise
+    if not moved:
+        yield from _revoke_quietly(lease)
+    return moved
+
+
+def _create_on_batch_leases(
+    keys: Sequence[str], values: dict[int, str], seconds: dict[int, int], token: str
+) -> Operation[dict[int, int]]:
+    """Create the keys of `values`' indexes on one new lease per distinct TTL of `seconds`.
+
+    The created ones, with their create_revision. A lease whose every create lost is
+    revoked. On a failure after the first grant, every granted lease is revoked
+    (deleting any key already created: a transaction may have been applied and only
+    its reply lost) and the error re-raised, so no key of the batch is left standing
+    unanswered.
+    """
     by_ttl = {ttl: lease_id(f"{token}/{ttl}") for ttl in sorted(set(seconds.values()))}
     granted: list[int] = []
-    value = _b64(token.encode())
     try:
         for ttl, lease in by_ttl.items():
             _ok((yield _call("lease/grant", {"ID": str(lease), "TTL": str(ttl)})))
             granted.append(lease)
-        leases = {index: by_ttl[seconds[index]] for index in free}
-        created = yield from _create_each(keys, free, dict.fromkeys(free, value), leases)
+        leases = {index: by_ttl[ttl] for index, ttl in seconds.items()}
+        created = yield from _create_each(keys, list(values), values, leases)
     except Exception:
-        # A transaction may have been applied and only its reply lost: revoking frees
-        # its keys now, and no claim of the batch is left standing unanswered.
         for lease in granted:
             yield from _revoke_quietly(lease)
         raise
-    for index in free:
-        won[index] = index in created
-    for ttl, lease in by_ttl.items():  # a lease whose every create lost holds nothing
-        if not any(won[index] for index in free if seconds[index] == ttl):
+    for ttl, lease in by_ttl.items():
+        if not any(index in created for index, of in seconds.items() if of == ttl):
             yield from _revoke_quietly(lease)
-    return won
+    return created
 
 
 def _absent(keys: Sequence[str]) -> Operation[list[int]]:
@@ -351,6 +401,11 @@ def _create_if_absent(key: str, value: str, lease: int) -> dict[str, Any]:
         "compare": [{"key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
         "success": [{"request_put": {"key": key, "value": value, "lease": str(lease)}}],
     }
+
+
+def _carries(key: str, owner: str) -> dict[str, str]:
+    """The comparison "`key` (base64) holds the value `owner`": false for an absent key."""
+    return {"key": key, "target": "VALUE", "result": "EQUAL", "value": _b64(owner.encode())}
 
 
 def _chunks(indexes: Sequence[int]) -> list[Sequence[int]]:
