@@ -216,3 +216,29 @@ def test_a_database_that_keeps_another_journal_mode_is_logged(
     finally:
         connection.close()
     assert "stays in journal mode 'memory', not 'wal'" in caplog.text
+
+
+def test_journal_mode_keep_leaves_the_files_mode_alone(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite"
+    sqlite3.connect(path).close()
+    lock = DatabaseLeaseLock(f"sqlite:///{path}?journal_mode=keep")
+    lock.install()
+    assert lock.try_acquire("kept", 30)
+    lock.close()
+    assert journal_mode(path) == "delete"
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("sqlite:///locks.sqlite?journal_mode=off", "got journal_mode='off' in the URL"),
+        (
+            "postgresql://app:s3cret@db.internal/app?journal_mode=wal",
+            "got journal_mode= in a postgresql URL",
+        ),
+    ],
+)
+def test_a_bad_journal_mode_is_refused_naming_it(url: str, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message) as refused:
+        DatabaseLeaseLock(url)
+    assert "s3cret" not in str(refused.value)

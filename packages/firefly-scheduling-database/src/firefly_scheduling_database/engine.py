@@ -32,7 +32,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from sqlalchemy import URL, Engine, create_engine, event, make_url
 from sqlalchemy.engine import Dialect
@@ -41,7 +41,11 @@ from sqlalchemy.pool import PoolResetState
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.forks import reset_in_forked_child
-from firefly_scheduling.locks.connection_budget import POOL_TIMEOUT_SECONDS, budget_for
+from firefly_scheduling.locks.connection_budget import (
+    POOL_TIMEOUT_SECONDS,
+    budget_for,
+    take_url_parameter,
+)
 from firefly_scheduling.urls.connection_url import parse_lock_url
 from firefly_scheduling.urls.redaction import redact_url, url_secrets
 
@@ -79,6 +83,10 @@ ASYNC_SCHEMES: dict[str, str] = {
     "mysql+asyncmy": "mysql+asyncmy",
     "mariadb+asyncmy": "mariadb+asyncmy",
 }
+#: SQLite only: `journal_mode=wal` (the default; see `_write_ahead_log`) or `keep` (the
+#: file's mode is left alone: for a file other programs share and back up by copying).
+JOURNAL_MODE_PARAMETER: Final = "journal_mode"
+JOURNAL_MODES: Final = ("wal", "keep")
 #: Which part of the node's connection budget an engine takes (`ConnectionShares`).
 Share = Literal["lock", "stores"]
 CONNECT_TIMEOUT_SECONDS = 5
@@ -142,7 +150,7 @@ def lock_engine(
         url, DRIVERS, share, max_connections, reset_on_return=reset_on_return
     )
     engine = _bounded(create_engine(parsed, **arguments))
-    _prepare_connections(engine, autocommit=autocommit)
+    _prepare_connections(engine, url, autocommit=autocommit)
     return engine
 
 
@@ -183,7 +191,7 @@ def store_engine(url: str | URL, *, max_connections: int | None = None) -> Engin
             engine = _bounded(create_engine(parsed, **arguments))
             if mysql:
                 event.listen(engine, "reset", _roll_back_if_in_transaction)
-            _prepare_connections(engine, autocommit=False)
+            _prepare_connections(engine, url, autocommit=False)
             shared = _shared[key] = _Shared(engine, 0)
         shared.users += 1
         return shared.engine
@@ -221,7 +229,7 @@ def async_lock_engine(
         url, ASYNC_SCHEMES, share, max_connections, reset_on_return=reset_on_return
     )
     engine = create_async_engine(parsed, **arguments)
-    _prepare_connections(engine.sync_engine, autocommit=autocommit)
+    _prepare_connections(engine.sync_engine, url, autocommit=autocommit)
     return engine
 
 
@@ -237,9 +245,15 @@ def _engine_arguments(
     text = plain_url(url).strip()
     parse_lock_url(text, provider="database", schemes=schemes)
     text, shares = budget_for(text, max_connections)
+    text, journal_given = _journal_mode(text)
     parsed = _sqlalchemy_url(text)
     parsed = parsed.set(drivername=schemes[parsed.drivername.lower()])
     backend = parsed.get_backend_name()
+    if journal_given is not None and backend != "sqlite":
+        raise ConfigurationError(
+            f"the database lock provider got {JOURNAL_MODE_PARAMETER}= in a {backend} URL "
+            f"({redact_url(plain_url(parsed))}); it is for SQLite files only"
+        )
     if backend == "sqlite":
         connect_args = _sqlite_arguments(parsed)
     elif backend == "postgresql":
@@ -292,15 +306,28 @@ def _bounded(engine: Engine) -> Engine:
     return engine
 
 
-def _prepare_connections(engine: Engine, *, autocommit: bool) -> None:
+def _journal_mode(text: str) -> tuple[str, str | None]:
+    """`text` without its `journal_mode=` parameter, and that parameter's checked value."""
+    stripped, given = take_url_parameter(text, JOURNAL_MODE_PARAMETER)
+    if given is not None and given not in JOURNAL_MODES:
+        raise ConfigurationError(
+            f"the database lock provider got {JOURNAL_MODE_PARAMETER}={given!r} in the URL "
+            f"{redact_url(text)}; use wal (the default: the lock's engines switch a SQLite "
+            "file to write-ahead logging) or keep (leave the file's journal mode as it is)"
+        )
+    return stripped, given
+
+
+def _prepare_connections(engine: Engine, url: str | URL, *, autocommit: bool) -> None:
     """What every engine built here does to its new connections, and after a fork.
 
-    `autocommit`: see `_autocommit`. SQLite files are put in write-ahead-log mode
-    (`_write_ahead_log`).
+    `autocommit`: see `_autocommit`. A SQLite file is put in write-ahead-log mode
+    (`_write_ahead_log`) unless `url` says `journal_mode=keep`.
     """
     if autocommit:
         event.listen(engine, "connect", partial(_autocommit, engine.dialect))
-    if engine.dialect.name == "sqlite":
+    _, journal = _journal_mode(plain_url(url).strip())
+    if engine.dialect.name == "sqlite" and journal != "keep":
         event.listen(engine, "connect", _write_ahead_log)
     reset_in_forked_child(engine, _forget_parent_connections)
 
@@ -315,10 +342,11 @@ def _write_ahead_log(dbapi_connection: Any, record: object) -> None:
     as before) and readers no longer block the writer: an upsert and commit measured
     0.82 ms of wall time and 0.33 ms of CPU in rollback mode, 0.26 and 0.12 in WAL
     (500 commits, this repository's 2-core machine). The mode is stored in the
-    file, so every process using it follows. WAL needs the processes on one host
-    (shared memory), which SQLite needs for locking anyway. A database that cannot
-    switch answers the mode it kept, and the lock works in it, slower: that is
-    logged, once per connection. (A read-only file fails here, at connect, as every
+    file, so every process using it follows; a URL with `journal_mode=keep` leaves
+    a file that other programs share (and back up by copying it alone) as it is.
+    WAL needs the processes on one host (shared memory), which SQLite needs for
+    locking anyway. A database that cannot switch answers the mode it kept, and the
+    lock works in it, slower: that is logged, once per connection. (A read-only file fails here, at connect, as every
     write of the lock would fail on it.)
     """
     del record
