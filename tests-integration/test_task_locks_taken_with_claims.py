@@ -1,7 +1,7 @@
 """The task locks of the fires won, taken with their claims on a backend that batches them.
 
-On Redis (one server), memcached, PostgreSQL, MySQL and the database backend on
-PostgreSQL and MySQL, `FireRunner.claim_fires` takes the
+On Redis (one server or a cluster), memcached, PostgreSQL, MySQL and the database
+backend on PostgreSQL and MySQL, `FireRunner.claim_fires` takes the
 task locks of the fires it won as one request (`capabilities.batch_acquires`), so
 a won fire's worker sends only its release (issue 12: a blocking round trip per
 fire from many threads cost more CPU in thread switches than the request). The
@@ -36,7 +36,10 @@ from firefly_scheduling_postgres import PgAdvisoryLock
 from firefly_scheduling_redis import RedisLock
 
 GRACE = 5.0
-BATCHING = ("redis", "memcached", "postgres", "mysql", "database-postgres", "database-mysql")
+BATCHING = (
+    *("redis", "redis-cluster", "memcached", "postgres", "mysql"),
+    *("database-postgres", "database-mysql"),
+)
 
 
 class Clock:
@@ -66,6 +69,7 @@ def installed(lock: DatabaseLeaseLock) -> DatabaseLeaseLock:
 def nodes(
     request: pytest.FixtureRequest,
     redis_url: str,
+    redis_cluster_url: str,
     memcached_url: str,
     postgres_url: str,
     mysql_url: str,
@@ -73,6 +77,7 @@ def nodes(
     """Locks of one backend, each a node of its own; closed at the end."""
     build: Callable[[], BaseLock] = {
         "redis": lambda: RedisLock(redis_url),
+        "redis-cluster": lambda: RedisLock(redis_cluster_url),
         "memcached": lambda: MemcachedLock(memcached_url),
         "postgres": lambda: PgAdvisoryLock(postgres_url),
         "mysql": lambda: MySqlNamedLock(mysql_url),
@@ -390,25 +395,6 @@ def test_a_database_batch_that_meets_another_transaction_loses_only_that_name(
     finally:
         tables.close()
         lock.close()
-
-
-def test_a_cluster_lock_takes_no_task_lock_ahead(redis_cluster_url: str) -> None:
-    """redis-py refuses `EVALSHA` in a cluster pipeline: each worker acquires its own."""
-    cluster_lock = RedisLock(redis_cluster_url)
-    try:
-        assert not cluster_lock.capabilities.batch_acquires
-        clock = Clock()
-        runner = FireRunner(cluster_lock, history=MemoryRunHistory(), clock=clock, grace=GRACE)
-        [descriptor] = tasks(1)
-        [outcome] = runner.claim_fires([(descriptor, clock.now)])
-        assert outcome.verdict is Verdict.SUCCEEDED
-        assert outcome.task_lock is None
-        ran: list[int] = []
-        result = runner.run(descriptor, clock.now, lambda: ran.append(1), claim=outcome)
-        assert result.verdict is Verdict.SUCCEEDED
-        assert ran == [1]
-    finally:
-        cluster_lock.close()
 
 
 def test_a_redis_batch_sent_to_a_server_that_forgot_the_script_loads_it_and_wins(

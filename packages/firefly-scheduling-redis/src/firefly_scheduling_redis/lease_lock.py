@@ -47,6 +47,7 @@ from firefly_scheduling_redis.clients import (
     describe_client,
     is_cluster,
 )
+from firefly_scheduling_redis.primaries import send_by_primary
 from firefly_scheduling_redis.protocol import ServerUrl
 
 Client = redis.Redis | redis.cluster.RedisCluster
@@ -79,6 +80,8 @@ class RedisLock(BaseLock):
     session_scoped: ClassVar[bool] = False
     supports_fencing: ClassVar[bool] = True
     renewable: ClassVar[bool] = True
+    #: One pipeline on one server; one per primary on a cluster (`primaries`).
+    batch_acquires = True
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (
         RedisError,
         RedisClusterException,  # an unreachable cluster; not a RedisError
@@ -106,7 +109,6 @@ class RedisLock(BaseLock):
             self.pool_size = size
             self._gate = PoolGate(size, wait_seconds=protocol.POOL_WAIT_SECONDS)
             self._cluster = self._server.cluster
-            self.batch_acquires = not self._cluster
             if not self._cluster:
                 self._client = _client_from_url(self._server, size)
         else:
@@ -117,7 +119,6 @@ class RedisLock(BaseLock):
                 target=describe_client(url_or_client), secrets=client_secrets(url_or_client)
             )
             self._cluster = is_cluster(url_or_client)
-            self.batch_acquires = not self._cluster
             self._given = url_or_client
             if not self._cluster:
                 self._client = url_or_client
@@ -141,45 +142,32 @@ class RedisLock(BaseLock):
             return bool((self._redis()).set(key, owner, nx=True, px=ttl))
 
     def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
-        """Every claim's `SET NX PX` in one pipeline (no transaction): one round trip.
-
-        On a cluster, redis-py sends each primary its own part. A command's error is
-        that claim's answer; a connection lost mid-pipeline fails them all (unknown).
-        """
-        with gated(self._gate):
-            pipeline = (self._redis()).pipeline(transaction=False)
-            for name, seconds in claims:
-                key = protocol.lock_key(name, cluster=self._cluster)
-                ttl = protocol.milliseconds(seconds)
-                pipeline.set(key, new_owner_token(), nx=True, px=ttl)
-            replies = pipeline.execute(raise_on_error=False)
+        """Every claim's `SET NX PX` (a throwaway owner) as one batch: see `_acquire_many`."""
+        requests = [(name, new_owner_token(), seconds) for name, seconds in claims]
+        replies = self._acquire_many(requests, fenced=False)
         return [reply if isinstance(reply, BaseException) else bool(reply) for reply in replies]
 
     def _acquire_many(
         self, requests: Sequence[tuple[str, str, float]], *, fenced: bool
     ) -> list[int | bool | BaseException | None]:
-        """Every acquisition in one pipeline (no transaction): one round trip.
+        """Every acquisition as one batch: one pipeline on one server, one per primary
+        on a cluster (`primaries`), no transaction.
 
-        Fenced, each is the acquisition script, as `_acquire_fenced` sends it; the
-        ones a server that forgot the script answered NOSCRIPT (they did not run) are
-        sent again once it is loaded. A command's error is that acquisition's
-        answer; a connection lost mid-pipeline fails them all (unknown). On a
-        cluster, where redis-py refuses `EVALSHA` in a pipeline, they go one by one
-        (`batch_acquires` is False there).
+        Fenced, each is the acquisition script, as `_acquire_fenced` sends it, else
+        `SET NX PX`. A command's error is that acquisition's answer; a connection
+        lost mid-pipeline fails its commands (unknown). The ones the server refused
+        without running them (NOSCRIPT; on a cluster also MOVED, ASK, TRYAGAIN) are
+        sent again: on one server once the script is loaded, on a cluster one by one
+        through the cluster client, which follows the redirection.
         """
+        commands = [
+            protocol.acquisition(name, owner, ttl, fenced=fenced, cluster=self._cluster)
+            for name, owner, ttl in requests
+        ]
         if self._cluster:
-            return super()._acquire_many(requests, fenced=fenced)
-        with gated(self._gate):
-            client = self._redis()
-            replies = self._pipelined(client, requests, fenced=fenced)
-            forgotten = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-            if forgotten:
-                client.script_load(protocol.ACQUIRE_FENCED.source)
-                again = [requests[i] for i in forgotten]
-                for i, reply in zip(
-                    forgotten, self._pipelined(client, again, fenced=fenced), strict=True
-                ):
-                    replies[i] = reply
+            replies = self._by_primary(requests, commands, fenced=fenced)
+        else:
+            replies = self._pipelined(commands)
         if fenced:
             return [
                 reply if reply is None or isinstance(reply, BaseException) else int(reply)
@@ -187,19 +175,40 @@ class RedisLock(BaseLock):
             ]
         return [reply if isinstance(reply, BaseException) else bool(reply) for reply in replies]
 
-    def _pipelined(
-        self, client: Client, requests: Sequence[tuple[str, str, float]], *, fenced: bool
+    def _pipelined(self, commands: Sequence[protocol.Command]) -> list[Any]:
+        """One server: one pipeline, and the commands that found no script once more."""
+        with gated(self._gate):
+            client = self._redis()
+            replies = _pipeline(client, commands)
+            forgotten = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+            if forgotten:
+                client.script_load(protocol.ACQUIRE_FENCED.source)
+                again = _pipeline(client, [commands[i] for i in forgotten])
+                for i, reply in zip(forgotten, again, strict=True):
+                    replies[i] = reply
+        return replies
+
+    def _by_primary(
+        self,
+        requests: Sequence[tuple[str, str, float]],
+        commands: Sequence[protocol.Command],
+        *,
+        fenced: bool,
     ) -> list[Any]:
-        pipeline = client.pipeline(transaction=False)
-        for name, owner, ttl_seconds in requests:
-            key = protocol.lock_key(name, cluster=False)
-            ttl = protocol.milliseconds(ttl_seconds)
-            if fenced:
-                fence = protocol.fence_key(name, cluster=False)
-                pipeline.evalsha(protocol.ACQUIRE_FENCED.sha, 2, key, fence, owner, ttl)
-            else:
-                pipeline.set(key, owner, nx=True, px=ttl)
-        return list(pipeline.execute(raise_on_error=False))
+        """A cluster: one pipeline per primary; then, one by one through the cluster
+        client, the commands refused unrun (`protocol.NOT_RUN`). The pipelines hold
+        one slot of the gate (one connection per primary at a time); each command
+        sent again takes its own, as a single call does."""
+        with gated(self._gate):
+            client = self._redis()  # a cluster lock's client is a cluster client
+            assert isinstance(client, redis.cluster.RedisCluster)
+            replies = send_by_primary(client, commands)
+        refused = [i for i, reply in enumerate(replies) if isinstance(reply, protocol.NOT_RUN)]
+        if refused:
+            again = super()._acquire_many([requests[i] for i in refused], fenced=fenced)
+            for i, reply in zip(refused, again, strict=True):
+                replies[i] = reply
+        return replies
 
     def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
         keys = (
@@ -279,6 +288,14 @@ class RedisLock(BaseLock):
 
 
 _LOCK_NAME = "the redis lock"
+
+
+def _pipeline(client: Client, commands: Sequence[protocol.Command]) -> list[Any]:
+    """The commands in one pipeline (no transaction): each reply, or its error."""
+    pipeline = client.pipeline(transaction=False)
+    for command in commands:
+        pipeline.execute_command(*command.args)
+    return list(pipeline.execute(raise_on_error=False))
 
 
 def _client_from_url(server: ServerUrl, pool_size: int | None) -> Client:

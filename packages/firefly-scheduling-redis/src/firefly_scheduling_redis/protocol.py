@@ -36,13 +36,18 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from redis.connection import parse_url as redis_py_parse_url
 from redis.exceptions import (
+    AskError,
     AuthenticationError,
     ClusterDownError,
+    MovedError,
     NoPermissionError,
+    NoScriptError,
     OutOfMemoryError,
     ReadOnlyError,
     RedisError,
     ResponseError,
+    SlotNotCoveredError,
+    TryAgainError,
 )
 
 from firefly_scheduling.errors import ConfigurationError
@@ -125,6 +130,45 @@ if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 end
 return false
 """)
+
+
+#: What proves that a command did not run, so that sending it again cannot run it
+#: twice: the server refused it before running it, because another node owns the
+#: key's slot (MOVED), the slot is moving and the key is elsewhere (ASK), its keys are
+#: split by a slot being moved (TRYAGAIN) or the script is not loaded (NOSCRIPT); or the
+#: client knew no node for the key's slot and never sent it (`SlotNotCoveredError`).
+#: Connection errors are not here: a command whose reply was lost may have run.
+NOT_RUN: Final[tuple[type[BaseException], ...]] = (
+    MovedError,
+    AskError,
+    TryAgainError,
+    NoScriptError,
+    SlotNotCoveredError,
+)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command on the keys of one name; on a cluster, `key` says where it goes."""
+
+    key: bytes
+    args: tuple[Any, ...]
+
+
+def acquisition(
+    name: str, owner: str, ttl_seconds: float, *, fenced: bool, cluster: bool
+) -> Command:
+    """The command that takes `name` for `owner`: `ACQUIRE_FENCED`, or `SET NX PX`.
+
+    The same command a pipeline sends, on one server or on a cluster's primary, so
+    that a batch and a single call cannot differ.
+    """
+    key = lock_key(name, cluster=cluster)
+    ttl = milliseconds(ttl_seconds)
+    if fenced:
+        fence = fence_key(name, cluster=cluster)
+        return Command(key, ("EVALSHA", ACQUIRE_FENCED.sha, 2, key, fence, owner, ttl))
+    return Command(key, ("SET", key, owner, "PX", ttl, "NX"))
 
 
 def lock_key(name: str, *, cluster: bool) -> bytes:

@@ -22,7 +22,7 @@ Capabilities are class attributes, gathered in `capabilities` and read through
 * `supports_fencing`: `try_acquire_fenced` returns fencing tokens.
 * `renewable`: `renew` extends a lease (or checks a session still holds the lock).
 * `batch_acquires`: `acquire_many` sends several acquisitions as one request (an
-  instance attribute: a Redis lock batches on one server, not on a cluster).
+  instance attribute: the database backend batches on some dialects only).
 """
 
 from __future__ import annotations
