@@ -346,8 +346,8 @@ def _write_ahead_log(dbapi_connection: Any, record: object) -> None:
     a file that other programs share (and back up by copying it alone) as it is.
     WAL needs the processes on one host (shared memory), which SQLite needs for
     locking anyway. A database that cannot switch answers the mode it kept, and the
-    lock works in it, slower: that is logged, once per connection. (A read-only file fails here, at connect, as every
-    write of the lock would fail on it.)
+    lock works in it, slower: that is logged, once per connection. (A read-only file
+    fails here, at connect, as every write of the lock would fail on it.)
     """
     del record
     cursor = dbapi_connection.cursor()
