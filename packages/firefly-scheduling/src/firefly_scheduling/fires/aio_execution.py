@@ -50,16 +50,16 @@ backend on MySQL/MariaDB and SQLite, which needs a second statement); plus the
 pre-body check on PostgreSQL and MySQL. A host that claims fires together
 (`claim_fires`, the resident host) sends the claims of one instant as one request
 where the backend can, and, where it also batches acquisitions (`batch_acquires`:
-Redis, one pipeline per primary on a cluster; memcached, PostgreSQL, MySQL, the
-database backend on PostgreSQL and MySQL), the task locks of the fires it won as a
-second one, so a won fire's worker does not send its own acquisition. Where the history also starts
-runs in batches (`BatchStartingHistory`: the SQL history, the memory one), it then
-records the runs of those fires as started, so their workers neither read the
-task's running records nor write the start: one more request for the batch, two
-fewer before each body. A fire it cannot start so (a died run to adopt, a record
-already there) is started by its worker as before.
-docs/guarantees.md has the measured table. Keep-alive adds one per `lock_ttl / 3`
-of body time.
+Redis, one pipeline per primary on a cluster; memcached, PostgreSQL, MySQL, etcd,
+the database backend on PostgreSQL and MySQL), the task locks of the fires it won as
+a second one, so a won fire's worker does not send its own acquisition. Where the
+history also starts runs in batches (`BatchStartingHistory`: the SQL history, the
+memory one), it then records the runs of those fires as started, so their workers
+neither read the task's running records nor write the start: one more request for
+the batch, two fewer before each body. A fire it cannot start so (a died run to
+adopt, a record already there) is started by its worker as before.
+docs/guarantees.md has the measured table. Keep-alive adds one per `lock_ttl / 3` of
+body time.
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ class ClaimOutcome:
 class TaskLockAhead:
     """A won fire's task lock, taken with its claim, before the fire reached a worker.
 
-    On a backend with `batch_acquires` (Redis, memcached, PostgreSQL, for example)
+    On a backend with `batch_acquires` (Redis, memcached, PostgreSQL, etcd, ...)
     the resident host takes the task locks of the fires it won as one more request
     of the batch (`FireRunner.claim_fires`), so a worker sends no acquisition of its
     own.
