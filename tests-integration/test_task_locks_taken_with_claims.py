@@ -1,7 +1,7 @@
 """The task locks of the fires won, taken with their claims on a backend that batches them.
 
 On Redis (one server or a cluster), memcached, PostgreSQL, MySQL and the database
-backend on PostgreSQL and MySQL, `FireRunner.claim_fires` takes the
+backend on PostgreSQL, MySQL and SQLite, `FireRunner.claim_fires` takes the
 task locks of the fires it won as one request (`capabilities.batch_acquires`), so
 a won fire's worker sends only its release (issue 12: a blocking round trip per
 fire from many threads cost more CPU in thread switches than the request). The
@@ -15,6 +15,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -38,7 +39,7 @@ from firefly_scheduling_redis import RedisLock
 GRACE = 5.0
 BATCHING = (
     *("redis", "redis-cluster", "memcached", "postgres", "mysql"),
-    *("database-postgres", "database-mysql"),
+    *("database-postgres", "database-mysql", "database-sqlite"),
 )
 
 
@@ -73,8 +74,10 @@ def nodes(
     memcached_url: str,
     postgres_url: str,
     mysql_url: str,
+    tmp_path: Path,
 ) -> Iterator[Callable[[], BaseLock]]:
     """Locks of one backend, each a node of its own; closed at the end."""
+    sqlite_url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
     build: Callable[[], BaseLock] = {
         "redis": lambda: RedisLock(redis_url),
         "redis-cluster": lambda: RedisLock(redis_cluster_url),
@@ -83,6 +86,7 @@ def nodes(
         "mysql": lambda: MySqlNamedLock(mysql_url),
         "database-postgres": lambda: installed(DatabaseLeaseLock(postgres_url)),
         "database-mysql": lambda: installed(DatabaseLeaseLock(mysql_url)),
+        "database-sqlite": lambda: installed(DatabaseLeaseLock(sqlite_url)),
     }[request.param]
     built: list[BaseLock] = []
 

@@ -99,11 +99,16 @@ class DatabaseRunHistory(BaseRunHistory):
         self._statements = _HotStatements(self._table, self._dialect)
         #: PostgreSQL and MySQL: the per-fire statements on the driver (`history_driver`).
         self._driver = _DriverStatements.for_store(self._engine, self._statements)
-        #: The finishes of concurrent fires, sent together (`_finished_together`).
+        #: The finishes of concurrent fires, sent together (`_finished_together`; on
+        #: SQLite `_finished_in_one_transaction`).
         self._finishes: GroupedCalls[Mapping[str, Any], bool] | None = None
         if self._driver is not None:
             together = partial(_finished_together, self._driver)
             self._finishes = GroupedCalls(together, most=FINISHES_PER_GROUP)
+        elif self._dialect == "sqlite":
+            self._finishes = GroupedCalls(
+                self._finished_in_one_transaction, most=FINISHES_PER_GROUP
+            )
 
     @property
     def table(self) -> sa.Table:
@@ -245,17 +250,33 @@ class DatabaseRunHistory(BaseRunHistory):
             "p_ended_at": end.at,
             "p_error": end.error,
         }
+        finishes = self._finishes
+        if finishes is not None:
+            return self._call("finishing a run", lambda: finishes.call(parameters))
         driver = self._driver
         if driver is not None:
             on_driver = driver.finish[end.token is None]
-            finishes = self._finishes
-            if finishes is not None:
-                return self._call("finishing a run", lambda: finishes.call(parameters))
             return self._call(
                 "finishing a run", lambda: driver.path.rowcount(on_driver, parameters) == 1
             )
         statement = self._statements.finish[end.token is None]
         return self._call("finishing a run", lambda: self._rowcount(statement, parameters) == 1)
+
+    def _finished_in_one_transaction(self, finishes: Sequence[Mapping[str, Any]]) -> list[bool]:
+        """A group of finishes (`GroupedCalls`) on SQLite: one transaction, an answer each.
+
+        Each finish is its own statement, on its own conditions, answered by its own
+        row count; the group commits once. On SQLite a commit takes the file's write
+        lock (and syncs the log), and one per finish put the fires of an instant behind
+        one another and behind the other nodes' writes (issue 12). A group is written
+        whole or not at all.
+        """
+        finish = self._statements.finish
+        with self._single.begin() as connection:
+            return [
+                connection.execute(finish[parameters["p_token"] is None], parameters).rowcount == 1
+                for parameters in finishes
+            ]
 
     def skip(
         self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime

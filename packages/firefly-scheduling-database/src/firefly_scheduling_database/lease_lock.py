@@ -228,6 +228,13 @@ class DatabaseLeaseLock(BaseLock):
         batches = self._batches
         if batches is None or not requests:
             return super()._acquire_many(requests, fenced=fenced)
+        most = batches.most_per_statement
+        if most is not None and len(requests) > most:
+            answers: list[int | bool | BaseException | None] = []
+            for start in range(0, len(requests), most):
+                part = requests[start : start + most]
+                answers += self._acquire_many(part, fenced=fenced)
+            return answers
         bound = [
             (self._sql.key(name), owner, self._sql.ttl(_lease_seconds(ttl)))
             for name, owner, ttl in requests
@@ -343,16 +350,21 @@ class DatabaseLeaseLock(BaseLock):
     ) -> dict[object, int]:
         """The keys a batch won: each one's token (fenced) or 1."""
         reply = tx.run(*batches.acquire(requests, fenced=fenced))
-        if batches.answers_in_reply:
+        if batches.one_statement:
             return {row[0]: int(row[1]) if fenced else 1 for row in reply.fetchall()}
         owners = {key: owner for key, owner, _ in requests}
-        holders = (tx.run(*batches.holders(list(owners)))).fetchall()
-        won = [key for key, holder in holders if owners.get(key) == holder]
+        if batches.names_in_reply:
+            won = [row[0] for row in reply.fetchall()]
+        else:
+            holders = (tx.run(*batches.holders(list(owners)))).fetchall()
+            won = [key for key, holder in holders if owners.get(key) == holder]
         if not fenced or not won:
             return dict.fromkeys(won, 1)
         held = [(key, owners[key]) for key in won]
-        tx.run(*batches.fence_held(held))
-        tokens = {key: int(value) for key, value in (tx.run(*batches.tokens(won))).fetchall()}
+        fenced_reply = tx.run(*batches.fence_held(held))
+        if not batches.tokens_in_fence_reply:
+            fenced_reply = tx.run(*batches.tokens(won))
+        tokens = {key: int(value) for key, value in fenced_reply.fetchall()}
         lapsed = [(key, owner) for key, owner in held if key not in tokens]
         if lapsed:  # a lease that ran out between the statements: not ours to keep
             tx.run(*batches.release(lapsed))
@@ -361,7 +373,7 @@ class DatabaseLeaseLock(BaseLock):
     def _give_back(self, requests: Sequence[Request]) -> None:
         """Release what a failed batch may have taken: one statement, errors ignored."""
         batches = self._batches
-        if batches is None or batches.answers_in_reply:
+        if batches is None or batches.one_statement:
             return
         held = [(key, owner) for key, owner, _ in requests]
         with suppress(*self.driver_errors):

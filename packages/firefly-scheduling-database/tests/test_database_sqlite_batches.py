@@ -1,0 +1,186 @@
+"""The database lock's batches on SQLite: a few statements for a whole batch.
+
+A resident node claims the fires of an instant together, takes the task locks of the
+ones it won together, and ends them together (issue 12). On SQLite each statement
+takes the file's single write lock, so one statement per name put every fire behind
+the other nodes' writes. These tests count the statements sqlite3 itself reports
+running (its trace callback, set on every connection the lock's pool opens) and read
+the rows back through a second `sqlite3` connection:
+
+* a fenced batch is one upsert and one fence statement, whatever its size, and each
+  row carries its holding's owner token and fence; a name held elsewhere is neither
+  taken nor counted;
+* releases waiting for one another are one delete, each answered on its own: a lease
+  that lapsed and was taken by another lock is answered "lost" and left alone;
+* a batch longer than one statement allows is sent in parts, and every name is taken.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+from sqlalchemy.pool import Pool
+
+from firefly_scheduling.locks.holding import Holding
+from firefly_scheduling_database import DatabaseLeaseLock
+from firefly_scheduling_database.dialect_batches import SqliteLeaseBatches
+
+LOCKS = "firefly_scheduling_locks"
+FENCES = "firefly_scheduling_locks_fences"
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
+    installer = DatabaseLeaseLock(url)
+    installer.install()
+    installer.close()
+    return str(tmp_path / "locks.sqlite")
+
+
+@pytest.fixture
+def statements() -> Iterator[list[str]]:
+    """Every statement sqlite3 runs on a connection opened by any pool from now on."""
+    seen: list[str] = []
+    mutex = threading.Lock()
+
+    def record(sql: str) -> None:
+        with mutex:
+            seen.append(sql)
+
+    def trace(dbapi_connection: Any, _record: Any) -> None:
+        if isinstance(dbapi_connection, sqlite3.Connection):
+            dbapi_connection.set_trace_callback(record)
+
+    event.listen(Pool, "connect", trace)
+    try:
+        yield seen
+    finally:
+        event.remove(Pool, "connect", trace)
+
+
+def _count(statements: list[str], start: str) -> int:
+    return sum(1 for sql in statements if sql.lstrip().upper().startswith(start))
+
+
+def _rows(path: str, names: list[str]) -> dict[str, tuple[str, int | None]]:
+    """`name: (locked_by, fence)` of each lease row of `names`, read by a second client."""
+    marks = ", ".join("?" * len(names))
+    with sqlite3.connect(path) as reader:
+        found = reader.execute(
+            f"SELECT l.name, l.locked_by, f.value FROM {LOCKS} AS l "
+            f"LEFT JOIN {FENCES} AS f ON f.name = l.name WHERE l.name IN ({marks})",
+            names,
+        ).fetchall()
+    return {name: (owner, fence) for name, owner, fence in found}
+
+
+def _names(tag: str, count: int) -> list[str]:
+    stamp = time.time_ns()
+    return [f"batch-{tag}-{stamp}-{index:05d}" for index in range(count)]
+
+
+def test_a_fenced_batch_is_two_statements_and_each_row_its_holdings(
+    database: str, statements: list[str]
+) -> None:
+    lock = DatabaseLeaseLock(f"sqlite:///{database}")
+    other = DatabaseLeaseLock(f"sqlite:///{database}")
+    try:
+        assert lock.batch_acquires
+        names = _names("fenced", 5)
+        assert other.try_acquire(names[2], 30)
+        statements.clear()
+        holdings = lock.acquire_many([(name, 30) for name in names], fenced=True)
+        # A new connection's setup (pragmas) aside, the batch is its two inserts.
+        sent = [sql for sql in statements if not sql.upper().startswith("PRAGMA")]
+        assert _count(sent, "INSERT") == len(sent) == 2, sent
+        assert holdings[2] is None, holdings
+        won = [holding for holding in holdings if isinstance(holding, Holding)]
+        assert [holding.name for holding in won] == [*names[:2], *names[3:]]
+        rows = _rows(database, names)
+        for holding in won:
+            assert rows[holding.name] == (holding.owner, holding.fence), holding
+            assert holding.fence is not None
+        assert rows[names[2]][1] is None, "a lease not won was counted"
+        assert rows[names[2]][0] != won[0].owner
+        again = lock.acquire_many([(names[0], 30)], fenced=True)
+        assert again == [None], "a held name was taken again"
+    finally:
+        other.close()
+        lock.close()
+
+
+def test_waiting_releases_are_one_delete_each_answered(
+    database: str, statements: list[str]
+) -> None:
+    lock = DatabaseLeaseLock(f"sqlite:///{database}")
+    other = DatabaseLeaseLock(f"sqlite:///{database}")
+    try:
+        names = _names("releases", 12)
+        holdings = lock.acquire_many([(name, 30) for name in names[1:]])
+        assert all(isinstance(holding, Holding) for holding in holdings), holdings
+        # The first lease lapses and another lock takes it: its release must be refused,
+        # and must not delete the other lock's lease.
+        lapsed = lock.acquire(names[0], 0.5)
+        assert isinstance(lapsed, Holding)
+        time.sleep(0.8)
+        assert other.try_acquire(names[0], 30)
+        releases = lock._releases
+        assert releases is not None
+        everything = [lapsed, *holdings]
+        releases._sender.acquire()
+        threads = [
+            threading.Thread(target=lock.release_holding, args=(holding,)) for holding in everything
+        ]
+        try:
+            for thread in threads:
+                thread.start()
+            deadline = time.monotonic() + 10
+            while len(releases._queue) < len(everything):
+                assert time.monotonic() < deadline, f"{len(releases._queue)} releases queued"
+                time.sleep(0.01)
+            statements.clear()
+        finally:
+            releases._sender.release()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert _count(statements, "DELETE") == 1, statements
+        assert lapsed.lost
+        assert not any(holding.lost for holding in holdings if isinstance(holding, Holding))
+        rows = _rows(database, names)
+        assert list(rows) == [names[0]], "every released lease is gone; the other's stays"
+        assert rows[names[0]][0] != lapsed.owner
+    finally:
+        other.close()
+        lock.close()
+
+
+def test_a_batch_longer_than_a_statement_is_sent_in_parts_and_takes_every_name(
+    database: str, statements: list[str]
+) -> None:
+    most = SqliteLeaseBatches.most_per_statement
+    assert most is not None
+    lock = DatabaseLeaseLock(f"sqlite:///{database}")
+    try:
+        names = _names("long", 2 * most + 1)
+        statements.clear()
+        holdings = lock.acquire_many([(name, 30) for name in names], fenced=True)
+        assert _count(statements, "INSERT") == 2 * 3, len(statements)
+        assert all(isinstance(holding, Holding) for holding in holdings)
+        rows = _rows(database, names)
+        assert len(rows) == len(names)
+        tokens = {
+            holding.name: (holding.owner, holding.fence)
+            for holding in holdings
+            if isinstance(holding, Holding)
+        }
+        assert rows == tokens
+    finally:
+        lock.close()
