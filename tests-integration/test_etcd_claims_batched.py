@@ -12,13 +12,17 @@ A second client (the gateway, over plain HTTP) checks:
 * a batch that loses every name writes nothing: the store's revision is unchanged;
 * two TTLs in one batch get a lease each;
 * the task locks of a won instant, taken together (`acquire_many`), share a lease
-  per TTL too, but are released one by one (owner-checked deletes), and a renewal
-  moves its key to a lease of its own instead of keeping the batch's alive.
+  per TTL too, but are released each on its own (owner-checked deletes), and a
+  renewal moves its key to a lease of its own instead of keeping the batch's alive;
+* releases that wait for one another are one transaction (the store's revision moves
+  by one), each answered on its own: a holding whose key was taken over is answered
+  lost, and the new holder's key stays.
 """
 
 from __future__ import annotations
 
 import base64
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -228,5 +232,44 @@ def test_a_batch_holding_whose_key_was_taken_over_never_deletes_the_new_holders_
         assert _stored(gateway, second.name) is not None
         other.release(first.name)
         other.release(second.name)
+    finally:
+        other.close()
+
+
+def test_releases_waiting_for_one_another_are_one_transaction_each_answered(
+    lock: EtcdLock, etcd_url: str, gateway: httpx.Client
+) -> None:
+    names = _names("group", 12)
+    holdings = lock.acquire_many([(name, 30) for name in names], fenced=True)
+    won = [holding for holding in holdings if isinstance(holding, Holding)]
+    assert len(won) == 12, holdings
+    # The first key is deleted by hand and taken by another lock: its release must be
+    # answered lost, and must not delete the other lock's key.
+    gateway.post("/v3/kv/deleterange", json={"key": base64.b64encode(lock_key(names[0])).decode()})
+    other = EtcdLock(etcd_url)
+    try:
+        assert other.try_acquire(names[0], 30)
+        taken = _stored(gateway, names[0])
+        releases = lock._shared_releases
+        threads = [
+            threading.Thread(target=lock.release_holding, args=(holding,)) for holding in won
+        ]
+        with releases._sender:  # a group on the wire: every release queues behind it
+            for thread in threads:
+                thread.start()
+            deadline = time.monotonic() + 10
+            while len(releases._queue) < len(won):
+                assert time.monotonic() < deadline, f"{len(releases._queue)} releases queued"
+                time.sleep(0.01)
+            revision = _revision(gateway)
+        for thread in threads:
+            thread.join(timeout=30)
+        assert _revision(gateway) == revision + 1, "the group was not one transaction"
+        assert won[0].lost
+        assert not any(holding.lost for holding in won[1:])
+        assert all(_stored(gateway, holding.name) is None for holding in won[1:])
+        assert _stored(gateway, names[0]) == taken, "the new holder's key was touched"
+        assert len(lock._batch_holdings) == 0
+        other.release(names[0])
     finally:
         other.close()

@@ -406,6 +406,50 @@ def test_a_batch_holding_is_released_by_an_owner_checked_delete() -> None:
     assert gone is False
 
 
+def test_batch_holdings_released_together_are_one_transaction_each_answered() -> None:
+    held = [("a", "owner-a"), ("b", "owner-b"), ("c", "owner-c")]
+    released, calls = drive(protocol.release_shared_many(held), _creates(True, False, True))
+    assert released == [True, False, True]
+    [call] = calls
+    assert call.path == "/v3/kv/txn"
+    nested = [op["request_txn"] for op in body(call)["success"]]
+    assert nested == [
+        {
+            "compare": [
+                {
+                    "key": b64(f"firefly/scheduling/lock/{name}"),
+                    "target": "VALUE",
+                    "result": "EQUAL",
+                    "value": b64(owner),
+                }
+            ],
+            "success": [{"request_delete_range": {"key": b64(f"firefly/scheduling/lock/{name}")}}],
+        }
+        for name, owner in held
+    ]
+    assert "compare" not in body(call), "the group itself has no condition"
+
+
+def test_releases_beyond_one_transaction_or_of_one_name_twice_go_in_the_next() -> None:
+    held = [(f"n{index}", f"owner-{index}") for index in range(protocol.NAMES_PER_TXN + 1)]
+    held.append(("n0", "owner-again"))  # a second holding of a name: etcd refuses a key twice
+    first = _creates(*[True] * protocol.NAMES_PER_TXN)
+    released, calls = drive(protocol.release_shared_many(held), first, _creates(True, False))
+    assert released == [True] * (protocol.NAMES_PER_TXN + 1) + [False]
+    assert [len(body(call)["success"]) for call in calls] == [protocol.NAMES_PER_TXN, 2]
+    duplicated = [("x", "owner-1"), ("x", "owner-2")]
+    released, calls = drive(
+        protocol.release_shared_many(duplicated), _creates(False), _creates(True)
+    )
+    assert released == [False, True]
+    assert len(calls) == 2
+
+
+def test_a_group_of_releases_answered_with_the_wrong_number_of_responses_is_an_error() -> None:
+    with pytest.raises(EtcdServerError, match="1 responses to a transaction of 2"):
+        drive(protocol.release_shared_many([("a", "o-a"), ("b", "o-b")]), _creates(True))
+
+
 def test_a_batch_holdings_first_renewal_moves_its_key_to_its_own_lease() -> None:
     moved, calls = drive(
         protocol.renew_shared("a", "owner-a", 30),

@@ -12,7 +12,7 @@ fleet can mix sync and async nodes: the two exclude each other on the same name.
 # async-to-sync: rename AsyncEngine Engine
 # async-to-sync: rename AsyncConnection Connection
 # async-to-sync: rename async_lock_engine lock_engine
-# async-to-sync: rename aio_grouped grouped_calls
+# async-to-sync: rename aio_grouped grouped
 # async-to-sync: rename AsyncGroupedCalls GroupedCalls
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from sqlalchemy.util import greenlet_spawn  # sync: drop
 from firefly_scheduling.aio.base import AsyncBaseLock, new_owner_token
 from firefly_scheduling.aio.flavour import ASYNC  # sync: drop
 from firefly_scheduling.errors import ConfigurationError, LockBackendError
+from firefly_scheduling.locks.aio_grouped import AsyncGroupedCalls
 from firefly_scheduling_database import aio_driver  # sync: drop
-from firefly_scheduling_database.aio_grouped import AsyncGroupedCalls
 from firefly_scheduling_database.dialect_batches import (
     Bound,
     LeaseBatches,

@@ -57,9 +57,9 @@ from firefly_scheduling.history.port import (
     clip_error,
 )
 from firefly_scheduling.instants import as_utc
+from firefly_scheduling.locks.grouped import GroupedCalls
 from firefly_scheduling.urls.redaction import scrub
 from firefly_scheduling_database.engine import describe_url, release_store_engine, store_engine
-from firefly_scheduling_database.grouped_calls import GroupedCalls
 from firefly_scheduling_database.history_driver import DriverPath, DriverStatement
 from firefly_scheduling_database.history_schema import (
     DEFAULT_TABLE,

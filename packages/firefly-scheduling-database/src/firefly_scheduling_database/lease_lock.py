@@ -28,6 +28,7 @@ from sqlalchemy.pool import PoolProxiedConnection
 
 from firefly_scheduling.errors import ConfigurationError, LockBackendError
 from firefly_scheduling.locks.base import BaseLock, new_owner_token
+from firefly_scheduling.locks.grouped import GroupedCalls
 from firefly_scheduling_database.dialect_batches import (
     Bound,
     LeaseBatches,
@@ -36,7 +37,6 @@ from firefly_scheduling_database.dialect_batches import (
 )
 from firefly_scheduling_database.dialects import Statement, StatementResult, lease_sql_for
 from firefly_scheduling_database.engine import describe_url, lock_engine
-from firefly_scheduling_database.grouped_calls import GroupedCalls
 from firefly_scheduling_database.schema import DEFAULT_TABLE, LeaseTables, create_if_absent
 
 _T = TypeVar("_T")

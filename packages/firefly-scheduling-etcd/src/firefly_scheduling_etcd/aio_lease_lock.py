@@ -27,6 +27,8 @@ Limits, stated once here and in the docs page:
 # async-to-sync: rename firefly_scheduling_etcd.aio_gateway firefly_scheduling_etcd.gateway
 # async-to-sync: rename AsyncPoolGate PoolGate
 # async-to-sync: rename firefly_scheduling.locks.aio_pool_gate firefly_scheduling.locks.pool_gate
+# async-to-sync: rename aio_grouped grouped
+# async-to-sync: rename AsyncGroupedCalls GroupedCalls
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from collections.abc import Sequence
 from typing import ClassVar, TypeVar
 
 from firefly_scheduling.aio.base import AsyncBaseLock, new_owner_token
+from firefly_scheduling.locks.aio_grouped import AsyncGroupedCalls
 from firefly_scheduling.locks.aio_pool_gate import AsyncPoolGate
 from firefly_scheduling.locks.pool_size import chosen_pool_size
 from firefly_scheduling_etcd import protocol
@@ -87,6 +90,10 @@ class AsyncEtcdLock(AsyncBaseLock):
         self._connections = tuple(self._idle)
         #: The holdings still on the lease of the batch they were taken in.
         self._batch_holdings = BatchHoldings()
+        #: Releases of batch holdings waiting for one another, sent together.
+        self._shared_releases: AsyncGroupedCalls[tuple[str, str], bool] = AsyncGroupedCalls(
+            self._release_shared_together, most=protocol.NAMES_PER_TXN
+        )
 
     # -- AsyncBaseLock hooks -----------------------------------------------------------
 
@@ -125,10 +132,21 @@ class AsyncEtcdLock(AsyncBaseLock):
         if deadline is None:
             return await self._run(protocol.release(owner))
         try:
-            return await self._run(protocol.release_shared(name, owner))
+            return await self._shared_releases.call((name, owner))
         except BaseException:
             self._batch_holdings.put_back(owner, deadline)  # a later release tries again
             raise
+
+    async def _release_shared_together(self, held: Sequence[tuple[str, str]]) -> list[bool]:
+        """The releases of batch holdings that waited for one another: one transaction.
+
+        A resident node ends the fires of an instant together; one owner-checked
+        delete each was a Raft write each (`protocol.release_shared_many`). A lone
+        release is sent alone, as the single delete.
+        """
+        if len(held) == 1:
+            return [await self._run(protocol.release_shared(*held[0]))]
+        return await self._run(protocol.release_shared_many(held))
 
     async def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
         deadline = self._batch_holdings.take(owner)

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import ClassVar, TypeVar
 
 from firefly_scheduling.locks.base import BaseLock, new_owner_token
+from firefly_scheduling.locks.grouped import GroupedCalls
 from firefly_scheduling.locks.pool_gate import PoolGate
 from firefly_scheduling.locks.pool_size import chosen_pool_size
 from firefly_scheduling_etcd import protocol
@@ -82,6 +83,10 @@ class EtcdLock(BaseLock):
         self._connections = tuple(self._idle)
         #: The holdings still on the lease of the batch they were taken in.
         self._batch_holdings = BatchHoldings()
+        #: Releases of batch holdings waiting for one another, sent together.
+        self._shared_releases: GroupedCalls[tuple[str, str], bool] = GroupedCalls(
+            self._release_shared_together, most=protocol.NAMES_PER_TXN
+        )
 
     # -- BaseLock hooks -----------------------------------------------------------
 
@@ -120,10 +125,21 @@ class EtcdLock(BaseLock):
         if deadline is None:
             return self._run(protocol.release(owner))
         try:
-            return self._run(protocol.release_shared(name, owner))
+            return self._shared_releases.call((name, owner))
         except BaseException:
             self._batch_holdings.put_back(owner, deadline)  # a later release tries again
             raise
+
+    def _release_shared_together(self, held: Sequence[tuple[str, str]]) -> list[bool]:
+        """The releases of batch holdings that waited for one another: one transaction.
+
+        A resident node ends the fires of an instant together; one owner-checked
+        delete each was a Raft write each (`protocol.release_shared_many`). A lone
+        release is sent alone, as the single delete.
+        """
+        if len(held) == 1:
+            return [self._run(protocol.release_shared(*held[0]))]
+        return self._run(protocol.release_shared_many(held))
 
     def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
         deadline = self._batch_holdings.take(owner)

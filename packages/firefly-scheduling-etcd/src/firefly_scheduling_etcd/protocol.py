@@ -46,7 +46,9 @@ less than the server's minimum lease TTL, 2 s by default):
   transaction of nested create-if-absent transactions, per 64 names): claims are
   never released, only left to expire, so they need no lease of their own;
 * release: **1** (revoking the lease deletes the key with it; for a batch holding, the
-  owner-checked delete);
+  owner-checked delete); the releases of batch holdings that wait for one another:
+  **1** per 64, one transaction of nested owner-checked deletes
+  (`release_shared_many`);
 * renew: **2** (a keep-alive of this holding's lease, then a read-only check that the
   key is still attached to it); **1** when the lease is already gone. The first
   renewal of a batch holding: **2** (its own lease's grant, then the owner-checked
@@ -225,12 +227,32 @@ def release_shared(name: str, owner: str) -> Operation[bool]:
     One round trip. The batch lease is not revoked: the other keys of the batch are
     on it, and it expires at its TTL, holding nothing once they are gone.
     """
-    key = _b64(lock_key(name))
-    delete = {
-        "compare": [_carries(key, owner)],
-        "success": [{"request_delete_range": {"key": key}}],
-    }
+    delete = _delete_if_carries(_b64(lock_key(name)), owner)
     return _ok((yield _call("kv/txn", delete))).get("succeeded") is True
+
+
+def release_shared_many(held: Sequence[tuple[str, str]]) -> Operation[list[bool]]:
+    """`release_shared` for each `(name, owner)`: whether each key was deleted, in order.
+
+    A resident node ends the fires of an instant together, and one delete each was a
+    Raft write each, queued at the member behind one another and ahead of the other
+    nodes' claims for the same instant (issue 12). Here one transaction of nested
+    owner-checked deletes per 64 holdings: each nested transaction compares its own
+    key's value, so a holding whose key was taken over is answered False alone, and
+    its key is left to its new holder. A key appears at most once per transaction
+    (etcd refuses a transaction that writes one key twice), so two holdings of one
+    name go in two transactions.
+    """
+    keys = [_b64(lock_key(name)) for name, _ in held]
+    released = [False] * len(held)
+    for chunk in _distinct_chunks(keys):
+        deletes = [
+            {"request_txn": _delete_if_carries(keys[index], held[index][1])} for index in chunk
+        ]
+        reply = _ok((yield _call("kv/txn", {"success": deletes})))
+        for index, response in zip(chunk, _responses(reply, len(chunk)), strict=True):
+            released[index] = response.get("response_txn", {}).get("succeeded") is True
+    return released
 
 
 def renew_shared(name: str, owner: str, ttl_seconds: float) -> Operation[bool]:
@@ -403,6 +425,14 @@ def _create_if_absent(key: str, value: str, lease: int) -> dict[str, Any]:
     }
 
 
+def _delete_if_carries(key: str, owner: str) -> dict[str, Any]:
+    """A transaction deleting `key` (base64) only while it carries the value `owner`."""
+    return {
+        "compare": [_carries(key, owner)],
+        "success": [{"request_delete_range": {"key": key}}],
+    }
+
+
 def _carries(key: str, owner: str) -> dict[str, str]:
     """The comparison "`key` (base64) holds the value `owner`": false for an absent key."""
     return {"key": key, "target": "VALUE", "result": "EQUAL", "value": _b64(owner.encode())}
@@ -412,6 +442,19 @@ def _chunks(indexes: Sequence[int]) -> list[Sequence[int]]:
     return [
         indexes[start : start + NAMES_PER_TXN] for start in range(0, len(indexes), NAMES_PER_TXN)
     ]
+
+
+def _distinct_chunks(keys: Sequence[str]) -> list[list[int]]:
+    """The indexes of `keys` in order, cut into chunks of at most 64 distinct keys."""
+    chunks: list[list[int]] = [[]]
+    seen: set[str] = set()
+    for index, key in enumerate(keys):
+        if len(chunks[-1]) == NAMES_PER_TXN or key in seen:
+            chunks.append([])
+            seen = set()
+        chunks[-1].append(index)
+        seen.add(key)
+    return [chunk for chunk in chunks if chunk]
 
 
 def _responses(document: dict[str, Any], count: int) -> list[dict[str, Any]]:

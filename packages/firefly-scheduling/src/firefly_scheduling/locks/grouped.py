@@ -1,4 +1,4 @@
-# Generated from firefly_scheduling_database/aio_grouped.py by tools/async_to_sync.py: do not edit.
+# Generated from firefly_scheduling/locks/aio_grouped.py by tools/async_to_sync.py: do not edit.
 # Edit the asyncio source and run `python tools/async_to_sync.py`.
 """`GroupedCalls`: calls from many callers sent to the server together (a group commit).
 
@@ -10,7 +10,7 @@ queue, and whoever holds the sender's mutex sends everything queued in one go
 failed with. No call waits for a timer or for others to arrive: a call alone is
 sent at once, a call that arrives while a group is on the wire goes in the next.
 
-Written for asyncio (tasks of one event loop); `grouped_calls.py`, for threads, is
+Written for asyncio (tasks of one event loop); `grouped.py`, for threads, is
 generated from it by `tools/async_to_sync.py`.
 """
 

@@ -8,11 +8,11 @@ queue, and whoever holds the sender's mutex sends everything queued in one go
 failed with. No call waits for a timer or for others to arrive: a call alone is
 sent at once, a call that arrives while a group is on the wire goes in the next.
 
-Written for asyncio (tasks of one event loop); `grouped_calls.py`, for threads, is
+Written for asyncio (tasks of one event loop); `grouped.py`, for threads, is
 generated from it by `tools/async_to_sync.py`.
 """
 
-# async-to-sync: twin grouped_calls.py
+# async-to-sync: twin grouped.py
 # async-to-sync: rename AsyncGroupedCalls GroupedCalls
 
 from __future__ import annotations

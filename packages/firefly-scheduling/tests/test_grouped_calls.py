@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from firefly_scheduling_database.grouped_calls import GroupedCalls
+from firefly_scheduling.locks.grouped import GroupedCalls
 
 
 class _Wire:
