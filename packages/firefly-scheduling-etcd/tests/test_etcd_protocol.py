@@ -332,39 +332,35 @@ def test_names_beyond_one_transaction_go_in_the_next() -> None:
 # -- a won instant's task locks together ---------------------------------------------------
 
 
-def test_acquisitions_of_held_names_cost_one_read_and_nothing_else() -> None:
+def test_acquisitions_of_held_names_cost_a_grant_a_failed_create_and_a_revoke() -> None:
     requests = [("a", "owner-a", 30.0), ("b", "owner-b", 30.0)]
-    tokens, calls = drive(protocol.acquire_many(requests, "batch"), _ranges(1, 1))
+    granted = ok({"ID": "1", "TTL": "30"})
+    tokens, calls = drive(
+        protocol.acquire_many(requests, "batch"), granted, _creates(False, False), ok({})
+    )
     assert tokens == [None, None]
-    assert [call.path for call in calls] == ["/v3/kv/txn"]
+    assert [call.path for call in calls] == ["/v3/lease/grant", "/v3/kv/txn", "/v3/lease/revoke"]
+    assert body(calls[2])["ID"] == body(calls[0])["ID"]
 
 
-def test_free_names_share_a_lease_per_ttl_and_each_key_carries_its_owner() -> None:
+def test_names_share_a_lease_per_ttl_and_each_key_carries_its_owner_with_no_read_first() -> None:
     requests = [("a", "owner-a", 30.0), ("b", "owner-b", 30.0), ("c", "owner-c", 29.5)]
     granted = ok({"ID": "1", "TTL": "30"})
     tokens, calls = drive(
-        protocol.acquire_many(requests, "batch"), _ranges(0, 1, 0), granted, _creates(True, True)
+        protocol.acquire_many(requests, "batch"), granted, _creates(True, False, True)
     )
     # Both created in one transaction: its revision (41) is each key's create_revision.
     assert tokens == [41, None, 41]
-    assert [call.path for call in calls] == ["/v3/kv/txn", "/v3/lease/grant", "/v3/kv/txn"]
+    assert [call.path for call in calls] == ["/v3/lease/grant", "/v3/kv/txn"]
     lease = str(protocol.lease_id("batch/30"))
-    assert body(calls[1]) == {"ID": lease, "TTL": "30"}
-    puts = [op["request_txn"]["success"][0]["request_put"] for op in body(calls[2])["success"]]
+    assert body(calls[0]) == {"ID": lease, "TTL": "30"}
+    puts = [op["request_txn"]["success"][0]["request_put"] for op in body(calls[1])["success"]]
     assert puts == [
-        {"key": b64("firefly/scheduling/lock/a"), "value": b64("owner-a"), "lease": lease},
-        {"key": b64("firefly/scheduling/lock/c"), "value": b64("owner-c"), "lease": lease},
+        {"key": b64(f"firefly/scheduling/lock/{name}"), "value": b64(owner), "lease": lease}
+        for name, owner, _ in requests
     ]
-
-
-def test_a_name_created_elsewhere_since_the_read_is_lost_alone() -> None:
-    requests = [("a", "owner-a", 30.0), ("b", "owner-b", 30.0)]
-    granted = ok({"ID": "1", "TTL": "30"})
-    tokens, calls = drive(
-        protocol.acquire_many(requests, "batch"), _ranges(0, 0), granted, _creates(False, True)
-    )
-    assert tokens == [None, 41]
-    assert calls[-1].path == "/v3/kv/txn", "the lease still holds b: nothing is revoked"
+    nested = [op["request_txn"] for op in body(calls[1])["success"]]
+    assert all(txn["compare"][0]["create_revision"] == "0" for txn in nested)
 
 
 def test_a_failure_after_the_grant_revokes_the_batch_lease_and_raises() -> None:
@@ -375,7 +371,7 @@ def test_a_failure_after_the_grant_revokes_the_batch_lease_and_raises() -> None:
     with pytest.raises(ConnectionError, match="reply lost"):
         drive(
             protocol.acquire_many(requests, "batch"),
-            *(_ranges(0, 0), granted, granted, lost, ok({}), ok({})),
+            *(granted, granted, lost, ok({}), ok({})),
             calls=sent,
         )
     assert [call.path for call in sent[-2:]] == ["/v3/lease/revoke"] * 2
@@ -389,7 +385,7 @@ def test_a_write_answered_without_a_revision_is_an_error_not_a_token() -> None:
     bare = Reply(200, json.dumps({"responses": [{"response_txn": {"succeeded": True}}]}).encode())
     operation = protocol.acquire_many([("a", "owner-a", 30.0)], "batch")
     with pytest.raises(EtcdServerError, match="without a revision"):
-        drive(operation, _ranges(0), ok({"ID": "1", "TTL": "30"}), bare, ok({}))
+        drive(operation, ok({"ID": "1", "TTL": "30"}), bare, ok({}))
 
 
 def test_a_batch_holding_is_released_by_an_owner_checked_delete() -> None:
