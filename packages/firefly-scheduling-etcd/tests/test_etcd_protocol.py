@@ -322,11 +322,51 @@ def test_a_transaction_answered_with_the_wrong_number_of_responses_is_an_error()
 
 
 def test_names_beyond_one_transaction_go_in_the_next() -> None:
-    claims = [(f"n{index}", 30) for index in range(protocol.NAMES_PER_TXN + 1)]
+    claims = [(f"n{index:03d}", 30) for index in range(protocol.NAMES_PER_TXN + 1)]
+    token = _token_starting_at(claims, 0)
     held = [1] * protocol.NAMES_PER_TXN
-    won, calls = drive(protocol.claim_many(claims, "token"), _ranges(*held), _ranges(1))
+    won, calls = drive(protocol.claim_many(claims, token), _ranges(*held), _ranges(1))
     assert won == [False] * len(claims)
     assert [len(body(call)["success"]) for call in calls] == [protocol.NAMES_PER_TXN, 1]
+
+
+def test_each_chunk_is_read_then_created_from_a_chunk_the_token_picks() -> None:
+    """Chunks of 64 in the order of the encoded keys, each read and its free names
+    created before the next is read; the lease granted once, before the first create.
+    Two nodes starting on different chunks each find the other's chunk held and send
+    it no create."""
+    claims = [(f"n{index:03d}", 30) for index in range(protocol.NAMES_PER_TXN + 1)]
+    token = _token_starting_at(claims, 1)
+    [alone] = _key_ordered(claims)[protocol.NAMES_PER_TXN :]
+    free_first = _ranges(0)
+    granted = ok({"ID": "1", "TTL": "30"})
+    rest_held = _ranges(*[1] * protocol.NAMES_PER_TXN)
+    won, calls = drive(
+        protocol.claim_many(claims, token), free_first, granted, _creates(True), rest_held
+    )
+    paths = ["/v3/kv/txn", "/v3/lease/grant", "/v3/kv/txn", "/v3/kv/txn"]
+    assert [call.path for call in calls] == paths
+    read_keys = [op["request_range"]["key"] for op in body(calls[0])["success"]]
+    assert read_keys == [b64(f"firefly/scheduling/lock/{claims[alone][0]}")]
+    assert won == [index == alone for index in range(len(claims))]
+
+
+def _key_ordered(claims: list[tuple[str, int]]) -> list[int]:
+    return sorted(
+        range(len(claims)), key=lambda index: b64(f"firefly/scheduling/lock/{claims[index][0]}")
+    )
+
+
+def _token_starting_at(claims: list[tuple[str, int]], chunk: int) -> str:
+    """A batch token whose rotation starts `claim_many` at `chunk`."""
+    size = protocol.NAMES_PER_TXN
+    wanted = _key_ordered(claims)[chunk * size : (chunk + 1) * size]
+    keys = [b64(f"firefly/scheduling/lock/{name}") for name, _ in claims]
+    for attempt in range(1000):
+        token = f"token-{attempt}"
+        if protocol._rotated_chunks(keys, range(len(claims)), token)[0] == wanted:
+            return token
+    raise AssertionError("no token starts at that chunk")
 
 
 # -- a won instant's task locks together ---------------------------------------------------
