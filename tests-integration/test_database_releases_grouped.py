@@ -18,11 +18,13 @@ Both flavours: threads on the synchronous lock, tasks on the asyncio one.
 from __future__ import annotations
 
 import asyncio
-import threading
+import sys
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -31,6 +33,9 @@ import pytest
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
 from firefly_scheduling_database.engine import lock_engine
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from grouped_senders import send_as_one_group
 
 COUNT = 12
 
@@ -90,13 +95,6 @@ def _names(tag: str) -> list[str]:
     return [f"releases-{tag}-{stamp}-{index}" for index in range(COUNT)]
 
 
-def _wait_for_queue(grouped: Any, count: int) -> None:
-    deadline = time.monotonic() + 10
-    while len(grouped._queue) < count:
-        assert time.monotonic() < deadline, f"{len(grouped._queue)} releases of {count} queued"
-        time.sleep(0.01)
-
-
 def _held(holdings: list[Holding | Any]) -> list[Holding]:
     assert all(isinstance(holding, Holding) for holding in holdings), holdings
     return list(holdings)
@@ -119,18 +117,9 @@ def test_waiting_releases_are_one_delete_each_answered(
         releases = lock._releases
         assert releases is not None
         everything = [lapsed, *holdings]
-        releases._sender.acquire()
-        threads = [
-            threading.Thread(target=lock.release_holding, args=(holding,)) for holding in everything
-        ]
-        try:
-            for thread in threads:
-                thread.start()
-            _wait_for_queue(releases, COUNT)
-        finally:
-            releases._sender.release()
-        for thread in threads:
-            thread.join(timeout=30)
+        send_as_one_group(
+            releases, [partial(lock.release_holding, holding) for holding in everything]
+        )
         assert _deletes(postgres_url, audited) == [COUNT - 1]
         assert lapsed.lost
         assert not any(holding.lost for holding in holdings)

@@ -22,9 +22,11 @@ A second client (the gateway, over plain HTTP) checks:
 from __future__ import annotations
 
 import base64
-import threading
+import sys
 import time
 from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -34,6 +36,9 @@ from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling_etcd import EtcdLock
 from firefly_scheduling_etcd.endpoint import parse_endpoint
 from firefly_scheduling_etcd.protocol import lease_id, lock_key
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from grouped_senders import send_as_one_group
 
 
 @pytest.fixture
@@ -251,19 +256,13 @@ def test_releases_waiting_for_one_another_are_one_transaction_each_answered(
         assert other.try_acquire(names[0], 30)
         taken = _stored(gateway, names[0])
         releases = lock._shared_releases
-        threads = [
-            threading.Thread(target=lock.release_holding, args=(holding,)) for holding in won
-        ]
-        with releases._sender:  # a group on the wire: every release queues behind it
-            for thread in threads:
-                thread.start()
-            deadline = time.monotonic() + 10
-            while len(releases._queue) < len(won):
-                assert time.monotonic() < deadline, f"{len(releases._queue)} releases queued"
-                time.sleep(0.01)
-            revision = _revision(gateway)
-        for thread in threads:
-            thread.join(timeout=30)
+        revisions: list[int] = []
+        send_as_one_group(
+            releases,
+            [partial(lock.release_holding, holding) for holding in won],
+            before_sending=lambda: revisions.append(_revision(gateway)),
+        )
+        [revision] = revisions
         assert _revision(gateway) == revision + 1, "the group was not one transaction"
         assert won[0].lost
         assert not any(holding.lost for holding in won[1:])

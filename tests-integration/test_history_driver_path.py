@@ -13,11 +13,11 @@ left open, and a dropped connection is a `HistoryError` and then a reconnect.
 
 from __future__ import annotations
 
-import threading
-import time
+import sys
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, cast
 
 import psycopg
@@ -29,6 +29,9 @@ from firefly_scheduling.history import HistoryError
 from firefly_scheduling.history.port import RunState
 from firefly_scheduling_database.history_store import DatabaseRunHistory
 from firefly_scheduling_mysql.connection_options import connection_arguments
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from grouped_senders import finishes_as_one_group
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 PASSWORD = "s3cret-driver-pw"
@@ -209,29 +212,7 @@ def _finish_from_threads(
     store: DatabaseRunHistory, finishes: list[tuple[str, int]]
 ) -> dict[str, bool | BaseException]:
     """Finish each `(task, token)` from its own thread, all queued behind one group."""
-    grouped = store._finishes
-    assert grouped is not None
-    answers: dict[str, bool | BaseException] = {}
-
-    def finish(task: str, token: int) -> None:
-        try:
-            answers[task] = store.finish(
-                task, T0, lock="lk", state=RunState.SUCCEEDED, at=T0, token=token, error=None
-            )
-        except HistoryError as err:
-            answers[task] = err
-
-    threads = [threading.Thread(target=finish, args=pair) for pair in finishes]
-    with grouped._sender:  # a group on the wire: every finish queues behind it
-        for thread in threads:
-            thread.start()
-        deadline = time.monotonic() + 10
-        while len(grouped._queue) < len(finishes):
-            assert time.monotonic() < deadline
-            time.sleep(0.005)
-    for thread in threads:
-        thread.join(30)
-    return answers
+    return finishes_as_one_group(store, finishes, at=T0)
 
 
 def _states(store: DatabaseRunHistory, mysql_url: str) -> dict[str, str]:

@@ -16,20 +16,19 @@ and the rows through a second `sqlite3` connection:
 from __future__ import annotations
 
 import sqlite3
-import threading
-import time
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
-from sqlalchemy import event
-from sqlalchemy.pool import Pool
 
 from firefly_scheduling.history import HistoryError
 from firefly_scheduling.history.port import RunState
 from firefly_scheduling_database.history_store import DatabaseRunHistory
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from grouped_senders import finishes_as_one_group, sqlite_statements
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -41,23 +40,8 @@ def path(tmp_path: Path) -> str:
 
 @pytest.fixture
 def statements() -> Iterator[list[str]]:
-    """Every statement sqlite3 runs on a connection opened by any pool from now on."""
-    seen: list[str] = []
-    mutex = threading.Lock()
-
-    def record(sql: str) -> None:
-        with mutex:
-            seen.append(sql)
-
-    def trace(dbapi_connection: Any, _record: Any) -> None:
-        if isinstance(dbapi_connection, sqlite3.Connection):
-            dbapi_connection.set_trace_callback(record)
-
-    event.listen(Pool, "connect", trace)
-    try:
+    with sqlite_statements() as seen:
         yield seen
-    finally:
-        event.remove(Pool, "connect", trace)
 
 
 @pytest.fixture
@@ -73,32 +57,9 @@ def store(path: str, statements: list[str]) -> Iterator[DatabaseRunHistory]:
 def _finish_from_threads(
     store: DatabaseRunHistory, finishes: list[tuple[str, int]], statements: list[str]
 ) -> dict[str, bool | BaseException]:
-    """Finish each `(task, token)` from its own thread, all queued behind one group;
-    `statements` holds only what the group's sending ran."""
-    grouped = store._finishes
-    assert grouped is not None
-    answers: dict[str, bool | BaseException] = {}
-
-    def finish(task: str, token: int) -> None:
-        try:
-            answers[task] = store.finish(
-                task, T0, lock="lk", state=RunState.SUCCEEDED, at=T0, token=token, error=None
-            )
-        except HistoryError as err:
-            answers[task] = err
-
-    threads = [threading.Thread(target=finish, args=pair) for pair in finishes]
-    with grouped._sender:  # a group on the wire: every finish queues behind it
-        for thread in threads:
-            thread.start()
-        deadline = time.monotonic() + 10
-        while len(grouped._queue) < len(finishes):
-            assert time.monotonic() < deadline
-            time.sleep(0.005)
-        statements.clear()
-    for thread in threads:
-        thread.join(30)
-    return answers
+    """Finish each `(task, token)` as one group; `statements` then holds only what the
+    group's sending ran."""
+    return finishes_as_one_group(store, finishes, at=T0, before_sending=statements.clear)
 
 
 def _states(path: str, table: str) -> dict[str, str]:
