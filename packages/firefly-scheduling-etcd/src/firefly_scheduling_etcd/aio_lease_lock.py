@@ -114,7 +114,8 @@ class AsyncEtcdLock(AsyncBaseLock):
     ) -> list[int | bool | BaseException | None]:
         """A won instant's task locks, on one lease per TTL (`protocol.acquire_many`).
 
-        Three round trips per 64 names, where one by one each name cost three.
+        A grant per TTL, then one transaction per 64 names, where one by one each
+        name cost three round trips.
         """
         if not requests:
             return []

@@ -51,7 +51,7 @@ pre-body check on PostgreSQL and MySQL. A host that claims fires together
 (`claim_fires`, the resident host) sends the claims of one instant as one request
 where the backend can, and, where it also batches acquisitions (`batch_acquires`:
 Redis, one pipeline per primary on a cluster; memcached, PostgreSQL, MySQL, etcd,
-the database backend on PostgreSQL and MySQL), the task locks of the fires it won as
+the database backend on PostgreSQL, MySQL and SQLite), the task locks of the fires it won as
 a second one, so a won fire's worker does not send its own acquisition. Where the
 history also starts runs in batches (`BatchStartingHistory`: the SQL history, the
 memory one), it then records the runs of those fires as started, so their workers
