@@ -15,6 +15,7 @@ import pytest
 
 from firefly_scheduling import LockBackendError
 from firefly_scheduling_mysql import MySqlNamedLock
+from firefly_scheduling_mysql import statements as sql_statements
 from firefly_scheduling_mysql.connection_options import connection_arguments
 from firefly_scheduling_mysql.named_lock import Connection as Admin
 from firefly_scheduling_mysql.statements import FENCE_TABLE
@@ -211,3 +212,33 @@ def test_a_refused_fenced_acquire_consumes_no_token(
     holder.release(name)
     assert contender.try_acquire_fenced(name, 30) == 2
     assert holder._fence(name) == 3, "the plain fence hook shares the counter"
+
+
+def test_batched_answers_are_one_digit_per_name_in_one_column(
+    nodes: Callable[..., MySqlNamedLock], admin: Admin
+) -> None:
+    """A batch of releases, checks or acquisitions is answered per name, NULL included.
+
+    Three names: one this session holds, one another session holds, one free. The
+    statements answer in one column (`statements.answers_in_one_column`); the admin
+    connection reads what the server holds after each.
+    """
+    lock, other = nodes(), nodes()
+    stamp = uuid.uuid4().hex
+    mine, theirs, free = (f"mysql-digits:{stamp}:{part}" for part in ("mine", "theirs", "free"))
+    assert other.try_acquire(theirs, 30) is not None
+    session = lock._connect()
+    try:
+        assert lock._server_acquire_many(session, [mine, theirs], fenced=False) == {mine: True}
+        owner = holder_id(admin, mine)
+        assert owner is not None
+        assert holder_id(admin, theirs) != owner
+        assert lock._server_holds_many(session, [mine, theirs, free]) == [True, False, False]
+        assert lock._server_release_many(session, [theirs, mine, free]) == [False, True, False]
+        assert holder_id(admin, mine) is None
+        assert holder_id(admin, theirs) is not None  # another session's lock is left alone
+        with session.cursor() as cursor:
+            cursor.execute(sql_statements.release_many(3), [mine, theirs, free])
+            assert len(cursor.description) == 1
+    finally:
+        lock._disconnect(session)

@@ -166,15 +166,13 @@ class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
 
     async def _server_holds_many(self, connection: Connection, names: Sequence[str]) -> list[bool]:
         servers = [sql.server_name(name) for name in names]
-        row = await _row(connection, sql.holds_many(len(servers)), servers)
-        return [held == 1 for held in row]
+        return await _answers(connection, sql.holds_many(len(servers)), servers)
 
     async def _server_release_many(
         self, connection: Connection, names: Sequence[str]
     ) -> list[bool]:
         servers = [sql.server_name(name) for name in names]
-        row = await _row(connection, sql.release_many(len(servers)), servers)
-        return [released == 1 for released in row]
+        return await _answers(connection, sql.release_many(len(servers)), servers)
 
     async def _server_fence(self, connection: Connection, name: str) -> int:
         token = await self._fence_statement(connection, sql.NEXT_FENCE, (sql.server_name(name),))
@@ -193,8 +191,8 @@ class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
         """Every lock in one statement, and their tokens in a second when fenced."""
         statement, parameters = sql.acquire_many(names, fenced=fenced)
         if not fenced:
-            row = await _row(connection, statement, parameters)
-            return {name: True for name, won in zip(names, row, strict=True) if won == 1}
+            answers = await _answers(connection, statement, parameters)
+            return {name: True for name, won in zip(names, answers, strict=True) if won}
         async with connection.cursor() as cursor:
             await self._execute_fencing(cursor, statement, parameters)
             if _rowcount(cursor) < 1:
@@ -391,6 +389,14 @@ async def _row(connection: Connection, statement: str, parameters: Sequence[str]
     if row is None:
         raise InterfaceError("the server returned no row for a single-row query")
     return row
+
+
+async def _answers(connection: Connection, statement: str, servers: Sequence[str]) -> list[bool]:
+    """The answers of `statement` (`sql.answers_in_one_column`) for `servers`, in order."""
+    answers = sql.answers((await _row(connection, statement, servers))[0])
+    if len(answers) != len(servers):
+        raise InterfaceError(f"{len(servers)} lock names asked, {len(answers)} answered")
+    return answers
 
 
 def _text(value: object) -> str:

@@ -114,8 +114,8 @@ def fenced_acquire_parameters(name: str) -> dict[str, str]:
 def acquire_many(names: Sequence[str], *, fenced: bool) -> tuple[str, list[str]]:
     """One statement taking the server locks of several (distinct, validated) names.
 
-    Unfenced, `SELECT GET_LOCK(a, 0), GET_LOCK(b, 0), …`: one row, a column per name,
-    in order. Fenced, `GET_LOCK_AND_FENCE` over a derived table of the names: the
+    Unfenced, `GET_LOCK(name, 0)` per name in one `answers_in_one_column` (read
+    them with `answers`). Fenced, `GET_LOCK_AND_FENCE` over a derived table of the names: the
     counter of each name won is written in the same statement, and `held_fences`
     (with the same server names) reads the tokens back: the OK packet carries only
     one `LAST_INSERT_ID`. A name is counted only where its `GET_LOCK` returned 1, so
@@ -124,7 +124,7 @@ def acquire_many(names: Sequence[str], *, fenced: bool) -> tuple[str, list[str]]
     """
     servers = [server_name(name) for name in names]
     if not fenced:
-        return "SELECT " + ", ".join(["GET_LOCK(%s, 0)"] * len(servers)), servers
+        return answers_in_one_column("GET_LOCK(%s, 0)", len(servers)), servers
     batch = " UNION ALL ".join(["SELECT %s AS name"] * len(servers))
     statement = (
         f"INSERT INTO {FENCE_TABLE} (name, value)"  # noqa: S608 - constant table, placeholders
@@ -135,17 +135,43 @@ def acquire_many(names: Sequence[str], *, fenced: bool) -> tuple[str, list[str]]
 
 
 def holds_many(count: int) -> str:
-    """`HOLDS` for `count` server names: one row, a column per name, in order."""
-    return "SELECT " + ", ".join(["IS_USED_LOCK(%s) = CONNECTION_ID()"] * count)
+    """`HOLDS` for `count` server names, in one `answers_in_one_column`."""
+    return answers_in_one_column("IS_USED_LOCK(%s) = CONNECTION_ID()", count)
 
 
 def release_many(count: int) -> str:
-    """`RELEASE_LOCK` for `count` server names: one row, a column per name, in order.
+    """`RELEASE_LOCK` for `count` server names, in one `answers_in_one_column`.
 
-    Each column is 1 (released), 0 (held by another session) or NULL (not held: ours
+    Each answer is 1 (released), 0 (held by another session) or NULL (not held: ours
     was lost), as `RELEASE_LOCK` answers alone.
     """
-    return "SELECT " + ", ".join(["RELEASE_LOCK(%s)"] * count)
+    return answers_in_one_column("RELEASE_LOCK(%s)", count)
+
+
+#: The digit standing for a NULL answer in `answers_in_one_column`.
+_NULL_DIGIT: Final = "2"
+
+
+def answers_in_one_column(expression: str, count: int) -> str:
+    """`expression` (1, 0 or NULL, one placeholder) for `count` names: one row, one column.
+
+    The column is a string of one digit per name, in order: `1`, `0`, or `2` for NULL.
+    A column per name made the driver parse a field descriptor per name, a Python
+    object each: 7 % of a winning MySQL node's CPU went to the descriptors of its
+    releases and checks (issue 12). No argument of the `CONCAT` is NULL (`IFNULL`), so
+    the server evaluates every one: a NULL argument would end the `CONCAT` there and
+    skip the locks after it.
+    """
+    return "SELECT CONCAT(" + ", ".join([f"IFNULL({expression}, {_NULL_DIGIT})"] * count) + ")"
+
+
+def answers(column: object) -> list[bool]:
+    """The answers of an `answers_in_one_column` statement: True where one was 1.
+
+    The column is text or, where the server types it binary, bytes.
+    """
+    text = bytes(column).decode("ascii") if isinstance(column, bytes | bytearray) else str(column)
+    return [digit == "1" for digit in text]
 
 
 def held_fences(count: int) -> str:
