@@ -7,8 +7,10 @@ contract suite covers what they do; these cover what the layer did around them:
 the pool's connections go back in their transactional mode, a connection the server
 dropped is a `HistoryError` without the password and the next call reconnects, and
 instants come back aware UTC whatever the session's time zone. On MySQL (the finish
-and the read, each followed by COMMIT): a finish is committed and no transaction is
-left open, and a dropped connection is a `HistoryError` and then a reconnect.
+and the read, each followed by COMMIT, and the batch start's read and insert in one
+transaction): a finish or a batch start is committed and no transaction is left
+open, a batch start that meets a record written after its read starts nothing, and
+a dropped connection is a `HistoryError` and then a reconnect.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from firefly_scheduling.history import HistoryError
-from firefly_scheduling.history.port import RunState
+from firefly_scheduling.history.port import NewRun, RunState
+from firefly_scheduling_database import history_store
 from firefly_scheduling_database.history_store import DatabaseRunHistory
 from firefly_scheduling_mysql.connection_options import connection_arguments
 
@@ -191,6 +194,67 @@ def test_mysql_finish_is_committed_and_leaves_no_transaction_open(
     assert not mysql_store.finish(
         "app:job", T0, lock="lk", state=RunState.FAILED, at=T0, token=2, error="late"
     )
+
+
+def test_mysql_batch_start_is_committed_and_leaves_no_transaction_open(
+    mysql_store: DatabaseRunHistory, mysql_url: str
+) -> None:
+    """An instant's runs started together (read and insert on the driver): a second
+    client sees them running at once, and no transaction stays open."""
+    runs = [NewRun(f"lk{index}", f"app:job{index}", T0, index + 1) for index in range(3)]
+    assert mysql_store.start_new_many(runs, node="a", at=T0) == [True, True, True]
+    ids = _pooled_thread_ids(mysql_store)
+    reader = _mysql_reader(mysql_url)
+    try:
+        with reader.cursor() as cursor:
+            cursor.execute(
+                f"SELECT task, state, token, attempt FROM {mysql_store.table.name} ORDER BY task"
+            )
+            assert cursor.fetchall() == tuple(
+                (f"app:job{index}", "running", index + 1, 1) for index in range(3)
+            )
+            cursor.execute(
+                "SELECT COUNT(*) FROM information_schema.INNODB_TRX"
+                " WHERE trx_mysql_thread_id IN (%s, %s)",
+                tuple(ids),
+            )
+            assert cursor.fetchall() == ((0,),)
+    finally:
+        reader.close()
+    assert [r.started_at for r in mysql_store.unfinished("app:job1", lock="lk1")] == [T0]
+
+
+def test_mysql_batch_start_meeting_a_record_written_after_its_read_starts_nothing(
+    mysql_store: DatabaseRunHistory, mysql_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another node's skip lands between the batch's read and its insert: the insert
+    fails on that key, and none of the batch's runs stands (a second client reads the
+    table); the next start on the same pool works."""
+    reader = _mysql_reader(mysql_url)
+    table = mysql_store.table.name
+    real_fresh = history_store._fresh
+
+    def fresh_then_a_skip_elsewhere(*arguments: Any) -> list[dict[str, Any]]:
+        chosen = real_fresh(*arguments)
+        with reader.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {table} (lock_name, task, instant, node, attempt, state)"
+                " VALUES ('lk1', 'app:job1', %s, 'other', 1, 'skipped')",
+                (T0.replace(tzinfo=None),),
+            )
+        return chosen
+
+    monkeypatch.setattr(history_store, "_fresh", fresh_then_a_skip_elsewhere)
+    runs = [NewRun(f"lk{index}", f"app:job{index}", T0, index + 1) for index in range(3)]
+    try:
+        assert mysql_store.start_new_many(runs, node="a", at=T0) == [False, False, False]
+        with reader.cursor() as cursor:
+            cursor.execute(f"SELECT task, node, state FROM {table}")
+            assert cursor.fetchall() == (("app:job1", "other", "skipped"),)
+    finally:
+        reader.close()
+    monkeypatch.setattr(history_store, "_fresh", real_fresh)
+    assert mysql_store.start_new_many(runs[:1], node="a", at=T0) == [True]
 
 
 def test_mysql_dropped_connection_is_a_history_error_then_the_next_call_reconnects(

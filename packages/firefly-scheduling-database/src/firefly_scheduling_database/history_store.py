@@ -21,7 +21,8 @@ On PostgreSQL a fire's three statements (the unfinished-runs read, the start's
 insert, the finish) go straight to psycopg on a pooled connection in autocommit
 (`history_driver`), and the other one-statement calls run in autocommit through
 SQLAlchemy (`_single_statements`): one round trip each, no `BEGIN` and `COMMIT`. On
-MySQL the finish and the unfinished-runs read go to PyMySQL, each with its `COMMIT`.
+MySQL the finish, the unfinished-runs read and the start of an instant's runs go to
+PyMySQL, each with its `COMMIT`.
 
 Instants are stored as naive UTC with microseconds (`DATETIME(6)` on MySQL) and
 read back as aware UTC. Task and lock names compare exactly (see `history_schema`). The engine
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -189,21 +190,23 @@ class DatabaseRunHistory(BaseRunHistory):
         return {_row_key(row) for row in path.rows(statement, parameters)}
 
     def _started_in_two(self, rows: list[dict[str, Any]]) -> set[tuple[str, str, datetime]]:
-        in_the_way = self._statements.in_the_way
         parameters = {
             "p_lock_names": sorted({row["lock_name"] for row in rows}),
             "p_instants": sorted({row["instant"] for row in rows}),
         }
+        driver = self._driver
+        if driver is not None and driver.in_the_way is not None and driver.insert is not None:
+            started = driver.path.read_then_insert(
+                driver.in_the_way,
+                parameters,
+                driver.insert,
+                lambda found: [_prefixed(row) for row in _fresh(rows, found)],
+            )
+            return set() if started is None else {_row_key(_unprefixed(r)) for r in started}
         try:
             with self._engine.begin() as connection:
-                found = connection.execute(in_the_way, parameters).all()
-                busy = {(lock, task) for lock, task, _, state in found if state == "running"}
-                recorded = {(lock, task, as_utc(instant)) for lock, task, instant, _ in found}
-                fresh = [
-                    row
-                    for row in rows
-                    if (row["lock_name"], row["task"]) not in busy and _row_key(row) not in recorded
-                ]
+                found = connection.execute(self._statements.in_the_way, parameters).mappings()
+                fresh = _fresh(rows, found)
                 if fresh:
                     connection.execute(self._table.insert(), fresh)
         except IntegrityError:
@@ -617,6 +620,37 @@ def _running_row(run: NewRun, *, node: str, at: datetime) -> dict[str, Any]:
     }
 
 
+def _fresh(
+    rows: Sequence[dict[str, Any]], found: Iterable[Mapping[Any, Any]]
+) -> list[dict[str, Any]]:
+    """Those of `rows` (new runs) that no record in `found` stands in the way of.
+
+    `found` holds the records of the rows' locks that are running or at one of the
+    rows' fires (`_HotStatements.in_the_way`): a running record keeps its task from
+    starting another run, and a record at a row's own fire keeps that row out.
+    """
+    busy: set[tuple[str, str]] = set()
+    recorded: set[tuple[str, str, datetime]] = set()
+    for record in found:
+        if record["state"] == RunState.RUNNING.value:
+            busy.add((record["lock_name"], record["task"]))
+        recorded.add(_row_key(record))
+    return [
+        row
+        for row in rows
+        if (row["lock_name"], row["task"]) not in busy and _row_key(row) not in recorded
+    ]
+
+
+def _prefixed(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row's values under the `p_<column>` names of the driver's insert."""
+    return {f"p_{column}": value for column, value in row.items()}
+
+
+def _unprefixed(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {column.removeprefix("p_"): value for column, value in row.items()}
+
+
 def _row_key(row: Mapping[str, Any]) -> tuple[str, str, datetime]:
     return (row["lock_name"], row["task"], as_utc(row["instant"]))
 
@@ -659,9 +693,10 @@ def _record(row: Mapping[Any, Any]) -> RunRecord:
 class _DriverStatements:
     """The per-fire statements of `_HotStatements` that go to the driver (`history_driver`).
 
-    PostgreSQL: all four. MySQL: the finish and the unfinished-runs read; its starts
-    are two statements in a transaction (`_started_in_two`) or a caught duplicate key
-    (`_insert_if_absent`), and stay with SQLAlchemy.
+    PostgreSQL: all four. MySQL: the finish, the unfinished-runs read, and the
+    batch start's read and insert, two statements in a transaction
+    (`_started_in_two`); its single start is a caught duplicate key
+    (`_insert_if_absent`), and stays with SQLAlchemy.
     """
 
     path: DriverPath
@@ -671,6 +706,9 @@ class _DriverStatements:
     start_new_many: DriverStatement | None
     #: PostgreSQL: a group of finishes (`_finished_together`); None on MySQL.
     finish_many: DriverStatement | None
+    #: MySQL: `_started_in_two`'s read and insert (`DriverPath.read_then_insert`).
+    in_the_way: DriverStatement | None = None
+    insert: DriverStatement | None = None
 
     @classmethod
     def for_store(cls, engine: Engine, statements: _HotStatements) -> _DriverStatements | None:
@@ -686,6 +724,8 @@ class _DriverStatements:
             None if insert is None else DriverStatement(insert, engine),
             DriverStatement(_start_new_from_arrays(statements.runs), engine) if postgres else None,
             DriverStatement(_finish_from_arrays(statements.runs), engine) if postgres else None,
+            None if postgres else DriverStatement(_in_the_way_of_lists(statements.runs), engine),
+            None if postgres else DriverStatement(_insert_of_a_run(statements.runs), engine),
         )
 
 
@@ -754,6 +794,29 @@ class _HotStatements:
         self.skip_many: sa.Executable | None = None
         if dialect == "postgresql":
             self.skip_many = _skip_many_from_an_array(runs)
+
+
+def _in_the_way_of_lists(runs: sa.Table) -> sa.ClauseElement:
+    """`_HotStatements.in_the_way` for the driver: each list bound as one parameter.
+
+    SQLAlchemy expands a list parameter when it executes; the driver's own statement
+    cannot, so the lists are `IN %(p_…)s`, which PyMySQL renders as `('a', 'b')`.
+    """
+    columns = runs.c
+    return sa.select(columns.lock_name, columns.task, columns.instant, columns.state).where(
+        columns.lock_name.op("IN")(sa.bindparam("p_lock_names")),
+        sa.or_(
+            columns.state == RunState.RUNNING.value,
+            columns.instant.op("IN")(sa.bindparam("p_instants")),
+        ),
+    )
+
+
+def _insert_of_a_run(runs: sa.Table) -> sa.ClauseElement:
+    """An `INSERT` of one row of every column, bound as `p_<column>` (`_prefixed`)."""
+    return runs.insert().values(
+        {column.name: sa.bindparam(f"p_{column.name}") for column in runs.c}
+    )
 
 
 def _skip_many_from_an_array(runs: sa.Table) -> sa.Executable:
