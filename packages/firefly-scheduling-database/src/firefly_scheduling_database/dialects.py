@@ -5,7 +5,8 @@ the clocks of the nodes never matter, and each operation is ONE statement:
 
 * acquire: an upsert that inserts a free name or takes over an expired lease only;
   the rowcount says whether this owner won;
-* release: a delete of the row only while it carries this acquisition's token;
+* release: a delete of the row only while it carries this acquisition's token
+  (releases that wait for one another go together, see `dialect_batches`);
 * renew: an update of this owner's still-valid lease;
 * fence: an increment-and-return of the name's counter;
 * fenced acquire: the lease and the fence in ONE statement where the dialect can
@@ -60,19 +61,25 @@ class Statement:
     The clause runs through SQLAlchemy's execution layer (an application's Engine or
     Connection, whose event listeners then see it); the driver form goes straight to a
     pooled DBAPI cursor, without that layer's per-call cost.
+
+    A MySQL text may hold several statements (`statements`), sent in one round trip
+    on the lock's own connections, which allow them; each answers with a result of
+    its own, read one after another (`dialect_batches`: a group of releases).
     """
 
     clause: TextClause
     driver_sql: str
     #: Parameter names in order, for a positional paramstyle (SQLite's `?`).
     positions: tuple[str, ...] | None
+    #: How many statements the text holds, each answering with its own result.
+    statements: int = 1
 
     @classmethod
-    def render(cls, sql: str, dialect: Dialect) -> Statement:
+    def render(cls, sql: str, dialect: Dialect, *, statements: int = 1) -> Statement:
         clause = text(sql)
         compiled = clause.compile(dialect=dialect)
         positions = tuple(compiled.positiontup or ()) if compiled.positional else None
-        return cls(clause, compiled.string, positions)
+        return cls(clause, compiled.string, positions, statements)
 
     def driver_parameters(
         self, parameters: Mapping[str, object]

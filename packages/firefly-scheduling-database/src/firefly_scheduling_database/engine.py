@@ -136,6 +136,7 @@ def lock_engine(
     max_connections: int | None = None,
     reset_on_return: bool = True,
     autocommit: bool = False,
+    multi_statements: bool = False,
 ) -> Engine:
     """A pooled engine for `url` with bounded timeouts; a `ConfigurationError` if unusable.
 
@@ -145,9 +146,16 @@ def lock_engine(
     `reset_on_return=False` skips the pool's rollback when a connection comes back
     (a round trip on MySQL); only for callers that always end their transactions.
     `autocommit=True` switches every new connection to autocommit (`_autocommit`).
+    `multi_statements=True` lets MySQL connections run a text of several statements
+    (`_CLIENT_MULTI_STATEMENTS`): the lease lock sends a group of releases as one.
     """
     parsed, arguments = _engine_arguments(
-        url, DRIVERS, share, max_connections, reset_on_return=reset_on_return
+        url,
+        DRIVERS,
+        share,
+        max_connections,
+        reset_on_return=reset_on_return,
+        multi_statements=multi_statements,
     )
     engine = _bounded(create_engine(parsed, **arguments))
     _prepare_connections(engine, url, autocommit=autocommit)
@@ -162,8 +170,11 @@ class _Shared:
 
 #: The protocol's SERVER_STATUS_IN_TRANS flag.
 _IN_TRANSACTION = 1
-#: MySQL's CLIENT_MULTI_STATEMENTS capability flag (PyMySQL's `CLIENT.MULTI_STATEMENTS`).
-#: Values are still escaped by the driver, and table names are checked identifiers.
+#: MySQL's CLIENT_MULTI_STATEMENTS capability flag (PyMySQL's `CLIENT.MULTI_STATEMENTS`;
+#: asyncmy sets it on every connection). Values are still escaped by the driver, and
+#: table names are checked identifiers. Set on the engines whose owners send several
+#: statements in one text: the stores' (a group of run finishes, `history_driver`) and
+#: the lease lock's own (a group of releases, `dialect_batches`).
 _CLIENT_MULTI_STATEMENTS = 1 << 16
 
 _shared_mutex = threading.Lock()
@@ -178,12 +189,13 @@ def store_engine(url: str | URL, *, max_connections: int | None = None) -> Engin
     each store hands it back with `release_store_engine` when it closes, and the last
     one disposes of it.
     """
-    parsed, arguments = _engine_arguments(url, DRIVERS, "stores", max_connections)
+    # The run history sends a group of finishes as one text (`history_driver`).
+    parsed, arguments = _engine_arguments(
+        url, DRIVERS, "stores", max_connections, multi_statements=True
+    )
     mysql = parsed.get_backend_name() in {"mysql", "mariadb"}
     if mysql:
         arguments["pool_reset_on_return"] = None  # `_roll_back_if_in_transaction` does it
-        # The run history sends a group of finishes as one text (`history_driver`).
-        arguments["connect_args"]["client_flag"] |= _CLIENT_MULTI_STATEMENTS
     key = f"{plain_url(parsed)}#{arguments['pool_size']}"
     with _shared_mutex:
         shared = _shared.get(key)
@@ -217,6 +229,7 @@ def async_lock_engine(
     max_connections: int | None = None,
     reset_on_return: bool = True,
     autocommit: bool = False,
+    multi_statements: bool = False,
 ) -> AsyncEngine:
     """`lock_engine` for asyncio: the same URLs and bounds, on the async driver.
 
@@ -226,7 +239,12 @@ def async_lock_engine(
     from sqlalchemy.ext.asyncio import create_async_engine  # noqa: PLC0415 - see TYPE_CHECKING
 
     parsed, arguments = _engine_arguments(
-        url, ASYNC_SCHEMES, share, max_connections, reset_on_return=reset_on_return
+        url,
+        ASYNC_SCHEMES,
+        share,
+        max_connections,
+        reset_on_return=reset_on_return,
+        multi_statements=multi_statements,
     )
     engine = create_async_engine(parsed, **arguments)
     _prepare_connections(engine.sync_engine, url, autocommit=autocommit)
@@ -240,8 +258,13 @@ def _engine_arguments(
     max_connections: int | None,
     *,
     reset_on_return: bool = True,
+    multi_statements: bool = False,
 ) -> tuple[URL, dict[str, Any]]:
-    """The driver-mapped URL and `create_engine` keywords for `url`, checked."""
+    """The driver-mapped URL and `create_engine` keywords for `url`, checked.
+
+    `multi_statements`: MySQL connections allow texts of several statements (other
+    dialects have no such switch).
+    """
     text = plain_url(url).strip()
     parse_lock_url(text, provider="database", schemes=schemes)
     text, shares = budget_for(text, max_connections)
@@ -265,7 +288,7 @@ def _engine_arguments(
 
             connect_args["async_creator_fn"] = AsyncBoundedPsycopgConnection.connect
     else:
-        connect_args = _mysql_arguments(parsed)
+        connect_args = _mysql_arguments(parsed, multi_statements=multi_statements)
     return parsed, {
         "connect_args": connect_args,
         "pool_size": getattr(shares, share),
@@ -420,7 +443,7 @@ def _postgres_arguments(url: URL) -> dict[str, Any]:
     return arguments
 
 
-def _mysql_arguments(url: URL) -> dict[str, Any]:
+def _mysql_arguments(url: URL, *, multi_statements: bool = False) -> dict[str, Any]:
     bounds: dict[str, Any] = {
         "connect_timeout": CONNECT_TIMEOUT_SECONDS,
         "read_timeout": STATEMENT_TIMEOUT_SECONDS,
@@ -443,4 +466,6 @@ def _mysql_arguments(url: URL) -> dict[str, Any]:
             f"must be a whole number, got {flags!r}"
         )
     arguments["client_flag"] = int(flags) & ~2
+    if multi_statements:
+        arguments["client_flag"] |= _CLIENT_MULTI_STATEMENTS
     return arguments

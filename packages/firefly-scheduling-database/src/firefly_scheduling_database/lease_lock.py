@@ -42,6 +42,7 @@ from firefly_scheduling_database.schema import DEFAULT_TABLE, LeaseTables, creat
 _T = TypeVar("_T")
 
 _Run: TypeAlias = Callable[[Statement, Mapping[str, object]], StatementResult]
+_RunEach: TypeAlias = Callable[[Statement, Mapping[str, object]], list[int]]
 _Operation: TypeAlias = Callable[["_Transaction"], _T]
 _OnConnection: TypeAlias = Callable[[Connection], _T]
 
@@ -53,7 +54,8 @@ logger = logging.getLogger("firefly_scheduling.locks")
 MAX_LEASE_SECONDS = 100 * 366 * 86_400
 #: Seconds between two purges of expired leases by one instance (with up to 50 % jitter).
 PURGE_INTERVAL_SECONDS = 60.0
-#: Most releases sent in one statement (`_release_together`).
+#: Most releases sent in one statement (`_release_together`), where the dialect's
+#: batches set no bound of their own (`LeaseBatches.most_releases`: MySQL's is lower).
 RELEASES_PER_STATEMENT = 500
 
 
@@ -64,6 +66,9 @@ class _Transaction:
     run: _Run
     #: The driver's own connection underneath, for capability checks (MySQL's flags).
     driver_connection: object
+    #: A text of several statements, on the lock's own engine only (`_run_on_driver`,
+    #: whose MySQL connections allow them): each statement's affected-row count.
+    run_each: _RunEach | None = None
 
 
 class DatabaseLeaseLock(BaseLock):
@@ -126,6 +131,7 @@ class DatabaseLeaseLock(BaseLock):
                 max_connections=max_connections,
                 reset_on_return=False,
                 autocommit=True,
+                multi_statements=True,  # MySQL: a group of releases is one text
             )
         elif max_connections is not None:
             raise ConfigurationError(
@@ -153,7 +159,8 @@ class DatabaseLeaseLock(BaseLock):
         #: the lock's own engine where the dialect answers a batch of them.
         self._releases: GroupedCalls[tuple[object, str], bool] | None = None
         if owns_engine and self._batches is not None and self._batches.answers_releases:
-            self._releases = GroupedCalls(self._release_together, most=RELEASES_PER_STATEMENT)
+            most = self._batches.most_releases or RELEASES_PER_STATEMENT
+            self._releases = GroupedCalls(self._release_together, most=most)
         self._next_purge = time.monotonic() + _purge_pause() / 2
 
     @property
@@ -275,13 +282,17 @@ class DatabaseLeaseLock(BaseLock):
         return self._run(partial(self._changed_one, self._sql.release, parameters))
 
     def _release_together(self, held: Sequence[tuple[object, str]]) -> list[bool]:
-        """The releases that waited for one another: one statement, an answer each.
+        """The releases that waited for one another: one round trip, an answer each.
 
         A resident node ends the fires of an instant together, and one statement per
-        release kept the ones behind it waiting for a pooled connection (issue 12).
-        Each lease is deleted only while it carries its own owner token, and each
-        answer is read from the rows the statement deleted, never inferred from
-        another's. A lone release is sent alone, in its own cheaper statement.
+        release kept the ones behind it waiting for a pooled connection (issue 12; on
+        MariaDB one DELETE per release was 18 % of a winning node's CPU). Each lease
+        is deleted only while it carries its own owner token, and each answer is read
+        from what the server says it deleted, never inferred from another's: the rows
+        the statement returned (PostgreSQL, SQLite), or the row count of the lease's
+        own DELETE in a text of one per lease (MySQL, `LeaseBatches.releases_counted`).
+        A group that fails is that error for each of its callers. A lone release is
+        sent alone, in its own cheaper statement.
         """
         if len(held) == 1:
             return [self._release_alone(*held[0])]
@@ -291,9 +302,14 @@ class DatabaseLeaseLock(BaseLock):
     def _deleted_many(
         self, tx: _Transaction, *, held: Sequence[tuple[object, str]]
     ) -> set[tuple[object, str]]:
-        assert self._batches is not None
-        reply = tx.run(*self._batches.released(held))
-        return {(row[0], row[1]) for row in reply.fetchall()}
+        batches = self._batches
+        assert batches is not None
+        if not batches.releases_counted:
+            reply = tx.run(*batches.released(held))
+            return {(row[0], row[1]) for row in reply.fetchall()}
+        # Grouped releases are the lock's own engine's, on the driver path (`__init__`).
+        assert tx.run_each is not None
+        return batches.deleted_by_counts(held, tx.run_each(*batches.released(held)))
 
     def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
         parameters = {
@@ -442,6 +458,13 @@ class DatabaseLeaseLock(BaseLock):
         pool need not reset the connection on its return. The asyncio flavour speaks
         to the async driver's own connection (`aio_driver`); one it was interrupted
         on (a cancellation) is discarded, as its protocol state is unknown.
+
+        MySQL's group of releases is one text of several statements in a transaction
+        (`dialect_batches`), read result by result (`run_each`) to the last, so none
+        is left unread. A statement that fails stops the server's run of the text and
+        is its last answer (PyMySQL and asyncmy raise it from that result's read, with
+        nothing left to read): the transaction the text opened is rolled back here,
+        and a connection that cannot be rolled back is discarded (`_roll_back`).
         """
         dialect = engine.dialect
         driver_error: type[DBAPIModule.Error] = dialect.loaded_dbapi.Error
@@ -463,7 +486,16 @@ class DatabaseLeaseLock(BaseLock):
                 cursor.execute(statement.driver_sql, statement.driver_parameters(parameters))
                 return cursor  # type: ignore[no-any-return]
 
-            return operation(_Transaction(run, pooled.driver_connection))
+            def run_each(statement: Statement, parameters: Mapping[str, object]) -> list[int]:
+                # PyMySQL: the first result is read by `execute`, each next one by
+                # `nextset`, which raises the error of a statement that failed.
+                cursor.execute(statement.driver_sql, statement.driver_parameters(parameters))
+                counts = [int(cursor.rowcount)]
+                while cursor.nextset():
+                    counts.append(int(cursor.rowcount))
+                return _answered(statement, counts, driver_error)
+
+            return operation(_Transaction(run, pooled.driver_connection, run_each))
         except driver_error as err:
             disconnected = dialect.is_disconnect(err, pooled.dbapi_connection, cursor)
             if disconnected:
@@ -535,8 +567,28 @@ def _after_interruption(
 
 
 def _roll_back(pooled: PoolProxiedConnection, driver_error: type[DBAPIModule.Error]) -> None:
-    with suppress(driver_error):
+    """End any transaction on `pooled`; one that cannot end is not pooled again.
+
+    A connection of the lock's own engine goes back to the pool without a reset, so
+    a transaction left open on it (a group of MySQL releases that failed part way,
+    `dialect_batches`) would hold its row locks for the next caller.
+    """
+    try:
         pooled.rollback()
+    except driver_error as err:
+        _invalidate(pooled, err)
+
+
+def _answered(
+    statement: Statement, counts: list[int], driver_error: type[DBAPIModule.Error]
+) -> list[int]:
+    """`counts`, a row count per statement of `statement`'s text; fewer is the driver's
+    error (a server or proxy that ran part of the text without saying why)."""
+    if len(counts) != statement.statements:
+        raise driver_error(
+            f"a text of {statement.statements} statements was answered {len(counts)} times"
+        )
+    return counts
 
 
 def _purge_pause() -> float:
