@@ -149,10 +149,14 @@ NOT_RUN: Final[tuple[type[BaseException], ...]] = (
 
 @dataclass(frozen=True)
 class Command:
-    """One command on the keys of one name; on a cluster, `key` says where it goes."""
+    """One command on the keys of one name; on a cluster, `key` says where it goes.
+
+    `script` is the script an `EVALSHA` names, loaded again if the server forgot it.
+    """
 
     key: bytes
     args: tuple[Any, ...]
+    script: Script | None = None
 
 
 def acquisition(
@@ -167,8 +171,15 @@ def acquisition(
     ttl = milliseconds(ttl_seconds)
     if fenced:
         fence = fence_key(name, cluster=cluster)
-        return Command(key, ("EVALSHA", ACQUIRE_FENCED.sha, 2, key, fence, owner, ttl))
+        args = ("EVALSHA", ACQUIRE_FENCED.sha, 2, key, fence, owner, ttl)
+        return Command(key, args, ACQUIRE_FENCED)
     return Command(key, ("SET", key, owner, "PX", ttl, "NX"))
+
+
+def release(name: str, owner: str, *, cluster: bool) -> Command:
+    """The command that releases `name` if `owner` still holds it: `RELEASE`."""
+    key = lock_key(name, cluster=cluster)
+    return Command(key, ("EVALSHA", RELEASE.sha, 1, key, owner), RELEASE)
 
 
 def lock_key(name: str, *, cluster: bool) -> bytes:
