@@ -23,6 +23,9 @@ from firefly_scheduling import ConfigurationError
 from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
 from firefly_scheduling_database.engine import async_lock_engine, lock_engine
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from firefly_database_engine_arguments import connect_arguments
+
 SECRET = "s3cr3t-pw"
 
 
@@ -76,13 +79,13 @@ def test_the_sync_lock_still_refuses_async_urls() -> None:
 def test_asyncmy_gets_the_same_bounds_except_the_write_timeout_it_lacks() -> None:
     """Connect and read timeouts, the row-lock wait, and no CLIENT_FOUND_ROWS."""
     engine = async_lock_engine(f"mysql://root:{SECRET}@127.0.0.1:1/test")
-    connect_args = _connect_arguments(engine.sync_engine)
+    connect_args = connect_arguments(engine.sync_engine)
     assert connect_args["connect_timeout"] == 5
     assert connect_args["read_timeout"] == 5
     assert "write_timeout" not in connect_args, "asyncmy.connect() has no write_timeout"
     assert "innodb_lock_wait_timeout = 2" in connect_args["init_command"]
     assert connect_args["client_flag"] & 2 == 0, "CLIENT_FOUND_ROWS must be off"
-    sync_args = _connect_arguments(lock_engine(f"mysql://root:{SECRET}@127.0.0.1:1/test"))
+    sync_args = connect_arguments(lock_engine(f"mysql://root:{SECRET}@127.0.0.1:1/test"))
     assert sync_args["write_timeout"] == 5, "the synchronous engine keeps its write bound"
 
 
@@ -193,25 +196,6 @@ def test_inside_your_transaction_the_lease_commits_and_rolls_back_with_it(
         checker.close()
 
     asyncio.run(scenario())
-
-
-def _connect_arguments(engine: Any) -> dict[str, Any]:
-    """The keywords the engine's pool would hand the driver's connect()."""
-    captured: dict[str, Any] = {}
-
-    def capture(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
-        captured.update(cparams)
-        raise _Captured
-
-    event.listen(engine, "do_connect", capture)
-    with pytest.raises(_Captured):
-        engine.connect()
-    engine.dispose()
-    return captured
-
-
-class _Captured(Exception):
-    """Raised by the `do_connect` listener once it has the arguments: no server needed."""
 
 
 def test_without_greenlet_the_sync_package_works_and_the_async_lock_names_the_extra(

@@ -9,15 +9,19 @@ connections allow texts of several statements; other engines do not.
 from __future__ import annotations
 
 import asyncio
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event
 
 from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock, aio_driver
 from firefly_scheduling_database.dialect_batches import LeaseBatches, lease_batches_for
 from firefly_scheduling_database.engine import async_lock_engine, lock_engine
 from firefly_scheduling_database.schema import LeaseTables
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from firefly_database_engine_arguments import connect_arguments
 
 TABLES = LeaseTables.named("locks")
 MULTI_STATEMENTS = 1 << 16
@@ -107,7 +111,7 @@ def test_mysql_groups_releases_by_counts_and_bounds_a_group() -> None:
 def test_the_locks_own_mysql_connections_allow_several_statements() -> None:
     lock = DatabaseLeaseLock(URL)
     try:
-        flags = _connect_arguments(lock._bind)["client_flag"]
+        flags = connect_arguments(lock._bind)["client_flag"]
     finally:
         lock.close()
     assert flags & MULTI_STATEMENTS
@@ -117,7 +121,7 @@ def test_the_locks_own_mysql_connections_allow_several_statements() -> None:
 def test_the_asyncio_locks_own_mysql_connections_allow_several_statements() -> None:
     lock = AsyncDatabaseLeaseLock(URL)
     try:
-        flags = _connect_arguments(lock._bind.sync_engine)["client_flag"]
+        flags = connect_arguments(lock._bind.sync_engine)["client_flag"]
         assert lock._releases is not None
     finally:
         asyncio.run(lock.aclose())
@@ -126,7 +130,7 @@ def test_the_asyncio_locks_own_mysql_connections_allow_several_statements() -> N
 
 
 def test_other_engines_keep_one_statement_per_text() -> None:
-    flags = _connect_arguments(lock_engine(URL))["client_flag"]
+    flags = connect_arguments(lock_engine(URL))["client_flag"]
     assert not flags & MULTI_STATEMENTS
 
 
@@ -186,22 +190,3 @@ class _FakeAsyncmy:
 
     def cursor(self) -> _FakeCursor:
         return self.cursor_made
-
-
-def _connect_arguments(engine: Any) -> dict[str, Any]:
-    """The keywords the engine's pool would hand the driver's connect()."""
-    captured: dict[str, Any] = {}
-
-    def capture(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
-        captured.update(cparams)
-        raise _Captured
-
-    event.listen(engine, "do_connect", capture)
-    with pytest.raises(_Captured):
-        engine.connect()
-    engine.dispose()
-    return captured
-
-
-class _Captured(Exception):
-    """Raised by the `do_connect` listener once it has the arguments: no server needed."""
