@@ -162,6 +162,17 @@ def _mysql_reader(mysql_url: str) -> Any:
     return pymysql.connect(**connection_arguments(mysql_url), autocommit=True)
 
 
+def _open_transactions(reader: Any, thread_ids: list[int]) -> int:
+    """How many transactions the server has open on the connections `thread_ids`."""
+    with reader.cursor() as cursor:
+        cursor.execute(
+            "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id IN %s",
+            (tuple(thread_ids),),
+        )
+        [(count,)] = cursor.fetchall()
+    return int(count)
+
+
 def test_mysql_finish_is_committed_and_leaves_no_transaction_open(
     mysql_store: DatabaseRunHistory, mysql_url: str
 ) -> None:
@@ -182,12 +193,7 @@ def test_mysql_finish_is_committed_and_leaves_no_transaction_open(
                 ("app:job",),
             )
             assert cursor.fetchall() == (("succeeded",),)
-            cursor.execute(
-                "SELECT COUNT(*) FROM information_schema.INNODB_TRX"
-                " WHERE trx_mysql_thread_id IN (%s, %s)",
-                tuple(ids),
-            )
-            assert cursor.fetchall() == ((0,),)
+        assert _open_transactions(reader, ids) == 0
     finally:
         reader.close()
     # A zombie's late finish, with an older token, matches no row.
@@ -213,12 +219,7 @@ def test_mysql_batch_start_is_committed_and_leaves_no_transaction_open(
             assert cursor.fetchall() == tuple(
                 (f"app:job{index}", "running", index + 1, 1) for index in range(3)
             )
-            cursor.execute(
-                "SELECT COUNT(*) FROM information_schema.INNODB_TRX"
-                " WHERE trx_mysql_thread_id IN (%s, %s)",
-                tuple(ids),
-            )
-            assert cursor.fetchall() == ((0,),)
+        assert _open_transactions(reader, ids) == 0
     finally:
         reader.close()
     assert [r.started_at for r in mysql_store.unfinished("app:job1", lock="lk1")] == [T0]
