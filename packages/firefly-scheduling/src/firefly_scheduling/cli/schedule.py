@@ -4,7 +4,8 @@ One row per task: its target, its trigger as written (a cron verbatim, or the
 exact fixed rate/delay the resident host keeps), what `tick` runs (the cron, or
 the cadence bucket the interval rounds up to), the zone, the lock name and TTL,
 the initial delay, and the next fire in UTC (and in the task's zone). A lock
-named after its task (`lock=True`) is shown as `= target`. When no
+named after its task (`lock=True`, the default) is shown as `= target`; a task
+declared `lock=False` as running on every node. When no
 task is found it says so, and why.
 
 `--host run|tick` says which host the listing describes: the exact interval and
@@ -41,6 +42,8 @@ from firefly_scheduling.hosts.next_fire import HOSTS, Host
 from firefly_scheduling.hosts.next_fire import next_fire as next_fire_under
 
 _NONE = "-"
+#: The lock column of a `lock=False` task: it runs on every node, and says so.
+UNLOCKED = "none: runs on every node"
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,7 @@ def schedule_row(descriptor: ScheduledDescriptor, now: datetime, host: Host = "r
             else f"{upcoming:%Y-%m-%d %H:%M:%S} UTC"
         )
     if descriptor.lock_name is None:
-        lock = _NONE
+        lock = UNLOCKED
     else:
         # A lock named after its task (lock=True) is shown as such, to keep rows short.
         name = "= target" if descriptor.lock_name == descriptor.target else descriptor.lock_name
@@ -128,8 +131,9 @@ def schedule_json(
     """One task as a JSON object with stable keys; durations in seconds, instants ISO 8601.
 
     Keys: `target`, `cron`, `fixed_rate`, `fixed_delay`, `zone`, `schedule` (as the
-    table shows it for `host`), `lock`, `lock_ttl`, `initial_delay`, `next_fire`
-    (null when the interval starts when the host does).
+    table shows it for `host`), `lock`, `lock_ttl`, `runs_on` (`one node` or, for a
+    `lock=False` task, `every node`), `initial_delay`, `next_fire` (null when the
+    interval starts when the host does).
     """
     row = schedule_row(descriptor, now, host)
     if descriptor.cron is not None:
@@ -146,6 +150,7 @@ def schedule_json(
         "schedule": row.trigger if host == "run" else row.under_tick,
         "lock": descriptor.lock_name,
         "lock_ttl": descriptor.lock_ttl if descriptor.lock_name is not None else None,
+        "runs_on": "every node" if descriptor.lock_name is None else "one node",
         "initial_delay": descriptor.initial_delay,
         "next_fire": iso(upcoming),
     }

@@ -106,12 +106,14 @@ class ClaimOutcome:
     long the batch took, reported as the fire's claim time.
 
     `task_lock` is set when the fire's task lock was taken with its claim (see
-    `TaskLockAhead`); None, the run acquires it itself.
+    `TaskLockAhead`); None, the run acquires it itself. `error` says why a fire
+    not won is not run (the backend's error, redacted), for its result.
     """
 
     verdict: Verdict
     seconds: float
     task_lock: TaskLockAhead | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
