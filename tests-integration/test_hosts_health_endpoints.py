@@ -18,6 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,7 @@ def _until(port: int, path: str, status: int, timeout: float) -> tuple[int, dict
 
 
 @pytest.fixture
-def private_redis(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
+def private_redis(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     server = shutil.which("redis-server")
     if server is None:
         pytest.skip("redis-server is not installed")
