@@ -59,7 +59,8 @@ class Verdict(enum.StrEnum):
     CLAIMED_ELSEWHERE = "claimed elsewhere"
     #: The history refused the start: the fire is finished, or a newer attempt owns it.
     ALREADY_RECORDED = "already recorded"
-    #: The task lock is held by another run of the task: the previous fire still runs.
+    #: The task lock is held by another run of the task (the previous fire still runs),
+    #: or by another task sharing its lock name.
     #: (`run_guarded` claims no fire: there, the run may be this fire's on another node.)
     OVERLAPPING = "overlapping"
     #: Later than grace by this node's clock: skipped.
