@@ -61,7 +61,7 @@ TIMED = textwrap.dedent(
 def task_source(number: int, name: str, *, method: bool) -> str:
     """One decorated task; the trigger mix cycles with `number`."""
     kind = number % 3
-    lock = ", lock=True" if number % 2 else ""
+    lock = ", lock=True" if number % 2 else ", lock=False"
     if kind == 0:
         expression, zone = CRONS[number % len(CRONS)]
         zone_argument = f", zone={zone!r}" if zone else ""

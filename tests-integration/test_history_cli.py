@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -84,6 +85,44 @@ def test_monitor_fails_on_a_broken_task_and_passes_once_it_recovers(
     )
     assert healthy.exit_code == 0, healthy.output
     assert "OK: 2 task(s) healthy" in healthy.output
+
+
+def test_monitor_does_not_judge_a_freshly_deployed_daily_task_before_its_first_fire(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'history.db'}"
+    monkeypatch.setenv("FIREFLY_SCHEDULING_HISTORY_URL", url)
+    monkeypatch.setenv("FIREFLY_SCHEDULING_INITIAL_DELAY_STORE", url)  # first sightings kept
+    DatabaseRunHistory(url).close()  # the tables exist, as after `migrate`
+    manifest = tmp_path / "scheduled.json"
+    tomorrow = (datetime.now(UTC) + timedelta(days=1)).strftime("0 3 %d %m *")
+    nightly = ScheduledDescriptor(
+        target="app.jobs:nightly", cron=tomorrow, lock_name="app.jobs:nightly", lock_ttl=30.0
+    )
+    ScheduledManifest.compile([nightly], manifest)
+    first = CliRunner().invoke(main, ["monitor", "--manifest", str(manifest)])
+    assert first.exit_code == 0, first.output
+    assert "1 not judged yet" in first.output
+    as_json = CliRunner().invoke(main, ["monitor", "--manifest", str(manifest), "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    row = json.loads(as_json.output)
+    assert row["judged"] is False
+    assert row["healthy"] is True
+    assert row["first_seen"] is not None  # the first run's sighting, read back
+    assert row["first_due"].startswith(datetime.now(UTC).date().isoformat()) is False
+
+
+def test_monitor_forgets_a_failure_once_a_later_fire_succeeded(
+    workspace: tuple[Path, DatabaseRunHistory],
+) -> None:
+    manifest, history = workspace
+    now = datetime.now(UTC)
+    fire(history, HEALTHY, now - timedelta(seconds=30), fails=False)
+    fire(history, BROKEN, now - timedelta(minutes=2), fails=True)
+    fire(history, BROKEN, now - timedelta(minutes=1), fails=False)
+    result = CliRunner().invoke(main, ["monitor", "--manifest", str(manifest)])
+    assert result.exit_code == 0, result.output
+    assert "OK: 2 task(s) healthy" in result.output
 
 
 def test_prune_expires_died_runs_and_deletes_old_records(

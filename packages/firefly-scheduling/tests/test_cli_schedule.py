@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import click
 import pytest
 from click.testing import CliRunner, Result
 
-from firefly_scheduling import ScheduledDescriptor, ScheduledManifest
+from firefly_scheduling import ScheduledDescriptor, ScheduledManifest, Settings
 from firefly_scheduling.cli import main
 from firefly_scheduling.cli.common import FireflyGroup
+from firefly_scheduling.initial_delay import InitialDelayGate
+from firefly_scheduling.initial_delay.selection import resolve_anchor_store
 
 DEMO_APP = "firefly_scheduling.demo_app"
 DEMO_TARGETS = [
@@ -265,3 +269,35 @@ def test_broken_plugins_keep_help_working_and_exit_2_when_invoked(
     wrong = CliRunner().invoke(plugin_group, ["notacommand"])
     assert wrong.exit_code == 2
     assert "is not a click command" in wrong.output
+
+
+def test_schedule_shows_when_a_delayed_task_may_first_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before its first sighting the delay counts from it; after, the listing names the time."""
+    store_url = f"sqlite:///{tmp_path / 'anchors.db'}"
+    monkeypatch.setenv("FIREFLY_SCHEDULING_INITIAL_DELAY_STORE", store_url)
+    monkeypatch.delenv("FIREFLY_SCAN_PACKAGES", raising=False)
+    manifest = tmp_path / "scheduled.json"
+    delayed = ScheduledDescriptor(
+        target="app.jobs:warm_cache",
+        fixed_rate=10.0,
+        initial_delay=3600.0,
+        lock_name="app.jobs:warm_cache",
+        lock_ttl=30.0,
+    )
+    ScheduledManifest.compile([delayed], manifest)
+    arguments = ["schedule", "--manifest", str(manifest), "--json"]
+    before = json.loads(CliRunner().invoke(main, arguments).output)
+    assert before["first_run_from"] is None
+    table = CliRunner().invoke(main, ["schedule", "--manifest", str(manifest)])
+    assert "after the task is first seen" in table.output
+    gate = InitialDelayGate(resolve_anchor_store(Settings(initial_delay_store=store_url)))
+    assert not gate.admit(delayed)  # a host saw it now: the window is anchored
+    gate.close()
+    after = json.loads(CliRunner().invoke(main, arguments).output)
+    first_run = datetime.fromisoformat(str(after["first_run_from"]))
+    expected = datetime.now(UTC) + timedelta(hours=1)
+    assert abs((first_run - expected).total_seconds()) < 60
+    listed = CliRunner().invoke(main, ["schedule", "--manifest", str(manifest)])
+    assert f"first run from {first_run:%Y-%m-%d %H:%M}" in listed.output

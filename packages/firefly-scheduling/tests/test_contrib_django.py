@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -116,8 +118,21 @@ def test_firefly_tick_runs_the_due_task_once_and_the_admin_shows_the_run(
 
 
 def test_firefly_run_runs_until_sigterm_and_exits_0(scratch: dict[str, str]) -> None:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        health_port = int(free.getsockname()[1])
     process = subprocess.Popen(
-        [sys.executable, "manage.py", "firefly_run", "--app", "shop.fast_tasks"],
+        [
+            sys.executable,
+            "manage.py",
+            "firefly_run",
+            "--app",
+            "shop.fast_tasks",
+            "--health-port",
+            str(health_port),
+            "--health-host",
+            "127.0.0.1",
+        ],
         env=scratch,
         cwd=PROJECT,
         stdout=subprocess.PIPE,
@@ -129,6 +144,10 @@ def test_firefly_run_runs_until_sigterm_and_exits_0(scratch: dict[str, str]) -> 
         while len(bodies(scratch)) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert len(bodies(scratch)) >= 2
+        livez = f"http://127.0.0.1:{health_port}/livez"
+        with urllib.request.urlopen(livez, timeout=5) as answer:  # loopback
+            assert answer.status == 200
+            assert json.loads(answer.read())["status"] == "alive"
     finally:
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=TIMEOUT)

@@ -52,7 +52,7 @@ def test_decorating_has_no_side_effect_beyond_the_attribute() -> None:
 def test_descriptor_fields_for_each_trigger() -> None:
     tasks = define(
         """
-        @scheduled(fixed_rate="250ms")
+        @scheduled(fixed_rate="250ms", lock=False)
         def rate(): ...
 
         @scheduled(fixed_delay=timedelta(minutes=2), initial_delay=90)
@@ -64,7 +64,11 @@ def test_descriptor_fields_for_each_trigger() -> None:
     )
     assert described(tasks["rate"]) == ScheduledDescriptor(target="app.tasks:rate", fixed_rate=0.25)
     assert described(tasks["delay"]) == ScheduledDescriptor(
-        target="app.tasks:delay", fixed_delay=120.0, initial_delay=90.0
+        target="app.tasks:delay",
+        fixed_delay=120.0,
+        initial_delay=90.0,
+        lock_name="app.tasks:delay",  # locked by default
+        lock_ttl=30.0,
     )
     assert described(tasks["nightly"]) == ScheduledDescriptor(
         target="app.tasks:nightly",
@@ -162,8 +166,8 @@ def test_exactly_one_trigger_when_the_decorator_runs(triggers: dict[str, str]) -
         ({"cron": "@reboot"}, ConfigurationError, "app.tasks:task: cron '@reboot'"),
         ({"cron": "* * * * *", "zone": "Nowhere/City"}, ConfigurationError, "'Nowhere/City'"),
         ({"fixed_rate": "1s", "zone": "Europe/Paris"}, ConfigurationError, "only applies to cron"),
-        ({"fixed_rate": "1s", "lock_ttl": "1m"}, ConfigurationError, "not locked"),
-        ({"fixed_rate": "1s", "lock": False, "lock_ttl": "1m"}, ConfigurationError, "not locked"),
+        ({"fixed_rate": "1s", "lock": None, "lock_ttl": "1m"}, ConfigurationError, "unlocked"),
+        ({"fixed_rate": "1s", "lock": False, "lock_ttl": "1m"}, ConfigurationError, "unlocked"),
         ({"fixed_rate": "1s", "lock": ""}, ConfigurationError, "must not be empty"),
         ({"fixed_rate": "1s", "lock": "x" * 256}, ConfigurationError, "limit is 255"),
         ({"fixed_rate": "1s", "lock": "a\x00b"}, ConfigurationError, "NUL"),

@@ -374,6 +374,36 @@ class TestAdoption:
             2,
         )
 
+    def test_an_adopted_run_and_the_fire_that_adopted_it_share_one_holding_and_token(
+        self,
+    ) -> None:
+        """The documented order: a token orders holdings; runs under one holding
+        (the adoption, then the fire) share it and run one after the other, so a
+        resource stamped with tokens must refuse only an OLDER token, not an equal one."""
+        history = MemoryRunHistory()
+        descriptor = task()
+        dead = DeadNode(descriptor, history)
+        ran: list[tuple[int, float, float]] = []
+
+        def body() -> None:
+            context = current_fire()
+            assert context is not None
+            assert context.token is not None
+            started = time.monotonic()
+            time.sleep(0.01)
+            ran.append((context.token, started, time.monotonic()))
+
+        survivor = runner(Clock(T0 + 31 * SECOND), history, "survivor")
+        outcome = survivor.run(descriptor, T0 + 31 * SECOND, body)
+        [adopted] = outcome.adopted
+        assert adopted.token == outcome.token
+        [(adopted_token, _, adopted_end), (fire_token, fire_start, _)] = ran
+        assert adopted_token == fire_token > dead.token
+        assert adopted_end <= fire_start  # never concurrent: one after the other
+        later = survivor.run(descriptor, T0 + 32 * SECOND, body)
+        assert later.token is not None
+        assert later.token > fire_token  # the next holding orders after both
+
     def test_an_adoption_whose_start_cannot_be_recorded_still_counts_as_attempt_two(
         self,
     ) -> None:

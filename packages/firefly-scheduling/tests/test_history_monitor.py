@@ -79,8 +79,8 @@ class TestHealthProblems:
 
     def test_a_failure_in_the_last_day_is_reported_with_its_error(self) -> None:
         history = MemoryRunHistory()
-        record(history, "app:job", NOW - MINUTE, RunState.SUCCEEDED)
-        record(history, "app:job", NOW - timedelta(hours=23), RunState.FAILED, "KeyError: 'x'")
+        record(history, "app:job", NOW - 2 * MINUTE, RunState.SUCCEEDED)
+        record(history, "app:job", NOW - MINUTE, RunState.FAILED, "KeyError: 'x'")
         record(history, "app:job", NOW - timedelta(hours=25), RunState.FAILED, "old")
         [problem] = health_problems([locked("app:job", fixed_rate=60.0)], history, NOW)
         assert "failed" in problem.reason
@@ -88,8 +88,8 @@ class TestHealthProblems:
 
     def test_an_expired_run_is_reported(self) -> None:
         history = MemoryRunHistory()
-        record(history, "app:job", NOW - MINUTE, RunState.SUCCEEDED)
-        record(history, "app:job", NOW - 2 * MINUTE, RunState.EXPIRED, "its node died")
+        record(history, "app:job", NOW - 2 * MINUTE, RunState.SUCCEEDED)
+        record(history, "app:job", NOW - MINUTE, RunState.EXPIRED, "its node died")
         [problem] = health_problems([locked("app:job", fixed_rate=60.0)], history, NOW)
         assert problem.reason.startswith("expired")
 
@@ -98,6 +98,46 @@ class TestHealthProblems:
         record(history, "app:gone", NOW - MINUTE, RunState.FAILED, "removed task")
         free = ScheduledDescriptor(target="app:free", fixed_rate=60.0)
         assert health_problems([free], history, NOW) == []
+
+
+class TestJudgedOnceAFireWasDue:
+    """A task is judged only once a fire was due since it was first seen."""
+
+    def test_a_freshly_deployed_daily_task_is_not_red_before_its_first_fire(self) -> None:
+        daily = locked("app:nightly", cron="0 3 * * *")
+        seen = {"app:nightly": NOW - timedelta(hours=1)}  # deployed at 08:05, after 03:00
+        assert health_problems([daily], MemoryRunHistory(), NOW, first_seen=seen) == []
+
+    def test_it_is_red_once_a_fire_was_due_since_and_did_not_succeed(self) -> None:
+        daily = locked("app:nightly", cron="0 3 * * *")
+        seen = {"app:nightly": NOW - timedelta(hours=7)}  # deployed at 02:05: 03:00 was due
+        [problem] = health_problems([daily], MemoryRunHistory(), NOW, first_seen=seen)
+        assert problem.reason == "no successful run recorded"
+
+    def test_a_fire_due_less_than_two_minutes_ago_is_not_judged_yet(self) -> None:
+        rate = locked("app:job", fixed_rate=60.0)
+        just = {"app:job": NOW - 2 * MINUTE}  # due a minute ago: may still be running
+        assert health_problems([rate], MemoryRunHistory(), NOW, first_seen=just) == []
+        later = {"app:job": NOW - 3 * MINUTE}
+        assert len(health_problems([rate], MemoryRunHistory(), NOW, first_seen=later)) == 1
+
+    def test_the_initial_delay_holds_the_first_due_fire_back(self) -> None:
+        delayed = locked("app:job", fixed_rate=60.0, initial_delay=3600.0)
+        seen = {"app:job": NOW - 30 * MINUTE}
+        assert health_problems([delayed], MemoryRunHistory(), NOW, first_seen=seen) == []
+
+    def test_a_failure_followed_by_a_success_is_no_problem(self) -> None:
+        history = MemoryRunHistory()
+        record(history, "app:job", NOW - 3 * MINUTE, RunState.FAILED, "transient 503")
+        record(history, "app:job", NOW - 2 * MINUTE, RunState.SUCCEEDED)
+        assert health_problems([locked("app:job", fixed_rate=60.0)], history, NOW) == []
+
+    def test_a_failure_after_the_last_success_is_still_a_problem(self) -> None:
+        history = MemoryRunHistory()
+        record(history, "app:job", NOW - 2 * MINUTE, RunState.SUCCEEDED)
+        record(history, "app:job", NOW - MINUTE, RunState.FAILED, "KeyError: 'x'")
+        [problem] = health_problems([locked("app:job", fixed_rate=60.0)], history, NOW)
+        assert "KeyError: 'x'" in problem.reason
 
 
 class TestRunsTable:

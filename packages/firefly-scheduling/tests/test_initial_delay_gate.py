@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import ClassVar
 
 import pytest
@@ -20,6 +21,7 @@ from firefly_scheduling.initial_delay import (
     check_initial_delays,
     warn_if_per_process,
 )
+from firefly_scheduling.initial_delay.gate import first_run_from
 
 DELAYED = ScheduledDescriptor(target="app.jobs:warm_up", fixed_rate=10.0, initial_delay=5.0)
 PLAIN = ScheduledDescriptor(target="app.jobs:plain", fixed_rate=10.0)
@@ -200,3 +202,34 @@ def test_a_per_process_store_warns_naming_the_delayed_tasks(
     assert PLAIN.target not in record.getMessage()
     assert warn_if_per_process(UnreadableStore(), [DELAYED], host="tick") is False
     assert warn_if_per_process(MemoryAnchorStore(), [PLAIN], host="tick") is False
+
+
+def test_holding_back_is_logged_at_info_once_with_the_first_run_time(
+    table: dict[str, str], clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    process = gate(table, clock)
+    with caplog.at_level(logging.INFO, logger="firefly_scheduling.initial_delay"):
+        assert not process.admit(DELAYED)
+        clock.now += 1
+        assert not process.admit(DELAYED)  # a second fire held back: no second INFO line
+    held = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert len(held) == 1, held
+    assert "held back until 1970-01-12 13:46:45 UTC" in held[0]  # 1_000_000 s + 5 s
+    assert "first seen 1970-01-12 13:46:40 UTC" in held[0]
+    caplog.clear()
+    clock.now += 5
+    with caplog.at_level(logging.INFO, logger="firefly_scheduling.initial_delay"):
+        assert process.admit(DELAYED)
+    [elapsed] = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert "has elapsed (since 1970-01-12 13:46:45 UTC)" in elapsed
+
+
+def test_the_earliest_first_run_is_read_from_the_anchor(
+    table: dict[str, str], clock: FakeClock
+) -> None:
+    store = MemoryAnchorStore(clock=clock, table=table)
+    assert first_run_from(store, DELAYED) is None  # not seen yet: unknown
+    gate(table, clock).admit(DELAYED)
+    first = first_run_from(store, DELAYED)
+    assert first == datetime.fromtimestamp(1_000_005, UTC)
+    assert first_run_from(store, PLAIN) is None

@@ -54,14 +54,14 @@ APP_FILES = {
                 pass
 
             class Archive:
-                @scheduled(fixed_rate="1d", initial_delay="PT1H")
+                @scheduled(fixed_rate="1d", initial_delay="PT1H", lock=False)
                 def compact(self):
                     pass
     """,
     "alerts.py": """
         from firefly_scheduling import scheduled
 
-        @scheduled(fixed_rate="250ms")
+        @scheduled(fixed_rate="250ms", lock=False)
         def watch():
             pass
     """,
@@ -109,7 +109,12 @@ def expected_tasks(package: str) -> list[ScheduledDescriptor]:
             lock_name="reports",
             lock_ttl=120.0,
         ),
-        ScheduledDescriptor(target=f"{package}.billing.reports:Reports.tidy", fixed_delay=30.0),
+        ScheduledDescriptor(  # locked by default, under its own target
+            target=f"{package}.billing.reports:Reports.tidy",
+            fixed_delay=30.0,
+            lock_name=f"{package}.billing.reports:Reports.tidy",
+            lock_ttl=30.0,
+        ),
     ]
 
 

@@ -34,7 +34,7 @@ def scheduled(
     fixed_delay: Duration | None = None,
     initial_delay: Duration | None = None,
     zone: str | None = None,
-    lock: bool | str | None = None,
+    lock: bool | str | None = True,
     lock_ttl: Duration | None = None,
 ) -> Callable[[TaskFunction], TaskFunction]:
     """Schedule the decorated function or method.
@@ -43,9 +43,10 @@ def scheduled(
     default), `fixed_rate` (between starts) or `fixed_delay` (from the end of one
     run to the start of the next). Durations are text (`30s`, `1h30m`, `PT5M`),
     numbers of seconds or `timedelta`s, from 1 ms to 366 days. `initial_delay` holds
-    the task back after it is first seen. `lock=True` guards every run with a lock
-    named after the task target; a string is an explicit (shared) lock name, outside
-    the reserved `firefly:` namespace; `None`/`False` runs unlocked. `lock_ttl`
+    the task back after it is first seen. `lock=True` (the default) guards every run
+    with a lock named after the task target, so each fire runs on one node; a string
+    is an explicit (shared) lock name, outside the reserved `firefly:` namespace;
+    `False` (or `None`) runs unlocked, on every node. `lock_ttl`
     (default 30 s) only applies to a locked task.
     """
     given = [
@@ -71,8 +72,8 @@ def scheduled(
         lock_name = _lock_name(lock, target)
         if lock_name is None and lock_ttl is not None:
             raise ConfigurationError(
-                f"{target}: lock_ttl= is given but the task is not locked; "
-                "pass lock=True or a lock name"
+                f"{target}: lock_ttl= is given but lock={lock!r} leaves the task unlocked; "
+                "drop lock= (tasks are locked by default) or lock_ttl="
             )
         descriptor = ScheduledDescriptor(
             target=target,

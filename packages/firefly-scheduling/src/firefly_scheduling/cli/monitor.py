@@ -7,31 +7,42 @@ It exits 1, printing one line per problem, when a locked task
   regular cron that is twice its period, and a weekday-only cron is not flagged
   on Monday morning for the weekend); or
 * failed, or had a run expire (its node died and nobody adopted it), in the last
-  24 hours (`--failures-within`).
+  24 hours (`--failures-within`), and has not succeeded at a later fire since.
 
-Otherwise it exits 0. Unlocked tasks are not checked: they run on every node and
-are not recorded. "No success" is measured by the fire's instant, so a run that
-is still going does not count as a success yet.
+A task is judged only once a fire was due since it was first seen (by `monitor`,
+kept in the anchor store, or by the run history's newest record; see
+`first_sightings`), and that fire is at least two minutes old: a freshly deployed
+daily task is not red before its first fire. Otherwise it exits 0.
+
+Unlocked tasks are not checked: they run on every node and are not recorded. "No
+success" is measured by the fire's instant, so a run that is still going does not
+count as a success yet.
 
 `--json` prints one object per locked task instead, with the same exit status:
-`{"target", "healthy", "last_success", "problems": [reason, ...]}`.
+`{"target", "healthy", "judged", "first_seen", "first_due", "last_success",
+"problems": [reason, ...]}` (`judged` is false while no fire was due since the
+task was first seen; `first_seen` and `first_due` are null where the sightings are
+not kept).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import click
 
-from firefly_scheduling.cli.common import discover_tasks, task_source_options
+from firefly_scheduling.cli.common import discover_tasks, settings_for, task_source_options
+from firefly_scheduling.cli.first_sightings import first_sightings
 from firefly_scheduling.cli.output import echo_json_lines, iso, json_option
 from firefly_scheduling.cron import CronSchedule
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.durations import format_duration, parse_duration
 from firefly_scheduling.history import HistoryError, RunHistory, require_history
+from firefly_scheduling.initial_delay.port import AnchorStoreError
+from firefly_scheduling.initial_delay.selection import resolve_anchor_store
 
 #: The shortest window "no success" is judged over, whatever the period.
 MIN_SUCCESS_WINDOW = timedelta(seconds=120)
@@ -78,18 +89,54 @@ def _fire_before(schedule: CronSchedule, instant: datetime) -> datetime | None:
     return None
 
 
+def first_fire_due(descriptor: ScheduledDescriptor, seen: datetime) -> datetime:
+    """The first fire of `descriptor` due after it was first seen at `seen`.
+
+    Its initial delay holds it back from `seen` first; a fixed rate or delay is due
+    one period after that (a host's first run comes no later).
+    """
+    start = seen + timedelta(seconds=descriptor.initial_delay or 0.0)
+    if descriptor.cron is not None:
+        schedule = CronSchedule.parse(descriptor.cron, descriptor.zone, source=descriptor.target)
+        return schedule.next_after(start)
+    return start + timedelta(seconds=descriptor.fixed_rate or descriptor.fixed_delay or 0.0)
+
+
+def judged(
+    descriptor: ScheduledDescriptor, first_seen: Mapping[str, datetime] | None, now: datetime
+) -> bool:
+    """Whether a fire of `descriptor` was due since it was first seen, long enough ago to judge.
+
+    True where the sightings are unknown (`first_seen` is None): judged as ever.
+    """
+    if first_seen is None or descriptor.target not in first_seen:
+        return True
+    return first_fire_due(descriptor, first_seen[descriptor.target]) <= now - MIN_SUCCESS_WINDOW
+
+
 def health_problems(
     descriptors: Sequence[ScheduledDescriptor],
     history: RunHistory,
     now: datetime,
     failures_within: timedelta = timedelta(hours=24),
+    first_seen: Mapping[str, datetime] | None = None,
 ) -> list[HealthProblem]:
-    """Every problem of the locked `descriptors` the history shows at `now`."""
+    """Every problem of the locked `descriptors` the history shows at `now`.
+
+    `first_seen` (by target) holds back the judgement of "no success" until a fire
+    was due since then; None judges every task. A failure is no problem once a later
+    fire of its task succeeded.
+    """
     locked = [(d, d.lock_name) for d in descriptors if d.lock_name is not None]
     problems: list[HealthProblem] = []
+    last_success: dict[tuple[str, str], datetime] = {}
     for descriptor, lock in locked:
         window = success_window(descriptor, now)
         success = history.last_success(descriptor.target, lock=lock)
+        if success is not None:
+            last_success[(lock, descriptor.target)] = success.instant
+        if success is None and not judged(descriptor, first_seen, now):
+            continue
         if success is None:
             problems.append(HealthProblem(descriptor.target, "no successful run recorded"))
         elif success.instant < now - window:
@@ -103,6 +150,9 @@ def health_problems(
     # Another deployment's failures (same target, another lock name) are not ours.
     keys = {(lock, d.target) for d, lock in locked}
     for record in history.failures_since(now - failures_within):
+        recovered = last_success.get((record.lock, record.task))
+        if recovered is not None and recovered > record.instant:
+            continue  # a later fire succeeded: the task works again
         if (record.lock, record.task) in keys:
             problems.append(
                 HealthProblem(
@@ -118,18 +168,25 @@ def health_rows(
     descriptors: Sequence[ScheduledDescriptor],
     problems: Sequence[HealthProblem],
     history: RunHistory,
+    now: datetime,
+    first_seen: Mapping[str, datetime] | None = None,
 ) -> list[dict[str, object]]:
-    """One JSON-ready object per locked task: healthy or not, its last success, its problems."""
+    """One JSON-ready object per locked task: healthy or not, judged yet or not, its first
+    sighting and first due fire, its last success, its problems."""
     rows: list[dict[str, object]] = []
     for descriptor in descriptors:
         if descriptor.lock_name is None:
             continue
         reasons = [p.reason for p in problems if p.target == descriptor.target]
         success = history.last_success(descriptor.target, lock=descriptor.lock_name)
+        seen = None if first_seen is None else first_seen.get(descriptor.target)
         rows.append(
             {
                 "target": descriptor.target,
                 "healthy": not reasons,
+                "judged": success is not None or judged(descriptor, first_seen, now),
+                "first_seen": iso(seen),
+                "first_due": None if seen is None else iso(first_fire_due(descriptor, seen)),
                 "last_success": None if success is None else iso(success.instant),
                 "problems": reasons,
             }
@@ -157,19 +214,29 @@ def monitor(
     window = timedelta(seconds=parse_duration(failures_within, source="--failures-within"))
     discovered = discover_tasks(apps, manifest, paths)
     history = require_history()
+    store = resolve_anchor_store(settings_for(manifest))
+    now = datetime.now(UTC)
     try:
-        problems = health_problems(discovered.descriptors, history, datetime.now(UTC), window)
-        if as_json:
-            echo_json_lines(health_rows(discovered.descriptors, problems, history))
-    except HistoryError as err:
+        seen = first_sightings(discovered.descriptors, store, history)
+        problems = health_problems(discovered.descriptors, history, now, window, seen)
+        rows = health_rows(discovered.descriptors, problems, history, now, seen)
+    except (HistoryError, AnchorStoreError) as err:
         raise click.ClickException(f"cannot check: {err}") from err
     finally:
+        store.close()
         history.close()
     if as_json:
+        echo_json_lines(rows)
         raise SystemExit(1 if problems else 0)
     checked = sum(1 for d in discovered.descriptors if d.lock_name is not None)
     unchecked = len(discovered.descriptors) - checked
     note = f" ({unchecked} unlocked, not recorded, not checked)" if unchecked else ""
+    waiting = sorted(str(row["first_due"]) for row in rows if not row["judged"])
+    if waiting:
+        note += (
+            f"; {len(waiting)} not judged yet, as no fire was due since first seen "
+            f"(the first due at {waiting[0]})"
+        )
     if problems:
         for problem in problems:
             click.echo(f"FAIL {problem}")

@@ -5,6 +5,9 @@ lock provider or anchor store, or no task at all, prints the reason and exits 2.
 SIGTERM/SIGINT stop new fires, give running bodies `--grace-period` seconds, release
 the locks and exit 0 (see `firefly_scheduling.hosts.shutdown`); a signal that comes
 while the host boots stops it before the first fire.
+
+`--health-port N` serves `/livez` and `/readyz` on that port (`hosts.health`), from
+the boot on, for Kubernetes probes.
 """
 
 from __future__ import annotations
@@ -14,23 +17,56 @@ import sys
 import click
 
 from firefly_scheduling.cli.host_options import HostOptions, host_options
+from firefly_scheduling.hosts.health import Heartbeat, threaded_host_health
+from firefly_scheduling.hosts.health_server import HealthServer
 from firefly_scheduling.hosts.resident import ResidentHost
 from firefly_scheduling.hosts.shutdown import StopRequest, ignore_stop_signals, stop_on_signals
 
 
 @click.command()
 @host_options
-def run(options: HostOptions) -> None:
+@click.option(
+    "--health-port",
+    type=click.IntRange(min=0, max=65535),
+    default=None,
+    metavar="N",
+    help="Serve /livez (the scheduler woke on time) and /readyz (the lock backend and "
+    "the history answer) over HTTP on this port.",
+)
+@click.option(
+    "--health-host",
+    default="0.0.0.0",  # noqa: S104  # a probe comes from outside the pod
+    show_default=True,
+    metavar="ADDRESS",
+    help="The address --health-port binds.",
+)
+def run(options: HostOptions, *, health_port: int | None, health_host: str) -> None:
     """Run the tasks in this process until SIGTERM/SIGINT (the resident host)."""
     with stop_on_signals(StopRequest()) as stop:
         runtime, descriptors = options.boot("run")
+        heartbeat = None if health_port is None else Heartbeat()
+        server = None
+        if heartbeat is not None and health_port is not None:
+            health = threaded_host_health(runtime, heartbeat)
+            try:
+                server = HealthServer(health, host=health_host, port=health_port).start()
+            except OSError as err:
+                runtime.close()
+                raise click.UsageError(
+                    f"--health-port {health_port}: cannot listen on {health_host}: {err}"
+                ) from err
         host = ResidentHost(
             descriptors,
             runtime,
             grace_period=options.grace_period,
             max_workers=options.max_workers,
             stop=stop,
+            heartbeat=heartbeat,
         )
-        status = host.run_until_stopped(handle_signals=False)
+        try:
+            status = host.run_until_stopped(handle_signals=False)
+        finally:
+            if server is not None:
+                server.close()
     ignore_stop_signals()
     sys.exit(status)

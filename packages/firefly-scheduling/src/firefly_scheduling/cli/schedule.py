@@ -4,7 +4,8 @@ One row per task: its target, its trigger as written (a cron verbatim, or the
 exact fixed rate/delay the resident host keeps), what `tick` runs (the cron, or
 the cadence bucket the interval rounds up to), the zone, the lock name and TTL,
 the initial delay, and the next fire in UTC (and in the task's zone). A lock
-named after its task (`lock=True`) is shown as `= target`. When no
+named after its task (`lock=True`, the default) is shown as `= target`; a task
+declared `lock=False` as running on every node. When no
 task is found it says so, and why.
 
 `--host run|tick` says which host the listing describes: the exact interval and
@@ -25,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from firefly_scheduling.cadence import Cadence
-from firefly_scheduling.cli.common import discover_tasks, task_source_options
+from firefly_scheduling.cli.common import discover_tasks, settings_for, task_source_options
 from firefly_scheduling.cli.output import (
     console,
     echo_json_lines,
@@ -37,10 +38,17 @@ from firefly_scheduling.cli.output import (
 from firefly_scheduling.cron import CronSchedule
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.durations import format_duration
+from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.hosts.next_fire import HOSTS, Host
 from firefly_scheduling.hosts.next_fire import next_fire as next_fire_under
+from firefly_scheduling.initial_delay.gate import first_run_from
+from firefly_scheduling.initial_delay.port import AnchorStoreError
+from firefly_scheduling.initial_delay.selection import resolve_anchor_store
+from firefly_scheduling.settings import Settings
 
 _NONE = "-"
+#: The lock column of a `lock=False` task: it runs on every node, and says so.
+UNLOCKED = "none: runs on every node"
 
 
 @dataclass(frozen=True)
@@ -56,8 +64,16 @@ class ScheduleRow:
     next_fire: str
 
 
-def schedule_row(descriptor: ScheduledDescriptor, now: datetime, host: Host = "run") -> ScheduleRow:
-    """Describe `descriptor` for the listing; `now` (aware) anchors the next fire under `host`."""
+def schedule_row(
+    descriptor: ScheduledDescriptor,
+    now: datetime,
+    host: Host = "run",
+    first_run: datetime | None = None,
+) -> ScheduleRow:
+    """Describe `descriptor` for the listing; `now` (aware) anchors the next fire under `host`.
+
+    `first_run` is the earliest its initial delay lets it first run, when known.
+    """
     if descriptor.cron is not None:
         cron = CronSchedule.parse(descriptor.cron, descriptor.zone, source=descriptor.target)
         trigger = under_tick = descriptor.cron
@@ -79,7 +95,7 @@ def schedule_row(descriptor: ScheduledDescriptor, now: datetime, host: Host = "r
             else f"{upcoming:%Y-%m-%d %H:%M:%S} UTC"
         )
     if descriptor.lock_name is None:
-        lock = _NONE
+        lock = UNLOCKED
     else:
         # A lock named after its task (lock=True) is shown as such, to keep rows short.
         name = "= target" if descriptor.lock_name == descriptor.target else descriptor.lock_name
@@ -90,11 +106,49 @@ def schedule_row(descriptor: ScheduledDescriptor, now: datetime, host: Host = "r
         under_tick=under_tick,
         zone=_NONE if descriptor.cron is None else descriptor.zone or "UTC",
         lock=lock,
-        initial_delay=(
-            _NONE if descriptor.initial_delay is None else format_duration(descriptor.initial_delay)
-        ),
+        initial_delay=_initial_delay_text(descriptor, now, first_run),
         next_fire=next_text,
     )
+
+
+def _initial_delay_text(
+    descriptor: ScheduledDescriptor, now: datetime, first_run: datetime | None
+) -> str:
+    """The delay, and when the first run may come: known from the anchor, or not yet."""
+    if descriptor.initial_delay is None:
+        return _NONE
+    delay = format_duration(descriptor.initial_delay)
+    if first_run is None:
+        return f"{delay}\nfirst run {delay} after the task is first seen"
+    if first_run <= now:
+        return f"{delay}\nelapsed at {first_run:%Y-%m-%d %H:%M:%S} UTC"
+    return f"{delay}\nfirst run from {first_run:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def first_runs(
+    descriptors: Sequence[ScheduledDescriptor], settings: Settings
+) -> dict[str, datetime]:
+    """The earliest first run of each delayed task whose anchor exists, read from the store.
+
+    A store that is per-process (nothing to read) or unreachable leaves them unknown:
+    the listing then says the delay counts from the first sighting.
+    """
+    delayed = [d for d in descriptors if d.initial_delay is not None]
+    if not delayed:
+        return {}
+    try:
+        store = resolve_anchor_store(settings)
+    except ConfigurationError:
+        return {}
+    try:
+        if not store.shared_across_processes:
+            return {}
+        found = {d.target: first_run_from(store, d) for d in delayed}
+    except AnchorStoreError:
+        return {}
+    finally:
+        store.close()
+    return {target: instant for target, instant in found.items() if instant is not None}
 
 
 def render_schedule(
@@ -103,6 +157,8 @@ def render_schedule(
     console: Console,
     now: datetime,
     host: Host = "run",
+    *,
+    first_run: dict[str, datetime] | None = None,
 ) -> None:
     """Print the listing (or the plain reason why there is nothing to list)."""
     if not descriptors:
@@ -114,7 +170,7 @@ def render_schedule(
     for header in ("Schedule", "Zone", "Lock", "Initial delay", "Next fire"):
         table.add_column(header, overflow="fold")
     for descriptor in descriptors:
-        row = schedule_row(descriptor, now, host)
+        row = schedule_row(descriptor, now, host, (first_run or {}).get(descriptor.target))
         schedule_text = row.trigger if host == "run" else row.under_tick
         table.add_row(
             row.target, schedule_text, row.zone, row.lock, row.initial_delay, row.next_fire
@@ -123,15 +179,20 @@ def render_schedule(
 
 
 def schedule_json(
-    descriptor: ScheduledDescriptor, now: datetime, host: Host = "run"
+    descriptor: ScheduledDescriptor,
+    now: datetime,
+    host: Host = "run",
+    first_run: datetime | None = None,
 ) -> dict[str, object]:
     """One task as a JSON object with stable keys; durations in seconds, instants ISO 8601.
 
     Keys: `target`, `cron`, `fixed_rate`, `fixed_delay`, `zone`, `schedule` (as the
-    table shows it for `host`), `lock`, `lock_ttl`, `initial_delay`, `next_fire`
-    (null when the interval starts when the host does).
+    table shows it for `host`), `lock`, `lock_ttl`, `runs_on` (`one node` or, for a
+    `lock=False` task, `every node`), `initial_delay`, `first_run_from` (the earliest
+    first run its delay allows, null when it has no delay or is not seen yet),
+    `next_fire` (null when the interval starts when the host does).
     """
-    row = schedule_row(descriptor, now, host)
+    row = schedule_row(descriptor, now, host, first_run)
     if descriptor.cron is not None:
         cron = CronSchedule.parse(descriptor.cron, descriptor.zone, source=descriptor.target)
         upcoming: datetime | None = cron.next_after(now)
@@ -146,7 +207,9 @@ def schedule_json(
         "schedule": row.trigger if host == "run" else row.under_tick,
         "lock": descriptor.lock_name,
         "lock_ttl": descriptor.lock_ttl if descriptor.lock_name is not None else None,
+        "runs_on": "every node" if descriptor.lock_name is None else "one node",
         "initial_delay": descriptor.initial_delay,
+        "first_run_from": iso(first_run),
         "next_fire": iso(upcoming),
     }
 
@@ -167,7 +230,12 @@ def schedule(
     """List every scheduled task: trigger, zone, lock, initial delay, next fire."""
     discovered = discover_tasks(apps, manifest, paths)
     now = datetime.now(UTC)
+    first_run = first_runs(discovered.descriptors, settings_for(manifest))
     if as_json:
-        echo_json_lines(schedule_json(d, now, host) for d in discovered.descriptors)
+        echo_json_lines(
+            schedule_json(d, now, host, first_run.get(d.target)) for d in discovered.descriptors
+        )
         return
-    render_schedule(discovered.descriptors, discovered.explanation, console(), now, host)
+    render_schedule(
+        discovered.descriptors, discovered.explanation, console(), now, host, first_run=first_run
+    )

@@ -5,9 +5,11 @@ minute ends, then exits. Exit status: 0 when every fire succeeded or was legitim
 not run here (claimed elsewhere, not due, held back, overlapping); 1 when any fire's
 body failed, its lock backend failed or its lock was lost, so a CronJob alerts; 2 for
 a configuration error, with the message. `--json` prints one JSON object per fire
-instead of the summary line. SIGTERM/SIGINT (a CronJob's
-pod deleted, a deadline reached) start no further slot, give running bodies
-`--grace-period` seconds, release the locks and exit 0, as `run` does.
+touched instead of the summary line, each with its error (a run abandoned at
+shutdown included). SIGTERM/SIGINT (a CronJob's pod deleted, a deadline reached)
+start no further slot, give running bodies `--grace-period` seconds and release the
+locks; the exit status is then the same as without the signal (1 when a body
+failed before it).
 """
 
 from __future__ import annotations
@@ -55,5 +57,5 @@ def tick(options: HostOptions, *, as_json: bool) -> None:
     else:
         click.echo(report.summary())
     if report.abandoned:
-        exit_abandoning()
+        exit_abandoning(report.exit_status)
     sys.exit(report.exit_status)

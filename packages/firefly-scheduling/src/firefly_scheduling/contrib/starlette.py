@@ -20,6 +20,14 @@ An application with a lifespan of its own enters `scheduled_tasks(...)` inside i
         async with pool_started(), scheduled_tasks(lock=AsyncEtcdLock(ETCD_URL)):
             yield
 
+Health endpoints for Kubernetes probes: pass a `SchedulingHealth` and mount it
+(`firefly_scheduling.contrib.asgi_health`); it answers `livez` and `readyz` as
+`run --health-port` does:
+
+    health = SchedulingHealth()
+    app = FastAPI(lifespan=scheduling_lifespan(lock=..., health=health))
+    app.mount("/scheduling", health)
+
 Install with `pip install 'firefly-scheduling[starlette]'`. Nothing here imports
 Starlette at run time: a lifespan is a plain async context manager factory, so the
 same helper fits FastAPI, Starlette and any framework that takes one.
@@ -32,6 +40,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from firefly_scheduling.aio.port import AsyncDistributedLock
 from firefly_scheduling.callables import Resolver
+from firefly_scheduling.contrib.asgi_health import SchedulingHealth
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.discovery import resolve_descriptors
 from firefly_scheduling.hosts.aio_boot import build_async_runtime
@@ -41,7 +50,7 @@ from firefly_scheduling.hosts.fires import FireObserver
 from firefly_scheduling.hosts.shutdown import DEFAULT_GRACE_PERIOD_SECONDS
 from firefly_scheduling.settings import Settings
 
-__all__ = ["scheduled_tasks", "scheduling_lifespan"]
+__all__ = ["SchedulingHealth", "scheduled_tasks", "scheduling_lifespan"]
 
 #: A lock, or a factory (a class, a function) called on the application's loop at
 #: startup, for a client that must be created on the loop it will run on.
@@ -57,6 +66,7 @@ async def scheduled_tasks(
     settings: Settings | None = None,
     grace_period: float = DEFAULT_GRACE_PERIOD_SECONDS,
     observers: Sequence[FireObserver] = (),
+    health: SchedulingHealth | None = None,
 ) -> AsyncIterator[AsyncHost]:
     """Run the tasks on the running loop while the block runs; yield the host.
 
@@ -67,6 +77,7 @@ async def scheduled_tasks(
       `FIREFLY_SCAN_PACKAGES`.
     * `resolver(cls) -> instance` supplies the object a method task runs on.
     * `grace_period`: how long running fires may finish at shutdown.
+    * `health`: a `SchedulingHealth` to answer `livez`/`readyz` for this host.
 
     Everything is validated and built before the block is entered (a bad task or
     an unusable backend fails the application's startup, naming the cause).
@@ -85,10 +96,16 @@ async def scheduled_tasks(
     )
     host = AsyncHost(tasks, runtime, grace_period=grace_period)
     host.start()
+    if health is not None:
+        health.attach(runtime)
     try:
         yield host
     finally:
-        await host.stop()
+        try:
+            await host.stop()
+        finally:
+            if health is not None:
+                await health.detach()
 
 
 def _built(lock: LockSource | None) -> object | None:
@@ -107,6 +124,7 @@ def scheduling_lifespan(
     settings: Settings | None = None,
     grace_period: float = DEFAULT_GRACE_PERIOD_SECONDS,
     observers: Sequence[FireObserver] = (),
+    health: SchedulingHealth | None = None,
 ) -> Callable[[object], AbstractAsyncContextManager[None]]:
     """A lifespan for `FastAPI(lifespan=...)` or `Starlette(lifespan=...)`.
 
@@ -124,6 +142,7 @@ def scheduling_lifespan(
             settings=settings,
             grace_period=grace_period,
             observers=observers,
+            health=health,
         ):
             yield
 

@@ -31,7 +31,7 @@ def minute_report() -> None:
     logger.info("minute report from %s", _node())
 
 
-@scheduled(fixed_delay="5s")
+@scheduled(fixed_delay="5s", lock=False)
 def tidy_up() -> None:
     """Five seconds after the previous run ended, on every node (unlocked)."""
     logger.info("tidy up on %s", _node())

@@ -19,8 +19,9 @@ meets the lock and the history. For a locked task it does, in order:
    one lock acquisition blocking every later attempt at this fire for its window
    (`fires.claims`). Lost: another node has the fire; nothing is recorded here.
 3. **Task lock**, fenced where the backend can: the mutual exclusion between fires
-   of one task, as before. Held: the previous fire still runs, so this one is
-   skipped and recorded. Its fencing token orders every holding of the task lock,
+   of one task, as before. Held: the previous fire still runs (or another task
+   sharing the lock name, see `fires.lock_holders`), so this one is skipped and
+   recorded. Its fencing token orders every holding of the task lock,
    so it orders the attempts at one fire too.
 4. **Keep-alive** of the task lock while bodies run (`fires.keepalive`).
 5. **Adoption.** Holding the task lock proves no other run of the task is alive,
@@ -85,6 +86,7 @@ from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.fires.aio_keepalive import AsyncKeepAlive
 from firefly_scheduling.fires.claims import claim_name, claim_seconds
 from firefly_scheduling.fires.context import FireContext, entered
+from firefly_scheduling.fires.lock_holders import LockHolders
 from firefly_scheduling.fires.outcome import (
     ClaimOutcome,
     Fire,
@@ -185,6 +187,7 @@ class AsyncFireRunner:
         store: object = history  # mypy does not intersect two protocols
         self._batch_starts = store if isinstance(store, BatchStartingHistory) else None
         self._unrecorded = UnrecordedWrites(horizon_seconds=self._grace + self._clock_skew)
+        self._lock_holders = LockHolders()
 
     @classmethod
     def from_settings(
@@ -271,13 +274,17 @@ class AsyncFireRunner:
             if verdict is None
         ]
         claimed = iter(await self._claim_all(pending, patience=0.0))
-        decided = [verdict if verdict is not None else next(claimed) for verdict in verdicts]
+        answers = [
+            (verdict, None) if verdict is not None else next(claimed) for verdict in verdicts
+        ]
+        decided = [verdict for verdict, _ in answers]
         ahead = await self._task_locks_ahead(fires, decided)
         if ahead:
             ahead = await self._starts_ahead(fires, ahead)
         took = time.perf_counter() - started
         return [
-            ClaimOutcome(verdict, took, ahead.get(index)) for index, verdict in enumerate(decided)
+            ClaimOutcome(verdict, took, ahead.get(index), error=error)
+            for index, (verdict, error) in enumerate(answers)
         ]
 
     async def _task_locks_ahead(
@@ -439,10 +446,10 @@ class AsyncFireRunner:
         if descriptor.fixed_delay is not None:
             return await self._run_claimed(descriptor, lock_name, instant, body)
         started = time.perf_counter()
-        claimed = await self._claim(target, lock_name, instant)
+        claimed, error = await self._claim(target, lock_name, instant)
         claim_took = time.perf_counter() - started
         if claimed is not Verdict.SUCCEEDED:
-            return self._result(claimed, descriptor, instant, claim_seconds=claim_took)
+            return self._result(claimed, descriptor, instant, error=error, claim_seconds=claim_took)
         return await self._run_claimed(
             descriptor, lock_name, instant, body, claim_seconds=claim_took
         )
@@ -463,7 +470,9 @@ class AsyncFireRunner:
         claim's window.
         """
         if claim.verdict is not Verdict.SUCCEEDED:
-            return self._result(claim.verdict, descriptor, instant, claim_seconds=claim.seconds)
+            return self._result(
+                claim.verdict, descriptor, instant, error=claim.error, claim_seconds=claim.seconds
+            )
         if await self._skip_if_too_late(lock_name, descriptor.target, instant):
             ahead = claim.task_lock
             if ahead is not None and isinstance(ahead.answer, Holding):
@@ -521,19 +530,14 @@ class AsyncFireRunner:
                 claim_seconds=claim_seconds,
             )
         if holding is None:
-            logger.info(
-                "%s: fire %s skipped: the previous fire still runs (lock %r is held)",
-                target,
-                _at(instant),
-                lock_name,
-            )
-            await self._skip(
-                lock_name, target, instant, f"the previous fire still ran (lock {lock_name!r} held)"
-            )
+            why = self._lock_holders.why_held(lock_name, target)
+            logger.info("%s: fire %s skipped: %s", target, _at(instant), why)
+            await self._skip(lock_name, target, instant, why)
             return self._result(
                 Verdict.OVERLAPPING, descriptor, instant, claim_seconds=claim_seconds
             )
         token = holding.fence
+        self._lock_holders.note(lock_name, target)
         lost = threading.Event()
         keepalive = self._keep_alive(holding, ttl, lost, f"{target} @ {_at(instant)}")
         adopted: tuple[FireResult, ...] = ()
@@ -579,6 +583,7 @@ class AsyncFireRunner:
         finally:
             if keepalive is not None:
                 await keepalive.stop()
+            self._lock_holders.forget(lock_name, target)
             await self._holdings.release_holding(holding)
         if holding.lost and not outcome.lost:
             # A session backend may learn only at the release that its session ended
@@ -665,18 +670,22 @@ class AsyncFireRunner:
         await self._skip(lock_name, target, instant, reason, patience=patience)
         return True
 
-    async def _claim(self, target: str, lock_name: str, instant: datetime) -> Verdict:
-        """Claim the fire: SUCCEEDED when won, else the status to return."""
-        [verdict] = await self._claim_all([(target, lock_name, instant)])
-        return verdict
+    async def _claim(
+        self, target: str, lock_name: str, instant: datetime
+    ) -> tuple[Verdict, str | None]:
+        """Claim the fire: SUCCEEDED when won, else the status to return; and why not."""
+        [answer] = await self._claim_all([(target, lock_name, instant)])
+        return answer
 
     async def _claim_all(
         self,
         fires: Sequence[tuple[str, str, datetime]],
         *,
         patience: float = SKIP_RETRY_SECONDS,
-    ) -> list[Verdict]:
-        """Claim each `(target, lock name, instant)`: SUCCEEDED when won, else the status.
+    ) -> list[tuple[Verdict, str | None]]:
+        """Claim each `(target, lock name, instant)`: SUCCEEDED when won, else the status,
+        each with the reason a fire not claimed gets in its result (None when won or
+        claimed elsewhere).
 
         `patience` bounds each skip record's retries (see `claim_fires`).
         """
@@ -691,12 +700,12 @@ class AsyncFireRunner:
             if seconds > 0
         ]
         answers = iter(await self._send_claims(requests))
-        verdicts: list[Verdict] = []
+        verdicts: list[tuple[Verdict, str | None]] = []
         for (target, lock_name, instant), seconds in zip(fires, windows, strict=True):
             if seconds <= 0:  # grace ran out between the check and now (clock_skew == 0)
                 reason = "the grace ran out before it could be claimed"
                 await self._skip(lock_name, target, instant, reason, patience=patience)
-                verdicts.append(Verdict.TOO_LATE)
+                verdicts.append((Verdict.TOO_LATE, reason))
                 continue
             answer = next(answers)
             if isinstance(answer, LockBackendError):
@@ -706,13 +715,13 @@ class AsyncFireRunner:
                 # Harmless if another node runs it: a start replaces a skip.
                 reason = f"the lock backend failed: {answer}"
                 await self._skip(lock_name, target, instant, reason, patience=patience)
-                verdicts.append(Verdict.BACKEND_ERROR)
+                verdicts.append((Verdict.BACKEND_ERROR, reason))
             elif not answer:
                 if logger.isEnabledFor(logging.DEBUG):  # the common verdict: no isoformat
                     logger.debug("%s: fire %s is claimed elsewhere", target, _at(instant))
-                verdicts.append(Verdict.CLAIMED_ELSEWHERE)
+                verdicts.append((Verdict.CLAIMED_ELSEWHERE, None))
             else:
-                verdicts.append(Verdict.SUCCEEDED)
+                verdicts.append((Verdict.SUCCEEDED, None))
         return verdicts
 
     async def _send_claims(

@@ -33,8 +33,10 @@ class FireContext:
       one it is always 1.
     * `token`: the fencing token of this run's hold on the task lock, strictly greater
       than every earlier holding's token of that lock name on that backend (None when
-      the backend has no fencing or the task is unlocked). Stamp it on writes to a
-      resource that can refuse older tokens.
+      the backend has no fencing or the task is unlocked). It orders holdings, not
+      runs: an adopted fire and the fire that adopted it run one after the other
+      under one holding and share its token. Stamp it on writes to a resource that
+      refuses OLDER tokens (`>=`, not `>`); `(token, instant)` orders runs.
     * `node`: the name of the node running it.
     * `lost`: live. True once a keep-alive renewal failed or the backend reported the
       session holding the lock gone: another node may now run the task too, so a body

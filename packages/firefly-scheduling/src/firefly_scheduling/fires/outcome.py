@@ -59,7 +59,8 @@ class Verdict(enum.StrEnum):
     CLAIMED_ELSEWHERE = "claimed elsewhere"
     #: The history refused the start: the fire is finished, or a newer attempt owns it.
     ALREADY_RECORDED = "already recorded"
-    #: The task lock is held by another run of the task: the previous fire still runs.
+    #: The task lock is held by another run of the task (the previous fire still runs),
+    #: or by another task sharing its lock name.
     #: (`run_guarded` claims no fire: there, the run may be this fire's on another node.)
     OVERLAPPING = "overlapping"
     #: Later than grace by this node's clock: skipped.
@@ -106,12 +107,14 @@ class ClaimOutcome:
     long the batch took, reported as the fire's claim time.
 
     `task_lock` is set when the fire's task lock was taken with its claim (see
-    `TaskLockAhead`); None, the run acquires it itself.
+    `TaskLockAhead`); None, the run acquires it itself. `error` says why a fire
+    not won is not run (the backend's error, redacted), for its result.
     """
 
     verdict: Verdict
     seconds: float
     task_lock: TaskLockAhead | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from firefly_scheduling.hosts.aio_lock_selection import configured_async_lock
 from firefly_scheduling.hosts.aio_runtime import AsyncTaskRuntime
 from firefly_scheduling.hosts.boot import initial_delay_gate
 from firefly_scheduling.hosts.fires import FireObserver
-from firefly_scheduling.hosts.lock_safety import check_lock_guards
+from firefly_scheduling.hosts.lock_safety import check_lock_guards, check_task_locks
 from firefly_scheduling.hosts.runtime import Lazy
 from firefly_scheduling.initial_delay.gate import delayed_tasks
 from firefly_scheduling.locks.port import check_flavour
@@ -43,6 +43,7 @@ def build_async_runtime(
     else is refused with `ConfigurationError` naming it. `eager=False` defers the
     lock, the store and the history to the first fire (the library host).
     """
+    check_task_locks(descriptors, settings)
     gate = initial_delay_gate(descriptors, settings, host=host)
     lock_value: Lazy[AsyncDistributedLock] = (
         Lazy.of(asyncio_lock(lock))

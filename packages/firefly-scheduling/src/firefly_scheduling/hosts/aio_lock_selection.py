@@ -3,16 +3,17 @@
 The configured provider (`firefly.scheduling.lock.provider` and its URL keys) is
 resolved to an asyncio lock by `firefly_scheduling.aio.resolve_async_lock`, the
 asyncio twin of `resolve_lock`, which refuses a provider without an asyncio lock by
-name. Hosts never choose a backend themselves; an explicit lock always wins.
+name (without its plain-lock warning: the host's boot line says the same, naming
+the tasks). Hosts never choose a backend themselves; an explicit lock always wins.
 """
 
 from __future__ import annotations
 
-from firefly_scheduling.aio import resolve_async_lock
 from firefly_scheduling.aio.port import AsyncDistributedLock
+from firefly_scheduling.aio.providers import configured_async_lock as _configured
 from firefly_scheduling.settings import Settings
 
 
 def configured_async_lock(settings: Settings) -> AsyncDistributedLock:
     """The asyncio lock of the configured provider; `ConfigurationError` if there is none."""
-    return resolve_async_lock(settings)
+    return _configured(settings)

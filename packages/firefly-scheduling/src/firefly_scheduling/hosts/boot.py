@@ -15,7 +15,7 @@ from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.hosts.fires import FireObserver
-from firefly_scheduling.hosts.lock_safety import check_lock_guards
+from firefly_scheduling.hosts.lock_safety import check_lock_guards, check_task_locks
 from firefly_scheduling.hosts.runtime import Lazy, TaskRuntime
 from firefly_scheduling.initial_delay.gate import (
     InitialDelayGate,
@@ -25,7 +25,7 @@ from firefly_scheduling.initial_delay.gate import (
 )
 from firefly_scheduling.initial_delay.selection import resolve_anchor_store
 from firefly_scheduling.locks.port import DistributedLock, check_flavour
-from firefly_scheduling.locks.providers import resolve_lock
+from firefly_scheduling.locks.providers import configured_lock
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.validation import validate_descriptor
 
@@ -54,9 +54,10 @@ def build_runtime(
     host (`host="tick"`) a per-process anchor store draws a warning naming the
     delayed tasks, because each tick process would re-anchor and never run them.
     """
+    check_task_locks(descriptors, settings)
     gate = initial_delay_gate(descriptors, settings, host=host)
     lock_value: Lazy[DistributedLock] = (
-        Lazy.of(lock) if lock is not None else Lazy(lambda: resolve_lock(settings))
+        Lazy.of(lock) if lock is not None else Lazy(lambda: configured_lock(settings))
     )
     if eager:
         built = lock_value.get()

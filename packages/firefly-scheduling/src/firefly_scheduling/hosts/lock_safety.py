@@ -8,11 +8,17 @@ run that way sets `firefly.scheduling.lock.required`
 (`FIREFLY_SCHEDULING_LOCK_REQUIRED=true`) and the warning becomes a refusal at boot
 (exit 2). Either way the startup line names the provider and the lock's redacted
 target, so an operator reading one log line knows where the locks are kept.
+
+Whatever the lock, `check_task_locks` looks at the tasks themselves: under
+`lock.required` a task declared `lock=False` (it runs on every node by design) is
+refused by name, and tasks sharing one lock name draw a WARNING naming them, since
+they exclude each other: while one runs, the others' fires are skipped.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Sequence
 
 from firefly_scheduling.descriptor import ScheduledDescriptor
@@ -57,3 +63,28 @@ def check_lock_guards(
         problem,
         env_var(REQUIRED_KEY),
     )
+
+
+def check_task_locks(descriptors: Sequence[ScheduledDescriptor], settings: Settings) -> None:
+    """Refuse unlocked tasks under `lock.required`; warn about tasks sharing a lock name."""
+    unlocked = sorted(d.target for d in descriptors if d.lock_name is None)
+    if unlocked and settings.lock_required:
+        raise ConfigurationError(
+            f"{len(unlocked)} task(s) are declared lock=False and would run on every node: "
+            f"{', '.join(unlocked)}; {env_var(REQUIRED_KEY)} ({REQUIRED_KEY}) is set, so this "
+            "host refuses to start: lock them (lock=True, the default, or a lock name), or "
+            f"unset {env_var(REQUIRED_KEY)}"
+        )
+    sharing: dict[str, list[str]] = defaultdict(list)
+    for descriptor in descriptors:
+        if descriptor.lock_name is not None:
+            sharing[descriptor.lock_name].append(descriptor.target)
+    for name, targets in sharing.items():
+        if len(targets) > 1:
+            logger.warning(
+                "tasks %s share the lock %r: they exclude each other, and while one runs "
+                "the fires of the others are skipped. Give each its own lock (lock=True) "
+                "unless that is the intent",
+                ", ".join(targets),
+                name,
+            )

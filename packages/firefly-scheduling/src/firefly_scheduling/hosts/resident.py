@@ -22,10 +22,13 @@ import math
 from collections.abc import Sequence
 from datetime import UTC
 
+from apscheduler.executors.debug import DebugExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
 
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.hosts.claim_first import ClaimFirstExecutor
+from firefly_scheduling.hosts.health import HEARTBEAT_SECONDS, Heartbeat
 from firefly_scheduling.hosts.jobs import attach_tasks
 from firefly_scheduling.hosts.passed_over_report import scheduler_logger
 from firefly_scheduling.hosts.runtime import TaskRuntime
@@ -56,7 +59,9 @@ class ResidentHost:
         grace_period: float = DEFAULT_GRACE_PERIOD_SECONDS,
         max_workers: int | None = None,
         stop: StopRequest | None = None,
+        heartbeat: Heartbeat | None = None,
     ) -> None:
+        """`heartbeat`, when given, is beaten by the scheduler's own thread (`/livez`)."""
         self.descriptors = tuple(descriptors)
         self.runtime = runtime
         self.grace_period = grace_period
@@ -70,6 +75,18 @@ class ResidentHost:
             logger=scheduler_logger(),
         )
         attach_tasks(self.scheduler, self.descriptors, runtime)
+        if heartbeat is not None:
+            # Run inline by the scheduler's thread (DebugExecutor): a beat proves that
+            # thread woke on time, whatever the task pool is doing.
+            self.scheduler.add_executor(DebugExecutor(), "firefly-health")
+            self.scheduler.add_job(
+                heartbeat.beat,
+                IntervalTrigger(seconds=HEARTBEAT_SECONDS, timezone=UTC),
+                id="firefly-health-heartbeat",
+                executor="firefly-health",
+                coalesce=True,
+                misfire_grace_time=None,
+            )
 
     def start(self) -> None:
         self.scheduler.start()

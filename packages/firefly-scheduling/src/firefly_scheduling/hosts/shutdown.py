@@ -146,8 +146,8 @@ def drain(runtime: TaskRuntime, grace_period: float, stop: StopRequest) -> list[
     return abandoned
 
 
-def exit_abandoning() -> NoReturn:
-    """Exit 0 now, leaving abandoned bodies' threads behind.
+def exit_abandoning(status: int = 0) -> NoReturn:
+    """Exit now with `status`, leaving abandoned bodies' threads behind.
 
     A thread pool's worker threads would keep the interpreter alive until their
     bodies end; the host's decision was not to wait for them.
@@ -155,7 +155,7 @@ def exit_abandoning() -> NoReturn:
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(status)
 
 
 def describe_fires(fires: Sequence[object]) -> str:

@@ -66,6 +66,13 @@ PROBLEM_VERDICTS = frozenset(
 )
 #: The reason recorded for a slot skipped because the task's previous run still went.
 OVERLAPPING_SLOT_REASON = "passed over on this node: its previous run still went"
+#: Why a slot of the minute was not run, as its `--json` row says.
+MISSED_SLOT_REASON = "its slot had passed when this pass started"
+NOT_STARTED_REASON = "a stop request came before its slot"
+ABANDONED_REASON = (
+    "still running when the grace period ended: the process exited without waiting "
+    "(its task lock ends with the process or its TTL)"
+)
 
 
 def cadence_of(descriptor: ScheduledDescriptor) -> Cadence:
@@ -113,10 +120,16 @@ class TickReport:
     stopped: bool = False
     #: Slots a stop request kept from starting.
     not_started: list[TickSlot] = field(default_factory=list)
-    #: Fires still running when the grace period ended (their task locks released).
+    #: Fires still running when the grace period ended (their task locks still held).
     abandoned: list[object] = field(default_factory=list)
-    #: Fires that raised outside their task body (a defect or a backend failure).
-    crashed: int = 0
+    #: Fires that raised outside their task body (a defect or a backend failure),
+    #: each with the exception's text.
+    crashed_fires: list[tuple[Fire, str]] = field(default_factory=list)
+
+    @property
+    def crashed(self) -> int:
+        """How many fires raised outside their task body."""
+        return len(self.crashed_fires)
 
     def every_result(self) -> list[FireResult]:
         """Each fire's result, preceded by the died runs it adopted or expired."""
@@ -136,11 +149,17 @@ class TickReport:
 
     @property
     def exit_status(self) -> int:
-        """1 when a fire met a backend error, a lost lock or a failing body; else 0."""
+        """1 when a fire met a backend error, a lost lock or a failing body; else 0.
+
+        A stop request changes nothing here: a body that failed before it still fails
+        the pass, whether or not another was abandoned.
+        """
         return 1 if self.problems() or self.crashed else 0
 
     def rows(self) -> list[dict[str, object]]:
-        """One JSON-ready object per fire handled, adoptions included, then slots not run."""
+        """One JSON-ready object per fire touched: each fire handled (adoptions included),
+        each that raised outside its body, each abandoned, then each slot not run; every
+        row that did not succeed says why in `error`."""
         rows: list[dict[str, object]] = [
             {
                 "target": result.fire.target,
@@ -156,26 +175,35 @@ class TickReport:
             }
             for result in self.every_result()
         ]
-        for verdict, slots in (
-            ("missed", self.missed),
-            ("overlapping", self.overlapping),
-            ("not_started", self.not_started),
+        unrun: list[tuple[str, Fire, str]] = [
+            ("crashed", fire, error) for fire, error in self.crashed_fires
+        ]
+        unrun.extend(
+            ("abandoned", fire, ABANDONED_REASON)
+            for fire in self.abandoned
+            if isinstance(fire, Fire)
+        )
+        for verdict, slots, reason in (
+            ("missed", self.missed, MISSED_SLOT_REASON),
+            ("overlapping", self.overlapping, OVERLAPPING_SLOT_REASON),
+            ("not_started", self.not_started, NOT_STARTED_REASON),
         ):
-            rows.extend(
-                {
-                    "target": slot.fire.target,
-                    "instant": slot.fire.instant.isoformat(),
-                    "verdict": verdict,
-                    "adoption": False,
-                    "attempt": None,
-                    "token": None,
-                    "node": None,
-                    "started_at": None,
-                    "ended_at": None,
-                    "error": None,
-                }
-                for slot in slots
-            )
+            unrun.extend((verdict, slot.fire, reason) for slot in slots)
+        rows.extend(
+            {
+                "target": fire.target,
+                "instant": fire.instant.isoformat(),
+                "verdict": verdict,
+                "adoption": False,
+                "attempt": None,
+                "token": None,
+                "node": None,
+                "started_at": None,
+                "ended_at": None,
+                "error": error,
+            }
+            for verdict, fire, error in unrun
+        )
         return rows
 
     def summary(self) -> str:
@@ -278,7 +306,7 @@ class TickHost:
         targets = {slot.fire.target for slot in pending}
         workers = worker_count(self.max_workers, len(targets), _MAX_WORKERS)
         running: dict[str, Future[FireResult]] = {}
-        submitted: list[Future[FireResult]] = []
+        submitted: list[tuple[Future[FireResult], Fire]] = []
         pool = ThreadPoolExecutor(workers, thread_name_prefix="firefly-tick")
         try:
             for index, slot in enumerate(pending):
@@ -298,9 +326,9 @@ class TickHost:
                     continue
                 future = pool.submit(execute_fire, slot.fire, self.runtime)
                 running[slot.fire.target] = future
-                submitted.append(future)
+                submitted.append((future, slot.fire))
             while not self.stop.requested:
-                if not wait(submitted, timeout=POLL_SECONDS).not_done:
+                if not wait([each for each, _ in submitted], timeout=POLL_SECONDS).not_done:
                     break
             if self.stop.requested:
                 log_stop_request(self.stop)
@@ -309,7 +337,7 @@ class TickHost:
             # Abandoned bodies keep their threads: waiting for them is what the
             # grace period refused to do.
             pool.shutdown(wait=not report.abandoned, cancel_futures=True)
-        for future in submitted:
+        for future, fire in submitted:
             if not future.done() or future.cancelled():
                 continue
             error = future.exception()
@@ -317,7 +345,7 @@ class TickHost:
                 report.results.append(future.result())
             else:  # logged, counted, never the whole pass's end
                 logger.error("a fire failed outside its task body: %s", error, exc_info=error)
-                report.crashed += 1
+                report.crashed_fires.append((fire, f"{type(error).__name__}: {error}"))
 
     def _record_overlapping(self, slot: TickSlot) -> None:
         """Record the slot as skipped: a fire no node runs must still say why."""

@@ -27,6 +27,7 @@ import logging
 import math
 import threading
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.errors import ConfigurationError
@@ -54,6 +55,7 @@ class InitialDelayGate:
         self._store = store
         self._release = release
         self._open: set[str] = set()
+        self._told_held: set[str] = set()
         self._warned_unreadable = False
         self._mutex = threading.Lock()
         self._target_mutexes: dict[str, threading.Lock] = {}
@@ -111,9 +113,24 @@ class InitialDelayGate:
             return True
         remaining = anchor.observed_at + delay - now
         if remaining > 0:
-            logger.debug("initial delay of %s: held back, %.3f s left", target, remaining)
+            if target not in self._told_held:  # once per process: not once per fire
+                self._told_held.add(target)
+                logger.info(
+                    "initial delay of %s: held back until %s (first seen %s, delay %gs); it "
+                    "first runs at its first fire from then on",
+                    target,
+                    _utc_text(anchor.observed_at + delay),
+                    _utc_text(anchor.observed_at),
+                    delay,
+                )
+            else:
+                logger.debug("initial delay of %s: held back, %.3f s left", target, remaining)
             return False
-        logger.info("initial delay of %s has elapsed; the task runs from now on", target)
+        logger.info(
+            "initial delay of %s has elapsed (since %s); the task runs from now on",
+            target,
+            _utc_text(anchor.observed_at + delay),
+        )
         return True
 
     def _current_anchor(self, target: str, key: str, raw: str, ours: str) -> Anchor | None:
@@ -155,6 +172,26 @@ class InitialDelayGate:
     def _mutex_for(self, target: str) -> threading.Lock:
         with self._mutex:
             return self._target_mutexes.setdefault(target, threading.Lock())
+
+
+def _utc_text(epoch_seconds: float) -> str:
+    return f"{datetime.fromtimestamp(epoch_seconds, UTC):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def first_run_from(store: AnchorStore, descriptor: ScheduledDescriptor) -> datetime | None:
+    """The earliest instant `descriptor` may first run, from its anchor; None when unanchored.
+
+    Reads only (the listing must not start a window): None for a task without a
+    delay, or whose first observation is not recorded yet. A release set to re-arm
+    the window is not taken into account (the next host of that release does it).
+    """
+    if descriptor.initial_delay is None:
+        return None
+    raw = store.get(anchor_key(descriptor.target))
+    anchor = None if raw is None else Anchor.decode(raw)
+    if anchor is None:
+        return None
+    return datetime.fromtimestamp(anchor.observed_at + descriptor.initial_delay, UTC)
 
 
 def delayed_tasks(descriptors: Iterable[ScheduledDescriptor]) -> list[ScheduledDescriptor]:
