@@ -27,6 +27,7 @@ whatever its worker count.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 from collections.abc import Mapping
@@ -46,6 +47,7 @@ from firefly_scheduling.locks.connection_budget import (
     budget_for,
     take_url_parameter,
 )
+from firefly_scheduling.urls.client_encodings import ascii_text_problem
 from firefly_scheduling.urls.connection_url import parse_lock_url
 from firefly_scheduling.urls.redaction import redact_url, url_secrets
 
@@ -468,4 +470,34 @@ def _mysql_arguments(url: URL, *, multi_statements: bool = False) -> dict[str, A
     arguments["client_flag"] = int(flags) & ~2
     if multi_statements:
         arguments["client_flag"] |= _CLIENT_MULTI_STATEMENTS
+    _check_charset(url)
     return arguments
+
+
+def _check_charset(url: URL) -> None:
+    """Refuse the URL's `charset=` when its driver cannot write ASCII statements in it.
+
+    Every statement is ASCII (names and texts go as hex digits, `mysql_text`), so any
+    character set the driver has an ASCII-compatible codec for serves; the others
+    would fail on the first connect, or never be usable at all.
+    """
+    given = url.query.get("charset")
+    if given is None:
+        return
+    name = given if isinstance(given, str) else given[-1]
+    driver = "asyncmy" if url.get_driver_name() == "asyncmy" else "pymysql"
+    try:
+        charsets: Any = importlib.import_module(f"{driver}.charset")  # the driver's own table
+    except ImportError:
+        return  # no driver: creating the engine says so
+    charset = charsets.charset_by_name(name)
+    if charset is None:
+        problem: str | None = f"unknown charset {name!r}"
+    else:
+        problem = ascii_text_problem(charset.encoding)
+        if problem is not None:
+            problem = f"charset={name} cannot carry its statements: {problem}"
+    if problem is not None:
+        raise ConfigurationError(
+            f"the database lock provider cannot use {redact_url(plain_url(url))}: {problem}"
+        )
