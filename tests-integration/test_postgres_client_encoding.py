@@ -82,7 +82,7 @@ def test_the_database_lock_speaks_utf8_under_a_latin1_environment(
             assert await asyncio.to_thread(sync_lock.try_acquire, NAME, 30)
             assert await async_lock.try_acquire(NAME, 30) is False
             with psycopg.connect(postgres_url, client_encoding="UTF8") as reader:
-                names = reader.execute(f"SELECT name FROM {lease_table}").fetchall()  # noqa: S608
+                names = reader.execute(f"SELECT name FROM {lease_table}").fetchall()
             assert names == [(NAME,)]
             await asyncio.to_thread(sync_lock.release, NAME)
             assert await async_lock.try_acquire(NAME, 30)

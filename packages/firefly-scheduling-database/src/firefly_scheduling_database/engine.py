@@ -47,7 +47,11 @@ from firefly_scheduling.locks.connection_budget import (
     budget_for,
     take_url_parameter,
 )
-from firefly_scheduling.urls.client_encodings import ascii_text_problem
+from firefly_scheduling.urls.client_encodings import (
+    LIBPQ_UTF8,
+    ascii_text_problem,
+    libpq_encoding_problem,
+)
 from firefly_scheduling.urls.connection_url import parse_lock_url
 from firefly_scheduling.urls.redaction import redact_url, url_secrets
 
@@ -430,9 +434,23 @@ def _sqlite_arguments(url: URL) -> dict[str, Any]:
 
 
 def _postgres_arguments(url: URL) -> dict[str, Any]:
+    given_options = url.query.get("options")
+    given_encoding = url.query.get("client_encoding")
+    problem = libpq_encoding_problem(
+        given_encoding if isinstance(given_encoding, str) else None,
+        given_options if isinstance(given_options, str) else None,
+    )
+    if problem is not None:
+        raise ConfigurationError(
+            f"the database lock provider cannot use {redact_url(plain_url(url))}: {problem}"
+        )
     arguments: dict[str, Any] = {
         key: value for key, value in POSTGRES_TCP_DEFAULTS.items() if key not in url.query
     }
+    if "client_encoding" not in url.query:
+        # Names are bound in the client encoding: only UTF-8 carries every valid one,
+        # and without it libpq would take PGCLIENTENCODING or the server's default.
+        arguments["client_encoding"] = LIBPQ_UTF8
     if "connect_timeout" not in url.query:
         arguments["connect_timeout"] = CONNECT_TIMEOUT_SECONDS
     # Ours first: a setting the URL's own `options` repeats is applied later and wins.
