@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
@@ -105,7 +105,7 @@ def test_the_database_lock_speaks_utf8_under_a_latin1_environment(
     ids=lambda cls: cls.__name__,
 )
 def test_a_url_asking_for_another_encoding_is_refused_when_the_lock_is_built(
-    postgres_url: str, setting: str, lock_class: type[object]
+    postgres_url: str, setting: str, lock_class: Callable[[str], object]
 ) -> None:
     url = f"{postgres_url}{'&' if '?' in postgres_url else '?'}{setting}"
     with pytest.raises(ConfigurationError, match="client_encoding"):
