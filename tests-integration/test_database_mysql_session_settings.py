@@ -16,10 +16,12 @@ import asyncio
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import pymysql
 import pytest
 
+from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
 from firefly_scheduling_mysql.connection_options import connection_arguments
 
@@ -144,6 +146,59 @@ def test_sync_and_async_locks_exclude_each_other_under_no_backslash_escapes(
             )
             assert server.names() == [name.encode()]
             await async_lock.release(name)
+            assert server.names() == []
+        finally:
+            await async_lock.aclose()
+            await asyncio.to_thread(sync_lock.close)
+
+    asyncio.run(scenario())
+    assert server.canary_stands()
+
+
+#: Every sql_mode flag of MariaDB 10.11 and MySQL 8 that is not a combination, at once.
+EVERY_FLAG = (
+    "REAL_AS_FLOAT,PIPES_AS_CONCAT,ANSI_QUOTES,IGNORE_SPACE,IGNORE_BAD_TABLE_OPTIONS,"
+    "ONLY_FULL_GROUP_BY,NO_UNSIGNED_SUBTRACTION,NO_DIR_IN_CREATE,NO_KEY_OPTIONS,"
+    "NO_TABLE_OPTIONS,NO_FIELD_OPTIONS,NO_AUTO_VALUE_ON_ZERO,NO_BACKSLASH_ESCAPES,"
+    "STRICT_TRANS_TABLES,STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ALLOW_INVALID_DATES,"
+    "ERROR_FOR_DIVISION_BY_ZERO,HIGH_NOT_PRECEDENCE,NO_ENGINE_SUBSTITUTION,"
+    "PAD_CHAR_TO_FULL_LENGTH,EMPTY_STRING_IS_NULL,SIMULTANEOUS_ASSIGNMENT,TIME_ROUND_FRACTIONAL"
+)
+#: The combinations, each of which also changes the parser or the type names.
+COMBINATIONS = ("ANSI", "TRADITIONAL", "ORACLE", "MSSQL", "DB2", "POSTGRESQL", "MAXDB")
+
+
+@pytest.mark.parametrize("sql_mode", [EVERY_FLAG, *COMBINATIONS], ids=["every-flag", *COMBINATIONS])
+def test_every_sql_mode_keeps_names_exact_and_exclusive(
+    server: _Server, mysql_url: str, sql_mode: str
+) -> None:
+    """Both flavours, single, fenced and batch acquisitions and grouped releases, on a
+    session in `sql_mode` (MariaDB's only; a flag MySQL lacks is refused by it)."""
+    if not server.execute("SELECT VERSION() LIKE %s", ("%MariaDB%",))[0][0]:
+        pytest.skip("these sql_mode values are MariaDB's")
+    setting = quote(f"SET SESSION sql_mode = '{sql_mode}'")
+    url = _with(mysql_url, f"init_command={setting}")
+    names = [_breakout(server), _breakout(server, prefix="€"), "a\\b", 'say "hi"']
+
+    async def scenario() -> None:
+        sync_lock = DatabaseLeaseLock(url, table=server.table)
+        async_lock = AsyncDatabaseLeaseLock(url, table=server.table)
+        try:
+            for name in names:
+                assert await async_lock.try_acquire_fenced(name, 30)
+                assert await asyncio.to_thread(sync_lock.try_acquire, name, 30) is False
+                assert server.names() == [name.encode()]
+                await async_lock.release(name)
+            held = await async_lock.acquire_many([(name, 30) for name in names], fenced=True)
+            assert all(isinstance(holding, Holding) for holding in held), held
+            assert sorted(server.names()) == sorted(name.encode() for name in names)
+            holdings = [holding for holding in held if isinstance(holding, Holding)]
+            await asyncio.gather(*(async_lock.release_holding(h) for h in holdings))
+            assert server.names() == []
+            for name in names:
+                assert await asyncio.to_thread(sync_lock.try_acquire_fenced, name, 30)
+                assert await async_lock.try_acquire(name, 30) is False
+                await asyncio.to_thread(sync_lock.release, name)
             assert server.names() == []
         finally:
             await async_lock.aclose()
