@@ -7,7 +7,9 @@ driver escapes bytes whatever the session says, then ends its string literal ear
 and the rest of the name runs as SQL. Each case here builds the lock on a URL whose
 own settings say so, tries names written to break out of a literal, and reads the
 result with a second, plain PyMySQL client on default settings: the canary table
-still exists, and the lease table holds exactly the name's UTF-8 bytes.
+still exists, and the lease table holds exactly the name's UTF-8 bytes. The last
+case runs both flavours' every kind of acquisition and release under a session with
+every sql_mode flag at once, and under each of the combined modes.
 """
 
 from __future__ import annotations
