@@ -67,6 +67,7 @@ MODULES: dict[str, str] = {
     "firefly_scheduling.aio.port_holdings": "firefly_scheduling.locks.port_holdings",
     "firefly_scheduling.aio.port": "firefly_scheduling.locks.port",
     "firefly_scheduling.aio.memory": "firefly_scheduling.locks.memory",
+    "firefly_scheduling.testing.aio_hostile": "firefly_scheduling.testing.hostile",
 }
 
 #: Names of the asyncio flavour -> their synchronous twins (whole words only).
@@ -84,6 +85,7 @@ NAMES: dict[str, str] = {
     "AsyncPortOnlyHoldings": "PortOnlyHoldings",
     "AsyncInMemoryLock": "InMemoryLock",
     "AsyncLockContract": "LockContract",
+    "AsyncHostileNamesContract": "HostileNamesContract",
     "AsyncLockFactory": "LockFactory",
     "AsyncNodes": "Nodes",
     "async_holding_lock": "holding_lock",

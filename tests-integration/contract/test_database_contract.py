@@ -6,10 +6,13 @@ against the same servers are independent. The asyncio classes are given the very
 URLs the synchronous ones get (plain `sqlite:///`, `postgresql://`, `mysql://`): the
 async lock maps them to aiosqlite, psycopg's async connection and asyncmy, and the
 cross-flavour case runs a synchronous lock on the same table and name against it.
+The hostile-name cases also run on MariaDB and PostgreSQL sessions whose settings
+change how SQL text is read (`session_settings`), read back on default sessions.
 """
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import Iterator
 from functools import partial
@@ -17,9 +20,18 @@ from pathlib import Path
 
 import pytest
 
-from firefly_scheduling.testing import AsyncLockContract, LockContract
+from firefly_scheduling.testing import (
+    AsyncHostileNamesContract,
+    AsyncLockContract,
+    HostileNamesContract,
+    LockContract,
+)
 from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
 from firefly_scheduling_database.engine import lock_engine
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from server_readers import LeaseTableReader
+from session_settings import MYSQL_SETTINGS, POSTGRES_SETTINGS, with_setting
 
 PASSWORD = "database-contract-secret"
 
@@ -45,25 +57,37 @@ class _LeaseTable:
         engine.dispose()
         installer.close()
 
+    @pytest.fixture
+    def server_reader(self, database_url: str, lease_table: str) -> Iterator[LeaseTableReader]:
+        reader = LeaseTableReader(database_url, lease_table)
+        yield reader
+        reader.close()
 
-class DatabaseLeaseLockContract(_LeaseTable, LockContract):
-    """The contract for one database; a subclass provides `database_url`."""
+
+class _Locks(_LeaseTable):
+    """Both flavours' locks on the class's table."""
 
     @pytest.fixture
     def lock_factory(self, database_url: str, lease_table: str) -> partial[DatabaseLeaseLock]:
         return partial(DatabaseLeaseLock, database_url, table=lease_table)
 
+    @pytest.fixture
+    def sync_lock_factory(self, database_url: str, lease_table: str) -> partial[DatabaseLeaseLock]:
+        return partial(DatabaseLeaseLock, database_url, table=lease_table)
 
-class AsyncDatabaseLeaseLockContract(_LeaseTable, AsyncLockContract):
-    """The asyncio contract for one database, next to the synchronous lock on it."""
 
+class _AsyncLocks(_Locks):
     @pytest.fixture
     def lock_factory(self, database_url: str, lease_table: str) -> partial[AsyncDatabaseLeaseLock]:
         return partial(AsyncDatabaseLeaseLock, database_url, table=lease_table)
 
-    @pytest.fixture
-    def sync_lock_factory(self, database_url: str, lease_table: str) -> partial[DatabaseLeaseLock]:
-        return partial(DatabaseLeaseLock, database_url, table=lease_table)
+
+class DatabaseLeaseLockContract(_Locks, LockContract):
+    """The contract for one database; a subclass provides `database_url`."""
+
+
+class AsyncDatabaseLeaseLockContract(_AsyncLocks, AsyncLockContract):
+    """The asyncio contract for one database, next to the synchronous lock on it."""
 
 
 class TestSqliteDatabaseLeaseLockContract(DatabaseLeaseLockContract):
@@ -126,3 +150,41 @@ class TestMariaDbAsyncDatabaseLeaseLockContract(AsyncDatabaseLeaseLockContract):
     @pytest.fixture
     def unreachable_lock(self) -> tuple[AsyncDatabaseLeaseLock, str]:
         return AsyncDatabaseLeaseLock(f"mysql://app:{PASSWORD}@127.0.0.1:1/app"), PASSWORD
+
+
+class _MariaDbSettings:
+    """MariaDB sessions under each of `MYSQL_SETTINGS`, set through the lock's URL."""
+
+    @pytest.fixture(scope="class", params=sorted(MYSQL_SETTINGS))
+    @classmethod
+    def database_url(cls, request: pytest.FixtureRequest, mysql_url: str) -> str:
+        return with_setting(mysql_url, MYSQL_SETTINGS[request.param])
+
+
+class _PostgresSettings:
+    """PostgreSQL sessions under each of `POSTGRES_SETTINGS`, set through the lock's URL."""
+
+    @pytest.fixture(scope="class", params=sorted(POSTGRES_SETTINGS))
+    @classmethod
+    def database_url(cls, request: pytest.FixtureRequest, postgres_url: str) -> str:
+        return with_setting(postgres_url, POSTGRES_SETTINGS[request.param])
+
+
+class TestMariaDbSessionSettingsDatabaseLeaseLock(_MariaDbSettings, _Locks, HostileNamesContract):
+    pass
+
+
+class TestMariaDbSessionSettingsAsyncDatabaseLeaseLock(
+    _MariaDbSettings, _AsyncLocks, AsyncHostileNamesContract
+):
+    pass
+
+
+class TestPostgresSessionSettingsDatabaseLeaseLock(_PostgresSettings, _Locks, HostileNamesContract):
+    pass
+
+
+class TestPostgresSessionSettingsAsyncDatabaseLeaseLock(
+    _PostgresSettings, _AsyncLocks, AsyncHostileNamesContract
+):
+    pass

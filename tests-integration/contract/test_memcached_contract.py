@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
 from functools import partial
+from pathlib import Path
 
 import pytest
 
 from firefly_scheduling.testing import AsyncLockContract, LockContract
 from firefly_scheduling_memcached import AsyncMemcachedLock, MemcachedLock
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from server_readers import MemcachedReader
 
 # A memcached URL cannot carry a password: the text protocol has no authentication, so
 # credentials are refused at construction (test_memcached_configuration proves that,
@@ -17,7 +23,15 @@ from firefly_scheduling_memcached import AsyncMemcachedLock, MemcachedLock
 PASSWORD = "memcached-has-no-password"
 
 
-class TestMemcachedLockContract(LockContract):
+class _Server:
+    @pytest.fixture
+    def server_reader(self, memcached_url: str) -> Iterator[MemcachedReader]:
+        reader = MemcachedReader(memcached_url)
+        yield reader
+        reader.close()
+
+
+class TestMemcachedLockContract(_Server, LockContract):
     @pytest.fixture
     def lock_factory(self, memcached_url: str) -> partial[MemcachedLock]:
         return partial(MemcachedLock, memcached_url)
@@ -28,7 +42,7 @@ class TestMemcachedLockContract(LockContract):
         return MemcachedLock("memcached://127.0.0.1:1"), PASSWORD
 
 
-class TestAsyncMemcachedLockContract(AsyncLockContract):
+class TestAsyncMemcachedLockContract(_Server, AsyncLockContract):
     @pytest.fixture
     def lock_factory(self, memcached_url: str) -> partial[AsyncMemcachedLock]:
         return partial(AsyncMemcachedLock, memcached_url)

@@ -1,37 +1,86 @@
-"""PgAdvisoryLock and AsyncPgAdvisoryLock against the shared contract, on a real PostgreSQL."""
+"""PgAdvisoryLock and AsyncPgAdvisoryLock against the shared contract, on a real PostgreSQL.
+
+The hostile-name cases read each name's advisory key back from `pg_locks` on a
+session of their own, and also run on sessions whose settings change how SQL text is
+read (`session_settings`, set through the lock's URL).
+"""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
 from functools import partial
+from pathlib import Path
 
 import pytest
 
-from firefly_scheduling.testing import AsyncLockContract, LockContract
+from firefly_scheduling.testing import (
+    AsyncHostileNamesContract,
+    AsyncLockContract,
+    HostileNamesContract,
+    LockContract,
+)
 from firefly_scheduling_postgres import AsyncPgAdvisoryLock, PgAdvisoryLock
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from server_readers import AdvisoryLockReader
+from session_settings import POSTGRES_SETTINGS, with_setting
 
 PASSWORD = "pg-contract-secret"
 
 
-class TestPgAdvisoryLockContract(LockContract):
-    @pytest.fixture
-    def lock_factory(self, postgres_url: str) -> partial[PgAdvisoryLock]:
-        return partial(PgAdvisoryLock, postgres_url)
+class _Server:
+    """The server's URL (a subclass may set its sessions up otherwise) and a reader."""
 
+    @pytest.fixture
+    def lock_url(self, postgres_url: str) -> str:
+        return postgres_url
+
+    @pytest.fixture
+    def server_reader(self, postgres_url: str) -> Iterator[AdvisoryLockReader]:
+        reader = AdvisoryLockReader(postgres_url)
+        yield reader
+        reader.close()
+
+    @pytest.fixture
+    def sync_lock_factory(self, lock_url: str) -> partial[PgAdvisoryLock]:
+        return partial(PgAdvisoryLock, lock_url)
+
+
+class _Locks(_Server):
+    @pytest.fixture
+    def lock_factory(self, lock_url: str) -> partial[PgAdvisoryLock]:
+        return partial(PgAdvisoryLock, lock_url)
+
+
+class _AsyncLocks(_Server):
+    @pytest.fixture
+    def lock_factory(self, lock_url: str) -> partial[AsyncPgAdvisoryLock]:
+        return partial(AsyncPgAdvisoryLock, lock_url)
+
+
+class _Settings:
+    @pytest.fixture(params=sorted(POSTGRES_SETTINGS))
+    def lock_url(self, request: pytest.FixtureRequest, postgres_url: str) -> str:
+        return with_setting(postgres_url, POSTGRES_SETTINGS[request.param])
+
+
+class TestPgAdvisoryLockContract(_Locks, LockContract):
     @pytest.fixture
     def unreachable_lock(self) -> tuple[PgAdvisoryLock, str]:
         # Port 1 on loopback is closed: the connection is refused at once.
         return PgAdvisoryLock(f"postgresql://app:{PASSWORD}@127.0.0.1:1/app"), PASSWORD
 
 
-class TestAsyncPgAdvisoryLockContract(AsyncLockContract):
-    @pytest.fixture
-    def lock_factory(self, postgres_url: str) -> partial[AsyncPgAdvisoryLock]:
-        return partial(AsyncPgAdvisoryLock, postgres_url)
-
-    @pytest.fixture
-    def sync_lock_factory(self, postgres_url: str) -> partial[PgAdvisoryLock]:
-        return partial(PgAdvisoryLock, postgres_url)
-
+class TestAsyncPgAdvisoryLockContract(_AsyncLocks, AsyncLockContract):
     @pytest.fixture
     def unreachable_lock(self) -> tuple[AsyncPgAdvisoryLock, str]:
         return AsyncPgAdvisoryLock(f"postgresql://app:{PASSWORD}@127.0.0.1:1/app"), PASSWORD
+
+
+class TestPgAdvisoryLockSessionSettings(_Settings, _Locks, HostileNamesContract):
+    pass
+
+
+class TestAsyncPgAdvisoryLockSessionSettings(_Settings, _AsyncLocks, AsyncHostileNamesContract):
+    pass

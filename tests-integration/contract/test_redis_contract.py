@@ -1,19 +1,42 @@
 """RedisLock and AsyncRedisLock against the shared contract, on a real Redis and a real
-Redis Cluster (three masters; `scripts/ensure-servers` starts one)."""
+Redis Cluster (three masters; `scripts/ensure-servers` starts one). The hostile-name
+cases read each name's key back with a redis-py client of their own."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
 from functools import partial
+from pathlib import Path
 
 import pytest
 
 from firefly_scheduling.testing import AsyncLockContract, LockContract
 from firefly_scheduling_redis import AsyncRedisLock, RedisLock
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from server_readers import RedisReader
+
 PASSWORD = "redis-contract-secret"
 
 
-class TestRedisLockContract(LockContract):
+class _Server:
+    @pytest.fixture
+    def server_reader(self, redis_url: str) -> Iterator[RedisReader]:
+        reader = RedisReader(redis_url)
+        yield reader
+        reader.close()
+
+
+class _Cluster:
+    @pytest.fixture
+    def server_reader(self, redis_cluster_url: str) -> Iterator[RedisReader]:
+        reader = RedisReader(redis_cluster_url)
+        yield reader
+        reader.close()
+
+
+class TestRedisLockContract(_Server, LockContract):
     @pytest.fixture
     def lock_factory(self, redis_url: str) -> partial[RedisLock]:
         return partial(RedisLock, redis_url)
@@ -24,7 +47,7 @@ class TestRedisLockContract(LockContract):
         return RedisLock(f"redis://app:{PASSWORD}@127.0.0.1:1/0"), PASSWORD
 
 
-class TestAsyncRedisLockContract(AsyncLockContract):
+class TestAsyncRedisLockContract(_Server, AsyncLockContract):
     @pytest.fixture
     def lock_factory(self, redis_url: str) -> partial[AsyncRedisLock]:
         return partial(AsyncRedisLock, redis_url)
@@ -38,7 +61,7 @@ class TestAsyncRedisLockContract(AsyncLockContract):
         return AsyncRedisLock(f"redis://app:{PASSWORD}@127.0.0.1:1/0"), PASSWORD
 
 
-class TestRedisClusterLockContract(LockContract):
+class TestRedisClusterLockContract(_Cluster, LockContract):
     @pytest.fixture
     def lock_factory(self, redis_cluster_url: str) -> partial[RedisLock]:
         return partial(RedisLock, redis_cluster_url)
@@ -48,7 +71,7 @@ class TestRedisClusterLockContract(LockContract):
         return RedisLock(f"redis+cluster://app:{PASSWORD}@127.0.0.1:1"), PASSWORD
 
 
-class TestAsyncRedisClusterLockContract(AsyncLockContract):
+class TestAsyncRedisClusterLockContract(_Cluster, AsyncLockContract):
     @pytest.fixture
     def lock_factory(self, redis_cluster_url: str) -> partial[AsyncRedisLock]:
         return partial(AsyncRedisLock, redis_cluster_url)

@@ -10,9 +10,11 @@ import pytest
 from sqlalchemy.dialects import registry
 
 from firefly_scheduling import ConfigurationError, Settings, resolve_lock
-from firefly_scheduling_database import DatabaseLeaseLock
+from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
+from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
 from firefly_scheduling_database.dialects import lease_sql_for
 from firefly_scheduling_database.engine import describe_url, lock_engine
+from firefly_scheduling_database.history_store import DatabaseRunHistory
 from firefly_scheduling_database.schema import LeaseTables
 
 SECRET = "s3cr3t-pw"
@@ -140,3 +142,35 @@ def test_a_percent_encoded_password_is_scrubbed_in_both_forms() -> None:
     shown, secrets = describe_url("postgresql://app:p%40ss%2Fw@db.internal/app")
     assert shown == "postgresql://app:***@db.internal/app"
     assert {"p%40ss%2Fw", "p@ss/w"} <= set(secrets)
+
+
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        ("mysql://app:s3cr3t@127.0.0.1:1/app?charset=swe7", "charset=swe7 cannot carry"),
+        ("mysql://app:s3cr3t@127.0.0.1:1/app?charset=nope", "unknown charset 'nope'"),
+        ("postgresql://app:s3cr3t@127.0.0.1:1/app?client_encoding=SJIS", "client_encoding=SJIS"),
+        (
+            "postgresql://app:s3cr3t@127.0.0.1:1/app?options=-c%20client_encoding%3DLATIN1",
+            "client_encoding=LATIN1",
+        ),
+    ],
+    ids=["mysql-no-codec", "mysql-unknown", "postgres-parameter", "postgres-options"],
+)
+@pytest.mark.parametrize(
+    "build",
+    [DatabaseLeaseLock, AsyncDatabaseLeaseLock, DatabaseRunHistory, DatabaseAnchorStore],
+    ids=lambda build: build.__name__,
+)
+def test_a_session_encoding_that_cannot_carry_every_name_is_refused_when_built(
+    url: str, named: str, build: type[object]
+) -> None:
+    with pytest.raises(ConfigurationError, match=named) as caught:
+        build(url)
+    assert "s3cr3t" not in str(caught.value)
+
+
+@pytest.mark.parametrize("charset", ["gbk", "big5", "sjis"])
+def test_a_multibyte_mysql_charset_is_accepted(charset: str) -> None:
+    lock = DatabaseLeaseLock(f"mysql://app@127.0.0.1:1/app?charset={charset}")
+    lock.close()

@@ -2,8 +2,10 @@
 
 The text is `START TRANSACTION`, an owner-checked DELETE per lease in name order, and
 `COMMIT` (`dialect_batches.MySqlLeaseBatches.released`), with placeholders per lease
-for the driver to fill: no value is ever written into it. The lock's own MySQL
-connections allow texts of several statements; other engines do not.
+for the driver to fill: no value is ever written into it, and the values the driver
+writes are hex digits (a name, decoded by `UNHEX`) and owner tokens, checked so before
+they go. The lock's own MySQL connections allow texts of several statements; other
+engines do not.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import pytest
 
 from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock, aio_driver
 from firefly_scheduling_database.dialect_batches import LeaseBatches, lease_batches_for
+from firefly_scheduling_database.dialects import lease_sql_for
 from firefly_scheduling_database.engine import async_lock_engine, lock_engine
+from firefly_scheduling_database.mysql_text import hex_text
 from firefly_scheduling_database.schema import LeaseTables
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -26,11 +30,12 @@ from firefly_database_engine_arguments import connect_arguments
 TABLES = LeaseTables.named("locks")
 MULTI_STATEMENTS = 1 << 16
 CLIENT_FOUND_ROWS = 2
-#: Given out of name order, with values that must never appear in the text.
-HELD: list[tuple[bytes, str]] = [
-    (b"zeta'; DROP TABLE locks; --", "owner-z"),
-    (b"alpha", "owner-a"),
-    (b"mid", "owner-m"),
+#: Given out of name order, with values that must never appear in the text: each key
+#: is a name's bytes as hex digits (`MySqlLeaseSql.key`).
+HELD: list[tuple[str, str]] = [
+    (hex_text("zeta'; DROP TABLE locks; --"), "owner-z"),
+    (hex_text("alpha"), "owner-a"),
+    (hex_text("mid"), "owner-m"),
 ]
 IN_NAME_ORDER = sorted(HELD)
 #: Port 1 is never contacted: engines connect lazily.
@@ -49,7 +54,7 @@ def _batches(dialect: Any) -> LeaseBatches:
 def test_the_pymysql_text_has_a_named_placeholder_pair_per_release() -> None:
     statement, parameters = _batches(PYMYSQL).released(HELD)
     deletes = [
-        f"DELETE FROM locks WHERE name = %(name_{i})s AND locked_by = %(owner_{i})s"
+        f"DELETE FROM locks WHERE name = UNHEX(%(name_{i})s) AND locked_by = %(owner_{i})s"
         for i in range(len(HELD))
     ]
     assert statement.driver_sql == "; ".join(["START TRANSACTION", *deletes, "COMMIT"])
@@ -65,7 +70,7 @@ def test_the_pymysql_text_has_a_named_placeholder_pair_per_release() -> None:
 
 def test_the_asyncmy_text_has_positional_placeholders_in_name_order() -> None:
     statement, parameters = _batches(ASYNCMY).released(HELD)
-    assert statement.driver_sql.count("name = %s AND locked_by = %s") == len(HELD)
+    assert statement.driver_sql.count("name = UNHEX(%s) AND locked_by = %s") == len(HELD)
     assert statement.driver_sql.startswith("START TRANSACTION; DELETE FROM locks WHERE")
     assert statement.driver_sql.endswith("; COMMIT")
     assert statement.positions == ("name_0", "owner_0", "name_1", "owner_1", "name_2", "owner_2")
@@ -88,7 +93,24 @@ def test_each_release_is_answered_by_its_own_delete_count() -> None:
     batches = _batches(PYMYSQL)
     # alpha: deleted; mid: no longer this owner's; zeta: deleted.
     deleted = batches.deleted_by_counts(HELD, [0, 1, 0, 1, 0])
-    assert deleted == {(b"alpha", "owner-a"), (b"zeta'; DROP TABLE locks; --", "owner-z")}
+    assert deleted == {HELD[1], HELD[0]}
+
+
+@pytest.mark.parametrize(
+    "value", ["a'b", "a\\b", 'say "hi"', "x; DROP TABLE t", "€", b"raw"], ids=repr
+)
+def test_a_value_that_could_end_a_literal_is_refused_in_a_text_of_several(value: object) -> None:
+    """Only hex digits, tokens, numbers and instants go into a multi-statement text."""
+    statement, parameters = _batches(PYMYSQL).released(HELD)
+    with pytest.raises(ValueError, match="in a text of several statements"):
+        statement.driver_parameters({**parameters, "owner_1": value})
+
+
+def test_the_single_statements_take_the_name_as_hex_digits() -> None:
+    sql = lease_sql_for(PYMYSQL, TABLES)
+    for statement in (sql.acquire, sql.release, sql.renew, sql.fence, sql.holder):
+        assert "UNHEX(%(name)s)" in statement.driver_sql
+    assert sql.key("a\\b'€") == "a\\b'€".encode().hex().upper()
 
 
 def test_a_count_missing_is_refused_naming_both_numbers() -> None:

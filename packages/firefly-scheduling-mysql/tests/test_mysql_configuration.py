@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 
 from firefly_scheduling import ConfigurationError
@@ -117,3 +119,21 @@ def test_older_or_foreign_versions_are_refused(version: str, problem: str) -> No
     reason = unsupported_version(version)
     assert reason is not None
     assert problem in reason
+
+
+@pytest.mark.parametrize("charset", ["gbk", "big5", "sjis", "latin1", "utf8mb4"])
+def test_a_charset_whose_codec_writes_ascii_is_accepted(charset: str) -> None:
+    assert connection_arguments(f"mysql://app@db/app?charset={charset}")["charset"] == charset
+
+
+@pytest.mark.parametrize("charset", ["swe7", "dec8", "binary"])
+def test_a_charset_without_an_ascii_codec_is_refused_naming_it(charset: str) -> None:
+    with pytest.raises(ConfigurationError, match=f"charset={charset} cannot carry") as caught:
+        MySqlNamedLock(f"mysql://app:{SECRET}@db/app?charset={charset}")
+    assert SECRET not in str(caught.value)
+
+
+def test_init_command_is_passed_to_the_driver() -> None:
+    command = "SET SESSION sql_mode = 'NO_BACKSLASH_ESCAPES'"
+    url = "mysql://app@db/app?init_command=" + quote(command)
+    assert connection_arguments(url)["init_command"] == command

@@ -15,7 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from firefly_scheduling.testing.hostile_names import HostileName, hostile_names
 from firefly_scheduling_mysql import MySqlNamedLock
+from firefly_scheduling_mysql.statements import claim_many
 
 lock_names = st.text(
     alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\x00"),
@@ -111,3 +113,17 @@ def test_confusable_names_never_share_a_server_lock(names: list[str]) -> None:
 def test_a_readable_name_cannot_impersonate_a_hashed_one() -> None:
     hashed = MySqlNamedLock.server_name("Report")
     assert MySqlNamedLock.server_name(hashed) != hashed
+
+
+@pytest.mark.parametrize(
+    "hostile", hostile_names("0123456789", canary="firefly_scheduling_fences"), ids=repr
+)
+def test_a_hostile_name_reaches_the_server_only_as_inert_text(hostile: HostileName) -> None:
+    """The lock writes server names into its SQL texts through the driver, whose escaping
+    a session may read otherwise (NO_BACKSLASH_ESCAPES, gbk): a server name has no
+    character any escaping touches, so no session setting changes what it says."""
+    server = MySqlNamedLock.server_name(hostile.name)
+    assert SAFE_NAME.fullmatch(server), server
+    statement, parameters, _ = claim_many([(hostile.name, 30.0), (hostile.name + "'", 1.5)])
+    assert all(SAFE_NAME.fullmatch(str(value)) for value in parameters.values()), parameters
+    assert hostile.name not in statement

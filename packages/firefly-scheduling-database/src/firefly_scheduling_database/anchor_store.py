@@ -13,7 +13,9 @@ The engine is the one the run history uses for the same URL (`store_engine`): th
 lock backend's accepted URLs (bare `postgresql://`/`mysql://` get psycopg 3/PyMySQL),
 its bounded timeouts, and the stores' share of the node's `max_connections`.
 Keys are ASCII (readable or a digest) and compare byte for byte, as lock names do
-(`C` collation on PostgreSQL, `ascii_bin` on MySQL/MariaDB).
+(`C` collation on PostgreSQL, `ascii_bin` on MySQL/MariaDB). On MySQL/MariaDB keys and
+values travel as hex digits the server decodes, and values come back as UTF-8 bytes
+(`mysql_text`), whatever the session's sql_mode and client character set.
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ from __future__ import annotations
 import re
 import threading
 from decimal import Decimal
-from typing import Final
+from typing import Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql, sqlite
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.schema import CreateTable
 
@@ -33,6 +35,7 @@ from firefly_scheduling.initial_delay.base import BaseAnchorStore
 from firefly_scheduling.initial_delay.port import AnchorStoreError
 from firefly_scheduling.server_keys import ServerKeyScheme
 from firefly_scheduling_database.engine import describe_url, release_store_engine, store_engine
+from firefly_scheduling_database.mysql_text import HexBoundLongText, HexBoundText
 
 TABLE_NAME: Final = "firefly_scheduling_anchors"
 
@@ -45,20 +48,34 @@ _KEYS: Final = ServerKeyScheme(
     readable=re.compile(r"[!-~]+"),
 )
 
+
+class _AnchorKey(HexBoundText):
+    """An anchor key, compared byte for byte: `C` on PostgreSQL, `ascii_bin` on MySQL.
+
+    On MySQL/MariaDB it travels as hex digits (`mysql_text`), as every key may hold a
+    quote or a backslash.
+    """
+
+    impl = sa.String(_KEY_LENGTH)
+    cache_ok = True
+    charset = "ascii"
+
+    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
+        if dialect.name in {"mysql", "mariadb"}:
+            return dialect.type_descriptor(
+                mysql.VARCHAR(_KEY_LENGTH, charset="ascii", collation="ascii_bin")
+            )
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(postgresql.VARCHAR(_KEY_LENGTH, collation="C"))
+        return dialect.type_descriptor(sa.String(_KEY_LENGTH))
+
+
 metadata = sa.MetaData()
 anchors = sa.Table(
     TABLE_NAME,
     metadata,
-    sa.Column(
-        "anchor_key",
-        sa.String(_KEY_LENGTH)
-        .with_variant(postgresql.VARCHAR(_KEY_LENGTH, collation="C"), "postgresql")
-        .with_variant(
-            mysql.VARCHAR(_KEY_LENGTH, charset="ascii", collation="ascii_bin"), "mysql", "mariadb"
-        ),
-        primary_key=True,
-    ),
-    sa.Column("anchor_value", sa.Text, nullable=False),
+    sa.Column("anchor_key", _AnchorKey(), primary_key=True),
+    sa.Column("anchor_value", HexBoundLongText(), nullable=False),
 )
 
 _SERVER_CLOCK: Final[dict[str, str]] = {

@@ -36,7 +36,9 @@ release was 18 % of a winning MariaDB node's CPU (issue 12).
 
 Statements are rendered once per lock, and for MySQL and SQLite once per batch
 size (their placeholders are per row); a request is `(key, owner, bound ttl)`, as the lease
-statements bind them (`LeaseSql.key`, `LeaseSql.ttl`).
+statements bind them (`LeaseSql.key`, `LeaseSql.ttl`). On MySQL a key is the hex digits
+of the name's bytes, decoded by the server (`UNHEX`), and the names a reply lists come
+back as `HEX(name)`: the same digits, so replies match requests by equality.
 """
 
 from __future__ import annotations
@@ -210,7 +212,9 @@ class MySqlLeaseBatches(LeaseBatches):
 
     Releases: ONE text, `START TRANSACTION`, an owner-checked `DELETE` per lease in
     name order, `COMMIT`, sent in one round trip on the lock's own connections (which
-    allow several statements, `engine.lock_engine`); each DELETE answers with its own
+    allow several statements, `engine.lock_engine`). Its values are hex digits and owner
+    tokens only (checked, `Statement.driver_parameters`), so none of them can end a
+    literal, whatever the session's sql_mode or character set. Each DELETE answers with its own
     affected-row count (1: deleted, 0: no longer this owner's), which MySQL's lack of
     `DELETE ... RETURNING` leaves as the only exact answer per lease. One transaction
     so that a text the server stops part way (a statement failed) deletes nothing:
@@ -224,9 +228,9 @@ class MySqlLeaseBatches(LeaseBatches):
     names_in_reply = False
     answers_releases = True
     releases_counted = True
-    #: A few hundred bytes of text per release (a name of up to 255 bytes goes as hex
-    #: with PyMySQL): a text stays within some 50 KB, far inside `max_allowed_packet`,
-    #: and the renderings kept (one per group size met, `_sized`) stay few.
+    #: A few hundred bytes of text per release (a name of up to 1,020 bytes goes as hex
+    #: digits): a text stays within some 150 KB, far inside `max_allowed_packet`, and
+    #: the renderings kept (one per group size met, `_sized`) stay few.
     most_releases = 64
 
     def acquire(self, requests: Sequence[Request], *, fenced: bool) -> Bound:
@@ -277,7 +281,7 @@ class MySqlLeaseBatches(LeaseBatches):
 
 def _mysql_upsert(size: int) -> str:
     rows = ", ".join(
-        f"(:name_{i}, :owner_{i}, UTC_TIMESTAMP(6) + INTERVAL :ttl_{i} MICROSECOND, "
+        f"(UNHEX(:name_{i}), :owner_{i}, UTC_TIMESTAMP(6) + INTERVAL :ttl_{i} MICROSECOND, "
         "UTC_TIMESTAMP(6))"
         for i in range(size)
     )
@@ -292,13 +296,14 @@ def _mysql_upsert(size: int) -> str:
 
 
 def _mysql_holders(size: int) -> str:
-    return f"SELECT name, locked_by FROM {{locks}} WHERE name IN ({_placeholders('name', size)})"  # noqa: S608
+    names = _decoded_placeholders("name", size)
+    return f"SELECT HEX(name), locked_by FROM {{locks}} WHERE name IN ({names})"  # noqa: S608
 
 
 def _mysql_fence_held(size: int) -> str:
     return (
         "INSERT INTO {fences} (name, value) SELECT held.name, 1 FROM {locks} AS held "  # noqa: S608
-        f"WHERE held.name IN ({_placeholders('name', size)}) "
+        f"WHERE held.name IN ({_decoded_placeholders('name', size)}) "
         f"AND held.locked_by IN ({_placeholders('owner', size)}) "
         "AND held.locked_until > UTC_TIMESTAMP(6) ORDER BY held.name "
         "ON DUPLICATE KEY UPDATE value = {fences}.value + 1"
@@ -306,13 +311,14 @@ def _mysql_fence_held(size: int) -> str:
 
 
 def _mysql_tokens(size: int) -> str:
-    return f"SELECT name, value FROM {{fences}} WHERE name IN ({_placeholders('name', size)})"  # noqa: S608
+    names = _decoded_placeholders("name", size)
+    return f"SELECT HEX(name), value FROM {{fences}} WHERE name IN ({names})"  # noqa: S608
 
 
 def _mysql_release(size: int) -> str:
     return (
         "DELETE FROM {locks} WHERE name IN "  # noqa: S608 - placeholders
-        f"({_placeholders('name', size)}) AND locked_by IN ({_placeholders('owner', size)})"
+        f"({_decoded_placeholders('name', size)}) AND locked_by IN ({_placeholders('owner', size)})"
     )
 
 
@@ -324,7 +330,7 @@ _RELEASED_AROUND = 2
 def _mysql_released(size: int) -> str:
     """`size` owner-checked DELETEs, one a lease, in one transaction: one text."""
     deletes = (
-        f"DELETE FROM {{locks}} WHERE name = :name_{i} AND locked_by = :owner_{i}"  # noqa: S608
+        f"DELETE FROM {{locks}} WHERE name = UNHEX(:name_{i}) AND locked_by = :owner_{i}"  # noqa: S608
         for i in range(size)
     )
     return "; ".join(["START TRANSACTION", *deletes, "COMMIT"])
@@ -435,6 +441,11 @@ def _placeholders(prefix: str, size: int) -> str:
     return ", ".join(f":{prefix}_{i}" for i in range(size))
 
 
+def _decoded_placeholders(prefix: str, size: int) -> str:
+    """MySQL: `_placeholders` of names bound as hex digits, decoded by the server."""
+    return ", ".join(f"UNHEX(:{prefix}_{i})" for i in range(size))
+
+
 def _numbered(prefix: str, values: Sequence[object]) -> dict[str, object]:
     return {f"{prefix}_{i}": value for i, value in enumerate(values)}
 
@@ -450,4 +461,5 @@ def _in_name_order(held: Sequence[tuple[object, str]]) -> list[tuple[object, str
 
 
 def _sort_key(key: object) -> bytes:
-    return key if isinstance(key, bytes) else str(key).encode("utf-8")
+    # MySQL's keys are the hex digits of the names' bytes, which sort as the bytes do.
+    return str(key).encode("utf-8")

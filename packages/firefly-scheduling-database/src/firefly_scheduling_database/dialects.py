@@ -17,7 +17,10 @@ the clocks of the nodes never matter, and each operation is ONE statement:
 * purge: a delete of expired leases (claims are never released, only expire);
 * acquire many: several acquisitions in a few statements (`dialect_batches`).
 
-Statements are rendered once per lock, for its table names (see `Statement`).
+Statements are rendered once per lock, for its table names (see `Statement`). A
+statement reads the name as `{name}`: the parameter itself on PostgreSQL and SQLite,
+whose drivers bind values outside the SQL text, and `UNHEX(:name)` on MySQL/MariaDB,
+whose drivers write values into it (`LeaseSql.key`, `mysql_text`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
 
 from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling_database.mysql_text import checked_inert, hex_text
 from firefly_scheduling_database.schema import LeaseTables
 
 #: The oldest SQLite with both upsert (3.24) and RETURNING (3.35).
@@ -64,7 +68,9 @@ class Statement:
 
     A MySQL text may hold several statements (`statements`), sent in one round trip
     on the lock's own connections, which allow them; each answers with a result of
-    its own, read one after another (`dialect_batches`: a group of releases).
+    its own, read one after another (`dialect_batches`: a group of releases). Its
+    values must be `inert` in any SQL text (hex digits, tokens, numbers), and are
+    checked before they are sent.
     """
 
     clause: TextClause
@@ -84,6 +90,10 @@ class Statement:
     def driver_parameters(
         self, parameters: Mapping[str, object]
     ) -> Sequence[object] | Mapping[str, object]:
+        """`parameters` in the driver's paramstyle; for a text of several statements,
+        checked `inert` first (`mysql_text.checked_inert`)."""
+        if self.statements > 1:
+            checked_inert(parameters)
         if self.positions is None:
             return parameters
         return tuple(parameters[name] for name in self.positions)
@@ -94,19 +104,22 @@ class LeaseSql(ABC):
 
     dialect_names: ClassVar[tuple[str, ...]]
     acquire_sql: ClassVar[str]
-    release_sql: ClassVar[str] = "DELETE FROM {locks} WHERE name = :name AND locked_by = :owner"
+    release_sql: ClassVar[str] = "DELETE FROM {locks} WHERE name = {name} AND locked_by = :owner"
     renew_sql: ClassVar[str]
     fence_sql: ClassVar[str] = (
-        "INSERT INTO {fences} (name, value) VALUES (:name, 1) "
+        "INSERT INTO {fences} (name, value) VALUES ({name}, 1) "
         "ON CONFLICT (name) DO UPDATE SET value = {fences}.value + 1 RETURNING value"
     )
-    holder_sql: ClassVar[str] = "SELECT locked_by FROM {locks} WHERE name = :name"
+    holder_sql: ClassVar[str] = "SELECT locked_by FROM {locks} WHERE name = {name}"
     #: Lease and fence in one statement returning the token, or None where impossible.
     acquire_fenced_sql: ClassVar[str | None] = None
     #: Increment the counter only while `:owner` holds an unexpired lease on `:name`;
     #: for the dialects without `acquire_fenced_sql`.
     fence_held_sql: ClassVar[str | None] = None
     purge_sql: ClassVar[str]
+    #: How a statement reads the bound name (`{name}`): the parameter itself, or the
+    #: server's decoding of it (MySQL, see `key`).
+    bound_name: ClassVar[str] = ":name"
     #: Further `{placeholders}` the dialect's statements use.
     fragments: ClassVar[dict[str, str]] = {}
 
@@ -115,6 +128,7 @@ class LeaseSql(ABC):
         names = {
             "locks": preparer.format_table(tables.locks),
             "fences": preparer.format_table(tables.fences),
+            "name": self.bound_name,
             **self.fragments,
         }
         self.acquire = Statement.render(self.acquire_sql.format(**names), dialect)
@@ -134,8 +148,8 @@ class LeaseSql(ABC):
         )
         self.purge = Statement.render(self.purge_sql.format(**names), dialect)
 
-    def key(self, name: str) -> str | bytes:
-        """The value bound for the `name` column."""
+    def key(self, name: str) -> str:
+        """The value bound for the `name` column (`{name}` in a statement)."""
         return name
 
     @abstractmethod
@@ -175,7 +189,7 @@ class PostgresLeaseSql(LeaseSql):
     dialect_names = ("postgresql",)
     acquire_sql = (
         "INSERT INTO {locks} (name, locked_by, locked_until, locked_at) "
-        "SELECT :name, :owner, db_now.instant + make_interval(secs => :ttl), db_now.instant "
+        "SELECT {name}, :owner, db_now.instant + make_interval(secs => :ttl), db_now.instant "
         "FROM (SELECT clock_timestamp() AS instant) AS db_now "
         "ON CONFLICT (name) DO UPDATE SET locked_by = excluded.locked_by, "
         "locked_until = excluded.locked_until, locked_at = excluded.locked_at "
@@ -184,7 +198,7 @@ class PostgresLeaseSql(LeaseSql):
     renew_sql = (
         "UPDATE {locks} SET locked_until = db_now.instant + make_interval(secs => :ttl) "
         "FROM (SELECT clock_timestamp() AS instant) AS db_now "
-        "WHERE {locks}.name = :name AND {locks}.locked_by = :owner "
+        "WHERE {locks}.name = {name} AND {locks}.locked_by = :owner "
         "AND {locks}.locked_until > db_now.instant"
     )
     # The acquire's upsert returns its row only when this owner won; the fence row is
@@ -192,7 +206,7 @@ class PostgresLeaseSql(LeaseSql):
     acquire_fenced_sql = (
         "WITH won AS ("
         "INSERT INTO {locks} (name, locked_by, locked_until, locked_at) "
-        "SELECT :name, :owner, db_now.instant + make_interval(secs => :ttl), db_now.instant "
+        "SELECT {name}, :owner, db_now.instant + make_interval(secs => :ttl), db_now.instant "
         "FROM (SELECT clock_timestamp() AS instant) AS db_now "
         "ON CONFLICT (name) DO UPDATE SET locked_by = excluded.locked_by, "
         "locked_until = excluded.locked_until, locked_at = excluded.locked_at "
@@ -231,7 +245,7 @@ class MySqlLeaseSql(LeaseSql):
     dialect_names = ("mysql", "mariadb")
     acquire_sql = (
         "INSERT INTO {locks} (name, locked_by, locked_until, locked_at) "
-        "VALUES (:name, :owner, UTC_TIMESTAMP(6) + INTERVAL :ttl MICROSECOND, UTC_TIMESTAMP(6)) "
+        "VALUES ({name}, :owner, UTC_TIMESTAMP(6) + INTERVAL :ttl MICROSECOND, UTC_TIMESTAMP(6)) "
         "ON DUPLICATE KEY UPDATE "
         "locked_by = IF(locked_until <= UTC_TIMESTAMP(6), :owner, locked_by), "
         "locked_at = IF(locked_until <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), locked_at), "
@@ -240,11 +254,11 @@ class MySqlLeaseSql(LeaseSql):
     )
     renew_sql = (
         "UPDATE {locks} SET locked_until = UTC_TIMESTAMP(6) + INTERVAL :ttl MICROSECOND "
-        "WHERE name = :name AND locked_by = :owner AND locked_until > UTC_TIMESTAMP(6)"
+        "WHERE name = {name} AND locked_by = :owner AND locked_until > UTC_TIMESTAMP(6)"
     )
     # LAST_INSERT_ID(expr) hands the new value back in the OK packet: no second query.
     fence_sql = (
-        "INSERT INTO {fences} (name, value) VALUES (:name, LAST_INSERT_ID(1)) "
+        "INSERT INTO {fences} (name, value) VALUES ({name}, LAST_INSERT_ID(1)) "
         "ON DUPLICATE KEY UPDATE value = LAST_INSERT_ID(value + 1)"
     )
     # MySQL cannot write two tables in one statement (no data-modifying CTE), so a
@@ -252,18 +266,24 @@ class MySqlLeaseSql(LeaseSql):
     # lock on it (INSERT ... SELECT), so a takeover waits for the increment to end.
     fence_held_sql = (
         "INSERT INTO {fences} (name, value) "
-        "SELECT held.name, LAST_INSERT_ID(1) FROM {locks} AS held WHERE held.name = :name "
+        "SELECT held.name, LAST_INSERT_ID(1) FROM {locks} AS held WHERE held.name = {name} "
         "AND held.locked_by = :owner AND held.locked_until > UTC_TIMESTAMP(6) "
         "ON DUPLICATE KEY UPDATE value = LAST_INSERT_ID({fences}.value + 1)"
     )
     purge_sql = "DELETE FROM {locks} WHERE locked_until <= UTC_TIMESTAMP(6)"
+    bound_name = "UNHEX(:name)"
     #: The protocol's CLIENT_FOUND_ROWS capability bit.
     CLIENT_FOUND_ROWS = 2
     # ER_LOCK_WAIT_TIMEOUT, ER_LOCK_DEADLOCK
     _contention = frozenset({1205, 1213})
 
-    def key(self, name: str) -> bytes:
-        return name.encode("utf-8")
+    def key(self, name: str) -> str:
+        """The name's UTF-8 bytes as hex digits, which the statements decode (`UNHEX`).
+
+        The column holds the bytes; the digits are what travels in the SQL text, where
+        no sql_mode and no client character set reads them otherwise (`mysql_text`).
+        """
+        return hex_text(name)
 
     def ttl(self, ttl_seconds: float) -> int:
         return max(1, math.ceil(Fraction(ttl_seconds) * 1_000_000))  # exact: never shorter
@@ -310,19 +330,19 @@ class SqliteLeaseSql(LeaseSql):
     }
     acquire_sql = (
         "INSERT INTO {locks} (name, locked_by, locked_until, locked_at) "
-        "VALUES (:name, :owner, {later}, {now}) "
+        "VALUES ({name}, :owner, {later}, {now}) "
         "ON CONFLICT (name) DO UPDATE SET locked_by = excluded.locked_by, "
         "locked_until = excluded.locked_until, locked_at = excluded.locked_at "
         "WHERE {locks}.locked_until <= excluded.locked_at"
     )
     renew_sql = (
         "UPDATE {locks} SET locked_until = {later} "
-        "WHERE name = :name AND locked_by = :owner AND locked_until > {now}"
+        "WHERE name = {name} AND locked_by = :owner AND locked_until > {now}"
     )
     # No data-modifying CTE in SQLite: the acquire, then this (one writer at a time).
     fence_held_sql = (
         "INSERT INTO {fences} (name, value) "
-        "SELECT held.name, 1 FROM {locks} AS held WHERE held.name = :name "
+        "SELECT held.name, 1 FROM {locks} AS held WHERE held.name = {name} "
         "AND held.locked_by = :owner AND held.locked_until > {now} "
         "ON CONFLICT (name) DO UPDATE SET value = {fences}.value + 1 RETURNING value"
     )

@@ -27,6 +27,7 @@ whatever its worker count.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 from collections.abc import Mapping
@@ -45,6 +46,11 @@ from firefly_scheduling.locks.connection_budget import (
     POOL_TIMEOUT_SECONDS,
     budget_for,
     take_url_parameter,
+)
+from firefly_scheduling.urls.client_encodings import (
+    LIBPQ_UTF8,
+    ascii_text_problem,
+    libpq_encoding_problem,
 )
 from firefly_scheduling.urls.connection_url import parse_lock_url
 from firefly_scheduling.urls.redaction import redact_url, url_secrets
@@ -428,9 +434,23 @@ def _sqlite_arguments(url: URL) -> dict[str, Any]:
 
 
 def _postgres_arguments(url: URL) -> dict[str, Any]:
+    given_options = url.query.get("options")
+    given_encoding = url.query.get("client_encoding")
+    problem = libpq_encoding_problem(
+        given_encoding if isinstance(given_encoding, str) else None,
+        given_options if isinstance(given_options, str) else None,
+    )
+    if problem is not None:
+        raise ConfigurationError(
+            f"the database lock provider cannot use {redact_url(plain_url(url))}: {problem}"
+        )
     arguments: dict[str, Any] = {
         key: value for key, value in POSTGRES_TCP_DEFAULTS.items() if key not in url.query
     }
+    if "client_encoding" not in url.query:
+        # Names are bound in the client encoding: only UTF-8 carries every valid one,
+        # and without it libpq would take PGCLIENTENCODING or the server's default.
+        arguments["client_encoding"] = LIBPQ_UTF8
     if "connect_timeout" not in url.query:
         arguments["connect_timeout"] = CONNECT_TIMEOUT_SECONDS
     # Ours first: a setting the URL's own `options` repeats is applied later and wins.
@@ -468,4 +488,34 @@ def _mysql_arguments(url: URL, *, multi_statements: bool = False) -> dict[str, A
     arguments["client_flag"] = int(flags) & ~2
     if multi_statements:
         arguments["client_flag"] |= _CLIENT_MULTI_STATEMENTS
+    _check_charset(url)
     return arguments
+
+
+def _check_charset(url: URL) -> None:
+    """Refuse the URL's `charset=` when its driver cannot write ASCII statements in it.
+
+    Every statement is ASCII (names and texts go as hex digits, `mysql_text`), so any
+    character set the driver has an ASCII-compatible codec for serves; the others
+    would fail on the first connect, or never be usable at all.
+    """
+    given = url.query.get("charset")
+    if given is None:
+        return
+    name = given if isinstance(given, str) else given[-1]
+    driver = "asyncmy" if url.get_driver_name() == "asyncmy" else "pymysql"
+    try:
+        charsets: Any = importlib.import_module(f"{driver}.charset")  # the driver's own table
+    except ImportError:
+        return  # no driver: creating the engine says so
+    charset = charsets.charset_by_name(name)
+    if charset is None:
+        problem: str | None = f"unknown charset {name!r}"
+    else:
+        problem = ascii_text_problem(charset.encoding)
+        if problem is not None:
+            problem = f"charset={name} cannot carry its statements: {problem}"
+    if problem is not None:
+        raise ConfigurationError(
+            f"the database lock provider cannot use {redact_url(plain_url(url))}: {problem}"
+        )

@@ -35,31 +35,58 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.engine.interfaces import DBAPIModule
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from firefly_scheduling.instants import as_utc
+from firefly_scheduling_database.mysql_text import (
+    HEX_DIALECTS,
+    HexBoundName,
+    checked_inert,
+    hex_text,
+)
 
 _R = TypeVar("_R")
 
 
 class DriverStatement:
-    """One of the store's statements, compiled once for the driver, with its fixed values."""
+    """One of the store's statements, compiled once for the driver, with its fixed values.
+
+    On MySQL the parameters whose column type sends hex digits (`mysql_text`) are
+    written as such here, as SQLAlchemy's bind processing would.
+    """
 
     def __init__(self, statement: sa.ClauseElement, engine: Engine) -> None:
-        compiled = statement.compile(dialect=engine.dialect)
+        dialect = engine.dialect
+        compiled = statement.compile(dialect=dialect)
+        assert isinstance(compiled, SQLCompiler)  # a statement's compiler, with its binds
         self.sql: str = compiled.string
+        mysql = dialect.name in HEX_DIALECTS
+        #: The parameters sent as hex digits (MySQL).
+        self._hex = frozenset(
+            name
+            for name, bind in compiled.binds.items()
+            if mysql and isinstance(bind.type, HexBoundName)
+        )
         # The values SQLAlchemy bound from literals in the statement (a state's name).
-        self._fixed = {name: value for name, value in compiled.params.items() if value is not None}
-        self._bound = _naive if engine.dialect.name == "postgresql" else _mysql_text
+        self._fixed = {
+            name: hex_text(value) if name in self._hex else value
+            for name, value in compiled.params.items()
+            if value is not None
+        }
+        self._bound = _mysql_text if mysql else _naive
 
     def parameters(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        """`values` over the fixed ones, instants (alone or in a list) as the naive UTC
-        the columns hold."""
+        """`values` over the fixed ones: instants (alone or in a list) as the naive UTC
+        the columns hold, names and texts as hex digits where their column wants them."""
         bound = dict(self._fixed)
         convert = self._bound
         for name, value in values.items():
-            bound[name] = (
-                [convert(item) for item in value] if isinstance(value, list) else convert(value)
-            )
+            if name in self._hex and isinstance(value, str):
+                bound[name] = hex_text(value)
+            elif isinstance(value, list):
+                bound[name] = [convert(item) for item in value]
+            else:
+                bound[name] = convert(value)
         return bound
 
 
@@ -138,7 +165,7 @@ class DriverPath:
                 chosen = choose(_aware(cursor))
                 if chosen:
                     try:
-                        cursor.executemany(insert.sql, [insert.parameters(r) for r in chosen])
+                        cursor.execute(_rows_inserted(cursor, insert, chosen))
                     except duplicate:
                         connection.rollback()
                         return None
@@ -192,12 +219,32 @@ class DriverPath:
             pooled.close()
 
 
+def _rows_inserted(cursor: Any, insert: DriverStatement, rows: Sequence[Mapping[str, Any]]) -> str:
+    """One multi-row `INSERT` of `rows`, its values written by the driver (PyMySQL).
+
+    What PyMySQL's `executemany` would send, had it recognised the row of placeholders
+    (it does not under `UNHEX(...)`, and would send one INSERT per row).
+    """
+    head, separator, row = insert.sql.partition(" VALUES ")
+    if not separator:
+        raise ValueError(f"not a single-row INSERT: {insert.sql!r}")
+    values = ", ".join(cursor.mogrify(row, insert.parameters(each)) for each in rows)
+    return f"{head} VALUES {values}"
+
+
 def _rowcounts(
     connection: Any, statements: Sequence[tuple[DriverStatement, Mapping[str, Any]]]
 ) -> list[int]:
-    """`DriverPath.rowcounts_together` on a PyMySQL connection."""
+    """`DriverPath.rowcounts_together` on a PyMySQL connection.
+
+    Its values are checked `inert` first: in a text of several statements a value
+    that ended its literal would run statements of its own.
+    """
     with closing(connection.cursor()) as cursor:
-        texts = [cursor.mogrify(sent.sql, sent.parameters(values)) for sent, values in statements]
+        bound = [(sent.sql, sent.parameters(values)) for sent, values in statements]
+        for _, parameters in bound:
+            checked_inert(parameters)
+        texts = [cursor.mogrify(sql, parameters) for sql, parameters in bound]
         cursor.execute(";".join([*texts, "COMMIT"]))  # no arguments: nothing is formatted
         counts = [int(cursor.rowcount)]
         while len(counts) < len(statements):
@@ -218,7 +265,8 @@ def _aware(cursor: Any) -> list[dict[str, Any]]:
 
     Instants come back aware UTC (`UtcDateTime`), and bytes as UTF-8 text: on MySQL
     the lock name is a VARBINARY (`ExactLockName`), which PyMySQL returns as bytes,
-    and no column of the runs table holds anything but text in bytes.
+    the texts are read as their UTF-8 bytes (`mysql_text`), and no column of the
+    runs table holds anything but text in bytes.
     """
     names = [column[0] for column in cursor.description]  # psycopg's and PyMySQL's
     return [

@@ -9,7 +9,10 @@ never writes into a table whose key would mix deployments.
 Names compare exactly on every dialect: collation "C" on PostgreSQL; on MySQL and
 MariaDB the task is `utf8mb4_bin` (as in 0.1.0) and the lock name a VARBINARY holding
 UTF-8, because `utf8mb4_bin` still ignores trailing spaces and lock names may end
-with one (the lease table stores them the same way).
+with one (the lease table stores them the same way). On MySQL and MariaDB the lock
+name, the task, the node and the error text travel as hex digits the server decodes,
+and text comes back as its UTF-8 bytes (`mysql_text`), whatever the session's
+sql_mode and client character set.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from sqlalchemy.engine import Connection, Dialect
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.instants import as_utc
 from firefly_scheduling.locks.validation import MAX_LOCK_NAME_LENGTH
+from firefly_scheduling_database.mysql_text import HexBoundLongText, HexBoundName, HexBoundText
 
 DEFAULT_TABLE: Final = "firefly_scheduling_runs"
 #: The key of a 0.2.0 table, in order.
@@ -62,8 +66,11 @@ class UtcDateTime(sa.types.TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-class ExactLockName(sa.types.TypeDecorator[str]):
-    """A lock name compared byte for byte: VARBINARY (UTF-8) on MySQL/MariaDB."""
+class ExactLockName(HexBoundName):
+    """A lock name compared byte for byte: VARBINARY (UTF-8) on MySQL/MariaDB.
+
+    There it travels as hex digits the server decodes (`mysql_text`).
+    """
 
     impl = sa.String(MAX_LOCK_NAME_LENGTH)
     cache_ok = True
@@ -75,27 +82,24 @@ class ExactLockName(sa.types.TypeDecorator[str]):
             return dialect.type_descriptor(postgresql.VARCHAR(MAX_LOCK_NAME_LENGTH, collation="C"))
         return dialect.type_descriptor(sa.String(MAX_LOCK_NAME_LENGTH))
 
-    def process_bind_param(self, value: str | None, dialect: Dialect) -> Any:
-        if value is not None and dialect.name in {"mysql", "mariadb"}:
-            return value.encode("utf-8")
-        return value
 
-    def process_result_value(self, value: Any, dialect: Dialect) -> str | None:
-        if isinstance(value, bytes | bytearray):
-            return bytes(value).decode("utf-8")
-        return None if value is None else str(value)
+class ExactTask(HexBoundText):
+    """A task name compared exactly: collation "C" on PostgreSQL, `utf8mb4_bin` on MySQL.
 
+    On MySQL/MariaDB it travels as hex digits and comes back as UTF-8 bytes (`mysql_text`).
+    """
 
-def _exact_task() -> sa.types.TypeEngine[str]:
-    return (
-        sa.String(_NAME_LENGTH)
-        .with_variant(postgresql.VARCHAR(_NAME_LENGTH, collation="C"), "postgresql")
-        .with_variant(
-            mysql.VARCHAR(_NAME_LENGTH, charset="utf8mb4", collation="utf8mb4_bin"),
-            "mysql",
-            "mariadb",
-        )
-    )
+    impl = sa.String(_NAME_LENGTH)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
+        if dialect.name in {"mysql", "mariadb"}:
+            return dialect.type_descriptor(
+                mysql.VARCHAR(_NAME_LENGTH, charset="utf8mb4", collation="utf8mb4_bin")
+            )
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(postgresql.VARCHAR(_NAME_LENGTH, collation="C"))
+        return dialect.type_descriptor(sa.String(_NAME_LENGTH))
 
 
 def checked_table_name(name: object) -> str:
@@ -118,14 +122,14 @@ def runs_table(name: str = DEFAULT_TABLE, *, indexes: bool = True) -> sa.Table:
     name = checked_table_name(name)
     columns: list[sa.schema.SchemaItem] = [
         sa.Column("lock_name", ExactLockName(), primary_key=True, server_default=sa.text("''")),
-        sa.Column("task", _exact_task(), primary_key=True),
+        sa.Column("task", ExactTask(), primary_key=True),
         sa.Column("instant", UtcDateTime(), primary_key=True),
-        sa.Column("node", sa.String(_NAME_LENGTH), nullable=False),
+        sa.Column("node", HexBoundText(_NAME_LENGTH), nullable=False),
         sa.Column("attempt", sa.Integer(), nullable=False),
         sa.Column("state", sa.String(16), nullable=False),
         sa.Column("started_at", UtcDateTime(), nullable=True),
         sa.Column("ended_at", UtcDateTime(), nullable=True),
-        sa.Column("error", sa.Text(), nullable=True),
+        sa.Column("error", HexBoundLongText(), nullable=True),
         sa.Column("token", sa.BigInteger(), nullable=True),
     ]
     if indexes:

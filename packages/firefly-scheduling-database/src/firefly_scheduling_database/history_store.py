@@ -40,7 +40,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -190,15 +190,14 @@ class DatabaseRunHistory(BaseRunHistory):
         return {_row_key(row) for row in path.rows(statement, parameters)}
 
     def _started_in_two(self, rows: list[dict[str, Any]]) -> set[tuple[str, str, datetime]]:
-        parameters = {
-            "p_lock_names": sorted({row["lock_name"] for row in rows}),
-            "p_instants": sorted({row["instant"] for row in rows}),
-        }
+        lock_names = sorted({row["lock_name"] for row in rows})
+        instants = sorted({row["instant"] for row in rows})
+        parameters = {"p_lock_names": lock_names, "p_instants": instants}
         driver = self._driver
         if driver is not None and driver.in_the_way is not None and driver.insert is not None:
             started = driver.path.read_then_insert(
-                driver.in_the_way,
-                parameters,
+                driver.in_the_way(len(lock_names), len(instants)),
+                _numbered("p_lock_name", lock_names) | _numbered("p_instant", instants),
                 driver.insert,
                 lambda found: [_prefixed(row) for row in _fresh(rows, found)],
             )
@@ -706,8 +705,9 @@ class _DriverStatements:
     start_new_many: DriverStatement | None
     #: PostgreSQL: a group of finishes (`_finished_together`); None on MySQL.
     finish_many: DriverStatement | None
-    #: MySQL: `_started_in_two`'s read and insert (`DriverPath.read_then_insert`).
-    in_the_way: DriverStatement | None = None
+    #: MySQL: `_started_in_two`'s read, for so many lock names and instants, and its
+    #: insert (`DriverPath.read_then_insert`).
+    in_the_way: Callable[[int, int], DriverStatement] | None = None
     insert: DriverStatement | None = None
 
     @classmethod
@@ -724,7 +724,7 @@ class _DriverStatements:
             None if insert is None else DriverStatement(insert, engine),
             DriverStatement(_start_new_from_arrays(statements.runs), engine) if postgres else None,
             DriverStatement(_finish_from_arrays(statements.runs), engine) if postgres else None,
-            None if postgres else DriverStatement(_in_the_way_of_lists(statements.runs), engine),
+            None if postgres else _in_the_way_by_size(statements.runs, engine),
             None if postgres else DriverStatement(_insert_of_a_run(statements.runs), engine),
         )
 
@@ -796,20 +796,38 @@ class _HotStatements:
             self.skip_many = _skip_many_from_an_array(runs)
 
 
-def _in_the_way_of_lists(runs: sa.Table) -> sa.ClauseElement:
-    """`_HotStatements.in_the_way` for the driver: each list bound as one parameter.
+def _in_the_way_by_size(runs: sa.Table, engine: Engine) -> Callable[[int, int], DriverStatement]:
+    """`_HotStatements.in_the_way` for the driver, compiled once per pair of list sizes.
 
     SQLAlchemy expands a list parameter when it executes; the driver's own statement
-    cannot, so the lists are `IN %(p_…)s`, which PyMySQL renders as `('a', 'b')`.
+    cannot, so each lock name and instant has a placeholder of its own
+    (`p_lock_name_<i>`, `p_instant_<i>`), each decoded where its column's type says
+    (`mysql_text`). A node's batches meet few sizes.
     """
     columns = runs.c
-    return sa.select(columns.lock_name, columns.task, columns.instant, columns.state).where(
-        columns.lock_name.op("IN")(sa.bindparam("p_lock_names")),
-        sa.or_(
-            columns.state == RunState.RUNNING.value,
-            columns.instant.op("IN")(sa.bindparam("p_instants")),
-        ),
-    )
+
+    def placeholders(column: sa.Column[Any], prefix: str, size: int) -> list[Any]:
+        return [sa.bindparam(f"{prefix}_{i}", type_=column.type) for i in range(size)]
+
+    @lru_cache(maxsize=64)
+    def compiled(locks: int, instants: int) -> DriverStatement:
+        statement = sa.select(columns.lock_name, columns.task, columns.instant, columns.state)
+        return DriverStatement(
+            statement.where(
+                columns.lock_name.in_(placeholders(columns.lock_name, "p_lock_name", locks)),
+                sa.or_(
+                    columns.state == RunState.RUNNING.value,
+                    columns.instant.in_(placeholders(columns.instant, "p_instant", instants)),
+                ),
+            ),
+            engine,
+        )
+
+    return compiled
+
+
+def _numbered(prefix: str, values: Sequence[Any]) -> dict[str, Any]:
+    return {f"{prefix}_{index}": value for index, value in enumerate(values)}
 
 
 def _insert_of_a_run(runs: sa.Table) -> sa.ClauseElement:

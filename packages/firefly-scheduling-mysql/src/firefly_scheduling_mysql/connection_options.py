@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl, unquote
 from pymysql.charset import charset_by_name
 
 from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.urls.client_encodings import ascii_text_problem
 from firefly_scheduling.urls.connection_url import parse_lock_url
 from firefly_scheduling.urls.redaction import redact_url
 
@@ -30,7 +31,12 @@ DEFAULT_TIMEOUTS: Final[dict[str, float]] = {
     "read_timeout": 5.0,
     "write_timeout": 5.0,
 }
-_TEXT_PARAMETERS: Final = frozenset({"unix_socket", "charset", "ssl_ca", "ssl_cert", "ssl_key"})
+#: `init_command` runs on every new session, before the lock's own setup (a session's
+#: sql_mode, say): every statement of the lock is ASCII with no value a session can
+#: read otherwise (`statements`), so any sql_mode serves.
+_TEXT_PARAMETERS: Final = frozenset(
+    {"unix_socket", "charset", "init_command", "ssl_ca", "ssl_cert", "ssl_key"}
+)
 _FLAG_PARAMETERS: Final = frozenset({"ssl_verify_cert", "ssl_verify_identity"})
 _FLAGS: Final[dict[str, bool]] = {
     **dict.fromkeys(("1", "true", "yes", "on"), True),
@@ -44,10 +50,12 @@ ACCEPTED_PARAMETERS: Final = tuple(
 def connection_arguments(url: str) -> dict[str, Any]:
     """PyMySQL keyword arguments for `url` (without `autocommit`, which the lock sets).
 
-    `mysql://user:password@host:port/database?unix_socket=/path&charset=utf8mb4`; user
-    and password are percent-decoded. Any other scheme, an unknown query parameter, an
-    unknown charset or a timeout that is not a positive number is a `ConfigurationError`
-    naming the redacted URL.
+    `mysql://user:password@host:port/database?unix_socket=/path&charset=utf8mb4`, and
+    `init_command=` (SQL run on every new session); user and password are
+    percent-decoded. Any other scheme, an unknown query parameter, an unknown charset
+    or one without a codec that writes ASCII as ASCII (the statements are ASCII:
+    `client_encodings`), or a timeout that is not a positive number is a
+    `ConfigurationError` naming the redacted URL.
     """
     parts = parse_lock_url(url, provider="mysql", schemes=URL_SCHEMES)
     arguments: dict[str, Any] = {
@@ -61,8 +69,14 @@ def connection_arguments(url: str) -> dict[str, Any]:
     }
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         arguments[key] = _parameter(url, key, value)
-    if charset_by_name(arguments["charset"]) is None:
+    charset = charset_by_name(arguments["charset"])
+    if charset is None:
         raise _refused(url, f"unknown charset {arguments['charset']!r}")
+    problem = ascii_text_problem(charset.encoding)
+    if problem is not None:
+        raise _refused(
+            url, f"charset={arguments['charset']} cannot carry its statements: {problem}"
+        )
     return arguments
 
 

@@ -27,6 +27,7 @@ from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.urls.client_encodings import LIBPQ_UTF8, libpq_encoding_problem
 from firefly_scheduling.urls.connection_url import parse_lock_url
 from firefly_scheduling.urls.redaction import REDACTED, redact_url, scrub, url_secrets
 
@@ -42,6 +43,9 @@ CLIENT_DEFAULTS: Final[dict[str, str]] = {
     "keepalives_interval": "10",
     "keepalives_count": "3",
     "tcp_user_timeout": "10000",
+    # Names are bound in the client encoding: only UTF-8 carries every valid one, and
+    # without it libpq would take PGCLIENTENCODING or the server's default.
+    "client_encoding": LIBPQ_UTF8,
 }
 #: libpq keywords whose values are credentials.
 SECRET_KEYWORDS: Final = frozenset(
@@ -81,6 +85,7 @@ class PostgresConnection:
         url = scheme + text.strip()[len(scheme) :]
         shown = redact_url(url)
         given = _libpq_parse(url, f"the postgres lock provider got an invalid URL {shown}")
+        _refuse_other_encodings(given, shown)
         secrets = (*url_secrets(url), *_secret_values(given))
         return cls(_with_defaults(url, given), shown, secrets)
 
@@ -100,8 +105,15 @@ def _key_value_connection(text: str) -> PostgresConnection:
         "pairs (the string is not shown: it may hold a password)",
         hint=_KEY_VALUE_HINT,
     )
+    _refuse_other_encodings(given, "its connection string")
     secrets = (*url_secrets(text), *_secret_values(given))
     return PostgresConnection(_with_defaults(text, given), redact_url(text), secrets)
+
+
+def _refuse_other_encodings(given: dict[str, str], shown: str) -> None:
+    problem = libpq_encoding_problem(given.get("client_encoding"), given.get("options"))
+    if problem is not None:
+        raise ConfigurationError(f"the postgres lock provider cannot use {shown}: {problem}")
 
 
 def _libpq_parse(text: str, refusal: str, *, hint: str = "") -> dict[str, str]:

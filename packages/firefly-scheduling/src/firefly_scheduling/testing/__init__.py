@@ -18,6 +18,11 @@ An asyncio lock subclasses `AsyncLockContract` instead, with the same fixtures p
 exclude each other); its cases are coroutines, run here on a fresh event loop each
 (no pytest plugin needed). Capabilities are read through `capabilities_of`, so each
 case runs only where it applies. Server URLs come from `server_url()`.
+
+Both contracts include the hostile-name cases (`HostileNamesContract`,
+`AsyncHostileNamesContract`), which a backend can also run alone, on a server set
+up otherwise. A backend that supplies `server_reader` (a `ServerReader`: a second
+client of its server) has each hostile name's key read back on the server.
 """
 
 from __future__ import annotations
@@ -29,17 +34,23 @@ import pytest
 
 from firefly_scheduling.locks.port import LockCapabilities
 from firefly_scheduling.testing.aio_contract import AsyncLockContract, AsyncNodes
+from firefly_scheduling.testing.aio_hostile import AsyncHostileNamesContract
 from firefly_scheduling.testing.contract import LockContract
+from firefly_scheduling.testing.hostile import HostileNamesContract
 from firefly_scheduling.testing.none_contract import NoneLockContract
 from firefly_scheduling.testing.provider_contract import ProviderContract
+from firefly_scheduling.testing.server_reader import ServerReader
 from firefly_scheduling.testing.servers import server_url
 
 __all__ = [
+    "AsyncHostileNamesContract",
     "AsyncLockContract",
+    "HostileNamesContract",
     "LockCapabilities",
     "LockContract",
     "NoneLockContract",
     "ProviderContract",
+    "ServerReader",
     "server_url",
 ]
 

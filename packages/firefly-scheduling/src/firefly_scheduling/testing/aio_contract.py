@@ -40,9 +40,11 @@ from firefly_scheduling.aio.port import (
 from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.port import DistributedLock, LockCapabilities, capabilities_of
+from firefly_scheduling.testing.aio_hostile import (
+    AsyncHostileNamesContract,
+    AsyncLockFactory,
+)
 from firefly_scheduling.testing.workers import default_stop_signals, exclusive_file_worker
-
-AsyncLockFactory = Callable[[], AsyncDistributedLock]
 
 #: Longest a lease backend may take past the TTL to free a lock (memcached rounds TTLs
 #: up to whole seconds, and its clock ticks once a second).
@@ -81,21 +83,22 @@ class AsyncNodes:
             await _close(lock)
 
 
-class AsyncLockContract:
+class AsyncLockContract(AsyncHostileNamesContract):
     """Every rule of the port, proven against a real backend.
 
     Subclasses provide `lock_factory`. Servers with a network address also provide
     `unreachable_lock`, a fixture returning `(lock, password)` for a lock whose URL
-    carries `password` and points at a closed local port.
+    carries `password` and points at a closed local port, and `server_reader`, a
+    second client of the server that the hostile-name cases read it with
+    (`AsyncHostileNamesContract`).
     """
 
     pytestmark = pytest.mark.firefly_asyncio  # sync: drop
 
     # -- fixtures ---------------------------------------------------------------
 
-    @pytest.fixture
-    def lock_factory(self) -> AsyncLockFactory:
-        raise NotImplementedError("a contract subclass must provide the lock_factory fixture")
+    # `lock_factory` (and, asyncio, `sync_lock_factory`) are declared by the hostile-name
+    # cases' class, which this one extends.
 
     if ASYNC:
 
@@ -103,13 +106,6 @@ class AsyncLockContract:
         def nodes(self, lock_factory: AsyncLockFactory) -> AsyncNodes:
             """Independent instances, closed on the case's own event loop when it ends."""
             return AsyncNodes(lock_factory)
-
-        @pytest.fixture
-        def sync_lock_factory(self) -> Callable[[], DistributedLock]:
-            raise NotImplementedError(
-                "an async contract subclass must provide sync_lock_factory, the same "
-                "backend's synchronous lock, to prove the two flavours exclude each other"
-            )
 
     else:
 
@@ -410,7 +406,9 @@ class AsyncLockContract:
         await second.release(long_name[:-1] + "y")
 
     @pytest.mark.parametrize(
-        "bad_name", ["", "x" * 256, "nul\x00inside"], ids=["empty", "256-chars", "nul"]
+        "bad_name",
+        ["", "x" * 256, "nul\x00inside", "lone\ud800surrogate"],
+        ids=["empty", "256-chars", "nul", "lone-surrogate"],
     )
     async def test_bad_name_is_refused(self, nodes: AsyncNodes, bad_name: str) -> None:
         with pytest.raises(ValueError):

@@ -23,7 +23,7 @@ import multiprocessing
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +41,11 @@ from firefly_scheduling.locks.port import (
     LockCapabilities,
     capabilities_of,
 )
+from firefly_scheduling.testing.hostile import (
+    HostileNamesContract,
+    LockFactory,
+)
 from firefly_scheduling.testing.workers import default_stop_signals, exclusive_file_worker
-
-LockFactory = Callable[[], DistributedLock]
 
 #: Longest a lease backend may take past the TTL to free a lock (memcached rounds TTLs
 #: up to whole seconds, and its clock ticks once a second).
@@ -82,19 +84,20 @@ class Nodes:
             _close(lock)
 
 
-class LockContract:
+class LockContract(HostileNamesContract):
     """Every rule of the port, proven against a real backend.
 
     Subclasses provide `lock_factory`. Servers with a network address also provide
     `unreachable_lock`, a fixture returning `(lock, password)` for a lock whose URL
-    carries `password` and points at a closed local port.
+    carries `password` and points at a closed local port, and `server_reader`, a
+    second client of the server that the hostile-name cases read it with
+    (`HostileNamesContract`).
     """
 
     # -- fixtures ---------------------------------------------------------------
 
-    @pytest.fixture
-    def lock_factory(self) -> LockFactory:
-        raise NotImplementedError("a contract subclass must provide the lock_factory fixture")
+    # `lock_factory` (and, asyncio, `sync_lock_factory`) are declared by the hostile-name
+    # cases' class, which this one extends.
 
     @pytest.fixture
     def nodes(self, lock_factory: LockFactory) -> Iterator[Nodes]:
@@ -389,7 +392,9 @@ class LockContract:
         second.release(long_name[:-1] + "y")
 
     @pytest.mark.parametrize(
-        "bad_name", ["", "x" * 256, "nul\x00inside"], ids=["empty", "256-chars", "nul"]
+        "bad_name",
+        ["", "x" * 256, "nul\x00inside", "lone\ud800surrogate"],
+        ids=["empty", "256-chars", "nul", "lone-surrogate"],
     )
     def test_bad_name_is_refused(self, nodes: Nodes, bad_name: str) -> None:
         with pytest.raises(ValueError):
