@@ -3,8 +3,9 @@
 Every benchmark script of this folder ends its run by writing, under `--results`
 (default `docs/results/`), `<name>.json` (the figures, machine-readable) and
 `<name>.md` (the same figures as tables, with the facts of the run). The docs
-include the markdown file (`docs/scaling.md`, `docs/guarantees.md`), so a page
-shows the figures of the last run of its command and nothing typed by hand. A new
+include the markdown file (`docs/scaling.md` lists every benchmark's command and
+where its figures are shown), so a page shows the figures of the last run of its
+command and nothing typed by hand. A new
 run replaces both files whole; git keeps the earlier ones.
 
 Each file says when and where it was measured: the date, the commit (and whether
@@ -37,6 +38,8 @@ from urllib.parse import urlsplit
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 DEFAULT_FOLDER = REPOSITORY / "docs" / "results"
+#: What a benchmark's figures depend on, for "uncommitted changes" in its results.
+MEASURED_PATHS = ("packages", "benchmarks", "pyproject.toml", "uv.lock")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -153,14 +156,16 @@ class Table:
 
 
 def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """A table cell: no line break, and no character markdown would read as markup."""
+    escaped = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return escaped.replace("|", "\\|").replace("\n", " ")
 
 
 # -- the facts of a run ----------------------------------------------------------------
 
 
 def commit() -> dict[str, Any]:
-    """The commit measured, and whether the work tree differed from it."""
+    """The commit measured, and whether its code in the work tree differed from it."""
 
     def git(*arguments: str) -> str:
         return subprocess.run(
@@ -169,11 +174,10 @@ def commit() -> dict[str, Any]:
 
     try:
         head = git("rev-parse", "HEAD")
-        changed = [
-            line
-            for line in git("status", "--porcelain").splitlines()
-            if " docs/results/" not in line
-        ]
+        # Only the code measured counts: the results files a run rewrites, and docs
+        # edited meanwhile, change no figure.
+        status = git("status", "--porcelain", "--", *MEASURED_PATHS).splitlines()
+        changed = [line for line in status if line.strip()]
     except (OSError, subprocess.CalledProcessError):
         return {"hash": None, "uncommitted_changes": None}
     return {"hash": head, "uncommitted_changes": bool(changed)}
