@@ -26,10 +26,11 @@ commands per attempt (the round trips a fire costs).
 
 Each (backend, mode) runs `--runs` times, lose and win alternating; a row gives the
 median and the range. The machine this runs on should be quiet: on a shared one,
-the figures are indications.
+the figures are indications. The table also goes to `docs/results/fire_cost.md`
+and `fire_cost.json` (see `benchmark_results`).
 
-    uv run python benchmarks/fire_cost.py [--backends redis memcached postgres
-        database-postgres] [--tasks 200] [--seconds 20] [--runs 3] [--warmup 5]
+    uv run python benchmarks/fire_cost.py [--backends redis postgres ...] [--tasks 200]
+        [--seconds 15] [--runs 3] [--warmup 3]      # every backend by default
     uv run python benchmarks/fire_cost.py --backends redis --modes win
         --profile-dir /tmp/prof   # py-spy collapsed stacks of the node, no figures
 
