@@ -339,6 +339,8 @@ class Run:
         self.short = bool(getattr(args, "short", False))
         self.changed = non_defaults(args, parser, selectors)
         self.servers = server_versions(servers)
+        #: The code measured is the code of the run's start.
+        self.commit = commit()
         script = Path(sys.argv[0]).resolve()
         where = script.relative_to(REPOSITORY) if script.is_relative_to(REPOSITORY) else script
         words = ["uv", "run", "python", str(where), *sys.argv[1:]]
@@ -375,7 +377,7 @@ class Run:
                 k: redact(v) for k, v in vars(self.args).items() if k not in _OUTPUT_OPTIONS
             },
             "non_default_parameters": {k: redact(v) for k, v in self.changed.items()},
-            "commit": commit(),
+            "commit": self.commit,
             "machine": machine(),
             "load_average": {"start": self.load_start, "end": os.getloadavg()[0]},
             "servers": self.servers,
