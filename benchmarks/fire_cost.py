@@ -32,7 +32,7 @@ and `fire_cost.json` (see `benchmark_results`).
     uv run python benchmarks/fire_cost.py [--backends redis postgres ...] [--tasks 200]
         [--seconds 15] [--runs 3] [--warmup 3]      # every backend by default
     uv run python benchmarks/fire_cost.py --backends redis --modes win
-        --profile-dir /tmp/prof   # py-spy collapsed stacks of the node, no figures
+        --profile-dir fire-profiles   # py-spy collapsed stacks of the node, no figures
 
 `--profile-dir` samples the node with py-spy (`pip install py-spy`, not a project
 dependency) over the window instead of measuring it (py-spy's pauses would count).

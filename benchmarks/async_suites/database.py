@@ -95,12 +95,12 @@ async def _driver_floor(stack: AsyncExitStack, backend: str, lock: Any) -> Async
             raise RuntimeError("raw upsert lost an uncontended name")
         await run(release_sql, sql.release.driver_parameters({"name": key, "owner": owner}))
 
-    # The driver's own class: the engine may hand out a subclass of the database
-    # package (psycopg's connection with the reply deadline).
+    # The driver's own class: the engine may hand out a subclass of ours (psycopg's
+    # connection with the reply deadline).
     driver = next(
         root
         for cls in type(connection).__mro__
-        if (root := cls.__module__.split(".")[0]) != "firefly_scheduling_database"
+        if not (root := cls.__module__.split(".")[0]).startswith("firefly_scheduling")
     )
     return AsyncCase(backend, f"raw {driver}: upsert + DELETE, autocommit", "floor", floor)
 
