@@ -27,7 +27,9 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from benchmark_results import Run, Table, add_arguments, shorten, spread, summary
 from firefly_scheduling.aio import AsyncInMemoryLock
 from firefly_scheduling.aio.port import AsyncDistributedLock
 from firefly_scheduling.descriptor import ScheduledDescriptor
@@ -93,7 +95,8 @@ def measure(
     async_lock: Callable[[], AsyncDistributedLock],
     fires: int,
     runs: int,
-) -> None:
+) -> list[dict[str, object]]:
+    """Each path's median µs per fire over `runs` runs, and its ratio to the baseline."""
     loop = CoroutineLoop()
     results: dict[str, list[float]] = {
         "sync runner, def body": [],
@@ -125,12 +128,37 @@ def measure(
         loop.close()
     baseline = statistics.median(results["sync runner, def body"])
     print(f"\n{label}: {fires} fires x {runs} runs, median per fire (range of run medians)")
+    every: list[dict[str, object]] = []
     for name, medians in results.items():
         median = statistics.median(medians)
         print(
             f"  {name:<28} {median * 1e6:9.1f} us  ({min(medians) * 1e6:.1f} - "
             f"{max(medians) * 1e6:.1f})  x{median / baseline:.2f}"
         )
+        every.append(
+            {
+                "lock": label,
+                "path": name,
+                "fires": fires,
+                "microseconds_per_fire": summary([m * 1e6 for m in medians]),
+                "ratio_to_sync_def_body": median / baseline,
+            }
+        )
+    return every
+
+
+COLUMNS = ["lock", "path", "µs per fire, median (range of run medians)", "ratio to a def body"]
+
+
+def row(figure: dict[str, Any]) -> list[str]:
+    cell = figure["microseconds_per_fire"]
+    values = [cell["min"], cell["median"], cell["max"]] if cell["runs"] > 1 else [cell["median"]]
+    return [
+        figure["lock"],
+        figure["path"],
+        spread(values, 1),
+        f"{figure['ratio_to_sync_def_body']:.2f}",
+    ]
 
 
 def main() -> None:
@@ -138,19 +166,32 @@ def main() -> None:
     parser.add_argument("--fires", type=int, default=200)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--no-etcd", action="store_true")
+    add_arguments(parser)
     options = parser.parse_args()
-    measure("memory", InMemoryLock, AsyncInMemoryLock, options.fires, options.runs)
-    if options.no_etcd:
-        return
-    from firefly_scheduling_etcd import AsyncEtcdLock, EtcdLock  # noqa: PLC0415 - optional
+    shorten(options, parser, fires=20, runs=1)
+    run = Run("async_fires", options, parser, servers=() if options.no_etcd else ("etcd",))
+    every = measure("memory", InMemoryLock, AsyncInMemoryLock, options.fires, options.runs)
+    etcd_fires = max(options.fires // 4, 20)
+    if not options.no_etcd:
+        from firefly_scheduling_etcd import AsyncEtcdLock, EtcdLock  # noqa: PLC0415 - optional
 
-    url = os.environ.get("FIREFLY_TEST_ETCD_URL", "etcd://127.0.0.1:2379")
-    measure(
-        "etcd",
-        lambda: EtcdLock(url),
-        lambda: AsyncEtcdLock(url),
-        max(options.fires // 4, 20),
-        options.runs,
+        url = os.environ.get("FIREFLY_TEST_ETCD_URL", "etcd://127.0.0.1:2379")
+        every += measure(
+            "etcd", lambda: EtcdLock(url), lambda: AsyncEtcdLock(url), etcd_fires, options.runs
+        )
+    run.write(
+        "What an async def task costs per fire",
+        [Table("Time per fire, by path", COLUMNS, rows=[row(f) for f in every], align="llrr")],
+        every,
+        notes=[
+            f"Each fire claims, takes the task lock fenced and releases it (no run history); "
+            f"{options.fires} fires per run on the memory locks, {etcd_fires} on etcd, "
+            f"{options.runs} run(s).",
+            "sync runner, def body: `FireRunner` with a plain body (the baseline); sync runner, "
+            "async body: the body awaited on the host's event loop thread, as `run` and `tick` "
+            "do; asyncio runner: `AsyncFireRunner` awaited on the caller's loop, as the "
+            "FastAPI lifespan does.",
+        ],
     )
 
 

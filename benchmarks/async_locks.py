@@ -13,7 +13,8 @@ Two measurements per backend, both in ONE process and ONE run:
 
 Each backend lives in `benchmarks/async_suites/<backend>.py`, which defines
 `cases(stack) -> list[AsyncCase]` (an `AsyncExitStack` closes what it opens) and
-`pair() -> (async_factory, sync_factory)` for the throughput run. Run:
+`pair() -> (async_factory, sync_factory)` for the throughput run. The figures go to
+`docs/results/async_locks.md` and `async_locks.json` (see `benchmark_results`). Run:
 
     uv run --group bench python benchmarks/async_locks.py [--rounds 15] [--cycles 200]
 """
@@ -25,7 +26,6 @@ import asyncio
 import importlib
 import pkgutil
 import random
-import statistics
 import threading
 import time
 import uuid
@@ -34,6 +34,8 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from benchmark_results import Run, Table, add_arguments, servers_of, shorten, spread, summary
 
 AsyncCycle = Callable[[], Awaitable[None]]
 SUITES_DIR = Path(__file__).resolve().parent / "async_suites"
@@ -125,21 +127,62 @@ def threaded_claims_per_second(lock: Any, workers: int, seconds: float) -> float
     return sum(counts) / (time.perf_counter() - started)
 
 
-def report(cases: list[AsyncCase]) -> None:
+LATENCY_COLUMNS = [
+    "backend",
+    "implementation",
+    "role",
+    "µs per cycle, median",
+    "ratio to floor, median (range) over rounds",
+]
+THROUGHPUT_COLUMNS = ["backend", "async claims/s", "sync claims/s", "async / sync"]
+
+
+def latency_figures(cases: list[AsyncCase]) -> list[dict[str, Any]]:
     floors = {c.backend: c for c in cases if c.role == "floor"}
-    print("| backend | implementation | role | median µs/cycle | ratio median (range) |")
-    print("|---|---|---|---:|---:|")
+    every: list[dict[str, Any]] = []
     for case in sorted(cases, key=lambda c: (c.backend, c.role != "adapter", c.label)):
-        median = statistics.median(case.samples)
         floor = floors.get(case.backend)
-        ratio = "n/a"
-        if floor is not None:
-            ratios = [a / f for a, f in zip(case.samples, floor.samples, strict=True)]
-            ratio = f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
-        print(f"| {case.backend} | {case.label} | {case.role} | {median:.0f} | {ratio} |")
+        ratios = (
+            [a / f for a, f in zip(case.samples, floor.samples, strict=True)]
+            if floor is not None
+            else []
+        )
+        every.append(
+            {
+                "backend": case.backend,
+                "implementation": case.label,
+                "role": case.role,
+                "microseconds_per_cycle": summary(case.samples),
+                "ratio_to_floor": summary(ratios) if ratios else None,
+            }
+        )
+    return every
 
 
-async def latency(selected: dict[str, Any], rounds: int, cycles: int) -> None:
+def latency_table(every: list[dict[str, Any]]) -> Table:
+    table = Table("Acquire + release cycle, uncontended", LATENCY_COLUMNS, align="lllrr")
+    for figure in every:
+        ratio = figure["ratio_to_floor"]
+        table.rows.append(
+            [
+                figure["backend"],
+                figure["implementation"],
+                figure["role"],
+                f"{figure['microseconds_per_cycle']['median']:.0f}",
+                "n/a" if ratio is None else spread(_values(ratio), 2),
+            ]
+        )
+    print("| " + " | ".join(LATENCY_COLUMNS) + " |")
+    for cells in table.rows:
+        print("| " + " | ".join(cells) + " |")
+    return table
+
+
+def _values(cell: dict[str, Any]) -> list[float]:
+    return [cell["min"], cell["median"], cell["max"]] if cell["runs"] > 1 else [cell["median"]]
+
+
+async def latency(selected: dict[str, Any], rounds: int, cycles: int) -> list[dict[str, Any]]:
     async with AsyncExitStack() as stack:
         cases: list[AsyncCase] = []
         for name, suite in selected.items():
@@ -148,15 +191,12 @@ async def latency(selected: dict[str, Any], rounds: int, cycles: int) -> None:
             except Exception as err:  # noqa: BLE001 - report and go on with the others
                 print(f"# {name}: not measured ({type(err).__name__}: {err})")
         await measure(cases, rounds, cycles)
-        report(cases)
+        return latency_figures(cases)
 
 
-def throughput(selected: dict[str, Any], workers: int, seconds: float) -> None:
-    print(
-        f"\n| backend | async claims/s ({workers} coroutines) "
-        f"| sync claims/s ({workers} threads) | async / sync |"
-    )
-    print("|---|---:|---:|---:|")
+def throughput(selected: dict[str, Any], workers: int, seconds: float) -> list[dict[str, Any]]:
+    every: list[dict[str, Any]] = []
+    print("\n| " + " | ".join(THROUGHPUT_COLUMNS) + " |")
     for name, suite in selected.items():
         make_async, make_sync = suite.pair()
 
@@ -173,7 +213,16 @@ def throughput(selected: dict[str, Any], workers: int, seconds: float) -> None:
             threads = threaded_claims_per_second(sync_lock, workers, seconds)
         finally:
             sync_lock.close()
+        every.append(
+            {
+                "backend": name,
+                "async_claims_per_second": coroutines,
+                "sync_claims_per_second": threads,
+                "async_over_sync": coroutines / threads,
+            }
+        )
         print(f"| {name} | {coroutines:,.0f} | {threads:,.0f} | {coroutines / threads:.2f} |")
+    return every
 
 
 def main() -> None:
@@ -185,11 +234,44 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--only", action="append", choices=sorted(available), default=None)
     parser.add_argument("--skip-throughput", action="store_true")
+    add_arguments(parser)
     args = parser.parse_args()
+    shorten(args, parser, rounds=2, cycles=20, workers=10, seconds=0.5)
     selected = {name: available[name] for name in (args.only or sorted(available))}
-    asyncio.run(latency(selected, args.rounds, args.cycles))
+    run = Run("async_locks", args, parser, servers=servers_of(selected))
+    latencies = asyncio.run(latency(selected, args.rounds, args.cycles))
+    tables = [latency_table(latencies)]
+    rates: list[dict[str, Any]] = []
     if not args.skip_throughput:
-        throughput(selected, args.workers, args.seconds)
+        rates = throughput(selected, args.workers, args.seconds)
+        tables.append(
+            Table(
+                f"Claims per second: {args.workers} coroutines on one async lock, "
+                f"{args.workers} threads on one sync lock",
+                THROUGHPUT_COLUMNS,
+                rows=[
+                    [
+                        r["backend"],
+                        f"{r['async_claims_per_second']:,.0f}",
+                        f"{r['sync_claims_per_second']:,.0f}",
+                        f"{r['async_over_sync']:.2f}",
+                    ]
+                    for r in rates
+                ],
+                align="lrrr",
+            )
+        )
+    run.write(
+        "asyncio adapters against their raw async drivers",
+        tables,
+        {"latency": latencies, "throughput": rates},
+        notes=[
+            f"Latency: every case in one process, {args.rounds} interleaved rounds of "
+            f"{args.cycles} cycles; the floor is the raw async driver sending the adapter's "
+            "round trips on one reused connection.",
+            f"Throughput: each lock claims fresh names for {args.seconds:g} s.",
+        ],
+    )
 
 
 if __name__ == "__main__":

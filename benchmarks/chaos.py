@@ -1,6 +1,7 @@
-"""A Jepsen-style randomized fault checker for the fire guarantees (issue 8).
+"""A Jepsen-style randomized fault checker for the fire guarantees.
 
-    python benchmarks/chaos.py --seed 7 --seconds 60 --setups redis,postgres
+    uv run python benchmarks/chaos.py                     # a fresh seed, 700 s, every setup
+    uv run python benchmarks/chaos.py --seed 7 --seconds 60 --setups redis,postgres
 
 Per setup: `--nodes` resident `run` nodes and a `tick` process per minute on one
 backend, each behind its own TCP proxy, running the task mix of
@@ -13,7 +14,9 @@ signals) and the run history (a second client) and checks exclusion, at-most-onc
 and that every fire is accounted for (`chaos_harness.checker`).
 
 Prints a table per setup and exits 1 on any violation, printing the seed and the
-events around it. Setups run `--parallel` at a time, each in its own process.
+events around it. Setups run `--parallel` at a time (all at once by default), each
+in its own process. The table also goes to `docs/results/chaos.md` and `chaos.json`
+(see `benchmark_results`); a `--recheck` writes none.
 Needs the servers of `scripts/ensure-servers` (FIREFLY_TEST_*_URL), and
 redis-server and memcached binaries for the private instances.
 """
@@ -30,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchmark_results import Run, Table, add_arguments, servers_of, shorten
 from chaos_harness.run import SetupResult, recheck, run_setup, table
 from chaos_harness.setups import SETUPS
 
@@ -74,10 +78,12 @@ def report_violations(results: list[SetupResult]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=None, help="replay this fault schedule")
-    parser.add_argument("--seconds", type=float, default=60.0, help="seconds of faults per setup")
+    parser.add_argument("--seconds", type=float, default=700.0, help="seconds of faults per setup")
     parser.add_argument("--setups", default=",".join(SETUPS), help="comma-separated setups")
     parser.add_argument("--nodes", type=int, default=3, help="resident nodes per setup")
-    parser.add_argument("--parallel", type=int, default=2, help="setups run at once")
+    parser.add_argument(
+        "--parallel", type=int, default=len(SETUPS), help="setups run at once [default: all]"
+    )
     parser.add_argument(
         "--pace", type=float, default=1.0, help="stretch every task's rate by this factor"
     )
@@ -90,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="check the setups of a finished run's --workdir again, running nothing",
     )
+    add_arguments(parser)
     args = parser.parse_args(argv)
     if args.recheck is not None:
         results = [recheck(path.parent) for path in sorted(args.recheck.glob("*/result.json"))]
@@ -100,6 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(setups) - set(SETUPS))
     if unknown:
         parser.error(f"unknown setup(s) {', '.join(unknown)}; known: {', '.join(SETUPS)}")
+    shorten(args, parser, seconds=20.0, nodes=2, pace=3.0, parallel=4)
+    run = Run(
+        "chaos",
+        args,
+        parser,
+        servers=servers_of(_BACKEND_OF.get(s, s) for s in setups),
+        selectors=("seed",),
+    )
     root = args.workdir or Path(tempfile.mkdtemp(prefix="firefly-chaos-"))
     print(
         f"chaos: seed {seed}, {args.seconds:g}s per setup, pace {args.pace:g}, logs in {root}",
@@ -111,7 +126,97 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps([r.__dict__ for r in results], default=str, indent=1))
     violations = report_violations(results)
     print(f"\nchaos: seed {seed}: {violations} violation(s)")
+    write_results(run, results, seed)
     return 1 if violations else 0
+
+
+#: The server a setup runs on, for the versions its results file names.
+_BACKEND_OF = {
+    "database-postgres": "postgres",
+    "database-mariadb": "mysql",
+    "database-sqlite": "sqlite",
+}
+
+COLUMNS = [
+    "setup",
+    "fires",
+    "ran",
+    "adopted",
+    "fenced overlaps",
+    "reruns after a double fault",
+    "late zombie bodies",
+    "violations",
+    "misses (recorded reasons)",
+    "faults injected",
+]
+
+
+def write_results(run: Run, results: list[SetupResult], seed: int) -> None:
+    """The run's table and every violation, as `docs/results/chaos.md` and its JSON."""
+    table = Table(f"Seed {seed}: every setup", COLUMNS, align="lrrrrrrrll")
+    figures = []
+    for r in results:
+        misses = sum(r.misses.values())
+        reasons = "; ".join(f"{count} {reason}" for reason, count in r.misses.items())
+        faults = ", ".join(
+            f"{kind} {r.faults.get(kind, 0)}" for kind in sorted(r.applicable or r.faults)
+        )
+        table.rows.append(
+            [
+                r.setup,
+                f"{r.fires:,}",
+                f"{r.ran:,}",
+                str(r.adoptions),
+                str(r.fenced_overlaps),
+                str(r.double_fault_reruns),
+                str(r.late_zombie_bodies),
+                f"**{len(r.violations)}**",
+                f"{misses:,}" + (f" ({reasons})" if reasons else ""),
+                faults,
+            ]
+        )
+        figures.append(
+            {
+                "setup": r.setup,
+                "seed": r.seed,
+                "seconds": r.seconds,
+                "pace": r.pace,
+                "fires": r.fires,
+                "ran": r.ran,
+                "body_runs": r.body_runs,
+                "adopted": r.adoptions,
+                "fenced_overlaps": r.fenced_overlaps,
+                "reruns_after_a_double_fault": r.double_fault_reruns,
+                "late_zombie_bodies": r.late_zombie_bodies,
+                "violations": [{"rule": v["rule"], "message": v["message"]} for v in r.violations],
+                "misses": r.misses,
+                "faults": r.faults,
+                "history_refusals": r.history_refusals,
+            }
+        )
+    tables = [table]
+    violated = [(r.setup, v) for r in results for v in r.violations]
+    if violated:
+        tables.append(
+            Table(
+                "Violations",
+                ["setup", "rule", "message"],
+                rows=[[setup, str(v["rule"]), str(v["message"])] for setup, v in violated],
+            )
+        )
+    run.write(
+        "Randomized faults",
+        tables,
+        figures,
+        notes=[
+            f"Seed {seed}: {run.args.nodes} resident nodes and a `tick` per setup, "
+            f"{run.args.seconds:g} s of faults each, pace {run.args.pace:g}, "
+            f"{run.args.parallel} setup(s) at once. Replay the same faults with `--seed {seed}`.",
+            "A violation breaks exclusion, at most once, or every fire ran or recorded; "
+            "fenced overlaps, reruns after a double fault and late zombie bodies are the "
+            "allowed cases the checker counts apart (see Guarantees).",
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ Reported per backend, over `--runs` runs (adapter and raw alternate within a run
 the first of the two swapping every run): claims/s fleet-wide (median and range),
 process CPU per claim (user + system over the window, all threads, summed over the
 processes, divided by the claims), and the most TCP connections one process held to
-the server (sampled through the window). Rows are printed as markdown, ready for
-docs/scaling.md.
+the server (sampled through the window). Rows are printed as markdown, and written
+to `docs/results/claims.md` and `claims.json` (see `benchmark_results`).
 
     uv run python benchmarks/claims.py [--backends redis postgres] [--seconds 5]
         [--runs 3] [--processes 4] [--threads 8]
@@ -55,6 +55,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
+from benchmark_results import Run, Table, add_arguments, servers_of, shorten, spread, summary
 from firefly_scheduling.fires.claims import claim_name
 
 BACKENDS = (
@@ -536,13 +537,75 @@ def prepare(backend: str, sqlite_path: str) -> None:
         require(claiming_lock(lock).try_claim(name, 1.0), f"{backend}: the first claim lost")
 
 
-def spread(values: list[float], digits: int = 0) -> str:
-    """`median (min-max)`, thousands separated."""
-    if not values:
-        return "-"
-    form = f"{{:,.{digits}f}}"
-    median = form.format(statistics.median(values))
-    return f"{median} ({form.format(min(values))}-{form.format(max(values))})"
+COLUMNS = [
+    "backend",
+    "adapter claims/s",
+    "raw driver claims/s",
+    "adapter / raw",
+    "CPU ms per claim (adapter / raw)",
+    "connections per process (adapter / raw)",
+    "claims not won (adapter / raw)",
+]
+
+
+def measure_backend(args: argparse.Namespace, backend: str, sqlite_path: str) -> dict[str, Any]:
+    """`--runs` runs of the adapter and the raw driver, alternating; machine-readable."""
+    prepare(backend, sqlite_path)
+    measured: dict[str, list[FleetResult]] = {"adapter": [], "raw": []}
+    ratios: list[float] = []
+    for run in range(args.runs):
+        order = ("adapter", "raw") if run % 2 == 0 else ("raw", "adapter")
+        for flavour in order:
+            job = Job(
+                backend=backend,
+                flavour=flavour,
+                seconds=args.seconds,
+                threads=args.threads,
+                claim_seconds=args.claim_seconds,
+                sqlite_path=sqlite_path,
+                prefix=f"bench.claims.{uuid.uuid4().hex[:12]}",
+            )
+            measured[flavour].append(run_fleet(job, args.processes))
+        ratios.append(
+            measured["adapter"][-1].claims_per_second / measured["raw"][-1].claims_per_second
+        )
+    adapter, raw = measured["adapter"], measured["raw"]
+    return {
+        "backend": backend,
+        "adapter_claims_per_second": summary([r.claims_per_second for r in adapter]),
+        "raw_claims_per_second": summary([r.claims_per_second for r in raw]),
+        "adapter_over_raw": summary(ratios),
+        "cpu_ms_per_claim": {
+            "adapter": statistics.median(r.cpu_ms_per_claim for r in adapter),
+            "raw": statistics.median(r.cpu_ms_per_claim for r in raw),
+        },
+        "connections_per_process": {
+            "adapter": max(r.connections for r in adapter),
+            "raw": max(r.connections for r in raw),
+        },
+        "claims_not_won": {
+            "adapter": sum(r.errors for r in adapter),
+            "raw": sum(r.errors for r in raw),
+        },
+    }
+
+
+def row(figure: dict[str, Any]) -> list[str]:
+    def values(key: str) -> list[float]:
+        cell = figure[key]
+        return [cell["min"], cell["median"], cell["max"]] if cell["runs"] > 1 else [cell["median"]]
+
+    cpu, connections = figure["cpu_ms_per_claim"], figure["connections_per_process"]
+    errors = figure["claims_not_won"]
+    return [
+        figure["backend"],
+        spread(values("adapter_claims_per_second"), 0, thousands=True),
+        spread(values("raw_claims_per_second"), 0, thousands=True),
+        spread(values("adapter_over_raw"), 2),
+        f"{cpu['adapter']:.2f} / {cpu['raw']:.2f}",
+        f"{connections['adapter']} / {connections['raw']}",
+        f"{errors['adapter']} / {errors['raw']}",
+    ]
 
 
 def main() -> None:
@@ -553,7 +616,10 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--threads", type=int, default=8, help="threads per process")
     parser.add_argument("--claim-seconds", type=float, default=10.0)
+    add_arguments(parser)
     args = parser.parse_args()
+    shorten(args, parser, seconds=1.0, runs=1, processes=2, threads=2)
+    run = Run("claims", args, parser, servers=servers_of(args.backends))
 
     load = os.getloadavg()
     print(
@@ -563,50 +629,28 @@ def main() -> None:
         f"{args.seconds:g} s each"
     )
     print()
-    print(
-        "| backend | adapter claims/s | raw driver claims/s | adapter / raw | "
-        "CPU ms per claim (adapter / raw) | connections per process (adapter / raw) "
-        "| claims not won (adapter / raw) |"
-    )
-    print("|---|---|---|---|---|---|---|")
+    table = Table("Fire claims per second at saturation, fleet-wide", COLUMNS, align="lrrrrrr")
+    print("| " + " | ".join(COLUMNS) + " |")
+    every: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as scratch:
         sqlite_path = os.path.join(scratch, "claims.sqlite3")
         for backend in args.backends:
-            prepare(backend, sqlite_path)
-            measured: dict[str, list[FleetResult]] = {"adapter": [], "raw": []}
-            ratios: list[float] = []
-            for run in range(args.runs):
-                order = ("adapter", "raw") if run % 2 == 0 else ("raw", "adapter")
-                for flavour in order:
-                    job = Job(
-                        backend=backend,
-                        flavour=flavour,
-                        seconds=args.seconds,
-                        threads=args.threads,
-                        claim_seconds=args.claim_seconds,
-                        sqlite_path=sqlite_path,
-                        prefix=f"bench.claims.{uuid.uuid4().hex[:12]}",
-                    )
-                    measured[flavour].append(run_fleet(job, args.processes))
-                ratios.append(
-                    measured["adapter"][-1].claims_per_second
-                    / measured["raw"][-1].claims_per_second
-                )
-            adapter, raw = measured["adapter"], measured["raw"]
-            cpu = (
-                f"{statistics.median(r.cpu_ms_per_claim for r in adapter):.2f} / "
-                f"{statistics.median(r.cpu_ms_per_claim for r in raw):.2f}"
-            )
-            connections = (
-                f"{max(r.connections for r in adapter)} / {max(r.connections for r in raw)}"
-            )
-            errors = f"{sum(r.errors for r in adapter)} / {sum(r.errors for r in raw)}"
-            print(
-                f"| {backend} | {spread([r.claims_per_second for r in adapter])} "
-                f"| {spread([r.claims_per_second for r in raw])} | {spread(ratios, 2)} "
-                f"| {cpu} | {connections} | {errors} |",
-                flush=True,
-            )
+            every.append(measure_backend(args, backend, sqlite_path))
+            table.rows.append(row(every[-1]))
+            print("| " + " | ".join(table.rows[-1]) + " |", flush=True)
+    run.write(
+        "Fire claims per second at saturation",
+        [table],
+        every,
+        notes=[
+            f"{args.processes} processes, each with {args.threads} threads sharing one lock, "
+            f"claim fresh fire names for {args.seconds:g} s; {args.runs} run(s), adapter and "
+            "raw driver alternating. Every claim must win: a claim not won is an error of "
+            "the backend (a SQLite busy timeout), counted in the last column.",
+            "raw driver: the adapter's own claim statement or command, each thread on its "
+            "own connection; adapter / raw is how much of that ceiling the adapter reaches.",
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -19,15 +19,17 @@ Over a window of whole seconds, once every node is up:
 * connections: the most TCP connections any node held to the backend's ports
   (sampled through the window).
 
-    uv run python benchmarks/fleet.py --backend redis [--tasks 200] [--nodes 2]
-        [--seconds 60] [--warmup 10]
-    uv run python benchmarks/fleet.py --backend postgres --find-max   # largest T
-    uv run python benchmarks/fleet.py --backend postgres --outage 300   # boot catch-up
+    uv run python benchmarks/fleet.py [--backends redis postgres] [--tasks 200]
+        [--nodes 2] [--seconds 30] [--warmup 5] [--runs 3]
+    uv run python benchmarks/fleet.py --find-max [--backends postgres]   # largest T
+    uv run python benchmarks/fleet.py --backends postgres --outage 300   # boot catch-up
 
 Backends: postgres, mysql, redis, redis-cluster, memcached, etcd, database-sqlite,
 database-postgres, database-mysql; URLs from the `FIREFLY_TEST_*_URL` variables
 (the local servers by default). `--find-max` doubles T from `--tasks` until the goal
-(0 missed, 0 duplicates, lateness p99 < 250 ms) fails, then bisects.
+(0 missed, 0 duplicates, lateness p99 < 250 ms) fails, then bisects. The figures go
+to `docs/results/fleet.md` (`fleet-largest-t.md` with `--find-max`) and their JSON
+twins (see `benchmark_results`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import psutil
+
+from benchmark_results import Run, Table, add_arguments, servers_of, shorten, spread, summary
 
 GOAL_P99_MS = 250.0
 
@@ -144,6 +148,26 @@ class Result:
     @property
     def meets_goal(self) -> bool:
         return self.missed == 0 and self.duplicates == 0 and self.lateness_ms[1] < GOAL_P99_MS
+
+    def figures(self) -> dict[str, object]:
+        """This run, machine-readable."""
+        p50, p99, worst = self.lateness_ms
+        return {
+            "tasks": self.tasks,
+            "expected": self.expected,
+            "ran": self.ran,
+            "duplicates": self.duplicates,
+            "missed": self.missed,
+            "miss_reasons": self.miss_reasons,
+            "lateness_p50_ms": p50,
+            "lateness_p99_ms": p99,
+            "lateness_max_ms": worst,
+            "cpu_ms_per_attempt": self.cpu_ms_per_attempt,
+            "cpu_ms_per_run": self.cpu_ms_per_run,
+            "attempts": self.attempts,
+            "connections": self.connections,
+            "meets_goal": self.meets_goal,
+        }
 
     def row(self) -> str:
         p50, p99, worst = self.lateness_ms
@@ -322,8 +346,8 @@ def end_outage(provider_env: dict[str, str], tasks: int, seconds: int) -> None:
     """Make each task's newest history record a run `seconds` ago, and the only one.
 
     The scene of a whole fleet back from an outage of that length: each node's first
-    fire of a task records the fires since as "no node ran it" (the boot catch-up,
-    issue 12). Needs a backend whose run history is kept by default (the SQL ones).
+    fire of a task records the fires since as "no node ran it" (the boot catch-up).
+    Needs a backend whose run history is kept by default (the SQL ones).
     """
     from firefly_scheduling.history.port import RunState  # noqa: PLC0415 - only here
     from firefly_scheduling.history.selection import resolve_history  # noqa: PLC0415
@@ -375,44 +399,154 @@ def _connections(process: psutil.Process, ports: frozenset[int]) -> int:
         return 0
 
 
-def find_max(backend: str, start: int, nodes: int, seconds: int, warmup: int) -> None:
-    """Double T until the goal fails, then bisect between the last pass and the fail."""
-    good, bad, tasks = 0, 0, start
-    while True:
-        result = run_fleet(backend, tasks, nodes, seconds, warmup)
+#: Backends whose run history is SQL by default (the lock's own database): the ones a
+#: fleet start pays a boot catch-up on, unless each task's newest record is recent.
+SQL_HISTORY = ("postgres", "mysql", "database-sqlite", "database-postgres", "database-mysql")
+BACKENDS = (
+    *("redis", "redis-cluster", "memcached", "etcd", "postgres", "mysql"),
+    *("database-postgres", "database-mysql", "database-sqlite"),
+)
+
+
+def outage_of(backend: str, outage: int | None) -> int | None:
+    """The outage a backend's fleet starts from: `--outage` (1 s by default) on the SQL
+    history backends, so that no run pays a catch-up of the fires since an earlier run
+    on the same task names; none elsewhere (no history to start from)."""
+    if backend not in SQL_HISTORY:
+        return None
+    return 1 if outage is None else outage
+
+
+def find_max(
+    backend: str, start: int, nodes: int, seconds: int, warmup: int, limit: int
+) -> dict[str, object]:
+    """Double T until the goal fails (or T passes `limit`), then bisect between the last
+    pass and the fail. Returns every size tried and the largest that met the goal."""
+    tried: list[Result] = []
+
+    def attempt(tasks: int) -> bool:
+        result = run_fleet(backend, tasks, nodes, seconds, warmup, outage=outage_of(backend, None))
+        tried.append(result)
         print(result.row(), flush=True)
-        if result.meets_goal:
+        return result.meets_goal
+
+    good, bad, tasks = 0, 0, start
+    while tasks <= limit:
+        if attempt(tasks):
             good = tasks
-            if bad:
-                break
             tasks *= 2
         else:
             bad = tasks
             break
     while bad and bad - good > max(good // 8, 25):
         tasks = (good + bad) // 2
-        result = run_fleet(backend, tasks, nodes, seconds, warmup)
-        print(result.row(), flush=True)
-        if result.meets_goal:
+        if attempt(tasks):
             good = tasks
         else:
             bad = tasks
     print(f"\nlargest T meeting the goal on {backend} with {nodes} nodes: {good}")
+    return {
+        "backend": backend,
+        "nodes": nodes,
+        "largest_tasks_meeting_the_goal": good,
+        "first_size_missing_it": bad or None,
+        "limit_reached": not bad,
+        "sizes": [result.figures() for result in sorted(tried, key=lambda r: r.tasks)],
+    }
+
+
+RUN_COLUMNS = [
+    "backend",
+    "tasks x nodes",
+    "ran (of expected), per run",
+    "duplicates",
+    "missed (reasons)",
+    "lateness p50 / p99 / max, ms (p99: median and range over runs)",
+    "CPU ms per attempt / per run",
+    "connections per node",
+    "goal (p99 < 250 ms, none missed)",
+]
+
+
+def summarise(results: list[Result]) -> dict[str, object]:
+    """Every run of one backend: the figures of each, and median and range over them."""
+    first = results[0]
+    return {
+        "backend": first.backend,
+        "tasks": first.tasks,
+        "nodes": first.nodes,
+        "seconds": first.seconds,
+        "runs": [result.figures() for result in results],
+        "lateness_p50_ms": summary([r.lateness_ms[0] for r in results]),
+        "lateness_p99_ms": summary([r.lateness_ms[1] for r in results]),
+        "lateness_max_ms": summary([r.lateness_ms[2] for r in results]),
+        "cpu_ms_per_attempt": summary([r.cpu_ms_per_attempt for r in results]),
+        "cpu_ms_per_run": summary([r.cpu_ms_per_run for r in results]),
+        "goal_met": sum(r.meets_goal for r in results),
+    }
+
+
+def run_row(results: list[Result]) -> list[str]:
+    first = results[0]
+    reasons: Counter[str] = Counter()
+    for result in results:
+        reasons.update(result.miss_reasons)
+    missed = "/".join(str(r.missed) for r in results)
+    why = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))
+    p50 = statistics.median(r.lateness_ms[0] for r in results)
+    worst = max(r.lateness_ms[2] for r in results)
+    p99 = spread([r.lateness_ms[1] for r in results], 0)
+    met = sum(r.meets_goal for r in results)
+    return [
+        first.backend,
+        f"{first.tasks} x {first.nodes}",
+        ", ".join(f"{r.ran:,}" for r in results) + f" (of {first.expected:,})",
+        "/".join(str(r.duplicates) for r in results),
+        missed + (f" ({why})" if why else ""),
+        f"{p50:.0f} / **{p99}** / {worst:.0f}",
+        f"{spread([r.cpu_ms_per_attempt for r in results], 2)} / "
+        f"{spread([r.cpu_ms_per_run for r in results], 2)}",
+        str(max(r.connections for r in results)),
+        f"{'met' if met == len(results) else '**not met**'}, {met} of {len(results)}",
+    ]
+
+
+SIZE_COLUMNS = ["backend", "largest T meeting the goal", "sizes tried: T (p99 ms, met)"]
+
+
+def size_row(found: dict[str, object]) -> list[str]:
+    sizes = found["sizes"]
+    assert isinstance(sizes, list)
+    tried = ", ".join(
+        f"{size['tasks']} ({size['lateness_p99_ms']:.0f}, {'yes' if size['meets_goal'] else 'no'})"
+        for size in sizes
+    )
+    largest = str(found["largest_tasks_meeting_the_goal"])
+    if found["limit_reached"]:
+        largest = f"at least {largest} (the size limit)"
+    return [str(found["backend"]), largest, tried]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", required=True)
+    parser.add_argument(
+        "--backends", "--backend", nargs="+", choices=BACKENDS, default=list(BACKENDS)
+    )
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--nodes", type=int, default=2)
-    parser.add_argument("--seconds", type=int, default=60)
+    parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5, help="seconds after every node fired")
-    parser.add_argument("--find-max", action="store_true")
+    parser.add_argument("--runs", type=int, default=3, help="rounds over the backends")
+    parser.add_argument("--find-max", action="store_true", help="the largest T meeting the goal")
+    parser.add_argument(
+        "--max-tasks", type=int, default=3200, help="--find-max doubles T up to this at most"
+    )
     parser.add_argument(
         "--outage",
         type=int,
         metavar="SECONDS",
-        help="start as a fleet back from an outage this long (SQL backends; see end_outage)",
+        help="start as a fleet back from an outage this long (the SQL history backends; "
+        "default 1 s there, see outage_of and end_outage)",
     )
     parser.add_argument(
         "--max-workers",
@@ -420,22 +554,74 @@ def main() -> None:
         metavar="N",
         help="each node's `run --max-workers` (default: the host's, one thread per task up to 64)",
     )
+    add_arguments(parser)
     args = parser.parse_args()
+    shorten(args, parser, seconds=5, warmup=1, runs=1, tasks=20, max_tasks=40)
+    run = Run(
+        "fleet-largest-t" if args.find_max else "fleet",
+        args,
+        parser,
+        servers=servers_of(args.backends),
+        selectors=("find_max", "runs") if args.find_max else (),
+    )
     print(f"# {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.1f}")
     print(HEADER)
     if args.find_max:
-        find_max(args.backend, args.tasks, args.nodes, args.seconds, args.warmup)
-    else:
-        result = run_fleet(
-            args.backend,
-            args.tasks,
-            args.nodes,
-            args.seconds,
-            args.warmup,
-            outage=args.outage,
-            max_workers=args.max_workers,
+        found = [
+            find_max(b, args.tasks, args.nodes, args.seconds, args.warmup, args.max_tasks)
+            for b in args.backends
+        ]
+        table = Table("Largest T meeting the goal", SIZE_COLUMNS)
+        table.rows = [size_row(f) for f in found]
+        run.write(
+            "Largest T meeting the fleet goal",
+            [table],
+            found,
+            notes=[
+                f"T locked one-second tasks on {args.nodes} resident nodes, one "
+                f"{args.seconds} s run per size: T doubles from {args.tasks} until a run "
+                "misses the goal (a fire missed or duplicated, or a lateness p99 of 250 ms "
+                "or more), then bisects.",
+                "The SQL history backends start each run as a fleet back from a 1 s outage "
+                "(`--outage`), so no run pays a catch-up of an earlier run's fires.",
+            ],
         )
-        print(result.row())
+        return
+    by_backend: dict[str, list[Result]] = {backend: [] for backend in args.backends}
+    for _ in range(args.runs):
+        for backend in args.backends:
+            result = run_fleet(
+                backend,
+                args.tasks,
+                args.nodes,
+                args.seconds,
+                args.warmup,
+                outage=outage_of(backend, args.outage),
+                max_workers=args.max_workers,
+            )
+            by_backend[backend].append(result)
+            print(result.row(), flush=True)
+    table = Table(
+        f"{args.tasks} locked one-second tasks on {args.nodes} nodes",
+        RUN_COLUMNS,
+        align="llllllllr",
+    )
+    table.rows = [run_row(results) for results in by_backend.values()]
+    run.write(
+        "Fires per second per node",
+        [table],
+        [summarise(results) for results in by_backend.values()],
+        notes=[
+            f"{args.runs} round(s) over the backends, one {args.seconds} s window per run once "
+            f"every node fired and {args.warmup} s more passed; every node attempts every fire.",
+            "ran, duplicates and missed come from the bodies' witness lines; the reasons of "
+            "the misses from the nodes' fire logs. Lateness: body start minus the fire's "
+            "instant. CPU: the nodes' user + system time in the window over their fire "
+            "attempts, and over the fires run.",
+            "The SQL history backends start each run as a fleet back from a 1 s outage "
+            "(`--outage`), so no run pays a catch-up of an earlier run's fires.",
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ adapter / floor is our overhead. Peers are measured the same way.
 
 Peers are installed only for this script (`uv sync --all-packages --group bench`),
 never as dependencies. Servers come from the same `FIREFLY_TEST_*_URL` variables
-as the tests (defaults: the local servers). Run:
+as the tests (defaults: the local servers). The figures go to `docs/results/locks.md`
+and `locks.json` (see `benchmark_results`). Run:
 
     uv run --group bench python benchmarks/locks.py [--rounds 15] [--cycles 200]
 """
@@ -26,6 +27,8 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+from benchmark_results import Run, Table, add_arguments, servers_of, shorten, spread, summary
 
 Cycle = Callable[[], None]
 
@@ -442,16 +445,53 @@ def measure(cases: list[Case], rounds: int, cycles: int) -> None:
             case.samples.append((time.perf_counter() - started) / cycles * 1e6)
 
 
-def report(cases: list[Case]) -> None:
+COLUMNS = [
+    "backend",
+    "implementation",
+    "role",
+    "µs per cycle, median (range) over rounds",
+    "ratio to floor",
+]
+ROLE_ORDER = {"adapter": 0, "floor": 1, "peer": 2}
+
+
+def figures(cases: list[Case]) -> list[dict[str, object]]:
     floors = {c.backend: statistics.median(c.samples) for c in cases if c.role == "floor"}
-    print("| backend | implementation | role | median µs/cycle | ratio to floor |")
-    print("|---|---|---|---:|---:|")
-    order = {"adapter": 0, "floor": 1, "peer": 2}
-    for case in sorted(cases, key=lambda c: (c.backend, order[c.role], c.label)):
+    every: list[dict[str, object]] = []
+    for case in sorted(cases, key=lambda c: (c.backend, ROLE_ORDER[c.role], c.label)):
         median = statistics.median(case.samples)
         floor = floors.get(case.backend)
-        ratio = f"{median / floor:.2f}" if floor else "n/a"
-        print(f"| {case.backend} | {case.label} | {case.role} | {median:.0f} | {ratio} |")
+        every.append(
+            {
+                "backend": case.backend,
+                "implementation": case.label,
+                "role": case.role,
+                "microseconds_per_cycle": summary(case.samples),
+                "ratio_to_floor": median / floor if floor else None,
+            }
+        )
+    return every
+
+
+def report(every: list[dict[str, Any]]) -> Table:
+    table = Table("Acquire + release cycle, uncontended", COLUMNS, align="lllrr")
+    for figure in every:
+        cycle = figure["microseconds_per_cycle"]
+        samples = [cycle["min"], cycle["median"], cycle["max"]]
+        ratio = figure["ratio_to_floor"]
+        table.rows.append(
+            [
+                figure["backend"],
+                figure["implementation"],
+                figure["role"],
+                spread(samples if cycle["runs"] > 1 else samples[1:2], 0),
+                "n/a" if ratio is None else f"{ratio:.2f}",
+            ]
+        )
+    print("| " + " | ".join(COLUMNS) + " |")
+    for cells in table.rows:
+        print("| " + " | ".join(cells) + " |")
+    return table
 
 
 def main() -> None:
@@ -459,10 +499,26 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--cycles", type=int, default=200)
     parser.add_argument("--only", action="append", choices=sorted(SUITES), default=None)
+    add_arguments(parser)
     args = parser.parse_args()
-    with gathered(args.only or list(SUITES)) as cases:
+    shorten(args, parser, rounds=2, cycles=20)
+    selected = args.only or list(SUITES)
+    run = Run("locks", args, parser, servers=servers_of(selected))
+    with gathered(selected) as cases:
         measure(cases, args.rounds, args.cycles)
-        report(cases)
+        every = figures(cases)
+    run.write(
+        "Lock cycle: adapters, raw-driver floors and peers",
+        [report(every)],
+        every,
+        notes=[
+            f"Every case in one process, {args.rounds} interleaved rounds of {args.cycles} "
+            "cycles (a fresh random order each round); median and range of the rounds.",
+            "floor: the raw driver sending the statements the adapter sends for one cycle, "
+            "on one reused connection; ratio to floor is the adapter's (or peer's) overhead. "
+            "Peers are measured only when installed (`uv sync --all-packages --group bench`).",
+        ],
+    )
 
 
 if __name__ == "__main__":

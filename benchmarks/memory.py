@@ -1,4 +1,4 @@
-"""10,000 registered tasks on one resident node: boot time, and steady and peak RSS.
+"""Registered tasks on one resident node: boot time, and steady and peak RSS.
 
 Each measurement is a fresh child process (so RSS is the node's alone) that imports
 a generated module of `--tasks` locked tasks (a mix of cron expressions and fixed
@@ -14,9 +14,10 @@ lock and starts the resident host's scheduler, then idles `--seconds`:
 
 The task module is compiled to bytecode first, as an installed package is.
 
-    uv run python benchmarks/memory.py [--tasks 10000] [--seconds 10] [--runs 5]
+    uv run python benchmarks/memory.py [--tasks 1000 10000] [--seconds 3] [--runs 3]
 
-Target (issue 12): peak RSS < 64 MB with 10,000 tasks.
+Target: peak RSS < 64 MB with 10,000 tasks. The figures go to
+`docs/results/memory.md` and `memory.json` (see `benchmark_results`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from benchmark_results import Run, Table, add_arguments, shorten, spread, summary
 
 CHILD = r"""
 import time
@@ -97,29 +100,80 @@ def measure(directory: Path, module: str, seconds: float) -> dict[str, float]:
     return result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, default=10_000)
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args()
+#: Peak RSS a node with 10,000 registered tasks should stay under.
+TARGET_PEAK_MB = 64.0
+TARGET_TASKS = 10_000
+
+
+def measure_size(tasks: int, seconds: float, runs: int) -> list[dict[str, float]]:
+    """`runs` fresh node processes with `tasks` registered tasks."""
     with tempfile.TemporaryDirectory(prefix="firefly-memory-") as raw:
         directory = Path(raw)
-        module = f"memory_tasks_{args.tasks}"
+        module = f"memory_tasks_{tasks}"
         source = directory / f"{module}.py"
-        source.write_text(task_module(args.tasks))
+        source.write_text(task_module(tasks))
         # Installed code is imported from bytecode (pip compiles it); compiling a
         # 10,000-function source file would cost the child ~70 MB of parser memory
         # that measures CPython's compiler, not the scheduler.
         py_compile.compile(str(source), doraise=True)
-        runs = [measure(directory, module, args.seconds) for _ in range(args.runs)]
-    print(f"{args.tasks:,} tasks, {args.runs} runs (median, min-max):")
-    for key, unit in (("boot_s", "s"), ("rss_mb", "MB"), ("peak_mb", "MB")):
-        values = [run[key] for run in runs]
-        print(
-            f"  {key:8} {statistics.median(values):8.2f} {unit}"
-            f"  ({min(values):.2f}-{max(values):.2f})"
+        return [measure(directory, module, seconds) for _ in range(runs)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, nargs="+", default=[1_000, 10_000])
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--runs", type=int, default=3)
+    add_arguments(parser)
+    args = parser.parse_args()
+    shorten(args, parser, seconds=0.5, runs=1)
+    run = Run("memory", args, parser)
+    sizes = sorted(set(args.tasks))
+    measured = {tasks: measure_size(tasks, args.seconds, args.runs) for tasks in sizes}
+    table = Table(
+        "One resident node on the memory lock",
+        ["registered tasks", "RSS steady, MB", "RSS peak, MB", "boot, s"],
+        align="rrrr",
+    )
+    rows: list[dict[str, object]] = []
+    figures: dict[str, object] = {"sizes": rows}
+    for tasks, runs in measured.items():
+        print(f"{tasks:,} tasks, {args.runs} runs (median, min-max):")
+        cells = [f"{tasks:,}"]
+        size: dict[str, object] = {"tasks": tasks}
+        for key, unit in (("rss_mb", "MB"), ("peak_mb", "MB"), ("boot_s", "s")):
+            values = [one[key] for one in runs]
+            print(f"  {key:8} {spread(values, 2)} {unit}")
+            cells.append(spread(values, 2))
+            size[key] = summary(values)
+        table.rows.append(cells)
+        rows.append(size)
+    notes = [
+        f"Each run a fresh process: imports, validation and the scheduler's start (boot), "
+        f"then {args.seconds:g} s idle; RSS at the end (steady) and `VmHWM` (peak). "
+        f"{args.runs} run(s) per size, median (range).",
+    ]
+    if len(sizes) >= 2:
+        low, high = sizes[0], sizes[-1]
+        steady = {t: statistics.median(one["rss_mb"] for one in measured[t]) for t in (low, high)}
+        per_task_kb = (steady[high] - steady[low]) * 1024 / (high - low)
+        fixed_mb = steady[low] - per_task_kb * low / 1024
+        figures["per_task_kb"] = per_task_kb
+        figures["fixed_mb"] = fixed_mb
+        notes.append(
+            f"From the {low:,}- and {high:,}-task rows: about {fixed_mb:.0f} MB for the process "
+            f"and its imports, and {per_task_kb:.2f} kB per registered task."
         )
+        print(f"per task {per_task_kb:.2f} kB, fixed {fixed_mb:.1f} MB")
+    if TARGET_TASKS in measured:
+        peak = statistics.median(one["peak_mb"] for one in measured[TARGET_TASKS])
+        figures["target_peak_mb"] = TARGET_PEAK_MB
+        figures["target_met"] = peak < TARGET_PEAK_MB
+        notes.append(
+            f"Target: a peak under {TARGET_PEAK_MB:g} MB with {TARGET_TASKS:,} tasks: "
+            f"{'met' if peak < TARGET_PEAK_MB else '**not met**'} ({peak:.1f} MB)."
+        )
+    run.write("Memory per node", [table], figures, notes=notes)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from benchmark_results import Run, Table, add_arguments, servers_of, shorten
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import Verdict
@@ -257,23 +258,74 @@ def noop() -> None:
     """A 0 ms body."""
 
 
+COLUMNS = [
+    "backend",
+    "node that loses the claim",
+    "node that runs the fire",
+    "deferred",
+    "plain lock guard (run / lose)",
+]
+
+
+def figures(backend: str, counts: Counts) -> dict[str, object]:
+    def role(turns: list[int]) -> dict[str, float]:
+        return {"median": Counts.typical(turns), "mean": statistics.fmean(turns)}
+
+    return {
+        "backend": backend,
+        "fires": len(counts.run),
+        "lose": role(counts.lose),
+        "run": role(counts.run),
+        "deferred_mean": counts.deferred,
+        "guard_run": role(counts.guard_run),
+        "guard_lose": role(counts.guard_lose),
+    }
+
+
+def row(figure: dict[str, Any]) -> list[str]:
+    def cell(key: str) -> str:
+        return f"{figure[key]['median']:g} ({figure[key]['mean']:.2f})"
+
+    return [
+        figure["backend"],
+        cell("lose"),
+        cell("run"),
+        f"{figure['deferred_mean']:.2f}",
+        f"{cell('guard_run')} / {cell('guard_lose')}",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fires", type=int, default=20)
     parser.add_argument("--backend", action="append", choices=sorted(BACKENDS))
+    add_arguments(parser)
     arguments = parser.parse_args()
+    shorten(arguments, parser, fires=3)
+    backends = arguments.backend or list(BACKENDS)
+    run = Run("round_trips", arguments, parser, servers=servers_of(backends))
     print(f"median round trips per fire over {arguments.fires} fires (mean in brackets)")
-    print(f"{'backend':<18} {'lose':>12} {'run':>12} {'deferred':>9} {'guard run / lose':>24}")
-    for backend in arguments.backend or list(BACKENDS):
-        counts = measure(backend, arguments.fires)
-        cells = [
-            f"{Counts.typical(turns):g} ({statistics.fmean(turns):.2f})"
-            for turns in (counts.lose, counts.run, counts.guard_run, counts.guard_lose)
-        ]
-        print(
-            f"{backend:<18} {cells[0]:>12} {cells[1]:>12} {counts.deferred:>9.2f}"
-            f" {cells[2] + ' / ' + cells[3]:>24}"
-        )
+    table = Table(
+        f"Round trips per fire, median (mean) over {arguments.fires} fires", COLUMNS, align="lrrrr"
+    )
+    every = []
+    for backend in backends:
+        every.append(figures(backend, measure(backend, arguments.fires)))
+        table.rows.append(row(every[-1]))
+        print("| " + " | ".join(table.rows[-1]) + " |", flush=True)
+    run.write(
+        "Round trips per fire",
+        [table],
+        every,
+        notes=[
+            "Counted by a proxy between each node's lock and its server: a burst of bytes the "
+            "client sends after a reply is one round trip. History off: only the lock's "
+            "traffic. `FireRunner.run` on one fire at a time; the resident host's batches "
+            "are not counted here.",
+            "deferred: round trips sent for a fire later, when the node closes.",
+            "plain lock guard: `run_guarded`, the lock without claims, for comparison.",
+        ],
+    )
 
 
 if __name__ == "__main__":

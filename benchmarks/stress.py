@@ -48,9 +48,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
+from urllib.parse import urlsplit
 
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES
 
+from benchmark_results import Run, Table, add_arguments, shorten
 from firefly_scheduling import current_fire
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.execution import FireRunner
@@ -232,10 +234,41 @@ class StressReport:
         return 1000 * self.node_cpu_seconds / max(self.fires_run, 1)
 
     def table(self) -> str:
+        rows = self.rows()
+        width = max(len(label) for label, _ in rows)
+        return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
+
+    def figures(self) -> dict[str, object]:
+        """This run, machine-readable."""
+        p50, p99, top = _percentiles(self.claim_latencies)
+        late50, late99, _ = _percentiles(self.lateness)
+        return {
+            "processes": self.processes,
+            "tasks": self.tasks,
+            "seconds": self.seconds,
+            "workers": self.workers,
+            "expected": self.expected,
+            "fires_run": self.fires_run,
+            "duplicates": sum(n - 1 for n in self.duplicates.values()),
+            "misses": len(self.misses),
+            "miss_reasons": dict(self.miss_reasons),
+            "claim_attempts": dict(self.statuses),
+            "dropped_job_runs": self.dropped_job_runs,
+            "claim_latency_ms": {"p50": p50, "p99": p99, "max": top},
+            "start_lateness_ms": {"p50": late50, "p99": late99},
+            "node_cpu_ms_per_fire_run": self.cpu_per_fire_ms,
+            "node_cpu_seconds": self.node_cpu_seconds,
+            "machine_busy": self.machine_busy,
+            "nodes_that_ran_fires": len(self.runs_per_node),
+            "nodes_that_claimed": len(self.attempts_per_node),
+            "exit_codes": sorted(set(self.exit_codes)),
+        }
+
+    def rows(self) -> list[tuple[str, str]]:
         p50, p99, top = _percentiles(self.claim_latencies)
         late50, late99, _ = _percentiles(self.lateness)
         attempts = sum(self.statuses.values())
-        rows = [
+        return [
             ("nodes x tasks x seconds", f"{self.processes} x {self.tasks} x {self.seconds}"),
             ("host worker threads per node", str(self.workers)),
             ("fires expected in the window", str(self.expected)),
@@ -253,8 +286,6 @@ class StressReport:
             ("nodes that claimed", f"{len(self.attempts_per_node)} of {self.processes}"),
             ("node exit codes", ", ".join(sorted(set(map(str, self.exit_codes))))),
         ]
-        width = max(len(label) for label, _ in rows)
-        return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
 
 
 def run_stress(
@@ -469,24 +500,69 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=50)
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--database-url", default=DEFAULT_URL)
     parser.add_argument("--node", help=argparse.SUPPRESS)
+    add_arguments(parser)
     arguments = parser.parse_args()
     if arguments.node:
         node_main(json.loads(arguments.node))
         return
-    with TemporaryDirectory(prefix="firefly-stress-") as workdir:
-        report = run_stress(
-            arguments.database_url,
-            processes=arguments.processes,
-            tasks=arguments.tasks,
-            seconds=arguments.seconds,
-            workers=arguments.workers,
-            workdir=Path(workdir),
-        )
-    print(report.table())
-    for (target, instant), n in sorted(report.duplicates.items())[:10]:
-        print(f"duplicate: {target} @ {instant} ran {n} times")
+    shorten(arguments, parser, processes=2, tasks=5, seconds=5, runs=1)
+    run = Run("stress", arguments, parser, servers=_servers(arguments.database_url))
+    reports: list[StressReport] = []
+    for _ in range(arguments.runs):
+        with TemporaryDirectory(prefix="firefly-stress-") as workdir:
+            report = run_stress(
+                arguments.database_url,
+                processes=arguments.processes,
+                tasks=arguments.tasks,
+                seconds=arguments.seconds,
+                workers=arguments.workers,
+                workdir=Path(workdir),
+            )
+        reports.append(report)
+        print(report.table())
+        for (target, instant), n in sorted(report.duplicates.items())[:10]:
+            print(f"duplicate: {target} @ {instant} ran {n} times")
+    columns = ["figure", *(f"run {index + 1}" for index in range(len(reports)))]
+    table = Table(
+        f"{arguments.processes} nodes x {arguments.tasks} tasks, database backend", columns
+    )
+    every = [report.rows() for report in reports]
+    table.rows = [
+        [label, *(rows[index][1] for rows in every)] for index, (label, _) in enumerate(every[0])
+    ]
+    run.write(
+        "Under load: many nodes on the database backend",
+        [table],
+        [report.figures() for report in reports],
+        notes=[
+            f"{arguments.processes} processes, each the resident host with {arguments.tasks} "
+            f"locked one-second tasks, the database lock and run history on "
+            f"{_redacted(arguments.database_url)}; {arguments.seconds} s windows once every "
+            f"node is up; {arguments.workers} worker threads per node.",
+            "Every node attempts every fire: one claim wins, the others find it claimed.",
+        ],
+    )
+
+
+def _servers(url: str) -> tuple[str, ...]:
+    scheme = urlsplit(url).scheme
+    if scheme.startswith("postgres"):
+        return ("postgres",)
+    if scheme.startswith(("mysql", "mariadb")):
+        return ("mysql",)
+    return ()
+
+
+def _redacted(url: str) -> str:
+    """The URL's scheme and database alone: a benchmark's page names no credential."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.split("+")[0]
+    if scheme == "sqlite":
+        return "a SQLite file"
+    return f"{scheme} (database {parts.path.lstrip('/') or 'by default'})"
 
 
 if __name__ == "__main__":

@@ -50,8 +50,13 @@ async def cases(stack: AsyncExitStack) -> list[AsyncCase]:
         found.append(
             AsyncCase(backend, "AsyncDatabaseLeaseLock", "adapter", lock_cycle(lock, unique("db")))
         )
-        found.append(await _driver_floor(stack, backend, lock))
-        found.append(await _sqlalchemy_baseline(stack, backend, lock))
+        # The floor and the baseline each hold a connection for the whole run: they take
+        # them from a second lock's engine (the same URL, so the same connect arguments),
+        # as the measured lock's pool is bounded and must keep its own connections.
+        source = AsyncDatabaseLeaseLock(url)
+        stack.push_async_callback(source.aclose)
+        found.append(await _driver_floor(stack, backend, source))
+        found.append(await _sqlalchemy_baseline(stack, backend, source))
     return found
 
 
@@ -90,7 +95,13 @@ async def _driver_floor(stack: AsyncExitStack, backend: str, lock: Any) -> Async
             raise RuntimeError("raw upsert lost an uncontended name")
         await run(release_sql, sql.release.driver_parameters({"name": key, "owner": owner}))
 
-    driver = type(connection).__module__.split(".")[0]
+    # The driver's own class: the engine may hand out a subclass of ours (psycopg's
+    # connection with the reply deadline).
+    driver = next(
+        root
+        for cls in type(connection).__mro__
+        if not (root := cls.__module__.split(".")[0]).startswith("firefly_scheduling")
+    )
     return AsyncCase(backend, f"raw {driver}: upsert + DELETE, autocommit", "floor", floor)
 
 
