@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 from chaos_harness.evidence import EvidenceLog
 from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.fires import execution
+from firefly_scheduling.fires import recording
 from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling_database.history_store import DatabaseRunHistory
 from firefly_scheduling_redis import RedisLock
@@ -37,7 +37,7 @@ GO_WAIT_SECONDS = 60.0
 
 def main() -> int:
     orders = json.loads(os.environ["FIREFLY_OUTAGE_NODE"])
-    execution.FINISH_RETRY_SECONDS = float(orders["finish_retry_seconds"])
+    recording.FINISH_RETRY_SECONDS = float(orders["finish_retry_seconds"])
     evidence = EvidenceLog(Path(orders["evidence"]))
     go = Path(orders["go"])
     target, instant = orders["target"], datetime.fromisoformat(orders["instant"])

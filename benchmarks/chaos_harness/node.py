@@ -40,7 +40,13 @@ from chaos_harness.evidence import EvidenceLog
 from firefly_scheduling.cli.host_options import configure_logging, prepare_host
 from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import FireResult
-from firefly_scheduling.history.port import HistoryError, RunHistory, RunRecord, RunState
+from firefly_scheduling.history.port import (
+    HistoryError,
+    Recorded,
+    RunHistory,
+    RunRecord,
+    RunState,
+)
 from firefly_scheduling.history.selection import resolve_history
 from firefly_scheduling.hosts.boot import build_runtime
 from firefly_scheduling.hosts.clock import SystemClock
@@ -166,6 +172,32 @@ class FlakyHistory:
         self._check("finish", task, instant)
         return self._inner.finish(
             task, instant, lock=lock, token=token, state=state, error=error, at=at
+        )
+
+    def record_run(
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        token: int | None,
+        state: RunState,
+        error: str | None,
+        started_at: datetime,
+        ended_at: datetime,
+    ) -> Recorded:
+        self._check("finish", task, instant)
+        return self._inner.record_run(
+            task,
+            instant,
+            lock=lock,
+            node=node,
+            token=token,
+            state=state,
+            error=error,
+            started_at=started_at,
+            ended_at=ended_at,
         )
 
     def skip(
