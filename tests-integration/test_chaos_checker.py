@@ -645,3 +645,26 @@ def test_fenced_is_a_violation_unless_a_newer_attempt_owns_the_record() -> None:
     report = checked(events, {FIRE_1: _row("succeeded", node="n1", token=2)})
     assert "recorded" in rules(report)
     assert any("reported fenced" in v.message for v in report.violations)
+
+
+def test_a_rerun_whose_start_answer_was_lost_after_a_restart_is_a_double_fault() -> None:
+    """Seed 731905 (memcached): a restart emptied the fire's claim after n1 ran it, and
+    n2's start reached the history, which refused it (finished), but the answer was
+    lost: n2 ran the fire unrecorded, and its end then took the record over."""
+    events = every_fire_ran() + run(2, 2.5, 2.6, pid=2, token=9) + _restart(2.3)
+    events.append(_refused_start(2, 2, 2.45) | {"applied": True})
+    rerun = HistoryRow(
+        key_of("app:a", T0 + timedelta(seconds=2)), "L", "succeeded", 2, "n2", 9, None
+    )
+    report = checked(events, {rerun.key: rerun}, volatile_server=True)
+    assert rules(report) == []
+    assert report.double_fault_reruns == 1
+
+
+def test_a_run_whose_start_went_unanswered_may_be_recorded_with_a_greater_attempt() -> None:
+    """Its body was told the attempt its node guessed (1); the history, which held an
+    attempt of the fire by its end, counts on from it."""
+    events = [*every_fire_ran(), _refused_start(1, 1, 1.0)]
+    assert rules(checked(events, {FIRE_1: _row("succeeded", attempt=2)})) == []
+    told = every_fire_ran()  # its start answered: the attempt must be the one it was told
+    assert rules(checked(told, {FIRE_1: _row("succeeded", attempt=2)})) == ["recorded"]

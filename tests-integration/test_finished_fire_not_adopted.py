@@ -50,7 +50,7 @@ NODE_SCRIPT = Path(__file__).resolve().parent / "finish_outage_node.py"
 FINISH_RETRY_SECONDS = 1.0
 OUTAGE_SECONDS = 4.0
 #: Node B keeps firing this long after the outage ends, to give an adoption its chance.
-AFTER_SECONDS = 3.0
+AFTER_SECONDS = 4.0
 #: The history client's timeouts through the proxy: a dropped reply fails in a second.
 CLIENT_TIMEOUTS = {"connect_timeout": "1", "read_timeout": "1", "write_timeout": "1"}
 

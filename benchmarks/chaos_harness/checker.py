@@ -22,9 +22,9 @@ and the run history read with a second client. Four rules:
    attempt, so the next adopter counts from the one before.
    One exception, a double fault counted apart: a server that keeps nothing on disk
    (memcached; the `restart` fault) restarted between the two runs, emptying the
-   fire's claim, and one of the two runs had its history `start` refused (the
-   history, which would have refused a finished fire, never learnt of the first run
-   or could not be asked by the second). Neither defence was there;
+   fire's claim, and one of the two runs had its history `start` fail (the history,
+   which would have refused a finished fire, never learnt of the first run, or could
+   not be asked by the second, or its answer was lost). Neither defence was there;
    docs/guarantees.md states it. Such a restart also destroyed every lock held at its
    stamp: rule 1 counts that holding lost even when its node was killed before it
    could learn it.
@@ -44,8 +44,9 @@ and the run history read with a second client. Four rules:
    not be a skip. Where it carries the token (and node) of one of those runs, its
    state must be that run's outcome (the verdict its node reported; without one,
    `succeeded` when the body's end was stamped) and its attempt the one the body
-   was told, and no other run may carry a newer token (the newest attempt that ran
-   owns the record). Otherwise it must be a newer attempt's than every one of them
+   was told (or a greater one, where the history never answered the run's `start`:
+   the node guessed it), and no other run may carry a newer token (the newest
+   attempt that ran owns the record). Otherwise it must be a newer attempt's than every one of them
    (one that was killed, or never reached its body). A run whose node reported it
    `fenced` needs a record with a newer token than its own. Token order is not
    judged across a restart of a server that keeps nothing (its counters start
@@ -299,6 +300,20 @@ def _stopped_then_killed(
     return any(stop <= at <= resume for stop, resume in pauses.get(earlier.pid, ()))
 
 
+def _failed_starts(
+    events: list[Event], *, applied: bool | None = None
+) -> set[tuple[int, HistoryKey]]:
+    """The (pid, fire) of every history `start` that failed on its node; `applied=False`:
+    only those the history never took (not a lost reply of a write it made)."""
+    return {
+        (int(e["pid"]), key_of(e["target"], parse_instant(e["instant"])))
+        for e in events
+        if e["ev"] == "history_refused"
+        and e["write"] == "start"
+        and (applied is None or bool(e.get("applied")) == applied)
+    }
+
+
 def _pauses(events: list[Event]) -> dict[int, list[tuple[int, int]]]:
     """Each node's SIGSTOP..SIGCONT spans, as the harness stamped them, by pid.
 
@@ -369,11 +384,8 @@ def check_at_most_once(
         by_fire[run.key].append(run)
     pauses = _pauses(events)
     delays = _delays(events)
-    refused_starts = {
-        (int(e["pid"]), key_of(e["target"], parse_instant(e["instant"])))
-        for e in events
-        if e["ev"] == "history_refused" and e["write"] == "start" and not e.get("applied")
-    }
+    failed_starts = _failed_starts(events)
+    refused_starts = _failed_starts(events, applied=False)
     for group in by_fire.values():
         for previous, run in itertools.pairwise(group):
             taken_over = previous.killed or previous.lost or previous.fenced or previous.paused
@@ -384,11 +396,12 @@ def check_at_most_once(
             if taken_over and grew:
                 report.adoptions += 1
                 continue
-            unrecorded = {(run.pid, run.key), (previous.pid, previous.key)} & refused_starts
+            unrecorded = {(run.pid, run.key), (previous.pid, previous.key)} & failed_starts
             if unrecorded and _between(restarts, group[0].start, run.start):
                 # The double fault of rule 2's exception: the server restart emptied the
                 # claims, and the history, which would have refused a finished fire,
-                # either never learnt of the first run or refused the second's start.
+                # either never learnt of the first run or could not answer the second's
+                # start (a failure, or a refusal whose reply was lost).
                 # The fire's claim is its first run's (an adoption takes none), so the
                 # restart must fall after the first run's start, not the previous
                 # one's (seed 120401, memcached: restart, then an adoption, then a
@@ -427,11 +440,13 @@ def check_recorded(
     for run in runs:
         if not run.killed:
             by_fire[run.key].append(run)
+    failed_starts = _failed_starts(events)
     for key, alive in by_fire.items():
         report.recorded_fires += 1
         ordered = not _between(restarts, alive[0].start, alive[-1].start)
         record = history.get(key)
-        for problem in _recorded_problems(record, alive, ordered=ordered):
+        told = {run.pid for run in alive if (run.pid, key) not in failed_starts}
+        for problem in _recorded_problems(record, alive, ordered=ordered, told=told):
             at = alive[-1].start
             report.violations.append(
                 Violation(
@@ -444,10 +459,11 @@ def check_recorded(
 
 
 def _recorded_problems(
-    record: HistoryRow | None, alive: list[BodyRun], *, ordered: bool
+    record: HistoryRow | None, alive: list[BodyRun], *, ordered: bool, told: set[int]
 ) -> list[str]:
     """What is wrong with `record`, the history's record of a fire whose runs (their
-    nodes alive to report them) are `alive`; nothing when it is right."""
+    nodes alive to report them) are `alive`; nothing when it is right. `told`: the
+    pids whose body was told its attempt by the history (its `start` answered)."""
     if record is None:
         return [f"{alive[-1].describe()} ran, and the history has no record of the fire"]
     if record.state == "skipped":
@@ -464,7 +480,10 @@ def _recorded_problems(
             problems.append(
                 f"{holder.describe()} ended {expected}, and its record says {record.state!r}"
             )
-        if record.attempt != holder.attempt:
+        # A body whose start the history never answered was told the attempt the node
+        # guessed; its record counts from what the history held when it ended.
+        guessed = holder.pid not in told and record.attempt > holder.attempt
+        if record.attempt != holder.attempt and not guessed:
             problems.append(
                 f"{holder.describe()} is recorded as attempt {record.attempt}, not {holder.attempt}"
             )

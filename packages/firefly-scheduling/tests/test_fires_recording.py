@@ -192,3 +192,21 @@ class TestTheTaskLockIsKeptUntilTheEndIsWritten:
         assert outcome.fenced is False
         assert history.runs(descriptor.target)[0].state is RunState.SUCCEEDED
         assert InMemoryLock().try_acquire(lock_name, 30), "the lock was not released after"
+
+    def test_an_interrupted_body_is_retried_for_the_short_window_only(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Its fire did not finish: nothing to protect from adoption, no minute of waiting."""
+        monkeypatch.setattr(recording, "FINISH_RETRY_SECONDS", 0.2)
+        history = Flaky("finish")
+        descriptor = task()
+
+        def interrupted() -> None:
+            raise KeyboardInterrupt
+
+        runner = FireRunner(InMemoryLock(), history=history, clock=lambda: T0)
+        began = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            runner.run(descriptor, T0, interrupted)
+        assert time.monotonic() - began < 5, "it waited for grace + clock skew"
+        assert InMemoryLock().try_acquire(descriptor.target, 30), "the lock was not released"

@@ -954,12 +954,14 @@ class AsyncFireRunner:
         verdict = Verdict.FAILED
         error: str | None = "interrupted: the body did not return"
         end_recorded: Recorded | None = None
+        returned = False  # or raised an Exception: not interrupted
         started_at = self._clock()
         try:
             with entered(context):
                 await body()
-            verdict, error = Verdict.SUCCEEDED, None
+            verdict, error, returned = Verdict.SUCCEEDED, None, True
         except Exception as err:
+            returned = True
             error = f"{type(err).__name__}: {err}"
             logger.exception(
                 "%s: the task raised (fire %s, attempt %d)", target, _at(instant), attempt
@@ -987,7 +989,9 @@ class AsyncFireRunner:
                     started_at,
                     ended_at,
                 )
-                end_recorded = await self._record.end_of_run(run, started=start_recorded)
+                end_recorded = await self._record.end_of_run(
+                    run, started=start_recorded, finished=returned
+                )
         return self._result(
             verdict,
             descriptor,

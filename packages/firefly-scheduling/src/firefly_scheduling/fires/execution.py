@@ -944,12 +944,14 @@ class FireRunner:
         verdict = Verdict.FAILED
         error: str | None = "interrupted: the body did not return"
         end_recorded: Recorded | None = None
+        returned = False  # or raised an Exception: not interrupted
         started_at = self._clock()
         try:
             with entered(context):
                 body()
-            verdict, error = Verdict.SUCCEEDED, None
+            verdict, error, returned = Verdict.SUCCEEDED, None, True
         except Exception as err:
+            returned = True
             error = f"{type(err).__name__}: {err}"
             logger.exception(
                 "%s: the task raised (fire %s, attempt %d)", target, _at(instant), attempt
@@ -977,7 +979,9 @@ class FireRunner:
                     started_at,
                     ended_at,
                 )
-                end_recorded = self._record.end_of_run(run, started=start_recorded)
+                end_recorded = self._record.end_of_run(
+                    run, started=start_recorded, finished=returned
+                )
         return self._result(
             verdict,
             descriptor,

@@ -79,18 +79,23 @@ class RunRecorder:
         self._adoptable = timedelta(seconds=grace + clock_skew)
         self._unrecorded = UnrecordedWrites(horizon_seconds=grace + clock_skew)
 
-    def end_of_run(self, run: UnrecordedFinish, *, started: bool) -> Recorded | None:
+    def end_of_run(
+        self, run: UnrecordedFinish, *, started: bool, finished: bool = True
+    ) -> Recorded | None:
         """Write the end of a run whose body ran; whose the record is now.
 
-        `started`: the history recorded the run's start. None without a history, or
-        when the write still failed once the fire could no longer be adopted (it is
-        remembered then).
+        `started`: the history recorded the run's start. `finished`: the body returned
+        or raised an `Exception`; one interrupted (`KeyboardInterrupt`, `SystemExit`,
+        cancelled) did not finish its fire, which may be adopted, so its end is
+        retried for `FINISH_RETRY_SECONDS` only. None without a history, or when the
+        write still failed at its deadline (it is remembered then).
         """
         history = self._history
         if history is None:
             return None
         left = (run.instant + self._adoptable - self._clock()).total_seconds()
-        deadline = time.monotonic() + max(FINISH_RETRY_SECONDS, left)
+        patience = max(FINISH_RETRY_SECONDS, left) if finished else FINISH_RETRY_SECONDS
+        deadline = time.monotonic() + patience
         try:
             if started:
                 closed = _retrying(
