@@ -59,15 +59,35 @@ def every_fire_ran() -> list[dict[str, Any]]:
     return [e for i in range(3) for e in run(i, i + 0.01, i + 0.02, token=i + 1)]
 
 
+def recorded_as_run(events: list[dict[str, Any]]) -> dict[HistoryKey, HistoryRow]:
+    """The history a runner leaves for `events`: each fire that ran recorded as its
+    newest run (by token, then attempt), succeeded."""
+    newest: dict[HistoryKey, dict[str, Any]] = {}
+    for event in events:
+        if event["ev"] != "start":
+            continue
+        key = key_of(event["target"], datetime.fromisoformat(event["instant"]))
+        order = (event["token"] or 0, event["attempt"])
+        if key not in newest or order > (newest[key]["token"] or 0, newest[key]["attempt"]):
+            newest[key] = event
+    return {
+        key: HistoryRow(key, e["lock"], "succeeded", e["attempt"], e["node"], e["token"], None)
+        for key, e in newest.items()
+    }
+
+
 def checked(
     events: list[dict[str, Any]],
     history: dict[HistoryKey, HistoryRow] | None = None,
     *,
     volatile_server: bool = False,
 ) -> CheckReport:
+    """`check` of `events`; the history is what the runner would have recorded for
+    them (`recorded_as_run`), with `history`'s records in place of its own."""
     events = sorted(events, key=lambda e: int(e["t"]))
+    recorded = recorded_as_run(events) | (history or {})
     return check(
-        events, history or {}, SCHEDULES, WINDOW, ended=_at(60), volatile_server=volatile_server
+        events, recorded, SCHEDULES, WINDOW, ended=_at(60), volatile_server=volatile_server
     )
 
 
@@ -240,6 +260,26 @@ def test_a_repeated_attempt_after_a_killed_adopter_whose_start_was_refused_is_al
     assert report.adoptions == 2
     without_refusal = [e for e in events if e["ev"] != "history_refused"]
     assert rules(checked(without_refusal)) == ["at-most-once"]
+
+
+def test_a_repeated_attempt_after_a_paused_adopter_whose_start_was_refused_is_allowed() -> None:
+    """Seed 4242 (Redis): n1 adopted as attempt 2, its start refused (a `history_start`
+    fault), and was paused past its lease; n2 adopted from the record the history had,
+    attempt 1's, so as attempt 2 again."""
+    events = [e for e in every_fire_ran() if not e["instant"].endswith("02+00:00")]
+    events += run(2, 2.01, None, pid=1, token=3)
+    events.append({"ev": "kill", "t": _at(2.05), "pid": 0, "victim": 1, "node": "n1"})
+    events.append(_refused_start(2, 2, 2.49))
+    events += run(2, 2.5, 2.55, pid=2, attempt=2, token=4)  # stopped before its verdict
+    events.append({"ev": "pause", "t": _at(2.6), "pid": 0, "victim": 2, "node": "n2"})
+    events.append({"ev": "resume", "t": _at(3.5), "pid": 0, "victim": 2, "node": "n2"})
+    events += run(2, 3.55, 3.7, pid=3, attempt=2, token=5)
+    report = checked(events)
+    assert rules(report) == []
+    assert report.adoptions == 2
+    written = [e for e in events if e["ev"] != "history_refused"]
+    written.append(_refused_start(2, 2, 2.49) | {"applied": True})  # only its reply lost
+    assert rules(checked(written)) == ["at-most-once"]
 
 
 def _restart(
@@ -487,7 +527,8 @@ def test_a_late_body_needs_the_pause_the_older_token_and_the_fence_to_be_explain
     assert rules(_late_zombie_scene(paused=None)) == ["at-most-once"]
     assert rules(_late_zombie_scene(paused=(2.1, 2.4))) == ["at-most-once"]  # over before
     assert rules(_late_zombie_scene(fenced=False)) == ["at-most-once"]
-    assert rules(_late_zombie_scene(zombie_token=6)) == ["at-most-once"]  # newer than 5
+    # Newer than 5: and its node reported it fenced, which no newer record explains.
+    assert rules(_late_zombie_scene(zombie_token=6)) == ["at-most-once", "recorded"]
 
 
 def _stopped_holder_scene(
@@ -522,3 +563,108 @@ def test_a_stopped_holder_overlap_needs_the_stop_the_kill_and_a_newer_token() ->
     assert rules(_stopped_holder_scene(paused=None)) == ["exclusion"]
     assert rules(_stopped_holder_scene(paused=(1.55, 1.9))) == ["exclusion"]  # after start
     assert rules(_stopped_holder_scene(token=2)) == ["exclusion"]  # not newer
+
+
+# -- rule 4: every run that ran is recorded, with its real outcome ---------------------
+
+FIRE_1 = key_of("app:a", T0 + timedelta(seconds=1))
+
+
+def _row(state: str, *, node: str = "n1", attempt: int = 1, token: int | None = 2) -> HistoryRow:
+    return HistoryRow(FIRE_1, "L", state, attempt, node, token, None)
+
+
+def _outcome(pid: int, instant: float, attempt: int, **fields: Any) -> dict[str, Any]:
+    event = {"ev": "outcome", "t": _at(instant + 0.5), "pid": pid, "target": "app:a"}
+    event |= {"instant": (T0 + timedelta(seconds=instant)).isoformat(), "attempt": attempt}
+    return event | {"verdict": "SUCCEEDED", "lost": False, "fenced": False} | fields
+
+
+def test_a_run_with_no_record_or_a_skip_is_a_violation() -> None:
+    """The reported defect: the body ran, its start and its end went unrecorded."""
+    events = [e for e in every_fire_ran() if not e["instant"].endswith("01+00:00")]
+    events += run(1, 1.01, 1.02, token=2)
+    history = recorded_as_run(events)
+    del history[FIRE_1]
+    report = check(
+        sorted(events, key=lambda e: int(e["t"])), history, SCHEDULES, WINDOW, ended=_at(60)
+    )
+    assert rules(report) == ["recorded"]
+    assert "no record" in report.violations[0].message
+    report = checked(events, {FIRE_1: _row("skipped", token=None)})
+    assert rules(report) == ["recorded"]
+    assert "as skipped" in report.violations[0].message
+
+
+def test_a_record_that_is_not_the_runs_real_outcome_is_a_violation() -> None:
+    events = [*every_fire_ran(), _outcome(1, 1, 1)]
+    assert rules(checked(events, {FIRE_1: _row("succeeded")})) == []
+    for wrong in ("running", "failed", "expired"):
+        report = checked(events, {FIRE_1: _row(wrong)})
+        assert rules(report) == ["recorded"], wrong
+        assert f"ended succeeded, and its record says {wrong!r}" in report.violations[0].message
+    failed = [*every_fire_ran(), _outcome(1, 1, 1, verdict="FAILED")]
+    assert rules(checked(failed, {FIRE_1: _row("failed")})) == []
+    assert rules(checked(every_fire_ran(), {FIRE_1: _row("succeeded", attempt=2)})) == ["recorded"]
+
+
+def test_a_run_whose_node_was_killed_before_its_verdict_may_be_unrecorded() -> None:
+    events = [e for e in every_fire_ran() if not e["instant"].endswith("01+00:00")]
+    events += run(1, 1.01, 1.02, token=2)
+    events.append({"ev": "kill", "t": _at(1.03), "pid": 0, "victim": 1, "node": "n1"})
+    history = recorded_as_run(events)
+    del history[FIRE_1]
+    report = check(
+        sorted(events, key=lambda e: int(e["t"])), history, SCHEDULES, WINDOW, ended=_at(60)
+    )
+    assert rules(report) == []
+    assert rules(checked(events, {FIRE_1: _row("running")})) == []
+
+
+def test_the_newest_attempt_that_ran_owns_the_record() -> None:
+    """A killed run adopted: the adopter's run is the record, not the killed one's."""
+    events = [e for e in every_fire_ran() if not e["instant"].endswith("01+00:00")]
+    events += run(1, 1.01, None, pid=1, token=2)
+    events.append({"ev": "kill", "t": _at(1.05), "pid": 0, "victim": 1, "node": "n1"})
+    events += run(1, 1.5, 1.6, pid=2, attempt=2, token=3)
+    assert rules(checked(events)) == []
+    report = checked(events, {FIRE_1: _row("running", node="n1", token=2)})
+    assert rules(report) == ["recorded"]
+    assert "no newer attempt's" in report.violations[0].message
+
+
+def test_fenced_is_a_violation_unless_a_newer_attempt_owns_the_record() -> None:
+    """A stalled run's end refused because the adopter owns the record: fenced, and
+    true. Reported fenced while the record is its own, or an older attempt's: false."""
+    events = [e for e in every_fire_ran() if not e["instant"].endswith("01+00:00")]
+    events += run(1, 1.01, 1.02, pid=1, token=2)
+    events.append({"ev": "pause", "t": _at(1.03), "pid": 0, "victim": 1, "node": "n1"})
+    events += run(1, 1.5, 1.6, pid=2, attempt=2, token=3)
+    events.append(_outcome(1, 1.7, 1, fenced=True) | {"instant": FIRE_1.instant.isoformat()})
+    assert rules(checked(events)) == []
+    report = checked(events, {FIRE_1: _row("succeeded", node="n1", token=2)})
+    assert "recorded" in rules(report)
+    assert any("reported fenced" in v.message for v in report.violations)
+
+
+def test_a_rerun_whose_start_answer_was_lost_after_a_restart_is_a_double_fault() -> None:
+    """Seed 731905 (memcached): a restart emptied the fire's claim after n1 ran it, and
+    n2's start reached the history, which refused it (finished), but the answer was
+    lost: n2 ran the fire unrecorded, and its end then took the record over."""
+    events = every_fire_ran() + run(2, 2.5, 2.6, pid=2, token=9) + _restart(2.3)
+    events.append(_refused_start(2, 2, 2.45) | {"applied": True})
+    rerun = HistoryRow(
+        key_of("app:a", T0 + timedelta(seconds=2)), "L", "succeeded", 2, "n2", 9, None
+    )
+    report = checked(events, {rerun.key: rerun}, volatile_server=True)
+    assert rules(report) == []
+    assert report.double_fault_reruns == 1
+
+
+def test_a_run_whose_start_went_unanswered_may_be_recorded_with_a_greater_attempt() -> None:
+    """Its body was told the attempt its node guessed (1); the history, which held an
+    attempt of the fire by its end, counts on from it."""
+    events = [*every_fire_ran(), _refused_start(1, 1, 1.0)]
+    assert rules(checked(events, {FIRE_1: _row("succeeded", attempt=2)})) == []
+    told = every_fire_ran()  # its start answered: the attempt must be the one it was told
+    assert rules(checked(told, {FIRE_1: _row("succeeded", attempt=2)})) == ["recorded"]

@@ -1,8 +1,8 @@
-"""The invariants of issue 8, checked from evidence the code under test cannot fake.
+"""The fire guarantees, checked from evidence the code under test cannot fake.
 
 Inputs: the evidence log (body starts and ends stamped with CLOCK_MONOTONIC by the
 bodies themselves, kills and pauses stamped by the harness that sent the signals)
-and the run history read with a second client. Three rules:
+and the run history read with a second client. Four rules:
 
 1. **Exclusion.** No two bodies of one lock name overlap in monotonic time, unless
    the earlier one was marked lost (its end event, or its node's verdict, says so;
@@ -17,14 +17,14 @@ and the run history read with a second client. Three rules:
    fenced (the history had already given the fire to a newer attempt), each with a greater
    attempt number (an adoption). From the adopter's side a runner stalled between
    its body's end and that record is indistinguishable from one killed inside it.
-   The attempt may repeat only where the earlier run was killed and its history
-   `start` had been refused: the history never learnt of that attempt, so the next
-   adopter counts from the one before.
+   The attempt may repeat only where the earlier run's history `start` had been
+   refused (not a lost reply: the write failed): the history never learnt of that
+   attempt, so the next adopter counts from the one before.
    One exception, a double fault counted apart: a server that keeps nothing on disk
    (memcached; the `restart` fault) restarted between the two runs, emptying the
-   fire's claim, and one of the two runs had its history `start` refused (the
-   history, which would have refused a finished fire, never learnt of the first run
-   or could not be asked by the second). Neither defence was there;
+   fire's claim, and one of the two runs had its history `start` fail (the history,
+   which would have refused a finished fire, never learnt of the first run, or could
+   not be asked by the second, or its answer was lost). Neither defence was there;
    docs/guarantees.md states it. Such a restart also destroyed every lock held at its
    stamp: rule 1 counts that holding lost even when its node was killed before it
    could learn it.
@@ -35,6 +35,22 @@ and the run history read with a second client. Three rules:
    that claimed it died before it could write anything), or it reached a node only
    once that node was shutting down (its observer says so; the stop of the run); any
    other is a violation.
+
+4. **Recorded.** Every run that ran is in the history with its real outcome, and
+   `fenced` is reported only where a newer attempt owns the record. For each fire
+   that ran, its runs are those whose node reported their verdict or was never
+   killed (a run killed before its verdict may leave no record, or a `running` or
+   `expired` one: the node took its end with it). The fire's record must exist and
+   not be a skip. Where it carries the token (and node) of one of those runs, its
+   state must be that run's outcome (the verdict its node reported; without one,
+   `succeeded` when the body's end was stamped) and its attempt the one the body
+   was told (or a greater one, where the history never answered the run's `start`:
+   the node guessed it), and no other run may carry a newer token (the newest
+   attempt that ran owns the record). Otherwise it must be a newer attempt's than every one of them
+   (one that was killed, or never reached its body). A run whose node reported it
+   `fenced` needs a record with a newer token than its own. Token order is not
+   judged across a restart of a server that keeps nothing (its counters start
+   again).
 
 A killed body ends at the kill's stamp (taken after the signal, so overlaps are
 judged conservatively); a body with no end and no kill ends when the run ended.
@@ -77,6 +93,10 @@ class BodyRun:
     killed: bool = False
     fenced: bool = False
     paused: bool = False
+    #: The verdict its node reported (`Verdict` name), None without one.
+    verdict: str | None = None
+    #: Whether the body stamped its end (it returned).
+    returned: bool = False
 
     @property
     def key(self) -> HistoryKey:
@@ -124,6 +144,8 @@ class CheckReport:
     fenced_overlaps: int = 0
     double_fault_reruns: int = 0
     late_zombie_bodies: int = 0
+    #: Fires whose runs rule 4 compared with the history.
+    recorded_fires: int = 0
     misses: Counter[str] = field(default_factory=Counter)
     violations: list[Violation] = field(default_factory=list)
 
@@ -143,6 +165,7 @@ def body_runs(events: list[Event], ended: int) -> list[BodyRun]:
     outcomes_lost: set[tuple[int, str, str, int]] = set()
     outcomes_fenced: set[tuple[int, str, str, int]] = set()
     outcomes: dict[tuple[int, str, str, int], int] = {}
+    verdicts: dict[tuple[int, str, str, int], str] = {}
     pauses: dict[int, list[int]] = defaultdict(list)
     kills: dict[int, int] = {}
     for event in events:
@@ -162,11 +185,13 @@ def body_runs(events: list[Event], ended: int) -> list[BodyRun]:
             )
         elif kind == "end" and key in runs:
             runs[key].end = int(event["t"])
+            runs[key].returned = True
             runs[key].lost = runs[key].lost or bool(event["lost"])
         elif kind == "lost" and key in runs:  # the body saw it mid-run (tasks._work)
             runs[key].lost = True
         elif kind == "outcome":
             outcomes[key] = int(event["t"])
+            verdicts[key] = event["verdict"]
             if event["lost"]:
                 outcomes_lost.add(key)
             if event["fenced"]:
@@ -178,6 +203,7 @@ def body_runs(events: list[Event], ended: int) -> list[BodyRun]:
     for key, run in runs.items():
         run.lost = run.lost or key in outcomes_lost
         run.fenced = key in outcomes_fenced
+        run.verdict = verdicts.get(key)
         killed_at = kills.get(run.pid)
         # Killed before its node could record the run's end: inside the body, or after
         # it and before the history's `finish` (there is then no verdict either).
@@ -274,6 +300,20 @@ def _stopped_then_killed(
     return any(stop <= at <= resume for stop, resume in pauses.get(earlier.pid, ()))
 
 
+def _failed_starts(
+    events: list[Event], *, applied: bool | None = None
+) -> set[tuple[int, HistoryKey]]:
+    """The (pid, fire) of every history `start` that failed on its node; `applied=False`:
+    only those the history never took (not a lost reply of a write it made)."""
+    return {
+        (int(e["pid"]), key_of(e["target"], parse_instant(e["instant"])))
+        for e in events
+        if e["ev"] == "history_refused"
+        and e["write"] == "start"
+        and (applied is None or bool(e.get("applied")) == applied)
+    }
+
+
 def _pauses(events: list[Event]) -> dict[int, list[tuple[int, int]]]:
     """Each node's SIGSTOP..SIGCONT spans, as the harness stamped them, by pid.
 
@@ -344,26 +384,24 @@ def check_at_most_once(
         by_fire[run.key].append(run)
     pauses = _pauses(events)
     delays = _delays(events)
-    refused_starts = {
-        (int(e["pid"]), key_of(e["target"], parse_instant(e["instant"])))
-        for e in events
-        if e["ev"] == "history_refused" and e["write"] == "start"
-    }
+    failed_starts = _failed_starts(events)
+    refused_starts = _failed_starts(events, applied=False)
     for group in by_fire.values():
         for previous, run in itertools.pairwise(group):
             taken_over = previous.killed or previous.lost or previous.fenced or previous.paused
-            # A killed adopter whose start the history refused: its attempt was never
+            # A taken-over run whose start the history refused: its attempt was never
             # recorded, so the next adopter counts from the one before and repeats it.
-            unlearnt = previous.killed and (previous.pid, previous.key) in refused_starts
+            unlearnt = (previous.pid, previous.key) in refused_starts
             grew = run.attempt > previous.attempt or (unlearnt and run.attempt == previous.attempt)
             if taken_over and grew:
                 report.adoptions += 1
                 continue
-            unrecorded = {(run.pid, run.key), (previous.pid, previous.key)} & refused_starts
+            unrecorded = {(run.pid, run.key), (previous.pid, previous.key)} & failed_starts
             if unrecorded and _between(restarts, group[0].start, run.start):
                 # The double fault of rule 2's exception: the server restart emptied the
                 # claims, and the history, which would have refused a finished fire,
-                # either never learnt of the first run or refused the second's start.
+                # either never learnt of the first run or could not answer the second's
+                # start (a failure, or a refusal whose reply was lost).
                 # The fire's claim is its first run's (an adoption takes none), so the
                 # restart must fall after the first run's start, not the previous
                 # one's (seed 120401, memcached: restart, then an adoption, then a
@@ -384,6 +422,91 @@ def check_at_most_once(
                     _context(events, run.start),
                 )
             )
+
+
+#: The state a run's record must hold, by the verdict its node reported.
+_RECORDED_STATES = {"SUCCEEDED": "succeeded", "FAILED": "failed"}
+
+
+def check_recorded(
+    runs: list[BodyRun],
+    history: dict[HistoryKey, HistoryRow],
+    events: list[Event],
+    report: CheckReport,
+    restarts: list[Restart],
+) -> None:
+    """Rule 4: every run that ran is in the history with its real outcome."""
+    by_fire: dict[HistoryKey, list[BodyRun]] = defaultdict(list)
+    for run in runs:
+        if not run.killed:
+            by_fire[run.key].append(run)
+    failed_starts = _failed_starts(events)
+    for key, alive in by_fire.items():
+        report.recorded_fires += 1
+        ordered = not _between(restarts, alive[0].start, alive[-1].start)
+        record = history.get(key)
+        told = {run.pid for run in alive if (run.pid, key) not in failed_starts}
+        for problem in _recorded_problems(record, alive, ordered=ordered, told=told):
+            at = alive[-1].start
+            report.violations.append(
+                Violation(
+                    "recorded",
+                    f"fire {key.target} @ {key.instant.isoformat()}: {problem}",
+                    at,
+                    _context(events, at),
+                )
+            )
+
+
+def _recorded_problems(
+    record: HistoryRow | None, alive: list[BodyRun], *, ordered: bool, told: set[int]
+) -> list[str]:
+    """What is wrong with `record`, the history's record of a fire whose runs (their
+    nodes alive to report them) are `alive`; nothing when it is right. `told`: the
+    pids whose body was told its attempt by the history (its `start` answered)."""
+    if record is None:
+        return [f"{alive[-1].describe()} ran, and the history has no record of the fire"]
+    if record.state == "skipped":
+        return [f"{alive[-1].describe()} ran, and the history records the fire as skipped"]
+    problems = []
+    holder = next(
+        (run for run in alive if run.token == record.token and run.node == record.node), None
+    )
+    if holder is not None:
+        expected = _RECORDED_STATES.get(holder.verdict or "")
+        if expected is None and holder.verdict is None and holder.returned:
+            expected = "succeeded"
+        if expected is not None and record.state != expected:
+            problems.append(
+                f"{holder.describe()} ended {expected}, and its record says {record.state!r}"
+            )
+        # A body whose start the history never answered was told the attempt the node
+        # guessed; its record counts from what the history held when it ended.
+        guessed = holder.pid not in told and record.attempt > holder.attempt
+        if record.attempt != holder.attempt and not guessed:
+            problems.append(
+                f"{holder.describe()} is recorded as attempt {record.attempt}, not {holder.attempt}"
+            )
+    described = (
+        f"the record (node {record.node}, attempt {record.attempt}, token {record.token}, "
+        f"{record.state}) is no newer attempt's"
+    )
+    for run in alive:
+        if run is holder and run.fenced:
+            problems.append(f"{run.describe()} was reported fenced, and {described}")
+        elif run is not holder and ordered and not _newer(record, run):
+            problems.append(f"{run.describe()} ran, and {described}")
+    return problems
+
+
+def _newer(record: HistoryRow, run: BodyRun) -> bool:
+    """Whether `record` belongs to a newer attempt than `run`: by fencing token where
+    both have one, else by attempt."""
+    if record.token is not None and run.token is not None:
+        return record.token > run.token
+    if record.token is not None:
+        return True  # a fenced attempt over one without a token: the history's own order
+    return record.attempt > run.attempt
 
 
 def expected_fires(schedules: dict[str, float], window: Window) -> list[HistoryKey]:
@@ -485,7 +608,7 @@ def check(
     *,
     volatile_server: bool = False,
 ) -> CheckReport:
-    """Apply the three rules; the report lists every violation with its context.
+    """Apply the four rules; the report lists every violation with its context.
 
     `volatile_server`: the backend keeps nothing across a restart (memcached), so a
     `restart` fault destroyed every lock and claim at its stamp.
@@ -497,4 +620,5 @@ def check(
     check_exclusion(runs, events, report, restarts)
     check_at_most_once(runs, events, report, restarts)
     check_accounted(runs, history, schedules, window, events, report)
+    check_recorded(runs, history, events, report, restarts)
     return report

@@ -31,8 +31,8 @@ class ChaosNode:
     proxy: FaultyProxy | None = None
     process: subprocess.Popen[bytes] | None = None
     offset: float = 0.0
-    history_fail_until: int = 0
-    history_fail_at: int = 0
+    #: The faults of this node's history writes, by the writes they hit (`node.WriteFault`).
+    history_faults: dict[str, dict[str, object]] = field(default_factory=dict)
     paused: bool = False
     disturbed_until: float = 0.0
     spawned: int = field(default=0)
@@ -43,15 +43,7 @@ class ChaosNode:
 
     def write_control(self) -> None:
         partial = self.control.with_suffix(".tmp")
-        partial.write_text(
-            json.dumps(
-                {
-                    "offset": self.offset,
-                    "history_fail_until": self.history_fail_until,
-                    "history_fail_at": self.history_fail_at,
-                }
-            )
-        )
+        partial.write_text(json.dumps({"offset": self.offset, "history": self.history_faults}))
         partial.replace(self.control)  # atomic: the node never reads half a file
 
     @property

@@ -6,7 +6,8 @@ timing is the machine's, as in any Jepsen run. Every kind applicable to the setu
 comes once in a shuffled first round (the kill last), so even a short run injects
 all of them, then kinds are drawn uniformly. At most `nodes - 1` resident nodes are
 disturbed (paused, killed, cut off, still booting after a restart) at once: someone
-must be able to run the fires.
+must be able to run the fires. A node whose history fails is not disturbed: it runs
+its fires all the same (the history never stops a fire).
 """
 
 from __future__ import annotations
@@ -23,9 +24,17 @@ from chaos_harness.cluster import ChaosNode
 from chaos_harness.evidence import EvidenceLog
 from chaos_harness.servers import end_sessions, session_pids, signal_processes
 from chaos_harness.setups import Backend
+from firefly_scheduling.fires.recording import FINISH_RETRY_SECONDS
 
 PROXY_KINDS = ("latency", "stall", "reset", "blackhole")
-ALWAYS_KINDS = ("pause", "kill", "clock", "history")
+#: `history`: every write of a node's history fails; `history_start`: its `start`
+#: fails, hangs then fails, or hangs, is written and its reply lost; `history_finish`:
+#: the end of its runs (`finish`, `record_run`) fails for longer than the runner
+#: retries it at least (`FINISH_RETRY_SECONDS`).
+HISTORY_KINDS = ("history", "history_start", "history_finish")
+ALWAYS_KINDS = ("pause", "kill", "clock", *HISTORY_KINDS)
+#: How a `history_start` fault acts (`node.FlakyHistory`).
+START_FAULT_MODES = ("fail", "hang", "late")
 #: Mean seconds between two faults.
 MEAN_INTERVAL = 1.0
 #: The tasks' lease (`chaos_harness.tasks.LOCK_TTL`): a pause must outlive it.
@@ -99,7 +108,7 @@ class Nemesis:
         detail = ""
         if kind == "clock":
             node = self.rng.choice(self.nodes)
-        elif kind == "history":
+        elif kind in HISTORY_KINDS:
             # A resident node: it is always up to feel the fault (a tick comes and goes).
             node = self.rng.choice([node for node in self.nodes if node.host == "run"])
         else:
@@ -112,11 +121,8 @@ class Nemesis:
             node.offset = round(self.rng.uniform(-CLOCK_OFFSET_SECONDS, CLOCK_OFFSET_SECONDS), 3)
             node.write_control()
             detail = f"offset {node.offset:+.3f}s"
-        elif kind == "history":
-            duration = self.rng.uniform(0.5, 4.0)
-            node.history_fail_at = time.monotonic_ns()
-            node.history_fail_until = node.history_fail_at + int(duration * 1e9)
-            node.write_control()
+        elif kind in HISTORY_KINDS:
+            duration, detail = self._history_fault(kind, node)
         elif kind == "pause":
             duration = LEASE_SECONDS + self.rng.uniform(0.2, 2.5)
             node.pause()
@@ -159,8 +165,31 @@ class Nemesis:
             frozen = signal_processes(pids, signal.SIGSTOP)
             self.later(duration, partial(signal_processes, pids, signal.SIGCONT))
             detail = f"{frozen} session(s)"
-        node.disturbed_until = max(node.disturbed_until, time.monotonic() + duration + 0.5)
+        if kind not in HISTORY_KINDS:  # a node whose history fails still runs its fires
+            node.disturbed_until = max(node.disturbed_until, time.monotonic() + duration + 0.5)
         self._record(kind, node.name, duration, detail)
+
+    def _history_fault(self, kind: str, node: ChaosNode) -> tuple[float, str]:
+        """Make `node`'s history writes fail (see `HISTORY_KINDS`); its duration and detail."""
+        mode, hang = "fail", 0.0
+        if kind == "history":
+            writes, duration = "all", self.rng.uniform(0.5, 4.0)
+        elif kind == "history_start":
+            writes, duration = "start", self.rng.uniform(1.0, 6.0)
+            mode = self.rng.choice(START_FAULT_MODES)
+            hang = 0.0 if mode == "fail" else self.rng.uniform(0.2, 2.0)
+        else:
+            writes = "finish"
+            duration = FINISH_RETRY_SECONDS + self.rng.uniform(0.5, FINISH_RETRY_SECONDS)
+        at = time.monotonic_ns()
+        node.history_faults[writes] = {
+            "at": at,
+            "until": at + int(duration * 1e9),
+            "mode": mode,
+            "hang": round(hang, 3),
+        }
+        node.write_control()
+        return duration, f"{writes}: {mode}" + (f" after {hang:.1f}s" if hang else "")
 
     def _record(self, kind: str, node: str, duration: float, detail: str) -> None:
         self.injected[kind] += 1
@@ -175,7 +204,7 @@ class Nemesis:
             action()
         for node in self.nodes:
             node.resume()
-            node.history_fail_until = node.history_fail_at = 0
+            node.history_faults.clear()
             node.write_control()
 
     def pause_between(self) -> float:

@@ -10,13 +10,17 @@ through the hosts' public seams only:
   and a resident node's APScheduler reads the same clock (`scheduler_clock`), as a
   real node whose system clock is off fires its jobs by that clock;
 * **failing history writes**: the fire runner gets the configured history wrapped
-  so that `start`, `finish` and `skip` raise `HistoryError` while the control file
-  says so, and the node's first write after each injection fails even when the
-  window is short (every injected fault is felt, not only those that meet a write);
+  (`FlakyHistory`) so that its writes raise `HistoryError` while the control file
+  says so: every write (`all`), the `start` of runs (failing at once, after a hang,
+  or after a hang in which it was written: a lost reply), or the end of runs
+  (`finish`, `record_run`). The node's first such write after each injection fails
+  even when the window is short (every injected fault is felt, not only those that
+  meet a write); each failure is stamped on the evidence log (`history_refused`);
 * **an observer** appending every fire's verdict to the evidence log.
 
-The control file (`FIREFLY_CHAOS_CONTROL`, JSON `{"offset": s, "history_fail_until":
-monotonic ns}`) is re-read every 50 ms by a daemon thread.
+The control file (`FIREFLY_CHAOS_CONTROL`, JSON `{"offset": s, "history": {writes:
+{"at": ns, "until": ns, "mode": "fail"|"hang"|"late", "hang": s}}}`, monotonic
+stamps) is re-read every 50 ms by a daemon thread.
 """
 
 from __future__ import annotations
@@ -27,10 +31,11 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
+from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -40,7 +45,13 @@ from chaos_harness.evidence import EvidenceLog
 from firefly_scheduling.cli.host_options import configure_logging, prepare_host
 from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import FireResult
-from firefly_scheduling.history.port import HistoryError, RunHistory, RunRecord, RunState
+from firefly_scheduling.history.port import (
+    HistoryError,
+    Recorded,
+    RunHistory,
+    RunRecord,
+    RunState,
+)
 from firefly_scheduling.history.selection import resolve_history
 from firefly_scheduling.hosts.boot import build_runtime
 from firefly_scheduling.hosts.clock import SystemClock
@@ -49,10 +60,39 @@ from firefly_scheduling.hosts.runtime import Lazy
 from firefly_scheduling.hosts.shutdown import StopRequest, ignore_stop_signals, stop_on_signals
 from firefly_scheduling.hosts.tick import TickHost
 
+_T = TypeVar("_T")
+
 APP = "chaos_harness.tasks"
 BENCHMARKS = Path(__file__).resolve().parent.parent
 POLL_SECONDS = 0.05
 GRACE_PERIOD = 10.0
+
+
+@dataclass(frozen=True)
+class WriteFault:
+    """A fault of some history writes: injected `at`, in force `until` (monotonic ns).
+
+    `mode`: `fail` at once; `hang` for `hang` seconds, then fail (a timeout); `late`:
+    hang, let the write through, then fail (the reply lost).
+    """
+
+    at: int = 0
+    until: int = 0
+    mode: str = "fail"
+    hang: float = 0.0
+
+    @property
+    def in_force(self) -> bool:
+        return time.monotonic_ns() < self.until
+
+
+#: Which faults hit each write (by the `writes` the nemesis names).
+FAULTS_OF = {
+    "start": ("all", "start"),
+    "finish": ("all", "finish"),
+    "record_run": ("all", "finish"),
+    "skip": ("all",),
+}
 
 
 @dataclass
@@ -61,8 +101,7 @@ class Control:
 
     path: Path
     offset: float = 0.0
-    history_fail_until: int = 0
-    history_fail_at: int = 0
+    history: dict[str, WriteFault] = field(default_factory=dict)
 
     def refresh(self) -> None:
         try:
@@ -70,8 +109,12 @@ class Control:
         except (OSError, ValueError):
             return  # absent, or being replaced: keep the last values
         self.offset = float(data.get("offset", 0.0))
-        self.history_fail_until = int(data.get("history_fail_until", 0))
-        self.history_fail_at = int(data.get("history_fail_at", 0))
+        self.history = {
+            writes: WriteFault(
+                int(fault["at"]), int(fault["until"]), str(fault["mode"]), float(fault["hang"])
+            )
+            for writes, fault in data.get("history", {}).items()
+        }
 
     def watch(self) -> None:
         def loop() -> None:
@@ -84,10 +127,6 @@ class Control:
 
     def now(self) -> datetime:
         return datetime.now(UTC) + timedelta(seconds=self.offset)
-
-    @property
-    def history_failing(self) -> bool:
-        return time.monotonic_ns() < self.history_fail_until
 
 
 def scheduler_clock(control: Control) -> None:
@@ -118,25 +157,63 @@ class OffsetClock(SystemClock):
 
 
 class FlakyHistory:
-    """The configured history whose writes fail while the nemesis says so."""
+    """The configured history whose writes fail while the nemesis says so (`WriteFault`)."""
 
     def __init__(self, inner: RunHistory, control: Control, evidence: EvidenceLog) -> None:
         self._inner = inner
         self._control = control
         self._evidence = evidence
-        self._felt = control.history_fail_at  # a fault before this process began is not its
+        # A fault before this process began is not its own to feel at once.
+        self._felt = {writes: fault.at for writes, fault in control.history.items()}
+        self._mutex = threading.Lock()
 
-    def _check(self, write: str, task: str, instant: datetime) -> None:
-        injected_at = self._control.history_fail_at
-        if self._control.history_failing or injected_at > self._felt:
-            self._felt = max(self._felt, injected_at)
-            self._refused(write, task, instant, injected=True)
-            raise HistoryError(f"chaos: injected failure of history.{write}")
+    def _fault(self, write: str) -> WriteFault | None:
+        """The fault this `write` meets now, if any (the first write after an injection
+        meets it even when its window has passed)."""
+        faults = self._control.history
+        with self._mutex:
+            for writes in FAULTS_OF[write]:
+                fault = faults.get(writes)
+                if fault is None:
+                    continue
+                if fault.in_force or fault.at > self._felt.get(writes, 0):
+                    self._felt[writes] = max(self._felt.get(writes, 0), fault.at)
+                    return fault
+        return None
 
-    def _refused(self, write: str, task: str, instant: datetime, *, injected: bool) -> None:
-        """Log a failed write: injected here, or the real store's (SQLite contention)."""
+    def _through(
+        self, write: str, task: str, instants: Sequence[datetime], call: Callable[[], _T]
+    ) -> _T:
+        """`call()`, the write of `task`'s `instants`, unless a fault stops it (see
+        `WriteFault`); a stopped write is stamped for each of them."""
+        fault = self._fault(write)
+        if fault is None:
+            return call()
+        if fault.hang:
+            time.sleep(fault.hang)
+        applied = fault.mode == "late"
+        if applied:
+            call()
+        for instant in instants:
+            self._refused(write, task, instant, injected=True, applied=applied)
+        if applied:
+            raise HistoryError(f"chaos: injected lost reply of history.{write}")
+        raise HistoryError(f"chaos: injected failure of history.{write} ({fault.mode})")
+
+    def _refused(
+        self, write: str, task: str, instant: datetime, *, injected: bool, applied: bool = False
+    ) -> None:
+        """Log a failed write: injected here, or the real store's (SQLite contention).
+
+        `applied`: the write was made and only its reply lost (`late`).
+        """
         self._evidence.append(
-            "history_refused", write=write, target=task, instant=str(instant), injected=injected
+            "history_refused",
+            write=write,
+            target=task,
+            instant=str(instant),
+            injected=injected,
+            applied=applied,
         )
 
     def start(
@@ -149,8 +226,12 @@ class FlakyHistory:
         token: int | None,
         at: datetime,
     ) -> int | None:
-        self._check("start", task, instant)
-        return self._inner.start(task, instant, lock=lock, node=node, token=token, at=at)
+        return self._through(
+            "start",
+            task,
+            [instant],
+            lambda: self._inner.start(task, instant, lock=lock, node=node, token=token, at=at),
+        )
 
     def finish(
         self,
@@ -163,20 +244,56 @@ class FlakyHistory:
         error: str | None,
         at: datetime,
     ) -> bool:
-        self._check("finish", task, instant)
-        return self._inner.finish(
-            task, instant, lock=lock, token=token, state=state, error=error, at=at
+        return self._through(
+            "finish",
+            task,
+            [instant],
+            lambda: self._inner.finish(
+                task, instant, lock=lock, token=token, state=state, error=error, at=at
+            ),
+        )
+
+    def record_run(
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        token: int | None,
+        state: RunState,
+        error: str | None,
+        started_at: datetime,
+        ended_at: datetime,
+    ) -> Recorded:
+        return self._through(
+            "record_run",
+            task,
+            [instant],
+            lambda: self._inner.record_run(
+                task,
+                instant,
+                lock=lock,
+                node=node,
+                token=token,
+                state=state,
+                error=error,
+                started_at=started_at,
+                ended_at=ended_at,
+            ),
         )
 
     def skip(
         self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
     ) -> bool:
-        self._check("skip", task, instant)
-        try:
-            return self._inner.skip(task, instant, lock=lock, node=node, reason=reason, at=at)
-        except HistoryError:
-            self._refused("skip", task, instant, injected=False)
-            raise
+        def write() -> bool:
+            try:
+                return self._inner.skip(task, instant, lock=lock, node=node, reason=reason, at=at)
+            except HistoryError:
+                self._refused("skip", task, instant, injected=False)
+                raise
+
+        return self._through("skip", task, [instant], write)
 
     def skip_many(
         self,
@@ -189,19 +306,18 @@ class FlakyHistory:
         at: datetime,
     ) -> int:
         """One write on the store; a refusal is logged for every instant it carried."""
-        try:
-            for instant in instants[:1]:
-                self._check("skip", task, instant)
-        except HistoryError:
-            for instant in instants[1:]:
-                self._refused("skip", task, instant, injected=True)
-            raise
-        try:
-            return self._inner.skip_many(task, instants, lock=lock, node=node, reason=reason, at=at)
-        except HistoryError:
-            for instant in instants:
-                self._refused("skip", task, instant, injected=False)
-            raise
+
+        def write() -> int:
+            try:
+                return self._inner.skip_many(
+                    task, instants, lock=lock, node=node, reason=reason, at=at
+                )
+            except HistoryError:
+                for instant in instants:
+                    self._refused("skip", task, instant, injected=False)
+                raise
+
+        return self._through("skip", task, instants, write) if instants else write()
 
     def unfinished(self, task: str, *, lock: str) -> list[RunRecord]:
         return self._inner.unfinished(task, lock=lock)

@@ -44,11 +44,15 @@ class SetupResult:
     fenced_overlaps: int = 0
     double_fault_reruns: int = 0
     late_zombie_bodies: int = 0
+    #: Fires whose runs were compared with their history records (rule 4).
+    recorded_fires: int = 0
     faults: dict[str, int] = field(default_factory=dict)
     applicable: list[str] = field(default_factory=list)
     misses: dict[str, int] = field(default_factory=dict)
     violations: list[dict[str, object]] = field(default_factory=list)
     history_refusals: int = 0
+    #: Injected history failures, by the write they failed (`start`, `finish`, ...).
+    refused_writes: dict[str, int] = field(default_factory=dict)
     workdir: str = ""
     #: What the checker was given besides the files: to check a run again (`recheck`).
     checked: dict[str, object] = field(default_factory=dict)
@@ -59,6 +63,7 @@ class SetupResult:
         base.adoptions, base.fenced_overlaps = report.adoptions, report.fenced_overlaps
         base.double_fault_reruns = report.double_fault_reruns
         base.late_zombie_bodies = report.late_zombie_bodies
+        base.recorded_fires = report.recorded_fires
         base.misses = dict(report.misses.most_common())
         base.violations = [_violation(v) for v in report.violations]
         return base
@@ -145,9 +150,13 @@ def run_setup(
             mono=mono,
         )
         events = read_events(evidence_path)
-        result.history_refusals = sum(
-            1 for e in events if e["ev"] == "history_refused" and e.get("injected", True)
+        refused = Counter(
+            str(e["write"])
+            for e in events
+            if e["ev"] == "history_refused" and e.get("injected", True)
         )
+        result.history_refusals = sum(refused.values())
+        result.refused_writes = dict(refused)
         result.checked = {
             "window": [window.start.isoformat(), window.end.isoformat()],
             "anchor": [window.wall.isoformat(), window.mono],
@@ -187,6 +196,7 @@ def table(results: list[SetupResult]) -> str:
         "fenced overlaps",
         "reruns after a double fault",
         "late zombie bodies",
+        "runs checked in the history",
         "violations",
         "misses",
     ]
@@ -198,6 +208,7 @@ def table(results: list[SetupResult]) -> str:
         misses = sum(r.misses.values())
         cells = [r.setup, r.fires, r.ran, r.adoptions, r.fenced_overlaps, r.double_fault_reruns]
         cells.append(r.late_zombie_bodies)
+        cells.append(r.recorded_fires)
         cells.append(len(r.violations))
         cells.append(misses)
         cells += [r.faults.get(kind, 0) if kind in r.applicable else "n/a" for kind in kinds]

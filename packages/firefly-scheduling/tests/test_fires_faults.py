@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.fires import execution, unrecorded
+from firefly_scheduling.fires import recording, unrecorded
 from firefly_scheduling.fires.claims import claim_name
 from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.keepalive import KeepAlive, Renewer
@@ -61,10 +61,14 @@ class TestFailedFinish:
     def test_a_finish_that_keeps_failing_is_remembered_and_never_adopted_here(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setattr(execution, "FINISH_RETRY_SECONDS", 0.2)
+        """Past `grace + clock_skew` (half a second here) no node adopts the fire: the
+        end is remembered then, and the task lock released."""
+        monkeypatch.setattr(recording, "FINISH_RETRY_SECONDS", 0.2)
         history = FailingFinishes(failures=10**6)
         now = [T0]
-        runner = FireRunner(InMemoryLock(), history=history, clock=lambda: now[0])
+        runner = FireRunner(
+            InMemoryLock(), history=history, clock=lambda: now[0], grace=0.5, clock_skew=0
+        )
         descriptor = task()
         runs: list[datetime] = []
         now[0] = T0
@@ -121,7 +125,7 @@ class TestFailedSkip:
     def test_a_skip_that_keeps_failing_is_written_before_a_later_fire(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setattr(execution, "SKIP_RETRY_SECONDS", 0.1)
+        monkeypatch.setattr(recording, "SKIP_RETRY_SECONDS", 0.1)
         history = FailingSkips()
         lock = InMemoryLock()
         descriptor = task()

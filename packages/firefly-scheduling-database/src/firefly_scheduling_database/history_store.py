@@ -16,6 +16,11 @@ between nodes:
   because MySQL evaluates `SET` assignments left to right).
 * `skip` is an insert-if-absent; `skip_many` the same as multi-row inserts (a node
   back from an outage records up to a thousand fires at once).
+* `record_run` (the whole record of a run whose start went unrecorded, or whose
+  finish was refused) is an insert-if-absent of the finished row; when the row
+  exists, a single conditional `UPDATE` replaces it where the port's rules allow
+  (`_whole_run_update`), and only when that matches nothing is the row read, to say
+  whose it is. It is rare (a history that failed a start), so it stays on SQLAlchemy.
 
 On PostgreSQL a fire's three statements (the unfinished-runs read, the start's
 insert, the finish) go straight to psycopg on a pooled connection in autocommit
@@ -48,11 +53,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
-from firefly_scheduling.history.base import BaseRunHistory, RunEnd, RunStart
+from firefly_scheduling.history.base import BaseRunHistory, RunEnd, RunStart, WholeRun, refusal
 from firefly_scheduling.history.port import (
     EXPIRED_BY_PRUNE,
+    FINISHED_STATES,
     HistoryError,
     NewRun,
+    Recorded,
     RunRecord,
     RunState,
     clip_error,
@@ -241,6 +248,77 @@ class DatabaseRunHistory(BaseRunHistory):
                 (runs.c.started_at, begin.at),
                 (runs.c.ended_at, None),
                 (runs.c.error, None),
+            )
+        )
+
+    def _record_run(self, run: WholeRun) -> Recorded:
+        key = self._key(run.lock, run.task, run.instant)
+        row = {
+            **key,
+            "node": run.node,
+            "attempt": 1,
+            "state": run.state.value,
+            "started_at": run.started_at,
+            "ended_at": run.ended_at,
+            "error": run.error,
+            "token": run.token,
+        }
+        runs = self._table
+
+        def write() -> Recorded:
+            # Each round is an insert, then an update, each conditional on what it
+            # replaces; a row that changed between them (pruned, skipped, taken over)
+            # sends the write round again.
+            for _ in range(RECORD_RUN_ROUNDS):
+                if self._inserted_if_absent(row):
+                    return Recorded.WRITTEN
+                with self._engine.begin() as connection:
+                    if connection.execute(self._whole_run_update(run, key)).rowcount == 1:
+                        return Recorded.WRITTEN
+                    found = connection.execute(
+                        sa.select(runs.c.state, runs.c.token).where(self._is(key))
+                    ).first()
+                if found is not None:
+                    refused = refusal(RunState(found.state), found.token, run.token)
+                    if refused is not None:
+                        return refused
+            raise HistoryError(
+                f"{self!r}: the record of {run.task} @ {run.instant.isoformat()} changed "
+                f"under each of {RECORD_RUN_ROUNDS} writes of its run"
+            )
+
+        return self._call("recording a run", write)
+
+    def _whole_run_update(self, run: WholeRun, key: dict[str, Any]) -> sa.Update:
+        """`record_run` over an existing row: a skip, a `running` row the run may close,
+        or a finished row of an older token; the attempt as `history.port` numbers it.
+
+        `attempt` is assigned first: MySQL's later assignments would see the new
+        `state` and `token`.
+        """
+        runs, token = self._table, run.token
+        skipped = runs.c.state == RunState.SKIPPED.value
+        running = runs.c.state == RunState.RUNNING.value
+        finished = runs.c.state.in_(sorted(state.value for state in FINISHED_STATES))
+        if token is None:
+            replaceable = sa.or_(skipped, sa.and_(running, runs.c.token.is_(None)))
+            attempt = sa.case((skipped, 1), else_=runs.c.attempt)
+        else:
+            newer = sa.or_(runs.c.token.is_(None), runs.c.token < token)
+            no_newer = sa.or_(runs.c.token.is_(None), runs.c.token <= token)
+            replaceable = sa.or_(skipped, sa.and_(running, no_newer), sa.and_(finished, newer))
+            attempt = sa.case((skipped, 1), (newer, runs.c.attempt + 1), else_=runs.c.attempt)
+        return (
+            runs.update()
+            .where(self._is(key), replaceable)
+            .ordered_values(
+                (runs.c.attempt, attempt),
+                (runs.c.state, run.state.value),
+                (runs.c.node, run.node),
+                (runs.c.token, token),
+                (runs.c.started_at, run.started_at),
+                (runs.c.ended_at, run.ended_at),
+                (runs.c.error, run.error),
             )
         )
 
@@ -576,6 +654,8 @@ _FINISH_ARRAYS = (
     ("p_ended", "p_ended_at"),
     ("p_errors", "p_error"),
 )
+#: How often `record_run` tries again when the row changed between its statements.
+RECORD_RUN_ROUNDS = 3
 #: The most finishes sent as one text (each a few hundred bytes).
 FINISHES_PER_GROUP = 200
 

@@ -6,7 +6,7 @@ Written once, for asyncio, in `fires/aio_execution.py`; the synchronous flavour 
 `fires/execution.py` is generated from it by `tools/async_to_sync.py`, so the rules
 below bind both alike. The asyncio flavour awaits the lock and the body on the
 caller's event loop and calls the (synchronous) run history in a worker thread
-(`_off_loop`), so a slow history never stalls the loop.
+(`off_loop`), so a slow history never stalls the loop.
 
 `FireRunner.run(descriptor, instant, body)` is the one place where a host's fire
 meets the lock and the history. For a locked task it does, in order:
@@ -29,17 +29,22 @@ meets the lock and the history. For a locked task it does, in order:
    `expired`. At most one extra run, never a flood.
 6. **The body**, in try/except/finally, inside `current_fire()`'s context, between
    `history.start` (which may refuse: the fire is finished, or owned by a newer
-   attempt) and `history.finish` (which may be fenced). Just before it, the task
-   lock is checked once more: by its lease's remaining margin, and on a session
-   backend by the server (a session lock ends with its session, at any moment).
-7. The task lock is released; the claim is kept for its window.
+   attempt) and the record of its end (`fires.recording`: the whole run where the
+   start went unrecorded; fenced only where a newer attempt owns the record). Just
+   before it, the task lock is checked once more: by its lease's remaining margin,
+   and on a session backend by the server (a session lock ends with its session, at
+   any moment).
+7. The task lock is released, once the end is recorded or the fire is past
+   `grace + clock_skew` (no node adopts it then): a finished fire is never adopted
+   and run again. The claim is kept for its window.
 
 It never runs a body unlocked: a `LockBackendError` skips the fire (logged), and a
 lock reported lost during an adopted run stops the fire that follows it. Exceptions
 from the body are logged with the task target and never propagate; only
 `KeyboardInterrupt`/`SystemExit` do, after the fire is recorded as failed and the
 lock released. History failures are logged and never stop a run: the lock keeps a
-task from running twice, the history records what ran.
+task from running twice, the history records what ran (every run that ran,
+eventually: what it could not write is remembered and written later).
 
 Round trips on the lock backend per fire: 1 for a node that loses the claim, as
 the plain guard's lost `try_acquire`; for the winner, claim + fenced acquire +
@@ -69,7 +74,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import ParamSpec, TypeAlias, TypeVar
+from typing import TypeAlias
 
 from firefly_scheduling.descriptor import DEFAULT_LOCK_TTL_SECONDS, ScheduledDescriptor
 from firefly_scheduling.errors import LockBackendError
@@ -85,8 +90,15 @@ from firefly_scheduling.fires.outcome import (
     Verdict,
     closing_state,
 )
-from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedSkip, UnrecordedWrites
-from firefly_scheduling.history.port import BatchStartingHistory, HistoryError, NewRun, RunHistory
+from firefly_scheduling.fires.recording import RunRecorder, off_loop
+from firefly_scheduling.fires.unrecorded import UnrecordedFinish
+from firefly_scheduling.history.port import (
+    BatchStartingHistory,
+    HistoryError,
+    NewRun,
+    Recorded,
+    RunHistory,
+)
 from firefly_scheduling.history.selection import resolve_history
 from firefly_scheduling.instants import as_utc
 from firefly_scheduling.locks.holding import Holding
@@ -106,18 +118,8 @@ from firefly_scheduling.settings import (
 
 logger = logging.getLogger("firefly_scheduling.fires")
 
-_T = TypeVar("_T")
-_P = ParamSpec("_P")
-
 #: A task body as the runner calls it (a coroutine function in the asyncio flavour).
 Body: TypeAlias = Callable[[], object]
-#: A history write the retry loop repeats.
-Write: TypeAlias = Callable[[], _T]
-
-#: How long the end of a run is retried while the task lock is still held.
-FINISH_RETRY_SECONDS = 10.0
-#: How long the record of a skipped fire is retried.
-SKIP_RETRY_SECONDS = 2.0
 #: Why a fire started with its claim is closed as expired when no worker took it in time.
 TOO_LATE_FOR_A_WORKER = "it waited past grace for a worker after its claim, and never ran"
 #: The share of its lease a body must have ahead of it when it starts; with less,
@@ -182,8 +184,10 @@ class FireRunner:
             self._batch_acquires = holdings
         store: object = history  # mypy does not intersect two protocols
         self._batch_starts = store if isinstance(store, BatchStartingHistory) else None
-        self._unrecorded = UnrecordedWrites(horizon_seconds=self._grace + self._clock_skew)
         self._lock_holders = LockHolders()
+        self._record = RunRecorder(
+            history, clock=clock, node=self._node, grace=self._grace, clock_skew=self._clock_skew
+        )
 
     @classmethod
     def from_settings(
@@ -232,7 +236,7 @@ class FireRunner:
         then goes on from its verdict, without a round trip of its own.
         """
         instant = as_utc(instant)
-        self._retry_unrecorded()
+        self._record.retry_unrecorded()
         lock_name = descriptor.lock_name
         if lock_name is None:
             return self._run_unlocked(descriptor, instant, body)
@@ -327,7 +331,7 @@ class FireRunner:
             for index, holding in held.items()
         ]
         try:
-            started = _off_loop(history.start_new_many, runs, node=self._node, at=self._clock())
+            started = off_loop(history.start_new_many, runs, node=self._node, at=self._clock())
         except HistoryError as err:
             logger.info("the runs of %d fires are left to their workers: %s", len(runs), err)
             return ahead
@@ -351,7 +355,7 @@ class FireRunner:
         if history is None or lock is None:
             return []
         try:
-            records = _off_loop(history.runs, descriptor.target, limit, lock=lock)
+            records = off_loop(history.runs, descriptor.target, limit, lock=lock)
         except HistoryError as err:
             logger.warning(
                 "%s: its newest history records are unreadable: %s", descriptor.target, err
@@ -380,7 +384,7 @@ class FireRunner:
         at = self._clock()
         utc_instants = [as_utc(instant) for instant in instants]
         try:
-            return _off_loop(
+            return off_loop(
                 history.skip_many,
                 descriptor.target,
                 utc_instants,
@@ -397,21 +401,14 @@ class FireRunner:
                 _at(min(utc_instants)),
                 err,
             )
-            for instant in utc_instants:
-                self._unrecorded.remember(
-                    UnrecordedSkip(lock, descriptor.target, instant, self._node, reason, at)
-                )
+            self._record.remember_skips(lock, descriptor.target, utc_instants, reason, at)
             return 0
 
     def close(self) -> None:
         """Close an owned history; fire claims outlive the process by design."""
-        self._retry_unrecorded(immediately=True)
+        self._record.retry_unrecorded(immediately=True)
         if self._owns_history and self._history is not None:
-            _off_loop(self._history.close)
-
-    def _retry_unrecorded(self, *, immediately: bool = False) -> None:
-        if len(self._unrecorded):  # the common case costs no thread hop
-            _off_loop(self._unrecorded.retry, self._history, self._clock, immediately=immediately)
+            off_loop(self._history.close)
 
     # -- the two paths --------------------------------------------------------------
 
@@ -467,7 +464,7 @@ class FireRunner:
             ahead = claim.task_lock
             if ahead is not None and isinstance(ahead.answer, Holding):
                 if ahead.started:  # its record says running: it never will
-                    self._finish(
+                    self._record.close_unrun(
                         lock_name,
                         descriptor.target,
                         instant,
@@ -511,7 +508,7 @@ class FireRunner:
             logger.warning(
                 "%s: fire %s skipped: the task lock failed: %s", target, _at(instant), err
             )
-            self._skip(lock_name, target, instant, f"the lock backend failed: {err}")
+            self._record.skip(lock_name, target, instant, f"the lock backend failed: {err}")
             return self._result(
                 Verdict.BACKEND_ERROR,
                 descriptor,
@@ -522,7 +519,7 @@ class FireRunner:
         if holding is None:
             why = self._lock_holders.why_held(lock_name, target)
             logger.info("%s: fire %s skipped: %s", target, _at(instant), why)
-            self._skip(lock_name, target, instant, why)
+            self._record.skip(lock_name, target, instant, why)
             return self._result(
                 Verdict.OVERLAPPING, descriptor, instant, claim_seconds=claim_seconds
             )
@@ -547,7 +544,7 @@ class FireRunner:
             else:
                 adopted = self._adopt_or_expire(descriptor, instant, body, holding, lost)
                 if not self._still_held(holding, lost):
-                    self._skip(
+                    self._record.skip(
                         lock_name,
                         target,
                         instant,
@@ -650,14 +647,14 @@ class FireRunner:
         target: str,
         instant: datetime,
         *,
-        patience: float = SKIP_RETRY_SECONDS,
+        patience: float | None = None,
     ) -> bool:
         """Record the fire as skipped when it is beyond grace; True when it was."""
         lateness = self._too_late(target, instant)
         if lateness is None:
             return False
         reason = f"{lateness:.3f}s late, beyond the grace of {self._grace:g}s"
-        self._skip(lock_name, target, instant, reason, patience=patience)
+        self._record.skip(lock_name, target, instant, reason, patience=patience)
         return True
 
     def _claim(self, target: str, lock_name: str, instant: datetime) -> tuple[Verdict, str | None]:
@@ -669,7 +666,7 @@ class FireRunner:
         self,
         fires: Sequence[tuple[str, str, datetime]],
         *,
-        patience: float = SKIP_RETRY_SECONDS,
+        patience: float | None = None,
     ) -> list[tuple[Verdict, str | None]]:
         """Claim each `(target, lock name, instant)`: SUCCEEDED when won, else the status,
         each with the reason a fire not claimed gets in its result (None when won or
@@ -692,7 +689,7 @@ class FireRunner:
         for (target, lock_name, instant), seconds in zip(fires, windows, strict=True):
             if seconds <= 0:  # grace ran out between the check and now (clock_skew == 0)
                 reason = "the grace ran out before it could be claimed"
-                self._skip(lock_name, target, instant, reason, patience=patience)
+                self._record.skip(lock_name, target, instant, reason, patience=patience)
                 verdicts.append((Verdict.TOO_LATE, reason))
                 continue
             answer = next(answers)
@@ -702,7 +699,7 @@ class FireRunner:
                 )
                 # Harmless if another node runs it: a start replaces a skip.
                 reason = f"the lock backend failed: {answer}"
-                self._skip(lock_name, target, instant, reason, patience=patience)
+                self._record.skip(lock_name, target, instant, reason, patience=patience)
                 verdicts.append((Verdict.BACKEND_ERROR, reason))
             elif not answer:
                 if logger.isEnabledFor(logging.DEBUG):  # the common verdict: no isoformat
@@ -811,12 +808,11 @@ class FireRunner:
         target, lock = descriptor.target, holding.name
         token = holding.fence
         try:
-            unfinished = _off_loop(self._history.unfinished, target, lock=lock)
+            unfinished = off_loop(self._history.unfinished, target, lock=lock)
             died = [
                 r
                 for r in unfinished
-                if r.instant != instant
-                and not self._unrecorded.finished_here(lock, target, r.instant)
+                if r.instant != instant and not self._record.finished_here(lock, target, r.instant)
             ]
         except HistoryError as err:
             logger.warning("%s: the run history is unavailable, nothing adopted: %s", target, err)
@@ -835,7 +831,7 @@ class FireRunner:
                 "without finishing, and no node adopted it within grace"
             )
             logger.warning("%s: fire %s expired: %s", target, _at(record.instant), reason)
-            self._finish(
+            self._record.close_unrun(
                 lock, target, record.instant, token=token, verdict=Verdict.EXPIRED, error=reason
             )
             outcomes.append(
@@ -895,9 +891,10 @@ class FireRunner:
         lock = descriptor.lock_name if recorded else None
         token = None if holding is None else holding.fence
         attempt = 1
+        start_recorded = started_ahead
         if lock is not None and self._history is not None and not started_ahead:
             try:
-                started = _off_loop(
+                started = off_loop(
                     self._history.start,
                     target,
                     instant,
@@ -907,8 +904,15 @@ class FireRunner:
                     at=self._clock(),
                 )
             except HistoryError as err:
-                logger.warning("%s: fire %s runs unrecorded: %s", target, _at(instant), err)
+                logger.warning(
+                    "%s: fire %s runs unrecorded (recorded whole at its end): %s",
+                    target,
+                    _at(instant),
+                    err,
+                )
                 started = unrecorded_attempt
+            else:
+                start_recorded = started is not None
             if started is None:
                 logger.info(
                     "%s: fire %s not run: the history has it finished or owned by a newer attempt",
@@ -925,10 +929,12 @@ class FireRunner:
             attempt = started
         if holding is not None and not self._still_held(holding, lost, before_body=True):
             reason = "the task lock lapsed or was lost before the body started"
-            if lock is not None:
-                self._finish(
+            if lock is not None and start_recorded:
+                self._record.close_unrun(
                     lock, target, instant, token=token, verdict=Verdict.LOCK_LOST, error=reason
                 )
+            elif lock is not None:  # nothing recorded: nobody ran it
+                self._record.skip(lock, target, instant, reason)
             return self._result(
                 Verdict.LOCK_LOST,
                 descriptor,
@@ -944,13 +950,15 @@ class FireRunner:
         )
         verdict = Verdict.FAILED
         error: str | None = "interrupted: the body did not return"
-        accepted: bool | None = None
+        end_recorded: Recorded | None = None
+        returned = False  # or raised an Exception: not interrupted
         started_at = self._clock()
         try:
             with entered(context):
                 body()
-            verdict, error = Verdict.SUCCEEDED, None
+            verdict, error, returned = Verdict.SUCCEEDED, None, True
         except Exception as err:
+            returned = True
             error = f"{type(err).__name__}: {err}"
             logger.exception(
                 "%s: the task raised (fire %s, attempt %d)", target, _at(instant), attempt
@@ -967,8 +975,19 @@ class FireRunner:
                     holding.name,
                 )
             if lock is not None:
-                accepted = self._finish(
-                    lock, target, instant, token=token, verdict=verdict, error=error
+                run = UnrecordedFinish(
+                    lock,
+                    target,
+                    instant,
+                    self._node,
+                    token,
+                    closing_state(verdict),
+                    error,
+                    started_at,
+                    ended_at,
+                )
+                end_recorded = self._record.end_of_run(
+                    run, started=start_recorded, finished=returned
                 )
         return self._result(
             verdict,
@@ -979,102 +998,10 @@ class FireRunner:
             started_at=started_at,
             ended_at=ended_at,
             lost=lost.is_set(),
-            fenced=accepted is False,
+            fenced=end_recorded is Recorded.FENCED,
             error=error,
             claim_seconds=claim_seconds,
         )
-
-    # -- history writes that never stop a fire --------------------------------------
-
-    def _finish(
-        self,
-        lock: str,
-        target: str,
-        instant: datetime,
-        *,
-        token: int | None,
-        verdict: Verdict,
-        error: str | None,
-    ) -> bool | None:
-        """Write the end of a run as `verdict`; None without (a reachable) history, False
-        when fenced.
-
-        Retried for up to `FINISH_RETRY_SECONDS` while the caller still holds the task
-        lock: a `running` record left behind would make the next fire adopt and run
-        again a fire that ended. Still unwritten then, it is remembered
-        (`fires.unrecorded`) and never adopted here.
-        """
-        history = self._history
-        if history is None:
-            return None
-        ended_at = self._clock()
-        state = closing_state(verdict)
-        try:
-            accepted = _retrying(
-                lambda: _off_loop(
-                    history.finish,
-                    target,
-                    instant,
-                    lock=lock,
-                    token=token,
-                    state=state,
-                    error=error,
-                    at=ended_at,
-                ),
-                FINISH_RETRY_SECONDS,
-            )
-        except HistoryError as err:
-            logger.warning(
-                "%s: fire %s ended %s, unrecorded (retried before the next fires): %s",
-                target,
-                _at(instant),
-                state,
-                err,
-            )
-            self._unrecorded.remember(
-                UnrecordedFinish(lock, target, instant, token, state, error, ended_at)
-            )
-            return None
-        if not accepted:
-            logger.warning(
-                "%s: fire %s: the history refused this run's %s (token %s): a newer attempt "
-                "took the fire over, or it was already closed",
-                target,
-                _at(instant),
-                state,
-                token,
-            )
-        return accepted
-
-    def _skip(
-        self,
-        lock: str,
-        target: str,
-        instant: datetime,
-        reason: str,
-        *,
-        patience: float = SKIP_RETRY_SECONDS,
-    ) -> None:
-        """Record the fire as skipped, retried for `patience` seconds, then remembered."""
-        history = self._history
-        if history is None:
-            return
-        at = self._clock()
-        try:
-            _retrying(
-                lambda: _off_loop(
-                    history.skip, target, instant, lock=lock, node=self._node, reason=reason, at=at
-                ),
-                patience,
-            )
-        except HistoryError as err:
-            logger.warning(
-                "%s: skip of fire %s unrecorded (retried before the next fires): %s",
-                target,
-                _at(instant),
-                err,
-            )
-            self._unrecorded.remember(UnrecordedSkip(lock, target, instant, self._node, reason, at))
 
 
 def _lock_ttl(descriptor: ScheduledDescriptor) -> float:
@@ -1083,22 +1010,3 @@ def _lock_ttl(descriptor: ScheduledDescriptor) -> float:
 
 def _at(instant: datetime) -> str:
     return instant.isoformat()
-
-
-def _retrying(write: Write[_T], seconds: float) -> _T:
-    """`write()`, tried again on `HistoryError` (backing off) until `seconds` have passed."""
-    deadline = time.monotonic() + seconds
-    pause = 0.05
-    while True:
-        try:
-            return write()
-        except HistoryError:
-            if time.monotonic() + pause > deadline:
-                raise
-        time.sleep(pause)
-        pause = min(pause * 2, 1.0)
-
-
-def _off_loop(call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
-    """`call(*args, **kwargs)`: the synchronous runner already runs off any loop."""
-    return call(*args, **kwargs)

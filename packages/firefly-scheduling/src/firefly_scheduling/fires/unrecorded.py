@@ -2,22 +2,26 @@
 
 Two writes matter after the fact:
 
-* **A finish.** A `running` record in the history is how a died run is found and
-  adopted. If the final write of a run that FINISHED fails (the history is
-  unreachable for a moment), the record still says `running`, and the next fire
-  would adopt it and run the body a second time. So the runner retries that write
-  for a while (holding the task lock, so no other node can adopt meanwhile), and
-  when it still fails, remembers the fire here: it is never adopted by this node.
+* **The end of a run that ran.** Every run that ran is recorded, and a `running`
+  record is how a died run is found and adopted: if the end of a run that FINISHED
+  is not written (the history is unreachable), the next fire would adopt it and run
+  the body a second time. So the runner retries that write while it holds the task
+  lock, until no node could adopt the fire any more (`fires.recording`), and when it
+  still fails, remembers the whole run here: it is written later (`record_run`,
+  start and end, wherever the fire has no record, a skip, or an older attempt's),
+  and never adopted by this node meanwhile.
 * **A skip.** Every fire ends up run or recorded with a reason. A skip the history
   refused (retried for a while first), and the passed-over fires of a batch that a
   history failure cut short, would otherwise leave fires neither run nor recorded
   (found by `benchmarks/chaos.py`, a history outage on PostgreSQL).
 
-Each remembered write is tried again before every later fire and at shutdown.
-Memory is bounded: a finish past `horizon_seconds` (grace + clock skew) after its
-instant is adopted by no node any more, so forgetting it loses nothing; a skip is
-kept for `SKIP_MEMORY_SECONDS`, and at most `MAX_REMEMBERED` writes are kept. What is
-forgotten unwritten is logged by task and instant, never dropped in silence.
+Each remembered write is tried again before every later fire and at shutdown. A
+write the history answers is forgotten: written, or not needed (the fire's record is
+a newer attempt's, or, for a skip, any run's). Memory is bounded: a write is kept for
+`MEMORY_SECONDS` (or `horizon_seconds`, grace + clock skew, when longer: a finish is
+never forgotten while a node could still adopt its fire), and at most
+`MAX_REMEMBERED` writes are kept. What is forgotten unwritten is logged by task and
+instant, never dropped in silence.
 """
 
 from __future__ import annotations
@@ -29,12 +33,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from firefly_scheduling.history.port import HistoryError, RunHistory, RunState
+from firefly_scheduling.history.port import HistoryError, Recorded, RunHistory, RunState
 
 logger = logging.getLogger("firefly_scheduling.fires")
 
-#: How long a skip the history refused is kept for another attempt.
-SKIP_MEMORY_SECONDS = 3600.0
+#: How long a write the history did not take is kept for another attempt.
+MEMORY_SECONDS = 3600.0
 #: The most writes remembered at once; past it the oldest are forgotten, with a log line.
 MAX_REMEMBERED = 10_000
 #: The most remembered writes one fire's worker retries before its own fire; the
@@ -47,31 +51,41 @@ RETRY_PAUSE_SECONDS = 1.0
 
 @dataclass(frozen=True)
 class UnrecordedFinish:
-    """The final write a run could not make."""
+    """The end of a run that ran on `node`, with its start: the run's whole record."""
 
     lock: str
     target: str
     instant: datetime
+    node: str
     token: int | None
     state: RunState
     error: str | None
+    started_at: datetime
     ended_at: datetime
 
-    def write(self, history: RunHistory) -> None:
-        """Write it; accepted, or refused because a newer attempt owns the record."""
-        history.finish(
+    def write(self, history: RunHistory) -> Recorded:
+        """Write the whole run (`RunHistory.record_run`); whose the record is now."""
+        return history.record_run(
             self.target,
             self.instant,
             lock=self.lock,
+            node=self.node,
             token=self.token,
             state=self.state,
             error=self.error,
-            at=self.ended_at,
+            started_at=self.started_at,
+            ended_at=self.ended_at,
         )
+
+    def written(self, history: RunHistory) -> str | None:
+        """Write it; None when the record holds this run now, else why it does not."""
+        if self.write(history) is Recorded.FENCED:
+            return f"a newer attempt owns the fire's record (this run's token: {self.token})"
+        return None
 
     @property
     def what(self) -> str:
-        return str(self.state)
+        return f"run ({self.state})"
 
 
 @dataclass(frozen=True)
@@ -85,12 +99,9 @@ class UnrecordedSkip:
     reason: str
     at: datetime
 
-    def write(self, history: RunHistory) -> None:
-        """Write it where nothing is recorded yet (a run elsewhere keeps its record)."""
-        self.write_new(history)
-
-    def write_new(self, history: RunHistory) -> bool:
-        """Write it; whether it was new (False: the fire has a record already)."""
+    def write(self, history: RunHistory) -> bool:
+        """Write it where nothing is recorded yet; whether it was new (False: the fire
+        has a record already, a run elsewhere keeps it)."""
         return history.skip(
             self.target,
             self.instant,
@@ -99,6 +110,10 @@ class UnrecordedSkip:
             reason=self.reason,
             at=self.at,
         )
+
+    def written(self, history: RunHistory) -> str | None:
+        """Write it; None when it was, else why it was not needed."""
+        return None if self.write(history) else "the fire has a record already"
 
     @property
     def what(self) -> str:
@@ -112,10 +127,7 @@ class UnrecordedWrites:
     """Thread-safe memory of unrecorded finishes and skips, keyed by fire."""
 
     def __init__(self, *, horizon_seconds: float) -> None:
-        self._horizons = {
-            UnrecordedFinish: timedelta(seconds=horizon_seconds),
-            UnrecordedSkip: timedelta(seconds=max(horizon_seconds, SKIP_MEMORY_SECONDS)),
-        }
+        self._memory = timedelta(seconds=max(horizon_seconds, MEMORY_SECONDS))
         self._mutex = threading.Lock()
         self._pending: dict[tuple[str, str, datetime], Unrecorded] = {}
         self._next_round = 0.0
@@ -169,20 +181,21 @@ class UnrecordedWrites:
         for write in pending:
             if reachable and history is not None:
                 try:
-                    write.write(history)
+                    unneeded = write.written(history)
                 except HistoryError:
                     reachable = False
                     self._next_round = time.monotonic() + RETRY_PAUSE_SECONDS
                 else:
                     logger.info(
-                        "%s: fire %s: its %s is recorded now",
+                        "%s: fire %s: its %s %s",
                         write.target,
                         write.instant.isoformat(),
                         write.what,
+                        "is recorded now" if unneeded is None else f"is not recorded: {unneeded}",
                     )
                     self._forget(write)
                     continue
-            if now - write.instant > self._horizons[type(write)]:
+            if now - write.instant > self._memory:
                 self._forget(write)
                 _forgotten(write, "the history stayed unreachable")
 

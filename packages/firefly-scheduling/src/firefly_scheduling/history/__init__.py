@@ -6,6 +6,7 @@ from firefly_scheduling.history.base import BaseRunHistory, RunEnd, RunStart
 from firefly_scheduling.history.memory import MemoryRunHistory
 from firefly_scheduling.history.port import (
     HistoryError,
+    Recorded,
     RunHistory,
     RunRecord,
     RunState,
@@ -16,6 +17,7 @@ __all__ = [
     "BaseRunHistory",
     "HistoryError",
     "MemoryRunHistory",
+    "Recorded",
     "RunEnd",
     "RunHistory",
     "RunRecord",

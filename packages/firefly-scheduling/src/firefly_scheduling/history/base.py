@@ -1,11 +1,13 @@
 """`BaseRunHistory`: the part of every run-history store that is no store's own.
 
-The two writes the fire runner races on, `start` and `finish`, take the same
-arguments on every store, to normalise the same way (aware UTC instants, an error
-clipped to `MAX_ERROR_LENGTH`), and `finish` has a precondition (it writes a
-finished state, never `running` or `skipped`). They are written here once; a store
-implements each as one atomic write (`_start`, `_finish`), and the rest of the port
-(`history.port.RunHistory`) as its own round trips.
+The writes the fire runner races on, `start`, `finish` and `record_run`, take the
+same arguments on every store, to normalise the same way (aware UTC instants, an
+error clipped to `MAX_ERROR_LENGTH`), and `finish` and `record_run` have a
+precondition (they write a finished state, never `running` or `skipped`). They are
+written here once; a store implements each as conditional writes (`_start`,
+`_finish`, `_record_run`), and the rest of the port (`history.port.RunHistory`) as
+its own round trips. The fencing rules every store applies are spelt here once too
+(`takes_over`, `may_close`, `refusal`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from firefly_scheduling.history.port import FINISHED_STATES, RunState, clip_error
+from firefly_scheduling.history.port import FINISHED_STATES, Recorded, RunState, clip_error
 from firefly_scheduling.instants import as_utc
 
 
@@ -42,6 +44,69 @@ class RunEnd:
     state: RunState
     error: str | None
     at: datetime
+
+
+@dataclass(frozen=True)
+class WholeRun:
+    """One `record_run` call, checked and normalised: instants aware UTC, `error` clipped."""
+
+    lock: str
+    task: str
+    instant: datetime
+    node: str
+    token: int | None
+    state: RunState
+    error: str | None
+    started_at: datetime
+    ended_at: datetime
+
+
+def takes_over(token: int | None, recorded: int | None) -> bool:
+    """Whether a run with `token` is a newer attempt than the record holding `recorded`.
+
+    `start` takes a `running` record over on it; a run without a token, or a record
+    without one, cannot be ordered, and a start then takes it (adoption without
+    fencing).
+    """
+    return recorded is None or token is None or token > recorded
+
+
+def may_close(token: int | None, recorded: int | None) -> bool:
+    """Whether a run with `token` may close a `running` record holding `recorded`.
+
+    The writer is not fenced: the record has no token, or one no newer than the
+    writer's. A run without a token closes only a record without one.
+    """
+    if recorded is None:
+        return True
+    return token is not None and token >= recorded
+
+
+def newer_run(token: int | None, recorded: int | None) -> bool:
+    """Whether a run with `token` is strictly newer than a finished record's `recorded`:
+    only then does `record_run` replace a finished record."""
+    return token is not None and (recorded is None or token > recorded)
+
+
+def refusal(state: RunState, recorded: int | None, token: int | None) -> Recorded | None:
+    """Why `record_run` of a run with `token` wrote nothing over a record in `state`
+    holding `recorded`; None when it would write now (the record changed meanwhile)."""
+    if state is RunState.SKIPPED:
+        return None
+    if state is RunState.RUNNING:
+        return None if may_close(token, recorded) else Recorded.FENCED
+    if newer_run(token, recorded):
+        return None
+    return Recorded.ALREADY if recorded == token else Recorded.FENCED
+
+
+def whole_run_attempt(
+    state: RunState, attempt: int, recorded: int | None, token: int | None
+) -> int:
+    """The attempt `record_run` writes over a record it may replace (see `history.port`)."""
+    if state is RunState.SKIPPED:
+        return 1
+    return attempt + 1 if newer_run(token, recorded) else attempt
 
 
 class BaseRunHistory(ABC):
@@ -81,6 +146,38 @@ class BaseRunHistory(ABC):
         end = RunEnd(lock, task, as_utc(instant), token, state, clip_error(error), as_utc(at))
         return self._finish(end)
 
+    def record_run(
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        token: int | None,
+        state: RunState,
+        error: str | None,
+        started_at: datetime,
+        ended_at: datetime,
+    ) -> Recorded:
+        """Write the whole record of a run that ended as `state` (see `history.port`).
+
+        Raises `ValueError` for a state that is not a finished one.
+        """
+        if state not in FINISHED_STATES:
+            raise ValueError(f"record_run() writes a finished state, not {state!r}")
+        run = WholeRun(
+            lock,
+            task,
+            as_utc(instant),
+            node,
+            token,
+            state,
+            clip_error(error),
+            as_utc(started_at),
+            as_utc(ended_at),
+        )
+        return self._record_run(run)
+
     def skip_many(
         self,
         task: str,
@@ -111,6 +208,13 @@ class BaseRunHistory(ABC):
     def _start(self, begin: RunStart) -> int | None:
         """One atomic write: insert the running record of `begin`'s fire, or take over a
         `skipped` one or a `running` one with an older token (see `history.port`)."""
+
+    @abstractmethod
+    def _record_run(self, run: WholeRun) -> Recorded:
+        """Write `run`'s whole record where `history.port` allows it: insert it where
+        the fire has no record, replace a skip, close a `running` record `may_close`
+        allows, or replace a finished one for a `newer_run`; else say why not
+        (`refusal`). Each write is atomic and conditional on what it replaces."""
 
     @abstractmethod
     def _finish(self, end: RunEnd) -> bool:

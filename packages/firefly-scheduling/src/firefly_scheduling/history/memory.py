@@ -12,10 +12,20 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from firefly_scheduling.history.base import BaseRunHistory, RunEnd, RunStart
+from firefly_scheduling.history.base import (
+    BaseRunHistory,
+    RunEnd,
+    RunStart,
+    WholeRun,
+    may_close,
+    refusal,
+    takes_over,
+    whole_run_attempt,
+)
 from firefly_scheduling.history.port import (
     EXPIRED_BY_PRUNE,
     NewRun,
+    Recorded,
     RunRecord,
     RunState,
     clip_error,
@@ -39,7 +49,7 @@ class MemoryRunHistory(BaseRunHistory):
             current = self._records.get(key)
             if current is None or current.state is RunState.SKIPPED:
                 attempt = 1
-            elif current.state is RunState.RUNNING and _newer(begin.token, current.token):
+            elif current.state is RunState.RUNNING and takes_over(begin.token, current.token):
                 attempt = current.attempt + 1
             else:
                 return None
@@ -73,11 +83,37 @@ class MemoryRunHistory(BaseRunHistory):
             if (
                 current is None
                 or current.state is not RunState.RUNNING
-                or not _may_write(end.token, current.token)
+                or not may_close(end.token, current.token)
             ):
                 return False
             self._records[key] = replace(current, state=end.state, ended_at=end.at, error=end.error)
             return True
+
+    def _record_run(self, run: WholeRun) -> Recorded:
+        key = (run.lock, run.task, run.instant)
+        with self._mutex:
+            current = self._records.get(key)
+            attempt = 1
+            if current is not None:
+                refused = refusal(current.state, current.token, run.token)
+                if refused is not None:
+                    return refused
+                attempt = whole_run_attempt(
+                    current.state, current.attempt, current.token, run.token
+                )
+            self._records[key] = RunRecord(
+                task=run.task,
+                instant=run.instant,
+                node=run.node,
+                attempt=attempt,
+                state=run.state,
+                started_at=run.started_at,
+                ended_at=run.ended_at,
+                error=run.error,
+                token=run.token,
+                lock=run.lock,
+            )
+            return Recorded.WRITTEN
 
     def skip(
         self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
@@ -189,15 +225,3 @@ def _running(begin: RunStart, attempt: int) -> RunRecord:
         token=begin.token,
         lock=begin.lock,
     )
-
-
-def _newer(token: int | None, recorded: int | None) -> bool:
-    """Whether a run with `token` may take over a running record holding `recorded`."""
-    return recorded is None or token is None or token > recorded
-
-
-def _may_write(token: int | None, recorded: int | None) -> bool:
-    """Whether a run with `token` may close a record holding `recorded` (not fenced)."""
-    if recorded is None:
-        return True
-    return token is not None and token >= recorded

@@ -14,6 +14,14 @@ Every write that could race is a single atomic, conditional operation on the sto
   than the writer's. A zombie that wakes up after its fire was adopted writes with
   an older token and is refused, and a finished record never flips back.
 * `skip` records a skip only where nothing is recorded yet.
+* `record_run` writes the whole record of a run that ended, its start included:
+  the run of a node whose `start` went unrecorded (the history was down or slow)
+  or whose `finish` was refused. It writes where the fire has no record or a skip,
+  closes a `running` record as `finish` would (taking it over as the next attempt
+  when its token is older), and replaces a finished record only for a strictly
+  newer token: the newest attempt that ran owns the record, as in `start`. A
+  refusal says why (`Recorded`): the record is this run's already, or a newer
+  attempt's.
 
 The lock name is part of the key because it is what names a deployment's fires: two
 deployments sharing one history database (staging and production, two tenants) run
@@ -63,6 +71,19 @@ class RunState(enum.StrEnum):
     @property
     def terminal(self) -> bool:
         return self is not RunState.RUNNING
+
+
+class Recorded(enum.Enum):
+    """Whose run a fire's record holds after `RunHistory.record_run`."""
+
+    #: This run's: written now.
+    WRITTEN = "written"
+    #: This run's already: finished under this run's token (an earlier write whose
+    #: reply was lost). Nothing written.
+    ALREADY = "already"
+    #: A newer attempt's: the record carries a newer token (or a token, where this
+    #: run has none), so this run was fenced. Nothing written.
+    FENCED = "fenced"
 
 
 #: The error text of a record closed by `expire_dead`.
@@ -134,6 +155,31 @@ class RunHistory(Protocol):
         at: datetime,
     ) -> bool:
         """Close a running record as `state`; False when refused (fenced, or not running)."""
+        ...
+
+    def record_run(
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        token: int | None,
+        state: RunState,
+        error: str | None,
+        started_at: datetime,
+        ended_at: datetime,
+    ) -> Recorded:
+        """Write the whole record of a run of `node` that ended as `state`.
+
+        For a run whose `start` went unrecorded, or whose `finish` was refused: the
+        record is written where there is none or a skip (attempt 1), a `running`
+        one is closed when `finish` would close it (the next attempt when its token
+        is older), and a finished one is replaced only for a strictly newer token
+        (its attempt + 1). Otherwise nothing is written and the answer says whose
+        the record is (`Recorded`). Raises `ValueError` for a state that is not a
+        finished one.
+        """
         ...
 
     def skip(

@@ -26,6 +26,7 @@ from firefly_scheduling.history.port import (
     RunHistory,
     RunState,
 )
+from firefly_scheduling.testing.history_record_run_contract import RecordRunContract
 
 T0 = datetime(2030, 1, 1, 12, 0, 0, 123456, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
@@ -35,8 +36,8 @@ LOCK = "production:app.jobs:report"
 OTHER_LOCK = "staging:app.jobs:report"
 
 
-class RunHistoryContract:
-    """Cases every `RunHistory` implementation must pass."""
+class RunHistoryContract(RecordRunContract):
+    """Cases every `RunHistory` implementation must pass (`record_run`'s included)."""
 
     # -- start ----------------------------------------------------------------------
 
