@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
@@ -27,7 +28,7 @@ from firefly_scheduling.hosts.fire_log import FireLog
 from firefly_scheduling.hosts.fires import FireObserver
 from firefly_scheduling.hosts.runtime import TaskRuntime
 from firefly_scheduling.hosts.shutdown import DEFAULT_GRACE_PERIOD_SECONDS
-from firefly_scheduling.settings import Settings
+from firefly_scheduling.settings import Settings, configured_node
 
 LOG_FORMATS = ("text", "json")
 
@@ -48,11 +49,13 @@ class HostOptions:
     log_format: str
 
     def boot(self, host: str) -> tuple[TaskRuntime, tuple[ScheduledDescriptor, ...]]:
-        """Settings, validated tasks, logging and the runtime of the `host` command."""
+        """Logging, settings, validated tasks and the runtime of the `host` command."""
+        # Logging first: reading the settings may already warn (an unknown variable).
+        node = self.node or configured_node(os.environ)
+        configure_logging(self.log_level, node, self.log_format)
         settings, descriptors = prepare_host(
             self.apps, self.manifest, self.paths, self.lock_provider, self.node
         )
-        configure_logging(self.log_level, settings.node, self.log_format)
         runtime = build_runtime(
             descriptors, settings, host=host, observers=observers_for(self.fire_log)
         )

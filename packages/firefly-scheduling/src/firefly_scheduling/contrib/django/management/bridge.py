@@ -18,7 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from firefly_scheduling.cli.common import CONFIGURATION_ERROR_EXIT, ConfigurationFailure
-from firefly_scheduling.contrib.django.conf import django_environment, task_modules
+from firefly_scheduling.contrib.django.conf import process_environment, task_modules
 from firefly_scheduling.errors import ConfigurationError
 
 #: Options by which the caller names the tasks itself.
@@ -46,7 +46,7 @@ class ClickBridgeCommand(BaseCommand):
 
     def invoke_click(self, arguments: list[str], *, prog_name: str) -> None:
         try:
-            os.environ.update(django_environment())
+            os.environ.update(process_environment())
             modules = task_modules() if self.takes_tasks else []
         except ImproperlyConfigured as err:
             sys.stderr.write(f"Error: {err}\n")
