@@ -48,6 +48,7 @@ from firefly_scheduling.locks.connection_budget import (
 )
 from firefly_scheduling.urls.connection_url import parse_lock_url
 from firefly_scheduling.urls.redaction import redact_url, url_secrets
+from firefly_scheduling_database.url_options import check_query
 
 logger = logging.getLogger("firefly_scheduling.locks")
 
@@ -271,6 +272,7 @@ def _engine_arguments(
     text, journal_given = _journal_mode(text)
     parsed = _sqlalchemy_url(text)
     parsed = parsed.set(drivername=schemes[parsed.drivername.lower()])
+    check_query(parsed, redact_url(text))
     backend = parsed.get_backend_name()
     if journal_given is not None and backend != "sqlite":
         raise ConfigurationError(
