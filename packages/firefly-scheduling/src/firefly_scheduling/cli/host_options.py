@@ -45,6 +45,7 @@ class HostOptions:
     fire_log: Path | None
     grace_period: float
     max_workers: int | None
+    wait_for_backend: float | None
     log_level: str
     log_format: str
 
@@ -57,7 +58,11 @@ class HostOptions:
             self.apps, self.manifest, self.paths, self.lock_provider, self.node
         )
         runtime = build_runtime(
-            descriptors, settings, host=host, observers=observers_for(self.fire_log)
+            descriptors,
+            settings,
+            host=host,
+            observers=observers_for(self.fire_log),
+            wait_for_backend_seconds=self.wait_for_backend,
         )
         return runtime, descriptors
 
@@ -65,13 +70,21 @@ class HostOptions:
 _HOST_OPTION_NAMES = tuple(field.name for field in fields(HostOptions))
 
 
-def host_options(command: Callable[..., None]) -> Callable[..., None]:
+def host_options(*, worker_ceiling: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """The options `run` and `tick` share: task source, lock provider, node, grace, logging.
 
     The command receives them as one `HostOptions`, its first argument, followed by
-    its own options as keywords.
+    its own options as keywords. `worker_ceiling` is the host's default bound on its
+    threads, which `--max-workers` states.
     """
 
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        return _with_host_options(command, worker_ceiling)
+
+    return decorate
+
+
+def _with_host_options(command: Callable[..., None], worker_ceiling: int) -> Callable[..., None]:
     @functools.wraps(command)
     def with_host_options(**given: Any) -> None:
         shared = {name: given.pop(name) for name in _HOST_OPTION_NAMES}
@@ -110,7 +123,17 @@ def host_options(command: Callable[..., None]) -> Callable[..., None]:
             default=None,
             metavar="N",
             help="Threads that run task bodies on this node [default: one per task, at most "
-            "64]. Fewer threads cost less CPU per fire on a busy node (docs/scaling.md).",
+            f"{worker_ceiling}]. Fewer threads cost less CPU per fire on a busy node "
+            "(docs/scaling.md).",
+        ),
+        click.option(
+            "--wait-for-backend",
+            type=click.FloatRange(min=0),
+            default=None,
+            metavar="SECONDS",
+            help="How long to retry a lock backend that does not answer at boot before "
+            "exiting 3, overriding FIREFLY_SCHEDULING_WAIT_FOR_BACKEND [default: 30; 0 "
+            "tries once].",
         ),
         click.option(
             "--log-level",

@@ -16,10 +16,11 @@ import click
 from firefly_scheduling.cli.host_options import HostOptions, host_options
 from firefly_scheduling.hosts.resident import ResidentHost
 from firefly_scheduling.hosts.shutdown import StopRequest, ignore_stop_signals, stop_on_signals
+from firefly_scheduling.hosts.workers import RESIDENT_MAX_WORKERS
 
 
 @click.command()
-@host_options
+@host_options(worker_ceiling=RESIDENT_MAX_WORKERS)
 def run(options: HostOptions) -> None:
     """Run the tasks in this process until SIGTERM/SIGINT (the resident host)."""
     with stop_on_signals(StopRequest()) as stop:

@@ -25,10 +25,11 @@ from firefly_scheduling.hosts.shutdown import (
     stop_on_signals,
 )
 from firefly_scheduling.hosts.tick import TickHost
+from firefly_scheduling.hosts.workers import TICK_MAX_WORKERS
 
 
 @click.command()
-@host_options
+@host_options(worker_ceiling=TICK_MAX_WORKERS)
 @json_option
 def tick(options: HostOptions, *, as_json: bool) -> None:
     """Run what is due in the current minute, then exit (the cron-driven host)."""
