@@ -231,4 +231,3 @@ def test_max_workers_help_states_the_hosts_own_bound(command: str, ceiling: int)
     result = CliRunner(env={"COLUMNS": "200"}).invoke(main, [command, "--help"])
     assert f"at most {ceiling}]" in " ".join(result.output.split())
     assert (RESIDENT_MAX_WORKERS, TICK_MAX_WORKERS) == (64, 32)
-
