@@ -20,6 +20,7 @@ from firefly_scheduling.fires.aio_execution import AsyncFireRunner
 from firefly_scheduling.hosts.aio_lock_selection import configured_async_lock
 from firefly_scheduling.hosts.aio_probe import wait_for_backend
 from firefly_scheduling.hosts.aio_runtime import AsyncTaskRuntime
+from firefly_scheduling.hosts.backend_watch import BackendWatch
 from firefly_scheduling.hosts.boot import initial_delay_gate
 from firefly_scheduling.hosts.fires import FireObserver
 from firefly_scheduling.hosts.lock_safety import check_lock_guards
@@ -58,7 +59,9 @@ def build_async_runtime(
         gate=gate,
         resolver=resolver,
         node=node or settings.node,
-        observers=observers,
+        # Said once at ERROR when the backend stops answering after boot, and when it
+        # answers again (`hosts.backend_watch`).
+        observers=(*observers, BackendWatch()),
         fire_runner=lambda built: AsyncFireRunner.from_settings(
             built.lock.get(), settings, clock=built.wall_now, node=built.node
         ),

@@ -17,6 +17,7 @@ from firefly_scheduling.callables import Resolver
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.execution import FireRunner
+from firefly_scheduling.hosts.backend_watch import BackendWatch
 from firefly_scheduling.hosts.fires import FireObserver
 from firefly_scheduling.hosts.lock_safety import check_lock_guards
 from firefly_scheduling.hosts.probe import wait_for_backend
@@ -71,7 +72,9 @@ def build_runtime(
         gate=gate,
         resolver=resolver,
         node=node or settings.node,
-        observers=observers,
+        # Said once at ERROR when the backend stops answering after boot, and when it
+        # answers again (`hosts.backend_watch`).
+        observers=(*observers, BackendWatch()),
         fire_runner=lambda built: FireRunner.from_settings(
             built.lock.get(), settings, clock=built.wall_now, node=built.node
         ),
