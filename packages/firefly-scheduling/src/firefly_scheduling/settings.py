@@ -178,6 +178,23 @@ class Settings:
             )
         return url
 
+    def url_source(self, provider: LockProvider | str) -> str:
+        """Where `url_for(provider)` found its URL, for messages: a variable, or the default.
+
+        `FIREFLY_SCHEDULING_LOCK_<NAME>_URL`, a fallback such as `DATABASE_URL`, or
+        "the '<name>' provider's default", so an error about the URL says which
+        setting to correct.
+        """
+        descriptor = _descriptor(provider)
+        name = descriptor.name if isinstance(descriptor, LockProvider) else descriptor
+        if self.lock_urls.get(_url_name(name), ""):
+            return env_var(f"firefly.scheduling.lock.{name}.url")
+        fallbacks = descriptor.url_fallbacks if isinstance(descriptor, LockProvider) else ()
+        for variable in fallbacks:
+            if (self.fallback_env.get(variable) or "").strip():
+                return variable
+        return f"the {name!r} provider's default"
+
     def __repr__(self) -> str:
         def shown(url: str | None) -> str | None:
             return None if url is None else redact_url(url)

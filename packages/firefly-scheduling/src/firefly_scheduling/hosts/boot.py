@@ -17,6 +17,7 @@ from firefly_scheduling.callables import Resolver
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.execution import FireRunner
+from firefly_scheduling.history.selection import history_factory
 from firefly_scheduling.hosts.backend_watch import BackendWatch
 from firefly_scheduling.hosts.fires import FireObserver
 from firefly_scheduling.hosts.lock_safety import check_lock_guards
@@ -99,14 +100,15 @@ def _boot_or_close(
     """Everything a host checks before its first fire; what was built is closed on refusal.
 
     In order: the lock (and its guards, for a configured one), the method tasks'
-    objects, the backend's answer, the anchor store, the run history (an unusable
-    history URL fails here). Configuration first: waiting for a backend cannot fix it.
+    objects, the history URL, the backend's answer, the anchor store, the run history
+    (built, its table checked). Configuration first: waiting for a backend cannot fix it.
     """
     try:
         built = runtime.lock.get()
         if check:
             check_lock_guards(descriptors, settings, built, host=host)
         build_task_objects(descriptors, runtime.callables)
+        history_factory(settings)  # a history URL no store accepts: no wait fixes it
         wait_for_backend(built, seconds=wait)
         if delayed_tasks(descriptors):
             runtime.gate.get()
