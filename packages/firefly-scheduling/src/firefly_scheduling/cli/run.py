@@ -1,7 +1,9 @@
 """`firefly-scheduling run`: the resident host, one long-lived process per node.
 
-Boot validation happens before the scheduler starts: a bad cron, zone, duration,
-lock provider or anchor store, or no task at all, prints the reason and exits 2.
+Boot validation happens before the scheduler starts (`hosts.boot`): a bad cron,
+zone, duration, lock provider or anchor store, a method task whose object cannot be
+built, or no task at all, prints the reason and exits 2; a lock backend that does
+not answer within `--wait-for-backend` seconds exits 3.
 SIGTERM/SIGINT stop new fires, give running bodies `--grace-period` seconds, release
 the locks and exit 0 (see `firefly_scheduling.hosts.shutdown`); a signal that comes
 while the host boots stops it before the first fire.

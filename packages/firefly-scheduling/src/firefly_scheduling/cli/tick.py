@@ -4,7 +4,8 @@ Runs every task due in the current minute, repeating sub-minute cadences until t
 minute ends, then exits. Exit status: 0 when every fire succeeded or was legitimately
 not run here (claimed elsewhere, not due, held back, overlapping); 1 when any fire's
 body failed, its lock backend failed or its lock was lost, so a CronJob alerts; 2 for
-a configuration error, with the message. `--json` prints one JSON object per fire
+a configuration error, with the message; 3 for a lock backend that did not answer at
+boot within `--wait-for-backend` seconds. `--json` prints one JSON object per fire
 instead of the summary line. SIGTERM/SIGINT (a CronJob's
 pod deleted, a deadline reached) start no further slot, give running bodies
 `--grace-period` seconds, release the locks and exit 0, as `run` does.
