@@ -100,6 +100,36 @@ def test_a_backend_that_never_answers_makes_tick_exit_3_after_the_wait(
     assert read_runs(tmp_path / "runs.log") == []
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_every_backend_answers_the_boot_probe_and_tick_runs(
+    provider: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue(PROVIDERS[provider])
+    if provider == "database":
+        migrate = subprocess.run(
+            [sys.executable, "-m", "firefly_scheduling", "migrate", "--url", url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert migrate.returncode == 0, migrate.stdout + migrate.stderr
+    node = start_node(
+        "tick",
+        f"probed-{provider}",
+        app="firefly_hostapps.minutely",
+        env=provider_env(provider, url, tmp_path, FIREFLY_SCHEDULING_HISTORY_URL="off"),
+        workdir=tmp_path,
+        args=("--wait-for-backend", "0"),
+    )
+    status = node.wait(timeout=90)
+    output = node.text()
+    assert status == 0, output
+    assert "does not answer" not in output
+    # The fire of this minute: run here, or already by another test's node this minute.
+    assert len(read_runs(tmp_path / "runs.log")) <= 1, output
+
+
 def test_a_backend_that_answers_within_the_wait_lets_run_boot(
     tmp_path: Path, redis_url: str
 ) -> None:
