@@ -80,11 +80,11 @@ async def wait_for_backend(
             if remaining <= 0:
                 raise BackendUnavailable(
                     f"the lock backend did not answer within {seconds:g}s "
-                    f"({attempts} attempt(s)): {err}. Check that the server is up and "
-                    f"reachable from this node, or wait longer with {WAIT_SOURCE}"
+                    f"({attempts} attempt(s)); check that the server is up and reachable "
+                    f"from this node, or wait longer with {WAIT_SOURCE}. The last error: {err}"
                 ) from err
             logger.warning(
-                "the lock backend does not answer yet (%s); trying again for up to %.0fs",
+                "the lock backend does not answer yet (%s); trying again for up to %.1f s",
                 err,
                 remaining,
             )
