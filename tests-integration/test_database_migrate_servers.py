@@ -85,3 +85,43 @@ def test_migrate_creates_every_table_on_postgres(postgres_schema_url: str) -> No
 
 def test_migrate_creates_every_table_on_mysql(mysql_database_url: str) -> None:
     _migrate_twice_then_use(mysql_database_url)
+
+
+STORE_TABLES = {"firefly_scheduling_anchors", "firefly_scheduling_runs"}
+
+
+def test_migrate_under_the_postgres_provider_creates_its_stores_tables(
+    postgres_schema_url: str,
+) -> None:
+    # The postgres provider keeps its anchors and run history in its own database,
+    # through this package's stores; it has no lease table.
+    result = CliRunner().invoke(
+        migrate,
+        [],
+        env={
+            "FIREFLY_SCHEDULING_LOCK_PROVIDER": "postgres",
+            "FIREFLY_SCHEDULING_LOCK_POSTGRES_URL": postgres_schema_url,
+            "FIREFLY_SCHEDULING_LOCK_DATABASE_URL": None,
+            "DATABASE_URL": None,
+        },
+    )
+    assert result.exit_code == 0, result.output
+    assert "'postgres' lock provider" in result.output
+    assert _tables(postgres_schema_url) == STORE_TABLES
+
+
+def test_migrate_under_the_mysql_provider_creates_its_stores_tables(
+    mysql_database_url: str,
+) -> None:
+    result = CliRunner().invoke(
+        migrate,
+        [],
+        env={
+            "FIREFLY_SCHEDULING_LOCK_PROVIDER": "mysql",
+            "FIREFLY_SCHEDULING_LOCK_MYSQL_URL": mysql_database_url,
+            "FIREFLY_SCHEDULING_LOCK_DATABASE_URL": None,
+            "DATABASE_URL": None,
+        },
+    )
+    assert result.exit_code == 0, result.output
+    assert _tables(mysql_database_url) == STORE_TABLES

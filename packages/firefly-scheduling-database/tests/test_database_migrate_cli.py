@@ -79,3 +79,20 @@ def test_migrate_failure_is_a_clean_message_without_the_password() -> None:
     assert "could not create table 'firefly_scheduling_locks'" in result.output
     assert SECRET not in result.output
     assert "Traceback" not in result.output
+
+
+def test_migrate_under_the_postgres_provider_blames_that_provider_for_a_missing_url() -> None:
+    result = CliRunner().invoke(
+        main,
+        ["migrate"],
+        env={
+            "FIREFLY_SCHEDULING_LOCK_PROVIDER": "postgres",
+            "FIREFLY_SCHEDULING_LOCK_POSTGRES_URL": None,
+            "FIREFLY_SCHEDULING_LOCK_DATABASE_URL": None,
+            "DATABASE_URL": None,
+        },
+    )
+    assert result.exit_code == 2, result.output
+    assert "the 'postgres' lock provider needs a URL" in result.output
+    assert "FIREFLY_SCHEDULING_LOCK_POSTGRES_URL" in result.output
+    assert "'database'" not in result.output

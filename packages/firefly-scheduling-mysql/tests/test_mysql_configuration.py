@@ -61,8 +61,8 @@ def test_query_parameters_reach_the_driver() -> None:
 @pytest.mark.parametrize(
     ("query", "problem"),
     [
-        ("pool_size=5", "unknown parameter 'pool_size'"),
-        (f"password={SECRET}", "unknown parameter 'password'"),
+        ("pool_size=5", "does not know the URL option 'pool_size'"),
+        (f"password={SECRET}", "does not know the URL option 'password'"),
         ("charset=klingon", "unknown charset 'klingon'"),
         ("read_timeout=0", "read_timeout must be a positive number"),
         ("connect_timeout=-1", "connect_timeout must be a positive number"),

@@ -75,7 +75,7 @@ def test_a_key_value_string_gets_the_client_defaults_it_leaves_unset() -> None:
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
-        (f"hots=db password={SECRET}", 'invalid connection option "***"'),
+        (f"hots=db password={SECRET}", "invalid connection option \"hots\" (did you mean 'host'?)"),
         (f"host=db password {SECRET}", 'missing "=" after "password"'),
         (f"host=db {SECRET}=x", 'invalid connection option "***"'),
         (f"host=db password='{SECRET}", "unterminated quoted string"),

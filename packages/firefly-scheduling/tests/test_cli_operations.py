@@ -84,7 +84,11 @@ def test_a_tick_that_met_a_backend_error_exits_1() -> None:
             raise LockBackendError(f"the test backend refuses {name!r}")
 
     descriptors = [task("ping", cron="* * * * *", lock_name="ping", lock_ttl=30.0)]
-    runtime = build_runtime(descriptors, Settings(), host="tick", node="t", lock=BrokenLock())
+    # Not eager: at boot such a backend is refused (exit 3, test_boot_checks); here it
+    # fails once the host runs.
+    runtime = build_runtime(
+        descriptors, Settings(), host="tick", node="t", lock=BrokenLock(), eager=False
+    )
     report = TickHost(descriptors, runtime, clock=FakeClock(MINUTE), grace_period=5.0).run()
     assert [r.verdict for r in report.results] == [Verdict.BACKEND_ERROR]
     assert report.exit_status == 1

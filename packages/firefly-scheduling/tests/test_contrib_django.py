@@ -169,8 +169,9 @@ def test_an_unknown_setting_key_is_refused_naming_it(
         "PYTHONPATH": f"{PROJECT}{os.pathsep}{tmp_path}",
     }
     done = manage(env, "firefly_tick")
-    assert done.returncode != 0
+    assert done.returncode != 0  # Django's own start-up refuses it, before any command
     assert "LOCK_PROVDER" in done.stderr
+    assert "did you mean 'LOCK_PROVIDER'" in done.stderr
 
 
 def test_lock_required_refuses_a_lock_that_excludes_nothing(scratch: dict[str, str]) -> None:

@@ -150,7 +150,7 @@ def test_non_callables_are_refused() -> None:
 )
 def test_exactly_one_trigger_when_the_decorator_runs(triggers: dict[str, str]) -> None:
     with pytest.raises(ConfigurationError, match="exactly one of cron=, fixed_rate=, fixed_delay="):
-        scheduled(**triggers)
+        scheduled(**triggers)(function_named())
 
 
 @pytest.mark.parametrize(

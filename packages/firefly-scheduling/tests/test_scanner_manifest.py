@@ -376,7 +376,10 @@ def test_resolution_prefers_the_manifest_then_the_scan(
     ScheduledManifest.compile(only_one, manifest_path)
     from_manifest = resolve_descriptors(settings)
     assert from_manifest.descriptors == tuple(only_one)
-    assert f"1 task from the compiled manifest {manifest_path}" == from_manifest.explanation
+    assert from_manifest.explanation.startswith(
+        f"1 task from the compiled manifest {manifest_path} (compiled from descriptors given"
+    )
+    assert f"FIREFLY_SCAN_PACKAGES={package} is ignored" in from_manifest.explanation
 
     explicit = resolve_descriptors(settings, packages=[package])
     assert explicit.descriptors == tuple(expected_tasks(package))

@@ -2,8 +2,8 @@
 table (SQLAlchemy 2, and its asyncio extension).
 
 `AsyncDatabaseLeaseLock` is imported on first use, like every export: SQLAlchemy's
-asyncio extension needs greenlet (the `[asyncio]` extra), which the synchronous lock,
-the anchor store and the run history do without.
+asyncio extension needs greenlet and an async driver (the core's `[database-asyncio]`
+extra), which the synchronous lock, the anchor store and the run history do without.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from firefly_scheduling.providers.lazy import lock_exports
-from firefly_scheduling_database.provider import PROVIDER
+from firefly_scheduling_database.provider import ASYNC_INSTALL, PROVIDER
 from firefly_scheduling_database.version import __version__
 
 if TYPE_CHECKING:
@@ -25,8 +25,5 @@ __all__ = ["AsyncDatabaseLeaseLock", "DatabaseLeaseLock", "__version__"]
 __getattr__ = lock_exports(
     __name__,
     PROVIDER,
-    install_hints={
-        "AsyncDatabaseLeaseLock": "SQLAlchemy's asyncio extension: pip install "
-        "'firefly-scheduling-database[asyncio]'"
-    },
+    install_hints={"AsyncDatabaseLeaseLock": f"SQLAlchemy's asyncio extension: {ASYNC_INSTALL}"},
 )

@@ -23,6 +23,12 @@ It also upgrades a 0.1.0 run-history table (keyed by target alone) to 0.2.0's ke
 deployments whose history lives on the PostgreSQL or MySQL server of the `postgres`
 or `mysql` lock provider (no lease tables there). Run it with one node, before
 starting the new version; running it again changes nothing.
+
+Without `--url`, the URL is the configured lock provider's: under the `postgres` or
+`mysql` provider (any provider whose descriptor keeps its stores at its URL), the
+tables of those stores are created there, the anchors and the run history, and no
+lease table, which that provider does not use; under any other, the `database`
+provider's URL.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ from firefly_scheduling.cli.common import ConfigurationFailure
 from firefly_scheduling.errors import ConfigurationError, FireflySchedulingError
 from firefly_scheduling.history import HistoryError
 from firefly_scheduling.history.selection import HISTORY_KEY, history_url
+from firefly_scheduling.providers import LockProvider
+from firefly_scheduling.providers.building import registered_provider, store_url_advice
 from firefly_scheduling.settings import Settings, env_var
 from firefly_scheduling.urls.redaction import scrub
 from firefly_scheduling_database.anchor_store import TABLE_NAME as ANCHORS_TABLE
@@ -46,6 +54,7 @@ from firefly_scheduling_database.history_migration import upgrade_history_table
 from firefly_scheduling_database.history_store import DEFAULT_TABLE as RUNS_TABLE
 from firefly_scheduling_database.history_store import DatabaseRunHistory
 from firefly_scheduling_database.lease_lock import DatabaseLeaseLock
+from firefly_scheduling_database.provider import PROVIDER
 from firefly_scheduling_database.schema import DEFAULT_TABLE, FENCES_SUFFIX
 
 
@@ -75,7 +84,12 @@ def migrate(url: str | None, table: str, history_only: bool) -> None:
             where, _ = describe_url(url)
             click.echo(f"run-history table {RUNS_TABLE} {done} in {where}")
             return
-        url = url or Settings.from_env().url_for("database")
+        settings = Settings.from_env()
+        keeper = None if url else _store_keeper(settings)
+        if keeper is not None:
+            _migrate_stores_of(keeper, settings)
+            return
+        url = url or settings.url_for("database")
         _install(lambda: DatabaseLeaseLock(url, table=table))
         _install(lambda: DatabaseAnchorStore(url))
         done = _upgrade_history(url)
@@ -86,6 +100,41 @@ def migrate(url: str | None, table: str, history_only: bool) -> None:
         raise click.ClickException(str(err)) from err
     tables = (table, table + FENCES_SUFFIX, ANCHORS_TABLE, RUNS_TABLE)
     click.echo(f"tables {', '.join(tables[:-1])} and {tables[-1]} are ready in {where}")
+    if done == "upgraded":
+        click.echo(f"run-history table {RUNS_TABLE} upgraded to the (lock_name, task, instant) key")
+
+
+def _store_keeper(settings: Settings) -> LockProvider | None:
+    """The configured provider when it is another one that keeps its stores at its URL."""
+    provider = registered_provider(settings)
+    if provider is None or provider.name == PROVIDER.name or not provider.stores_at_lock_url:
+        return None
+    return provider
+
+
+def _migrate_stores_of(provider: LockProvider, settings: Settings) -> None:
+    """Create the tables `provider` keeps at its URL through this package's stores."""
+    url = settings.url_for(provider)
+    source = settings.url_source(provider)
+    try:
+        if "anchor_store" in provider.stores_at_lock_url:
+            _install(lambda: DatabaseAnchorStore(url))
+        done = _upgrade_history(url) if "history_store" in provider.stores_at_lock_url else None
+    except ConfigurationError as err:
+        raise ConfigurationError(
+            f"{err} (the URL of the {provider.name!r} lock provider, from {source})"
+            f"{store_url_advice(url, settings)}"
+        ) from err
+    where, _ = describe_url(url)
+    tables = [
+        name
+        for slot, name in (("anchor_store", ANCHORS_TABLE), ("history_store", RUNS_TABLE))
+        if slot in provider.stores_at_lock_url
+    ]
+    click.echo(
+        f"tables {' and '.join(tables)} are ready in {where}: the {provider.name!r} lock "
+        "provider keeps its initial-delay anchors and run history there (it has no lease table)"
+    )
     if done == "upgraded":
         click.echo(f"run-history table {RUNS_TABLE} upgraded to the (lock_name, task, instant) key")
 

@@ -54,6 +54,8 @@ from firefly_scheduling.urls.client_encodings import (
 )
 from firefly_scheduling.urls.connection_url import parse_lock_url
 from firefly_scheduling.urls.redaction import redact_url, url_secrets
+from firefly_scheduling_database.provider import ASYNC_INSTALL
+from firefly_scheduling_database.url_options import check_query
 
 logger = logging.getLogger("firefly_scheduling.locks")
 
@@ -252,7 +254,15 @@ def async_lock_engine(
         reset_on_return=reset_on_return,
         multi_statements=multi_statements,
     )
-    engine = create_async_engine(parsed, **arguments)
+    try:
+        engine = create_async_engine(parsed, **arguments)
+    except ImportError as err:
+        # Raised here, at construction: the async driver is missing (aiosqlite...).
+        raise ConfigurationError(
+            f"the database lock provider's asyncio lock needs the async driver of "
+            f"{parsed.get_backend_name()}, {parsed.get_driver_name()}, which cannot be "
+            f"imported ({err}); install it with: {ASYNC_INSTALL}"
+        ) from None
     _prepare_connections(engine.sync_engine, url, autocommit=autocommit)
     return engine
 
@@ -277,6 +287,7 @@ def _engine_arguments(
     text, journal_given = _journal_mode(text)
     parsed = _sqlalchemy_url(text)
     parsed = parsed.set(drivername=schemes[parsed.drivername.lower()])
+    check_query(parsed, redact_url(text))
     backend = parsed.get_backend_name()
     if journal_given is not None and backend != "sqlite":
         raise ConfigurationError(

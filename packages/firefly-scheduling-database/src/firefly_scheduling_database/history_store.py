@@ -53,6 +53,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
+from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.history.base import BaseRunHistory, RunEnd, RunStart, WholeRun, refusal
 from firefly_scheduling.history.port import (
     EXPIRED_BY_PRUNE,
@@ -574,13 +575,34 @@ class DatabaseRunHistory(BaseRunHistory):
         """Check the table at boot: create it if absent, refuse a 0.1.0 one.
 
         `OldHistoryTable` (a `ConfigurationError` naming the table and the migration
-        command) when the table has another shape. An unreachable database is only
-        logged: the history never stops a fire, and the check runs again on first use.
+        command) when the table has another shape. A `ConfigurationError` too when the
+        database answers but the table is absent and cannot be created here (a role
+        without CREATE rights, a read-only session): every fire would fail to record,
+        so the host refuses to start, naming the table and `migrate --history`. An
+        unreachable database is only logged: the history never stops a fire, and the
+        check runs again on first use.
         """
         try:
             self._ensure_table()
         except (SQLAlchemyError, OSError) as err:
-            logger.warning("%r: not checked at boot, will be on first use: %s", self, err)
+            detail = err.orig if isinstance(err, DBAPIError) and err.orig is not None else err
+            problem = scrub(str(detail), self._secrets) or type(detail).__name__
+            if self._answers_without_table():
+                raise ConfigurationError(
+                    f"the run-history table {self._table.name!r} does not exist in "
+                    f"{self._target} and cannot be created there ({problem}); create it "
+                    "once with `firefly-scheduling migrate --history --url URL` under a "
+                    "role that may, or turn the history off with "
+                    "FIREFLY_SCHEDULING_HISTORY_URL=off"
+                ) from None
+            logger.warning("%r: not checked at boot, will be on first use: %s", self, problem)
+
+    def _answers_without_table(self) -> bool:
+        """Whether the database answers and has no table of this store's name."""
+        try:
+            return not sa.inspect(self._engine).has_table(self._table.name)
+        except (SQLAlchemyError, OSError):
+            return False
 
     def _call(self, doing: str, operation: Callable[[], _T]) -> _T:
         try:

@@ -9,6 +9,14 @@ from __future__ import annotations
 
 from firefly_scheduling.providers import LockProvider
 
+#: What the asyncio lock needs beyond the synchronous one: SQLAlchemy's asyncio
+#: extension (greenlet) and the async driver of the database (aiosqlite for SQLite;
+#: psycopg's own for PostgreSQL; asyncmy for MySQL).
+ASYNC_INSTALL = (
+    "pip install 'firefly-scheduling[database-asyncio]' (firefly-scheduling-database[asyncio] "
+    "and aiosqlite; add asyncmy for MySQL)"
+)
+
 PROVIDER = LockProvider(
     name="database",
     lock="firefly_scheduling_database.lease_lock:DatabaseLeaseLock",
@@ -21,4 +29,6 @@ PROVIDER = LockProvider(
     stores_at_lock_url=("anchor_store", "history_store"),
     local_file_url="sqlite:///{path}",
     extra="firefly-scheduling[database]",
+    async_install=ASYNC_INSTALL,
+    url_example="sqlite:///path/to/locks.db or postgresql://user:password@host:5432/dbname",
 )

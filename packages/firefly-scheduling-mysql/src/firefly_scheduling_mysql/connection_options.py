@@ -17,7 +17,7 @@ from pymysql.charset import charset_by_name
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.urls.client_encodings import ascii_text_problem
-from firefly_scheduling.urls.connection_url import parse_lock_url
+from firefly_scheduling.urls.connection_url import parse_lock_url, unknown_option
 from firefly_scheduling.urls.redaction import redact_url
 
 #: `mysql+pymysql` and `mariadb+pymysql` are SQLAlchemy's spellings of the same driver,
@@ -125,7 +125,7 @@ def _parameter(url: str, key: str, value: str) -> str | float | bool:
         if not math.isfinite(seconds) or seconds <= 0:
             raise _refused(url, f"{key} must be a positive number of seconds, got {value!r}")
         return seconds
-    raise _refused(url, f"unknown parameter {key!r}; accepted: {', '.join(ACCEPTED_PARAMETERS)}")
+    raise unknown_option(key, provider="mysql", known=ACCEPTED_PARAMETERS, shown=redact_url(url))
 
 
 def _refused(url: str, problem: str) -> ConfigurationError:

@@ -15,4 +15,5 @@ PROVIDER = LockProvider(
     url_fallbacks=("DATABASE_URL",),
     stores_at_lock_url=("anchor_store", "history_store"),
     extra="firefly-scheduling[mysql]",
+    url_example="mysql://user:password@host:3306/dbname",
 )

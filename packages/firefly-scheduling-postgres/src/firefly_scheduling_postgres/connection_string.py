@@ -13,7 +13,10 @@ through `redact_url` (secret values and stray words of a key=value string become
 `***`), a key=value string libpq cannot read is not shown at all, and libpq's
 complaints are repeated with anything they quote masked unless it is a libpq
 keyword or punctuation ('missing "=" after "S3cr3t"' would otherwise print a
-password typed without its key).
+password typed without its key). A parameter libpq does not know is the exception
+when its name looks like one (lower-case letters, digits and `_`): it sits where no
+value can, and is shown with the nearest keyword, so that a misspelt `sslmod=` can
+be corrected; its value is never shown.
 """
 
 from __future__ import annotations
@@ -21,15 +24,23 @@ from __future__ import annotations
 import functools
 import re
 from typing import Final
+from urllib.parse import urlsplit
 
 import psycopg
 from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.suggestions import nearest
 from firefly_scheduling.urls.client_encodings import LIBPQ_UTF8, libpq_encoding_problem
-from firefly_scheduling.urls.connection_url import parse_lock_url
-from firefly_scheduling.urls.redaction import REDACTED, redact_url, scrub, url_secrets
+from firefly_scheduling.urls.connection_url import parse_lock_url, query_names
+from firefly_scheduling.urls.redaction import (
+    REDACTED,
+    mask_option_value,
+    redact_url,
+    scrub,
+    url_secrets,
+)
 
 URL_SCHEMES: Final = ("postgresql", "postgres")
 
@@ -52,6 +63,12 @@ SECRET_KEYWORDS: Final = frozenset(
     {"password", "sslpassword", "oauth_client_secret", "scram_client_key", "scram_server_key"}
 )
 _QUOTED = re.compile(r'"([^"]*)"')
+#: libpq's complaints about a parameter it does not know: they quote its name.
+_UNKNOWN_PARAMETER = re.compile(
+    r'(invalid URI query parameter: |invalid connection option )"([^"]*)"'
+)
+#: What a parameter name looks like; anything else may be a password typed as a key.
+_PARAMETER_NAME = re.compile(r"[a-z][a-z0-9_]*")
 _KEY_VALUE_HINT = (
     "write key=value pairs separated by spaces, with a value that holds spaces or quotes "
     "in single quotes (password='a b'), or use a postgresql:// URL"
@@ -84,6 +101,8 @@ class PostgresConnection:
         # libpq only knows the lower-case URI designators.
         url = scheme + text.strip()[len(scheme) :]
         shown = redact_url(url)
+        for name in query_names(urlsplit(url).query):
+            shown = mask_option_value(shown, name) if name not in _libpq_keywords() else shown
         given = _libpq_parse(url, f"the postgres lock provider got an invalid URL {shown}")
         _refuse_other_encodings(given, shown)
         secrets = (*url_secrets(url), *_secret_values(given))
@@ -129,8 +148,17 @@ def _libpq_parse(text: str, refusal: str, *, hint: str = "") -> dict[str, str]:
 
 
 def _masked(libpq_message: str, secrets: tuple[str, ...]) -> str:
-    """libpq's message, its quoted words masked unless they are libpq keywords."""
+    """libpq's message, its quoted words masked unless they are libpq keywords.
+
+    The name of an unknown parameter is shown, with the nearest keyword.
+    """
     keywords = _libpq_keywords()
+    unknown = _UNKNOWN_PARAMETER.search(libpq_message)
+    if unknown is not None and _PARAMETER_NAME.fullmatch(unknown.group(2)):
+        name = unknown.group(2)
+        match = nearest(name, sorted(keywords))
+        guess = f" (did you mean {match!r}?)" if match is not None else ""
+        return scrub(f'{unknown.group(1)}"{name}"{guess}', secrets)
     masked = _QUOTED.sub(
         lambda quoted: quoted.group(0) if _harmless(quoted.group(1), keywords) else f'"{REDACTED}"',
         libpq_message.strip(),

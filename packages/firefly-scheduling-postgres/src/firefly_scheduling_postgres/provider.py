@@ -15,4 +15,6 @@ PROVIDER = LockProvider(
     url_fallbacks=("DATABASE_URL",),
     stores_at_lock_url=("anchor_store", "history_store"),
     extra="firefly-scheduling[postgres]",
+    # Its lock also reads libpq key=value strings; its stores need this form.
+    url_example="postgresql://user:password@host:5432/dbname",
 )

@@ -28,12 +28,15 @@ no token.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import math
 from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from redis.connection import Connection, SSLConnection, UnixDomainSocketConnection
 from redis.connection import parse_url as redis_py_parse_url
 from redis.exceptions import (
     AskError,
@@ -56,7 +59,7 @@ from firefly_scheduling.locks.pool_size import (
     check_pool_size,
     chosen_pool_size,
 )
-from firefly_scheduling.urls.connection_url import parse_lock_url
+from firefly_scheduling.urls.connection_url import parse_lock_url, query_names, unknown_option
 from firefly_scheduling.urls.redaction import redact_url, scrub, url_secrets
 
 #: One server: TCP, TLS, or a Unix socket.
@@ -87,6 +90,39 @@ CLIENT_DEFAULTS: Final[dict[str, Any]] = {
 POOL_WAIT_SECONDS: Final = 3.0
 #: The URL's query option that bounds the connections of a client built from it.
 POOL_SIZE_OPTION: Final = "pool_size"
+#: The query options a lock URL may carry besides `pool_size`: the ones redis-py reads
+#: from a URL into its connection that leave replies and round trips as the lock needs
+#: them (not `decode_responses`, which changes what a reply is, nor `max_connections`,
+#: which `pool_size` replaces). A `unix://` URL takes those its connection class has.
+URL_OPTIONS: Final = (
+    "db",
+    "username",
+    "password",
+    "client_name",
+    "protocol",
+    "socket_timeout",
+    "socket_connect_timeout",
+    "socket_keepalive",
+    "socket_read_size",
+    "health_check_interval",
+    "retry_on_timeout",
+    "lib_name",
+    "lib_version",
+)
+#: The options of a TLS URL (`rediss://`, `rediss+cluster://`) besides `URL_OPTIONS`.
+TLS_URL_OPTIONS: Final = (
+    "ssl_ca_certs",
+    "ssl_ca_path",
+    "ssl_certfile",
+    "ssl_keyfile",
+    "ssl_password",
+    "ssl_cert_reqs",
+    "ssl_check_hostname",
+    "ssl_min_version",
+    "ssl_ciphers",
+    "ssl_include_verify_flags",
+    "ssl_exclude_verify_flags",
+)
 
 
 @dataclass(frozen=True)
@@ -232,6 +268,12 @@ def parse_url(url: str, *, provider: str = "redis") -> ServerUrl:
     secrets = url_secrets(text)
     shown = redact_url(text) if cluster else redact_url(driver_url)
     driver_url, pool_size = _take_pool_size(driver_url, shown, provider)
+    known = known_options(base)
+    for name in query_names(urlsplit(driver_url).query):
+        if name not in known:
+            raise unknown_option(
+                name, provider=provider, known=(POOL_SIZE_OPTION, *known), shown=shown
+            )
     try:
         options: dict[str, Any] = redis_py_parse_url(driver_url)  # type: ignore[no-untyped-call]
     except ValueError as err:
@@ -247,6 +289,28 @@ def parse_url(url: str, *, provider: str = "redis") -> ServerUrl:
             f"the {provider} lock provider got an invalid URL {shown}: {problem}"
         )
     return ServerUrl(driver_url, cluster, shown, secrets, pool_size)
+
+
+@functools.cache
+def known_options(scheme: str) -> tuple[str, ...]:
+    """The query options a `scheme` URL (`redis`, `rediss` or `unix`) may carry.
+
+    `URL_OPTIONS` (and `TLS_URL_OPTIONS` for TLS) that the installed redis-py's
+    connection class for the scheme accepts, so a URL is never accepted here only
+    to fail inside the driver on the first command.
+    """
+    connection: type[Any] = {
+        "rediss": SSLConnection,
+        "unix": UnixDomainSocketConnection,
+    }.get(scheme, Connection)
+    accepted = {
+        parameter
+        for cls in connection.__mro__
+        if "__init__" in vars(cls)
+        for parameter in inspect.signature(vars(cls)["__init__"]).parameters
+    }
+    wanted = URL_OPTIONS + (TLS_URL_OPTIONS if scheme == "rediss" else ())
+    return tuple(option for option in wanted if option in accepted)
 
 
 def _take_pool_size(driver_url: str, shown: str, provider: str) -> tuple[str, int | None]:

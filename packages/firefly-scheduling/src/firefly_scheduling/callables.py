@@ -78,8 +78,16 @@ class CallableResolver:
             try:
                 instance = cls() if self._resolver is None else self._resolver(cls)
             except Exception as err:  # the application's constructor or container
+                advice = (
+                    "; a method task's object is made with no arguments: give __init__ "
+                    "defaults, or register the tasks with a resolver(cls) -> instance "
+                    "(register(scheduler, resolver=...), scheduled_tasks(resolver=...))"
+                    if self._resolver is None
+                    else "; check that the resolver can make it"
+                )
                 raise ConfigurationError(
-                    f"{target}: cannot instantiate {cls.__qualname__}: {type(err).__name__}: {err}"
+                    f"{target}: cannot instantiate {cls.__qualname__}: "
+                    f"{type(err).__name__}: {err}{advice}"
                 ) from err
             self._instances[cls] = instance
         return instance

@@ -57,6 +57,16 @@ _DAY_NAMES = frozenset(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])
 _NUMERIC_FIELD = re.compile(r"[0-9*,/\-]+")
 _NAMED_FIELD = re.compile(r"[0-9A-Za-z*,/\-]+")
 _FIELD_NAMES = ("minute", "hour", "day-of-month", "month", "day-of-week")
+#: The values each field takes (day-of-week 7 is Sunday, as 0 is).
+_FIELD_RANGES = {
+    "minute": (0, 59),
+    "hour": (0, 23),
+    "day-of-month": (1, 31),
+    "month": (1, 12),
+    "day-of-week": (0, 7),
+}
+#: A field item's values: the part before any `/step` (a step is a count, not a value).
+_VALUES = re.compile(r"[0-9]+")
 # Wide enough to contain any repeated wall-clock hour (Lord Howe's 30 minutes up to
 # historical double summer time's 2 hours).
 _DST_LOOKAROUND = timedelta(hours=3)
@@ -277,3 +287,10 @@ def _check_field(name: str, part: str) -> None:
             f"has a non-standard {name} field {part!r}: use numbers, '*', ',', '-', '/'"
             + (" and three-letter English names" if names else "")
         )
+    low, high = _FIELD_RANGES[name]
+    for item in part.split(","):
+        for value in _VALUES.findall(item.partition("/")[0]):
+            if not low <= int(value) <= high:
+                raise _CronRefusal(
+                    f"has a {name} field {part!r} where {int(value)} is out of range {low}-{high}"
+                )

@@ -5,8 +5,8 @@ The decorator only attaches a validated `ScheduledDescriptor` to the function un
 starts nothing, so importing a module of tasks has no effect beyond defining them;
 the scanner finds them later, and hosts decide when they run.
 
-Every value is checked when the decorator runs (at import), so a typo in a cron or
-a duration fails at once with the task target in the message.
+Every value is checked when the decorator is applied (at import), so a typo in a
+cron or a duration fails at once with the task target in the message.
 """
 
 from __future__ import annotations
@@ -58,15 +58,15 @@ def scheduled(
         )
         if value is not None
     ]
-    if len(given) != 1:
-        raise ConfigurationError(
-            "@scheduled needs exactly one of cron=, fixed_rate=, fixed_delay=; "
-            f"got {', '.join(given) or 'none'}"
-        )
 
     def decorate(task: TaskFunction) -> TaskFunction:
         function = _plain_function(task)
         target = validate_target(f"{function.__module__}:{function.__qualname__}")
+        if len(given) != 1:
+            raise ConfigurationError(
+                f"{target}: @scheduled needs exactly one of cron=, fixed_rate=, fixed_delay=; "
+                f"got {', '.join(given) or 'none'}"
+            )
         if descriptor_of(function) is not None:
             raise ConfigurationError(f"{target}: @scheduled is applied twice; use one schedule")
         lock_name = _lock_name(lock, target)

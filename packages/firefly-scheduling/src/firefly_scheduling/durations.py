@@ -10,6 +10,9 @@ Accepted forms (the grammar is in docs/scheduling.md):
 * a bare number of seconds, as text (`90`, `1.5`) or as an int or float;
 * an ISO-8601 duration with fixed-length parts only: weeks, days, hours, minutes and
   seconds (`PT5M`, `PT1H30M`, `P1D`, `P1DT2H`, `PT0.5S`, `P2W`);
+* a cadence as `firefly-scheduling schedule --host tick` prints it (`Cadence.describe`):
+  `every second`, `every N seconds`, `every minute`, `every N minutes`, `hourly`,
+  `daily`, `weekly` (any case), so what a listing shows can be written back as is;
 * a `datetime.timedelta`.
 
 Every duration lies between `MIN_DURATION_SECONDS` (1 ms) and `MAX_DURATION_SECONDS`
@@ -71,6 +74,16 @@ _ISO = re.compile(
     rf"(?:T(?:(?P<hours>{_NUMBER})H)?(?:(?P<minutes>{_NUMBER})M)?(?:(?P<seconds>{_NUMBER})S)?)?",
     re.ASCII,
 )
+#: The cadence phrases without a number, and those with one (`every 5 minutes`).
+_PHRASES: Final[dict[str, Decimal]] = {
+    "every second": Decimal(1),
+    "every minute": Decimal(60),
+    "hourly": Decimal(3600),
+    "daily": Decimal(86400),
+    "weekly": Decimal(604800),
+}
+_EVERY = re.compile(r"every\s+(?P<amount>[0-9]+)\s+(?P<unit>seconds|minutes)", re.ASCII)
+_EVERY_UNIT: Final[dict[str, Decimal]] = {"seconds": Decimal(1), "minutes": Decimal(60)}
 _ISO_SECONDS: Final[dict[str, Decimal]] = {
     "weeks": Decimal(604800),
     "days": Decimal(86400),
@@ -85,7 +98,7 @@ _LONGEST_SHOWN = 60
 
 ACCEPTED_FORMS = (
     "250ms, 30s, 5m, 1h, 2d, compounds such as 1h30m or 2m30s, a number of seconds, "
-    "or ISO-8601 such as PT5M or P1D"
+    "ISO-8601 such as PT5M or P1D, or a cadence such as 'every 5 minutes' or 'hourly'"
 )
 BOUNDS = "from 1ms to 366d"
 
@@ -117,6 +130,12 @@ def _parse_text(value: str, source: str) -> Decimal:
     match = _COMPOUND.fullmatch(text)
     if text and match is not None:
         return _total(match.groupdict(), _UNIT_SECONDS)
+    phrase = " ".join(text.lower().split())
+    if phrase in _PHRASES:
+        return _PHRASES[phrase]
+    every = _EVERY.fullmatch(phrase)
+    if every is not None:
+        return Decimal(every["amount"]) * _EVERY_UNIT[every["unit"]]
     if any(character.isdigit() and not character.isascii() for character in text):
         raise DurationError(
             f"{source}: cannot read {_shown(value)} as a duration: write numbers with the "

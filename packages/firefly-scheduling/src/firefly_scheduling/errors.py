@@ -32,3 +32,12 @@ class LockBackendError(FireflySchedulingError):
     run, so a task never runs unlocked because its lock server was down. The message
     names the backend and a redacted address, never a password.
     """
+
+
+class BackendUnavailable(LockBackendError):
+    """The lock backend did not answer at boot within the wait allowed; the host refuses.
+
+    `run` and `tick` exit with status 3 (`BACKEND_UNAVAILABLE_EXIT`) on it, so an
+    orchestrator tells "the server is down" (retry later) from a configuration error
+    (exit 2, fix the input).
+    """

@@ -6,7 +6,9 @@ thousands of tasks costs one JSON read plus boot validation.
 
 The file is written atomically (temporary file in the same directory, fsync,
 `os.replace`), so a reader never sees half a manifest. It holds no timestamp: the
-same tasks always compile to the same bytes. The format is described in
+same sources always compile to the same bytes. It holds the fingerprint of the
+scanned packages' sources (`manifest_sources`), so a host can tell that a package
+changed after it was compiled (`sources_changed`). The format is described in
 `firefly_scheduling.manifest_format`.
 """
 
@@ -23,7 +25,8 @@ from pathlib import Path
 
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.manifest_format import decode, encode
+from firefly_scheduling.manifest_format import decode, decode_sources, encode
+from firefly_scheduling.manifest_sources import source_fingerprint
 from firefly_scheduling.validation import validate_descriptors
 
 
@@ -35,6 +38,8 @@ class ScheduledManifest:
     descriptors: tuple[ScheduledDescriptor, ...]
     #: The packages that were scanned to compile it (used by `cache --check`).
     packages: tuple[str, ...] = ()
+    #: The fingerprint of those packages' sources when it was compiled, if known.
+    sources: str | None = None
 
     @classmethod
     def compile(
@@ -44,9 +49,13 @@ class ScheduledManifest:
         *,
         packages: Sequence[str] = (),
     ) -> ScheduledManifest:
-        """Validate `descriptors` and write them to `path` atomically; return the manifest."""
+        """Validate `descriptors` and write them to `path` atomically; return the manifest.
+
+        The fingerprint of `packages`' sources is recorded with them, when found.
+        """
         tasks = _sorted_unique(validate_descriptors(descriptors))
-        manifest = cls(Path(path), tasks, tuple(packages))
+        sources = source_fingerprint(packages) if packages else None
+        manifest = cls(Path(path), tasks, tuple(packages), sources)
         _write_atomically(manifest.path, manifest.to_json())
         return manifest
 
@@ -71,6 +80,7 @@ class ScheduledManifest:
             raise ConfigurationError(f"manifest {location} cannot be read: {err}") from err
         try:
             packages, descriptors = decode(document)
+            sources = decode_sources(document)
         except ConfigurationError as err:
             raise ConfigurationError(f"manifest {location}: {err}") from err
         except (TypeError, ValueError) as err:
@@ -80,11 +90,21 @@ class ScheduledManifest:
             raise ConfigurationError(
                 f"manifest {location} is malformed: tasks are not unique and sorted by target"
             )
-        return cls(location, descriptors, packages)
+        return cls(location, descriptors, packages, sources)
 
     def to_json(self) -> str:
         """The manifest's exact file content."""
-        return encode(self.descriptors, self.packages)
+        return encode(self.descriptors, self.packages, self.sources)
+
+    def sources_changed(self) -> bool:
+        """Whether its packages' sources differ from when it was compiled (reads, never imports).
+
+        False when that cannot be told: no fingerprint recorded, or the sources not found.
+        """
+        if self.sources is None or not self.packages:
+            return False
+        now = source_fingerprint(self.packages)
+        return now is not None and now != self.sources
 
     def stale_reason(self, fresh: Iterable[ScheduledDescriptor]) -> str | None:
         """Why this manifest differs from a fresh scan's `fresh` tasks, or None if it matches."""

@@ -5,6 +5,7 @@ distinct schedule (trigger, zone, durations, lock TTL) once, and each task as a
 row naming its target, its schedule and its lock::
 
     {"format": "firefly-scheduling-manifest", "version": 1, "packages": ["app"],
+     "sources": "sha256:9f2c...",
      "schedules": [
     {"fixed_rate":30.0,"lock_ttl":30.0},
     {"cron":"0 3 * * *","zone":"Europe/Paris"}
@@ -15,8 +16,12 @@ row naming its target, its schedule and its lock::
     ["app.sync:pull",0,"shared-sync"]
     ]}
 
-A task's lock is `null` (unlocked), `true` (the lock is named after the target,
-as `lock=True` does) or an explicit lock name. Tasks are sorted by target, one per
+`sources` is the fingerprint of the scanned packages' source files
+(`manifest_sources`), by which a host tells that they changed after compiling; a
+manifest without it (compiled by an older version, or from descriptors alone) is
+read as well, and its freshness is not checked. A task's lock is `null`
+(unlocked), `true` (the lock is named after the target, as `lock=True` does) or an
+explicit lock name. Tasks are sorted by target, one per
 line, so a diff of two manifests reads task by task.
 
 Decoding validates a schedule once, with the first task that uses it (which the
@@ -43,7 +48,11 @@ _DIRECT_CONSTRUCTION = not hasattr(ScheduledDescriptor, "__post_init__") and not
 )
 
 
-def encode(descriptors: Sequence[ScheduledDescriptor], packages: Sequence[str]) -> str:
+def encode(
+    descriptors: Sequence[ScheduledDescriptor],
+    packages: Sequence[str],
+    sources: str | None = None,
+) -> str:
     """The file content for `descriptors` (already validated, sorted and unique)."""
     schedules: dict[tuple[tuple[str, Any], ...], int] = {}
     rows = []
@@ -56,9 +65,10 @@ def encode(descriptors: Sequence[ScheduledDescriptor], packages: Sequence[str]) 
         index = schedules.setdefault(schedule, len(schedules))
         lock = True if descriptor.lock_name == descriptor.target else descriptor.lock_name
         rows.append([descriptor.target, index, lock])
-    head = json.dumps(
-        {"format": FORMAT, "version": VERSION, "packages": list(packages)}, ensure_ascii=False
-    )
+    header: dict[str, object] = {"format": FORMAT, "version": VERSION, "packages": list(packages)}
+    if sources is not None:
+        header["sources"] = sources
+    head = json.dumps(header, ensure_ascii=False)
     return (
         f'{head[:-1]},\n "schedules": [\n{_lines(dict(schedule) for schedule in schedules)}\n],\n'
         f' "tasks": [\n{_lines(rows)}\n]}}\n'
@@ -66,7 +76,7 @@ def encode(descriptors: Sequence[ScheduledDescriptor], packages: Sequence[str]) 
 
 
 def decode(document: object) -> tuple[tuple[str, ...], tuple[ScheduledDescriptor, ...]]:
-    """The packages and validated descriptors of a parsed manifest document.
+    """The packages and validated descriptors of a parsed manifest document (`sources` apart).
 
     Raises `ValueError`/`TypeError` for a malformed document and `ConfigurationError`
     naming the task for an invalid value; the caller adds the path.
@@ -84,6 +94,14 @@ def decode(document: object) -> tuple[tuple[str, ...], tuple[ScheduledDescriptor
         raise ValueError("'packages' must be a list of package names")
     schedules = [_schedule(raw) for raw in _list(document, "schedules")]
     return tuple(packages), _tasks(_list(document, "tasks"), schedules)
+
+
+def decode_sources(document: dict[str, object]) -> str | None:
+    """The `sources` fingerprint of a parsed manifest document, if it records one."""
+    sources = document.get("sources")
+    if sources is not None and not isinstance(sources, str):
+        raise ValueError("'sources' must be a fingerprint string")
+    return sources
 
 
 def _tasks(rows: list[Any], schedules: list[dict[str, Any]]) -> tuple[ScheduledDescriptor, ...]:

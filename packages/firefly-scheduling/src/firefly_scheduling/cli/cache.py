@@ -1,10 +1,13 @@
 """`firefly-scheduling cache [--check]`: compile the manifest, or check that it is fresh.
 
 Without `--check` it scans the packages (`--app`, else `FIREFLY_SCAN_PACKAGES`) and
-writes the manifest atomically. With `--check` it writes nothing: it exits 0 when
-the manifest matches a fresh scan and 1 when it is missing, unreadable or stale,
-so a CI step or a deploy hook can refuse an outdated build. Configuration errors
-(nothing to scan, a package that fails to import) exit 2.
+writes the manifest atomically; a scan that finds no task writes nothing and exits
+2 (a manifest of no task would make every host refuse to start). With `--check` it
+writes nothing: it exits 0 when the manifest matches a fresh scan and 1 when it is
+missing, unreadable or stale (its tasks, or the fingerprint of its packages'
+sources that hosts check at boot), so a CI step or a deploy hook can refuse an
+outdated build. Configuration errors (nothing to scan, a package that fails to
+import) exit 2.
 """
 
 from __future__ import annotations
@@ -40,7 +43,14 @@ def cache(
         raise ConfigurationError(
             f"nothing to scan: set {SCAN_PACKAGES_VARIABLE} or pass --app PACKAGE"
         )
-    compiled = ScheduledManifest.compile(scan(packages), path, packages=packages)
+    found = scan(packages)
+    if not found:
+        raise ConfigurationError(
+            f"no @scheduled task in {', '.join(packages)}: nothing written to {path}; check "
+            "the package names (--app or FIREFLY_SCAN_PACKAGES), and that the tasks are "
+            "defined at module or class level in modules below them"
+        )
+    compiled = ScheduledManifest.compile(found, path, packages=packages)
     click.echo(f"wrote {len(compiled.descriptors)} task(s) from {', '.join(packages)} to {path}")
 
 
@@ -63,4 +73,10 @@ def _check(path: Path, packages: list[str]) -> None:
     reason = current.stale_reason(scan(wanted))
     if reason is not None:
         raise click.ClickException(f"{reason}; run `firefly-scheduling cache`")
+    if current.sources_changed():
+        raise click.ClickException(
+            f"manifest {path} holds the current tasks, but the sources of "
+            f"{', '.join(current.packages)} changed after it was compiled, so hosts warn "
+            "that it may be stale; run `firefly-scheduling cache`"
+        )
     click.echo(f"manifest {path} is up to date ({len(current.descriptors)} task(s))")

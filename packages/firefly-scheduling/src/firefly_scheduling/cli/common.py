@@ -3,6 +3,8 @@
 * A `ConfigurationError` raised by any command (a bad cron, an unknown zone, a
   package that fails to import) is printed as `Error: <message>` and exits with
   status 2, without a traceback: it is the operator's input that needs fixing.
+* `BackendUnavailable` (the lock backend did not answer at boot within the wait)
+  exits with status 3, so that a supervisor can tell "retry later" from "fix it".
 * `task_source_options` adds `--app`, `--manifest` and `--path` to a command, and
   `discover_tasks` turns them into tasks, so `schedule`, `cache` and the hosts
   find tasks identically.
@@ -20,10 +22,11 @@ from typing import Any, TypeVar
 import click
 
 from firefly_scheduling.discovery import DiscoveredTasks, resolve_descriptors
-from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.errors import BackendUnavailable, ConfigurationError
 from firefly_scheduling.settings import Settings
 
 CONFIGURATION_ERROR_EXIT = 2
+BACKEND_UNAVAILABLE_EXIT = 3
 
 Command = TypeVar("Command", bound=Callable[..., Any])
 
@@ -34,8 +37,21 @@ class ConfigurationFailure(click.ClickException):
     exit_code = CONFIGURATION_ERROR_EXIT
 
 
+class BackendUnavailableFailure(click.ClickException):
+    """The lock backend did not answer at boot: message only, exit status 3."""
+
+    exit_code = BACKEND_UNAVAILABLE_EXIT
+
+
+def reported(err: Exception) -> click.ClickException:
+    """The click error a refusal is reported as: its message, and its exit status."""
+    if isinstance(err, BackendUnavailable):
+        return BackendUnavailableFailure(str(err))
+    return ConfigurationFailure(str(err))
+
+
 class FireflyGroup(click.Group):
-    """A click group that turns `ConfigurationError`s into exit 2 and loads plugin commands.
+    """A click group that turns refusals into exit 2 (or 3) and loads plugin commands.
 
     Plugin commands come from an entry-point group and are imported lazily, so an
     installed adapter's dependencies are not loaded for unrelated commands. A
@@ -59,8 +75,8 @@ class FireflyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except ConfigurationError as err:
-            raise ConfigurationFailure(str(err)) from err
+        except (ConfigurationError, BackendUnavailable) as err:
+            raise reported(err) from err
 
     def _plugins(self) -> dict[str, EntryPoint]:
         if self.plugin_group is None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from typing import Literal
 
 from rich.console import Console
 from rich.table import Table
 
+from firefly_scheduling.cli.output import text_column
 from firefly_scheduling.fires.outcome import verdict_words
 from firefly_scheduling.hosts.fire_log import FireRecord
 
@@ -111,22 +113,25 @@ def print_summary(console: Console, tallies: dict[str, TaskTally], app: str | No
     table = Table(title=f"per task of {app}" if app else "per task", title_justify="left")
     # A target is a name: never cut or folded; the other columns wrap around it.
     table.add_column("task", no_wrap=True, min_width=max(map(len, names.values()), default=4))
-    for header in ("locked", "fires", "runs", "duplicates", "runs per node", "not run: why"):
-        table.add_column(header, justify="right" if header in _NUMBERS else "left")
-    for target in sorted(tallies):
-        tally = tallies[target]
-        duplicates = str(tally.duplicates) if tally.locked else "-"
-        style = "red" if tally.locked and tally.duplicates else None
-        table.add_row(
-            names[target],
-            "yes" if tally.locked else "no",
-            str(len(tally.fires)),
-            str(sum(tally.runs.values())),
-            duplicates,
-            ", ".join(f"{node}: {count}" for node, count in sorted(tally.by_node.items())),
-            ", ".join(f"{verdict}: {count}" for verdict, count in tally.not_run.most_common()),
-            style=style,
+    rows = [
+        (
+            "yes" if tallies[target].locked else "no",
+            str(len(tallies[target].fires)),
+            str(sum(tallies[target].runs.values())),
+            str(tallies[target].duplicates) if tallies[target].locked else "-",
+            ", ".join(f"{node}: {n}" for node, n in sorted(tallies[target].by_node.items())),
+            ", ".join(f"{why}: {n}" for why, n in tallies[target].not_run.most_common()),
         )
+        for target in sorted(tallies)
+    ]
+    headers = ("locked", "fires", "runs", "duplicates", "runs per node", "not run: why")
+    for index, header in enumerate(headers):
+        justify: Literal["left", "right"] = "right" if header in _NUMBERS else "left"
+        text_column(table, header, (row[index] for row in rows), justify=justify)
+    for target, row in zip(sorted(tallies), rows, strict=True):
+        tally = tallies[target]
+        style = "red" if tally.locked and tally.duplicates else None
+        table.add_row(names[target], *row, style=style)
     console.print(table)
 
 

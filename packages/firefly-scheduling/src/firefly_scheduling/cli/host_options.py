@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
@@ -27,7 +28,7 @@ from firefly_scheduling.hosts.fire_log import FireLog
 from firefly_scheduling.hosts.fires import FireObserver
 from firefly_scheduling.hosts.runtime import TaskRuntime
 from firefly_scheduling.hosts.shutdown import DEFAULT_GRACE_PERIOD_SECONDS
-from firefly_scheduling.settings import Settings
+from firefly_scheduling.settings import Settings, configured_node
 
 LOG_FORMATS = ("text", "json")
 
@@ -44,17 +45,24 @@ class HostOptions:
     fire_log: Path | None
     grace_period: float
     max_workers: int | None
+    wait_for_backend: float | None
     log_level: str
     log_format: str
 
     def boot(self, host: str) -> tuple[TaskRuntime, tuple[ScheduledDescriptor, ...]]:
-        """Settings, validated tasks, logging and the runtime of the `host` command."""
+        """Logging, settings, validated tasks and the runtime of the `host` command."""
+        # Logging first: reading the settings may already warn (an unknown variable).
+        node = self.node or configured_node(os.environ)
+        configure_logging(self.log_level, node, self.log_format)
         settings, descriptors = prepare_host(
             self.apps, self.manifest, self.paths, self.lock_provider, self.node
         )
-        configure_logging(self.log_level, settings.node, self.log_format)
         runtime = build_runtime(
-            descriptors, settings, host=host, observers=observers_for(self.fire_log)
+            descriptors,
+            settings,
+            host=host,
+            observers=observers_for(self.fire_log),
+            wait_for_backend_seconds=self.wait_for_backend,
         )
         return runtime, descriptors
 
@@ -62,13 +70,21 @@ class HostOptions:
 _HOST_OPTION_NAMES = tuple(field.name for field in fields(HostOptions))
 
 
-def host_options(command: Callable[..., None]) -> Callable[..., None]:
+def host_options(*, worker_ceiling: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """The options `run` and `tick` share: task source, lock provider, node, grace, logging.
 
     The command receives them as one `HostOptions`, its first argument, followed by
-    its own options as keywords.
+    its own options as keywords. `worker_ceiling` is the host's default bound on its
+    threads, which `--max-workers` states.
     """
 
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        return _with_host_options(command, worker_ceiling)
+
+    return decorate
+
+
+def _with_host_options(command: Callable[..., None], worker_ceiling: int) -> Callable[..., None]:
     @functools.wraps(command)
     def with_host_options(**given: Any) -> None:
         shared = {name: given.pop(name) for name in _HOST_OPTION_NAMES}
@@ -107,7 +123,17 @@ def host_options(command: Callable[..., None]) -> Callable[..., None]:
             default=None,
             metavar="N",
             help="Threads that run task bodies on this node [default: one per task, at most "
-            "64]. Fewer threads cost less CPU per fire on a busy node (docs/scaling.md).",
+            f"{worker_ceiling}]. Fewer threads cost less CPU per fire on a busy node "
+            "(docs/scaling.md).",
+        ),
+        click.option(
+            "--wait-for-backend",
+            type=click.FloatRange(min=0),
+            default=None,
+            metavar="SECONDS",
+            help="How long to retry a lock backend that does not answer at boot before "
+            "exiting 3, overriding FIREFLY_SCHEDULING_WAIT_FOR_BACKEND [default: 30; 0 "
+            "tries once].",
         ),
         click.option(
             "--log-level",

@@ -23,6 +23,10 @@ count as a success yet.
 "problems": [reason, ...]}` (`judged` is false while no fire was due since the
 task was first seen; `first_seen` and `first_due` are null where the sightings are
 not kept).
+
+The lock backend is asked first (`backend_check`): one that does not answer, or
+refuses a claim, is a problem of its own (`FAIL lock backend ...`, exit 1; in JSON a
+row whose `target` is null), with or without a run history to read.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from pathlib import Path
 
 import click
 
+from firefly_scheduling.cli.backend_check import BACKEND_TARGET, backend_problem
 from firefly_scheduling.cli.common import discover_tasks, settings_for, task_source_options
 from firefly_scheduling.cli.first_sightings import first_sightings
 from firefly_scheduling.cli.output import echo_json_lines, iso, json_option
@@ -213,6 +218,15 @@ def monitor(
     """Exit 1 if a task has not succeeded lately or failed recently, saying why."""
     window = timedelta(seconds=parse_duration(failures_within, source="--failures-within"))
     discovered = discover_tasks(apps, manifest, paths)
+    backend = backend_problem(settings_for(manifest))
+    if backend is not None:
+        if as_json:
+            echo_json_lines(
+                [{"target": None, "healthy": False, "last_success": None, "problems": [backend]}]
+            )
+        else:
+            click.echo(f"FAIL {BACKEND_TARGET} {backend}")
+        raise SystemExit(1)
     history = require_history()
     store = resolve_anchor_store(settings_for(manifest))
     now = datetime.now(UTC)

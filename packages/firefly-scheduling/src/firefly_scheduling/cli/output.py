@@ -8,7 +8,9 @@
 * `console()` gives tables a width when the output is a pipe (rich's 80 columns
   would fold every row), and `target_column` keeps a task's target on one line:
   it is an identifier, and a target broken mid-word cannot be searched for or
-  copied back into a command.
+  copied back into a command. Every other column is a `text_column`: it wraps
+  between words only, being at least as wide as its longest word, so a date or a
+  duration is never cut in two on a narrow terminal.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import click
 from rich.console import Console
@@ -66,6 +68,31 @@ def target_column(table: Table, header: str, targets: Iterable[str]) -> None:
     """
     widest = max((len(target) for target in targets), default=len(header))
     table.add_column(header, no_wrap=True, min_width=max(widest, len(header)))
+
+
+#: The widest a free-text column's longest word makes it (an error's URL, say): a word
+#: longer than that is folded rather than widening the table past any terminal.
+LONGEST_WORD = 40
+
+
+def text_column(
+    table: Table,
+    header: str,
+    values: Iterable[str],
+    *,
+    justify: Literal["left", "right"] = "left",
+    longest_word: int | None = None,
+) -> None:
+    """Add a column that wraps between words only: as wide as its longest word at least.
+
+    `values` are the column's cells as plain text (markup removed); `longest_word`
+    caps that width for free text, whose rare long word is then folded.
+    """
+    words = [word for value in values for word in value.split()] + header.split()
+    widest = max((len(word) for word in words), default=1)
+    if longest_word is not None:
+        widest = min(widest, longest_word)
+    table.add_column(header, min_width=widest, overflow="fold", justify=justify)
 
 
 #: The narrowest a folding column is given when a table must widen past the console.

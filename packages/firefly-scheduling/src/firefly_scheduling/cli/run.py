@@ -1,7 +1,9 @@
 """`firefly-scheduling run`: the resident host, one long-lived process per node.
 
-Boot validation happens before the scheduler starts: a bad cron, zone, duration,
-lock provider or anchor store, or no task at all, prints the reason and exits 2.
+Boot validation happens before the scheduler starts (`hosts.boot`): a bad cron,
+zone, duration, lock provider or anchor store, a method task whose object cannot be
+built, or no task at all, prints the reason and exits 2; a lock backend that does
+not answer within `--wait-for-backend` seconds exits 3.
 SIGTERM/SIGINT stop new fires, give running bodies `--grace-period` seconds, release
 the locks and exit 0 (see `firefly_scheduling.hosts.shutdown`); a signal that comes
 while the host boots stops it before the first fire.
@@ -21,10 +23,11 @@ from firefly_scheduling.hosts.health import Heartbeat, threaded_host_health
 from firefly_scheduling.hosts.health_server import HealthServer
 from firefly_scheduling.hosts.resident import ResidentHost
 from firefly_scheduling.hosts.shutdown import StopRequest, ignore_stop_signals, stop_on_signals
+from firefly_scheduling.hosts.workers import RESIDENT_MAX_WORKERS
 
 
 @click.command()
-@host_options
+@host_options(worker_ceiling=RESIDENT_MAX_WORKERS)
 @click.option(
     "--health-port",
     type=click.IntRange(min=0, max=65535),

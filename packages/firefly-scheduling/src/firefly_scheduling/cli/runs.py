@@ -16,12 +16,14 @@ from rich.console import Console
 from rich.table import Table
 
 from firefly_scheduling.cli.output import (
+    LONGEST_WORD,
     console,
     echo_json_lines,
     iso,
     json_option,
     print_table,
     target_column,
+    text_column,
 )
 from firefly_scheduling.durations import format_elapsed
 from firefly_scheduling.history import HistoryError, RunRecord, RunState, require_history
@@ -95,27 +97,30 @@ def render_runs(records: Sequence[RunRecord], console: Console, task: str | None
         console.print(f"[bold yellow]no run recorded{scope}[/]")
         return
     table = Table(title="Runs, newest fire first", title_justify="left")
-    table.add_column("Fire (UTC)", overflow="fold")
-    target_column(table, "Task", (record.task for record in records))
-    target_column(table, "Lock", (record.lock for record in records))
-    for header in ("State", "Try", "Node", "Started", "Took", "Token"):
-        table.add_column(header, overflow="fold")
-    table.add_column("Error / reason", overflow="fold")
-    for record in records:
-        style = _STATE_STYLE[record.state]
-        duration = record.duration
-        table.add_row(
+    rows = [
+        (
             _when(record.instant),
             record.task,
             record.lock,
-            f"[{style}]{record.state.value}[/]",
+            record.state.value,
             str(record.attempt),
             record.node,
             _NONE if record.started_at is None else _when(record.started_at),
-            _NONE if duration is None else format_elapsed(duration),
+            _NONE if record.duration is None else format_elapsed(record.duration),
             _NONE if record.token is None else str(record.token),
             record.error or _NONE,
         )
+        for record in records
+    ]
+    text_column(table, "Fire (UTC)", (row[0] for row in rows))
+    target_column(table, "Task", (record.task for record in records))
+    target_column(table, "Lock", (record.lock for record in records))
+    for index, header in enumerate(("State", "Try", "Node", "Started", "Took", "Token"), 3):
+        text_column(table, header, (row[index] for row in rows))
+    text_column(table, "Error / reason", (row[9] for row in rows), longest_word=LONGEST_WORD)
+    for record, row in zip(records, rows, strict=True):
+        state = f"[{_STATE_STYLE[record.state]}]{row[3]}[/]"
+        table.add_row(*row[:3], state, *row[4:])
     print_table(console, table)
 
 

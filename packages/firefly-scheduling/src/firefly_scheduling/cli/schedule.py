@@ -34,6 +34,7 @@ from firefly_scheduling.cli.output import (
     json_option,
     print_table,
     target_column,
+    text_column,
 )
 from firefly_scheduling.cron import CronSchedule
 from firefly_scheduling.descriptor import ScheduledDescriptor
@@ -166,15 +167,26 @@ def render_schedule(
         return
     title = f"{explanation}; as `firefly-scheduling {host}` runs them"
     table = Table(title=title, title_justify="left", show_lines=True)
-    target_column(table, "Target", (d.target for d in descriptors))
-    for header in ("Schedule", "Zone", "Lock", "Initial delay", "Next fire"):
-        table.add_column(header, overflow="fold")
-    for descriptor in descriptors:
-        row = schedule_row(descriptor, now, host, (first_run or {}).get(descriptor.target))
-        schedule_text = row.trigger if host == "run" else row.under_tick
-        table.add_row(
-            row.target, schedule_text, row.zone, row.lock, row.initial_delay, row.next_fire
+    cells = [
+        (
+            row.target,
+            row.trigger if host == "run" else row.under_tick,
+            row.zone,
+            row.lock,
+            row.initial_delay,
+            row.next_fire,
         )
+        for row in (
+            schedule_row(descriptor, now, host, (first_run or {}).get(descriptor.target))
+            for descriptor in descriptors
+        )
+    ]
+    target_column(table, "Target", (d.target for d in descriptors))
+    headers = ("Schedule", "Zone", "Lock", "Initial delay", "Next fire")
+    for index, header in enumerate(headers, start=1):
+        text_column(table, header, (row[index] for row in cells))
+    for row in cells:
+        table.add_row(*row)
     print_table(console, table)
 
 

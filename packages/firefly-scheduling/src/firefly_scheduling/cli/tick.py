@@ -4,7 +4,8 @@ Runs every task due in the current minute, repeating sub-minute cadences until t
 minute ends, then exits. Exit status: 0 when every fire succeeded or was legitimately
 not run here (claimed elsewhere, not due, held back, overlapping); 1 when any fire's
 body failed, its lock backend failed or its lock was lost, so a CronJob alerts; 2 for
-a configuration error, with the message. `--json` prints one JSON object per fire
+a configuration error, with the message; 3 for a lock backend that did not answer at
+boot within `--wait-for-backend` seconds. `--json` prints one JSON object per fire
 touched instead of the summary line, each with its error (a run abandoned at
 shutdown included). SIGTERM/SIGINT (a CronJob's pod deleted, a deadline reached)
 start no further slot, give running bodies `--grace-period` seconds and release the
@@ -27,10 +28,11 @@ from firefly_scheduling.hosts.shutdown import (
     stop_on_signals,
 )
 from firefly_scheduling.hosts.tick import TickHost
+from firefly_scheduling.hosts.workers import TICK_MAX_WORKERS
 
 
 @click.command()
-@host_options
+@host_options(worker_ceiling=TICK_MAX_WORKERS)
 @json_option
 def tick(options: HostOptions, *, as_json: bool) -> None:
     """Run what is due in the current minute, then exit (the cron-driven host)."""

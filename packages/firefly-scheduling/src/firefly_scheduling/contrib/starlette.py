@@ -43,7 +43,7 @@ from firefly_scheduling.callables import Resolver
 from firefly_scheduling.contrib.asgi_health import SchedulingHealth
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.discovery import resolve_descriptors
-from firefly_scheduling.hosts.aio_boot import build_async_runtime
+from firefly_scheduling.hosts.aio_boot import build_async_runtime, wait_for_async_backend
 from firefly_scheduling.hosts.aio_host import AsyncHost
 from firefly_scheduling.hosts.boot import validated
 from firefly_scheduling.hosts.fires import FireObserver
@@ -67,6 +67,7 @@ async def scheduled_tasks(
     grace_period: float = DEFAULT_GRACE_PERIOD_SECONDS,
     observers: Sequence[FireObserver] = (),
     health: SchedulingHealth | None = None,
+    wait_for_backend: float | None = None,
 ) -> AsyncIterator[AsyncHost]:
     """Run the tasks on the running loop while the block runs; yield the host.
 
@@ -78,9 +79,12 @@ async def scheduled_tasks(
     * `resolver(cls) -> instance` supplies the object a method task runs on.
     * `grace_period`: how long running fires may finish at shutdown.
     * `health`: a `SchedulingHealth` to answer `livez`/`readyz` for this host.
+    * `wait_for_backend`: seconds to retry a lock backend that does not answer yet
+      (default `firefly.scheduling.wait-for-backend`, 30 s), then `BackendUnavailable`.
 
-    Everything is validated and built before the block is entered (a bad task or
-    an unusable backend fails the application's startup, naming the cause).
+    Everything is validated and built before the block is entered (a bad task, a
+    method task whose class cannot be built, an unusable or silent backend fails the
+    application's startup, naming the cause).
     """
     settings = Settings.from_env() if settings is None else settings
     if descriptors is None:
@@ -94,6 +98,8 @@ async def scheduled_tasks(
         resolver=resolver,
         observers=observers,
     )
+    seconds = settings.wait_for_backend if wait_for_backend is None else wait_for_backend
+    await wait_for_async_backend(runtime, seconds=seconds)
     host = AsyncHost(tasks, runtime, grace_period=grace_period)
     host.start()
     if health is not None:
@@ -125,6 +131,7 @@ def scheduling_lifespan(
     grace_period: float = DEFAULT_GRACE_PERIOD_SECONDS,
     observers: Sequence[FireObserver] = (),
     health: SchedulingHealth | None = None,
+    wait_for_backend: float | None = None,
 ) -> Callable[[object], AbstractAsyncContextManager[None]]:
     """A lifespan for `FastAPI(lifespan=...)` or `Starlette(lifespan=...)`.
 
@@ -143,6 +150,7 @@ def scheduling_lifespan(
             grace_period=grace_period,
             observers=observers,
             health=health,
+            wait_for_backend=wait_for_backend,
         ):
             yield
 

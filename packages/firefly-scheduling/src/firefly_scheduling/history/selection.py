@@ -18,9 +18,16 @@ imports an adapter.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.history.port import RunHistory
-from firefly_scheduling.providers.building import store_url_at_lock
+from firefly_scheduling.providers.building import (
+    lock_store_source,
+    store_url_advice,
+    store_url_at_lock,
+)
 from firefly_scheduling.providers.registry import store_factory, store_keepers, store_schemes
 from firefly_scheduling.settings import Settings, env_var
 from firefly_scheduling.urls.redaction import redact_url
@@ -45,23 +52,36 @@ def resolve_history(settings: Settings | None = None) -> RunHistory | None:
     `ConfigurationError` naming the setting and what is installed, never a password.
     """
     settings = Settings.from_env() if settings is None else settings
+    found = history_factory(settings)
+    if found is None:
+        return None
+    url, factory = found
+    history: RunHistory = factory(url)
+    return history
+
+
+def history_factory(settings: Settings) -> tuple[str, Callable[[str], Any]] | None:
+    """The history URL and the factory that serves it, checked, nothing built or reached.
+
+    None when there is no history. A host checks this before it waits for its lock
+    backend, since no wait can fix a history URL no store accepts.
+    """
     url = history_url(settings)
     if url is None:
         return None
+    explicit = bool(settings.history_url.strip())
     source = (
-        f"{env_var(HISTORY_KEY)}={redact_url(url)!r}"
-        if settings.history_url.strip()
-        else f"the {settings.lock_provider!r} lock provider's own store"
+        f"{env_var(HISTORY_KEY)}={redact_url(url)!r}" if explicit else lock_store_source(settings)
     )
+    advice = "" if explicit else store_url_advice(url, settings)
     factory = store_factory(
         url,
         slot="history_store",
         kind="run-history store",
         source=source,
-        advice=f"; set {env_var(HISTORY_KEY)}={OFF} for no history",
+        advice=f"{advice}; or set {env_var(HISTORY_KEY)}={OFF} for no history",
     )
-    history: RunHistory = factory(url)
-    return history
+    return url, factory
 
 
 def require_history(settings: Settings | None = None) -> RunHistory:

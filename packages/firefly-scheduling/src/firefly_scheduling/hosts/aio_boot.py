@@ -1,9 +1,11 @@
 """Boot the asyncio host: validate every task and build its `AsyncTaskRuntime`.
 
 The asyncio twin of `hosts.boot.build_runtime`, with the same checks (descriptors,
-initial-delay rules, the anchor store, the history URL) and one more: the lock must
-be an asyncio lock (`AsyncDistributedLock`). A synchronous lock is refused here,
-naming it, rather than failing on the first fire with "never awaited".
+initial-delay rules, the method tasks' objects, the anchor store, the history URL)
+and one more: the lock must be an asyncio lock (`AsyncDistributedLock`). A
+synchronous lock is refused here, naming it, rather than failing on the first fire
+with "never awaited". The backend's answer is awaited by `wait_for_async_backend`,
+on the loop the host will run on.
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.aio_execution import AsyncFireRunner
 from firefly_scheduling.hosts.aio_lock_selection import configured_async_lock
+from firefly_scheduling.hosts.aio_probe import wait_for_backend
 from firefly_scheduling.hosts.aio_runtime import AsyncTaskRuntime
+from firefly_scheduling.hosts.backend_watch import BackendWatch
 from firefly_scheduling.hosts.boot import initial_delay_gate
 from firefly_scheduling.hosts.fires import FireObserver
 from firefly_scheduling.hosts.lock_safety import check_lock_guards, check_task_locks
 from firefly_scheduling.hosts.runtime import Lazy
+from firefly_scheduling.hosts.task_objects import build_task_objects
 from firefly_scheduling.initial_delay.gate import delayed_tasks
 from firefly_scheduling.locks.port import check_flavour
 from firefly_scheduling.settings import Settings
@@ -50,27 +55,42 @@ def build_async_runtime(
         if lock is not None
         else Lazy(lambda: asyncio_lock(configured_async_lock(settings)))
     )
+    runtime = AsyncTaskRuntime(
+        lock=lock_value,
+        gate=gate,
+        resolver=resolver,
+        node=node or settings.node,
+        # Said once at ERROR when the backend stops answering after boot, and when it
+        # answers again (`hosts.backend_watch`).
+        observers=(*observers, BackendWatch()),
+        fire_runner=lambda built: AsyncFireRunner.from_settings(
+            built.lock.get(), settings, clock=built.wall_now, node=built.node
+        ),
+    )
     if eager:
         built = lock_value.get()
         if lock is None:
             # An asyncio lock opens its connection on first use: a refusal here leaves
             # nothing open, so there is nothing to close (the sync boot closes its lock).
             check_lock_guards(descriptors, settings, built, host=host)
+        build_task_objects(descriptors, runtime.callables)
         if delayed_tasks(descriptors):
             gate.get()
-    runtime = AsyncTaskRuntime(
-        lock=lock_value,
-        gate=gate,
-        resolver=resolver,
-        node=node or settings.node,
-        observers=observers,
-        fire_runner=lambda built: AsyncFireRunner.from_settings(
-            built.lock.get(), settings, clock=built.wall_now, node=built.node
-        ),
-    )
-    if eager:
         runtime.fire_runner.get()  # an unusable history URL fails here, at boot
     return runtime
+
+
+async def wait_for_async_backend(runtime: AsyncTaskRuntime, *, seconds: float) -> None:
+    """Return once the runtime's lock backend answers (see `hosts.probe`).
+
+    On `BackendUnavailable` (or a refusal) the runtime is closed, its lock included,
+    as a stop would, and the error raised.
+    """
+    try:
+        await wait_for_backend(runtime.lock.get(), seconds=seconds)
+    except BaseException:
+        await runtime.aclose()
+        raise
 
 
 def asyncio_lock(lock: object) -> AsyncDistributedLock:

@@ -2,8 +2,11 @@
 
 Everything that can be wrong with the configuration is found here, before the first
 fire: every descriptor (cron, zone, durations, lock name), the initial-delay rules,
-the lock provider and the anchor store. `eager=False` (the library host) defers
-building the lock and the store to the first fire, but still validates the tasks.
+the lock provider, the object of every method task (`task_objects`), the lock
+backend itself (`probe.wait_for_backend`: it must answer, within a bounded wait),
+the anchor store and the run history. `eager=False` (the library host) defers
+building the lock, the objects and the stores to the first fire, but still
+validates the tasks.
 """
 
 from __future__ import annotations
@@ -14,9 +17,13 @@ from firefly_scheduling.callables import Resolver
 from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.execution import FireRunner
+from firefly_scheduling.history.selection import history_factory
+from firefly_scheduling.hosts.backend_watch import BackendWatch
 from firefly_scheduling.hosts.fires import FireObserver
 from firefly_scheduling.hosts.lock_safety import check_lock_guards, check_task_locks
+from firefly_scheduling.hosts.probe import wait_for_backend
 from firefly_scheduling.hosts.runtime import Lazy, TaskRuntime
+from firefly_scheduling.hosts.task_objects import build_task_objects
 from firefly_scheduling.initial_delay.gate import (
     InitialDelayGate,
     check_initial_delays,
@@ -45,6 +52,7 @@ def build_runtime(
     eager: bool = True,
     node: str | None = None,
     observers: Sequence[FireObserver] = (),
+    wait_for_backend_seconds: float | None = None,
 ) -> TaskRuntime:
     """The runtime of a host running `descriptors` (already validated).
 
@@ -53,31 +61,62 @@ def build_runtime(
     `settings.node` (`FIREFLY_SCHEDULING_NODE`, else `<hostname>-<pid>`). Under the cron-driven
     host (`host="tick"`) a per-process anchor store draws a warning naming the
     delayed tasks, because each tick process would re-anchor and never run them.
+    `wait_for_backend_seconds` (default `settings.wait_for_backend`) bounds the wait
+    for a lock backend that does not answer yet: `BackendUnavailable` after it.
     """
     check_task_locks(descriptors, settings)
     gate = initial_delay_gate(descriptors, settings, host=host)
     lock_value: Lazy[DistributedLock] = (
         Lazy.of(lock) if lock is not None else Lazy(lambda: configured_lock(settings))
     )
-    if eager:
-        built = lock_value.get()
-        if lock is None:
-            _check_guards_or_close(descriptors, settings, built, host=host)
-        if delayed_tasks(descriptors):
-            gate.get()
     runtime = TaskRuntime(
         lock=lock_value,
         gate=gate,
         resolver=resolver,
         node=node or settings.node,
-        observers=observers,
+        # Said once at ERROR when the backend stops answering after boot, and when it
+        # answers again (`hosts.backend_watch`).
+        observers=(*observers, BackendWatch()),
         fire_runner=lambda built: FireRunner.from_settings(
             built.lock.get(), settings, clock=built.wall_now, node=built.node
         ),
     )
     if eager:
-        runtime.fire_runner.get()  # an unusable history URL fails here, at boot
+        seconds = settings.wait_for_backend
+        if wait_for_backend_seconds is not None:
+            seconds = wait_for_backend_seconds
+        _boot_or_close(runtime, descriptors, settings, host=host, check=lock is None, wait=seconds)
     return runtime
+
+
+def _boot_or_close(
+    runtime: TaskRuntime,
+    descriptors: Sequence[ScheduledDescriptor],
+    settings: Settings,
+    *,
+    host: str,
+    check: bool,
+    wait: float,
+) -> None:
+    """Everything a host checks before its first fire; what was built is closed on refusal.
+
+    In order: the lock (and its guards, for a configured one), the method tasks'
+    objects, the history URL, the backend's answer, the anchor store, the run history
+    (built, its table checked). Configuration first: waiting for a backend cannot fix it.
+    """
+    try:
+        built = runtime.lock.get()
+        if check:
+            check_lock_guards(descriptors, settings, built, host=host)
+        build_task_objects(descriptors, runtime.callables)
+        history_factory(settings)  # a history URL no store accepts: no wait fixes it
+        wait_for_backend(built, seconds=wait)
+        if delayed_tasks(descriptors):
+            runtime.gate.get()
+        runtime.fire_runner.get()
+    except BaseException:
+        runtime.close()  # as at a stop: the lock too, whoever built it
+        raise
 
 
 def initial_delay_gate(
@@ -115,20 +154,3 @@ def synchronous_lock(lock: object) -> DistributedLock:
             "try_acquire/release methods"
         )
     return lock
-
-
-def _check_guards_or_close(
-    descriptors: Sequence[ScheduledDescriptor],
-    settings: Settings,
-    lock: DistributedLock,
-    *,
-    host: str,
-) -> None:
-    """`check_lock_guards`, closing the configured lock when the host refuses to boot."""
-    try:
-        check_lock_guards(descriptors, settings, lock, host=host)
-    except BaseException:
-        close = getattr(lock, "close", None)
-        if callable(close):
-            close()
-        raise

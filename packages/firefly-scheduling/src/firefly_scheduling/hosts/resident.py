@@ -41,11 +41,9 @@ from firefly_scheduling.hosts.shutdown import (
     log_stop_request,
     stop_on_signals,
 )
-from firefly_scheduling.hosts.workers import checked_max_workers, worker_count
+from firefly_scheduling.hosts.workers import RESIDENT_MAX_WORKERS, checked_max_workers, worker_count
 
 logger = logging.getLogger("firefly_scheduling.hosts")
-
-_MAX_WORKERS = 64
 
 
 class ResidentHost:
@@ -67,7 +65,7 @@ class ResidentHost:
         self.grace_period = grace_period
         self.stop = stop or StopRequest()
         workers = worker_count(
-            checked_max_workers(max_workers), len(self.descriptors), _MAX_WORKERS
+            checked_max_workers(max_workers), len(self.descriptors), RESIDENT_MAX_WORKERS
         )
         self.scheduler = BackgroundScheduler(
             timezone=UTC,

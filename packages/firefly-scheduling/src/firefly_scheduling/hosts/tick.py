@@ -52,12 +52,11 @@ from firefly_scheduling.hosts.shutdown import (
     drain,
     log_stop_request,
 )
-from firefly_scheduling.hosts.workers import checked_max_workers, worker_count
+from firefly_scheduling.hosts.workers import TICK_MAX_WORKERS, checked_max_workers, worker_count
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 
 _MINUTE = timedelta(minutes=1)
-_MAX_WORKERS = 32
 #: Verdicts that make `tick` exit 1: a body failed, or the backend did (the lock, its
 #: lease, the anchor store). A run found expired is the history's news of an earlier
 #: pass, reported by `monitor`, not a failure of this one.
@@ -304,7 +303,7 @@ class TickHost:
 
     def _run_slots(self, pending: list[TickSlot], report: TickReport) -> None:
         targets = {slot.fire.target for slot in pending}
-        workers = worker_count(self.max_workers, len(targets), _MAX_WORKERS)
+        workers = worker_count(self.max_workers, len(targets), TICK_MAX_WORKERS)
         running: dict[str, Future[FireResult]] = {}
         submitted: list[tuple[Future[FireResult], Fire]] = []
         pool = ThreadPoolExecutor(workers, thread_name_prefix="firefly-tick")

@@ -6,6 +6,11 @@ value is refused the same way by both, when the host is built, before any fire.
 
 from __future__ import annotations
 
+#: The most threads the resident host (`run`) starts by default, one per task.
+RESIDENT_MAX_WORKERS = 64
+#: The most threads the cron-driven host (`tick`) starts by default, one per task.
+TICK_MAX_WORKERS = 32
+
 
 def checked_max_workers(max_workers: int | None) -> int | None:
     """`max_workers` if it is None or a whole number of at least 1; a `ValueError` else."""

@@ -13,7 +13,11 @@ imports an adapter.
 from __future__ import annotations
 
 from firefly_scheduling.initial_delay.port import AnchorStore
-from firefly_scheduling.providers.building import store_url_at_lock
+from firefly_scheduling.providers.building import (
+    lock_store_source,
+    store_url_advice,
+    store_url_at_lock,
+)
 from firefly_scheduling.providers.registry import store_factory, store_keepers, store_schemes
 from firefly_scheduling.settings import Settings, env_var
 from firefly_scheduling.urls.redaction import redact_url
@@ -32,13 +36,16 @@ def resolve_anchor_store(settings: Settings | None = None) -> AnchorStore:
     """Build the anchor store the configuration asks for, or refuse with a `ConfigurationError`."""
     settings = Settings.from_env() if settings is None else settings
     url = anchor_store_url(settings)
+    explicit = bool(settings.initial_delay_store.strip())
     source = (
-        f"{env_var(STORE_KEY)}={redact_url(url)!r}"
-        if settings.initial_delay_store.strip()
-        else f"the {settings.lock_provider!r} lock provider's own store"
+        f"{env_var(STORE_KEY)}={redact_url(url)!r}" if explicit else lock_store_source(settings)
     )
     factory = store_factory(
-        url, slot="anchor_store", kind="initial-delay anchor store", source=source
+        url,
+        slot="anchor_store",
+        kind="initial-delay anchor store",
+        source=source,
+        advice="" if explicit else store_url_advice(url, settings),
     )
     store: AnchorStore = factory(url)
     return store

@@ -66,4 +66,32 @@ def build_lock(settings: Settings, slot: Literal["lock", "async_lock"]) -> Any:
             f"provider that has one: {', '.join(p.name for p in providers_with(slot)) or '(none)'}"
         )
     build = load_factory(factory, provider=provider, role=_ROLES[slot])
-    return build(settings.url_for(provider)) if provider.takes_url else build()
+    if not provider.takes_url:
+        return build()
+    url = settings.url_for(provider)
+    try:
+        return build(url)
+    except ConfigurationError as err:
+        raise ConfigurationError(
+            f"{err} (the URL came from {settings.url_source(provider)})"
+        ) from err
+
+
+def lock_store_source(settings: Settings) -> str:
+    """How a message names a store kept at the lock's URL, and where that URL came from."""
+    provider = registered_provider(settings)
+    origin = "" if provider is None else f", its URL came from {settings.url_source(provider)}"
+    return f"the {settings.lock_provider!r} lock provider's own store{origin}"
+
+
+def store_url_advice(url: str, settings: Settings) -> str:
+    """What to write instead of a store URL that is no URL at all (a key=value string)."""
+    if "://" in url or "=" not in url:
+        return ""
+    provider = registered_provider(settings)
+    example = provider.url_example if provider is not None else None
+    form = f" such as {example}" if example else ""
+    return (
+        f"; a key=value connection string is no URL and the stores need one: write it as "
+        f"a URL{form}"
+    )

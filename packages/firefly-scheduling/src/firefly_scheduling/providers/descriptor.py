@@ -13,7 +13,10 @@ An adapter distribution registers ONE object under the entry-point group
   called with a store URL of one of `store_schemes`;
 * which stores, when none is configured, default to the lock's own URL
   (`stores_at_lock_url`), built by whichever installed provider serves its scheme;
-* its pip `extra`, for messages.
+* its pip `extra`, for messages, and `async_install`, what to install for its asyncio
+  lock when that needs more than `extra` (an asyncio driver, say);
+* `url_example`, the URL form to suggest when the stores cannot use the lock's
+  URL as it is written (a libpq key=value string is no URL).
 
 Factories are given lazily, as `"module:attribute"` strings (or as callables), so
 loading every installed descriptor imports no driver: reading what is installed to
@@ -56,6 +59,11 @@ class LockProvider:
     #: a local file (the demo uses it), or None.
     local_file_url: str | None = None
     extra: str | None = None
+    #: What to install for the asyncio lock (a pip command and its contents), when the
+    #: asyncio lock needs more than `extra`; `extra` is suggested otherwise.
+    async_install: str | None = None
+    #: A URL of this provider's kind, with placeholders, to suggest in messages.
+    url_example: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name or self.name != self.name.strip().lower():
@@ -72,8 +80,13 @@ class LockProvider:
         """Whether this provider's stores accept URLs of `scheme` (`+driver` ignored)."""
         return scheme.lower().partition("+")[0] in self.store_schemes
 
-    def install_line(self) -> str:
-        """`; reinstall it with: pip install '…'`, or '' when no extra is declared."""
+    def install_line(self, role: str = "lock") -> str:
+        """`; reinstall it with: pip install '…'`, or '' when no extra is declared.
+
+        For the asyncio lock (`role` "asyncio lock"), `async_install` when declared.
+        """
+        if role == "asyncio lock" and self.async_install:
+            return f"; install it with: {self.async_install}"
         return f"; reinstall it with: pip install '{self.extra}'" if self.extra else ""
 
 
@@ -97,7 +110,7 @@ def load_factory(factory: Factory, *, provider: LockProvider, role: str) -> Call
     except (ImportError, AttributeError) as err:
         raise ConfigurationError(
             f"the {provider.name!r} lock provider's {role} ({factory!r}) cannot be "
-            f"imported: {err}{provider.install_line()}"
+            f"imported: {err}{provider.install_line(role)}"
         ) from err
     if not callable(found):
         raise ConfigurationError(

@@ -40,10 +40,15 @@ def load_provider(name: str, *, source: str) -> LockProvider:
     registered = registered_providers()
     entry_point = registered.get(name)
     if entry_point is None:
+        installed = ", ".join(sorted(registered)) or "(none)"
+        if name in KNOWN_PROVIDERS:
+            raise ConfigurationError(
+                f"the lock provider {name!r} is not installed ({source}); installed "
+                f"providers: {installed}{install_advice(name)}"
+            )
         raise ConfigurationError(
             f"unknown lock provider {name!r} ({source}); installed providers: "
-            f"{', '.join(sorted(registered)) or '(none)'}"
-            f"{install_advice(name) or _first_party_list()}"
+            f"{installed}{_first_party_list()}"
         )
     return _load(entry_point, source=source)
 

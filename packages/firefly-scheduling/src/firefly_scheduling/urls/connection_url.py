@@ -22,7 +22,8 @@ from collections.abc import Iterable
 from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.urls.redaction import redact_url, userinfo_of
+from firefly_scheduling.suggestions import nearest
+from firefly_scheduling.urls.redaction import mask_option_value, redact_url, userinfo_of
 
 _USERINFO_ENDERS = "/?#@"
 _BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
@@ -84,10 +85,7 @@ def url_options(query: str, *, provider: str, known: Iterable[str], shown: str) 
     options: dict[str, str] = {}
     for name, value in pairs:
         if name not in allowed:
-            raise ConfigurationError(
-                f"the {provider} lock provider does not know the URL option {name!r} "
-                f"({shown}); known options: {', '.join(allowed)}"
-            )
+            raise unknown_option(name, provider=provider, known=allowed, shown=shown)
         if name in options:
             raise ConfigurationError(
                 f"the {provider} lock provider got the URL option {name!r} twice ({shown})"
@@ -98,6 +96,31 @@ def url_options(query: str, *, provider: str, known: Iterable[str], shown: str) 
             )
         options[name] = value
     return options
+
+
+def unknown_option(
+    name: str, *, provider: str, known: Iterable[str], shown: str, listed: bool = True
+) -> ConfigurationError:
+    """The refusal of the URL option `name`: it and the nearest known option, never a value.
+
+    Every backend refuses an option it does not know this way, rather than ignoring it
+    or letting its driver fail on the first fire. `shown` is the URL redacted; the
+    option's value is masked in it too, as it may be a secret under a misspelt key
+    (`passwrod=`). `listed=False` leaves out the list of known options.
+    """
+    allowed = list(known)
+    match = nearest(name, allowed)
+    guess = f" (did you mean {match!r}?)" if match is not None else ""
+    listing = f"; known options: {', '.join(allowed)}" if listed and allowed else ""
+    return ConfigurationError(
+        f"the {provider} lock provider does not know the URL option {name!r}{guess} "
+        f"in {mask_option_value(shown, name)}{listing}"
+    )
+
+
+def query_names(query: str) -> list[str]:
+    """The option names of a URL's `query`, in order (values are not looked at)."""
+    return [name for name, _ in parse_qsl(query, keep_blank_values=True)]
 
 
 def url_problem(url: str) -> str | None:

@@ -117,6 +117,16 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
     return scrubbed
 
 
+def mask_option_value(url: str, name: str) -> str:
+    """`url` with the value of its query option `name` replaced by `***`.
+
+    For an option no rule above knows to be secret (`passwrod=` is a misspelt
+    password): its value is shown nowhere, whatever its name.
+    """
+    pattern = re.compile(rf"(?<=[?&]){re.escape(name)}=[^&#]*")
+    return pattern.sub(f"{name}={REDACTED}", str(url))
+
+
 def userinfo_of(url: str) -> str | None:
     """The userinfo of `url` by the conservative rule: from `://` to the last `@`.
 

@@ -2,12 +2,12 @@
 
 Every key is a firefly-scheduling environment variable without its
 `FIREFLY_SCHEDULING_` prefix: `LOCK_PROVIDER`, `LOCK_REQUIRED`, `LOCK_<NAME>_URL`,
-`HISTORY_URL`, `NODE`, `FIRES_GRACE`, ... (docs/configuration.md lists them), plus
-`SCAN_PACKAGES`/`TASK_MODULES` to replace the default task discovery. Django's
-values win over the process environment, so one deployment can keep secrets in the
-environment and the rest in settings. Values are strings, booleans or numbers;
-anything else, and any unknown key, is `ImproperlyConfigured` naming the key, when
-Django starts.
+`HISTORY_URL`, `NODE`, `FIRES_GRACE`, ... (the table `settings.KNOWN_KEYS`, which
+docs/configuration.md lists), plus `TASK_MODULES` to replace the default task
+discovery. Django's values win over the process environment, so one deployment can
+keep secrets in the environment and the rest in settings. Values are strings,
+booleans or numbers; anything else, and any unknown key, is `ImproperlyConfigured`
+naming the key (and the nearest known one), when Django starts.
 """
 
 from __future__ import annotations
@@ -22,15 +22,21 @@ from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.settings import Settings
+from firefly_scheduling.settings import KNOWN_KEYS, Settings, env_var
+from firefly_scheduling.suggestions import did_you_mean
 
 SETTING = "FIREFLY_SCHEDULING"
 PREFIX = "FIREFLY_SCHEDULING_"
-#: The keys `FIREFLY_SCHEDULING` accepts (the environment variables, prefix dropped).
-KNOWN_KEYS = re.compile(
-    r"LOCK_PROVIDER|LOCK_REQUIRED|LOCK_[A-Z0-9_]+_URL|INITIAL_DELAY_(ENABLED|STORE|RELEASE)"
-    r"|MANIFEST|HISTORY_URL|FIRES_GRACE|FIRES_CLOCK_SKEW|NODE|TASK_MODULES"
+#: Django's own key: the modules holding tasks, instead of every app's `tasks`.
+TASK_MODULES = "TASK_MODULES"
+#: The keys `FIREFLY_SCHEDULING` accepts: the environment variables of the settings
+#: table that carry the prefix (dropped), and `TASK_MODULES`.
+ACCEPTED_KEYS: tuple[str, ...] = (
+    *(env_var(key).removeprefix(PREFIX) for key in KNOWN_KEYS if env_var(key).startswith(PREFIX)),
+    TASK_MODULES,
 )
+#: `LOCK_<PROVIDER>_URL`, for any provider name.
+_LOCK_URL_KEY = re.compile(r"LOCK_[A-Z0-9_]+_URL")
 #: Which modules of each installed app hold tasks.
 TASKS_MODULE = "tasks"
 
@@ -44,20 +50,26 @@ def django_environment() -> dict[str, str]:
         )
     environment: dict[str, str] = {}
     for key, value in configured.items():
-        if not isinstance(key, str) or not KNOWN_KEYS.fullmatch(key):
+        if not isinstance(key, str) or not (key in ACCEPTED_KEYS or _LOCK_URL_KEY.fullmatch(key)):
+            guess = (did_you_mean(key, ACCEPTED_KEYS) if isinstance(key, str) else "") or "."
             raise ImproperlyConfigured(
-                f"settings.{SETTING} has an unknown key {key!r}; known keys: LOCK_PROVIDER, "
-                "LOCK_REQUIRED, LOCK_<PROVIDER>_URL, HISTORY_URL, NODE, FIRES_GRACE, "
-                "FIRES_CLOCK_SKEW, INITIAL_DELAY_ENABLED, INITIAL_DELAY_STORE, "
-                "INITIAL_DELAY_RELEASE, MANIFEST, TASK_MODULES"
+                f"settings.{SETTING} has an unknown key {key!r}{guess} Known keys: "
+                f"{', '.join(ACCEPTED_KEYS)} and LOCK_<PROVIDER>_URL"
             )
         environment[PREFIX + key] = _text(key, value)
     return environment
 
 
+def process_environment() -> dict[str, str]:
+    """`FIREFLY_SCHEDULING` as the variables a firefly command reads (not `TASK_MODULES`)."""
+    environment = django_environment()
+    environment.pop(PREFIX + TASK_MODULES, None)
+    return environment
+
+
 def firefly_settings() -> Settings:
     """The `Settings` of this Django process: the environment, then `FIREFLY_SCHEDULING`."""
-    merged = {**os.environ, **django_environment()}
+    merged = {**os.environ, **process_environment()}
     try:
         return Settings.from_env(merged)
     except ConfigurationError as err:
@@ -66,7 +78,7 @@ def firefly_settings() -> Settings:
 
 def task_modules() -> list[str]:
     """`TASK_MODULES` if set, else the `tasks` module of every installed app that has one."""
-    explicit = django_environment().get(PREFIX + "TASK_MODULES")
+    explicit = django_environment().get(PREFIX + TASK_MODULES)
     if explicit is not None:
         return [name.strip() for name in explicit.split(",") if name.strip()]
     found = []
@@ -82,7 +94,7 @@ def _text(key: str, value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, str | int | float):
         return str(value)
-    if key == "TASK_MODULES" and isinstance(value, list | tuple):
+    if key == TASK_MODULES and isinstance(value, list | tuple):
         return ",".join(str(item) for item in value)
     raise ImproperlyConfigured(
         f"settings.{SETTING}[{key!r}] must be a string, a boolean or a number, "

@@ -4,7 +4,8 @@
 Django's `FIREFLY_SCHEDULING` settings applied over the environment, and, unless
 the arguments name their own task source (`--app`, `--manifest`), one `--app` per
 installed app's `tasks` module. The click command keeps its own options, help and
-exit statuses (2 for a configuration error), so the two entry points never differ.
+exit statuses (2 for a configuration error, 3 for a lock backend that did not answer
+at boot), so the two entry points never differ.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import click
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
-from firefly_scheduling.cli.common import CONFIGURATION_ERROR_EXIT, ConfigurationFailure
-from firefly_scheduling.contrib.django.conf import django_environment, task_modules
-from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.cli.common import CONFIGURATION_ERROR_EXIT, reported
+from firefly_scheduling.contrib.django.conf import process_environment, task_modules
+from firefly_scheduling.errors import BackendUnavailable, ConfigurationError
 
 #: Options by which the caller names the tasks itself.
 _TASK_SOURCE_OPTIONS = ("--app", "--manifest")
@@ -46,7 +47,7 @@ class ClickBridgeCommand(BaseCommand):
 
     def invoke_click(self, arguments: list[str], *, prog_name: str) -> None:
         try:
-            os.environ.update(django_environment())
+            os.environ.update(process_environment())
             modules = task_modules() if self.takes_tasks else []
         except ImproperlyConfigured as err:
             sys.stderr.write(f"Error: {err}\n")
@@ -61,8 +62,8 @@ class ClickBridgeCommand(BaseCommand):
             arguments = [*(part for name in modules for part in ("--app", name)), *arguments]
         try:
             self.click_command.main(args=arguments, prog_name=prog_name, standalone_mode=False)
-        except ConfigurationError as err:  # what the CLI group does for every command
-            failure = ConfigurationFailure(str(err))
+        except (ConfigurationError, BackendUnavailable) as err:  # as the CLI group does
+            failure = reported(err)
             failure.show()
             raise SystemExit(failure.exit_code) from err
         except click.exceptions.Exit as done:
