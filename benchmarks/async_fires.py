@@ -31,15 +31,14 @@ from typing import Any
 
 from benchmark_results import Run, Table, add_arguments, shorten, spread, summary
 from firefly_scheduling.aio import AsyncInMemoryLock
-from firefly_scheduling.aio.port import AsyncDistributedLock
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.fires.aio_execution import AsyncFireRunner
-from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import Verdict
-from firefly_scheduling.hosts.coroutine_loop import CoroutineLoop
-from firefly_scheduling.hosts.task_calls import call_task
+from firefly_scheduling.fires.runner import FireRunner
+from firefly_scheduling.fires.runner_async import AsyncFireRunner
+from firefly_scheduling.hosts.runtime.coroutine_loop import CoroutineLoop
+from firefly_scheduling.hosts.runtime.task_calls import call_task
 from firefly_scheduling.locks import InMemoryLock
-from firefly_scheduling.locks.port import DistributedLock
+from firefly_scheduling.locks.port import AsyncDistributedLock, DistributedLock
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 
 def _task() -> ScheduledDescriptor:

@@ -352,7 +352,7 @@ def end_outage(provider_env: dict[str, str], tasks: int, seconds: int) -> None:
     from firefly_scheduling.history.port import RunState  # noqa: PLC0415 - only here
     from firefly_scheduling.history.selection import resolve_history  # noqa: PLC0415
     from firefly_scheduling.settings import Settings  # noqa: PLC0415
-    from firefly_scheduling_database.history_store import DatabaseRunHistory  # noqa: PLC0415
+    from firefly_scheduling_database.sql_history.store import DatabaseRunHistory  # noqa: PLC0415
 
     history = resolve_history(Settings.from_env(provider_env))
     if not isinstance(history, DatabaseRunHistory):

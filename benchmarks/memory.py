@@ -40,8 +40,8 @@ import json, os, sys
 sys.path.insert(0, sys.argv[1])
 import firefly_scheduling
 from firefly_scheduling import Settings
-from firefly_scheduling.scanner import scan
-from firefly_scheduling.hosts.boot import build_runtime, validated
+from firefly_scheduling.tasks.scanner import scan
+from firefly_scheduling.hosts.runtime.boot import build_runtime, validated
 from firefly_scheduling.hosts.resident import ResidentHost
 descriptors = validated(scan([sys.argv[2]]))
 runtime = build_runtime(descriptors, Settings(lock_provider="memory"), host="run")

@@ -41,12 +41,12 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from benchmark_results import Run, Table, add_arguments, servers_of, shorten
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import Verdict
-from firefly_scheduling.guard import run_guarded
+from firefly_scheduling.fires.runner import FireRunner
+from firefly_scheduling.locks.guard import run_guarded
 from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling.settings import Settings
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 _R = TypeVar("_R")
 

@@ -42,12 +42,12 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from benchmark_results import Run, Table, add_arguments, shorten, summary
 from firefly_scheduling import ScheduledDescriptor, Settings
-from firefly_scheduling.cron import CronSchedule
 from firefly_scheduling.fires.outcome import FireResult
-from firefly_scheduling.hosts.boot import build_runtime, validated
-from firefly_scheduling.hosts.jobs import attach_tasks
+from firefly_scheduling.hosts.apscheduler.jobs import attach_tasks
 from firefly_scheduling.hosts.resident import ResidentHost
+from firefly_scheduling.hosts.runtime.boot import build_runtime, validated
 from firefly_scheduling.hosts.tick import TickHost
+from firefly_scheduling.schedule.cron import CronSchedule
 
 ZONES = [None, "Europe/Paris", "America/New_York", "Asia/Tokyo"]
 #: A Wednesday minute at which no generated task is due (checked before timing).

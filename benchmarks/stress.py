@@ -54,16 +54,16 @@ from apscheduler.events import EVENT_JOB_MAX_INSTANCES
 
 from benchmark_results import Run, Table, add_arguments, shorten
 from firefly_scheduling import current_fire
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import ClaimOutcome, FireResult
+from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history.port import RunState
-from firefly_scheduling.hosts.boot import build_runtime, validated
 from firefly_scheduling.hosts.resident import ResidentHost
-from firefly_scheduling.hosts.runtime import Lazy
+from firefly_scheduling.hosts.runtime.boot import build_runtime, validated
+from firefly_scheduling.hosts.runtime.task_runtime import Lazy
 from firefly_scheduling.settings import Settings
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling_database import DatabaseLeaseLock
-from firefly_scheduling_database.history_store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
 
 DEFAULT_URL = os.environ.get(
     "FIREFLY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"

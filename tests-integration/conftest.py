@@ -19,8 +19,8 @@ from psycopg import sql
 
 from firefly_scheduling.testing.servers import register_container_cleanup, server_url
 from firefly_scheduling_database.engine import lock_engine
-from firefly_scheduling_database.history_migration import upgrade_history_table
-from firefly_scheduling_database.history_schema import DEFAULT_TABLE as DEFAULT_HISTORY_TABLE
+from firefly_scheduling_database.sql_history.migration import upgrade_history_table
+from firefly_scheduling_database.sql_history.schema import DEFAULT_TABLE as DEFAULT_HISTORY_TABLE
 
 
 def _container(kind: str) -> Callable[[], str]:

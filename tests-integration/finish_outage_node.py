@@ -25,10 +25,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 from chaos_harness.evidence import EvidenceLog
-from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires import recording
-from firefly_scheduling.fires.execution import FireRunner
-from firefly_scheduling_database.history_store import DatabaseRunHistory
+from firefly_scheduling.fires.runner import FireRunner
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
 from firefly_scheduling_redis import RedisLock
 
 #: How long the body waits for the test to cut its history off.

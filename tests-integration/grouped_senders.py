@@ -22,10 +22,10 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.pool import Pool
 
+from firefly_scheduling.concurrency.grouped import GroupedCalls
 from firefly_scheduling.history import HistoryError
 from firefly_scheduling.history.port import RunState
-from firefly_scheduling.locks.grouped import GroupedCalls
-from firefly_scheduling_database.history_store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
 
 
 def send_as_one_group(

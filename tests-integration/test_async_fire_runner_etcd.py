@@ -16,10 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 from firefly_scheduling import current_fire
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.fires.aio_execution import AsyncFireRunner
-from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.runner import FireRunner
+from firefly_scheduling.fires.runner_async import AsyncFireRunner
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling_etcd import AsyncEtcdLock, EtcdLock
 
 FIRES = 5

@@ -24,8 +24,8 @@ import pytest
 import redis
 
 from firefly_scheduling import LockBackendError
+from firefly_scheduling.concurrency.pool_size import DEFAULT_POOL_SIZE
 from firefly_scheduling.locks.base import BaseLock
-from firefly_scheduling.locks.pool_size import DEFAULT_POOL_SIZE
 from firefly_scheduling.testing.local_server import LocalServer
 from firefly_scheduling.testing.sockets import PeakConnections, tcp_connections
 from firefly_scheduling_etcd import EtcdLock

@@ -28,14 +28,14 @@ import pytest
 from sqlalchemy import Engine
 
 from firefly_scheduling import LockBackendError
-from firefly_scheduling.aio.session import AsyncSessionLock
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.history.port import RunState
 from firefly_scheduling.locks.base import BaseLock
 from firefly_scheduling.locks.session import SessionLock
+from firefly_scheduling.locks.session_async import AsyncSessionLock
 from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
-from firefly_scheduling_database.history_store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
 from firefly_scheduling_mysql import AsyncMySqlNamedLock, MySqlNamedLock
 from firefly_scheduling_mysql.connection_options import connection_arguments
 from firefly_scheduling_postgres import AsyncPgAdvisoryLock, PgAdvisoryLock

@@ -33,7 +33,7 @@ from firefly_scheduling.initial_delay.selection import resolve_anchor_store
 from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
-from firefly_scheduling_database.history_store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
 from firefly_scheduling_etcd import EtcdLock
 from firefly_scheduling_memcached import MemcachedLock
 from firefly_scheduling_memcached.anchor_store import MemcachedAnchorStore

@@ -19,7 +19,7 @@ from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
 from firefly_scheduling_database.cli import migrate
 from firefly_scheduling_database.engine import lock_engine
-from firefly_scheduling_database.history_store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
 
 EVERY_TABLE = {
     "firefly_scheduling_locks",

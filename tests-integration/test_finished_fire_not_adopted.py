@@ -38,10 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from chaos_harness.evidence import EvidenceLog, read_events
 from chaos_harness.proxy import FaultyProxy
 from firefly_scheduling import current_fire
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import Verdict
-from firefly_scheduling_database.history_store import DatabaseRunHistory
+from firefly_scheduling.fires.runner import FireRunner
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
 from firefly_scheduling_mysql.connection_options import connection_arguments
 from firefly_scheduling_redis import RedisLock
 

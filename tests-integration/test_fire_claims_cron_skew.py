@@ -41,14 +41,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from firefly_scheduling.cron import CronSchedule
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import RunRecord, RunState, resolve_history
-from firefly_scheduling.hosts.fire_instants import cron_fire_at_or_before
 from firefly_scheduling.locks.providers import resolve_lock
+from firefly_scheduling.schedule.cron import CronSchedule
+from firefly_scheduling.schedule.fire_instants import cron_fire_at_or_before
 from firefly_scheduling.settings import Settings
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from test_fire_claims_skew import BACKENDS, settings_for
 
 pytestmark = pytest.mark.slow

@@ -33,12 +33,12 @@ from pathlib import Path
 
 import pytest
 
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import FireResult, Verdict
+from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import RunState, resolve_history
 from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling.settings import Settings
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 pytestmark = pytest.mark.slow
 

@@ -19,11 +19,11 @@ import pymysql
 import pytest
 
 from firefly_scheduling import current_fire
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.locks import BaseLock
-from firefly_scheduling_database.history_store import DatabaseRunHistory
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
 from firefly_scheduling_mysql import MySqlNamedLock
 from firefly_scheduling_mysql.connection_options import connection_arguments
 from firefly_scheduling_postgres import PgAdvisoryLock

@@ -31,11 +31,11 @@ import pytest
 import redis
 import sqlalchemy
 
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import MemoryRunHistory
 from firefly_scheduling.locks import BaseLock
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_redis import RedisLock
 

@@ -29,10 +29,10 @@ from sqlalchemy.engine import Engine
 
 from firefly_scheduling.history.port import RunState
 from firefly_scheduling_database import DatabaseLeaseLock
-from firefly_scheduling_database.history_store import DatabaseRunHistory
 from firefly_scheduling_database.schema import LeaseTables
+from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
 from firefly_scheduling_memcached.anchor_store import MemcachedAnchorStore
-from firefly_scheduling_memcached.lease_lock import MemcachedLock
+from firefly_scheduling_memcached.lock import MemcachedLock
 
 CHILD_SECONDS = 60.0
 

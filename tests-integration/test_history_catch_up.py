@@ -25,10 +25,14 @@ import sqlalchemy as sa
 
 from firefly_scheduling import ScheduledDescriptor, Settings
 from firefly_scheduling.history.port import RunState
-from firefly_scheduling.hosts.boot import build_runtime
-from firefly_scheduling.hosts.jobs import MAX_PASSED_OVER_RECORDED, RecurringFire, trigger_for
+from firefly_scheduling.hosts.apscheduler.jobs import (
+    MAX_PASSED_OVER_RECORDED,
+    RecurringFire,
+    trigger_for,
+)
+from firefly_scheduling.hosts.runtime.boot import build_runtime
 from firefly_scheduling_database.engine import lock_engine
-from firefly_scheduling_database.history_store import DEFAULT_TABLE, DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import DEFAULT_TABLE, DatabaseRunHistory
 
 #: Far more statements than a multi-row catch-up needs, far fewer than one per instant.
 MOST_STATEMENTS = 40

@@ -10,12 +10,12 @@ import pytest
 from click.testing import CliRunner
 
 from firefly_scheduling.cli import main
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.fires.execution import FireRunner
+from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import RunState
 from firefly_scheduling.locks import InMemoryLock
-from firefly_scheduling.manifest import ScheduledManifest
-from firefly_scheduling_database.history_store import DatabaseRunHistory
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling.tasks.manifest import ScheduledManifest
+from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
 
 HEALTHY = "app.jobs:healthy"
 BROKEN = "app.jobs:broken"

@@ -14,7 +14,7 @@ from firefly_scheduling.history import HistoryError, resolve_history
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.testing.history_contract import RunHistoryContract
 from firefly_scheduling_database.engine import release_store_engine, store_engine
-from firefly_scheduling_database.history_store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 

@@ -21,7 +21,7 @@ from firefly_scheduling.history import HistoryError, RunState, resolve_history
 from firefly_scheduling.settings import Settings
 from firefly_scheduling_database.cli import migrate
 from firefly_scheduling_database.engine import lock_engine
-from firefly_scheduling_database.history_schema import (
+from firefly_scheduling_database.sql_history.schema import (
     DEFAULT_TABLE,
     KEY,
     OLD_KEY,
@@ -29,7 +29,7 @@ from firefly_scheduling_database.history_schema import (
     runs_table,
     table_key,
 )
-from firefly_scheduling_database.history_store import DatabaseRunHistory, create_history_store
+from firefly_scheduling_database.sql_history.store import DatabaseRunHistory, create_history_store
 
 TASK = "pkg.jobs:report"
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)

@@ -25,7 +25,7 @@ import pytest
 
 from firefly_scheduling.history import HistoryError
 from firefly_scheduling.history.port import RunState
-from firefly_scheduling_database.history_store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grouped_senders import finishes_as_one_group, sqlite_statements

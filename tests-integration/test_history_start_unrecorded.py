@@ -20,10 +20,10 @@ import pymysql
 import pytest
 from sqlalchemy.engine import make_url
 
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import Verdict
-from firefly_scheduling_database.history_store import DatabaseRunHistory
+from firefly_scheduling.fires.runner import FireRunner
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
 from firefly_scheduling_mysql.connection_options import connection_arguments
 from firefly_scheduling_redis import RedisLock
 

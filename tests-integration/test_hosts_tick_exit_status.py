@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
 from firefly_hostapps.harness import node_env, start_node
 
 from firefly_scheduling import ScheduledDescriptor, Settings
-from firefly_scheduling.hosts.boot import build_runtime
+from firefly_scheduling.hosts.runtime.boot import build_runtime
 from firefly_scheduling.hosts.tick import TickHost
 from firefly_scheduling_redis import RedisLock
 

@@ -16,7 +16,7 @@ import pytest
 from firefly_scheduling import LockBackendError
 from firefly_scheduling_mysql import MySqlNamedLock
 from firefly_scheduling_mysql.connection_options import connection_arguments
-from firefly_scheduling_mysql.named_lock import Connection as Admin
+from firefly_scheduling_mysql.lock import Connection as Admin
 
 
 @pytest.fixture

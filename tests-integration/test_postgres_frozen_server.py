@@ -36,10 +36,10 @@ import psycopg
 import pytest
 
 from firefly_scheduling.aio import AsyncBaseLock
-from firefly_scheduling.aio.reply_deadline import AsyncReplyDeadline
+from firefly_scheduling.concurrency.reply_deadline import ReplyDeadline
+from firefly_scheduling.concurrency.reply_deadline_async import AsyncReplyDeadline
 from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.locks import BaseLock
-from firefly_scheduling.locks.reply_deadline import ReplyDeadline
 from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
 from firefly_scheduling_postgres import AsyncPgAdvisoryLock, PgAdvisoryLock
 

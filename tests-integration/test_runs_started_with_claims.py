@@ -20,12 +20,12 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.fires.execution import TOO_LATE_FOR_A_WORKER, FireRunner
 from firefly_scheduling.fires.outcome import ClaimOutcome, Verdict
+from firefly_scheduling.fires.runner import TOO_LATE_FOR_A_WORKER, FireRunner
 from firefly_scheduling.history import RunRecord, RunState
 from firefly_scheduling.locks.holding import Holding
-from firefly_scheduling_database.history_store import DatabaseRunHistory
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
 from firefly_scheduling_postgres import PgAdvisoryLock
 
 GRACE = 5.0

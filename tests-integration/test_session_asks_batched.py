@@ -3,7 +3,7 @@
 A resident host takes the task locks of an instant's fires in one batch, on one
 session, so their pre-body checks and their releases queue for that session's mutex.
 Whoever takes it next sends every waiting check in one statement and every waiting
-release in one (`aio/session.py`, `_Ask`). These tests make the asks wait (the test
+release in one (`locks/session_async.py`, `_Ask`). These tests make the asks wait (the test
 holds the session's mutex), then read the server:
 
 * MySQL's general log, filtered by the session's connection id (a second client

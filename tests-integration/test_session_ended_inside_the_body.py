@@ -27,13 +27,13 @@ from typing import Any
 
 import pytest
 
-from firefly_scheduling.aio.session import AsyncSessionLock
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.fires.aio_execution import AsyncFireRunner
-from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.runner import FireRunner
+from firefly_scheduling.fires.runner_async import AsyncFireRunner
 from firefly_scheduling.history import MemoryRunHistory
 from firefly_scheduling.locks.session import SessionLock
+from firefly_scheduling.locks.session_async import AsyncSessionLock
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling_mysql import AsyncMySqlNamedLock, MySqlNamedLock
 from firefly_scheduling_postgres import AsyncPgAdvisoryLock, PgAdvisoryLock
 

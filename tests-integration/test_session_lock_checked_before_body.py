@@ -20,8 +20,8 @@ import pymysql
 import pytest
 
 from firefly_scheduling import ScheduledDescriptor
-from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import MemoryRunHistory
 from firefly_scheduling.locks import BaseLock
 from firefly_scheduling_mysql import MySqlNamedLock

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 from firefly_scheduling import LockBackendError
-from firefly_scheduling.aio.session import AsyncSessionLock
+from firefly_scheduling.locks.session_async import AsyncSessionLock
 from firefly_scheduling_mysql import AsyncMySqlNamedLock
 from firefly_scheduling_postgres import AsyncPgAdvisoryLock
 

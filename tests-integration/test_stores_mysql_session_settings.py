@@ -25,7 +25,7 @@ import pytest
 from firefly_scheduling.history.port import NewRun, RunState
 from firefly_scheduling_database.anchor_store import TABLE_NAME as ANCHOR_TABLE
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
-from firefly_scheduling_database.history_store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
 from firefly_scheduling_mysql.connection_options import connection_arguments
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "contract"))

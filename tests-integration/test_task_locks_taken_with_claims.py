@@ -23,12 +23,12 @@ import pymysql
 import pytest
 import redis
 
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import MemoryRunHistory, RunState
 from firefly_scheduling.locks.base import BaseLock
 from firefly_scheduling.locks.holding import Holding
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_memcached import MemcachedLock
 from firefly_scheduling_mysql import MySqlNamedLock

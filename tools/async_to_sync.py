@@ -12,27 +12,30 @@ regenerates every twin in memory and fails when a committed one is stale:
 The transformation, in order:
 
 1. `if ASYNC:` blocks keep only their `else:` branch (dedented), or vanish when
-   they have none. `ASYNC` is `firefly_scheduling.aio.flavour.ASYNC`, always True
+   they have none. `ASYNC` is `firefly_scheduling.concurrency.flavour.ASYNC`, always True
    in the source (mypy is told so with `always_true`).
 2. A line ending in `# sync: <code>` becomes `<code>` at the same indentation;
    `# sync: drop` removes the line.
 3. `async` before `def`/`with`/`for` and every `await` disappear.
 4. Names and dotted names are renamed through `NAMES` (code, strings and comments
-   alike, on whole words), modules through `MODULES`; strings and comments lose
+   alike, on whole words), the modules of every pair likewise; strings and comments lose
    their `async`/`await` words too (docstring examples).
 5. The result is formatted with ruff, like every file of the repository.
 
-An adapter declares its own twins in its asyncio source, so no central table grows
-with every backend (and parallel work on two adapters never edits one file):
+One naming rule finds every pair: an asyncio source is named `X_async.py`, and its
+twin `X.py` is generated beside it (`locks/base_async.py` -> `locks/base.py`). A
+hand-written module that is asyncio only, and so has no twin, is named `asyncio_X.py`
+and is never mistaken for a source. The modules of every pair are renamed in both
+directions of an import (`...base_async` -> `...base`) without a table. Each twin is
+marked generated in `.gitattributes` (`linguist-generated`), in a block this tool
+writes and `--check` checks.
 
-    # async-to-sync: twin lease_lock.py
+A source names its own class renames, so no central table grows with every backend:
+
     # async-to-sync: rename AsyncRedisLock RedisLock
-    # async-to-sync: rename firefly_scheduling_redis.aio_lock firefly_scheduling_redis.lock
 
-`twin` names the generated file, beside the source; every `rename` (a name, dotted
-name or module) applies to that source on top of the shared tables below. The
-directive lines themselves are not copied into the twin. Every file under
-`packages/*/src` carrying a `twin` directive is found and generated.
+Every `rename` (a name or dotted name) applies to that source on top of the shared
+`NAMES` below; the directive lines themselves are not copied into the twin.
 """
 
 from __future__ import annotations
@@ -48,27 +51,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CORE = "packages/firefly-scheduling/src/firefly_scheduling"
 
-#: asyncio source -> generated synchronous twin, relative to the repository root.
-TWINS: dict[str, str] = {
-    f"{CORE}/aio/base.py": f"{CORE}/locks/base.py",
-    f"{CORE}/aio/session.py": f"{CORE}/locks/session.py",
-    f"{CORE}/aio/hold.py": f"{CORE}/locks/hold.py",
-    f"{CORE}/aio/port_holdings.py": f"{CORE}/locks/port_holdings.py",
-    f"{CORE}/aio/memory.py": f"{CORE}/locks/memory.py",
-    f"{CORE}/aio/reply_deadline.py": f"{CORE}/locks/reply_deadline.py",
-    f"{CORE}/testing/aio_contract.py": f"{CORE}/testing/contract.py",
-}
-
-#: Modules of the asyncio flavour -> their synchronous twins.
-MODULES: dict[str, str] = {
-    "firefly_scheduling.aio.base": "firefly_scheduling.locks.base",
-    "firefly_scheduling.aio.session": "firefly_scheduling.locks.session",
-    "firefly_scheduling.aio.hold": "firefly_scheduling.locks.hold",
-    "firefly_scheduling.aio.port_holdings": "firefly_scheduling.locks.port_holdings",
-    "firefly_scheduling.aio.port": "firefly_scheduling.locks.port",
-    "firefly_scheduling.aio.memory": "firefly_scheduling.locks.memory",
-    "firefly_scheduling.testing.aio_hostile": "firefly_scheduling.testing.hostile",
-}
+#: Where asyncio sources are found; each `X_async.py` generates `X.py` beside it.
+SOURCE_GLOB = "packages/*/src/**/*_async.py"
+SOURCE_SUFFIX = "_async.py"
+GITATTRIBUTES = ROOT / ".gitattributes"
+_ATTRIBUTES_BEGIN = "# generated twins (tools/async_to_sync.py): begin\n"
+_ATTRIBUTES_END = "# generated twins (tools/async_to_sync.py): end\n"
 
 #: Names of the asyncio flavour -> their synchronous twins (whole words only).
 NAMES: dict[str, str] = {
@@ -108,7 +96,7 @@ _HEADER = (
 )
 _IF_ASYNC = re.compile(r"^(\s*)if ASYNC:\s*(#.*)?$")
 _SYNC_DIRECTIVE = re.compile(r"^(\s*)(.*?)\s*# sync: (.*)$")
-_FILE_DIRECTIVE = re.compile(r"^# async-to-sync: (twin|rename) (.+)$")
+_FILE_DIRECTIVE = re.compile(r"^# async-to-sync: (rename) (.+?)(?:  # noqa: E501)?$")
 #: `async with`/`async for`/`async def` and `await ` in prose and examples.
 _ASYNC_WORDS = re.compile(r"\basync (with|for|def)\b|\bawait ")
 
@@ -117,7 +105,7 @@ class Renames:
     """The renames of one source: the shared tables plus the source's own."""
 
     def __init__(self, own: dict[str, str]) -> None:
-        self.table = {**MODULES, **NAMES, **own}
+        self.table = {**modules(), **NAMES, **own}
         self.words = re.compile(
             r"(?<![\w.])("
             + "|".join(re.escape(name) for name in sorted(self.table, key=len, reverse=True))
@@ -125,31 +113,28 @@ class Renames:
         )
 
 
-def file_directives(source: str) -> tuple[str | None, dict[str, str], str]:
-    """The source's `twin` file name, its own renames, and its text without them."""
-    twin: str | None = None
+def file_directives(source: str) -> tuple[dict[str, str], str]:
+    """The source's own renames, and its text without them."""
     own: dict[str, str] = {}
     kept: list[str] = []
     for line in source.splitlines(keepends=True):
         match = _FILE_DIRECTIVE.match(line.rstrip("\n"))
         if match is None:
             kept.append(line)
-        elif match.group(1) == "twin":
-            twin = match.group(2).strip()
         else:
             old, _, new = match.group(2).strip().partition(" ")
             if not new.strip():
                 raise ValueError(f"`# async-to-sync: rename {old}` names no replacement")
             own[old] = new.strip()
-    return twin, own, "".join(kept)
+    return own, "".join(kept)
 
 
 def transform(source: str, *, source_path: str) -> str:
     """The synchronous twin of the asyncio module `source` (see the module doc)."""
-    _, own, source = file_directives(source)
+    own, source = file_directives(source)
     renames = Renames(own)
     text = _rename_tokens(_apply_directives(_drop_async_blocks(source)), renames)
-    shown = source_path.partition("/src/")[2] or source_path
+    shown = source_path.rsplit("/", 1)[-1]  # the source stands beside its twin
     body = _HEADER.format(source=shown) + text
     # Imports the asyncio flavour alone needed go; then the house format.
     tidied = _ruff(["check", "--fix", "--select", "I,F401", "--quiet", "--exit-zero"], body)
@@ -277,14 +262,39 @@ def _dotted_end(tokens: list[tokenize.TokenInfo], index: int) -> int:
 
 
 def all_twins() -> dict[str, str]:
-    """Every asyncio source -> its twin: the core table plus the adapters' directives."""
-    found = dict(TWINS)
-    for path in sorted(ROOT.glob("packages/*/src/**/*.py")):
-        twin, _, _ = file_directives(path.read_text())
-        if twin is not None:
-            source = path.relative_to(ROOT).as_posix()
-            found[source] = (path.parent / twin).relative_to(ROOT).as_posix()
-    return found
+    """Every asyncio source -> its twin beside it, paths from the repository root."""
+    return {
+        path.relative_to(ROOT).as_posix(): twin_path(path).relative_to(ROOT).as_posix()
+        for path in sorted(ROOT.glob(SOURCE_GLOB))
+    }
+
+
+def twin_path(source: Path) -> Path:
+    """`X_async.py` -> `X.py`, in the same folder."""
+    return source.with_name(source.name[: -len(SOURCE_SUFFIX)] + ".py")
+
+
+def modules() -> dict[str, str]:
+    """The dotted module of every asyncio source -> its twin's (`a.b_async` -> `a.b`)."""
+    table = {}
+    for source, twin in all_twins().items():
+        table[_module(source)] = _module(twin)
+    return table
+
+
+def _module(path: str) -> str:
+    return path.partition("/src/")[2].removesuffix(".py").replace("/", ".")
+
+
+def gitattributes_text(current: str) -> str:
+    """`.gitattributes` with its block of generated twins written afresh."""
+    lines = [f"{twin} linguist-generated=true\n" for twin in all_twins().values()]
+    block = _ATTRIBUTES_BEGIN + "".join(lines) + _ATTRIBUTES_END
+    if _ATTRIBUTES_BEGIN in current and _ATTRIBUTES_END in current:
+        head, _, rest = current.partition(_ATTRIBUTES_BEGIN)
+        _, _, tail = rest.partition(_ATTRIBUTES_END)
+        return head + block + tail
+    return current + ("\n" if current and not current.endswith("\n") else "") + block
 
 
 def stale_twins() -> list[str]:
@@ -295,6 +305,9 @@ def stale_twins() -> list[str]:
         target = ROOT / twin
         if not target.exists() or target.read_text() != expected:
             stale.append(twin)
+    current = GITATTRIBUTES.read_text() if GITATTRIBUTES.exists() else ""
+    if gitattributes_text(current) != current:
+        stale.append(".gitattributes")
     return stale
 
 
@@ -309,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if stale else 0
     for source, twin in all_twins().items():
         (ROOT / twin).write_text(transform((ROOT / source).read_text(), source_path=source))
+    current = GITATTRIBUTES.read_text() if GITATTRIBUTES.exists() else ""
+    GITATTRIBUTES.write_text(gitattributes_text(current))
     return 0
 
 

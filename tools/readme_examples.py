@@ -35,7 +35,7 @@ import asyncio
 import inspect
 
 import myapp.tasks
-from firefly_scheduling.decorator import descriptor_of
+from firefly_scheduling.tasks.decorator import descriptor_of
 
 called = 0
 for name, value in vars(myapp.tasks).items():

@@ -43,8 +43,8 @@ import apscheduler.schedulers.base as apscheduler_base
 
 from chaos_harness.evidence import EvidenceLog
 from firefly_scheduling.cli.host_options import configure_logging, prepare_host
-from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import FireResult
+from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history.port import (
     HistoryError,
     Recorded,
@@ -53,11 +53,15 @@ from firefly_scheduling.history.port import (
     RunState,
 )
 from firefly_scheduling.history.selection import resolve_history
-from firefly_scheduling.hosts.boot import build_runtime
-from firefly_scheduling.hosts.clock import SystemClock
 from firefly_scheduling.hosts.resident import ResidentHost
-from firefly_scheduling.hosts.runtime import Lazy
-from firefly_scheduling.hosts.shutdown import StopRequest, ignore_stop_signals, stop_on_signals
+from firefly_scheduling.hosts.runtime.boot import build_runtime
+from firefly_scheduling.hosts.runtime.clock import SystemClock
+from firefly_scheduling.hosts.runtime.shutdown import (
+    StopRequest,
+    ignore_stop_signals,
+    stop_on_signals,
+)
+from firefly_scheduling.hosts.runtime.task_runtime import Lazy
 from firefly_scheduling.hosts.tick import TickHost
 
 _T = TypeVar("_T")

@@ -14,8 +14,8 @@ from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLoc
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
 from firefly_scheduling_database.dialects import lease_sql_for
 from firefly_scheduling_database.engine import describe_url, lock_engine
-from firefly_scheduling_database.history_store import DatabaseRunHistory
 from firefly_scheduling_database.schema import LeaseTables
+from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
 
 SECRET = "s3cr3t-pw"
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock, aio_driver
+from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
+from firefly_scheduling_database import asyncio_driver as aio_driver
 from firefly_scheduling_database.dialect_batches import LeaseBatches, lease_batches_for
 from firefly_scheduling_database.dialects import lease_sql_for
 from firefly_scheduling_database.engine import async_lock_engine, lock_engine

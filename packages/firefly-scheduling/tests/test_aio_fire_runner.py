@@ -15,19 +15,19 @@ from datetime import UTC, datetime
 
 from firefly_scheduling import current_fire
 from firefly_scheduling.aio import AsyncInMemoryLock
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.fires.aio_execution import AsyncFireRunner
 from firefly_scheduling.fires.context import FireContext
-from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.runner import FireRunner
+from firefly_scheduling.fires.runner_async import AsyncFireRunner
 from firefly_scheduling.history import MemoryRunHistory, RunState
-from firefly_scheduling.hosts.aio_host import AsyncHost
-from firefly_scheduling.hosts.aio_runtime import AsyncTaskRuntime
-from firefly_scheduling.hosts.coroutine_loop import CoroutineLoop
-from firefly_scheduling.hosts.runtime import Lazy
-from firefly_scheduling.hosts.task_calls import call_task
+from firefly_scheduling.hosts.asyncio_host import AsyncHost
+from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
+from firefly_scheduling.hosts.runtime.coroutine_loop import CoroutineLoop
+from firefly_scheduling.hosts.runtime.task_calls import call_task
+from firefly_scheduling.hosts.runtime.task_runtime import Lazy
 from firefly_scheduling.initial_delay import InitialDelayGate, MemoryAnchorStore
 from firefly_scheduling.locks import InMemoryLock
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 
 def descriptor(**options: object) -> ScheduledDescriptor:

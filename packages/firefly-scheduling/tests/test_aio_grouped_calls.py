@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from firefly_scheduling.locks.aio_grouped import AsyncGroupedCalls, InterruptedGroupError
+from firefly_scheduling.concurrency.grouped_async import AsyncGroupedCalls, InterruptedGroupError
 
 
 class _Wire:

@@ -34,11 +34,11 @@ from firefly_scheduling import (
 from firefly_scheduling.aio import AsyncInMemoryLock
 from firefly_scheduling.cli import main
 from firefly_scheduling.fires.outcome import FireResult, Verdict
-from firefly_scheduling.guard import run_guarded
-from firefly_scheduling.hosts.boot import build_runtime
-from firefly_scheduling.hosts.coroutine_loop import CoroutineLoop
 from firefly_scheduling.hosts.resident import ResidentHost
+from firefly_scheduling.hosts.runtime.boot import build_runtime
+from firefly_scheduling.hosts.runtime.coroutine_loop import CoroutineLoop
 from firefly_scheduling.hosts.tick import TickHost
+from firefly_scheduling.locks.guard import run_guarded
 
 MODULE = "firefly_async_unit_tasks"
 SUPPORT = str(Path(__file__).resolve().parent / "host_support")

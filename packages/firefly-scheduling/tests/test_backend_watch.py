@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
-from firefly_scheduling.hosts.backend_watch import BackendWatch
+from firefly_scheduling.hosts.observation.backend_watch import BackendWatch
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 LOCKED = ScheduledDescriptor(
     target="app.tasks:beat", fixed_rate=1.0, lock_name="beat", lock_ttl=30.0

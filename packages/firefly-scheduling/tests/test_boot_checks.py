@@ -24,10 +24,10 @@ from click.testing import CliRunner
 from firefly_scheduling import ConfigurationError, Settings
 from firefly_scheduling.cli import main
 from firefly_scheduling.errors import BackendUnavailable, LockBackendError
-from firefly_scheduling.hosts.probe import PROBE_NAME, wait_for_backend
-from firefly_scheduling.hosts.workers import RESIDENT_MAX_WORKERS, TICK_MAX_WORKERS
+from firefly_scheduling.hosts.runtime.probe import PROBE_NAME, wait_for_backend
+from firefly_scheduling.hosts.runtime.workers import RESIDENT_MAX_WORKERS, TICK_MAX_WORKERS
 from firefly_scheduling.locks.memory import InMemoryLock
-from firefly_scheduling.scanner import scan
+from firefly_scheduling.tasks.scanner import scan
 
 pytest.importorskip("firefly_scheduling_database")
 

@@ -22,7 +22,7 @@ from firefly_scheduling import (
     ScheduledDescriptor,
     scheduled,
 )
-from firefly_scheduling.validation import validate_descriptor, validate_descriptors
+from firefly_scheduling.tasks.validation import validate_descriptor, validate_descriptors
 
 
 def task_function() -> Any:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from firefly_scheduling import Cadence
-from firefly_scheduling.cadence import BUCKETS
+from firefly_scheduling.schedule.cadence import BUCKETS
 
 # Every row of the cadence table (DESIGN.md §4): bucket -> description.
 TABLE = [

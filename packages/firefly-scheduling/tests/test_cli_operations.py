@@ -30,7 +30,7 @@ from firefly_scheduling.cli.host_options import JsonLogFormatter
 from firefly_scheduling.cli.schedule import render_schedule
 from firefly_scheduling.errors import ConfigurationError, LockBackendError
 from firefly_scheduling.fires.outcome import Verdict
-from firefly_scheduling.hosts.boot import build_runtime
+from firefly_scheduling.hosts.runtime.boot import build_runtime
 from firefly_scheduling.hosts.tick import TickHost
 
 MODULE = "firefly_host_unit_tasks"
@@ -152,7 +152,7 @@ def test_runs_json_prints_one_object_per_fire(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("firefly_scheduling_database")
-    from firefly_scheduling_database.history_store import DatabaseRunHistory  # noqa: PLC0415
+    from firefly_scheduling_database.sql_history.store import DatabaseRunHistory  # noqa: PLC0415
 
     url = f"sqlite:///{tmp_path / 'history.db'}"
     history = DatabaseRunHistory(url)

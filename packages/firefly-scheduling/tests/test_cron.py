@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from firefly_scheduling import ConfigurationError
-from firefly_scheduling.cron import CronSchedule, resolve_zone
+from firefly_scheduling.schedule.cron import CronSchedule, resolve_zone
 
 SOURCE = "app.tasks:report"
 JAN_1 = datetime(2024, 1, 1, tzinfo=UTC)  # a Monday

@@ -21,12 +21,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "host_support"))
 import firefly_host_unit_tasks as tasks
 
 from firefly_scheduling import ScheduledDescriptor, Settings
-from firefly_scheduling.cron import CronSchedule
 from firefly_scheduling.fires.outcome import FireResult, Verdict
 from firefly_scheduling.history.port import RunState
-from firefly_scheduling.hosts.boot import build_runtime
-from firefly_scheduling.hosts.fire_instants import cron_fire_at_or_before
-from firefly_scheduling.hosts.jobs import RecurringFire, trigger_for
+from firefly_scheduling.hosts.apscheduler.jobs import RecurringFire, trigger_for
+from firefly_scheduling.hosts.runtime.boot import build_runtime
+from firefly_scheduling.schedule.cron import CronSchedule
+from firefly_scheduling.schedule.fire_instants import cron_fire_at_or_before
 
 MODULE = "firefly_host_unit_tasks"
 SUNDAY_0300 = datetime(2026, 3, 1, 3, 0, tzinfo=UTC)

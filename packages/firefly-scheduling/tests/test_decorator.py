@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-import firefly_scheduling.decorator as decorator_module
+import firefly_scheduling.tasks.decorator as decorator_module
 from firefly_scheduling import ConfigurationError, DurationError, ScheduledDescriptor, scheduled
-from firefly_scheduling.decorator import SCHEDULE_ATTRIBUTE, descriptor_of
-from firefly_scheduling.validation import validate_descriptor
+from firefly_scheduling.tasks.decorator import SCHEDULE_ATTRIBUTE, descriptor_of
+from firefly_scheduling.tasks.validation import validate_descriptor
 
 
 def define(source: str, module: str = "app.tasks") -> dict[str, Any]:

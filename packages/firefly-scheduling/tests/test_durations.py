@@ -16,14 +16,14 @@ from firefly_scheduling import (
     parse_duration,
 )
 from firefly_scheduling.cli.schedule import schedule_row
-from firefly_scheduling.durations import (
+from firefly_scheduling.hosts.apscheduler.triggers import EpochAlignedRateTrigger
+from firefly_scheduling.schedule.durations import (
     MAX_DURATION_SECONDS,
     MIN_DURATION_SECONDS,
     format_duration,
     format_elapsed,
 )
-from firefly_scheduling.hosts.triggers import EpochAlignedRateTrigger
-from firefly_scheduling.validation import validate_descriptor
+from firefly_scheduling.tasks.validation import validate_descriptor
 
 UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 

@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires import recording
-from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import HistoryError, MemoryRunHistory, RunState
 from firefly_scheduling.history.port import Recorded
 from firefly_scheduling.locks import InMemoryLock
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 T0 = datetime(2030, 1, 1, 0, 0, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from firefly_scheduling.locks.grouped import GroupedCalls
+from firefly_scheduling.concurrency.grouped import GroupedCalls
 
 
 class _Wire:

@@ -18,9 +18,9 @@ from firefly_scheduling import (
     LockBackendError,
     ScheduledDescriptor,
 )
-from firefly_scheduling.callables import CallableResolver, resolve_callable
 from firefly_scheduling.fires.outcome import Verdict
-from firefly_scheduling.guard import run_guarded
+from firefly_scheduling.locks.guard import run_guarded
+from firefly_scheduling.tasks.callables import CallableResolver, resolve_callable
 
 LOCKED = ScheduledDescriptor(
     target="app.tasks:report", fixed_rate=1.0, lock_name="guard-test-report", lock_ttl=12.5
@@ -93,7 +93,7 @@ def test_a_lost_race_skips_silently(lock: RecordingLock, caplog: pytest.LogCaptu
     other_node = InMemoryLock()
     assert other_node.try_acquire("guard-test-report", 30)
     ran: list[bool] = []
-    with caplog.at_level(logging.DEBUG, logger="firefly_scheduling.guard"):
+    with caplog.at_level(logging.DEBUG, logger="firefly_scheduling.locks.guard"):
         outcome = run_guarded(LOCKED, lambda: ran.append(True), lock)
     other_node.release("guard-test-report")
     assert outcome is Verdict.OVERLAPPING
@@ -105,7 +105,7 @@ def test_a_backend_error_skips_the_run_and_never_runs_unlocked(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     ran: list[bool] = []
-    with caplog.at_level(logging.WARNING, logger="firefly_scheduling.guard"):
+    with caplog.at_level(logging.WARNING, logger="firefly_scheduling.locks.guard"):
         outcome = run_guarded(LOCKED, lambda: ran.append(True), UnreachableLock())
     assert outcome is Verdict.BACKEND_ERROR
     assert ran == []
@@ -126,7 +126,7 @@ def test_a_failing_body_is_logged_with_the_target_and_swallowed(
     def body() -> None:
         raise RuntimeError("boom")
 
-    with caplog.at_level(logging.ERROR, logger="firefly_scheduling.guard"):
+    with caplog.at_level(logging.ERROR, logger="firefly_scheduling.locks.guard"):
         outcome = run_guarded(LOCKED, body, lock)
     assert outcome is Verdict.FAILED
     (record,) = caplog.records
@@ -142,7 +142,7 @@ def test_an_unlocked_failing_body_is_swallowed_too(caplog: pytest.LogCaptureFixt
     def body() -> None:
         raise ValueError("bad")
 
-    with caplog.at_level(logging.ERROR, logger="firefly_scheduling.guard"):
+    with caplog.at_level(logging.ERROR, logger="firefly_scheduling.locks.guard"):
         assert run_guarded(UNLOCKED, body, UntouchableLock()) is Verdict.FAILED
     assert "app.tasks:tidy" in caplog.records[0].getMessage()
 

@@ -14,7 +14,12 @@ import pytest
 from firefly_scheduling import ScheduledDescriptor, Settings
 from firefly_scheduling.aio import AsyncInMemoryLock
 from firefly_scheduling.errors import LockBackendError
-from firefly_scheduling.hosts.health import Heartbeat, HostHealth, LastBackendError, probe
+from firefly_scheduling.hosts.observation.health import (
+    Heartbeat,
+    HostHealth,
+    LastBackendError,
+    probe,
+)
 
 pytest.importorskip("starlette")
 from starlette.applications import Starlette

@@ -11,12 +11,12 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.claims import claim_name
-from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import MemoryRunHistory, RunState
 from firefly_scheduling.locks import InMemoryLock
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 SECOND = timedelta(seconds=1)

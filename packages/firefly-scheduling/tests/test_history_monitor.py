@@ -11,10 +11,10 @@ from rich.console import Console
 
 from firefly_scheduling.cli.monitor import health_problems, success_window
 from firefly_scheduling.cli.runs import render_runs
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.fires.execution import FireRunner
+from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import MemoryRunHistory, RunState
 from firefly_scheduling.locks import InMemoryLock
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 # A Monday.
 NOW = datetime(2030, 1, 7, 9, 5, tzinfo=UTC)

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from firefly_scheduling.errors import ConfigurationError, DurationError
-from firefly_scheduling.fires.execution import FireRunner
+from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import MemoryRunHistory, history_url, resolve_history
 from firefly_scheduling.locks import InMemoryLock
 from firefly_scheduling.settings import Settings

@@ -21,8 +21,8 @@ import firefly_host_unit_tasks as tasks
 
 from firefly_scheduling import ScheduledDescriptor, Settings
 from firefly_scheduling.fires.outcome import FireResult, Verdict
-from firefly_scheduling.hosts.boot import build_runtime
 from firefly_scheduling.hosts.resident import ResidentHost
+from firefly_scheduling.hosts.runtime.boot import build_runtime
 from firefly_scheduling.locks.memory import InMemoryLock
 
 MODULE = "firefly_host_unit_tasks"

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from firefly_scheduling.cron import CronSchedule
-from firefly_scheduling.hosts.cron_prefilter import MinutePrefilter
+from firefly_scheduling.schedule.cron import CronSchedule
+from firefly_scheduling.schedule.cron_prefilter import MinutePrefilter
 
 EXPRESSIONS = [
     "0 3 * * 0",

@@ -8,7 +8,7 @@ from rich.console import Console
 
 from firefly_scheduling.cli.demo import RaceClock
 from firefly_scheduling.cli.demo_report import FireFeed, TaskTally, print_summary, verdict_of
-from firefly_scheduling.hosts.fire_log import FireRecord
+from firefly_scheduling.hosts.observation.fire_log import FireRecord
 
 HEARTBEAT = "firefly_scheduling.demo_app.tasks:heartbeat"
 TIDY = "firefly_scheduling.demo_app.tasks:tidy_up"

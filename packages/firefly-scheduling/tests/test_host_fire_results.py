@@ -16,13 +16,13 @@ import firefly_host_unit_tasks as tasks
 
 from firefly_scheduling import InMemoryLock, ScheduledDescriptor
 from firefly_scheduling.cli.demo_report import verdict_of
-from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
+from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history.memory import MemoryRunHistory
 from firefly_scheduling.history.port import RunState
-from firefly_scheduling.hosts.execute import execute_fire
-from firefly_scheduling.hosts.fire_log import FireLog, read_fire_log
-from firefly_scheduling.hosts.runtime import Lazy, TaskRuntime
+from firefly_scheduling.hosts.observation.fire_log import FireLog, read_fire_log
+from firefly_scheduling.hosts.runtime.execute import execute_fire
+from firefly_scheduling.hosts.runtime.task_runtime import Lazy, TaskRuntime
 from firefly_scheduling.initial_delay import InitialDelayGate, MemoryAnchorStore
 
 MODULE = "firefly_host_unit_tasks"

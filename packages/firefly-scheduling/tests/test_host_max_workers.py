@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 from firefly_scheduling import ScheduledDescriptor, Settings
-from firefly_scheduling.hosts.boot import build_runtime
 from firefly_scheduling.hosts.resident import ResidentHost
-from firefly_scheduling.hosts.runtime import TaskRuntime
+from firefly_scheduling.hosts.runtime.boot import build_runtime
+from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
 from firefly_scheduling.hosts.tick import TickHost
 
 TASKS = tuple(

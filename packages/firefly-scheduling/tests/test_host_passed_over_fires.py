@@ -22,9 +22,13 @@ import firefly_host_unit_tasks as tasks
 from firefly_scheduling import ScheduledDescriptor, Settings
 from firefly_scheduling.fires.outcome import Fire
 from firefly_scheduling.history.port import RunState
-from firefly_scheduling.hosts.boot import build_runtime
-from firefly_scheduling.hosts.execute import execute_fire
-from firefly_scheduling.hosts.jobs import MAX_PASSED_OVER_RECORDED, RecurringFire, trigger_for
+from firefly_scheduling.hosts.apscheduler.jobs import (
+    MAX_PASSED_OVER_RECORDED,
+    RecurringFire,
+    trigger_for,
+)
+from firefly_scheduling.hosts.runtime.boot import build_runtime
+from firefly_scheduling.hosts.runtime.execute import execute_fire
 
 MODULE = "firefly_host_unit_tasks"
 START = datetime(2026, 3, 4, 12, 0, 0, tzinfo=UTC)

@@ -24,9 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "host_support"))
 import firefly_host_unit_tasks as tasks
 
 from firefly_scheduling import ScheduledDescriptor, Settings
-from firefly_scheduling.hosts.boot import build_runtime
-from firefly_scheduling.hosts.passed_over_report import PassedOverReport, scheduler_logger
+from firefly_scheduling.hosts.observation.passed_over_report import (
+    PassedOverReport,
+    scheduler_logger,
+)
 from firefly_scheduling.hosts.resident import ResidentHost
+from firefly_scheduling.hosts.runtime.boot import build_runtime
 
 MODULE = "firefly_host_unit_tasks"
 

@@ -18,10 +18,10 @@ import firefly_host_unit_tasks as tasks
 
 from firefly_scheduling import ConfigurationError, InMemoryLock, ScheduledDescriptor, Settings
 from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
-from firefly_scheduling.hosts.boot import build_runtime
-from firefly_scheduling.hosts.execute import execute_fire
 from firefly_scheduling.hosts.resident import ResidentHost
-from firefly_scheduling.hosts.runtime import Lazy, TaskRuntime
+from firefly_scheduling.hosts.runtime.boot import build_runtime
+from firefly_scheduling.hosts.runtime.execute import execute_fire
+from firefly_scheduling.hosts.runtime.task_runtime import Lazy, TaskRuntime
 from firefly_scheduling.initial_delay import InitialDelayGate, MemoryAnchorStore
 
 MODULE = "firefly_host_unit_tasks"

@@ -18,7 +18,7 @@ from firefly_fake_clock import FakeClock
 
 from firefly_scheduling import InMemoryLock, ScheduledDescriptor, Settings
 from firefly_scheduling.fires.outcome import Verdict
-from firefly_scheduling.hosts.boot import build_runtime
+from firefly_scheduling.hosts.runtime.boot import build_runtime
 from firefly_scheduling.hosts.tick import TickHost
 
 MODULE = "firefly_host_unit_tasks"

@@ -8,14 +8,17 @@ from zoneinfo import ZoneInfo
 import pytest
 from apscheduler.triggers.cron import CronTrigger
 
-from firefly_scheduling.cron import CronSchedule
-from firefly_scheduling.hosts.fire_instants import (
+from firefly_scheduling.hosts.apscheduler.triggers import (
+    CronScheduleTrigger,
+    EpochAlignedRateTrigger,
+)
+from firefly_scheduling.schedule.cron import CronSchedule
+from firefly_scheduling.schedule.fire_instants import (
     cron_fire_at_or_before,
     rate_fire_after,
     rate_fire_at_or_before,
     rate_step,
 )
-from firefly_scheduling.hosts.triggers import CronScheduleTrigger, EpochAlignedRateTrigger
 
 PARIS = ZoneInfo("Europe/Paris")
 NEW_YORK = ZoneInfo("America/New_York")

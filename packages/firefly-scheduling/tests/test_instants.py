@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from firefly_scheduling.instants import as_utc
+from firefly_scheduling.schedule.instants import as_utc
 
 
 def test_an_instant_already_in_utc_is_returned_as_it_is() -> None:

@@ -22,12 +22,12 @@ import pytest
 from click.testing import CliRunner
 
 from firefly_scheduling import ConfigurationError, ScheduledDescriptor, Settings, scheduled
-from firefly_scheduling.cadence import BUCKETS, Cadence
 from firefly_scheduling.cli import main
 from firefly_scheduling.cli.schedule import schedule_row
-from firefly_scheduling.durations import parse_duration
 from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling.providers import registry
+from firefly_scheduling.schedule.cadence import BUCKETS, Cadence
+from firefly_scheduling.schedule.durations import parse_duration
 
 REPOSITORY = Path(__file__).resolve().parents[3]
 SUPPORT = str(Path(__file__).resolve().parent / "host_support")

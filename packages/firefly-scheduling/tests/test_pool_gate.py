@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from firefly_scheduling.locks.fair_semaphore import FairSemaphore
-from firefly_scheduling.locks.pool_gate import PoolGate
-from firefly_scheduling.locks.pool_size import PoolExhaustedError
+from firefly_scheduling.concurrency.fair_semaphore import FairSemaphore
+from firefly_scheduling.concurrency.pool_gate import PoolGate
+from firefly_scheduling.concurrency.pool_size import PoolExhaustedError
 
 
 def test_a_caller_past_the_bound_waits_then_gets_an_error_naming_it() -> None:

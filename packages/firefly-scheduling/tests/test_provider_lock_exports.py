@@ -28,11 +28,11 @@ def test_the_descriptors_lock_classes_are_exported_on_first_access(
     provider = LockProvider(
         name="probe",
         lock="firefly_scheduling.locks.memory:InMemoryLock",
-        async_lock="firefly_scheduling.aio.memory:AsyncInMemoryLock",
+        async_lock="firefly_scheduling.locks.memory_async:AsyncInMemoryLock",
     )
     getattr_ = lock_exports(PACKAGE, provider)
-    from firefly_scheduling.aio.memory import AsyncInMemoryLock  # noqa: PLC0415
     from firefly_scheduling.locks.memory import InMemoryLock  # noqa: PLC0415
+    from firefly_scheduling.locks.memory_async import AsyncInMemoryLock  # noqa: PLC0415
 
     assert getattr_("InMemoryLock") is InMemoryLock
     assert getattr_("AsyncInMemoryLock") is AsyncInMemoryLock

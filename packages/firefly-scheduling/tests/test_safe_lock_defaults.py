@@ -32,12 +32,12 @@ from firefly_scheduling import (
 )
 from firefly_scheduling.aio import resolve_async_lock
 from firefly_scheduling.cli import main
-from firefly_scheduling.decorator import descriptor_of
-from firefly_scheduling.fires.execution import FireRunner
 from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import MemoryRunHistory
-from firefly_scheduling.hosts.boot import build_runtime
+from firefly_scheduling.hosts.runtime.boot import build_runtime
 from firefly_scheduling.locks import providers as lock_providers
+from firefly_scheduling.tasks.decorator import descriptor_of
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from firefly_scheduling import ConfigurationError, ScheduledDescriptor, ScheduledManifest, scan
-from firefly_scheduling.discovery import resolve_descriptors
-from firefly_scheduling.manifest_format import FORMAT, SCHEDULE_FIELDS, VERSION
 from firefly_scheduling.settings import Settings
+from firefly_scheduling.tasks.discovery import resolve_descriptors
+from firefly_scheduling.tasks.manifest_format import FORMAT, SCHEDULE_FIELDS, VERSION
 
 MakePackage = Callable[[dict[str, str]], str]
 

@@ -203,7 +203,7 @@ def test_the_fingerprint_reads_the_sources_without_importing_them(
     make_package: MakePackage, workdir: Path
 ) -> None:
     package = make_package({"__init__.py": "raise SystemExit('imported')\n", "x.py": ""})
-    from firefly_scheduling.manifest_sources import source_fingerprint  # noqa: PLC0415
+    from firefly_scheduling.tasks.manifest_sources import source_fingerprint  # noqa: PLC0415
 
     first = source_fingerprint([package])
     assert first is not None

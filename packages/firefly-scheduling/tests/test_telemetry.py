@@ -26,8 +26,12 @@ from firefly_fake_clock import FakeClock
 
 from firefly_scheduling import ScheduledDescriptor, Settings
 from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
-from firefly_scheduling.hosts.boot import build_runtime
-from firefly_scheduling.hosts.telemetry import NO_TELEMETRY, OpenTelemetry, process_telemetry
+from firefly_scheduling.hosts.observation.telemetry import (
+    NO_TELEMETRY,
+    OpenTelemetry,
+    process_telemetry,
+)
+from firefly_scheduling.hosts.runtime.boot import build_runtime
 from firefly_scheduling.hosts.tick import TickHost
 
 MODULE = "firefly_host_unit_tasks"
@@ -138,7 +142,7 @@ def test_fires_lateness_duration_and_claim_latency_are_recorded(collected: Colle
 
 
 def test_without_the_api_installed_telemetry_is_a_no_op(monkeypatch: pytest.MonkeyPatch) -> None:
-    import firefly_scheduling.hosts.telemetry as module  # noqa: PLC0415
+    import firefly_scheduling.hosts.observation.telemetry as module  # noqa: PLC0415
 
     monkeypatch.setattr(module, "_PROCESS_TELEMETRY", None)
     monkeypatch.setattr(module.importlib.util, "find_spec", lambda name: None)
@@ -161,7 +165,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from firefly_scheduling import ScheduledDescriptor
 from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
-from firefly_scheduling.hosts.telemetry import OpenTelemetry
+from firefly_scheduling.hosts.observation.telemetry import OpenTelemetry
 
 descriptor = ScheduledDescriptor(target="m:ping", cron="* * * * *")
 fire = Fire(descriptor, datetime(2026, 6, 3, 12, 0, tzinfo=UTC))

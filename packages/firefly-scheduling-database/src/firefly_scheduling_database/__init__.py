@@ -15,8 +15,8 @@ from firefly_scheduling_database.provider import ASYNC_INSTALL, PROVIDER
 from firefly_scheduling_database.version import __version__
 
 if TYPE_CHECKING:
-    from firefly_scheduling_database.aio_lock import AsyncDatabaseLeaseLock
-    from firefly_scheduling_database.lease_lock import DatabaseLeaseLock
+    from firefly_scheduling_database.lock import DatabaseLeaseLock
+    from firefly_scheduling_database.lock_async import AsyncDatabaseLeaseLock
 
 __all__ = ["AsyncDatabaseLeaseLock", "DatabaseLeaseLock", "__version__"]
 

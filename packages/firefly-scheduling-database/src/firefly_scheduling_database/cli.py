@@ -50,12 +50,12 @@ from firefly_scheduling.urls.redaction import scrub
 from firefly_scheduling_database.anchor_store import TABLE_NAME as ANCHORS_TABLE
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
 from firefly_scheduling_database.engine import describe_url
-from firefly_scheduling_database.history_migration import upgrade_history_table
-from firefly_scheduling_database.history_store import DEFAULT_TABLE as RUNS_TABLE
-from firefly_scheduling_database.history_store import DatabaseRunHistory
-from firefly_scheduling_database.lease_lock import DatabaseLeaseLock
+from firefly_scheduling_database.lock import DatabaseLeaseLock
 from firefly_scheduling_database.provider import PROVIDER
 from firefly_scheduling_database.schema import DEFAULT_TABLE, FENCES_SUFFIX
+from firefly_scheduling_database.sql_history.migration import upgrade_history_table
+from firefly_scheduling_database.sql_history.store import DEFAULT_TABLE as RUNS_TABLE
+from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
 
 
 @click.command("migrate")

@@ -7,7 +7,7 @@ bound on how long a statement or a row-lock wait may take, so `try_acquire` answ
 within seconds even when the server hangs. Values already in the URL's query win.
 
 Every engine built here forgets its pooled connections in a forked child
-(`firefly_scheduling.forks`): they are the parent's sessions, and the child opening
+(`firefly_scheduling.concurrency.forks`): they are the parent's sessions, and the child opening
 its own is what keeps the two processes' statements apart. `dispose(close=False)`
 is SQLAlchemy's way: the parent's connections are dropped without a word to the
 server (psycopg, for its part, never ends a connection from a process other than
@@ -40,13 +40,13 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import PoolResetState
 
-from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.forks import reset_in_forked_child
-from firefly_scheduling.locks.connection_budget import (
+from firefly_scheduling.concurrency.connection_budget import (
     POOL_TIMEOUT_SECONDS,
     budget_for,
     take_url_parameter,
 )
+from firefly_scheduling.concurrency.forks import reset_in_forked_child
+from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.urls.client_encodings import (
     LIBPQ_UTF8,
     ascii_text_problem,

@@ -19,11 +19,11 @@ ASYNC_INSTALL = (
 
 PROVIDER = LockProvider(
     name="database",
-    lock="firefly_scheduling_database.lease_lock:DatabaseLeaseLock",
-    async_lock="firefly_scheduling_database.aio_lock:AsyncDatabaseLeaseLock",
+    lock="firefly_scheduling_database.lock:DatabaseLeaseLock",
+    async_lock="firefly_scheduling_database.lock_async:AsyncDatabaseLeaseLock",
     url_fallbacks=("DATABASE_URL",),
     anchor_store="firefly_scheduling_database.anchor_store:create_anchor_store",
-    history_store="firefly_scheduling_database.history_store:create_history_store",
+    history_store="firefly_scheduling_database.sql_history.store:create_history_store",
     # The base schemes of engine.DRIVERS, written out: this module imports no driver.
     store_schemes=("sqlite", "postgresql", "postgres", "mysql", "mariadb"),
     stores_at_lock_url=("anchor_store", "history_store"),

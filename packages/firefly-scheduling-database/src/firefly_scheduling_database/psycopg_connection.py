@@ -3,7 +3,7 @@
 SQLAlchemy's psycopg dialects connect with psycopg's own classes, whose waits for a
 reply have no end: a frozen server, or a connection that silently lost a request,
 would hold a pooled connection, and the lock or store call on it, for ever (see
-`firefly_scheduling.aio.reply_deadline`). `engine` makes both dialects connect with
+`firefly_scheduling.concurrency.reply_deadline_async`). `engine` makes both dialects connect with
 these classes instead: the synchronous one through the `do_connect` event, the
 asyncio one through its `async_creator_fn` connect argument. Imported only for a
 PostgreSQL URL, so psycopg stays optional.
@@ -16,9 +16,9 @@ from typing import Any
 import psycopg
 from psycopg import errors as pg_errors
 
-from firefly_scheduling.aio.reply_deadline import AsyncReplyDeadline
+from firefly_scheduling.concurrency.reply_deadline import ReplyDeadline
+from firefly_scheduling.concurrency.reply_deadline_async import AsyncReplyDeadline
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.reply_deadline import ReplyDeadline
 
 #: psycopg's wait timeout (private, since psycopg 3.2; the frozen-server test pins it).
 _WAIT_TIMEOUT: type[Exception] | None = getattr(pg_errors, "_WaitTimeout", None)

@@ -9,8 +9,8 @@ from firefly_scheduling_etcd.provider import PROVIDER
 from firefly_scheduling_etcd.version import __version__
 
 if TYPE_CHECKING:
-    from firefly_scheduling_etcd.aio_lease_lock import AsyncEtcdLock
-    from firefly_scheduling_etcd.lease_lock import EtcdLock
+    from firefly_scheduling_etcd.lock import EtcdLock
+    from firefly_scheduling_etcd.lock_async import AsyncEtcdLock
 
 __all__ = ["AsyncEtcdLock", "EtcdLock", "__version__"]
 

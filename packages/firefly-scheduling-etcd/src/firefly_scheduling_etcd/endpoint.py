@@ -30,9 +30,9 @@ import ssl
 from dataclasses import dataclass
 from typing import Final
 
-from firefly_scheduling.durations import parse_duration
+from firefly_scheduling.concurrency.pool_size import check_pool_size
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.pool_size import check_pool_size
+from firefly_scheduling.schedule.durations import parse_duration
 from firefly_scheduling.urls.connection_url import parse_lock_url, url_options
 from firefly_scheduling.urls.redaction import redact_url
 

@@ -6,7 +6,7 @@ standard library's `http.client`, not through httpx's synchronous client, for CP
 the same kept-alive POST to the gateway cost 0.51 ms of CPU through `httpx.Client`
 and 0.17 ms through `http.client` (3,000 requests each, on the 2-core machine the
 scaling figures come from), and a fire a node runs sends four (issue 12: a won
-fire within 0.75 ms of CPU). The asyncio flavour keeps httpx (`aio_gateway`); the
+fire within 0.75 ms of CPU). The asyncio flavour keeps httpx (`asyncio_gateway`); the
 two share the interface (`post`, `close`), and every request body and every reading
 of an answer lives in `protocol`, once.
 

@@ -12,8 +12,8 @@ from firefly_scheduling_etcd.endpoint import DEFAULT_URL
 
 PROVIDER = LockProvider(
     name="etcd",
-    lock="firefly_scheduling_etcd.lease_lock:EtcdLock",
-    async_lock="firefly_scheduling_etcd.aio_lease_lock:AsyncEtcdLock",
+    lock="firefly_scheduling_etcd.lock:EtcdLock",
+    async_lock="firefly_scheduling_etcd.lock_async:AsyncEtcdLock",
     default_url=DEFAULT_URL,
     extra="firefly-scheduling[etcd]",
 )

@@ -9,8 +9,8 @@ from firefly_scheduling_memcached.provider import PROVIDER
 from firefly_scheduling_memcached.version import __version__
 
 if TYPE_CHECKING:
-    from firefly_scheduling_memcached.aio_lock import AsyncMemcachedLock
-    from firefly_scheduling_memcached.lease_lock import MemcachedLock
+    from firefly_scheduling_memcached.lock import MemcachedLock
+    from firefly_scheduling_memcached.lock_async import AsyncMemcachedLock
 
 __all__ = ["AsyncMemcachedLock", "MemcachedLock", "__version__"]
 

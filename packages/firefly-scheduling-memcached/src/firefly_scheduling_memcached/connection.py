@@ -9,7 +9,7 @@ slower for the short exchanges a lock makes.
 
 Before each exchange, a socket the server closed meanwhile (a restart, an idle
 timeout) is dropped so that the exchange reconnects instead of failing. In a forked
-child (`firefly_scheduling.forks`), the parent's socket is dropped without a word
+child (`firefly_scheduling.concurrency.forks`), the parent's socket is dropped without a word
 to the server and the mutex replaced: the child connects anew on first use.
 """
 
@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 from pymemcache.client.base import Client
 
-from firefly_scheduling.forks import reset_in_forked_child
+from firefly_scheduling.concurrency.forks import reset_in_forked_child
 
 
 def drop_if_closed(client: Client) -> Client:

@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from firefly_scheduling.concurrency.pool_size import check_pool_size
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.pool_size import check_pool_size
 from firefly_scheduling.urls.connection_url import parse_lock_url, url_options
 from firefly_scheduling.urls.redaction import redact_url
 

@@ -1,8 +1,8 @@
-# Generated from firefly_scheduling_memcached/aio_pool.py by tools/async_to_sync.py: do not edit.
+# Generated from pool_async.py by tools/async_to_sync.py: do not edit.
 # Edit the asyncio source and run `python tools/async_to_sync.py`.
 """Connections to one memcached server, and the small bounded pool that lends them.
 
-Written once, for asyncio streams, in `aio_pool.py`; the blocking-socket twin
+Written once, for asyncio streams, in `pool_async.py`; the blocking-socket twin
 in `pool.py` is generated from it by `tools/async_to_sync.py`. What is said on
 the wire, and how replies are read, is `protocol`'s business: a connection only
 writes a request and feeds what comes back to its `ReplyParser`.

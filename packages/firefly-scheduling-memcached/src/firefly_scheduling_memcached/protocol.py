@@ -49,7 +49,7 @@ from collections.abc import Generator, Sequence
 from typing import Final, NamedTuple, TypeVar
 
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.server_keys import ServerKeyScheme
+from firefly_scheduling.locks.server_keys import ServerKeyScheme
 
 T = TypeVar("T")
 

@@ -10,8 +10,8 @@ from firefly_scheduling.providers import LockProvider
 
 PROVIDER = LockProvider(
     name="memcached",
-    lock="firefly_scheduling_memcached.lease_lock:MemcachedLock",
-    async_lock="firefly_scheduling_memcached.aio_lock:AsyncMemcachedLock",
+    lock="firefly_scheduling_memcached.lock:MemcachedLock",
+    async_lock="firefly_scheduling_memcached.lock_async:AsyncMemcachedLock",
     default_url="memcached://127.0.0.1:11211",
     anchor_store="firefly_scheduling_memcached.anchor_store:create_anchor_store",
     store_schemes=("memcached",),

@@ -9,8 +9,8 @@ from firefly_scheduling_mysql.provider import PROVIDER
 from firefly_scheduling_mysql.version import __version__
 
 if TYPE_CHECKING:
-    from firefly_scheduling_mysql.aio_named_lock import AsyncMySqlNamedLock
-    from firefly_scheduling_mysql.named_lock import MySqlNamedLock
+    from firefly_scheduling_mysql.lock import MySqlNamedLock
+    from firefly_scheduling_mysql.lock_async import AsyncMySqlNamedLock
 
 __all__ = ["AsyncMySqlNamedLock", "MySqlNamedLock", "__version__"]
 

@@ -10,8 +10,8 @@ from firefly_scheduling.providers import LockProvider
 
 PROVIDER = LockProvider(
     name="mysql",
-    lock="firefly_scheduling_mysql.named_lock:MySqlNamedLock",
-    async_lock="firefly_scheduling_mysql.aio_named_lock:AsyncMySqlNamedLock",
+    lock="firefly_scheduling_mysql.lock:MySqlNamedLock",
+    async_lock="firefly_scheduling_mysql.lock_async:AsyncMySqlNamedLock",
     url_fallbacks=("DATABASE_URL",),
     stores_at_lock_url=("anchor_store", "history_store"),
     extra="firefly-scheduling[mysql]",

@@ -17,7 +17,7 @@ from typing import Final
 
 from pymysql.constants import ER
 
-from firefly_scheduling.server_keys import ServerKeyScheme
+from firefly_scheduling.locks.server_keys import ServerKeyScheme
 
 #: Only these names are sent as they are: no case, no spaces, no characters a
 #: collation could fold together, so distinct readable names are distinct server names.

@@ -9,8 +9,8 @@ from firefly_scheduling_postgres.provider import PROVIDER
 from firefly_scheduling_postgres.version import __version__
 
 if TYPE_CHECKING:
-    from firefly_scheduling_postgres.advisory_lock import PgAdvisoryLock
-    from firefly_scheduling_postgres.aio_lock import AsyncPgAdvisoryLock
+    from firefly_scheduling_postgres.lock import PgAdvisoryLock
+    from firefly_scheduling_postgres.lock_async import AsyncPgAdvisoryLock
 
 __all__ = ["AsyncPgAdvisoryLock", "PgAdvisoryLock", "__version__"]
 

@@ -1,7 +1,7 @@
 """psycopg's connections, with every reply wait bounded (`locks.reply_deadline`).
 
 A frozen server, or a connection that silently lost a request, would otherwise keep
-a lock's session waiting for ever: see `firefly_scheduling.aio.reply_deadline` for
+a lock's session waiting for ever: see `firefly_scheduling.concurrency.reply_deadline_async` for
 why neither the server's nor TCP's timeouts end such a wait. The lock connects with
 these classes; nothing else changes.
 """
@@ -13,8 +13,8 @@ from typing import Any
 import psycopg
 from psycopg import errors as pg_errors
 
-from firefly_scheduling.aio.reply_deadline import AsyncReplyDeadline
-from firefly_scheduling.locks.reply_deadline import ReplyDeadline
+from firefly_scheduling.concurrency.reply_deadline import ReplyDeadline
+from firefly_scheduling.concurrency.reply_deadline_async import AsyncReplyDeadline
 
 #: psycopg's wait timeout (private, since psycopg 3.2; the frozen-server test pins it).
 _WAIT_TIMEOUT: type[Exception] = pg_errors._WaitTimeout

@@ -10,8 +10,8 @@ from firefly_scheduling.providers import LockProvider
 
 PROVIDER = LockProvider(
     name="postgres",
-    lock="firefly_scheduling_postgres.advisory_lock:PgAdvisoryLock",
-    async_lock="firefly_scheduling_postgres.aio_lock:AsyncPgAdvisoryLock",
+    lock="firefly_scheduling_postgres.lock:PgAdvisoryLock",
+    async_lock="firefly_scheduling_postgres.lock_async:AsyncPgAdvisoryLock",
     url_fallbacks=("DATABASE_URL",),
     stores_at_lock_url=("anchor_store", "history_store"),
     extra="firefly-scheduling[postgres]",

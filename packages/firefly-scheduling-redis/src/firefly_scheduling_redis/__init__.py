@@ -9,8 +9,8 @@ from firefly_scheduling_redis.provider import PROVIDER
 from firefly_scheduling_redis.version import __version__
 
 if TYPE_CHECKING:
-    from firefly_scheduling_redis.aio_lease_lock import AsyncRedisLock
-    from firefly_scheduling_redis.lease_lock import RedisLock
+    from firefly_scheduling_redis.lock import RedisLock
+    from firefly_scheduling_redis.lock_async import AsyncRedisLock
 
 __all__ = ["AsyncRedisLock", "RedisLock", "__version__"]
 

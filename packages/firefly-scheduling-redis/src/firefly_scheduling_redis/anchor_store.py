@@ -18,8 +18,8 @@ import redis
 import redis.cluster
 from redis.exceptions import RedisClusterException
 
+from firefly_scheduling.concurrency.pool_gate import PoolGate, gated
 from firefly_scheduling.initial_delay.base import BaseAnchorStore
-from firefly_scheduling.locks.pool_gate import PoolGate, gated
 from firefly_scheduling_redis import protocol
 from firefly_scheduling_redis.clients import (
     check_flavour,

@@ -1,4 +1,4 @@
-# Generated from firefly_scheduling_redis/aio_primaries.py by tools/async_to_sync.py: do not edit.
+# Generated from primaries_async.py by tools/async_to_sync.py: do not edit.
 # Edit the asyncio source and run `python tools/async_to_sync.py`.
 """Commands on single names, sent to a Redis Cluster as one pipeline per primary.
 

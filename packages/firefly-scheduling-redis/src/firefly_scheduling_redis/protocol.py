@@ -53,12 +53,12 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.pool_size import (
+from firefly_scheduling.concurrency.pool_size import (
     DEFAULT_POOL_SIZE,
     check_pool_size,
     chosen_pool_size,
 )
+from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.urls.connection_url import parse_lock_url, query_names, unknown_option
 from firefly_scheduling.urls.redaction import redact_url, scrub, url_secrets
 
@@ -86,7 +86,7 @@ CLIENT_DEFAULTS: Final[dict[str, Any]] = {
     "socket_timeout": 3.0,
 }
 #: Seconds a command waits for one of the lock's `pool_size` connections (see
-#: `aio_pool_gate`): as long as one round trip may take, by `CLIENT_DEFAULTS`.
+#: `pool_gate_async`): as long as one round trip may take, by `CLIENT_DEFAULTS`.
 POOL_WAIT_SECONDS: Final = 3.0
 #: The URL's query option that bounds the connections of a client built from it.
 POOL_SIZE_OPTION: Final = "pool_size"

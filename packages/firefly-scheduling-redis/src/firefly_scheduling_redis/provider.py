@@ -10,8 +10,8 @@ from firefly_scheduling.providers import LockProvider
 
 PROVIDER = LockProvider(
     name="redis",
-    lock="firefly_scheduling_redis.lease_lock:RedisLock",
-    async_lock="firefly_scheduling_redis.aio_lease_lock:AsyncRedisLock",
+    lock="firefly_scheduling_redis.lock:RedisLock",
+    async_lock="firefly_scheduling_redis.lock_async:AsyncRedisLock",
     url_fallbacks=("REDIS_URL",),
     default_url="redis://127.0.0.1:6379/0",
     anchor_store="firefly_scheduling_redis.anchor_store:create_anchor_store",

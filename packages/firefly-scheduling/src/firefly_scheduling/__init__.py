@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from firefly_scheduling.cadence import Cadence
-from firefly_scheduling.decorator import scheduled
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.durations import parse_duration
 from firefly_scheduling.errors import (
     ConfigurationError,
     DurationError,
@@ -17,9 +13,13 @@ from firefly_scheduling.hosts.library import register
 from firefly_scheduling.initial_delay import InitialDelayGate
 from firefly_scheduling.locks import BaseLock, DistributedLock, InMemoryLock, NoneLock, hold
 from firefly_scheduling.locks.providers import resolve_lock
-from firefly_scheduling.manifest import ScheduledManifest
-from firefly_scheduling.scanner import scan
+from firefly_scheduling.schedule.cadence import Cadence
+from firefly_scheduling.schedule.durations import parse_duration
 from firefly_scheduling.settings import Settings
+from firefly_scheduling.tasks.decorator import scheduled
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling.tasks.manifest import ScheduledManifest
+from firefly_scheduling.tasks.scanner import scan
 from firefly_scheduling.version import __version__
 
 __all__ = [

@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from firefly_scheduling.durations import parse_duration
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.providers.descriptor import LockProvider
+from firefly_scheduling.schedule.durations import parse_duration
 from firefly_scheduling.suggestions import nearest
 from firefly_scheduling.urls.redaction import redact_url
 

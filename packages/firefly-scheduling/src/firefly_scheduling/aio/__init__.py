@@ -1,8 +1,8 @@
-"""asyncio: the async port, its shared base classes and the in-memory lock.
+"""asyncio: the async port, its shared base classes and the in-memory lock, in one import.
 
-* `AsyncDistributedLock`, the port, and its capabilities (`aio.port`);
-* `AsyncBaseLock` and `AsyncSessionLock`, which adapters subclass (`aio.base`,
-  `aio.session`); the synchronous `BaseLock` and `SessionLock` are generated from
+* `AsyncDistributedLock`, the port, and its capabilities (`locks.port`);
+* `AsyncBaseLock` and `AsyncSessionLock`, which adapters subclass (`locks.base_async`,
+  `locks.session_async`); the synchronous `BaseLock` and `SessionLock` are generated from
   them (`tools/async_to_sync.py`), so both flavours follow one text;
 * `AsyncInMemoryLock`, `AsyncNoneLock` and `ahold(lock, name, ttl_seconds)`;
 * `resolve_async_lock(settings)`, the configured provider's asyncio lock.
@@ -13,19 +13,19 @@ name, so a fleet can mix sync and async nodes.
 
 from __future__ import annotations
 
-from firefly_scheduling.aio.base import AsyncBaseLock
-from firefly_scheduling.aio.hold import ahold
-from firefly_scheduling.aio.memory import AsyncInMemoryLock
-from firefly_scheduling.aio.none import AsyncNoneLock
-from firefly_scheduling.aio.port import (
+from firefly_scheduling.locks.base_async import AsyncBaseLock
+from firefly_scheduling.locks.hold_async import ahold
+from firefly_scheduling.locks.memory_async import AsyncInMemoryLock
+from firefly_scheduling.locks.none import AsyncNoneLock
+from firefly_scheduling.locks.port import (
     AsyncClaimingLock,
     AsyncDistributedLock,
     AsyncFencedLock,
     AsyncHoldingLock,
     AsyncRenewableLock,
 )
-from firefly_scheduling.aio.providers import resolve_async_lock
-from firefly_scheduling.aio.session import AsyncSessionLock
+from firefly_scheduling.locks.providers import resolve_async_lock
+from firefly_scheduling.locks.session_async import AsyncSessionLock
 
 __all__ = [
     "AsyncBaseLock",

@@ -3,14 +3,14 @@
 `monitor` judges tasks from the run history, which Redis, etcd and memcached do not
 keep, and which an unreachable database cannot be read from: a lock server that
 went away was invisible to it there. It now asks the backend first, with the same
-one-claim probe a host boots with (`hosts.probe`), and reports a backend that does
+one-claim probe a host boots with (`hosts.runtime.probe`), and reports a backend that does
 not answer, or refuses, as a problem of its own.
 """
 
 from __future__ import annotations
 
 from firefly_scheduling.errors import ConfigurationError, LockBackendError
-from firefly_scheduling.hosts.probe import probe_backend
+from firefly_scheduling.hosts.runtime.probe import probe_backend
 from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling.settings import Settings
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import click
 
 from firefly_scheduling.cli.common import extend_import_path, settings_for, task_source_options
-from firefly_scheduling.discovery import SCAN_PACKAGES_VARIABLE
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.manifest import ScheduledManifest
-from firefly_scheduling.scanner import scan
+from firefly_scheduling.tasks.discovery import SCAN_PACKAGES_VARIABLE
+from firefly_scheduling.tasks.manifest import ScheduledManifest
+from firefly_scheduling.tasks.scanner import scan
 
 STALE_EXIT = 1
 

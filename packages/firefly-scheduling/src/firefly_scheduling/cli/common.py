@@ -21,9 +21,9 @@ from typing import Any, TypeVar
 
 import click
 
-from firefly_scheduling.discovery import DiscoveredTasks, resolve_descriptors
 from firefly_scheduling.errors import BackendUnavailable, ConfigurationError
 from firefly_scheduling.settings import Settings
+from firefly_scheduling.tasks.discovery import DiscoveredTasks, resolve_descriptors
 
 CONFIGURATION_ERROR_EXIT = 2
 BACKEND_UNAVAILABLE_EXIT = 3

@@ -39,7 +39,7 @@ from rich.console import Console
 from firefly_scheduling.cli.demo_report import FireFeed, TaskTally, print_summary
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.history.selection import resolve_history
-from firefly_scheduling.hosts.fire_log import read_fire_log
+from firefly_scheduling.hosts.observation.fire_log import read_fire_log
 from firefly_scheduling.initial_delay.selection import resolve_anchor_store
 from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling.providers import LockProvider

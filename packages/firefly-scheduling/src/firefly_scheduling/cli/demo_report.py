@@ -16,7 +16,7 @@ from rich.table import Table
 
 from firefly_scheduling.cli.output import text_column
 from firefly_scheduling.fires.outcome import verdict_words
-from firefly_scheduling.hosts.fire_log import FireRecord
+from firefly_scheduling.hosts.observation.fire_log import FireRecord
 
 # How long a fire's line waits for the nodes that have not reported on it yet.
 _FEED_DELAY_SECONDS = 1.0

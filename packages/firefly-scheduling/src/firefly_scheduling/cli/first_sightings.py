@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.history import RunHistory
 from firefly_scheduling.initial_delay.anchor import Anchor
 from firefly_scheduling.initial_delay.port import AnchorStore
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 #: Every first sighting lives under this prefix, then `<target>@<lock>`.
 FIRST_SEEN_KEY_PREFIX = "firefly:scheduling:first-seen:"

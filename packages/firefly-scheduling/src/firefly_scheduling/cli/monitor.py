@@ -42,12 +42,12 @@ from firefly_scheduling.cli.backend_check import BACKEND_TARGET, backend_problem
 from firefly_scheduling.cli.common import discover_tasks, settings_for, task_source_options
 from firefly_scheduling.cli.first_sightings import first_sightings
 from firefly_scheduling.cli.output import echo_json_lines, iso, json_option
-from firefly_scheduling.cron import CronSchedule
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.durations import format_duration, parse_duration
 from firefly_scheduling.history import HistoryError, RunHistory, require_history
 from firefly_scheduling.initial_delay.port import AnchorStoreError
 from firefly_scheduling.initial_delay.selection import resolve_anchor_store
+from firefly_scheduling.schedule.cron import CronSchedule
+from firefly_scheduling.schedule.durations import format_duration, parse_duration
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 #: The shortest window "no success" is judged over, whatever the period.
 MIN_SUCCESS_WINDOW = timedelta(seconds=120)

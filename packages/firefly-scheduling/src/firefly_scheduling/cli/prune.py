@@ -21,9 +21,9 @@ from datetime import UTC, datetime, timedelta
 
 import click
 
-from firefly_scheduling.durations import format_duration, parse_duration
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.history import HistoryError, require_history
+from firefly_scheduling.schedule.durations import format_duration, parse_duration
 from firefly_scheduling.settings import Settings
 
 #: The longest `--days` accepted (100 years): beyond it a cutoff leaves the calendar.

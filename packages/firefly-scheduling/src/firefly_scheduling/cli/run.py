@@ -1,14 +1,14 @@
 """`firefly-scheduling run`: the resident host, one long-lived process per node.
 
-Boot validation happens before the scheduler starts (`hosts.boot`): a bad cron,
+Boot validation happens before the scheduler starts (`hosts.runtime.boot`): a bad cron,
 zone, duration, lock provider or anchor store, a method task whose object cannot be
 built, or no task at all, prints the reason and exits 2; a lock backend that does
 not answer within `--wait-for-backend` seconds exits 3.
 SIGTERM/SIGINT stop new fires, give running bodies `--grace-period` seconds, release
-the locks and exit 0 (see `firefly_scheduling.hosts.shutdown`); a signal that comes
+the locks and exit 0 (see `firefly_scheduling.hosts.runtime.shutdown`); a signal that comes
 while the host boots stops it before the first fire.
 
-`--health-port N` serves `/livez` and `/readyz` on that port (`hosts.health`), from
+`--health-port N` serves `/livez` and `/readyz` on that port (`hosts.observation.health`), from
 the boot on, for Kubernetes probes.
 """
 
@@ -19,11 +19,15 @@ import sys
 import click
 
 from firefly_scheduling.cli.host_options import HostOptions, host_options
-from firefly_scheduling.hosts.health import Heartbeat, threaded_host_health
-from firefly_scheduling.hosts.health_server import HealthServer
+from firefly_scheduling.hosts.observation.health import Heartbeat, threaded_host_health
+from firefly_scheduling.hosts.observation.health_server import HealthServer
 from firefly_scheduling.hosts.resident import ResidentHost
-from firefly_scheduling.hosts.shutdown import StopRequest, ignore_stop_signals, stop_on_signals
-from firefly_scheduling.hosts.workers import RESIDENT_MAX_WORKERS
+from firefly_scheduling.hosts.runtime.shutdown import (
+    StopRequest,
+    ignore_stop_signals,
+    stop_on_signals,
+)
+from firefly_scheduling.hosts.runtime.workers import RESIDENT_MAX_WORKERS
 
 
 @click.command()

@@ -25,8 +25,8 @@ from firefly_scheduling.cli.output import (
     target_column,
     text_column,
 )
-from firefly_scheduling.durations import format_elapsed
 from firefly_scheduling.history import HistoryError, RunRecord, RunState, require_history
+from firefly_scheduling.schedule.durations import format_elapsed
 
 _NONE = "-"
 _STATE_STYLE = {

@@ -25,7 +25,6 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from firefly_scheduling.cadence import Cadence
 from firefly_scheduling.cli.common import discover_tasks, settings_for, task_source_options
 from firefly_scheduling.cli.output import (
     console,
@@ -36,16 +35,17 @@ from firefly_scheduling.cli.output import (
     target_column,
     text_column,
 )
-from firefly_scheduling.cron import CronSchedule
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.durations import format_duration
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.hosts.next_fire import HOSTS, Host
-from firefly_scheduling.hosts.next_fire import next_fire as next_fire_under
 from firefly_scheduling.initial_delay.gate import first_run_from
 from firefly_scheduling.initial_delay.port import AnchorStoreError
 from firefly_scheduling.initial_delay.selection import resolve_anchor_store
+from firefly_scheduling.schedule.cadence import Cadence
+from firefly_scheduling.schedule.cron import CronSchedule
+from firefly_scheduling.schedule.durations import format_duration
+from firefly_scheduling.schedule.next_fire import HOSTS, Host
+from firefly_scheduling.schedule.next_fire import next_fire as next_fire_under
 from firefly_scheduling.settings import Settings
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 _NONE = "-"
 #: The lock column of a `lock=False` task: it runs on every node, and says so.

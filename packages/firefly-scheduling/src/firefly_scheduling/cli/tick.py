@@ -21,14 +21,14 @@ import click
 
 from firefly_scheduling.cli.host_options import HostOptions, host_options
 from firefly_scheduling.cli.output import echo_json_lines, json_option
-from firefly_scheduling.hosts.shutdown import (
+from firefly_scheduling.hosts.runtime.shutdown import (
     StopRequest,
     exit_abandoning,
     ignore_stop_signals,
     stop_on_signals,
 )
+from firefly_scheduling.hosts.runtime.workers import TICK_MAX_WORKERS
 from firefly_scheduling.hosts.tick import TickHost
-from firefly_scheduling.hosts.workers import TICK_MAX_WORKERS
 
 
 @click.command()

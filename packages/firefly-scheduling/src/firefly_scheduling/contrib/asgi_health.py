@@ -4,7 +4,7 @@
     app = FastAPI(lifespan=scheduling_lifespan(lock=..., health=health))
     app.mount("/scheduling", health)      # GET /scheduling/livez, /scheduling/readyz
 
-The answers are those of `run --health-port` (`hosts.health`): `/livez` says the
+The answers are those of `run --health-port` (`hosts.observation.health`): `/livez` says the
 application's event loop woke on time (a heartbeat task beats on it), `/readyz`
 that the lock backend and the run history answer now, with the last backend error
 a fire met. Before the lifespan started, and after it stopped, both answer 503.
@@ -20,8 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from firefly_scheduling.hosts.aio_runtime import AsyncTaskRuntime
-from firefly_scheduling.hosts.health import (
+from firefly_scheduling.hosts.observation.health import (
     HEARTBEAT_SECONDS,
     PROBE_CACHE_SECONDS,
     PROBE_HISTORY_TASK,
@@ -34,6 +33,7 @@ from firefly_scheduling.hosts.health import (
     probe,
     probe_lock_name,
 )
+from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]

@@ -6,7 +6,7 @@
 
     app = FastAPI(lifespan=scheduling_lifespan(lock=AsyncEtcdLock(ETCD_URL)))
 
-The lifespan starts the asyncio host (`hosts.aio_host`) at the application's
+The lifespan starts the asyncio host (`hosts.asyncio_host`) at the application's
 startup, on the loop the server runs it on, and stops it gracefully at shutdown:
 no new fire starts, running fires get `grace_period` seconds, then the rest are
 cancelled and the lock backend is closed. Under `uvicorn --workers N` every worker
@@ -38,17 +38,20 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
-from firefly_scheduling.aio.port import AsyncDistributedLock
-from firefly_scheduling.callables import Resolver
 from firefly_scheduling.contrib.asgi_health import SchedulingHealth
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.discovery import resolve_descriptors
-from firefly_scheduling.hosts.aio_boot import build_async_runtime, wait_for_async_backend
-from firefly_scheduling.hosts.aio_host import AsyncHost
-from firefly_scheduling.hosts.boot import validated
-from firefly_scheduling.hosts.fires import FireObserver
-from firefly_scheduling.hosts.shutdown import DEFAULT_GRACE_PERIOD_SECONDS
+from firefly_scheduling.hosts.asyncio_host import AsyncHost
+from firefly_scheduling.hosts.observation.observers import FireObserver
+from firefly_scheduling.hosts.runtime.asyncio_boot import (
+    build_async_runtime,
+    wait_for_async_backend,
+)
+from firefly_scheduling.hosts.runtime.boot import validated
+from firefly_scheduling.hosts.runtime.shutdown import DEFAULT_GRACE_PERIOD_SECONDS
+from firefly_scheduling.locks.port import AsyncDistributedLock
 from firefly_scheduling.settings import Settings
+from firefly_scheduling.tasks.callables import Resolver
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling.tasks.discovery import resolve_descriptors
 
 __all__ = ["SchedulingHealth", "scheduled_tasks", "scheduling_lifespan"]
 

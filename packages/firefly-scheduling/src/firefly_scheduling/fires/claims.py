@@ -34,8 +34,8 @@ import hashlib
 import json
 from datetime import datetime, timedelta
 
-from firefly_scheduling.instants import as_utc
 from firefly_scheduling.locks.validation import MAX_LOCK_NAME_LENGTH
+from firefly_scheduling.schedule.instants import as_utc
 
 #: Every claim name starts with it; lock names starting with `firefly:` are reserved.
 CLAIM_PREFIX = "firefly:fire:"

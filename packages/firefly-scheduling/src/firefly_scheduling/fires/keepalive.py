@@ -247,7 +247,7 @@ class Renewer:
 def judge_renewal(keep: Watched[Any], renewed: bool) -> bool | None:
     """What one renewal means: True renewed, False failed (try again soon), None stop.
 
-    Shared by the renewer thread and the asyncio keep-alive (`fires.aio_keepalive`),
+    Shared by the renewer thread and the asyncio keep-alive (`fires.asyncio_keepalive`),
     so both flavours mark a holding lost, and say so, by the same rule.
     """
     holding = keep.holding

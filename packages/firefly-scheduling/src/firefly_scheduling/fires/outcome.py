@@ -22,11 +22,11 @@ import enum
 from dataclasses import dataclass
 from datetime import datetime
 
-from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.history.port import RunState
-from firefly_scheduling.instants import as_utc
 from firefly_scheduling.locks.holding import Holding
+from firefly_scheduling.schedule.instants import as_utc
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class ClaimOutcome:
     """A fire's claim, taken before its run by a host that claims fires together.
 
     The resident host claims the fires due at one instant in one batch, before any
-    reaches a worker thread (`hosts.claim_first`): a fire lost there never costs a
+    reaches a worker thread (`hosts.apscheduler.claim_first`): a fire lost there never costs a
     thread. `verdict` is `SUCCEEDED` when this node won the claim, else why the fire
     is not this node's (every skip it implies is already recorded); `seconds` is how
     long the batch took, reported as the fire's claim time.

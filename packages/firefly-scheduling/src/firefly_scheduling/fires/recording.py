@@ -1,8 +1,8 @@
-# Generated from firefly_scheduling/fires/aio_recording.py by tools/async_to_sync.py: do not edit.
+# Generated from recording_async.py by tools/async_to_sync.py: do not edit.
 # Edit the asyncio source and run `python tools/async_to_sync.py`.
 """`RunRecorder`: the record stage of a fire, the history writes that never stop it.
 
-Written once, for asyncio, in `fires/aio_recording.py`; `fires/recording.py` is
+Written once, for asyncio, in `fires/recording_async.py`; `fires/recording.py` is
 generated from it by `tools/async_to_sync.py`. The asyncio flavour calls the
 (synchronous) run history in a worker thread (`off_loop`).
 

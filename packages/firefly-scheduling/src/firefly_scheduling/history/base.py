@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from firefly_scheduling.history.port import FINISHED_STATES, Recorded, RunState, clip_error
-from firefly_scheduling.instants import as_utc
+from firefly_scheduling.schedule.instants import as_utc
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from firefly_scheduling.history.port import (
     RunState,
     clip_error,
 )
-from firefly_scheduling.instants import as_utc
+from firefly_scheduling.schedule.instants import as_utc
 
 #: A record's key: (lock name, task target, instant in UTC).
 _Key = tuple[str, str, datetime]

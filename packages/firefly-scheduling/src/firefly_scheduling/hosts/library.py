@@ -10,16 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from firefly_scheduling.aio.port import AsyncDistributedLock
-from firefly_scheduling.callables import Resolver
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.discovery import resolve_descriptors
-from firefly_scheduling.hosts.aio_boot import build_async_runtime
-from firefly_scheduling.hosts.aio_jobs import attach_tasks as attach_async_tasks
-from firefly_scheduling.hosts.boot import build_runtime, synchronous_lock, validated
-from firefly_scheduling.hosts.jobs import attach_tasks
-from firefly_scheduling.locks.port import DistributedLock
+from firefly_scheduling.hosts.apscheduler.jobs import attach_tasks
+from firefly_scheduling.hosts.apscheduler.jobs_async import attach_tasks as attach_async_tasks
+from firefly_scheduling.hosts.runtime.asyncio_boot import build_async_runtime
+from firefly_scheduling.hosts.runtime.boot import build_runtime, synchronous_lock, validated
+from firefly_scheduling.locks.port import AsyncDistributedLock, DistributedLock
 from firefly_scheduling.settings import Settings
+from firefly_scheduling.tasks.callables import Resolver
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling.tasks.discovery import resolve_descriptors
 
 
 def register(

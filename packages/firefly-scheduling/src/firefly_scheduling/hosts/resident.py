@@ -8,7 +8,7 @@ and no-burst rules of `fixed_rate`. What it lacks (crontab day-of-week semantics
 epoch-aligned fire instants, end-to-start delays) is supplied by `jobs` and
 `triggers`.
 
-Shutdown (SIGTERM or SIGINT) follows `firefly_scheduling.hosts.shutdown`: no new
+Shutdown (SIGTERM or SIGINT) follows `firefly_scheduling.hosts.runtime.shutdown`: no new
 fire starts, the scheduler stops, running bodies get `grace_period` seconds to finish
 and release their locks, then the lock backend is closed and the process exits 0.
 Bodies still running after the grace period are abandoned: the process exits at once,
@@ -26,13 +26,11 @@ from apscheduler.executors.debug import DebugExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from firefly_scheduling.descriptor import ScheduledDescriptor
-from firefly_scheduling.hosts.claim_first import ClaimFirstExecutor
-from firefly_scheduling.hosts.health import HEARTBEAT_SECONDS, Heartbeat
-from firefly_scheduling.hosts.jobs import attach_tasks
-from firefly_scheduling.hosts.passed_over_report import scheduler_logger
-from firefly_scheduling.hosts.runtime import TaskRuntime
-from firefly_scheduling.hosts.shutdown import (
+from firefly_scheduling.hosts.apscheduler.claim_first import ClaimFirstExecutor
+from firefly_scheduling.hosts.apscheduler.jobs import attach_tasks
+from firefly_scheduling.hosts.observation.health import HEARTBEAT_SECONDS, Heartbeat
+from firefly_scheduling.hosts.observation.passed_over_report import scheduler_logger
+from firefly_scheduling.hosts.runtime.shutdown import (
     DEFAULT_GRACE_PERIOD_SECONDS,
     StopRequest,
     drain,
@@ -41,7 +39,13 @@ from firefly_scheduling.hosts.shutdown import (
     log_stop_request,
     stop_on_signals,
 )
-from firefly_scheduling.hosts.workers import RESIDENT_MAX_WORKERS, checked_max_workers, worker_count
+from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
+from firefly_scheduling.hosts.runtime.workers import (
+    RESIDENT_MAX_WORKERS,
+    checked_max_workers,
+    worker_count,
+)
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 

@@ -16,7 +16,7 @@ previous run is still going is skipped. The process waits for running bodies,
 then returns; a failing body is logged by the fire runner and does not change the
 exit code. Time comes from a `Clock`, so tests do not wait for real minutes.
 
-A stop request (SIGTERM/SIGINT, see `hosts.shutdown`) ends the pass early: no
+A stop request (SIGTERM/SIGINT, see `hosts.runtime.shutdown`) ends the pass early: no
 further slot starts, running bodies get `grace_period` seconds to finish, then the
 report says what was not started and what was abandoned.
 
@@ -36,23 +36,27 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from firefly_scheduling.cadence import Cadence
-from firefly_scheduling.cron import CronSchedule
-from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
-from firefly_scheduling.hosts.clock import Clock, SystemClock
-from firefly_scheduling.hosts.cron_prefilter import MinutePrefilter, WallClock
-from firefly_scheduling.hosts.execute import execute_fire
-from firefly_scheduling.hosts.fire_instants import minute_start
-from firefly_scheduling.hosts.runtime import TaskRuntime
-from firefly_scheduling.hosts.shutdown import (
+from firefly_scheduling.hosts.runtime.clock import Clock, SystemClock
+from firefly_scheduling.hosts.runtime.execute import execute_fire
+from firefly_scheduling.hosts.runtime.shutdown import (
     DEFAULT_GRACE_PERIOD_SECONDS,
     POLL_SECONDS,
     StopRequest,
     drain,
     log_stop_request,
 )
-from firefly_scheduling.hosts.workers import TICK_MAX_WORKERS, checked_max_workers, worker_count
+from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
+from firefly_scheduling.hosts.runtime.workers import (
+    TICK_MAX_WORKERS,
+    checked_max_workers,
+    worker_count,
+)
+from firefly_scheduling.schedule.cadence import Cadence
+from firefly_scheduling.schedule.cron import CronSchedule
+from firefly_scheduling.schedule.cron_prefilter import MinutePrefilter, WallClock
+from firefly_scheduling.schedule.fire_instants import minute_start
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import ClassVar, TypeVar
 
 from firefly_scheduling.initial_delay.port import AnchorStoreError
-from firefly_scheduling.server_keys import ServerKeyScheme
+from firefly_scheduling.locks.server_keys import ServerKeyScheme
 from firefly_scheduling.urls.redaction import scrub
 
 _T = TypeVar("_T")

@@ -29,12 +29,12 @@ import threading
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
-from firefly_scheduling.descriptor import ScheduledDescriptor
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.initial_delay.anchor import Anchor, anchor_key
 from firefly_scheduling.initial_delay.port import AnchorStore, AnchorStoreError
 from firefly_scheduling.initial_delay.selection import shared_anchor_stores
 from firefly_scheduling.settings import Settings, env_var
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 logger = logging.getLogger("firefly_scheduling.initial_delay")
 

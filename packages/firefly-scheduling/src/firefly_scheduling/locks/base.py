@@ -1,8 +1,8 @@
-# Generated from firefly_scheduling/aio/base.py by tools/async_to_sync.py: do not edit.
+# Generated from base_async.py by tools/async_to_sync.py: do not edit.
 # Edit the asyncio source and run `python tools/async_to_sync.py`.
 """`BaseLock`: the behaviour every backend shares, written once.
 
-Written once, for asyncio, in `aio/base.py`; the synchronous flavour in
+Written once, for asyncio, in `locks/base_async.py`; the synchronous flavour in
 `locks/base.py` is generated from it by `tools/async_to_sync.py`.
 
 A backend subclasses it and implements only its round trips (`_acquire`,

@@ -1,8 +1,8 @@
-# Generated from firefly_scheduling/aio/hold.py by tools/async_to_sync.py: do not edit.
+# Generated from hold_async.py by tools/async_to_sync.py: do not edit.
 # Edit the asyncio source and run `python tools/async_to_sync.py`.
 """`hold`: the lock as a context manager, for code that has nothing to do with scheduling.
 
-Written once, for asyncio, in `aio/hold.py`; the synchronous `hold` in `locks/hold.py`
+Written once, for asyncio, in `locks/hold_async.py`; the synchronous `hold` in `locks/hold.py`
 is generated from it by `tools/async_to_sync.py`.
 """
 

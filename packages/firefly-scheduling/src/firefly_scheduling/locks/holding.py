@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from firefly_scheduling.forks import reset_in_forked_child
+from firefly_scheduling.concurrency.forks import reset_in_forked_child
 from firefly_scheduling.locks.validation import validate_lock_name, validate_ttl
 
 

@@ -1,8 +1,8 @@
-# Generated from firefly_scheduling/aio/memory.py by tools/async_to_sync.py: do not edit.
+# Generated from memory_async.py by tools/async_to_sync.py: do not edit.
 # Edit the asyncio source and run `python tools/async_to_sync.py`.
 """`InMemoryLock`: real mutual exclusion between the tasks (and threads) of one process.
 
-Written once, for asyncio, in `aio/memory.py`; the synchronous `InMemoryLock` in
+Written once, for asyncio, in `locks/memory_async.py`; the synchronous `InMemoryLock` in
 `locks/memory.py` is generated from it by `tools/async_to_sync.py`. Both use the
 process-wide `MemoryTable`, so they exclude each other.
 """

@@ -1,4 +1,7 @@
-"""`NoneLock`: the default, for a single node or for tasks that may run everywhere."""
+"""`NoneLock`: the default, for a single node or for tasks that may run everywhere.
+
+`AsyncNoneLock` is the same lock for asyncio code.
+"""
 
 from __future__ import annotations
 
@@ -28,3 +31,29 @@ class NoneLock:
 
     def __repr__(self) -> str:
         return "NoneLock()"
+
+
+class AsyncNoneLock:
+    """Every acquire succeeds and release does nothing: no exclusion at all.
+
+    It wraps a `NoneLock`, which does no I/O, so awaiting it never blocks the loop;
+    names and TTLs are validated exactly as the synchronous lock validates them.
+    """
+
+    backend_name = NoneLock.backend_name
+    capabilities = NoneLock.capabilities
+
+    def __init__(self) -> None:
+        self._rules = NoneLock()
+
+    async def try_acquire(self, name: str, ttl_seconds: float) -> bool:
+        return self._rules.try_acquire(name, ttl_seconds)
+
+    async def release(self, name: str) -> None:
+        self._rules.release(name)
+
+    async def aclose(self) -> None:
+        """Nothing to give back: it holds nothing and has no connection."""
+
+    def __repr__(self) -> str:
+        return "AsyncNoneLock()"

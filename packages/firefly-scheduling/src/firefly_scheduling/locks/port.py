@@ -15,6 +15,11 @@ way, through `capabilities_of(lock)`, never by probing methods or classes:
   process (`fires.claims`).
 * `BatchAcquiringLock` (`capabilities.batch_acquires`): several holdings taken in
   one request.
+
+The asyncio flavour (`AsyncDistributedLock` and its capabilities) lives here too: the
+same rules, awaited, declared the same way and read through the same `capabilities_of`.
+An async adapter and the sync adapter of one backend exclude each other on the same
+name: they share its keys, statements and scripts.
 """
 
 from __future__ import annotations
@@ -23,6 +28,13 @@ import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from firefly_scheduling.errors import LockBackendError
+    from firefly_scheduling.locks.holding import Holding
+
+
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from firefly_scheduling.errors import LockBackendError
@@ -178,7 +190,7 @@ class BatchClaimingLock(Protocol):
     """A lock that takes several fire claims in one round trip (optional).
 
     A resident host claims the fires due at one instant together
-    (`hosts.claim_first`); a backend that can send them as one request (a Redis
+    (`hosts.apscheduler.claim_first`); a backend that can send them as one request (a Redis
     pipeline, one SQL statement) implements this, the others are asked one claim at
     a time.
     """
@@ -207,3 +219,72 @@ class BatchAcquiringLock(Protocol):
         """`acquire` of each `(name, ttl_seconds)`, answered in order, each on its own:
         the new `Holding`, None when taken, or the error that left it unknown."""
         ...
+
+
+@runtime_checkable
+class AsyncDistributedLock(Protocol):
+    """A named, non-blocking, owner-checked lock, for asyncio code."""
+
+    async def try_acquire(self, name: str, ttl_seconds: float) -> bool:
+        """Take the lock `name` for at most `ttl_seconds`, or return False at once."""
+        ...
+
+    async def release(self, name: str) -> None:
+        """Give back `name` if, and only if, this instance holds it."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what this instance holds and drop its connections."""
+        ...
+
+
+@runtime_checkable
+class AsyncFencedLock(Protocol):
+    """An async lock whose acquisitions carry a fencing token."""
+
+    async def try_acquire_fenced(self, name: str, ttl_seconds: float) -> int | None: ...
+
+
+@runtime_checkable
+class AsyncRenewableLock(Protocol):
+    """An async lock whose held lease can be extended."""
+
+    async def renew(self, name: str, ttl_seconds: float) -> bool: ...
+
+
+@runtime_checkable
+class AsyncHoldingLock(Protocol):
+    """An async lock that hands out one `Holding` per acquisition and acts on it alone."""
+
+    async def acquire(
+        self, name: str, ttl_seconds: float, *, fenced: bool = False
+    ) -> Holding | None: ...
+
+    async def release_holding(self, holding: Holding) -> None: ...
+
+    async def renew_holding(self, holding: Holding, ttl_seconds: float) -> bool: ...
+
+
+@runtime_checkable
+class AsyncClaimingLock(Protocol):
+    """An async lock that can take a fire claim: held for a window, never released."""
+
+    async def try_claim(self, name: str, seconds: float) -> bool: ...
+
+
+@runtime_checkable
+class AsyncBatchClaimingLock(Protocol):
+    """An async lock that takes several fire claims in one round trip (optional)."""
+
+    async def try_claim_many(
+        self, claims: Sequence[tuple[str, float]]
+    ) -> list[bool | LockBackendError]: ...
+
+
+@runtime_checkable
+class AsyncBatchAcquiringLock(Protocol):
+    """An async lock that takes the holdings of several names at once (optional)."""
+
+    async def acquire_many(
+        self, requests: Sequence[tuple[str, float]], *, fenced: bool = False
+    ) -> list[Holding | LockBackendError | None]: ...

@@ -1,4 +1,4 @@
-# Generated from firefly_scheduling/aio/port_holdings.py by tools/async_to_sync.py: do not edit.
+# Generated from port_holdings_async.py by tools/async_to_sync.py: do not edit.
 # Edit the asyncio source and run `python tools/async_to_sync.py`.
 """`holding_lock(lock)`: the holdings API for any lock, including one with only the port.
 
@@ -14,7 +14,7 @@ backend's own owner check, which the port requires. A third-party backend that
 wants the full guarantee implements `HoldingLock` itself (or subclasses
 `BaseLock`).
 
-Written once, for asyncio, in `aio/port_holdings.py`; the synchronous flavour in
+Written once, for asyncio, in `locks/port_holdings_async.py`; the synchronous flavour in
 `locks/port_holdings.py` is generated from it by `tools/async_to_sync.py`.
 """
 

@@ -10,7 +10,11 @@ caller, nested calls included. That is right for a test or one process and silen
 wrong on a fleet, so it draws a WARNING once per process; under
 `firefly.scheduling.lock.required` a lock that excludes nothing across processes
 (`none`, `memory`) is refused instead. The hosts build their lock without this
-check: they say the same at boot, naming the tasks (`hosts.lock_safety`).
+check: they say the same at boot, naming the tasks (`hosts.runtime.lock_safety`).
+
+`resolve_async_lock` is its asyncio counterpart: the same keys and refusals, the lock
+from the descriptor's `async_lock`; a provider without one is refused by name rather
+than handed a synchronous lock whose blocking round trips would stall the loop.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import logging
 import threading
 
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.port import DistributedLock, capabilities_of
+from firefly_scheduling.locks.port import AsyncDistributedLock, DistributedLock, capabilities_of
 from firefly_scheduling.providers.building import build_lock
 from firefly_scheduling.providers.registry import ENTRY_POINT_GROUP, registered_providers
 from firefly_scheduling.settings import Settings, env_var
@@ -82,3 +86,17 @@ def check_plain_lock(settings: Settings, lock: object, *, caller: str) -> None:
         provider,
         required,
     )
+
+
+def resolve_async_lock(settings: Settings | None = None) -> AsyncDistributedLock:
+    """Build the asyncio lock the configuration asks for, or refuse with a `ConfigurationError`."""
+    settings = Settings.from_env() if settings is None else settings
+    lock = configured_async_lock(settings)
+    check_plain_lock(settings, lock, caller="resolve_async_lock()")
+    return lock
+
+
+def configured_async_lock(settings: Settings) -> AsyncDistributedLock:
+    """The configured provider's asyncio lock, without the plain-lock check (the hosts' path)."""
+    lock: AsyncDistributedLock = build_lock(settings, "async_lock")
+    return lock

@@ -1,4 +1,4 @@
-# Generated from firefly_scheduling/aio/session.py by tools/async_to_sync.py: do not edit.
+# Generated from session_async.py by tools/async_to_sync.py: do not edit.
 # Edit the asyncio source and run `python tools/async_to_sync.py`.
 """`SessionLock`: shared machinery of backends whose locks live in a server session.
 
@@ -44,7 +44,7 @@ subclass implements `_server_claim` as a row with an expiry on the server's cloc
 A subclass supplies the connection and the statements; re-entrancy is already
 refused by the holding ledger before a statement is sent.
 
-Written once, for asyncio, in `aio/session.py`; the synchronous flavour in
+Written once, for asyncio, in `locks/session_async.py`; the synchronous flavour in
 `locks/session.py` is generated from it by `tools/async_to_sync.py`. In asyncio, `_run`
 finishes a statement even when its caller is cancelled; a thread has no such thing.
 """
@@ -60,11 +60,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar
 
+from firefly_scheduling.concurrency.connection_budget import POOL_TIMEOUT_SECONDS, URL_PARAMETER
+from firefly_scheduling.concurrency.forks import reset_in_forked_child
+from firefly_scheduling.concurrency.pool_size import PoolExhaustedError
 from firefly_scheduling.errors import LockBackendError
-from firefly_scheduling.forks import reset_in_forked_child
 from firefly_scheduling.locks.base import BaseLock
-from firefly_scheduling.locks.connection_budget import POOL_TIMEOUT_SECONDS, URL_PARAMETER
-from firefly_scheduling.locks.pool_size import PoolExhaustedError
 
 logger = logging.getLogger("firefly_scheduling.locks")
 

@@ -24,14 +24,14 @@ def memory_run_history(url: str) -> MemoryRunHistory:
 NONE = LockProvider(
     name="none",
     lock="firefly_scheduling.locks.none:NoneLock",
-    async_lock="firefly_scheduling.aio.none:AsyncNoneLock",
+    async_lock="firefly_scheduling.locks.none:AsyncNoneLock",
     takes_url=False,
 )
 
 MEMORY = LockProvider(
     name="memory",
     lock="firefly_scheduling.locks.memory:InMemoryLock",
-    async_lock="firefly_scheduling.aio.memory:AsyncInMemoryLock",
+    async_lock="firefly_scheduling.locks.memory_async:AsyncInMemoryLock",
     takes_url=False,
     anchor_store=memory_anchor_store,
     history_store=memory_run_history,

@@ -1,8 +1,8 @@
-# Generated from firefly_scheduling/testing/aio_contract.py by tools/async_to_sync.py: do not edit.
+# Generated from contract_async.py by tools/async_to_sync.py: do not edit.
 # Edit the asyncio source and run `python tools/async_to_sync.py`.
 """The lock contract (the port's rules), written once for both flavours.
 
-Written once, for asyncio, in `testing/aio_contract.py`; the synchronous contract in
+Written once, for asyncio, in `testing/contract_async.py`; the synchronous contract in
 `testing/contract.py` is generated from it by `tools/async_to_sync.py`. A backend
 proves its lock by subclassing the contract of its flavour and supplying
 `lock_factory`, a picklable callable returning a new, independent instance, as if

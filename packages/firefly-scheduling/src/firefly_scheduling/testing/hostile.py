@@ -1,8 +1,8 @@
-# Generated from firefly_scheduling/testing/aio_hostile.py by tools/async_to_sync.py: do not edit.
+# Generated from hostile_async.py by tools/async_to_sync.py: do not edit.
 # Edit the asyncio source and run `python tools/async_to_sync.py`.
 """The hostile-name cases of the lock contract, written once for both flavours.
 
-Written once, for asyncio, in `testing/aio_hostile.py`; the synchronous cases in
+Written once, for asyncio, in `testing/hostile_async.py`; the synchronous cases in
 `testing/hostile.py` are generated from it by `tools/async_to_sync.py`. Both lock
 contracts include them, and a backend can also run them alone (a class subclassing
 only this one), for instance on a server whose session settings change how text is

@@ -14,10 +14,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from firefly_scheduling.aio.port import AsyncDistributedLock
-from firefly_scheduling.aio.providers import resolve_async_lock
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.providers import resolve_lock
+from firefly_scheduling.locks.port import AsyncDistributedLock
+from firefly_scheduling.locks.providers import resolve_async_lock, resolve_lock
 from firefly_scheduling.providers.registry import load_provider
 from firefly_scheduling.settings import Settings, env_var
 

@@ -1,0 +1,192 @@
+# Generated from lock_async.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
+"""`EtcdLock`: a lease per acquisition, with fencing tokens from etcd's own revision.
+
+A thin driver: every rule of the lock (keys, leases, the create-if-absent
+transaction, owner checks, fencing from `create_revision`) lives in `protocol`, which
+this class pumps over connections to etcd's v3 JSON gateway (`asyncio_gateway`: httpx;
+the synchronous twin's `gateway`: the standard library's `http.client`). The round
+trips of each operation are listed in `protocol`. Written once, for asyncio, in
+`lock_async.py`; the synchronous `EtcdLock` in `lock.py` is generated from
+it by `tools/async_to_sync.py`, and the two exclude each other on the same name.
+
+Limits, stated once here and in the docs page:
+
+* The TTL runs on the etcd leader's clock, in whole seconds (rounded up), and is
+  never shorter than the server's minimum lease TTL (1.5 election timeouts, rounded
+  up: 2 s by default). A new leader (an election, a restart) restarts every lease's
+  TTL in full, so a lock can outlive its TTL by up to one TTL across a failover.
+* An etcd lock alone does not make a paused process safe (Jepsen, etcd 3.4.3, 2020):
+  a holder stopped past its lease keeps running when it resumes. Stamp writes with
+  the fencing token (`try_acquire_fenced`) and let the guarded resource refuse
+  older tokens.
+* One member per URL (see `endpoint`); user/password authentication is refused.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import ClassVar, TypeVar
+
+from firefly_scheduling.concurrency.grouped import GroupedCalls
+from firefly_scheduling.concurrency.pool_gate import PoolGate
+from firefly_scheduling.concurrency.pool_size import chosen_pool_size
+from firefly_scheduling.locks.base import BaseLock, new_owner_token
+from firefly_scheduling_etcd import protocol
+from firefly_scheduling_etcd.batch_holdings import BatchHoldings
+from firefly_scheduling_etcd.endpoint import parse_endpoint
+from firefly_scheduling_etcd.gateway import GatewayConnection
+from firefly_scheduling_etcd.protocol import EtcdServerError, Operation
+
+T = TypeVar("T")
+
+
+class EtcdLock(BaseLock):
+    """An etcd lease lock per name; the cluster frees it when the lease's TTL passes.
+
+    `url` is `etcd://host:port` or `etcds://host:port` (see `endpoint` for the
+    options). Construction checks the URL and reads any TLS files but does not
+    connect. Safe for concurrent use, over at most `pool_size` connections (the
+    argument, else `?pool_size=` of the URL, else 4): each operation borrows one of
+    `pool_size` connections for all its round trips, and an operation beyond them
+    waits for one, up to the URL's `timeout`, then fails with a `LockBackendError`
+    naming the bound. Connections are never shared by two requests at once (an
+    httpx pool shared by threads could close a connection that another thread was
+    reading a response on: "Bad file descriptor", httpcore 1.0.9). Proxy variables
+    of the environment (`HTTP_PROXY`...) are ignored: lock traffic goes to the
+    member named in the URL.
+    """
+
+    backend_name: ClassVar[str] = "etcd"
+    ttl_honoured: ClassVar[bool] = True
+    session_scoped: ClassVar[bool] = False
+    supports_fencing: ClassVar[bool] = True
+    renewable: ClassVar[bool] = True
+    batch_acquires = True
+    driver_errors: ClassVar[tuple[type[BaseException], ...]] = (
+        *GatewayConnection.errors,
+        EtcdServerError,
+    )
+
+    def __init__(self, url: str, *, pool_size: int | None = None) -> None:
+        endpoint = parse_endpoint(url)
+        super().__init__(target=endpoint.shown)
+        #: The most connections the lock opens to the member.
+        self.pool_size = chosen_pool_size(
+            pool_size, endpoint.pool_size, owner="the etcd lock", shown=endpoint.shown
+        )
+        self._gate = PoolGate(self.pool_size, wait_seconds=endpoint.timeout)
+        context = endpoint.ssl_context()
+        #: The connections not lent out; an operation holding a slot of the gate takes one.
+        self._idle = [GatewayConnection(endpoint, context) for _ in range(self.pool_size)]
+        self._connections = tuple(self._idle)
+        #: The holdings still on the lease of the batch they were taken in.
+        self._batch_holdings = BatchHoldings()
+        #: Releases of batch holdings waiting for one another, sent together.
+        self._shared_releases: GroupedCalls[tuple[str, str], bool] = GroupedCalls(
+            self._release_shared_together, most=protocol.NAMES_PER_TXN
+        )
+
+    # -- BaseLock hooks -----------------------------------------------------------
+
+    def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
+        return self._run(protocol.acquire(name, owner, ttl_seconds)) is not None
+
+    def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
+        return self._run(protocol.acquire(name, owner, ttl_seconds))
+
+    def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
+        """The claims of an instant in 1 to 3 round trips per 64 (`protocol.claim_many`)."""
+        if not claims:
+            return []
+        return list(self._run(protocol.claim_many(claims, new_owner_token())))
+
+    def _acquire_many(
+        self, requests: Sequence[tuple[str, str, float]], *, fenced: bool
+    ) -> list[int | bool | BaseException | None]:
+        """A won instant's task locks, on one lease per TTL (`protocol.acquire_many`).
+
+        A grant per TTL, then one transaction per 64 names, where one by one each
+        name cost three round trips.
+        """
+        if not requests:
+            return []
+        started = time.monotonic()  # as the holdings' own deadlines: before sending
+        tokens = self._run(protocol.acquire_many(requests, new_owner_token()))
+        self._batch_holdings.add(
+            (owner, started + ttl_seconds)
+            for (_, owner, ttl_seconds), token in zip(requests, tokens, strict=True)
+            if token is not None
+        )
+        return list(tokens) if fenced else [token is not None for token in tokens]
+
+    def _release(self, name: str, owner: str) -> bool:
+        deadline = self._batch_holdings.take(owner)
+        if deadline is None:
+            return self._run(protocol.release(owner))
+        try:
+            return self._shared_releases.call((name, owner))
+        except BaseException:
+            self._batch_holdings.put_back(owner, deadline)  # a later release tries again
+            raise
+
+    def _release_shared_together(self, held: Sequence[tuple[str, str]]) -> list[bool]:
+        """The releases of batch holdings that waited for one another: one transaction.
+
+        A resident node ends the fires of an instant together; one owner-checked
+        delete each was a Raft write each (`protocol.release_shared_many`). A lone
+        release is sent alone, as the single delete.
+        """
+        if len(held) == 1:
+            return [self._run(protocol.release_shared(*held[0]))]
+        return self._run(protocol.release_shared_many(held))
+
+    def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
+        deadline = self._batch_holdings.take(owner)
+        if deadline is None:
+            return self._run(protocol.renew(name, owner, ttl_seconds))
+        try:
+            return self._run(protocol.renew_shared(name, owner, ttl_seconds))
+        except BaseException:
+            self._batch_holdings.put_back(owner, deadline)  # where its key is is unknown
+            raise
+
+    def _close(self) -> None:
+        for connection in self._connections:
+            connection.close()
+
+    def _describe(self, err: BaseException) -> str:
+        described = super()._describe(err)
+        advice = protocol.hint(err)
+        return f"{described} ({advice})" if advice else described
+
+    # -- the driver ---------------------------------------------------------------
+
+    def _run(self, operation: Operation[T]) -> T:
+        """Send each call the operation yields, on one borrowed connection; throw errors into it.
+
+        The connection is held for all the operation's round trips, so a caller waits
+        for one once per operation, not once per round trip.
+        """
+        with self._gate.slot():
+            # A slot guarantees an idle connection: there are as many as slots.
+            connection = self._idle.pop()
+            try:
+                return self._pump(operation, connection)
+            finally:
+                self._idle.append(connection)
+
+    def _pump(self, operation: Operation[T], connection: GatewayConnection) -> T:
+        try:
+            call = next(operation)
+            while True:
+                try:
+                    reply = connection.post(call)
+                except self.driver_errors as err:
+                    call = operation.throw(err)
+                else:
+                    call = operation.send(reply)
+        except StopIteration as finished:
+            result: T = finished.value
+            return result

@@ -1,0 +1,419 @@
+"""`AsyncMySqlNamedLock`: MySQL/MariaDB `GET_LOCK` named locks on dedicated connections.
+
+Each instance owns a small pool of autocommit connections (server sessions; see
+`aio.session`). A lock is `GET_LOCK(server_name, 0)` in one of them and lives until
+`RELEASE_LOCK` in the same session or until that session ends, so the TTL is accepted
+and ignored. The connections are kept for reuse: a reconnect per acquisition would
+multiply the cost of a cycle.
+
+Written once, for asyncio (asyncmy), in `lock_async.py`; the synchronous
+`MySqlNamedLock` (PyMySQL) in `lock.py` is generated from it by
+`tools/async_to_sync.py`. Both send the statements of `statements`, so the two
+flavours exclude each other on the same name. asyncmy was chosen over aiomysql by
+measurement (benchmarks/async_suites/mysql.py and docs/backends/mysql.md).
+
+Limits, stated once here and in the docs page:
+
+* Server lock names are at most 64 characters, and MySQL 5.7+ compares them
+  case-insensitively. A name is used as it is only when it is short and made of
+  lower-case ASCII letters, digits and `_ . : / -`; every other name becomes
+  `firefly:` + its SHA-1, so two distinct names never share a server lock.
+* Named locks belong to one server. They are not replicated: after a failover the
+  promoted replica holds none of them. Galera refuses them outright.
+* A proxy that multiplexes sessions (ProxySQL, a transaction pooler) hands the session
+  to other clients between statements, which breaks session locks; connect directly.
+  For the same reason the lock never takes a connection from an application's pool.
+"""
+
+# async-to-sync: rename AsyncMySqlNamedLock MySqlNamedLock
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any, ClassVar, TypeAlias, cast
+from urllib.parse import unquote, urlsplit
+
+from pymysql.constants import CLIENT, CR
+
+from firefly_scheduling.concurrency.connection_budget import budget_for
+from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.locks.session_async import AsyncSessionLock
+from firefly_scheduling.locks.validation import validate_lock_name
+from firefly_scheduling.urls.redaction import redact_url, scrub, url_secrets
+from firefly_scheduling_mysql import statements as sql
+from firefly_scheduling_mysql.connection_options import asyncmy_arguments, connection_arguments
+
+if ASYNC:
+    from asyncmy.connection import Connection
+    from asyncmy.cursors import Cursor
+    from asyncmy.errors import InterfaceError, MySQLError, OperationalError
+else:
+    from pymysql.connections import Connection as PyMySqlConnection
+    from pymysql.cursors import Cursor
+    from pymysql.err import InterfaceError, MySQLError, OperationalError
+
+    # PyMySQL's Connection is generic only in its stubs, hence the string.
+    Connection: TypeAlias = "PyMySqlConnection[Cursor]"
+
+
+class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
+    """A MySQL/MariaDB named lock per lock name, held by this instance's own session.
+
+    `url` is `mysql://` or `mariadb://` (`user:password@host:port/database`, optional
+    `?unix_socket=`, `charset=`, timeouts, `ssl_*` and `max_connections`); any other
+    kind is a `ConfigurationError` here, before anything connects.
+
+    `max_connections` (or the URL's `max_connections` query parameter; default 4) is
+    the node's budget for this server, shared with the run history and the anchor
+    store (`locks.connection_budget`): the lock's pool gets half of it, 2 sessions by
+    default. Sessions open on first use and are reused; if one dies, the call raises
+    `LockBackendError`, every lock THAT session held is reported lost, and its next
+    use reconnects. A server that is not MySQL
+    5.7+ or MariaDB is a `ConfigurationError` on first acquisition. Not re-entrant,
+    although the server lock is: the second `try_acquire` of a held name is refused
+    before any statement is sent, so the server's count never exceeds one.
+    """
+
+    backend_name: ClassVar[str] = "mysql"
+    supports_fencing: ClassVar[bool] = True
+    #: `acquire_many` takes its locks in one statement (two when fenced), on one session.
+    batch_acquires = True
+    driver_errors: ClassVar[tuple[type[BaseException], ...]] = (MySQLError, OSError)
+
+    def __init__(self, url: str, *, max_connections: int | None = None) -> None:
+        url, shares = budget_for(url, max_connections)
+        if ASYNC:
+            self._arguments = asyncmy_arguments(connection_arguments(url))
+        else:
+            self._arguments = connection_arguments(url)
+        url = url.strip()
+        password = urlsplit(url).password
+        decoded = (unquote(password),) if password else ()
+        super().__init__(
+            target=redact_url(url), secrets=url_secrets(url) + decoded, pool_size=shares.lock
+        )
+
+    @staticmethod
+    def server_name(name: str) -> str:
+        """The server lock name of `name`: `name` itself when safe, else `firefly:<sha1>`.
+
+        Identical on every node. At most 64 characters, and two distinct names never
+        map to server names that MySQL or MariaDB would consider equal.
+        """
+        return sql.server_name(validate_lock_name(name))
+
+    # -- AsyncSessionLock hooks -----------------------------------------------------------
+
+    async def _connect(self) -> Connection:
+        connection = _unconnected(self._arguments)
+        try:
+            await connection.connect()
+        except OperationalError as err:
+            if _greeted(connection) or err.args[0] != CR.CR_SERVER_LOST:
+                raise  # refused after greeting (credentials, limits), or nothing listens
+            # Accepted, then silence or a hang-up: MySQL greets at once, so the server is
+            # overloaded, or is not MySQL at all; the two cannot be told apart from here.
+            timeout = self._arguments["read_timeout"]
+            raise OperationalError(
+                CR.CR_SERVER_LOST,
+                f"no MySQL greeting (waited up to {timeout:g} s): the server is overloaded "
+                "or went away, or it is not a MySQL or MariaDB server",
+            ) from err
+        except Exception as err:  # a garbled greeting fails in many ways, not all the driver's
+            if not _greeted(connection):
+                raise self._not_mysql(
+                    f"its greeting is not MySQL's ({self._describe(err)})"
+                ) from err
+            if isinstance(err, MySQLError):
+                raise
+            # The driver itself gave up, e.g. MySQL 8's caching_sha2_password over plain
+            # TCP needs the `cryptography` package for the first login.
+            raise ConfigurationError(
+                f"the mysql lock provider could not log in to {self._target}: {self._describe(err)}"
+            ) from err
+        try:
+            await self._check_server(connection)
+            async with connection.cursor() as cursor:
+                await cursor.execute(sql.SESSION_SETUP)
+        except BaseException:
+            await self._disconnect(connection)
+            raise
+        return connection
+
+    async def _disconnect(self, connection: Connection) -> None:
+        # Closing the socket is enough: the server ends the session, and its locks, when
+        # it sees the socket close. A polite QUIT could wait on a dead peer.
+        with contextlib.suppress(*self.driver_errors):
+            connection.close()
+
+    async def _server_acquire(self, connection: Connection, name: str) -> bool:
+        try:
+            return bool(await _scalar(connection, sql.GET_LOCK, sql.server_name(name)) == 1)
+        except MySQLError as err:
+            if err.args and err.args[0] in sql.UNSUPPORTED_ERRORS:
+                raise self._not_mysql(f"GET_LOCK failed ({self._describe(err)})") from err
+            raise
+
+    async def _server_release(self, connection: Connection, name: str) -> bool:
+        # 1: released; 0: held by another session; NULL: no such lock (ours was lost).
+        return bool(await _scalar(connection, sql.RELEASE_LOCK, sql.server_name(name)) == 1)
+
+    async def _server_holds(self, connection: Connection, name: str) -> bool:
+        return bool(await _scalar(connection, sql.HOLDS, sql.server_name(name)) == 1)
+
+    async def _server_holds_many(self, connection: Connection, names: Sequence[str]) -> list[bool]:
+        servers = [sql.server_name(name) for name in names]
+        return await _answers(connection, sql.holds_many(len(servers)), servers)
+
+    async def _server_release_many(
+        self, connection: Connection, names: Sequence[str]
+    ) -> list[bool]:
+        servers = [sql.server_name(name) for name in names]
+        return await _answers(connection, sql.release_many(len(servers)), servers)
+
+    async def _server_fence(self, connection: Connection, name: str) -> int:
+        token = await self._fence_statement(connection, sql.NEXT_FENCE, (sql.server_name(name),))
+        if token is None:
+            raise InterfaceError("the fence counter changed no row")
+        return token
+
+    async def _server_acquire_fenced(self, connection: Connection, name: str) -> int | None:
+        """GET_LOCK and the counter increment in one statement: one round trip."""
+        parameters = sql.fenced_acquire_parameters(name)
+        return await self._fence_statement(connection, sql.GET_LOCK_AND_FENCE, parameters)
+
+    async def _server_acquire_many(
+        self, connection: Connection, names: Sequence[str], *, fenced: bool
+    ) -> dict[str, int | bool]:
+        """Every lock in one statement, and their tokens in a second when fenced."""
+        statement, parameters = sql.acquire_many(names, fenced=fenced)
+        if not fenced:
+            answers = await _answers(connection, statement, parameters)
+            return {name: True for name, won in zip(names, answers, strict=True) if won}
+        async with connection.cursor() as cursor:
+            await self._execute_fencing(cursor, statement, parameters)
+            if _rowcount(cursor) < 1:
+                return {}  # none won: nothing was written
+            await cursor.execute(sql.held_fences(len(parameters)), parameters)
+            tokens = {_text(server): int(value) for server, value in await cursor.fetchall()}
+        return {
+            name: tokens[server]
+            for name, server in zip(names, parameters, strict=True)
+            if server in tokens
+        }
+
+    async def _server_claim(self, connection: Connection, name: str, seconds: float) -> bool:
+        parameters = sql.claim_parameters(name, seconds)
+        async with connection.cursor() as cursor:
+            await _execute_creating(cursor, sql.CREATE_CLAIMS, sql.CLAIM, parameters)
+            return _rowcount(cursor) in sql.CLAIM_WON
+
+    async def _server_claim_many(
+        self, connection: Connection, claims: Sequence[tuple[str, float]]
+    ) -> list[bool]:
+        """Every claim in one round trip and one transaction (`sql.claim_many`), each
+        answered by its own affected rows; the claims table is created if missing.
+
+        One statement at a time kept the fires of an instant waiting for one round trip
+        per claim in the claimer thread (issue 12).
+        """
+        try:
+            return await self._claims_together(connection, claims)
+        except MySQLError as err:
+            if not err.args or err.args[0] != sql.NO_SUCH_TABLE:
+                raise
+        async with connection.cursor() as cursor:
+            await cursor.execute(sql.CREATE_CLAIMS)
+        return await self._claims_together(connection, claims)
+
+    async def _claims_together(
+        self, connection: Connection, claims: Sequence[tuple[str, float]]
+    ) -> list[bool]:
+        """`_server_claim_many`'s text, sent and read. An error stops the statements
+        after it and is raised, as a single claim's would be; the transaction is rolled
+        back first (a lock wait timeout leaves it open, its claimed rows locked), so
+        none of the batch's claims stands."""
+        statement, parameters, order = sql.claim_many(claims)
+        answers = [False] * len(claims)
+        try:
+            async with connection.cursor() as cursor:
+                await cursor.execute(statement, parameters)
+                for _ in range(sql.CLAIMS_PREAMBLE_RESULTS):
+                    await _next_result(cursor)
+                for place, index in enumerate(order):
+                    if place:
+                        await _next_result(cursor)
+                    answers[index] = _rowcount(cursor) in sql.CLAIM_WON
+                while await cursor.nextset():  # the COMMIT's, which may fail too
+                    pass
+        except self.driver_errors:
+            if _connection_alive(connection):
+                with contextlib.suppress(*self.driver_errors):
+                    await connection.rollback()
+            raise
+        return answers
+
+    async def _server_sweep_claims(self, connection: Connection) -> int:
+        async with connection.cursor() as cursor:
+            await _execute_creating(cursor, sql.CREATE_CLAIMS, sql.SWEEP_CLAIMS, None)
+            return max(_rowcount(cursor), 0)
+
+    def _alive(self, connection: Connection) -> bool:
+        return _connection_alive(connection)
+
+    # -- helpers ----------------------------------------------------------------------
+
+    async def _fence_statement(
+        self, connection: Connection, statement: str, parameters: tuple[str] | dict[str, str]
+    ) -> int | None:
+        """Run an increment of a fence counter; its new value, or None if it wrote no row."""
+        async with connection.cursor() as cursor:
+            await self._execute_fencing(cursor, statement, parameters)
+            if _rowcount(cursor) < 1:
+                return None
+            if cursor.lastrowid > 0:
+                return int(cursor.lastrowid)
+        # A server that leaves LAST_INSERT_ID(expr) out of the OK packet: ask for it.
+        return int(await _scalar(connection, sql.LAST_FENCE))
+
+    async def _execute_fencing(self, cursor: Cursor, statement: str, parameters: object) -> None:
+        """Run a statement that takes locks and moves fence counters.
+
+        Creates the table on first use: a missing table is reported before the
+        statement runs anything, so running it again is safe. A server without
+        `GET_LOCK` (a MySQL look-alike) is a `ConfigurationError`.
+        """
+        try:
+            await _execute_creating(cursor, sql.CREATE_FENCES, statement, parameters)
+        except MySQLError as err:
+            if err.args and err.args[0] in sql.UNSUPPORTED_ERRORS:
+                raise self._not_mysql(f"GET_LOCK failed ({self._describe(err)})") from err
+            raise
+
+    async def _check_server(self, connection: Connection) -> None:
+        """Refuse a server that speaks the protocol but cannot hold our named locks."""
+        try:
+            version = str(await _scalar(connection, sql.PROBE, sql.PROBE_NAME))
+        except MySQLError as err:
+            if err.args and err.args[0] in sql.UNSUPPORTED_ERRORS:
+                raise self._not_mysql(f"it lacks IS_USED_LOCK ({self._describe(err)})") from err
+            raise
+        problem = sql.unsupported_version(version)
+        if problem:
+            raise self._not_mysql(problem)
+
+    def _not_mysql(self, reason: str) -> ConfigurationError:
+        minimum = ".".join(str(part) for part in sql.MINIMUM_VERSION)
+        return ConfigurationError(
+            f"the mysql lock provider needs MySQL {minimum}+ "
+            f"or MariaDB, but the server at {self._target} cannot serve: "
+            f"{scrub(reason, self._secrets)}"
+        )
+
+
+if ASYNC:
+
+    def _unconnected(arguments: dict[str, Any]) -> Connection:
+        """A connection that has not connected yet (`connect()` does), so a failed
+        connect leaves an object to ask whether the server greeted."""
+        return Connection(  # type: ignore[no-untyped-call]
+            **arguments, autocommit=True, client_flag=CLIENT.MULTI_STATEMENTS
+        )
+
+    def _connection_alive(connection: Connection) -> bool:
+        """Whether `connection` survived a failed statement.
+
+        asyncmy marks a connection closed after a read timeout or a cancelled read,
+        but after the server's hang-up (EOF) only its stream knows.
+        """
+        return bool(connection.connected) and not getattr(connection, "_stream_broken", False)
+
+    def _rowcount(cursor: Cursor) -> int:
+        """The affected or returned rows; asyncmy's stubs type it `object`, it is an int."""
+        return cast(int, cursor.rowcount)
+else:
+
+    def _unconnected(arguments: dict[str, Any]) -> Connection:
+        """A connection that has not connected yet (`connect()` does), so a failed
+        connect leaves an object to ask whether the server greeted."""
+        return PyMySqlConnection(
+            **arguments,
+            autocommit=True,
+            defer_connect=True,
+            client_flag=CLIENT.MULTI_STATEMENTS,
+        )
+
+    def _connection_alive(connection: Connection) -> bool:
+        """Whether `connection` survived a failed statement.
+
+        PyMySQL closes its socket on a lost connection, never on a statement's error.
+        """
+        return bool(connection.open)
+
+    def _rowcount(cursor: Cursor) -> int:
+        """The affected or returned rows."""
+        return cursor.rowcount
+
+
+async def _execute_creating(
+    cursor: Cursor, create: str, statement: str, parameters: object
+) -> None:
+    """Run `statement`; when its table is missing, create it (`create`) and run it again.
+
+    A missing table is reported when the statement opens its tables, before it runs
+    anything (GET_LOCK included), so running it again is safe; racing creators are
+    harmless (`IF NOT EXISTS`).
+    """
+    try:
+        await cursor.execute(statement, parameters)
+    except MySQLError as err:
+        if not err.args or err.args[0] != sql.NO_SUCH_TABLE:
+            raise
+        await cursor.execute(create)
+        await cursor.execute(statement, parameters)
+
+
+def _greeted(connection: Connection) -> bool:
+    """Whether a MySQL greeting (protocol version 10) was read; the driver keeps its fields."""
+    return getattr(connection, "protocol_version", None) == sql.PROTOCOL_VERSION
+
+
+async def _row(connection: Connection, statement: str, parameters: Sequence[str]) -> Any:
+    """The one row `statement` returns."""
+    async with connection.cursor() as cursor:
+        await cursor.execute(statement, parameters)
+        row = await cursor.fetchone()
+    if row is None:
+        raise InterfaceError("the server returned no row for a single-row query")
+    return row
+
+
+async def _answers(connection: Connection, statement: str, servers: Sequence[str]) -> list[bool]:
+    """The answers of `statement` (`sql.answers_in_one_column`) for `servers`, in order."""
+    answers = sql.answers((await _row(connection, statement, servers))[0])
+    if len(answers) != len(servers):
+        raise InterfaceError(f"{len(servers)} lock names asked, {len(answers)} answered")
+    return answers
+
+
+def _text(value: object) -> str:
+    """A VARBINARY column's value (bytes) as the server name it holds."""
+    return bytes(value).decode("utf-8") if isinstance(value, bytes | bytearray) else str(value)
+
+
+async def _next_result(cursor: Cursor) -> None:
+    """Move to the next result of a multi-statement text, which must have one."""
+    if not await cursor.nextset():
+        raise InterfaceError("the server answered fewer statements than were sent")
+
+
+async def _scalar(connection: Connection, statement: str, *args: Any) -> Any:
+    """The first column of the one row `statement` returns."""
+    async with connection.cursor() as cursor:
+        await cursor.execute(statement, args or None)
+        row = await cursor.fetchone()
+    if row is None:
+        raise InterfaceError("the server returned no row for a single-row query")
+    return row[0]

@@ -1,0 +1,117 @@
+"""The asyncio host: firefly tasks on the application's own event loop.
+
+For asyncio applications (FastAPI, Starlette, aiohttp, async workers): an
+APScheduler 3 `AsyncIOScheduler` bound to the running loop, whose jobs are awaited
+on that loop (`hosts.apscheduler.jobs_async`), through the asyncio fire runner and an asyncio lock
+(`firefly_scheduling.aio`). An `async def` task runs on the application's loop, so it
+may use the application's async clients and pools; a plain task runs in a worker
+thread, so it never stalls the loop.
+
+`start()` is called on the running loop (the lifespan's startup) and `await stop()`
+on the same loop (its shutdown). Stopping follows the other hosts' rules: no new
+fire starts, running fires get `grace_period` seconds to finish and release their
+locks through the fire runner. What differs is the end of the grace period: a
+coroutine can be cancelled, so a fire still running then is cancelled (the runner
+records it failed, "interrupted", stops its keep-alive and releases its task lock
+once the body has unwound) instead of being abandoned with its lock held, as a
+thread must be. The signals themselves belong to the server (uvicorn), which runs
+the lifespan's shutdown on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from datetime import UTC
+from typing import Any
+
+from firefly_scheduling.hosts.apscheduler.jobs_async import attach_tasks
+from firefly_scheduling.hosts.observation.passed_over_report import scheduler_logger
+from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
+from firefly_scheduling.hosts.runtime.shutdown import DEFAULT_GRACE_PERIOD_SECONDS, describe_fires
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+
+logger = logging.getLogger("firefly_scheduling.hosts")
+
+#: How long cancelled fires get to unwind (record, release) after the grace period.
+CANCEL_UNWIND_SECONDS = 5.0
+
+
+class AsyncHost:
+    """Runs `descriptors` on an `AsyncIOScheduler` of the running event loop."""
+
+    def __init__(
+        self,
+        descriptors: Sequence[ScheduledDescriptor],
+        runtime: AsyncTaskRuntime,
+        *,
+        grace_period: float = DEFAULT_GRACE_PERIOD_SECONDS,
+    ) -> None:
+        if not grace_period >= 0:
+            raise ValueError(f"grace_period must be >= 0 seconds, got {grace_period!r}")
+        self.descriptors = tuple(descriptors)
+        self.runtime = runtime
+        self.grace_period = grace_period
+        self.scheduler: Any = None
+
+    def start(self) -> None:
+        """Start scheduling on the running loop (call it from a coroutine)."""
+        # Imported here: the package root must stay light, and only this host needs it.
+        from apscheduler.schedulers.asyncio import AsyncIOScheduler  # noqa: PLC0415
+
+        scheduler = AsyncIOScheduler(
+            event_loop=asyncio.get_running_loop(), timezone=UTC, logger=scheduler_logger()
+        )
+        attach_tasks(scheduler, self.descriptors, self.runtime)
+        scheduler.start()
+        self.scheduler = scheduler
+        logger.info(
+            "asyncio host started on node %s with %d task(s)",
+            self.runtime.node,
+            len(self.descriptors),
+        )
+
+    async def stop(self) -> list[object]:
+        """Stop new fires, give running ones the grace period, cancel the rest, close.
+
+        Returns the fires that had to be cancelled (empty after a clean stop).
+        """
+        self.runtime.stop_accepting()
+        scheduler = self.scheduler
+        running = scheduler is not None and bool(scheduler.running)
+        if running:
+            scheduler.pause()
+        in_flight = self.runtime.in_flight()
+        if in_flight:
+            logger.info(
+                "stopping: waiting up to %.1f s for %s",
+                self.grace_period,
+                describe_fires(in_flight),
+            )
+        cancelled: list[object] = []
+        if not await self.runtime.wait_idle_async(self.grace_period):
+            cancelled = self.runtime.in_flight()
+            logger.error(
+                "stopping: the grace period of %.1f s ended with %s still running; "
+                "cancelling them (their locks are released once they unwind)",
+                self.grace_period,
+                describe_fires(cancelled),
+            )
+        if running:
+            # Cancels the jobs still awaited by APScheduler's executor: only the fires
+            # the grace period gave up on are left at this point.
+            scheduler.shutdown(wait=False)
+        if cancelled and not await self.runtime.wait_idle_async(CANCEL_UNWIND_SECONDS):
+            # A plain body in a worker thread cannot be cancelled: closing the lock now
+            # would free its task lock while it runs. It ends with the process, and
+            # its lock with its session or by its TTL.
+            logger.error(
+                "stopping: %s still running after cancellation; the lock backend is left "
+                "open so their task locks stay held",
+                describe_fires(self.runtime.in_flight()),
+            )
+            return cancelled
+        await self.runtime.aclose()
+        logger.info("asyncio host stopped")
+        return cancelled

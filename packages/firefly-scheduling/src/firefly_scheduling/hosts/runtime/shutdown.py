@@ -1,0 +1,168 @@
+"""Stopping a host on SIGTERM/SIGINT, shared by `run` and `tick`.
+
+The rules: no new fire starts, running bodies get a grace period to finish and
+release their locks through the fire runner, then the process exits 0. A body still
+running when the grace period ends is abandoned: an error names it, and the process
+exits 0 at once without waiting for its thread (`exit_abandoning`), WITHOUT releasing
+its task lock or closing the lock backend first. Releasing it while the body still
+runs would let another node start the task beside it; the exit ends the body, and
+then its session (PostgreSQL, MySQL) goes with the process, or its lease runs out by
+its TTL. A second signal ends the grace period at once.
+
+The signal handler only counts the signal. Taking a lock inside a handler can
+deadlock: the handler runs in the main thread, between two bytecodes, possibly
+while that same thread holds the lock (an `Event`'s condition, the logging lock).
+So the main thread polls the count (`StopRequest.wait`), at most `POLL_SECONDS`
+late, and does the logging and the locking itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
+from typing import NoReturn
+
+from firefly_scheduling.fires.outcome import Fire
+from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
+
+logger = logging.getLogger("firefly_scheduling.hosts")
+
+DEFAULT_GRACE_PERIOD_SECONDS = 25.0
+#: How often a waiting main thread looks at the stop request.
+POLL_SECONDS = 0.1
+_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class StopRequest:
+    """Counts requests to stop: the first stops new fires, a second ends the grace period.
+
+    `request()` is safe from a signal handler and from any thread: it increments an
+    integer and calls the listeners, which must not take a lock either (a clock's
+    `interrupt`, say).
+    """
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._listeners: list[Callable[[], None]] = []
+        self.signal_name: str | None = None
+
+    def request(self, signal_name: str | None = None) -> None:
+        if signal_name is not None:
+            self.signal_name = signal_name
+        self._count += 1
+        for listener in self._listeners:
+            listener()
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call `listener()` on every request (at once if one already came)."""
+        self._listeners.append(listener)
+        if self.requested:
+            listener()
+
+    @property
+    def requested(self) -> bool:
+        return self._count > 0
+
+    @property
+    def hurried(self) -> bool:
+        """A second request came: stop waiting for running bodies."""
+        return self._count > 1
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep until a stop is requested or `timeout` seconds passed; whether it was."""
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while not self.requested:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(remaining, POLL_SECONDS))
+        return True
+
+
+@contextmanager
+def stop_on_signals(stop: StopRequest) -> Iterator[StopRequest]:
+    """SIGTERM and SIGINT request `stop` while the block runs (main thread only).
+
+    The previous handlers come back on the way out. A process that is about to
+    exit after a graceful stop calls `ignore_stop_signals()` then.
+    """
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        del frame
+        stop.request(signal.Signals(signum).name)
+
+    previous = {signum: signal.signal(signum, on_signal) for signum in _SIGNALS}
+    try:
+        yield stop
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def ignore_stop_signals() -> None:
+    """Ignore SIGTERM/SIGINT from now on: the host has stopped and the process exits.
+
+    A late extra signal must not kill the interpreter as it exits (finalisation
+    restores the default handlers) and turn exit 0 into -15.
+    """
+    for signum in _SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def log_stop_request(stop: StopRequest) -> None:
+    """Say in the log why the host stops (from the main thread, not the handler)."""
+    logger.info("received %s: no new fire starts", stop.signal_name or "a stop request")
+
+
+def drain(runtime: TaskRuntime, grace_period: float, stop: StopRequest) -> list[object]:
+    """Stop new fires, wait up to `grace_period` for those in flight; return the abandoned.
+
+    The task locks of abandoned fires stay held: the caller exits the process.
+    """
+    runtime.stop_accepting()
+    running = runtime.in_flight()
+    if running:
+        logger.info("stopping: waiting up to %.1f s for %s", grace_period, describe_fires(running))
+    deadline = time.monotonic() + max(grace_period, 0.0)
+    while True:
+        remaining = deadline - time.monotonic()
+        if runtime.wait_idle(min(POLL_SECONDS, max(remaining, 0.0))):
+            return []
+        if remaining <= 0 or stop.hurried:
+            break
+    abandoned = runtime.in_flight()
+    logger.error(
+        "stopping: the grace period of %.1f s ended with %s still running; exiting "
+        "without them (their locks end with the process or by their TTL)",
+        grace_period,
+        describe_fires(abandoned),
+    )
+    return abandoned
+
+
+def exit_abandoning(status: int = 0) -> NoReturn:
+    """Exit now with `status`, leaving abandoned bodies' threads behind.
+
+    A thread pool's worker threads would keep the interpreter alive until their
+    bodies end; the host's decision was not to wait for them.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+def describe_fires(fires: Sequence[object]) -> str:
+    return ", ".join(_describe(fire) for fire in fires)
+
+
+def _describe(fire: object) -> str:
+    if isinstance(fire, Fire):
+        return f"{fire.target} (fire of {fire.instant.isoformat(timespec='milliseconds')})"
+    return repr(fire)

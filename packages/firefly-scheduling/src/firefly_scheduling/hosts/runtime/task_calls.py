@@ -1,0 +1,66 @@
+"""Calling a task body, `def` or `async def`, so that it really runs before its verdict.
+
+A coroutine function called like a plain one only builds a coroutine: the body has
+not run, and dropping it would report success for nothing (issue 9). So the result
+of every call is looked at, and an awaitable is awaited to completion:
+
+* `call_task` (the synchronous hosts: `run`, `tick`, a threaded APScheduler) hands
+  it to the host's own event loop thread (`CoroutineLoop`) and waits for it;
+* `acall_task` (the asyncio host) awaits a coroutine function on the running loop,
+  and runs a plain function in a worker thread, so a blocking body never stalls
+  the loop. Context variables (`current_fire()`) follow the body either way. A
+  cancelled coroutine body stops; a cancelled plain body cannot (it is a thread),
+  so its fire waits for it before unwinding, and its task lock stays held meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+
+from firefly_scheduling.hosts.runtime.coroutine_loop import CoroutineLoop
+
+
+def call_task(task: Callable[[], object], coroutines: CoroutineLoop) -> None:
+    """Call `task`; an awaitable it returns runs on `coroutines` until it ends."""
+    result = task()
+    if inspect.isawaitable(result):
+        coroutines.run(_awaited(result))
+
+
+async def acall_task(task: Callable[[], object]) -> None:
+    """Await `task` on the running loop, or run it in a worker thread when it is plain."""
+    if inspect.iscoroutinefunction(task):
+        await task()
+        return
+    thread = asyncio.ensure_future(asyncio.to_thread(task))
+    try:
+        result = await asyncio.shield(thread)
+    except asyncio.CancelledError:
+        # Python cannot stop a thread: the body goes on, so this fire must not end (and
+        # release its task lock) before the body does. The cancellation is kept.
+        await _outlast(thread)
+        raise
+    if inspect.isawaitable(result):
+        await result
+
+
+async def _outlast(thread: asyncio.Future[object]) -> None:
+    """Wait for `thread` to end, through any further cancellation."""
+    while not thread.done():
+        try:
+            await asyncio.shield(thread)
+        except asyncio.CancelledError:
+            continue
+        except Exception:  # noqa: BLE001 - its own outcome no longer matters: cancelled
+            return
+
+
+async def _awaited(awaitable: Awaitable[object]) -> object:
+    return await awaitable
+
+
+def is_async_task(task: Callable[..., object]) -> bool:
+    """Whether `task` is written as a coroutine function (`async def`, or a partial of one)."""
+    return inspect.iscoroutinefunction(task)

@@ -1,0 +1,114 @@
+"""`async_holding_lock(lock)`: the holdings API for any lock, including one with only the port.
+
+The library's own code (the fire runner, the keep-alive, `hold()`) acts on holdings,
+never on names. Every `AsyncBaseLock` hands out holdings and takes claims itself
+(`AsyncHoldingLock`, `AsyncClaimingLock`); this module gives a lock that implements
+only `AsyncDistributedLock` (a third-party one) the same interface.
+
+Limit of that adaptation: such a lock releases and renews by NAME, so the wrapper
+can only refuse a lapsed holding's late release while a newer holding of the same
+name exists in this wrapper. Another process's newer holding stays protected by the
+backend's own owner check, which the port requires. A third-party backend that
+wants the full guarantee implements `AsyncHoldingLock` itself (or subclasses
+`AsyncBaseLock`).
+
+Written once, for asyncio, in `locks/port_holdings_async.py`; the synchronous flavour in
+`locks/port_holdings.py` is generated from it by `tools/async_to_sync.py`.
+"""
+
+from __future__ import annotations
+
+import time
+
+from firefly_scheduling.locks.holding import Holding, HoldingLedger
+from firefly_scheduling.locks.port import (
+    AsyncClaimingLock,
+    AsyncDistributedLock,
+    AsyncFencedLock,
+    AsyncHoldingLock,
+    AsyncRenewableLock,
+    capabilities_of,
+    check_flavour,
+)
+
+
+def async_holding_lock(lock: AsyncDistributedLock) -> AsyncHoldingLock:
+    """`lock` itself when it hands out holdings, else `AsyncPortOnlyHoldings(lock)`."""
+    check_flavour(lock, asynchronous=True)  # sync: check_flavour(lock, asynchronous=False)
+    if isinstance(lock, AsyncHoldingLock):
+        return lock
+    return AsyncPortOnlyHoldings(lock)
+
+
+def async_claiming_lock(lock: AsyncDistributedLock) -> AsyncClaimingLock:
+    """`lock` itself when it takes fire claims, else `AsyncPortOnlyHoldings(lock)`."""
+    check_flavour(lock, asynchronous=True)  # sync: check_flavour(lock, asynchronous=False)
+    if isinstance(lock, AsyncClaimingLock):
+        return lock
+    return AsyncPortOnlyHoldings(lock)
+
+
+class AsyncPortOnlyHoldings:
+    """Holdings and claims over a lock that has only the port (see the module doc)."""
+
+    def __init__(self, lock: AsyncDistributedLock) -> None:
+        self._lock = lock
+        self._capabilities = capabilities_of(lock)
+        self._ledger = HoldingLedger(ttl_honoured=self._capabilities.ttl_honoured)
+
+    async def acquire(
+        self, name: str, ttl_seconds: float, *, fenced: bool = False
+    ) -> Holding | None:
+        reservation = self._ledger.reserve(name, ttl_seconds)
+        if reservation is None:
+            return None
+        holding: Holding | None = None
+        try:
+            if fenced:
+                if not (self._capabilities.fenced and isinstance(self._lock, AsyncFencedLock)):
+                    raise NotImplementedError(f"{self._lock!r} has no fencing tokens")
+                token = await self._lock.try_acquire_fenced(
+                    reservation.name, reservation.ttl_seconds
+                )
+                if token is not None:
+                    holding = self._ledger.record(reservation, token)
+            elif await self._lock.try_acquire(reservation.name, reservation.ttl_seconds):
+                holding = self._ledger.record(reservation)
+            return holding
+        finally:
+            if holding is None:
+                self._ledger.abandon(reservation)
+
+    async def release_holding(self, holding: Holding) -> None:
+        if not self._ledger.begin_release(holding):
+            return
+        try:
+            if not holding.lost and self._ledger.current(holding.name) is holding:
+                await self._lock.release(holding.name)
+        finally:
+            self._ledger.end_release(holding, done=True)
+
+    async def renew_holding(self, holding: Holding, ttl_seconds: float) -> bool:
+        if not (self._capabilities.renewable and isinstance(self._lock, AsyncRenewableLock)):
+            return False
+        if holding.lost or holding.released or self._ledger.current(holding.name) is not holding:
+            return False
+        started = time.monotonic()
+        if await self._lock.renew(holding.name, ttl_seconds):
+            self._ledger.renewed(holding, started)
+            return True
+        self._ledger.mark_lost([holding])
+        return False
+
+    async def try_claim(self, name: str, seconds: float) -> bool:
+        """A plain acquisition that is never released: its TTL ends it."""
+        return await self._lock.try_acquire(name, seconds)
+
+    async def try_acquire(self, name: str, ttl_seconds: float) -> bool:
+        return await self._lock.try_acquire(name, ttl_seconds)
+
+    async def release(self, name: str) -> None:
+        await self._lock.release(name)
+
+    def __repr__(self) -> str:
+        return f"AsyncPortOnlyHoldings({self._lock!r})"

@@ -1,0 +1,128 @@
+"""`@scheduled`: mark a function or method as a scheduled task.
+
+The decorator only attaches a validated `ScheduledDescriptor` to the function under
+`__firefly_scheduled__` and returns the function itself. It registers nothing and
+starts nothing, so importing a module of tasks has no effect beyond defining them;
+the scanner finds them later, and hosts decide when they run.
+
+Every value is checked when the decorator is applied (at import), so a typo in a
+cron or a duration fails at once with the task target in the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.schedule.durations import parse_duration
+from firefly_scheduling.tasks.descriptor import DEFAULT_LOCK_TTL_SECONDS, ScheduledDescriptor
+from firefly_scheduling.tasks.validation import validate_descriptor, validate_target
+
+#: The attribute holding a task's descriptor on the decorated function.
+SCHEDULE_ATTRIBUTE = "__firefly_scheduled__"
+
+Duration = str | int | float | timedelta
+TaskFunction = TypeVar("TaskFunction", bound=Callable[..., Any])
+
+
+def scheduled(
+    *,
+    cron: str | None = None,
+    fixed_rate: Duration | None = None,
+    fixed_delay: Duration | None = None,
+    initial_delay: Duration | None = None,
+    zone: str | None = None,
+    lock: bool | str | None = True,
+    lock_ttl: Duration | None = None,
+) -> Callable[[TaskFunction], TaskFunction]:
+    """Schedule the decorated function or method.
+
+    Exactly one trigger: `cron` (5-field crontab, evaluated in `zone`, UTC by
+    default), `fixed_rate` (between starts) or `fixed_delay` (from the end of one
+    run to the start of the next). Durations are text (`30s`, `1h30m`, `PT5M`),
+    numbers of seconds or `timedelta`s, from 1 ms to 366 days. `initial_delay` holds
+    the task back after it is first seen. `lock=True` (the default) guards every run
+    with a lock named after the task target, so each fire runs on one node; a string
+    is an explicit (shared) lock name, outside the reserved `firefly:` namespace;
+    `False` (or `None`) runs unlocked, on every node. `lock_ttl`
+    (default 30 s) only applies to a locked task.
+    """
+    given = [
+        name
+        for name, value in (
+            ("cron", cron),
+            ("fixed_rate", fixed_rate),
+            ("fixed_delay", fixed_delay),
+        )
+        if value is not None
+    ]
+
+    def decorate(task: TaskFunction) -> TaskFunction:
+        function = _plain_function(task)
+        target = validate_target(f"{function.__module__}:{function.__qualname__}")
+        if len(given) != 1:
+            raise ConfigurationError(
+                f"{target}: @scheduled needs exactly one of cron=, fixed_rate=, fixed_delay=; "
+                f"got {', '.join(given) or 'none'}"
+            )
+        if descriptor_of(function) is not None:
+            raise ConfigurationError(f"{target}: @scheduled is applied twice; use one schedule")
+        lock_name = _lock_name(lock, target)
+        if lock_name is None and lock_ttl is not None:
+            raise ConfigurationError(
+                f"{target}: lock_ttl= is given but lock={lock!r} leaves the task unlocked; "
+                "drop lock= (tasks are locked by default) or lock_ttl="
+            )
+        descriptor = ScheduledDescriptor(
+            target=target,
+            cron=cron.strip() if isinstance(cron, str) else cron,
+            fixed_rate=_optional_seconds(fixed_rate, target, "fixed_rate"),
+            fixed_delay=_optional_seconds(fixed_delay, target, "fixed_delay"),
+            initial_delay=_optional_seconds(initial_delay, target, "initial_delay"),
+            zone=zone,
+            lock_name=lock_name,
+            lock_ttl=(
+                None
+                if lock_name is None
+                else _optional_seconds(lock_ttl, target, "lock_ttl") or DEFAULT_LOCK_TTL_SECONDS
+            ),
+        )
+        setattr(function, SCHEDULE_ATTRIBUTE, validate_descriptor(descriptor))
+        return task
+
+    return decorate
+
+
+def descriptor_of(candidate: object) -> ScheduledDescriptor | None:
+    """The descriptor `@scheduled` attached to `candidate` (unwrapping static/class methods)."""
+    if isinstance(candidate, staticmethod | classmethod):
+        candidate = candidate.__func__
+    found = getattr(candidate, SCHEDULE_ATTRIBUTE, None)
+    return found if isinstance(found, ScheduledDescriptor) else None
+
+
+def _plain_function(task: object) -> Callable[..., Any]:
+    function = task.__func__ if isinstance(task, staticmethod | classmethod) else task
+    if not callable(function) or not hasattr(function, "__qualname__"):
+        raise ConfigurationError(
+            f"@scheduled decorates a function or a method, got {type(task).__name__}: {task!r}"
+        )
+    return function
+
+
+def _lock_name(lock: object, target: str) -> str | None:
+    if lock is None or lock is False:
+        return None
+    if lock is True:
+        return target
+    if isinstance(lock, str):
+        return lock  # checked by validate_descriptor with the target in the message
+    raise ConfigurationError(
+        f"{target}: lock= must be True, False, None or a lock name, got {lock!r}"
+    )
+
+
+def _optional_seconds(value: Duration | None, target: str, name: str) -> float | None:
+    return None if value is None else parse_duration(value, source=f"{target} {name}")
