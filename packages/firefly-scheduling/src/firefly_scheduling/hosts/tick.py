@@ -56,6 +56,7 @@ from firefly_scheduling.schedule.cadence import Cadence
 from firefly_scheduling.schedule.cron import CronSchedule
 from firefly_scheduling.schedule.cron_prefilter import MinutePrefilter, WallClock
 from firefly_scheduling.schedule.fire_instants import minute_start
+from firefly_scheduling.schedule.next_fire import cadence_of
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 logger = logging.getLogger("firefly_scheduling.hosts")
@@ -76,14 +77,6 @@ ABANDONED_REASON = (
     "still running when the grace period ended: the process exited without waiting "
     "(its task lock ends with the process or its TTL)"
 )
-
-
-def cadence_of(descriptor: ScheduledDescriptor) -> Cadence:
-    """The bucket a `fixed_rate`/`fixed_delay` task runs on under `tick`."""
-    rate = descriptor.fixed_rate if descriptor.fixed_rate is not None else descriptor.fixed_delay
-    if rate is None:
-        raise ValueError(f"{descriptor.target} is a cron task; it has no cadence")
-    return Cadence.of_seconds(rate)
 
 
 def as_run_under_tick(descriptor: ScheduledDescriptor) -> ScheduledDescriptor:

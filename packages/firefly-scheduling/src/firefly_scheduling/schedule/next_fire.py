@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from firefly_scheduling.hosts.tick import cadence_of
+from firefly_scheduling.schedule.cadence import Cadence
 from firefly_scheduling.schedule.cron import CronSchedule
 from firefly_scheduling.schedule.fire_instants import rate_fire_after, rate_step
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
@@ -34,3 +34,11 @@ def next_fire(descriptor: ScheduledDescriptor, host: Host, now: datetime) -> dat
     if descriptor.fixed_rate is not None:
         return rate_fire_after(rate_step(descriptor.fixed_rate), now)
     return None
+
+
+def cadence_of(descriptor: ScheduledDescriptor) -> Cadence:
+    """The bucket a `fixed_rate`/`fixed_delay` task runs on under `tick`."""
+    rate = descriptor.fixed_rate if descriptor.fixed_rate is not None else descriptor.fixed_delay
+    if rate is None:
+        raise ValueError(f"{descriptor.target} is a cron task; it has no cadence")
+    return Cadence.of_seconds(rate)
