@@ -31,7 +31,7 @@ from typing import Any
 
 from benchmark_results import Run, Table, add_arguments, shorten, spread, summary
 from firefly_scheduling.aio import AsyncInMemoryLock
-from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.fires.runner_async import AsyncFireRunner
 from firefly_scheduling.hosts.runtime.coroutine_loop import CoroutineLoop
@@ -60,7 +60,7 @@ def sync_fires(lock: DistributedLock, fires: int, body: Callable[[], object]) ->
     took = []
     for instant in _instants(fires):
         started = time.perf_counter()
-        outcome = runner.run(task, instant, body)
+        outcome = runner.run(Fire.at(task, instant), body)
         took.append(time.perf_counter() - started)
         assert outcome.verdict is Verdict.SUCCEEDED, outcome
     return statistics.median(took)
@@ -74,7 +74,7 @@ async def async_fires(
     took = []
     for instant in _instants(fires):
         started = time.perf_counter()
-        outcome = await runner.run(task, instant, body)
+        outcome = await runner.run(Fire.at(task, instant), body)
         took.append(time.perf_counter() - started)
         assert outcome.verdict is Verdict.SUCCEEDED, outcome
     return statistics.median(took)

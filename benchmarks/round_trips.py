@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from benchmark_results import Run, Table, add_arguments, servers_of, shorten
-from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.locks.guard import run_guarded
 from firefly_scheduling.locks.providers import resolve_lock
@@ -206,13 +206,17 @@ def measure(backend: str, fires: int, urls: dict[str, str] | None = None) -> Cou
 
         # Warm-up: connections, tables, statement caches; not counted.
         for runner in runners:
-            runner.run(descriptor, start - timedelta(seconds=1), noop)
+            runner.run(Fire.at(descriptor, start - timedelta(seconds=1)), noop)
         for k in range(fires):
             instant = start + timedelta(seconds=k)
-            turns, outcome = counted(proxies[0], partial(winner.run, descriptor, instant, noop))
+            turns, outcome = counted(
+                proxies[0], partial(winner.run, Fire.at(descriptor, instant), noop)
+            )
             assert outcome.verdict is Verdict.SUCCEEDED, outcome
             counts.run.append(turns)
-            turns, outcome = counted(proxies[1], partial(loser.run, descriptor, instant, noop))
+            turns, outcome = counted(
+                proxies[1], partial(loser.run, Fire.at(descriptor, instant), noop)
+            )
             assert outcome.verdict is Verdict.CLAIMED_ELSEWHERE, outcome
             counts.lose.append(turns)
         deferred, _ = counted(proxies[0], winner.close)

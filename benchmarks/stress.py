@@ -54,7 +54,7 @@ from apscheduler.events import EVENT_JOB_MAX_INSTANCES
 
 from benchmark_results import Run, Table, add_arguments, shorten
 from firefly_scheduling import current_fire
-from firefly_scheduling.fires.outcome import ClaimOutcome, FireResult
+from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history.port import RunState
 from firefly_scheduling.hosts.resident import ResidentHost
@@ -122,14 +122,9 @@ class RecordingRunner(FireRunner):
         self._outcomes_mutex = threading.Lock()
 
     def run(
-        self,
-        descriptor: ScheduledDescriptor,
-        instant: datetime,
-        body: Callable[[], object],
-        *,
-        claim: ClaimOutcome | None = None,
+        self, fire: Fire, body: Callable[[], object], *, claim: ClaimOutcome | None = None
     ) -> FireResult:
-        outcome = super().run(descriptor, instant, body, claim=claim)
+        outcome = super().run(fire, body, claim=claim)
         with self._outcomes_mutex:
             self.outcomes.append(outcome)
         return outcome

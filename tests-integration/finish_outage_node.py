@@ -22,6 +22,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from firefly_scheduling.fires.outcome import Fire
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 from chaos_harness.evidence import EvidenceLog
@@ -54,7 +56,7 @@ def main() -> int:
     history = DatabaseRunHistory(orders["history_url"], table=orders["table"])
     runner = FireRunner(lock, history=history, node="A")
     try:
-        outcome = runner.run(descriptor, instant, body)
+        outcome = runner.run(Fire.at(descriptor, instant), body)
         evidence.append("outcome", node="A", verdict=outcome.verdict.name, fenced=outcome.fenced)
     finally:
         runner.close()

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 from firefly_scheduling import current_fire
-from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.fires.runner_async import AsyncFireRunner
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
@@ -56,10 +56,10 @@ def test_sync_and_async_nodes_run_each_fire_once_with_growing_tokens(etcd_url: s
         loop = asyncio.get_running_loop()
         with ThreadPoolExecutor(NODES) as pool:
             threaded = [
-                loop.run_in_executor(pool, node.run, task, instant, sync_body)
+                loop.run_in_executor(pool, node.run, Fire.at(task, instant), sync_body)
                 for node in sync_nodes
             ]
-            awaited = [node.run(task, instant, async_body) for node in async_nodes]
+            awaited = [node.run(Fire.at(task, instant), async_body) for node in async_nodes]
             outcomes = await asyncio.gather(*threaded, *awaited)
         return [outcome.verdict for outcome in outcomes]
 

@@ -33,6 +33,8 @@ import pymysql
 import pytest
 from sqlalchemy.engine import make_url
 
+from firefly_scheduling.fires.outcome import Fire
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 from chaos_harness.evidence import EvidenceLog, read_events
@@ -149,7 +151,7 @@ def test_a_finished_fire_is_not_run_again_while_its_history_is_down(
             while fire <= datetime.now(UTC) - timedelta(seconds=1):
                 fire += timedelta(seconds=1)  # only fires due now, never a backlog
             time.sleep(max(0.0, (fire - datetime.now(UTC)).total_seconds()))
-            outcome = node_b.run(descriptor, fire, body_b)
+            outcome = node_b.run(Fire.at(descriptor, fire), body_b)
             verdicts.append(outcome.verdict)
             for adopted in outcome.adopted:
                 verdicts.append(adopted.verdict)

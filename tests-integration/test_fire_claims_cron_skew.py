@@ -40,6 +40,8 @@ from pathlib import Path
 
 import pytest
 
+from firefly_scheduling.fires.outcome import Fire
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from firefly_scheduling.fires.outcome import Verdict
 from firefly_scheduling.fires.runner import FireRunner
@@ -122,7 +124,7 @@ def node_main(config: dict[str, object]) -> None:
                 os.write(witness, f"{instant.isoformat()} {settings.node}\n".encode())
                 time.sleep(0.001)
 
-            outcome = runner.run(descriptor, instant, body)
+            outcome = runner.run(Fire.at(descriptor, instant), body)
             line = {"instant": instant.isoformat(), "status": outcome.verdict.value, "woke": woke}
             print(json.dumps(line), flush=True)
         print(DONE, flush=True)

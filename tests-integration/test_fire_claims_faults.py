@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from firefly_scheduling.fires.outcome import FireResult, Verdict
+from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import RunState, resolve_history
 from firefly_scheduling.locks.providers import resolve_lock
@@ -101,7 +101,7 @@ def victim_main(config: dict[str, object]) -> None:
         with witness.open("a") as log:
             log.write(f"{settings.node} end {time.time()}\n")
 
-    outcome = runner.run(descriptor_for(str(config["target"])), instant, body)
+    outcome = runner.run(Fire.at(descriptor_for(str(config["target"])), instant), body)
     print(json.dumps({"status": outcome.verdict.value, "fenced": outcome.fenced}), flush=True)
     runner.close()
 
@@ -185,7 +185,7 @@ def fire_as_survivor(scene: Scene, *, until_adopted: bool, seconds: float) -> li
     try:
         while time.monotonic() < deadline:
             outcomes.append(
-                runner.run(descriptor_for(scene.target), datetime.now(UTC), survivor_body)
+                runner.run(Fire.at(descriptor_for(scene.target), datetime.now(UTC)), survivor_body)
             )
             if until_adopted and outcomes[-1].adopted:
                 return outcomes

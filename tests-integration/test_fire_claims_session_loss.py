@@ -19,7 +19,7 @@ import pymysql
 import pytest
 
 from firefly_scheduling import current_fire
-from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.locks import BaseLock
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
@@ -93,11 +93,11 @@ def test_a_killed_session_is_seen_by_the_body_and_the_next_fire_recovers(
         seen.append(context.lost)
 
     now = datetime.now(UTC).replace(microsecond=0)
-    first = runner.run(descriptor, now, body)
+    first = runner.run(Fire.at(descriptor, now), body)
     assert seen == [True]
     assert (first.verdict, first.lost) == (Verdict.SUCCEEDED, True)
     assert "is lost while the body runs" in caplog.text
-    second = runner.run(descriptor, now + timedelta(seconds=1), lambda: None)
+    second = runner.run(Fire.at(descriptor, now + timedelta(seconds=1)), lambda: None)
     assert second.verdict is Verdict.SUCCEEDED
     assert not second.lost
     runner.close()

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import RunRecord, RunState, resolve_history
 from firefly_scheduling.locks.providers import resolve_lock
@@ -106,7 +106,7 @@ def node_main(config: dict[str, object]) -> None:
                 os.write(witness, f"{instant.isoformat()} {settings.node}\n".encode())
                 time.sleep(0.001)
 
-            outcome = runner.run(descriptor, instant, body)
+            outcome = runner.run(Fire.at(descriptor, instant), body)
             line = {"instant": instant.isoformat(), "status": outcome.verdict.value}
             print(json.dumps(line), flush=True)
         print(DONE, flush=True)

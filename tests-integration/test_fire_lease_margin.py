@@ -31,7 +31,7 @@ import pytest
 import redis
 import sqlalchemy
 
-from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import MemoryRunHistory
 from firefly_scheduling.locks import BaseLock
@@ -136,7 +136,7 @@ def test_the_body_starts_with_at_least_half_its_lease_on_the_server(server: Serv
         server.lock, history=_stalling_history(), clock=lambda: T0, keepalive_interval=60
     )
     seen: list[float] = []
-    outcome = runner.run(descriptor, T0, lambda: seen.append(server.remaining(name)))
+    outcome = runner.run(Fire.at(descriptor, T0), lambda: seen.append(server.remaining(name)))
     assert outcome.verdict is Verdict.SUCCEEDED, outcome
     [left] = seen
     assert left >= LEASE / 2, f"the body started with {left:.3f}s of its {LEASE}s lease left"
@@ -149,7 +149,7 @@ def test_a_lease_the_server_dropped_during_the_stall_is_found_before_the_body(
     history = _stalling_history(lambda: server.drop(name))
     runner = FireRunner(server.lock, history=history, clock=lambda: T0, keepalive_interval=60)
     ran: list[str] = []
-    outcome = runner.run(descriptor, T0, lambda: ran.append("ran"))
+    outcome = runner.run(Fire.at(descriptor, T0), lambda: ran.append("ran"))
     assert ran == [], "the body ran on a lease the server no longer held"
     assert outcome.verdict is Verdict.LOCK_LOST
     assert outcome.lost

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from firefly_scheduling.cli import main
+from firefly_scheduling.fires.outcome import Fire
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import RunState
 from firefly_scheduling.locks import InMemoryLock
@@ -40,7 +41,7 @@ def fire(history: DatabaseRunHistory, target: str, instant: datetime, fails: boo
             raise RuntimeError("upstream 503")
 
     FireRunner(InMemoryLock(), history=history, clock=lambda: instant, node="n1").run(
-        task(target), instant, body
+        Fire.at(task(target), instant), body
     )
 
 

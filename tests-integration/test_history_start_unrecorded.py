@@ -20,7 +20,7 @@ import pymysql
 import pytest
 from sqlalchemy.engine import make_url
 
-from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
@@ -85,7 +85,7 @@ def test_a_run_whose_start_timed_out_is_recorded_whole_and_not_fenced(
     runner = FireRunner(lock, history=history, node="n1")
     try:
         blocker.query(f"LOCK TABLES `{history.table.name}` WRITE")
-        outcome = runner.run(descriptor, instant, body)
+        outcome = runner.run(Fire.at(descriptor, instant), body)
     finally:
         blocker.close()
         runner.close()

@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from firefly_scheduling.fires.outcome import ClaimOutcome, Verdict
+from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, Verdict
 from firefly_scheduling.fires.runner import TOO_LATE_FOR_A_WORKER, FireRunner
 from firefly_scheduling.history import RunRecord, RunState
 from firefly_scheduling.locks.holding import Holding
@@ -121,7 +121,7 @@ def test_won_fires_are_recorded_running_before_a_worker_runs_them(
     clock = Clock()
     runner = FireRunner(lock, history=history, clock=clock, grace=GRACE, node="node-a")
     fires = tasks(3)
-    outcomes = runner.claim_fires([(descriptor, clock.now) for descriptor in fires])
+    outcomes = runner.claim_fires([Fire.at(descriptor, clock.now) for descriptor in fires])
     for descriptor, outcome in zip(fires, outcomes, strict=True):
         assert started_ahead(outcome), outcome
         [record] = reader.unfinished(descriptor.target, lock=descriptor.lock_name or "")
@@ -134,7 +134,7 @@ def test_won_fires_are_recorded_running_before_a_worker_runs_them(
         def body(target: str = target, name: str = name) -> None:
             seen_in_body.append(reader.runs(target, lock=name)[0].state)
 
-        result = runner.run(descriptor, clock.now, body, claim=outcome)
+        result = runner.run(Fire.at(descriptor, clock.now), body, claim=outcome)
         assert (result.verdict, result.attempt) == (Verdict.SUCCEEDED, 1), result
         assert result.token == holding_of(outcome).fence
         [record] = reader.runs(target, lock=name)
@@ -152,10 +152,10 @@ def test_a_died_run_is_not_started_over_and_is_adopted_by_the_worker(
     earlier = clock.now - timedelta(seconds=1)
     assert reader.start(target, earlier, lock=name, node="dead", token=None, at=earlier) == 1
     runner = FireRunner(lock, history=history, clock=clock, grace=GRACE)
-    [outcome] = runner.claim_fires([(descriptor, clock.now)])
+    [outcome] = runner.claim_fires([Fire.at(descriptor, clock.now)])
     assert not started_ahead(outcome)
     ran: list[int] = []
-    result = runner.run(descriptor, clock.now, lambda: ran.append(1), claim=outcome)
+    result = runner.run(Fire.at(descriptor, clock.now), lambda: ran.append(1), claim=outcome)
     assert result.verdict is Verdict.SUCCEEDED, result
     [adopted] = result.adopted
     assert (adopted.instant, adopted.verdict, adopted.attempt) == (earlier, Verdict.SUCCEEDED, 2)
@@ -173,9 +173,9 @@ def test_a_fire_another_node_recorded_as_skipped_still_runs(
     target, name = descriptor.target, descriptor.lock_name or ""
     reader.skip(target, clock.now, lock=name, node="late", reason="too late there", at=clock.now)
     runner = FireRunner(lock, history=history, clock=clock, grace=GRACE)
-    [outcome] = runner.claim_fires([(descriptor, clock.now)])
+    [outcome] = runner.claim_fires([Fire.at(descriptor, clock.now)])
     assert not started_ahead(outcome)
-    result = runner.run(descriptor, clock.now, lambda: None, claim=outcome)
+    result = runner.run(Fire.at(descriptor, clock.now), lambda: None, claim=outcome)
     assert (result.verdict, result.attempt) == (Verdict.SUCCEEDED, 1), result
     assert [record.state for record in reader.runs(target, lock=name)] == [RunState.SUCCEEDED]
 
@@ -188,11 +188,11 @@ def test_a_fire_started_with_its_claim_but_too_late_for_a_worker_is_closed(
     target, name = descriptor.target, descriptor.lock_name or ""
     instant = clock.now
     runner = FireRunner(lock, history=history, clock=clock, grace=GRACE)
-    [outcome] = runner.claim_fires([(descriptor, instant)])
+    [outcome] = runner.claim_fires([Fire.at(descriptor, instant)])
     assert started_ahead(outcome)
     clock.now = instant + timedelta(seconds=GRACE + 1)
     ran: list[int] = []
-    result = runner.run(descriptor, instant, lambda: ran.append(1), claim=outcome)
+    result = runner.run(Fire.at(descriptor, instant), lambda: ran.append(1), claim=outcome)
     assert result.verdict is Verdict.TOO_LATE
     assert ran == []
     [record] = reader.runs(target, lock=name)
@@ -214,7 +214,7 @@ def test_a_lock_lost_between_the_batch_and_the_body_closes_the_started_record(
     [descriptor] = tasks(1)
     target, name = descriptor.target, descriptor.lock_name or ""
     runner = FireRunner(lock, history=history, clock=clock, grace=GRACE)
-    [outcome] = runner.claim_fires([(descriptor, clock.now)])
+    [outcome] = runner.claim_fires([Fire.at(descriptor, clock.now)])
     assert started_ahead(outcome)
     key = PgAdvisoryLock.key(name)  # signed, as the expression on pg_locks below
     with psycopg.connect(postgres_url, autocommit=True) as admin:
@@ -225,7 +225,7 @@ def test_a_lock_lost_between_the_batch_and_the_body_closes_the_started_record(
         ).fetchall()
     assert terminated == 1
     ran: list[int] = []
-    result = runner.run(descriptor, clock.now, lambda: ran.append(1), claim=outcome)
+    result = runner.run(Fire.at(descriptor, clock.now), lambda: ran.append(1), claim=outcome)
     assert result.verdict is Verdict.LOCK_LOST, result
     assert ran == []
     [record] = reader.runs(target, lock=name)

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.fires.runner_async import AsyncFireRunner
 from firefly_scheduling.history import MemoryRunHistory
@@ -97,7 +97,7 @@ def test_a_sync_run_whose_session_ended_inside_the_body_is_reported_lost(
 
     try:
         outcome = FireRunner(lock, history=MemoryRunHistory(), clock=lambda: T0).run(
-            descriptor, T0, body
+            Fire.at(descriptor, T0), body
         )
         assert overlapped == [True], "another session held the lock while the body ran"
         assert outcome.verdict is Verdict.SUCCEEDED, outcome
@@ -131,7 +131,7 @@ def test_an_asyncio_run_whose_session_ended_inside_the_body_is_reported_lost(
 
         try:
             runner = AsyncFireRunner(lock, history=MemoryRunHistory(), clock=lambda: T0)
-            outcome = await runner.run(descriptor, T0, body)
+            outcome = await runner.run(Fire.at(descriptor, T0), body)
             assert overlapped == [True]
             assert outcome.verdict is Verdict.SUCCEEDED, outcome
             assert outcome.lost, "the run held its lock with another holder, yet was not lost"

@@ -20,7 +20,7 @@ import pymysql
 import pytest
 
 from firefly_scheduling import ScheduledDescriptor
-from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import MemoryRunHistory
 from firefly_scheduling.locks import BaseLock
@@ -84,7 +84,7 @@ def test_a_session_that_ended_before_the_body_skips_the_fire(
     runner = FireRunner(lock, history=history, keepalive_interval=60)
     ran: list[str] = []
     try:
-        outcome = runner.run(descriptor, datetime.now(UTC), lambda: ran.append("ran"))
+        outcome = runner.run(Fire.at(descriptor, datetime.now(UTC)), lambda: ran.append("ran"))
         assert taken_meanwhile == [True], "the ended session's lock was not freed"
         assert ran == [], "the body ran on a lock another node held"
         assert outcome.verdict is Verdict.LOCK_LOST

@@ -23,7 +23,7 @@ import pymysql
 import pytest
 import redis
 
-from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import MemoryRunHistory, RunState
 from firefly_scheduling.locks.base import BaseLock
@@ -108,7 +108,7 @@ def test_won_fires_hold_their_task_locks_on_the_server_before_a_worker_runs_them
     history = MemoryRunHistory()
     runner = FireRunner(lock, history=history, clock=clock, grace=GRACE)
     fires = tasks(3)
-    outcomes = runner.claim_fires([(descriptor, clock.now) for descriptor in fires])
+    outcomes = runner.claim_fires([Fire.at(descriptor, clock.now) for descriptor in fires])
     for descriptor, outcome in zip(fires, outcomes, strict=True):
         assert outcome.task_lock is not None, outcome
         holding = outcome.task_lock.answer
@@ -122,7 +122,7 @@ def test_won_fires_hold_their_task_locks_on_the_server_before_a_worker_runs_them
         def body(name: str = name) -> None:
             held_in_body.append(not other.try_acquire(name, 30))
 
-        result = runner.run(descriptor, clock.now, body, claim=outcome)
+        result = runner.run(Fire.at(descriptor, clock.now), body, claim=outcome)
         assert result.verdict is Verdict.SUCCEEDED, result
         assert outcome.task_lock is not None
         assert isinstance(outcome.task_lock.answer, Holding)
@@ -144,12 +144,12 @@ def test_a_task_lock_held_elsewhere_skips_the_fire_it_was_taken_for(
     [descriptor] = tasks(1)
     name = descriptor.lock_name or ""
     assert other.try_acquire(name, 30)  # the previous fire still runs, on another node
-    [outcome] = runner.claim_fires([(descriptor, clock.now)])
+    [outcome] = runner.claim_fires([Fire.at(descriptor, clock.now)])
     assert outcome.verdict is Verdict.SUCCEEDED
     assert outcome.task_lock is not None
     assert outcome.task_lock.answer is None
     ran: list[int] = []
-    result = runner.run(descriptor, clock.now, lambda: ran.append(1), claim=outcome)
+    result = runner.run(Fire.at(descriptor, clock.now), lambda: ran.append(1), claim=outcome)
     assert result.verdict is Verdict.OVERLAPPING
     assert ran == []
     assert nodes().try_acquire(name, 30) is False, "the other node's lock was taken"
@@ -170,11 +170,11 @@ def test_a_fire_too_late_for_its_worker_releases_the_task_lock_taken_with_its_cl
     [descriptor] = tasks(1)
     name = descriptor.lock_name or ""
     instant = clock.now
-    [outcome] = runner.claim_fires([(descriptor, instant)])
+    [outcome] = runner.claim_fires([Fire.at(descriptor, instant)])
     assert outcome.task_lock is not None
     assert isinstance(outcome.task_lock.answer, Holding)
     clock.now = instant + timedelta(seconds=GRACE + 1)
-    result = runner.run(descriptor, instant, lambda: None, claim=outcome)
+    result = runner.run(Fire.at(descriptor, instant), lambda: None, claim=outcome)
     assert result.verdict is Verdict.TOO_LATE
     assert outcome.task_lock.answer.released
     assert other.try_acquire(name, 30), "the task lock of a skipped fire leaked"
@@ -191,7 +191,7 @@ def test_redis_task_locks_carry_their_holdings_owner_tokens(redis_url: str) -> N
         clock = Clock()
         runner = FireRunner(lock, history=MemoryRunHistory(), clock=clock, grace=GRACE)
         fires = tasks(2)
-        outcomes = runner.claim_fires([(descriptor, clock.now) for descriptor in fires])
+        outcomes = runner.claim_fires([Fire.at(descriptor, clock.now) for descriptor in fires])
         for descriptor, outcome in zip(fires, outcomes, strict=True):
             assert outcome.task_lock is not None
             holding = outcome.task_lock.answer

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from firefly_scheduling import current_fire
 from firefly_scheduling.aio import AsyncInMemoryLock
 from firefly_scheduling.fires.context import FireContext
-from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.fires.runner_async import AsyncFireRunner
 from firefly_scheduling.history import MemoryRunHistory, RunState
@@ -55,7 +55,7 @@ def test_two_nodes_on_one_fire_run_it_once_and_the_body_sees_its_fire() -> None:
             AsyncFireRunner(AsyncInMemoryLock(), history=history, node=f"n{i}") for i in range(5)
         ]
         instant = now()
-        outcomes = await asyncio.gather(*(node.run(task, instant, body) for node in nodes))
+        outcomes = await asyncio.gather(*(node.run(Fire.at(task, instant), body) for node in nodes))
         return [outcome.verdict for outcome in outcomes]
 
     statuses = asyncio.run(scenario())
@@ -87,10 +87,10 @@ def test_the_keepalive_task_holds_the_lock_past_its_ttl_while_the_body_awaits() 
         async def quick_body() -> None:
             return None
 
-        first = asyncio.ensure_future(runner.run(task, now(), long_body))
+        first = asyncio.ensure_future(runner.run(Fire.at(task, now()), long_body))
         await asyncio.sleep(0.7)  # past two TTLs: only renewals keep the task lock
         # a later fire of the same task, by another node: the task lock is still held
-        second = await other.run(task, now(), quick_body)
+        second = await other.run(Fire.at(task, now()), quick_body)
         return (await first).verdict, second.verdict, lost[0]
 
     first, second, lost = asyncio.run(scenario())
@@ -108,7 +108,7 @@ def test_a_failing_coroutine_is_recorded_failed_with_its_error() -> None:
         raise ValueError("no")
 
     outcome = asyncio.run(
-        AsyncFireRunner(AsyncInMemoryLock(), history=history).run(task, now(), body)
+        AsyncFireRunner(AsyncInMemoryLock(), history=history).run(Fire.at(task, now()), body)
     )
     assert outcome.verdict is Verdict.FAILED
     assert outcome.error == "ValueError: no"
@@ -218,7 +218,7 @@ def test_an_async_body_on_the_sync_runner_is_claimed_fenced_and_recorded() -> No
 
     try:
         runner = FireRunner(InMemoryLock(), history=history, node="sync")
-        outcome = runner.run(task, now(), lambda: call_task(body, loop))
+        outcome = runner.run(Fire.at(task, now()), lambda: call_task(body, loop))
     finally:
         loop.close()
     assert outcome.verdict is Verdict.SUCCEEDED

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from firefly_scheduling.fires.claims import claim_name
-from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import HistoryError, MemoryRunHistory, RunState
 from firefly_scheduling.locks import InMemoryLock
@@ -50,7 +50,9 @@ def test_each_fire_gets_its_own_answer_and_the_won_ones_run_once() -> None:
     runner = FireRunner(lock, history=history, clock=lambda: T0 + 0.1 * SECOND)
     won, lost, late = task(), task(), task()
     assert lock.try_acquire(claim_name(lost.target, lost.lock_name or "", T0), 30)
-    outcomes = runner.claim_fires([(won, T0), (lost, T0), (late, T0 - 600 * SECOND)])
+    outcomes = runner.claim_fires(
+        [Fire.at(won, T0), Fire.at(lost, T0), Fire.at(late, T0 - 600 * SECOND)]
+    )
     assert [outcome.verdict for outcome in outcomes] == [
         Verdict.SUCCEEDED,
         Verdict.CLAIMED_ELSEWHERE,
@@ -58,7 +60,9 @@ def test_each_fire_gets_its_own_answer_and_the_won_ones_run_once() -> None:
     ]
     ran: list[str] = []
     results = [
-        runner.run(descriptor, at, lambda d=descriptor: ran.append(d.target), claim=outcome)
+        runner.run(
+            Fire.at(descriptor, at), lambda d=descriptor: ran.append(d.target), claim=outcome
+        )
         for (descriptor, at), outcome in zip(
             [(won, T0), (lost, T0), (late, T0 - 600 * SECOND)], outcomes, strict=True
         )
@@ -79,8 +83,8 @@ def test_a_claim_won_in_the_batch_is_not_won_again() -> None:
     lock = InMemoryLock()
     runner = FireRunner(lock, clock=lambda: T0)
     descriptor = task()
-    [first] = runner.claim_fires([(descriptor, T0)])
-    [again] = runner.claim_fires([(descriptor, T0)])
+    [first] = runner.claim_fires([Fire.at(descriptor, T0)])
+    [again] = runner.claim_fires([Fire.at(descriptor, T0)])
     assert (first.verdict, again.verdict) == (Verdict.SUCCEEDED, Verdict.CLAIMED_ELSEWHERE)
 
 
@@ -89,12 +93,12 @@ def test_a_failing_skip_record_is_tried_once_in_the_batch_then_written_later() -
     history = CountedSkips(down=True)
     runner = FireRunner(InMemoryLock(), history=history, clock=lambda: T0)
     late = [task() for _ in range(3)]
-    outcomes = runner.claim_fires([(descriptor, T0 - 600 * SECOND) for descriptor in late])
+    outcomes = runner.claim_fires([Fire.at(descriptor, T0 - 600 * SECOND) for descriptor in late])
     assert {outcome.verdict for outcome in outcomes} == {Verdict.TOO_LATE}
     assert history.skip_calls == 3, "a skip record was retried inside the batch"
     history.down = False
     fresh = task()
-    runner.run(fresh, T0, lambda: None)  # the remembered skips are written first
+    runner.run(Fire.at(fresh, T0), lambda: None)  # the remembered skips are written first
     for descriptor in late:
         assert [record.state for record in history.runs(descriptor.target)] == [RunState.SKIPPED]
 
@@ -103,7 +107,7 @@ def test_only_locked_recurring_fires_are_claimed_ahead() -> None:
     runner = FireRunner(InMemoryLock(), clock=lambda: T0)
     unlocked = ScheduledDescriptor(target="tests.together:free", fixed_rate=1.0)
     with pytest.raises(ValueError, match=r"tests\.together:free"):
-        runner.claim_fires([(unlocked, T0)])
+        runner.claim_fires([Fire.at(unlocked, T0)])
 
 
 def test_a_won_fire_that_waited_beyond_grace_for_a_worker_does_not_start() -> None:
@@ -113,11 +117,11 @@ def test_a_won_fire_that_waited_beyond_grace_for_a_worker_does_not_start() -> No
     history = MemoryRunHistory()
     runner = FireRunner(InMemoryLock(), history=history, clock=lambda: now[0], grace=5.0)
     descriptor = task()
-    [claim] = runner.claim_fires([(descriptor, T0)])
+    [claim] = runner.claim_fires([Fire.at(descriptor, T0)])
     assert claim.verdict is Verdict.SUCCEEDED
     now[0] = T0 + 6 * SECOND
     ran: list[str] = []
-    result = runner.run(descriptor, T0, lambda: ran.append("body"), claim=claim)
+    result = runner.run(Fire.at(descriptor, T0), lambda: ran.append("body"), claim=claim)
     assert result.verdict is Verdict.TOO_LATE
     assert ran == []
     assert [record.state for record in history.runs(descriptor.target)] == [RunState.SKIPPED]

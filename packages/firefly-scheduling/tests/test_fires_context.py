@@ -13,6 +13,7 @@ import pytest
 
 from firefly_scheduling import FireContext, current_fire
 from firefly_scheduling.fires.keepalive import KeepAlive, Renewer
+from firefly_scheduling.fires.outcome import Fire
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.locks import BaseLock, InMemoryLock, capabilities_of
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
@@ -38,7 +39,7 @@ class TestCurrentFire:
                 both_inside.wait()  # the two bodies overlap in time
                 seen[name] = current_fire()
 
-            runner.run(locked(name), T0, body)
+            runner.run(Fire.at(locked(name), T0), body)
 
         names = [f"tests.ctx_{uuid.uuid4().hex}:job{i}" for i in range(2)]
         with ThreadPoolExecutor(max_workers=2) as pool:
@@ -63,7 +64,7 @@ class TestCurrentFire:
             handed.join()
 
         name = f"tests.ctx_{uuid.uuid4().hex}:job"
-        FireRunner(InMemoryLock(), clock=lambda: T0).run(locked(name), T0, body)
+        FireRunner(InMemoryLock(), clock=lambda: T0).run(Fire.at(locked(name), T0), body)
         plain_view, handed_view = seen
         assert plain_view is None  # Python starts threads with an empty context
         assert handed_view is not None
@@ -181,6 +182,6 @@ class TestKeepAlive:
 
         descriptor = locked(f"tests.ctx_{uuid.uuid4().hex}:job")
         runner = FireRunner(NoRenew(), clock=lambda: T0, keepalive_interval=0.01)
-        outcome = runner.run(descriptor, T0, body)
+        outcome = runner.run(Fire.at(descriptor, T0), body)
         assert ran == ["ran"]
         assert not outcome.lost

@@ -13,7 +13,7 @@ import pytest
 from firefly_scheduling import current_fire
 from firefly_scheduling.fires.claims import claim_name
 from firefly_scheduling.fires.context import FireContext
-from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import HistoryError, MemoryRunHistory, RunState
 from firefly_scheduling.history.port import RunRecord
@@ -98,7 +98,7 @@ class TestOneRunPerFire:
             for clock in clocks:
                 clock.now = instant  # every node wakes at ITS instant: real times differ by 4 s
             # The node whose clock runs ahead wakes first in real time.
-            statuses = [node.run(descriptor, instant, body).verdict for node in nodes]
+            statuses = [node.run(Fire.at(descriptor, instant), body).verdict for node in nodes]
             assert statuses == [Verdict.SUCCEEDED] + [Verdict.CLAIMED_ELSEWHERE] * 2
         assert [context.instant for context in body.seen] == [T0 + k * SECOND for k in range(30)]
         records = history.runs(descriptor.target, limit=100)
@@ -120,7 +120,7 @@ class TestOneRunPerFire:
                 barrier: threading.Barrier = barrier,
             ) -> None:
                 barrier.wait()
-                node.run(descriptor, instant, body)
+                node.run(Fire.at(descriptor, instant), body)
 
             threads = [threading.Thread(target=fire, args=(node,)) for node in nodes]
             for thread in threads:
@@ -135,9 +135,9 @@ class TestOneRunPerFire:
         descriptor = task()
         body = Recorder()
         first = runner(Clock(T0), None, "a")
-        assert first.run(descriptor, T0, body).verdict is Verdict.SUCCEEDED
+        assert first.run(Fire.at(descriptor, T0), body).verdict is Verdict.SUCCEEDED
         late = runner(Clock(T0 + 59 * SECOND), None, "b")
-        assert late.run(descriptor, T0, body).verdict is Verdict.CLAIMED_ELSEWHERE
+        assert late.run(Fire.at(descriptor, T0), body).verdict is Verdict.CLAIMED_ELSEWHERE
         assert len(body.seen) == 1
 
     def test_a_fire_later_than_grace_is_skipped_and_recorded(self) -> None:
@@ -145,7 +145,7 @@ class TestOneRunPerFire:
         descriptor = task()
         body = Recorder()
         node = runner(Clock(T0 + 61 * SECOND), history, "late", grace=60)
-        assert node.run(descriptor, T0, body).verdict is Verdict.TOO_LATE
+        assert node.run(Fire.at(descriptor, T0), body).verdict is Verdict.TOO_LATE
         assert body.seen == []
         [record] = history.runs(descriptor.target)
         assert (record.state, record.node) == (RunState.SKIPPED, "late")
@@ -156,8 +156,10 @@ class TestOneRunPerFire:
         history = MemoryRunHistory()
         descriptor = task()
         body = Recorder()
-        runner(Clock(T0 + 61 * SECOND), history, "late").run(descriptor, T0, body)
-        outcome = runner(Clock(T0 + 59 * SECOND), history, "slow-clock").run(descriptor, T0, body)
+        runner(Clock(T0 + 61 * SECOND), history, "late").run(Fire.at(descriptor, T0), body)
+        outcome = runner(Clock(T0 + 59 * SECOND), history, "slow-clock").run(
+            Fire.at(descriptor, T0), body
+        )
         assert outcome.verdict is Verdict.SUCCEEDED
         assert history.runs(descriptor.target)[0].state is RunState.SUCCEEDED
 
@@ -176,14 +178,14 @@ class TestOneRunPerFire:
             at=T0,
         )
         body = Recorder()
-        outcome = runner(Clock(), history, "b").run(descriptor, T0, body)
+        outcome = runner(Clock(), history, "b").run(Fire.at(descriptor, T0), body)
         assert outcome.verdict is Verdict.ALREADY_RECORDED
         assert body.seen == []
 
     def test_fixed_delay_fires_take_no_claim(self) -> None:
         descriptor = task(fixed_delay=5.0)
         node = runner(Clock(), None, "a")
-        outcome = node.run(descriptor, T0, Recorder())
+        outcome = node.run(Fire.at(descriptor, T0), Recorder())
         assert (outcome.verdict, outcome.claim_seconds) == (Verdict.SUCCEEDED, None)
         assert InMemoryLock().try_acquire(claim_name(descriptor.target, descriptor.target, T0), 1)
 
@@ -191,14 +193,19 @@ class TestOneRunPerFire:
         descriptor = task()
         clock = Clock()
         winner, loser = runner(clock, None, "a"), runner(clock, None, "b")
-        won, lost = winner.run(descriptor, T0, Recorder()), loser.run(descriptor, T0, Recorder())
+        won, lost = (
+            winner.run(Fire.at(descriptor, T0), Recorder()),
+            loser.run(Fire.at(descriptor, T0), Recorder()),
+        )
         assert (won.verdict, lost.verdict) == (Verdict.SUCCEEDED, Verdict.CLAIMED_ELSEWHERE)
         assert won.claim_seconds is not None
         assert lost.claim_seconds is not None
         assert won.claim_seconds >= 0
         assert lost.claim_seconds >= 0
         clock.now = T0 + timedelta(hours=1)
-        assert loser.run(descriptor, T0, Recorder()).claim_seconds is None, "too late: no claim"
+        assert loser.run(Fire.at(descriptor, T0), Recorder()).claim_seconds is None, (
+            "too late: no claim"
+        )
 
 
 class TestTheTaskLock:
@@ -209,13 +216,13 @@ class TestTheTaskLock:
         previous = InMemoryLock()
         assert previous.try_acquire(descriptor.lock_name, 30)  # the previous fire still runs
         body = Recorder()
-        outcome = runner(Clock(), history, "a").run(descriptor, T0, body)
+        outcome = runner(Clock(), history, "a").run(Fire.at(descriptor, T0), body)
         assert outcome.verdict is Verdict.OVERLAPPING
         assert body.seen == []
         assert history.runs(descriptor.target)[0].state is RunState.SKIPPED
         # The claim is kept: no other node picks the skipped fire up.
         other = runner(Clock(), history, "b")
-        assert other.run(descriptor, T0, body).verdict is Verdict.CLAIMED_ELSEWHERE
+        assert other.run(Fire.at(descriptor, T0), body).verdict is Verdict.CLAIMED_ELSEWHERE
         previous.release(descriptor.lock_name)
 
     def test_the_body_gets_its_fire_and_a_growing_token(self) -> None:
@@ -223,7 +230,7 @@ class TestTheTaskLock:
         body = Recorder()
         node = runner(Clock(), None, "me")
         for k in range(3):
-            node.run(descriptor, T0 + k * SECOND, body)
+            node.run(Fire.at(descriptor, T0 + k * SECOND), body)
         assert current_fire() is None
         first = body.seen[0]
         assert (first.target, first.instant, first.attempt, first.node) == (
@@ -247,7 +254,7 @@ class TestTheTaskLock:
         def broken() -> None:
             raise ValueError("disk full")
 
-        outcome = runner(Clock(), history, "a").run(descriptor, T0, broken)
+        outcome = runner(Clock(), history, "a").run(Fire.at(descriptor, T0), broken)
         assert (outcome.verdict, outcome.error) == (Verdict.FAILED, "ValueError: disk full")
         assert history.runs(descriptor.target)[0].state is RunState.FAILED
         assert descriptor.target in caplog.text
@@ -264,7 +271,7 @@ class TestTheTaskLock:
             raise KeyboardInterrupt
 
         with pytest.raises(KeyboardInterrupt):
-            runner(Clock(), history, "a").run(descriptor, T0, interrupted)
+            runner(Clock(), history, "a").run(Fire.at(descriptor, T0), interrupted)
         [record] = history.runs(descriptor.target)
         assert record.state is RunState.FAILED
         assert record.error is not None
@@ -287,7 +294,7 @@ class TestTheTaskLock:
         descriptor = task()
         body = Recorder()
         node = FireRunner(DownLock(), history=history, clock=Clock(), node="a")
-        outcome = node.run(descriptor, T0, body)
+        outcome = node.run(Fire.at(descriptor, T0), body)
         assert outcome.verdict is Verdict.BACKEND_ERROR
         assert body.seen == []
         assert "connection refused" in caplog.text
@@ -298,7 +305,7 @@ class TestTheTaskLock:
         descriptor = ScheduledDescriptor(target="tests.jobs:free", fixed_rate=1.0)
         body = Recorder()
         for node in ("a", "b"):
-            assert runner(Clock(), history, node).run(descriptor, T0, body).ran
+            assert runner(Clock(), history, node).run(Fire.at(descriptor, T0), body).ran
         assert [(c.token, c.attempt, c.lock_name) for c in body.seen] == [(None, 1, None)] * 2
         assert history.runs() == []
 
@@ -317,7 +324,7 @@ class TestTheTaskLock:
 
         body = Recorder()
         outcome = FireRunner(InMemoryLock(), history=DownHistory(), clock=Clock()).run(
-            task(), T0, body
+            Fire.at(task(), T0), body
         )
         assert outcome.verdict is Verdict.SUCCEEDED
         assert len(body.seen) == 1
@@ -355,7 +362,7 @@ class TestAdoption:
         dead = DeadNode(descriptor, history)
         body = Recorder()
         survivor = runner(Clock(T0 + 31 * SECOND), history, "survivor")
-        outcome = survivor.run(descriptor, T0 + 31 * SECOND, body)
+        outcome = survivor.run(Fire.at(descriptor, T0 + 31 * SECOND), body)
         assert outcome.verdict is Verdict.SUCCEEDED
         [adopted] = outcome.adopted
         assert (adopted.verdict, adopted.instant, adopted.attempt) == (
@@ -394,13 +401,13 @@ class TestAdoption:
             ran.append((context.token, started, time.monotonic()))
 
         survivor = runner(Clock(T0 + 31 * SECOND), history, "survivor")
-        outcome = survivor.run(descriptor, T0 + 31 * SECOND, body)
+        outcome = survivor.run(Fire.at(descriptor, T0 + 31 * SECOND), body)
         [adopted] = outcome.adopted
         assert adopted.token == outcome.token
         [(adopted_token, _, adopted_end), (fire_token, fire_start, _)] = ran
         assert adopted_token == fire_token > dead.token
         assert adopted_end <= fire_start  # never concurrent: one after the other
-        later = survivor.run(descriptor, T0 + 32 * SECOND, body)
+        later = survivor.run(Fire.at(descriptor, T0 + 32 * SECOND), body)
         assert later.token is not None
         assert later.token > fire_token  # the next holding orders after both
 
@@ -429,7 +436,7 @@ class TestAdoption:
         )
         body = Recorder()
         survivor = runner(Clock(T0 + 31 * SECOND), history, "survivor")
-        outcome = survivor.run(descriptor, T0 + 31 * SECOND, body)
+        outcome = survivor.run(Fire.at(descriptor, T0 + 31 * SECOND), body)
         [adopted] = outcome.adopted
         assert (adopted.verdict, adopted.instant, adopted.attempt) == (
             Verdict.SUCCEEDED,
@@ -444,7 +451,9 @@ class TestAdoption:
         DeadNode(descriptor, history)
         body = Recorder()
         now = T0 + 90 * SECOND
-        outcome = runner(Clock(now), history, "survivor", grace=60).run(descriptor, now, body)
+        outcome = runner(Clock(now), history, "survivor", grace=60).run(
+            Fire.at(descriptor, now), body
+        )
         assert outcome.verdict is Verdict.SUCCEEDED
         assert [(o.verdict, o.instant) for o in outcome.adopted] == [(Verdict.EXPIRED, T0)]
         assert [c.instant for c in body.seen] == [now]
@@ -461,7 +470,7 @@ class TestAdoption:
         zombie = runner(Clock(), history, "zombie", keepalive_interval=100)
         outcomes = []
         thread = threading.Thread(
-            target=lambda: outcomes.append(zombie.run(descriptor, T0, zombie_body))
+            target=lambda: outcomes.append(zombie.run(Fire.at(descriptor, T0), zombie_body))
         )
         thread.start()
         deadline = time.monotonic() + 5
@@ -470,7 +479,7 @@ class TestAdoption:
         time.sleep(0.3)  # past the zombie's 0.2 s lease
         adopter_body = Recorder()
         adopter = runner(Clock(T0 + SECOND), history, "adopter")
-        outcome = adopter.run(descriptor, T0 + SECOND, adopter_body)
+        outcome = adopter.run(Fire.at(descriptor, T0 + SECOND), adopter_body)
         assert [(o.instant, o.attempt, o.verdict) for o in outcome.adopted] == [
             (T0, 2, Verdict.SUCCEEDED)
         ]
@@ -506,7 +515,7 @@ class TestKeepAlive:
         holder = runner(Clock(), history, "holder")
 
         def hold_long() -> None:
-            holder.run(descriptor, T0, long_body)
+            holder.run(Fire.at(descriptor, T0), long_body)
             done.set()
 
         thread = threading.Thread(target=hold_long)
@@ -516,12 +525,12 @@ class TestKeepAlive:
         while not done.wait(0.05):
             attempts += 1
             instant = T0 + attempts * SECOND
-            status = others.run(descriptor, instant, Recorder()).verdict
+            status = others.run(Fire.at(descriptor, instant), Recorder()).verdict
             assert status is Verdict.OVERLAPPING
         thread.join(timeout=10)
         assert attempts >= 10
         later = Recorder()
-        others.run(descriptor, T0 + 100 * SECOND, later)
+        others.run(Fire.at(descriptor, T0 + 100 * SECOND), later)
         [first], [after] = long_body.seen, later.seen
         assert not first.lost
         assert first.token is not None
@@ -543,7 +552,7 @@ class TestKeepAlive:
             observed.append(context.lost)
 
         node = FireRunner(RenewalFails(), clock=Clock(), node="a")
-        outcome = node.run(descriptor, T0, watchful)
+        outcome = node.run(Fire.at(descriptor, T0), watchful)
         assert observed == [True]
         assert outcome.lost
         assert "is lost while the body runs" in caplog.text
@@ -563,7 +572,7 @@ class TestKeepAlive:
         body = Recorder(until_lost)
         now = T0 + 10 * SECOND
         node = FireRunner(RenewalFails(), history=history, clock=Clock(now), node="a")
-        outcome = node.run(descriptor, now, body)
+        outcome = node.run(Fire.at(descriptor, now), body)
         assert outcome.verdict is Verdict.LOCK_LOST
         assert [c.instant for c in body.seen] == [T0]
         assert outcome.adopted[0].lost

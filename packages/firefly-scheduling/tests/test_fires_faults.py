@@ -14,7 +14,7 @@ import pytest
 from firefly_scheduling.fires import recording, unrecorded
 from firefly_scheduling.fires.claims import claim_name
 from firefly_scheduling.fires.keepalive import KeepAlive, Renewer
-from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import HistoryError, MemoryRunHistory, RunState
 from firefly_scheduling.locks import BaseLock, InMemoryLock
@@ -53,7 +53,7 @@ class TestFailedFinish:
         runs: list[datetime] = []
         for instant in (T0, T0 + SECOND):
             now[0] = instant
-            runner.run(descriptor, instant, lambda at=instant: runs.append(at))
+            runner.run(Fire.at(descriptor, instant), lambda at=instant: runs.append(at))
         assert runs == [T0, T0 + SECOND]
         states = {record.instant: record.state for record in history.runs(descriptor.target)}
         assert states == {T0: RunState.SUCCEEDED, T0 + SECOND: RunState.SUCCEEDED}
@@ -72,13 +72,13 @@ class TestFailedFinish:
         descriptor = task()
         runs: list[datetime] = []
         now[0] = T0
-        runner.run(descriptor, T0, lambda: runs.append(T0))
+        runner.run(Fire.at(descriptor, T0), lambda: runs.append(T0))
         assert [r.state for r in history.unfinished(descriptor.target, lock=descriptor.target)] == [
             RunState.RUNNING
         ]
         history.failures = 0  # the history is back
         now[0] = T0 + SECOND
-        outcome = runner.run(descriptor, T0 + SECOND, lambda: runs.append(T0 + SECOND))
+        outcome = runner.run(Fire.at(descriptor, T0 + SECOND), lambda: runs.append(T0 + SECOND))
         assert outcome.adopted == (), "a fire this node finished was adopted"
         assert runs == [T0, T0 + SECOND]
         states = {record.instant: record.state for record in history.runs(descriptor.target)}
@@ -113,7 +113,7 @@ class TestFailedSkip:
         passed_over = [T0, T0 + SECOND, T0 + 2 * SECOND]
         assert runner.record_passed_over(descriptor, passed_over, "passed over (test)") == 0
         history.down = False
-        runner.run(descriptor, T0 + 3 * SECOND, lambda: None)
+        runner.run(Fire.at(descriptor, T0 + 3 * SECOND), lambda: None)
         states = {record.instant: record.state for record in history.runs(descriptor.target)}
         assert states == {
             T0: RunState.SKIPPED,
@@ -131,11 +131,11 @@ class TestFailedSkip:
         descriptor = task()
         assert lock.try_acquire(descriptor.target, 30)  # the previous fire still runs
         runner = FireRunner(lock, history=history, clock=lambda: T0)
-        outcome = runner.run(descriptor, T0, lambda: None)
+        outcome = runner.run(Fire.at(descriptor, T0), lambda: None)
         assert outcome.verdict is Verdict.OVERLAPPING
         lock.release(descriptor.target)
         history.down = False
-        runner.run(descriptor, T0 + SECOND, lambda: None)
+        runner.run(Fire.at(descriptor, T0 + SECOND), lambda: None)
         states = {record.instant: record.state for record in history.runs(descriptor.target)}
         assert states == {T0: RunState.SKIPPED, T0 + SECOND: RunState.SUCCEEDED}
 
@@ -194,7 +194,7 @@ class TestLeaseCheckedBeforeTheBody:
         history.start = slow_start  # type: ignore[method-assign]
         runner = FireRunner(NoRenewal(), history=history, clock=lambda: T0)
         ran: list[str] = []
-        outcome = runner.run(task(lock_ttl=0.2), T0, lambda: ran.append("ran"))
+        outcome = runner.run(Fire.at(task(lock_ttl=0.2), T0), lambda: ran.append("ran"))
         assert stall.is_set()
         assert ran == [], "the body ran on a lapsed lease"
         assert outcome.verdict is Verdict.LOCK_LOST
@@ -214,7 +214,7 @@ class TestLeaseCheckedBeforeTheBody:
         )
         descriptor = task(lock_ttl=0.2)
         ran: list[str] = []
-        outcome = runner.run(descriptor, T0, lambda: ran.append("ran"))
+        outcome = runner.run(Fire.at(descriptor, T0), lambda: ran.append("ran"))
         assert ran == []
         assert outcome.verdict is Verdict.LOCK_LOST
         [record] = history.runs(descriptor.target)
@@ -240,21 +240,21 @@ class TestLeaseCheckedBeforeTheBody:
             SlowRenewalReply(), history=history, clock=lambda: T0, keepalive_interval=60
         )
         ran: list[str] = []
-        outcome = runner.run(task(lock_ttl=1.0), T0, lambda: ran.append("ran"))
+        outcome = runner.run(Fire.at(task(lock_ttl=1.0), T0), lambda: ran.append("ran"))
         assert ran == [], "the body ran on a lease that lapsed before the renewal's reply"
         assert outcome.verdict is Verdict.LOCK_LOST
 
     def test_a_lease_that_did_not_lapse_runs_the_body(self) -> None:
         runner = FireRunner(NoRenewal(), history=MemoryRunHistory(), clock=lambda: T0)
         ran: list[str] = []
-        outcome = runner.run(task(lock_ttl=5), T0, lambda: ran.append("ran"))
+        outcome = runner.run(Fire.at(task(lock_ttl=5), T0), lambda: ran.append("ran"))
         assert ran == ["ran"]
         assert outcome.verdict is Verdict.SUCCEEDED
         assert not outcome.lost
 
     def test_a_body_that_outlives_an_unrenewed_lease_is_reported_lost(self) -> None:
         runner = FireRunner(NoRenewal(), clock=lambda: T0)
-        outcome = runner.run(task(lock_ttl=0.1), T0, lambda: time.sleep(0.3))
+        outcome = runner.run(Fire.at(task(lock_ttl=0.1), T0), lambda: time.sleep(0.3))
         assert outcome.verdict is Verdict.SUCCEEDED
         assert outcome.lost, "another node could have run while this body outlived its lease"
 
@@ -323,7 +323,7 @@ def test_a_lock_found_lost_at_the_release_reports_the_run_lost() -> None:
     had meanwhile taken the lock, yet the run was reported not lost."""
     descriptor = task()
     outcome = FireRunner(SessionEndsUnseen(), history=MemoryRunHistory()).run(
-        descriptor, datetime.now(UTC), lambda: None
+        Fire.at(descriptor, datetime.now(UTC)), lambda: None
     )
     assert outcome.verdict is Verdict.SUCCEEDED
     assert outcome.lost

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from firefly_scheduling.fires import recording
-from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import HistoryError, MemoryRunHistory, RunState
 from firefly_scheduling.history.port import Recorded
@@ -64,7 +64,7 @@ class TestAStartThatFailed:
         history = Flaky("start")
         descriptor = task()
         runner = FireRunner(InMemoryLock(), history=history, clock=lambda: T0, node="n1")
-        outcome = runner.run(descriptor, T0, lambda: None)
+        outcome = runner.run(Fire.at(descriptor, T0), lambda: None)
         assert outcome.verdict is Verdict.SUCCEEDED
         assert outcome.fenced is False
         [record] = history.runs(descriptor.target)
@@ -85,7 +85,7 @@ class TestAStartThatFailed:
             raise ValueError("no")
 
         outcome = FireRunner(InMemoryLock(), history=history, clock=lambda: T0).run(
-            descriptor, T0, body
+            Fire.at(descriptor, T0), body
         )
         assert outcome.verdict is Verdict.FAILED
         [record] = history.runs(descriptor.target)
@@ -98,7 +98,7 @@ class TestAStartThatFailed:
             descriptor.target, T0, lock=descriptor.target, node="late", reason="late", at=T0
         )
         FireRunner(InMemoryLock(), history=history, clock=lambda: T0, node="n1").run(
-            descriptor, T0, lambda: None
+            Fire.at(descriptor, T0), lambda: None
         )
         [record] = history.runs(descriptor.target)
         assert (record.node, record.state) == ("n1", RunState.SUCCEEDED)
@@ -114,11 +114,11 @@ class TestAStartThatFailed:
         runner = FireRunner(
             InMemoryLock(), history=history, clock=lambda: now[0], grace=0.2, clock_skew=0
         )
-        runner.run(descriptor, T0, lambda: None)
+        runner.run(Fire.at(descriptor, T0), lambda: None)
         assert history.runs(descriptor.target) == []
         history.down.clear()
         now[0] = T0 + SECOND
-        runner.run(descriptor, T0 + SECOND, lambda: None)
+        runner.run(Fire.at(descriptor, T0 + SECOND), lambda: None)
         states = {r.instant: (r.state, r.attempt) for r in history.runs(descriptor.target)}
         assert states == {
             T0: (RunState.SUCCEEDED, 1),
@@ -138,7 +138,7 @@ class TestFenced:
             history.start(descriptor.target, T0, lock=lock, node="adopter", token=10**9, at=T0)
 
         outcome = FireRunner(InMemoryLock(), history=history, clock=lambda: T0).run(
-            descriptor, T0, taken_over
+            Fire.at(descriptor, T0), taken_over
         )
         assert outcome.fenced is True
         [record] = history.runs(descriptor.target)
@@ -160,7 +160,7 @@ class TestFenced:
         history = ReplyLost()
         descriptor = task()
         outcome = FireRunner(InMemoryLock(), history=history, clock=lambda: T0).run(
-            descriptor, T0, lambda: None
+            Fire.at(descriptor, T0), lambda: None
         )
         assert history.lost == 1
         assert outcome.fenced is False
@@ -186,7 +186,7 @@ class TestTheTaskLockIsKeptUntilTheEndIsWritten:
         outage = threading.Thread(target=history_back_later)
         runner = FireRunner(InMemoryLock(), history=history, clock=lambda: T0)
         outage.start()
-        outcome = runner.run(descriptor, T0, lambda: None)
+        outcome = runner.run(Fire.at(descriptor, T0), lambda: None)
         outage.join()
         assert held_meanwhile == [True], "the task lock was released before the end was written"
         assert outcome.fenced is False
@@ -207,6 +207,6 @@ class TestTheTaskLockIsKeptUntilTheEndIsWritten:
         runner = FireRunner(InMemoryLock(), history=history, clock=lambda: T0)
         began = time.monotonic()
         with pytest.raises(KeyboardInterrupt):
-            runner.run(descriptor, T0, interrupted)
+            runner.run(Fire.at(descriptor, T0), interrupted)
         assert time.monotonic() - began < 5, "it waited for grace + clock skew"
         assert InMemoryLock().try_acquire(descriptor.target, 30), "the lock was not released"

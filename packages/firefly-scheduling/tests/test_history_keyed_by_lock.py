@@ -12,7 +12,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from firefly_scheduling.fires.claims import claim_name
-from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import MemoryRunHistory, RunState
 from firefly_scheduling.locks import InMemoryLock
@@ -51,7 +51,7 @@ def test_a_deployment_never_adopts_another_deployments_died_fire() -> None:
     now = T0 + 31 * SECOND
     node = FireRunner(InMemoryLock(), history=history, clock=lambda: now, node="prod-1")
 
-    outcome = node.run(production, now, lambda: ran.append(now))
+    outcome = node.run(Fire.at(production, now), lambda: ran.append(now))
 
     assert outcome.verdict is Verdict.SUCCEEDED
     assert outcome.adopted == (), "production adopted a fire of staging"
@@ -70,7 +70,7 @@ def test_the_same_fire_of_two_deployments_is_recorded_twice() -> None:
     for name in ("staging", "production"):
         descriptor = _deployment(target, name)
         node = FireRunner(InMemoryLock(), history=history, clock=lambda: T0, node=name)
-        outcome = node.run(descriptor, T0, lambda name=name: ran.append(name))  # type: ignore[misc]
+        outcome = node.run(Fire.at(descriptor, T0), lambda name=name: ran.append(name))  # type: ignore[misc]
         assert outcome.verdict is Verdict.SUCCEEDED, name
     assert sorted(ran) == ["production", "staging"]
     assert len(history.runs(target)) == 2

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from firefly_scheduling.cli.monitor import health_problems, success_window
 from firefly_scheduling.cli.runs import render_runs
+from firefly_scheduling.fires.outcome import Fire
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import MemoryRunHistory, RunState
 from firefly_scheduling.locks import InMemoryLock
@@ -170,7 +171,7 @@ class TestDeploymentsSharingAHistory:
                 raise RuntimeError("staging database is down")
 
         FireRunner(InMemoryLock(), history=history, clock=lambda: NOW, node="n").run(
-            descriptor, NOW - ago * MINUTE, body
+            Fire.at(descriptor, NOW - ago * MINUTE), body
         )
 
     def test_another_deployments_runs_neither_heal_nor_break_a_task(self) -> None:

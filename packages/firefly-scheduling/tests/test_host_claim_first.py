@@ -74,7 +74,7 @@ def test_lost_fires_stay_in_the_claimer_thread_and_each_fire_runs_once() -> None
     results = [entry for observer in seen for entry in observer.results]
     lost = [thread for result, thread in results if result.verdict is Verdict.CLAIMED_ELSEWHERE]
     won = [
-        (result.fire.target, result.fire.descriptor.lock_name, result.fire.instant, thread)
+        (result.fire.target, result.fire.task.lock_name, result.fire.instant, thread)
         for result, thread in results
         if result.verdict is Verdict.SUCCEEDED
     ]

@@ -8,8 +8,11 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
+
+from firefly_scheduling.fires.outcome import TriggerKind
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "host_support"))
 import itertools
@@ -161,7 +164,18 @@ def test_after_shutdown_began_a_fire_is_not_started() -> None:
 def test_a_fire_instant_must_be_aware() -> None:
     descriptor = ScheduledDescriptor(target=f"{MODULE}:ping", fixed_rate=1.0)
     with pytest.raises(ValueError, match="naive"):
-        Fire(descriptor, datetime(2026, 1, 1))
+        Fire.at(descriptor, datetime(2026, 1, 1))
+
+
+def test_a_fire_is_made_in_utc_once_and_never_converted_after() -> None:
+    descriptor = ScheduledDescriptor(target=f"{MODULE}:ping", fixed_rate=1.0)
+    paris = datetime(2026, 3, 29, 3, 0, tzinfo=ZoneInfo("Europe/Paris"))
+    fire = Fire.at(descriptor, paris)
+    assert fire.instant == paris
+    assert fire.instant.tzinfo is UTC
+    assert fire.trigger is TriggerKind.SCHEDULED
+    with pytest.raises(ValueError, match="must be in UTC"):
+        Fire(descriptor, paris)
 
 
 def test_a_fire_later_than_grace_is_too_late_and_says_so() -> None:

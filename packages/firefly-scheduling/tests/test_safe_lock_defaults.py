@@ -32,7 +32,7 @@ from firefly_scheduling import (
 )
 from firefly_scheduling.aio import resolve_async_lock
 from firefly_scheduling.cli import main
-from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import MemoryRunHistory
 from firefly_scheduling.hosts.runtime.boot import build_runtime
@@ -211,11 +211,11 @@ def test_a_skip_on_a_shared_lock_names_the_task_that_holds_it() -> None:
         inside.set()
         leave.wait(10)
 
-    background = threading.Thread(target=runner.run, args=(holder, T0, hold_the_lock))
+    background = threading.Thread(target=runner.run, args=(Fire.at(holder, T0), hold_the_lock))
     background.start()
     try:
         assert inside.wait(10)
-        result = runner.run(starved, T0, lambda: None)
+        result = runner.run(Fire.at(starved, T0), lambda: None)
     finally:
         leave.set()
         background.join(10)
@@ -236,7 +236,7 @@ def test_a_skip_on_a_shared_lock_held_elsewhere_does_not_blame_the_previous_fire
     history = MemoryRunHistory()
     runner = FireRunner(InMemoryLock(), history=history, clock=lambda: T0, node="n1")
     try:
-        result = runner.run(starved, T0, lambda: None)
+        result = runner.run(Fire.at(starved, T0), lambda: None)
     finally:
         other_node.release(shared)
     assert result.verdict is Verdict.OVERLAPPING

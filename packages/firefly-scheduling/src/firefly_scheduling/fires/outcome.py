@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.history.port import RunState
@@ -29,19 +29,57 @@ from firefly_scheduling.schedule.instants import as_utc
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 
-@dataclass(frozen=True)
-class Fire:
-    """One scheduled occurrence of a task: `(descriptor, instant)`, the instant aware UTC."""
+class TriggerKind(enum.StrEnum):
+    """What made a fire: the value is how the run history and `--json` spell it."""
 
-    descriptor: ScheduledDescriptor
+    #: The task's schedule named its instant.
+    SCHEDULED = "scheduled"
+    #: An operator asked for one extra run now.
+    MANUAL = "manual"
+    #: An operator replayed an instant of the schedule's past.
+    BACKFILL = "backfill"
+    #: A schedule defined at runtime named its instant.
+    RUNTIME = "runtime"
+    #: A failed run of the fire is run again.
+    RETRY = "retry"
+    #: The fleet was down at its instant; it runs late, within its catch-up window.
+    CATCH_UP = "catch-up"
+
+
+@dataclass(frozen=True, slots=True)
+class Fire:
+    """One occurrence of a task: the task, its instant in UTC, and what made it.
+
+    Made once, where a host wakes (`Fire.at` converts the trigger's datetime to UTC
+    there), then passed unchanged through the claim, the run and the record, down to
+    the history row: nothing after the host converts or rebuilds it. The instant
+    names the fire alike on every node; it is never the wall clock of a wake-up.
+    """
+
+    task: ScheduledDescriptor
     instant: datetime
+    trigger: TriggerKind = TriggerKind.SCHEDULED
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "instant", as_utc(self.instant))
+        if self.instant.tzinfo is not UTC:
+            raise ValueError(
+                f"{self.task.target}: a fire's instant must be in UTC, got "
+                f"{self.instant.isoformat()} (build it with Fire.at)"
+            )
+
+    @classmethod
+    def at(
+        cls,
+        task: ScheduledDescriptor,
+        instant: datetime,
+        trigger: TriggerKind = TriggerKind.SCHEDULED,
+    ) -> Fire:
+        """The fire of `task` at `instant` (aware, any zone; a naive one is refused)."""
+        return cls(task, as_utc(instant), trigger)
 
     @property
     def target(self) -> str:
-        return self.descriptor.target
+        return self.task.target
 
 
 class Verdict(enum.StrEnum):
@@ -203,7 +241,7 @@ class FireResult:
 
     @property
     def target(self) -> str:
-        return self.fire.descriptor.target
+        return self.fire.task.target
 
     @property
     def instant(self) -> datetime:

@@ -8,7 +8,7 @@ below bind both alike. The asyncio flavour awaits the lock and the body on the
 caller's event loop and calls the (synchronous) run history in a worker thread
 (`off_loop`), so a slow history never stalls the loop.
 
-`FireRunner.run(descriptor, instant, body)` is the one place where a host's fire
+`FireRunner.run(fire, body)` is the one place where a host's fire
 meets the lock and the history. For a locked task it does, in order:
 
 1. **Grace.** A fire more than `grace` seconds late (by this node's clock) is
@@ -222,20 +222,13 @@ class FireRunner:
     def node(self) -> str:
         return self._node
 
-    def run(
-        self,
-        descriptor: ScheduledDescriptor,
-        instant: datetime,
-        body: Body,
-        *,
-        claim: ClaimOutcome | None = None,
-    ) -> FireResult:
-        """Run the fire of `descriptor` scheduled for `instant` (aware), if it is this node's.
+    def run(self, fire: Fire, body: Body, *, claim: ClaimOutcome | None = None) -> FireResult:
+        """Run `fire` if it is this node's.
 
         `claim` is the fire's claim when `claim_fires` already took it: the runner
         then goes on from its verdict, without a round trip of its own.
         """
-        instant = as_utc(instant)
+        descriptor, instant = fire.task, fire.instant
         self._record.retry_unrecorded()
         lock_name = descriptor.lock_name
         if lock_name is None:
@@ -244,9 +237,7 @@ class FireRunner:
             return self._run_preclaimed(descriptor, lock_name, instant, body, claim)
         return self._run_locked(descriptor, lock_name, instant, body)
 
-    def claim_fires(
-        self, fires: Sequence[tuple[ScheduledDescriptor, datetime]]
-    ) -> list[ClaimOutcome]:
+    def claim_fires(self, batch: Sequence[Fire]) -> list[ClaimOutcome]:
         """Claim several fires of locked recurring tasks together, ahead of their runs.
 
         The checks and records of `run` are the same (too late: skipped and recorded;
@@ -259,6 +250,7 @@ class FireRunner:
         before later fires, as every failed history write is.
         """
         started = time.perf_counter()
+        fires = [(fire.task, fire.instant) for fire in batch]
         verdicts: list[Verdict | None] = []
         for descriptor, instant in fires:
             lock_name = descriptor.lock_name
@@ -613,7 +605,7 @@ class FireRunner:
     ) -> FireResult:
         """This node's result for the fire of `descriptor` at `instant`."""
         return FireResult(
-            Fire(descriptor, instant),
+            Fire.at(descriptor, instant),
             self._node,
             verdict,
             attempt=attempt,

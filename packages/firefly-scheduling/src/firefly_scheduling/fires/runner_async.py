@@ -10,7 +10,7 @@ below bind both alike. The asyncio flavour awaits the lock and the body on the
 caller's event loop and calls the (synchronous) run history in a worker thread
 (`off_loop`), so a slow history never stalls the loop.
 
-`AsyncFireRunner.run(descriptor, instant, body)` is the one place where a host's fire
+`AsyncFireRunner.run(fire, body)` is the one place where a host's fire
 meets the lock and the history. For a locked task it does, in order:
 
 1. **Grace.** A fire more than `grace` seconds late (by this node's clock) is
@@ -224,20 +224,13 @@ class AsyncFireRunner:
     def node(self) -> str:
         return self._node
 
-    async def run(
-        self,
-        descriptor: ScheduledDescriptor,
-        instant: datetime,
-        body: Body,
-        *,
-        claim: ClaimOutcome | None = None,
-    ) -> FireResult:
-        """Run the fire of `descriptor` scheduled for `instant` (aware), if it is this node's.
+    async def run(self, fire: Fire, body: Body, *, claim: ClaimOutcome | None = None) -> FireResult:
+        """Run `fire` if it is this node's.
 
         `claim` is the fire's claim when `claim_fires` already took it: the runner
         then goes on from its verdict, without a round trip of its own.
         """
-        instant = as_utc(instant)
+        descriptor, instant = fire.task, fire.instant
         await self._record.retry_unrecorded()
         lock_name = descriptor.lock_name
         if lock_name is None:
@@ -246,9 +239,7 @@ class AsyncFireRunner:
             return await self._run_preclaimed(descriptor, lock_name, instant, body, claim)
         return await self._run_locked(descriptor, lock_name, instant, body)
 
-    async def claim_fires(
-        self, fires: Sequence[tuple[ScheduledDescriptor, datetime]]
-    ) -> list[ClaimOutcome]:
+    async def claim_fires(self, batch: Sequence[Fire]) -> list[ClaimOutcome]:
         """Claim several fires of locked recurring tasks together, ahead of their runs.
 
         The checks and records of `run` are the same (too late: skipped and recorded;
@@ -261,6 +252,7 @@ class AsyncFireRunner:
         before later fires, as every failed history write is.
         """
         started = time.perf_counter()
+        fires = [(fire.task, fire.instant) for fire in batch]
         verdicts: list[Verdict | None] = []
         for descriptor, instant in fires:
             lock_name = descriptor.lock_name
@@ -619,7 +611,7 @@ class AsyncFireRunner:
     ) -> FireResult:
         """This node's result for the fire of `descriptor` at `instant`."""
         return FireResult(
-            Fire(descriptor, instant),
+            Fire.at(descriptor, instant),
             self._node,
             verdict,
             attempt=attempt,

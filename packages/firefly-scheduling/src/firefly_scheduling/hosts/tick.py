@@ -267,11 +267,11 @@ class TickHost:
             if wall is None:
                 wall = wall_clocks[zone] = WallClock.of(minute, zone)
             if prefilter.fires_at(minute, wall):
-                slots.extend(TickSlot(Fire(d, minute), _MINUTE) for d in descriptors)
+                slots.extend(TickSlot(Fire.at(d, minute), _MINUTE) for d in descriptors)
         for cadence, descriptors in self._cadences.items():
             width = min(timedelta(seconds=cadence.seconds), _MINUTE)
             for instant in cadence.fires_within_minute(minute):
-                slots.extend(TickSlot(Fire(d, instant), width) for d in descriptors)
+                slots.extend(TickSlot(Fire.at(d, instant), width) for d in descriptors)
         slots.sort(key=lambda slot: (slot.fire.instant, slot.fire.target))
         return slots
 
@@ -347,7 +347,7 @@ class TickHost:
         """Record the slot as skipped: a fire no node runs must still say why."""
         try:
             self.runtime.fire_runner.get().record_passed_over(
-                slot.fire.descriptor, [slot.fire.instant], OVERLAPPING_SLOT_REASON
+                slot.fire.task, [slot.fire.instant], OVERLAPPING_SLOT_REASON
             )
         except Exception:  # the lock or history could not be built: logged, the pass goes on
             logger.exception("%s: skipped slot unrecorded", slot.fire.target)

@@ -99,24 +99,24 @@ class ClaimFirstExecutor(ThreadPoolExecutor):  # type: ignore[misc]  # APSchedul
             for job, run_times in submitted:
                 self._to_pool(job, run_times)
             return
-        admitted: list[tuple[_Submitted, RecurringFire, datetime, int]] = []
+        admitted: list[tuple[_Submitted, RecurringFire, Fire, int]] = []
         for job, run_times in submitted:
-            fire: RecurringFire = job.func
+            recurring: RecurringFire = job.func
             try:
-                instant = fire.due_instant()
+                fire = Fire.at(recurring.descriptor, recurring.due_instant())
             except Exception:  # a trigger's defect: the job, run as before, reports it
-                logger.exception("%s: its due fire could not be named", fire.descriptor.target)
+                logger.exception("%s: its due fire could not be named", recurring.descriptor.target)
                 self._to_pool(job, run_times)
                 continue
-            ticket = runtime.admit(Fire(fire.descriptor, instant))
+            ticket = runtime.admit(fire)
             if ticket is None:  # shutting down: the job says so, and claims nothing
                 self._run_here(job, run_times)
                 continue
-            admitted.append(((job, run_times), fire, instant, ticket))
+            admitted.append(((job, run_times), recurring, fire, ticket))
         if not admitted:
             return
         try:
-            outcomes = runner.claim_fires([(fire.descriptor, at) for _, fire, at, _ in admitted])
+            outcomes = runner.claim_fires([fire for _, _, fire, _ in admitted])
         except Exception:  # a defect, not a backend error (those are answers): logged, and
             # each job claims its own fire instead, so no job is left counted as running
             logger.exception("the fire claimer failed on a batch of %d", len(admitted))
@@ -125,10 +125,10 @@ class ClaimFirstExecutor(ThreadPoolExecutor):  # type: ignore[misc]  # APSchedul
                 self._to_pool(job, run_times)
             return
         not_won: list[_Submitted] = []
-        for ((job, run_times), fire, instant, ticket), outcome in zip(
+        for ((job, run_times), recurring, fire, ticket), outcome in zip(
             admitted, outcomes, strict=True
         ):
-            fire.hand(PreclaimedFire(instant, outcome, ticket))
+            recurring.hand(PreclaimedFire(fire, outcome, ticket))
             if outcome.verdict is Verdict.SUCCEEDED:
                 self._to_pool(job, run_times)
             else:

@@ -145,14 +145,16 @@ class RecurringFire:
     async def __call__(self) -> None:
         # APScheduler does not pass the scheduled time to the job; the trigger names it.
         preclaimed, self._preclaimed = self._preclaimed, None
-        instant = preclaimed.instant if preclaimed is not None else self.due_instant()
-        passed = await self._named_before(instant)
+        if preclaimed is not None:
+            fire = preclaimed.fire
+        else:
+            fire = Fire.at(self.descriptor, self.due_instant())
+        passed = await self._named_before(fire.instant)
         try:
-            fire = Fire(self.descriptor, instant)
             await execute_fire(fire, self.runtime, preclaimed=preclaimed)
         finally:
             if passed is not None:
-                await self._record_passed_over(passed, instant)
+                await self._record_passed_over(passed, fire.instant)
 
     async def _named_before(self, instant: datetime) -> _PassedOver | None:
         """The instants before `instant` this run must record as passed over, and why.
@@ -257,7 +259,7 @@ class FixedDelayFire:
 
     async def __call__(self, instant: datetime) -> None:
         try:
-            await execute_fire(Fire(self.descriptor, instant), self.runtime)
+            await execute_fire(Fire.at(self.descriptor, instant), self.runtime)
         finally:
             # The previous one-shot job is already gone: APScheduler removes it when it
             # submits the run, under the job-store lock that `add_job` also takes.

@@ -65,7 +65,7 @@ class BackendWatch:
         return self._last_error
 
     def fire_finished(self, result: FireResult) -> None:
-        if result.fire.descriptor.lock_name is None:
+        if result.fire.task.lock_name is None:
             return  # an unlocked fire asks the backend nothing
         with self._mutex:
             if result.verdict is Verdict.BACKEND_ERROR:

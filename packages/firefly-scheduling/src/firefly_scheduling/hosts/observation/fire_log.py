@@ -50,7 +50,7 @@ class FireRecord:
             instant=result.fire.instant.isoformat(timespec="microseconds"),
             node=result.node,
             ran=result.ran,
-            locked=result.fire.descriptor.lock_name is not None,
+            locked=result.fire.task.lock_name is not None,
             started_at=iso(result.started_at),
             ended_at=iso(result.ended_at),
             status=result.verdict.name.lower(),

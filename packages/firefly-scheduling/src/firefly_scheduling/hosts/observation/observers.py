@@ -10,10 +10,9 @@ boot code and `execute_fire` can all name an observer without importing each oth
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Protocol
 
-from firefly_scheduling.fires.outcome import ClaimOutcome, FireResult
+from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult
 
 
 class FireObserver(Protocol):
@@ -30,6 +29,6 @@ class PreclaimedFire:
     counts as in flight from before its claim, so a shutdown waits for a claim won.
     """
 
-    instant: datetime
+    fire: Fire
     claim: ClaimOutcome
     admission: int

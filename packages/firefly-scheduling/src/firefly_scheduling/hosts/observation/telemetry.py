@@ -167,8 +167,8 @@ class OpenTelemetry:
             "firefly.fire.instant": fire.instant.isoformat(),
             "firefly.node": node,
         }
-        if fire.descriptor.cron is not None:
-            attributes["faas.cron"] = fire.descriptor.cron
+        if fire.task.cron is not None:
+            attributes["faas.cron"] = fire.task.cron
         with self._tracer.start_as_current_span(
             f"fire {fire.target}", attributes=attributes, record_exception=False
         ) as span:

@@ -57,7 +57,7 @@ def execute_fire(
 
 
 def _run(fire: Fire, runtime: TaskRuntime, claim: ClaimOutcome | None) -> FireResult:
-    descriptor = fire.descriptor
+    descriptor = fire.task
     try:
         # The gate (and its store) is only built for a task that has a delay.
         admitted = descriptor.initial_delay is None
@@ -78,4 +78,4 @@ def _run(fire: Fire, runtime: TaskRuntime, claim: ClaimOutcome | None) -> FireRe
 
     # The runner calls the body once for each died run it adopts, then for this fire;
     # its result carries each run's own (adopted) result, timings included.
-    return runner.run(descriptor, fire.instant, body, claim=claim)
+    return runner.run(fire, body, claim=claim)

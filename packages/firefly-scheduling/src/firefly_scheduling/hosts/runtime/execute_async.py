@@ -59,7 +59,7 @@ async def execute_fire(
 
 
 async def _run(fire: Fire, runtime: AsyncTaskRuntime, claim: ClaimOutcome | None) -> FireResult:
-    descriptor = fire.descriptor
+    descriptor = fire.task
     try:
         # The gate (and its store) is only built for a task that has a delay.
         admitted = descriptor.initial_delay is None
@@ -83,4 +83,4 @@ async def _run(fire: Fire, runtime: AsyncTaskRuntime, claim: ClaimOutcome | None
 
     # The runner calls the body once for each died run it adopts, then for this fire;
     # its result carries each run's own (adopted) result, timings included.
-    return await runner.run(descriptor, fire.instant, body, claim=claim)
+    return await runner.run(fire, body, claim=claim)
