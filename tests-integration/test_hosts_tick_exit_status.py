@@ -101,6 +101,7 @@ def test_backend_error_rows_carry_the_error_without_the_password() -> None:
         host="tick",
         lock=RedisLock(url),
         node="tick-backend-error",
+        eager=False,  # no boot probe: the backend is lost after boot, as in a real outage
     )
     try:
         report = TickHost(descriptors, runtime, grace_period=1.0).run()
