@@ -37,7 +37,7 @@ from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
 from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
 from firefly_scheduling_mysql import AsyncMySqlNamedLock, MySqlNamedLock
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling_mysql.url import connection_arguments
 from firefly_scheduling_postgres import AsyncPgAdvisoryLock, PgAdvisoryLock
 
 THREADS = 64

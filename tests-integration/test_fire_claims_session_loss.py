@@ -25,7 +25,7 @@ from firefly_scheduling.locks import BaseLock
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
 from firefly_scheduling_mysql import MySqlNamedLock
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling_mysql.url import connection_arguments
 from firefly_scheduling_postgres import PgAdvisoryLock
 
 Killer = Callable[[str], None]

@@ -31,7 +31,7 @@ from firefly_scheduling.history import HistoryError
 from firefly_scheduling.history.port import NewRun, RunState
 from firefly_scheduling_database.sql_history import store as history_store
 from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling_mysql.url import connection_arguments
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grouped_senders import finishes_as_one_group

@@ -24,7 +24,7 @@ from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling_mysql.url import connection_arguments
 from firefly_scheduling_redis import RedisLock
 
 #: The history's reply deadline here, instead of its default 5 s: the same timeout, sooner.

@@ -26,7 +26,7 @@ from firefly_scheduling.history.port import NewRun, RunState
 from firefly_scheduling_database.anchor_store import TABLE_NAME as ANCHOR_TABLE
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
 from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling_mysql.url import connection_arguments
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "contract"))
 from session_settings import MYSQL_SETTINGS, with_setting

@@ -26,14 +26,14 @@ import socket
 import ssl
 from typing import ClassVar, Final
 
-from firefly_scheduling_etcd.endpoint import Endpoint
 from firefly_scheduling_etcd.protocol import Call, Reply
+from firefly_scheduling_etcd.url import EtcdUrl
 
 _HEADERS: Final = {"Content-Type": "application/json"}
 
 
 class GatewayConnection:
-    """One request at a time to the member named by `endpoint`, on one kept-alive connection.
+    """One request at a time to the member named by `member`, on one kept-alive connection.
 
     The URL's `timeout` bounds the connect and each read and write of a request.
     """
@@ -43,15 +43,15 @@ class GatewayConnection:
     #: included (`OSError`).
     errors: ClassVar[tuple[type[BaseException], ...]] = (http.client.HTTPException, OSError)
 
-    def __init__(self, endpoint: Endpoint, context: ssl.SSLContext | None) -> None:
+    def __init__(self, member: EtcdUrl, context: ssl.SSLContext | None) -> None:
         self._connection: http.client.HTTPConnection
         if context is None:
             self._connection = http.client.HTTPConnection(
-                endpoint.host, endpoint.port, timeout=endpoint.timeout
+                member.host, member.port, timeout=member.timeout
             )
         else:
             self._connection = http.client.HTTPSConnection(
-                endpoint.host, endpoint.port, timeout=endpoint.timeout, context=context
+                member.host, member.port, timeout=member.timeout, context=context
             )
 
     def post(self, call: Call) -> Reply:

@@ -20,7 +20,7 @@ Limits, stated once here and in the docs page:
   a holder stopped past its lease keeps running when it resumes. Stamp writes with
   the fencing token (`try_acquire_fenced`) and let the guarded resource refuse
   older tokens.
-* One member per URL (see `endpoint`); user/password authentication is refused.
+* One member per URL (see `url`); user/password authentication is refused.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from firefly_scheduling.concurrency.pool_size import chosen_pool_size
 from firefly_scheduling.locks.base import BaseLock, new_owner_token
 from firefly_scheduling_etcd import protocol
 from firefly_scheduling_etcd.batch_holdings import BatchHoldings
-from firefly_scheduling_etcd.endpoint import parse_endpoint
 from firefly_scheduling_etcd.gateway import GatewayConnection
 from firefly_scheduling_etcd.protocol import EtcdServerError, Operation
+from firefly_scheduling_etcd.url import parse_url
 
 T = TypeVar("T")
 
@@ -45,7 +45,7 @@ T = TypeVar("T")
 class EtcdLock(BaseLock):
     """An etcd lease lock per name; the cluster frees it when the lease's TTL passes.
 
-    `url` is `etcd://host:port` or `etcds://host:port` (see `endpoint` for the
+    `url` is `etcd://host:port` or `etcds://host:port` (see `url` for the
     options). Construction checks the URL and reads any TLS files but does not
     connect. Safe for concurrent use, over at most `pool_size` connections (the
     argument, else `?pool_size=` of the URL, else 4): each operation borrows one of
@@ -70,16 +70,16 @@ class EtcdLock(BaseLock):
     )
 
     def __init__(self, url: str, *, pool_size: int | None = None) -> None:
-        endpoint = parse_endpoint(url)
-        super().__init__(target=endpoint.shown)
+        member = parse_url(url)
+        super().__init__(target=member.shown)
         #: The most connections the lock opens to the member.
         self.pool_size = chosen_pool_size(
-            pool_size, endpoint.pool_size, owner="the etcd lock", shown=endpoint.shown
+            pool_size, member.pool_size, owner="the etcd lock", shown=member.shown
         )
-        self._gate = PoolGate(self.pool_size, wait_seconds=endpoint.timeout)
-        context = endpoint.ssl_context()
+        self._gate = PoolGate(self.pool_size, wait_seconds=member.timeout)
+        context = member.ssl_context()
         #: The connections not lent out; an operation holding a slot of the gate takes one.
-        self._idle = [GatewayConnection(endpoint, context) for _ in range(self.pool_size)]
+        self._idle = [GatewayConnection(member, context) for _ in range(self.pool_size)]
         self._connections = tuple(self._idle)
         #: The holdings still on the lease of the batch they were taken in.
         self._batch_holdings = BatchHoldings()

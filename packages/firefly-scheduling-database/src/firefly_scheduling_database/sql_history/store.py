@@ -68,7 +68,7 @@ from firefly_scheduling.history.port import (
 )
 from firefly_scheduling.schedule.instants import as_utc
 from firefly_scheduling.urls.redaction import scrub
-from firefly_scheduling_database.engine import describe_url, release_store_engine, store_engine
+from firefly_scheduling_database.engine import release_store_engine, store_engine
 from firefly_scheduling_database.sql_history.driver import DriverPath, DriverStatement
 from firefly_scheduling_database.sql_history.schema import (
     DEFAULT_TABLE,
@@ -78,6 +78,7 @@ from firefly_scheduling_database.sql_history.schema import (
     runs_table,
     table_key,
 )
+from firefly_scheduling_database.url import describe_url
 
 __all__ = ["DEFAULT_TABLE", "DatabaseRunHistory", "create_history_store", "runs_table"]
 
