@@ -6,7 +6,7 @@ Exposed as the click command `migrate`; the core CLI group picks it up through t
 * the lease table and its fence table (`DatabaseLeaseLock.install`), which the lock
   never creates by itself;
 * the initial-delay anchors table (`DatabaseAnchorStore.install`);
-* the run-history table (`DatabaseRunHistory.install`).
+* the run-history table (`SqlRunHistory.install`).
 
 The last two are also created on first use, but only where the application's role
 may run `CREATE TABLE`; `migrate` lets a deployment create all of them ahead of time
@@ -54,7 +54,7 @@ from firefly_scheduling_database.provider import PROVIDER
 from firefly_scheduling_database.schema import DEFAULT_TABLE, FENCES_SUFFIX
 from firefly_scheduling_database.sql_history.migration import upgrade_history_table
 from firefly_scheduling_database.sql_history.store import DEFAULT_TABLE as RUNS_TABLE
-from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_database.url import describe_url
 
 
@@ -154,7 +154,7 @@ def _history_url() -> str:
 
 def _upgrade_history(url: str) -> str:
     """Create or upgrade the run-history table at `url`; 'created', 'upgraded' or 'current'."""
-    store = DatabaseRunHistory(url)
+    store = SqlRunHistory(url)
     try:
         return upgrade_history_table(store.engine, store.table.name)
     except SQLAlchemyError as err:
