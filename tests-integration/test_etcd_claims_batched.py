@@ -2,7 +2,7 @@
 
 `EtcdLock.try_claim_many` reads every name in one read-only transaction, grants one
 lease per distinct TTL, and creates each free key in a nested create-if-absent
-transaction of one transaction, at most 64 per transaction (`protocol.claim_many`).
+transaction of one transaction, at most 64 per transaction (`batch_leases.claim_many`).
 A second client (the gateway, over plain HTTP) checks:
 
 * 200 fresh claims are all won, every key attached to ONE lease whose TTL covers

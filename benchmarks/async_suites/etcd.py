@@ -15,7 +15,7 @@ async def cases(stack: AsyncExitStack) -> list[AsyncCase]:
     import httpx  # noqa: PLC0415 - optional benchmark dependency
 
     from firefly_scheduling_etcd import AsyncEtcdLock, protocol  # noqa: PLC0415
-    from firefly_scheduling_etcd.protocol import Reply  # noqa: PLC0415
+    from firefly_scheduling_etcd.messages import Reply  # noqa: PLC0415
     from firefly_scheduling_etcd.url import parse_url  # noqa: PLC0415
 
     lock = AsyncEtcdLock(ETCD)

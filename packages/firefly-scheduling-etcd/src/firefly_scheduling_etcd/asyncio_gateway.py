@@ -15,7 +15,7 @@ from typing import ClassVar, Final
 
 import httpx
 
-from firefly_scheduling_etcd.protocol import Call, Reply
+from firefly_scheduling_etcd.messages import Call, Reply
 from firefly_scheduling_etcd.url import EtcdUrl
 
 _HEADERS: Final = {"Content-Type": "application/json"}

@@ -33,10 +33,11 @@ from firefly_scheduling.concurrency.grouped import GroupedCalls
 from firefly_scheduling.concurrency.pool_gate import PoolGate
 from firefly_scheduling.concurrency.pool_size import chosen_pool_size
 from firefly_scheduling.locks.base import BaseLock, new_owner_token
-from firefly_scheduling_etcd import protocol
+from firefly_scheduling_etcd import batch_leases, messages, protocol
 from firefly_scheduling_etcd.batch_holdings import BatchHoldings
 from firefly_scheduling_etcd.gateway import GatewayConnection
-from firefly_scheduling_etcd.protocol import EtcdServerError, Operation
+from firefly_scheduling_etcd.messages import EtcdServerError
+from firefly_scheduling_etcd.protocol import Operation
 from firefly_scheduling_etcd.url import parse_url
 
 T = TypeVar("T")
@@ -85,7 +86,7 @@ class EtcdLock(BaseLock):
         self._batch_holdings = BatchHoldings()
         #: Releases of batch holdings waiting for one another, sent together.
         self._shared_releases: GroupedCalls[tuple[str, str], bool] = GroupedCalls(
-            self._release_shared_together, most=protocol.NAMES_PER_TXN
+            self._release_shared_together, most=batch_leases.NAMES_PER_TXN
         )
 
     # -- BaseLock hooks -----------------------------------------------------------
@@ -97,15 +98,15 @@ class EtcdLock(BaseLock):
         return self._run(protocol.acquire(name, owner, ttl_seconds))
 
     def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
-        """The claims of an instant in 1 to 3 round trips per 64 (`protocol.claim_many`)."""
+        """The claims of an instant in 1 to 3 round trips per 64 (`batch_leases.claim_many`)."""
         if not claims:
             return []
-        return list(self._run(protocol.claim_many(claims, new_owner_token())))
+        return list(self._run(batch_leases.claim_many(claims, new_owner_token())))
 
     def _acquire_many(
         self, requests: Sequence[tuple[str, str, float]], *, fenced: bool
     ) -> list[int | bool | BaseException | None]:
-        """A won instant's task locks, on one lease per TTL (`protocol.acquire_many`).
+        """A won instant's task locks, on one lease per TTL (`batch_leases.acquire_many`).
 
         A grant per TTL, then one transaction per 64 names, where one by one each
         name cost three round trips.
@@ -113,7 +114,7 @@ class EtcdLock(BaseLock):
         if not requests:
             return []
         started = time.monotonic()  # as the holdings' own deadlines: before sending
-        tokens = self._run(protocol.acquire_many(requests, new_owner_token()))
+        tokens = self._run(batch_leases.acquire_many(requests, new_owner_token()))
         self._batch_holdings.add(
             (owner, started + ttl_seconds)
             for (_, owner, ttl_seconds), token in zip(requests, tokens, strict=True)
@@ -135,19 +136,19 @@ class EtcdLock(BaseLock):
         """The releases of batch holdings that waited for one another: one transaction.
 
         A resident node ends the fires of an instant together; one owner-checked
-        delete each was a Raft write each (`protocol.release_shared_many`). A lone
+        delete each was a Raft write each (`batch_leases.release_shared_many`). A lone
         release is sent alone, as the single delete.
         """
         if len(held) == 1:
-            return [self._run(protocol.release_shared(*held[0]))]
-        return self._run(protocol.release_shared_many(held))
+            return [self._run(batch_leases.release_shared(*held[0]))]
+        return self._run(batch_leases.release_shared_many(held))
 
     def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
         deadline = self._batch_holdings.take(owner)
         if deadline is None:
             return self._run(protocol.renew(name, owner, ttl_seconds))
         try:
-            return self._run(protocol.renew_shared(name, owner, ttl_seconds))
+            return self._run(batch_leases.renew_shared(name, owner, ttl_seconds))
         except BaseException:
             self._batch_holdings.put_back(owner, deadline)  # where its key is is unknown
             raise
@@ -158,7 +159,7 @@ class EtcdLock(BaseLock):
 
     def _describe(self, err: BaseException) -> str:
         described = super()._describe(err)
-        advice = protocol.hint(err)
+        advice = messages.hint(err)
         return f"{described} ({advice})" if advice else described
 
     # -- the driver ---------------------------------------------------------------

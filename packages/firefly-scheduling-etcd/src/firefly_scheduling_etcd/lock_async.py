@@ -38,10 +38,11 @@ from firefly_scheduling.concurrency.grouped_async import AsyncGroupedCalls
 from firefly_scheduling.concurrency.pool_gate_async import AsyncPoolGate
 from firefly_scheduling.concurrency.pool_size import chosen_pool_size
 from firefly_scheduling.locks.base_async import AsyncBaseLock, new_owner_token
-from firefly_scheduling_etcd import protocol
+from firefly_scheduling_etcd import batch_leases, messages, protocol
 from firefly_scheduling_etcd.asyncio_gateway import AsyncGatewayConnection
 from firefly_scheduling_etcd.batch_holdings import BatchHoldings
-from firefly_scheduling_etcd.protocol import EtcdServerError, Operation
+from firefly_scheduling_etcd.messages import EtcdServerError
+from firefly_scheduling_etcd.protocol import Operation
 from firefly_scheduling_etcd.url import parse_url
 
 T = TypeVar("T")
@@ -90,7 +91,7 @@ class AsyncEtcdLock(AsyncBaseLock):
         self._batch_holdings = BatchHoldings()
         #: Releases of batch holdings waiting for one another, sent together.
         self._shared_releases: AsyncGroupedCalls[tuple[str, str], bool] = AsyncGroupedCalls(
-            self._release_shared_together, most=protocol.NAMES_PER_TXN
+            self._release_shared_together, most=batch_leases.NAMES_PER_TXN
         )
 
     # -- AsyncBaseLock hooks -----------------------------------------------------------
@@ -102,15 +103,15 @@ class AsyncEtcdLock(AsyncBaseLock):
         return await self._run(protocol.acquire(name, owner, ttl_seconds))
 
     async def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
-        """The claims of an instant in 1 to 3 round trips per 64 (`protocol.claim_many`)."""
+        """The claims of an instant in 1 to 3 round trips per 64 (`batch_leases.claim_many`)."""
         if not claims:
             return []
-        return list(await self._run(protocol.claim_many(claims, new_owner_token())))
+        return list(await self._run(batch_leases.claim_many(claims, new_owner_token())))
 
     async def _acquire_many(
         self, requests: Sequence[tuple[str, str, float]], *, fenced: bool
     ) -> list[int | bool | BaseException | None]:
-        """A won instant's task locks, on one lease per TTL (`protocol.acquire_many`).
+        """A won instant's task locks, on one lease per TTL (`batch_leases.acquire_many`).
 
         A grant per TTL, then one transaction per 64 names, where one by one each
         name cost three round trips.
@@ -118,7 +119,7 @@ class AsyncEtcdLock(AsyncBaseLock):
         if not requests:
             return []
         started = time.monotonic()  # as the holdings' own deadlines: before sending
-        tokens = await self._run(protocol.acquire_many(requests, new_owner_token()))
+        tokens = await self._run(batch_leases.acquire_many(requests, new_owner_token()))
         self._batch_holdings.add(
             (owner, started + ttl_seconds)
             for (_, owner, ttl_seconds), token in zip(requests, tokens, strict=True)
@@ -140,19 +141,19 @@ class AsyncEtcdLock(AsyncBaseLock):
         """The releases of batch holdings that waited for one another: one transaction.
 
         A resident node ends the fires of an instant together; one owner-checked
-        delete each was a Raft write each (`protocol.release_shared_many`). A lone
+        delete each was a Raft write each (`batch_leases.release_shared_many`). A lone
         release is sent alone, as the single delete.
         """
         if len(held) == 1:
-            return [await self._run(protocol.release_shared(*held[0]))]
-        return await self._run(protocol.release_shared_many(held))
+            return [await self._run(batch_leases.release_shared(*held[0]))]
+        return await self._run(batch_leases.release_shared_many(held))
 
     async def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
         deadline = self._batch_holdings.take(owner)
         if deadline is None:
             return await self._run(protocol.renew(name, owner, ttl_seconds))
         try:
-            return await self._run(protocol.renew_shared(name, owner, ttl_seconds))
+            return await self._run(batch_leases.renew_shared(name, owner, ttl_seconds))
         except BaseException:
             self._batch_holdings.put_back(owner, deadline)  # where its key is is unknown
             raise
@@ -163,7 +164,7 @@ class AsyncEtcdLock(AsyncBaseLock):
 
     def _describe(self, err: BaseException) -> str:
         described = super()._describe(err)
-        advice = protocol.hint(err)
+        advice = messages.hint(err)
         return f"{described} ({advice})" if advice else described
 
     # -- the driver ---------------------------------------------------------------
