@@ -1,4 +1,4 @@
-"""The run history's per-fire statements on the driver path (`history_driver`).
+"""The run history's per-fire statements on the driver path (`sql_history.driver`).
 
 A fire's three history statements (the unfinished-runs read, the start's insert and
 the finish) go to the pooled psycopg connection in autocommit rather than through
