@@ -43,8 +43,8 @@ SUFFIX = ".tmpl"
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 _NAME = re.compile(r"[a-z][a-z0-9]{1,29}")
 _CLASS_PREFIX = re.compile(r"[A-Z][A-Za-z0-9]{0,39}")
-#: Names a new backend may not take: core's own providers and the first-party siblings.
-TAKEN = frozenset({"none", "memory", "postgres", "database", "mysql", "redis", "memcached", "etcd"})
+#: Core's own providers; the siblings' names are read from `packages/` (`taken_names`).
+CORE_PROVIDERS = frozenset({"none", "memory"})
 
 #: Where an in-repository backend is registered, beyond the files it brings.
 REGISTRATION = (
@@ -75,7 +75,7 @@ def placeholders(name: str, *, class_prefix: str | None, title: str | None) -> d
             f"a backend name is 2 to 30 lower-case letters and digits, starting with a "
             f"letter (it names the provider, the package and the URL scheme), got {name!r}"
         )
-    if name in TAKEN:
+    if name in taken_names():
         raise ValueError(f"{name!r} is the name of an existing provider; choose another")
     prefix = class_prefix if class_prefix is not None else name.capitalize()
     if not _CLASS_PREFIX.fullmatch(prefix):
@@ -90,6 +90,13 @@ def placeholders(name: str, *, class_prefix: str | None, title: str | None) -> d
         "title": title or prefix,
         "version": str(core["project"]["version"]),
     }
+
+
+def taken_names() -> frozenset[str]:
+    """The provider names a new backend may not take: core's and every sibling's."""
+    prefix = "firefly-scheduling-"
+    siblings = (ROOT / "packages").glob(f"{prefix}*/pyproject.toml")
+    return CORE_PROVIDERS | {path.parent.name.removeprefix(prefix) for path in siblings}
 
 
 def render(text: str, values: Mapping[str, str], *, where: str) -> str:
