@@ -12,6 +12,7 @@ relies on regardless of the server is written once, in three layers:
 * `locks.backend_hooks_async`: the capabilities a backend declares, its round-trip
   hooks, and driver-error translation with credentials scrubbed;
 * `locks.base_claims_async`: fire claims and acquisitions sent together;
+* `locks.base_waiting_async`: acquisitions that wait for their name (`wait=`);
 * here: the port by name, and holdings: name and TTL validation, the not-re-entrant
   bookkeeping, one `Holding` with a fresh owner token per acquisition
   (`locks.holding`), and release that never raises.
@@ -24,18 +25,17 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.base_claims import ClaimsAndBatches
-from firefly_scheduling.locks.hold import hold
+from firefly_scheduling.locks.base_waiting import WaitingAcquisition
+from firefly_scheduling.locks.hold import Hold, hold
 from firefly_scheduling.locks.holding import Holding, new_owner_token
-from firefly_scheduling.locks.validation import validate_lock_name, validate_ttl
+from firefly_scheduling.locks.validation import validate_lock_name, validate_ttl, validate_wait
 
 logger = logging.getLogger("firefly_scheduling.locks")
 
 __all__ = ["BaseLock", "Holding", "new_owner_token"]
 
 
-class BaseLock(ClaimsAndBatches):
+class BaseLock(WaitingAcquisition):
     """The port and its capabilities, implemented once; subclasses do the I/O."""
 
     # -- the port, by name --------------------------------------------------------------
@@ -72,34 +72,26 @@ class BaseLock(ClaimsAndBatches):
 
     # -- holdings -----------------------------------------------------------------------
 
-    def acquire(self, name: str, ttl_seconds: float, *, fenced: bool = False) -> Holding | None:
-        """Take `name` now and return the new `Holding`, or None when it is taken.
+    def acquire(
+        self, name: str, ttl_seconds: float, *, wait: float = 0.0, fenced: bool = False
+    ) -> Holding | None:
+        """Take `name` and return the new `Holding`, or None when it stayed taken.
 
-        `fenced=True` gives the holding a fencing token (backends with fencing only).
-        Raises `LockBackendError` when the backend fails.
+        `wait` is how many seconds to wait for it: 0 tries once, `math.inf` waits for
+        ever (see `locks.base_waiting_async` for how each backend waits). `fenced=True`
+        gives the holding a fencing token (backends with fencing only). Raises
+        `LockBackendError` when the backend fails.
         """
         if fenced and not self.supports_fencing:
             raise NotImplementedError(f"the {self.backend_name} backend has no fencing tokens")
+        seconds = validate_wait(wait)
+        if seconds > 0:
+            name, ttl = validate_lock_name(name), validate_ttl(ttl_seconds)
+            return self._acquire_waiting(name, ttl, seconds, fenced=fenced)
         reservation = self._ledger.reserve(name, ttl_seconds)
         if reservation is None:
             return None
-        won = False
-        try:
-            name, owner, ttl = reservation.name, reservation.owner, reservation.ttl_seconds
-            try:
-                if fenced:
-                    fence = self._acquire_fenced(name, owner, ttl)
-                    won = fence is not None
-                else:
-                    fence, won = None, self._acquire(name, owner, ttl)
-            except ConfigurationError:
-                raise
-            except self.driver_errors as err:
-                raise self._backend_error("acquiring", name, err) from err
-            return self._ledger.record(reservation, fence) if won else None
-        finally:
-            if not won:
-                self._ledger.abandon(reservation)
+        return self._acquire_reserved(reservation, fenced, 0.0)
 
     def release_holding(self, holding: Holding) -> None:
         """Give back `holding` if it is still held; never raises for a backend failure.
@@ -138,6 +130,8 @@ class BaseLock(ClaimsAndBatches):
                 )
         finally:
             self._ledger.end_release(holding, done=done)
+            if done:
+                self._waiters.freed(holding.name)
 
     def renew_holding(self, holding: Holding, ttl_seconds: float) -> bool:
         """Extend `holding` to `ttl_seconds` from now; False when it was not extended.
@@ -192,10 +186,12 @@ class BaseLock(ClaimsAndBatches):
         return None if holding is None else holding.fence
 
     @contextmanager
-    def hold(self, name: str, ttl_seconds: float) -> Iterator[bool]:
-        """`with lock.hold(name, ttl) as acquired:`; see `hold`."""
-        with hold(self, name, ttl_seconds) as acquired:
-            yield acquired
+    def hold(
+        self, name: str, ttl_seconds: float, *, wait: float = 0.0, keep_alive: bool = False
+    ) -> Iterator[Hold]:
+        """`with lock.hold(name, ttl) as held:`; see `hold`."""
+        with hold(self, name, ttl_seconds, wait=wait, keep_alive=keep_alive) as held:
+            yield held
 
     def close(self) -> None:
         """Release every holding and drop connections; safe to call twice."""

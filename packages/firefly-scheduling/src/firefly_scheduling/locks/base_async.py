@@ -10,12 +10,14 @@ relies on regardless of the server is written once, in three layers:
 * `locks.backend_hooks_async`: the capabilities a backend declares, its round-trip
   hooks, and driver-error translation with credentials scrubbed;
 * `locks.base_claims_async`: fire claims and acquisitions sent together;
+* `locks.base_waiting_async`: acquisitions that wait for their name (`wait=`);
 * here: the port by name, and holdings: name and TTL validation, the not-re-entrant
   bookkeeping, one `Holding` with a fresh owner token per acquisition
   (`locks.holding`), and release that never raises.
 """
 
-# async-to-sync: rename AsyncClaimsAndBatches ClaimsAndBatches
+# async-to-sync: rename AsyncWaitingAcquisition WaitingAcquisition
+# async-to-sync: rename AsyncHold Hold
 
 from __future__ import annotations
 
@@ -24,18 +26,17 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.base_claims_async import AsyncClaimsAndBatches
-from firefly_scheduling.locks.hold_async import ahold
+from firefly_scheduling.locks.base_waiting_async import AsyncWaitingAcquisition
+from firefly_scheduling.locks.hold_async import AsyncHold, ahold
 from firefly_scheduling.locks.holding import Holding, new_owner_token
-from firefly_scheduling.locks.validation import validate_lock_name, validate_ttl
+from firefly_scheduling.locks.validation import validate_lock_name, validate_ttl, validate_wait
 
 logger = logging.getLogger("firefly_scheduling.locks")
 
 __all__ = ["AsyncBaseLock", "Holding", "new_owner_token"]
 
 
-class AsyncBaseLock(AsyncClaimsAndBatches):
+class AsyncBaseLock(AsyncWaitingAcquisition):
     """The port and its capabilities, implemented once; subclasses do the I/O."""
 
     # -- the port, by name --------------------------------------------------------------
@@ -73,35 +74,25 @@ class AsyncBaseLock(AsyncClaimsAndBatches):
     # -- holdings -----------------------------------------------------------------------
 
     async def acquire(
-        self, name: str, ttl_seconds: float, *, fenced: bool = False
+        self, name: str, ttl_seconds: float, *, wait: float = 0.0, fenced: bool = False
     ) -> Holding | None:
-        """Take `name` now and return the new `Holding`, or None when it is taken.
+        """Take `name` and return the new `Holding`, or None when it stayed taken.
 
-        `fenced=True` gives the holding a fencing token (backends with fencing only).
-        Raises `LockBackendError` when the backend fails.
+        `wait` is how many seconds to wait for it: 0 tries once, `math.inf` waits for
+        ever (see `locks.base_waiting_async` for how each backend waits). `fenced=True`
+        gives the holding a fencing token (backends with fencing only). Raises
+        `LockBackendError` when the backend fails.
         """
         if fenced and not self.supports_fencing:
             raise NotImplementedError(f"the {self.backend_name} backend has no fencing tokens")
+        seconds = validate_wait(wait)
+        if seconds > 0:
+            name, ttl = validate_lock_name(name), validate_ttl(ttl_seconds)
+            return await self._acquire_waiting(name, ttl, seconds, fenced=fenced)
         reservation = self._ledger.reserve(name, ttl_seconds)
         if reservation is None:
             return None
-        won = False
-        try:
-            name, owner, ttl = reservation.name, reservation.owner, reservation.ttl_seconds
-            try:
-                if fenced:
-                    fence = await self._acquire_fenced(name, owner, ttl)
-                    won = fence is not None
-                else:
-                    fence, won = None, await self._acquire(name, owner, ttl)
-            except ConfigurationError:
-                raise
-            except self.driver_errors as err:
-                raise self._backend_error("acquiring", name, err) from err
-            return self._ledger.record(reservation, fence) if won else None
-        finally:
-            if not won:
-                self._ledger.abandon(reservation)
+        return await self._acquire_reserved(reservation, fenced, 0.0)
 
     async def release_holding(self, holding: Holding) -> None:
         """Give back `holding` if it is still held; never raises for a backend failure.
@@ -140,6 +131,8 @@ class AsyncBaseLock(AsyncClaimsAndBatches):
                 )
         finally:
             self._ledger.end_release(holding, done=done)
+            if done:
+                self._waiters.freed(holding.name)
 
     async def renew_holding(self, holding: Holding, ttl_seconds: float) -> bool:
         """Extend `holding` to `ttl_seconds` from now; False when it was not extended.
@@ -194,10 +187,12 @@ class AsyncBaseLock(AsyncClaimsAndBatches):
         return None if holding is None else holding.fence
 
     @asynccontextmanager
-    async def hold(self, name: str, ttl_seconds: float) -> AsyncIterator[bool]:
-        """`async with lock.hold(name, ttl) as acquired:`; see `ahold`."""
-        async with ahold(self, name, ttl_seconds) as acquired:
-            yield acquired
+    async def hold(
+        self, name: str, ttl_seconds: float, *, wait: float = 0.0, keep_alive: bool = False
+    ) -> AsyncIterator[AsyncHold]:
+        """`async with lock.hold(name, ttl) as held:`; see `ahold`."""
+        async with ahold(self, name, ttl_seconds, wait=wait, keep_alive=keep_alive) as held:
+            yield held
 
     async def aclose(self) -> None:
         """Release every holding and drop connections; safe to call twice."""

@@ -165,11 +165,11 @@ class LockContract(HostileNamesContract):
     def test_hold_releases_on_exit(self, nodes: Nodes, name: str) -> None:
         first, second = nodes(), nodes()
         with hold(first, name, 30) as acquired:
-            assert acquired is True
+            assert acquired
             with hold(second, name, 30) as contended:
-                assert contended is False
+                assert not contended
         with hold(second, name, 30) as acquired_after:
-            assert acquired_after is True
+            assert acquired_after
 
     # -- TTL --------------------------------------------------------------------
 

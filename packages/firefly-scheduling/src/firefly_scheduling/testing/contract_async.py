@@ -177,11 +177,11 @@ class AsyncLockContract(AsyncHostileNamesContract):
     async def test_hold_releases_on_exit(self, nodes: AsyncNodes, name: str) -> None:
         first, second = nodes(), nodes()
         async with ahold(first, name, 30) as acquired:
-            assert acquired is True
+            assert acquired
             async with ahold(second, name, 30) as contended:
-                assert contended is False
+                assert not contended
         async with ahold(second, name, 30) as acquired_after:
-            assert acquired_after is True
+            assert acquired_after
 
     # -- TTL --------------------------------------------------------------------
 
