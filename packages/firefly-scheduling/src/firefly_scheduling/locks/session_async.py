@@ -44,7 +44,8 @@ refused by the holding ledger before a statement is sent.
 
 The machinery is written in layers, one idea each: the pool and the running of a
 statement (`locks.session_pool_async`), the checks and releases answered together
-(`locks.session_asks_async`), and here the hooks a backend implements, its
+(`locks.session_asks_async`), the waits in the server's queue
+(`locks.session_waits_async`), and here the hooks a backend implements, its
 acquisitions and its fire claims.
 
 Written once, for asyncio, in `locks/session_async.py`; the synchronous flavour in
@@ -53,7 +54,7 @@ finishes a statement even when its caller is cancelled; a thread has no such thi
 """
 
 # async-to-sync: rename _attempts _run
-# async-to-sync: rename AsyncSessionAsks SessionAsks
+# async-to-sync: rename AsyncSessionWaits SessionWaits
 
 from __future__ import annotations
 
@@ -64,13 +65,13 @@ from collections.abc import Sequence
 from typing import ClassVar, Generic
 
 from firefly_scheduling.errors import LockBackendError
-from firefly_scheduling.locks.session_asks_async import AsyncSessionAsks
 from firefly_scheduling.locks.session_pool_async import ConnectionT, PooledSession
+from firefly_scheduling.locks.session_waits_async import AsyncSessionWaits
 
 logger = logging.getLogger("firefly_scheduling.locks")
 
 
-class AsyncSessionLock(AsyncSessionAsks[ConnectionT], Generic[ConnectionT]):
+class AsyncSessionLock(AsyncSessionWaits[ConnectionT], Generic[ConnectionT]):
     """A lock held by a pool of dedicated server sessions; the TTL is accepted and ignored."""
 
     ttl_honoured = False
@@ -96,10 +97,6 @@ class AsyncSessionLock(AsyncSessionAsks[ConnectionT], Generic[ConnectionT]):
     @abstractmethod
     async def _server_sweep_claims(self, connection: ConnectionT) -> int:
         """Delete claim rows that expired; return how many."""
-
-    async def _server_fence(self, connection: ConnectionT, name: str) -> int:
-        """Increment and return the fencing counter of `name`."""
-        raise NotImplementedError(f"the {self.backend_name} backend has no fencing tokens")
 
     async def _server_acquire_fenced(self, connection: ConnectionT, name: str) -> int | None:
         """Take the server lock and return the next fencing token; override for one trip."""
