@@ -45,6 +45,7 @@ from firefly_scheduling.testing.hostile import (
     HostileNamesContract,
     LockFactory,
 )
+from firefly_scheduling.testing.waiting_contract import WaitingContract
 from firefly_scheduling.testing.workers import default_stop_signals, exclusive_file_worker
 
 #: Longest a lease backend may take past the TTL to free a lock (memcached rounds TTLs
@@ -84,7 +85,7 @@ class Nodes:
             _close(lock)
 
 
-class LockContract(HostileNamesContract):
+class LockContract(WaitingContract, HostileNamesContract):
     """Every rule of the port, proven against a real backend.
 
     Subclasses provide `lock_factory`. Servers with a network address also provide
