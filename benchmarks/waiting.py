@@ -59,7 +59,10 @@ def factory(backend: str) -> Callable[[], Any]:
         "etcd": ("firefly_scheduling_etcd", "EtcdLock"),
         "database": ("firefly_scheduling_database", "DatabaseLeaseLock"),
     }[backend]
-    return partial(getattr(__import__(module), cls), url(backend))
+    lock_class = getattr(__import__(module), cls)
+    if backend == "database":
+        lock_class(url(backend)).install()  # its tables, once (idempotent)
+    return partial(lock_class, url(backend))
 
 
 class Counted:
