@@ -23,14 +23,22 @@ from firefly_scheduling.testing import (
 from firefly_scheduling_mysql import AsyncMySqlNamedLock, MySqlNamedLock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # session_killers
 from server_readers import NamedLockReader
 from session_settings import MYSQL_SETTINGS, with_setting
+
+from session_killers import Killer, mysql_killer
 
 PASSWORD = "mysql-contract-secret"
 
 
 class _Server:
     """The server's URL (a subclass may set its sessions up otherwise) and a reader."""
+
+    @pytest.fixture
+    def lease_dropper(self, mysql_url: str) -> Killer:
+        """Ends the session holding a name, from a second client (`KILL`)."""
+        return mysql_killer(mysql_url)
 
     @pytest.fixture
     def lock_url(self, mysql_url: str) -> str:

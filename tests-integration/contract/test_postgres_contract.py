@@ -23,8 +23,11 @@ from firefly_scheduling.testing import (
 from firefly_scheduling_postgres import AsyncPgAdvisoryLock, PgAdvisoryLock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # session_killers
 from server_readers import AdvisoryLockReader
 from session_settings import POSTGRES_SETTINGS, with_setting
+
+from session_killers import Killer, pg_killer
 
 PASSWORD = "pg-contract-secret"
 
@@ -41,6 +44,11 @@ class _Server:
         reader = AdvisoryLockReader(postgres_url)
         yield reader
         reader.close()
+
+    @pytest.fixture
+    def lease_dropper(self, postgres_url: str) -> Killer:
+        """Ends the session holding a name, from a second client (`pg_terminate_backend`)."""
+        return pg_killer(postgres_url)
 
     @pytest.fixture
     def sync_lock_factory(self, lock_url: str) -> partial[PgAdvisoryLock]:

@@ -5,11 +5,12 @@ cases read each name's key back with a redis-py client of their own."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
 import pytest
+import redis
 
 from firefly_scheduling.testing import AsyncLockContract, LockContract
 from firefly_scheduling_redis import AsyncRedisLock, RedisLock
@@ -21,6 +22,17 @@ PASSWORD = "redis-contract-secret"
 
 
 class _Server:
+    @pytest.fixture
+    def lease_dropper(self, redis_url: str) -> Iterator[Callable[[str], None]]:
+        """Deletes a name's lease key from a second client, as an eviction would."""
+        client = redis.Redis.from_url(redis_url)
+
+        def drop(name: str) -> None:
+            assert client.delete(RedisLock.key(name)) == 1, f"no lease key for {name!r}"
+
+        yield drop
+        client.close()
+
     @pytest.fixture
     def server_reader(self, redis_url: str) -> Iterator[RedisReader]:
         reader = RedisReader(redis_url)

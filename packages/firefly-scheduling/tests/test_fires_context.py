@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 import pytest
 
 from firefly_scheduling import FireContext, current_fire
-from firefly_scheduling.fires.keepalive import KeepAlive, Renewer
 from firefly_scheduling.fires.outcome import Fire
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.locks import BaseLock, InMemoryLock, capabilities_of
+from firefly_scheduling.locks.keepalive import KeepAlive, Renewer
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)

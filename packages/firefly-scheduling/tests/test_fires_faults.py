@@ -13,11 +13,11 @@ import pytest
 
 from firefly_scheduling.fires import recording, unrecorded
 from firefly_scheduling.fires.claims import claim_name
-from firefly_scheduling.fires.keepalive import KeepAlive, Renewer
 from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import HistoryError, MemoryRunHistory, RunState
 from firefly_scheduling.locks import BaseLock, InMemoryLock
+from firefly_scheduling.locks.keepalive import KeepAlive, Renewer
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 T0 = datetime(2030, 1, 1, 0, 0, 0, tzinfo=UTC)

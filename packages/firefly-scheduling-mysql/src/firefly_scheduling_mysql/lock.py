@@ -144,6 +144,10 @@ class MySqlNamedLock(SessionLock[Connection]):
                 raise self._not_mysql(f"GET_LOCK failed ({self._describe(err)})") from err
             raise
 
+    def _server_acquire_waiting(self, connection: Connection, name: str, seconds: float) -> bool:
+        server = sql.server_name(name)
+        return bool(_scalar(connection, sql.WAIT_LOCK, server, round(seconds, 3)) == 1)
+
     def _server_release(self, connection: Connection, name: str) -> bool:
         # 1: released; 0: held by another session; NULL: no such lock (ours was lost).
         return bool(_scalar(connection, sql.RELEASE_LOCK, sql.server_name(name)) == 1)

@@ -55,6 +55,8 @@ PROBE_NAME: Final = "firefly:probe"
 # end it and free the lock. 31536000 s is the largest value the server accepts.
 SESSION_SETUP: Final = "SET SESSION wait_timeout = 31536000"
 GET_LOCK: Final = "SELECT GET_LOCK(%s, 0)"
+# Wait in the server's queue up to %s seconds (fractional): 1 won, 0 timed out.
+WAIT_LOCK: Final = "SELECT GET_LOCK(%s, %s)"
 RELEASE_LOCK: Final = "SELECT RELEASE_LOCK(%s)"
 HOLDS: Final = "SELECT IS_USED_LOCK(%s) = CONNECTION_ID()"
 # VARBINARY compares bytes: no collation can merge two server names.

@@ -73,6 +73,9 @@ class PgAdvisoryLock(SessionLock[Session]):
     #: `acquire_many` takes its locks in one statement, on one session.
     batch_acquires = True
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (psycopg.Error, OSError)
+    #: psycopg answers KeyboardInterrupt the same way: it cancels the statement on the
+    #: server and reads its end, so the session survives.
+    interrupt_safe_driver: ClassVar[bool] = True
 
     def __init__(self, url: str, *, max_connections: int | None = None) -> None:
         url, shares = budget_for(url, max_connections)
@@ -107,6 +110,14 @@ class PgAdvisoryLock(SessionLock[Session]):
 
     def _server_acquire(self, session: Session, name: str) -> bool:
         return bool(_scalar(session.execute(sql.TRY_LOCK, (self.key(name),))))
+
+    def _server_acquire_waiting(self, session: Session, name: str, seconds: float) -> bool:
+        try:
+            session.execute(sql.WAIT_LOCK, sql.wait_lock_parameters(self.key(name), seconds))
+        except (pg_errors.LockNotAvailable, pg_errors.QueryCanceled):
+            # The lock timeout passed (or a statement_timeout below it): still taken.
+            return False
+        return True
 
     def _server_release(self, session: Session, name: str) -> bool:
         return bool(_scalar(session.execute(sql.UNLOCK, (self.key(name),))))

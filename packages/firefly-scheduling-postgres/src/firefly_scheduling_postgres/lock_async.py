@@ -86,6 +86,9 @@ class AsyncPgAdvisoryLock(AsyncSessionLock[Session]):
         #: its end, so the session survives (a cancel request that arrives after the
         #: statement ended is ignored by the server, never applied to the next one).
         cancel_safe_driver: ClassVar[bool] = True
+    #: psycopg answers KeyboardInterrupt the same way: it cancels the statement on the
+    #: server and reads its end, so the session survives.
+    interrupt_safe_driver: ClassVar[bool] = True
 
     def __init__(self, url: str, *, max_connections: int | None = None) -> None:
         url, shares = budget_for(url, max_connections)
@@ -120,6 +123,14 @@ class AsyncPgAdvisoryLock(AsyncSessionLock[Session]):
 
     async def _server_acquire(self, session: Session, name: str) -> bool:
         return bool(await _scalar(await session.execute(sql.TRY_LOCK, (self.key(name),))))
+
+    async def _server_acquire_waiting(self, session: Session, name: str, seconds: float) -> bool:
+        try:
+            await session.execute(sql.WAIT_LOCK, sql.wait_lock_parameters(self.key(name), seconds))
+        except (pg_errors.LockNotAvailable, pg_errors.QueryCanceled):
+            # The lock timeout passed (or a statement_timeout below it): still taken.
+            return False
+        return True
 
     async def _server_release(self, session: Session, name: str) -> bool:
         return bool(await _scalar(await session.execute(sql.UNLOCK, (self.key(name),))))

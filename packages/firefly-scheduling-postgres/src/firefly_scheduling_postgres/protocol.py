@@ -35,6 +35,14 @@ _SESSION_SETUP: Final = (
 _SESSION_SETUP_14: Final = _SESSION_SETUP + ", set_config('idle_session_timeout', '0', false)"
 
 TRY_LOCK: Final = "SELECT pg_try_advisory_lock(%s)"
+# Wait in the server's queue for the lock, at most `timeout` (a duration such as
+# '250ms'): `lock_timeout` set for this statement alone (its implicit transaction, in
+# autocommit), in a CTE evaluated before the lock is asked for. Past the timeout the
+# server raises lock_not_available (55P03) and the session is left as it was.
+WAIT_LOCK: Final = (
+    "WITH setting AS MATERIALIZED (SELECT set_config('lock_timeout', %(timeout)s, true))"
+    " SELECT pg_advisory_lock(%(key)s) FROM setting"
+)
 UNLOCK: Final = "SELECT pg_advisory_unlock(%s)"
 # A bigint advisory key appears in pg_locks split into two unsigned 32-bit halves, with
 # objsubid 1 (the two-int4 form uses 2, so it is a different lock).
@@ -132,6 +140,12 @@ def advisory_key(name: str) -> int:
     except UnicodeEncodeError as err:
         raise ValueError(f"lock name {name!r} cannot be encoded as UTF-8: {err}") from None
     return int(hashlib.sha256(encoded).hexdigest()[:15], 16) - 2**59
+
+
+def wait_lock_parameters(key: int, seconds: float) -> dict[str, object]:
+    """`WAIT_LOCK`'s parameters: the key, and the wait as whole milliseconds (at least 1;
+    a lock_timeout of 0 would mean no timeout at all)."""
+    return {"key": key, "timeout": f"{max(1, round(seconds * 1000))}ms"}
 
 
 def holds_parameters(key: int) -> tuple[int, int]:

@@ -11,7 +11,15 @@ from firefly_scheduling.errors import (
 from firefly_scheduling.fires.context import FireContext, current_fire
 from firefly_scheduling.hosts.library import register
 from firefly_scheduling.initial_delay import InitialDelayGate
-from firefly_scheduling.locks import BaseLock, DistributedLock, InMemoryLock, NoneLock, hold
+from firefly_scheduling.locks import (
+    BaseLock,
+    DistributedLock,
+    InMemoryLock,
+    NoneLock,
+    hold,
+    leadership,
+    run_as_leader,
+)
 from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling.schedule.cadence import Cadence
 from firefly_scheduling.schedule.durations import parse_duration
@@ -40,9 +48,11 @@ __all__ = [
     "__version__",
     "current_fire",
     "hold",
+    "leadership",
     "parse_duration",
     "register",
     "resolve_lock",
+    "run_as_leader",
     "scan",
     "scheduled",
 ]

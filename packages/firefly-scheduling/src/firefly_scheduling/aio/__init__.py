@@ -4,7 +4,10 @@
 * `AsyncBaseLock` and `AsyncSessionLock`, which adapters subclass (`locks.base_async`,
   `locks.session_async`); the synchronous `BaseLock` and `SessionLock` are generated from
   them (`tools/async_to_sync.py`), so both flavours follow one text;
-* `AsyncInMemoryLock`, `AsyncNoneLock` and `ahold(lock, name, ttl_seconds)`;
+* `AsyncInMemoryLock`, `AsyncNoneLock` and `ahold(lock, name, ttl_seconds, *, wait=,
+  keep_alive=)`;
+* leader election: `async with leadership(lock, name, ttl_seconds) as lead:` and
+  `await run_as_leader(lock, name, fn, ttl_seconds)`;
 * `resolve_async_lock(settings)`, the configured provider's asyncio lock.
 
 An async adapter and the sync adapter of one backend exclude each other on the same
@@ -14,7 +17,14 @@ name, so a fleet can mix sync and async nodes.
 from __future__ import annotations
 
 from firefly_scheduling.locks.base_async import AsyncBaseLock
-from firefly_scheduling.locks.hold_async import ahold
+from firefly_scheduling.locks.hold_async import AsyncHold, ahold
+from firefly_scheduling.locks.leadership_async import (
+    LeadershipTimeout,
+    async_leadership,
+    async_run_as_leader,
+)
+from firefly_scheduling.locks.leadership_async import async_leadership as leadership
+from firefly_scheduling.locks.leadership_async import async_run_as_leader as run_as_leader
 from firefly_scheduling.locks.memory_async import AsyncInMemoryLock
 from firefly_scheduling.locks.none import AsyncNoneLock
 from firefly_scheduling.locks.port import (
@@ -32,11 +42,17 @@ __all__ = [
     "AsyncClaimingLock",
     "AsyncDistributedLock",
     "AsyncFencedLock",
+    "AsyncHold",
     "AsyncHoldingLock",
     "AsyncInMemoryLock",
     "AsyncNoneLock",
     "AsyncRenewableLock",
     "AsyncSessionLock",
+    "LeadershipTimeout",
     "ahold",
+    "async_leadership",
+    "async_run_as_leader",
+    "leadership",
     "resolve_async_lock",
+    "run_as_leader",
 ]

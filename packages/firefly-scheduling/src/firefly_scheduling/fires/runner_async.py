@@ -1,6 +1,6 @@
 # async-to-sync: rename AsyncFireRunner FireRunner
 # async-to-sync: rename AsyncKeepAlive KeepAlive
-# async-to-sync: rename firefly_scheduling.fires.asyncio_keepalive firefly_scheduling.fires.keepalive  # noqa: E501
+# async-to-sync: rename firefly_scheduling.locks.asyncio_keepalive firefly_scheduling.locks.keepalive  # noqa: E501
 # async-to-sync: rename AsyncRunRecorder RunRecorder
 """`AsyncFireRunner`: run one fire of a task at most once across the fleet, and record it.
 
@@ -23,7 +23,7 @@ meets the lock and the history. For a locked task it does, in order:
    sharing the lock name, see `fires.lock_holders`), so this one is skipped and
    recorded. Its fencing token orders every holding of the task lock,
    so it orders the attempts at one fire too.
-4. **Keep-alive** of the task lock while bodies run (`fires.keepalive`).
+4. **Keep-alive** of the task lock while bodies run (`locks.keepalive`).
 5. **Adoption.** Holding the task lock proves no other run of the task is alive,
    so a `running` record in the history is a died (or stalled) run. The newest one
    still within grace is adopted: run again here with `attempt + 1` and the newer
@@ -79,7 +79,6 @@ from datetime import UTC, datetime
 from typing import TypeAlias
 
 from firefly_scheduling.errors import LockBackendError
-from firefly_scheduling.fires.asyncio_keepalive import AsyncKeepAlive
 from firefly_scheduling.fires.claims import claim_name, claim_seconds
 from firefly_scheduling.fires.context import FireContext, entered
 from firefly_scheduling.fires.lock_holders import LockHolders
@@ -101,6 +100,7 @@ from firefly_scheduling.history.port import (
     RunHistory,
 )
 from firefly_scheduling.history.selection import resolve_history
+from firefly_scheduling.locks.asyncio_keepalive import AsyncKeepAlive
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.port import (
     AsyncBatchAcquiringLock,

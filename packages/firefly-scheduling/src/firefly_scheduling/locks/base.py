@@ -7,76 +7,36 @@ Written once, for asyncio, in `locks/base_async.py`; the synchronous flavour in
 
 A backend subclasses it and implements only its round trips (`_acquire`,
 `_release`, and optionally `_acquire_fenced`, `_renew`, `_claim`). Everything a user
-relies on regardless of the server lives here: name and TTL validation, the
-not-re-entrant bookkeeping, one `Holding` with a fresh owner token per acquisition
-(`locks.holding`), driver-error translation with credentials scrubbed, and release
-that never raises.
+relies on regardless of the server is written once, in three layers:
 
-Capabilities are class attributes, gathered in `capabilities` and read through
-`locks.port.capabilities_of` by the contract suite and the scheduler:
-
-* `ttl_honoured`: the server frees the lock when the TTL passes (lease backends).
-* `session_scoped`: the lock lives as long as the backend's connection (PostgreSQL,
-  MySQL); the TTL is accepted and ignored.
-* `cross_process`: the lock excludes other OS processes (False only in memory).
-* `supports_fencing`: `try_acquire_fenced` returns fencing tokens.
-* `renewable`: `renew` extends a lease (or checks a session still holds the lock).
-* `batch_acquires`: `acquire_many` sends several acquisitions as one request (an
-  instance attribute: the database backend batches on some dialects only).
+* `locks.backend_hooks_async`: the capabilities a backend declares, its round-trip
+  hooks, and driver-error translation with credentials scrubbed;
+* `locks.base_claims_async`: fire claims and acquisitions sent together;
+* `locks.base_waiting_async`: acquisitions that wait for their name (`wait=`);
+* here: the port by name, and holdings: name and TTL validation, the not-re-entrant
+  bookkeeping, one `Holding` with a fresh owner token per acquisition
+  (`locks.holding`), and release that never raises.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import ClassVar
 
-from firefly_scheduling.errors import ConfigurationError, LockBackendError
-from firefly_scheduling.locks.hold import hold
-from firefly_scheduling.locks.holding import Holding, HoldingLedger, new_owner_token
-from firefly_scheduling.locks.port import LockCapabilities
-from firefly_scheduling.locks.validation import validate_lock_name, validate_ttl
-from firefly_scheduling.urls.redaction import scrub
+from firefly_scheduling.locks.base_waiting import WaitingAcquisition
+from firefly_scheduling.locks.hold import Hold, hold
+from firefly_scheduling.locks.holding import Holding, new_owner_token
+from firefly_scheduling.locks.validation import validate_lock_name, validate_ttl, validate_wait
 
 logger = logging.getLogger("firefly_scheduling.locks")
 
 __all__ = ["BaseLock", "Holding", "new_owner_token"]
 
 
-class BaseLock(ABC):
+class BaseLock(WaitingAcquisition):
     """The port and its capabilities, implemented once; subclasses do the I/O."""
-
-    backend_name: ClassVar[str] = "lock"
-    ttl_honoured: ClassVar[bool] = True
-    session_scoped: ClassVar[bool] = False
-    cross_process: ClassVar[bool] = True
-    supports_fencing: ClassVar[bool] = False
-    renewable: ClassVar[bool] = False
-    #: `acquire_many` sends its acquisitions as one request (set by the backend that can).
-    batch_acquires: bool = False
-    #: Driver exceptions that mean "the backend failed"; translated to LockBackendError.
-    driver_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError,)
-
-    def __init__(self, *, target: str = "", secrets: tuple[str, ...] = ()) -> None:
-        # `target` is an already-redacted description of where the server is.
-        self._target = target
-        self._secrets = secrets
-        self._ledger = HoldingLedger(ttl_honoured=self.ttl_honoured)
-
-    @property
-    def capabilities(self) -> LockCapabilities:
-        """What this backend promises beyond the port (see the module doc)."""
-        return LockCapabilities(
-            ttl_honoured=self.ttl_honoured,
-            session_scoped=self.session_scoped,
-            cross_process=self.cross_process,
-            fenced=self.supports_fencing,
-            renewable=self.renewable,
-            batch_acquires=self.batch_acquires,
-        )
 
     # -- the port, by name --------------------------------------------------------------
 
@@ -112,84 +72,26 @@ class BaseLock(ABC):
 
     # -- holdings -----------------------------------------------------------------------
 
-    def acquire(self, name: str, ttl_seconds: float, *, fenced: bool = False) -> Holding | None:
-        """Take `name` now and return the new `Holding`, or None when it is taken.
+    def acquire(
+        self, name: str, ttl_seconds: float, *, wait: float = 0.0, fenced: bool = False
+    ) -> Holding | None:
+        """Take `name` and return the new `Holding`, or None when it stayed taken.
 
-        `fenced=True` gives the holding a fencing token (backends with fencing only).
-        Raises `LockBackendError` when the backend fails.
+        `wait` is how many seconds to wait for it: 0 tries once, `math.inf` waits for
+        ever (see `locks.base_waiting_async` for how each backend waits). `fenced=True`
+        gives the holding a fencing token (backends with fencing only). Raises
+        `LockBackendError` when the backend fails.
         """
         if fenced and not self.supports_fencing:
             raise NotImplementedError(f"the {self.backend_name} backend has no fencing tokens")
+        seconds = validate_wait(wait)
+        if seconds > 0:
+            name, ttl = validate_lock_name(name), validate_ttl(ttl_seconds)
+            return self._acquire_waiting(name, ttl, seconds, fenced=fenced)
         reservation = self._ledger.reserve(name, ttl_seconds)
         if reservation is None:
             return None
-        won = False
-        try:
-            name, owner, ttl = reservation.name, reservation.owner, reservation.ttl_seconds
-            try:
-                if fenced:
-                    fence = self._acquire_fenced(name, owner, ttl)
-                    won = fence is not None
-                else:
-                    fence, won = None, self._acquire(name, owner, ttl)
-            except ConfigurationError:
-                raise
-            except self.driver_errors as err:
-                raise self._backend_error("acquiring", name, err) from err
-            return self._ledger.record(reservation, fence) if won else None
-        finally:
-            if not won:
-                self._ledger.abandon(reservation)
-
-    def acquire_many(
-        self, requests: Sequence[tuple[str, float]], *, fenced: bool = False
-    ) -> list[Holding | LockBackendError | None]:
-        """`acquire` of each `(name, ttl_seconds)`, answered in order, each on its own.
-
-        Sent as one request where the backend can (`capabilities.batch_acquires`: the
-        resident host then takes the task locks of the fires it won with their claims,
-        so a won fire's worker sends no acquisition of its own), else one after
-        another. An answer is the new `Holding`; None when the name is taken, or was
-        given earlier in `requests` (a lock is not re-entrant); or the
-        `LockBackendError` that left that acquisition unknown, which fails no other.
-        Bad names and TTLs raise before anything is sent.
-        """
-        if fenced and not self.supports_fencing:
-            raise NotImplementedError(f"the {self.backend_name} backend has no fencing tokens")
-        for name, ttl_seconds in requests:
-            validate_lock_name(name)
-            validate_ttl(ttl_seconds)
-        answers: list[Holding | LockBackendError | None] = [None] * len(requests)
-        reserved = [
-            (index, reservation)
-            for index, (name, ttl_seconds) in enumerate(requests)
-            if (reservation := self._ledger.reserve(name, ttl_seconds)) is not None
-        ]
-        recorded: set[int] = set()
-        try:
-            if not reserved:
-                return answers
-            wanted = [(r.name, r.owner, r.ttl_seconds) for _, r in reserved]
-            try:
-                sent = self._acquire_many(wanted, fenced=fenced)
-            except ConfigurationError:
-                raise
-            except self.driver_errors as err:
-                sent = [err] * len(wanted)
-            for (index, reservation), answer in zip(reserved, sent, strict=True):
-                if isinstance(answer, BaseException):
-                    answers[index] = self._as_error("acquiring", reservation.name, answer)
-                elif fenced and answer is not None:
-                    answers[index] = self._ledger.record(reservation, int(answer))
-                    recorded.add(index)
-                elif not fenced and answer:
-                    answers[index] = self._ledger.record(reservation)
-                    recorded.add(index)
-            return answers
-        finally:
-            for index, reservation in reserved:
-                if index not in recorded:
-                    self._ledger.abandon(reservation)
+        return self._acquire_reserved(reservation, fenced, 0.0)
 
     def release_holding(self, holding: Holding) -> None:
         """Give back `holding` if it is still held; never raises for a backend failure.
@@ -228,6 +130,8 @@ class BaseLock(ABC):
                 )
         finally:
             self._ledger.end_release(holding, done=done)
+            if done:
+                self._waiters.freed(holding.name)
 
     def renew_holding(self, holding: Holding, ttl_seconds: float) -> bool:
         """Extend `holding` to `ttl_seconds` from now; False when it was not extended.
@@ -260,59 +164,6 @@ class BaseLock(ABC):
         self._lose(holding, "the server no longer holds it for this owner")
         return False
 
-    def try_claim(self, name: str, seconds: float) -> bool:
-        """Take a fire claim on `name` for `seconds`: never released, never tracked here.
-
-        Lease backends take an ordinary lease with a throwaway owner token, which the
-        server frees at the end of the window. Session backends override `_claim`
-        (a lock would die with the session; a claim must outlive it).
-        """
-        name = validate_lock_name(name)
-        seconds = validate_ttl(seconds, source="claim seconds")
-        try:
-            return self._claim(name, seconds)
-        except ConfigurationError:
-            raise
-        except self.driver_errors as err:
-            raise self._backend_error("claiming", name, err) from err
-
-    def try_claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | LockBackendError]:
-        """`try_claim` of each `(name, seconds)`, answered in order (`BatchClaimingLock`).
-
-        Sent together where the backend can (`_claim_many`). A name given twice is
-        claimed once: its later entries lose, as a second claim of it would. A
-        failure is the answer of the claims it left unknown, never read as lost.
-        """
-        checked = [
-            (validate_lock_name(name), validate_ttl(seconds, source="claim seconds"))
-            for name, seconds in claims
-        ]
-        windows: dict[str, float] = {}
-        for name, seconds in checked:
-            windows.setdefault(name, seconds)  # each name once, with its first window
-        unique = list(windows.items())
-        try:
-            sent = self._claim_many(unique)
-        except ConfigurationError:
-            raise
-        except self.driver_errors as err:
-            sent = [err] * len(unique)
-        answers = {
-            name: answer if isinstance(answer, bool) else self._as_error("claiming", name, answer)
-            for (name, _), answer in zip(unique, sent, strict=True)
-        }
-        seen: set[str] = set()
-        replies: list[bool | LockBackendError] = []
-        for name, _ in checked:
-            replies.append(answers[name] if name not in seen else False)
-            seen.add(name)
-        return replies
-
-    def _as_error(self, action: str, name: str, error: BaseException) -> LockBackendError:
-        if isinstance(error, LockBackendError):
-            return error
-        return self._backend_error(action, name, error)
-
     # -- local views, by name ------------------------------------------------------------
 
     def holding(self, name: str) -> Holding | None:
@@ -335,10 +186,12 @@ class BaseLock(ABC):
         return None if holding is None else holding.fence
 
     @contextmanager
-    def hold(self, name: str, ttl_seconds: float) -> Iterator[bool]:
-        """`with lock.hold(name, ttl) as acquired:`; see `hold`."""
-        with hold(self, name, ttl_seconds) as acquired:
-            yield acquired
+    def hold(
+        self, name: str, ttl_seconds: float, *, wait: float = 0.0, keep_alive: bool = False
+    ) -> Iterator[Hold]:
+        """`with lock.hold(name, ttl) as held:`; see `hold`."""
+        with hold(self, name, ttl_seconds, wait=wait, keep_alive=keep_alive) as held:
+            yield held
 
     def close(self) -> None:
         """Release every holding and drop connections; safe to call twice."""
@@ -350,105 +203,3 @@ class BaseLock(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._target!r})"
-
-    # -- hooks for subclasses ---------------------------------------------------------
-
-    @abstractmethod
-    def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
-        """One round trip: take `name` for `owner` unless someone holds it."""
-
-    def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
-        """Acquire and return the new fencing token; override to do both in one round trip."""
-        if not self._acquire(name, owner, ttl_seconds):
-            return None
-        try:
-            return self._fence(name)
-        except BaseException:
-            try:
-                self._release(name, owner)
-            except self.driver_errors as err:  # keep the fence's error; the lease will expire
-                logger.warning(
-                    "%s lock %r: release after a failed fence failed too (%s)",
-                    self.backend_name,
-                    name,
-                    self._describe(err),
-                )
-            raise
-
-    @abstractmethod
-    def _release(self, name: str, owner: str) -> bool:
-        """Free `name` only if `owner` holds it; return whether it did."""
-
-    def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
-        """Extend `owner`'s hold on `name`; return False if it no longer holds it."""
-        raise NotImplementedError(f"the {self.backend_name} backend cannot renew leases")
-
-    def _fence(self, name: str) -> int:
-        """Increment and return the fencing counter of `name`."""
-        raise NotImplementedError(f"the {self.backend_name} backend has no fencing tokens")
-
-    def _claim(self, name: str, seconds: float) -> bool:
-        """Take a claim for `seconds`; lease backends: a lease with a throwaway token."""
-        if not self.ttl_honoured:
-            raise NotImplementedError(
-                f"the {self.backend_name} backend must implement fire claims (_claim)"
-            )
-        return self._acquire(name, new_owner_token(), seconds)
-
-    def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
-        """Take distinct claims: each answer, or the error that left it unknown.
-
-        One after another here; a backend that sends them as one request overrides it.
-        """
-        answers: list[bool | BaseException] = []
-        for name, seconds in claims:
-            try:
-                answers.append(self._claim(name, seconds))
-            except ConfigurationError:
-                raise
-            except LockBackendError as err:
-                answers.append(err)
-            except self.driver_errors as err:
-                answers.append(err)
-        return answers
-
-    def _acquire_many(
-        self, requests: Sequence[tuple[str, str, float]], *, fenced: bool
-    ) -> list[int | bool | BaseException | None]:
-        """Acquire each distinct `(name, owner, ttl_seconds)`: its answer, or the error that
-        left it unknown. Fenced: the new token, or None when taken; else won or not.
-
-        One after another here; a backend that sends them as one request overrides it
-        and says so in `batch_acquires`.
-        """
-        answers: list[int | bool | BaseException | None] = []
-        for name, owner, ttl_seconds in requests:
-            try:
-                if fenced:
-                    answers.append(self._acquire_fenced(name, owner, ttl_seconds))
-                else:
-                    answers.append(self._acquire(name, owner, ttl_seconds))
-            except ConfigurationError:
-                raise
-            except self.driver_errors as err:
-                answers.append(err)
-        return answers
-
-    def _close(self) -> None:  # noqa: B027 - optional hook; most backends hold no connection
-        """Drop connections; the default has none."""
-
-    # -- shared machinery -------------------------------------------------------------
-
-    def _lose(self, holding: Holding, why: str) -> None:
-        if self._ledger.mark_lost([holding]):
-            logger.error("%s lock %r is lost: %s", self.backend_name, holding.name, why)
-
-    def _backend_error(self, action: str, name: str, err: BaseException) -> LockBackendError:
-        return LockBackendError(
-            f"{self.backend_name} lock backend {self._target} failed while {action} "
-            f"{name!r}: {self._describe(err)}"
-        )
-
-    def _describe(self, err: BaseException) -> str:
-        text = scrub(str(err), self._secrets) or "no detail"
-        return f"{type(err).__name__}: {text}"

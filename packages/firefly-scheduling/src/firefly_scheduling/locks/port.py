@@ -34,13 +34,6 @@ if TYPE_CHECKING:
     from firefly_scheduling.locks.holding import Holding
 
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from firefly_scheduling.errors import LockBackendError
-    from firefly_scheduling.locks.holding import Holding
-
-
 @runtime_checkable
 class DistributedLock(Protocol):
     """A named, non-blocking, owner-checked lock shared by the nodes of a fleet.
@@ -158,8 +151,13 @@ class RenewableLock(Protocol):
 class HoldingLock(Protocol):
     """A lock that hands out one `Holding` per acquisition and acts on it alone."""
 
-    def acquire(self, name: str, ttl_seconds: float, *, fenced: bool = False) -> Holding | None:
-        """Take `name` now and return the new holding, or None at once when it is taken."""
+    def acquire(
+        self, name: str, ttl_seconds: float, *, wait: float = 0.0, fenced: bool = False
+    ) -> Holding | None:
+        """Take `name` and return the new holding, or None when it stayed taken.
+
+        `wait` is how many seconds to wait for it: 0 tries once, `math.inf` for ever.
+        """
         ...
 
     def release_holding(self, holding: Holding) -> None:
@@ -257,7 +255,7 @@ class AsyncHoldingLock(Protocol):
     """An async lock that hands out one `Holding` per acquisition and acts on it alone."""
 
     async def acquire(
-        self, name: str, ttl_seconds: float, *, fenced: bool = False
+        self, name: str, ttl_seconds: float, *, wait: float = 0.0, fenced: bool = False
     ) -> Holding | None: ...
 
     async def release_holding(self, holding: Holding) -> None: ...

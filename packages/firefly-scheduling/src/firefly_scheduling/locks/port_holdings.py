@@ -32,6 +32,8 @@ from firefly_scheduling.locks.port import (
     capabilities_of,
     check_flavour,
 )
+from firefly_scheduling.locks.validation import validate_wait
+from firefly_scheduling.locks.waiting import Backoff, Waiters, sleep_until_woken
 
 
 def holding_lock(lock: DistributedLock) -> HoldingLock:
@@ -57,8 +59,28 @@ class PortOnlyHoldings:
         self._lock = lock
         self._capabilities = capabilities_of(lock)
         self._ledger = HoldingLedger(ttl_honoured=self._capabilities.ttl_honoured)
+        self._waiters = Waiters()
 
-    def acquire(self, name: str, ttl_seconds: float, *, fenced: bool = False) -> Holding | None:
+    def acquire(
+        self, name: str, ttl_seconds: float, *, wait: float = 0.0, fenced: bool = False
+    ) -> Holding | None:
+        """Try once, or poll with a capped, jittered backoff for up to `wait` seconds:
+        a lock with only the port has no way to wait on its server."""
+        seconds = validate_wait(wait)
+        if seconds == 0:
+            return self._acquire_once(name, ttl_seconds, fenced=fenced)
+        deadline = time.monotonic() + seconds
+        with self._waiters.turn(name, deadline) as waiter:
+            if waiter is None:
+                return None
+            backoff = Backoff()
+            while True:
+                holding = self._acquire_once(name, ttl_seconds, fenced=fenced)
+                if holding is not None or time.monotonic() >= deadline:
+                    return holding
+                sleep_until_woken(waiter, min(deadline, time.monotonic() + backoff.next()))
+
+    def _acquire_once(self, name: str, ttl_seconds: float, *, fenced: bool) -> Holding | None:
         reservation = self._ledger.reserve(name, ttl_seconds)
         if reservation is None:
             return None
@@ -85,6 +107,7 @@ class PortOnlyHoldings:
                 self._lock.release(holding.name)
         finally:
             self._ledger.end_release(holding, done=True)
+            self._waiters.freed(holding.name)
 
     def renew_holding(self, holding: Holding, ttl_seconds: float) -> bool:
         if not (self._capabilities.renewable and isinstance(self._lock, RenewableLock)):

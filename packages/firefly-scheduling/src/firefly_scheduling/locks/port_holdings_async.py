@@ -16,6 +16,8 @@ Written once, for asyncio, in `locks/port_holdings_async.py`; the synchronous fl
 `locks/port_holdings.py` is generated from it by `tools/async_to_sync.py`.
 """
 
+# async-to-sync: rename AsyncWaiters Waiters
+
 from __future__ import annotations
 
 import time
@@ -30,6 +32,8 @@ from firefly_scheduling.locks.port import (
     capabilities_of,
     check_flavour,
 )
+from firefly_scheduling.locks.validation import validate_wait
+from firefly_scheduling.locks.waiting_async import AsyncWaiters, Backoff, sleep_until_woken
 
 
 def async_holding_lock(lock: AsyncDistributedLock) -> AsyncHoldingLock:
@@ -55,10 +59,28 @@ class AsyncPortOnlyHoldings:
         self._lock = lock
         self._capabilities = capabilities_of(lock)
         self._ledger = HoldingLedger(ttl_honoured=self._capabilities.ttl_honoured)
+        self._waiters = AsyncWaiters()
 
     async def acquire(
-        self, name: str, ttl_seconds: float, *, fenced: bool = False
+        self, name: str, ttl_seconds: float, *, wait: float = 0.0, fenced: bool = False
     ) -> Holding | None:
+        """Try once, or poll with a capped, jittered backoff for up to `wait` seconds:
+        a lock with only the port has no way to wait on its server."""
+        seconds = validate_wait(wait)
+        if seconds == 0:
+            return await self._acquire_once(name, ttl_seconds, fenced=fenced)
+        deadline = time.monotonic() + seconds
+        async with self._waiters.turn(name, deadline) as waiter:
+            if waiter is None:
+                return None
+            backoff = Backoff()
+            while True:
+                holding = await self._acquire_once(name, ttl_seconds, fenced=fenced)
+                if holding is not None or time.monotonic() >= deadline:
+                    return holding
+                await sleep_until_woken(waiter, min(deadline, time.monotonic() + backoff.next()))
+
+    async def _acquire_once(self, name: str, ttl_seconds: float, *, fenced: bool) -> Holding | None:
         reservation = self._ledger.reserve(name, ttl_seconds)
         if reservation is None:
             return None
@@ -87,6 +109,7 @@ class AsyncPortOnlyHoldings:
                 await self._lock.release(holding.name)
         finally:
             self._ledger.end_release(holding, done=True)
+            self._waiters.freed(holding.name)
 
     async def renew_holding(self, holding: Holding, ttl_seconds: float) -> bool:
         if not (self._capabilities.renewable and isinstance(self._lock, AsyncRenewableLock)):

@@ -42,115 +42,36 @@ subclass implements `_server_claim` as a row with an expiry on the server's cloc
 A subclass supplies the connection and the statements; re-entrancy is already
 refused by the holding ledger before a statement is sent.
 
+The machinery is written in layers, one idea each: the pool and the running of a
+statement (`locks.session_pool_async`), the checks and releases answered together
+(`locks.session_asks_async`), the waits in the server's queue
+(`locks.session_waits_async`), and here the hooks a backend implements, its
+acquisitions and its fire claims.
+
 Written once, for asyncio, in `locks/session_async.py`; the synchronous flavour in
 `locks/session.py` is generated from it by `tools/async_to_sync.py`. In asyncio, `_run`
 finishes a statement even when its caller is cancelled; a thread has no such thing.
 """
 
 # async-to-sync: rename _attempts _run
+# async-to-sync: rename AsyncSessionWaits SessionWaits
 
 from __future__ import annotations
 
-import asyncio  # sync: import threading
-import contextlib  # sync: drop
 import logging
 import time
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from collections.abc import Sequence
+from typing import ClassVar, Generic
 
-from firefly_scheduling.concurrency.connection_budget import POOL_TIMEOUT_SECONDS, URL_PARAMETER
-from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
-from firefly_scheduling.concurrency.forks import reset_in_forked_child
-from firefly_scheduling.concurrency.pool_size import PoolExhaustedError
 from firefly_scheduling.errors import LockBackendError
-from firefly_scheduling.locks.base_async import AsyncBaseLock
+from firefly_scheduling.locks.session_pool_async import ConnectionT, PooledSession
+from firefly_scheduling.locks.session_waits_async import AsyncSessionWaits
 
 logger = logging.getLogger("firefly_scheduling.locks")
 
-ConnectionT = TypeVar("ConnectionT")
-_R = TypeVar("_R")
 
-if ASYNC:
-    #: A statement run on the session: takes the connection, returns the result.
-    _Statement = Callable[[ConnectionT], Awaitable[_R]]
-    #: Sends one statement for some names; one answer per name.
-    _SendNames = Callable[[Sequence[str]], Awaitable[list[bool]]]
-else:
-    #: A statement run on the session: takes the connection, returns the result.
-    _Statement = Callable[[ConnectionT], _R]
-    #: Sends one statement for some names; one answer per name.
-    _SendNames = Callable[[Sequence[str]], list[bool]]
-
-
-#: An ask's key: the holding's owner token, and whether it is a release (else a check).
-_AskKey = tuple[str, bool]
-#: Names per statement when a batch of checks or releases is sent (a SELECT list).
-ASKS_PER_STATEMENT = 500
-
-
-@dataclass(frozen=True, slots=True)
-class _Ask:
-    """A keep-alive check or a release of one holding, waiting for its session.
-
-    The session runs one statement at a time, so the checks before the bodies of an
-    instant's fires (a batch took their locks on one session) and their releases
-    after queued behind each other, one round trip each. Whoever takes the mutex
-    next sends every ask waiting then, one statement for the checks and one for the
-    releases, and leaves each waiter its own answer from the server: each lock is
-    still checked and released by name, only in company (issue 12).
-    """
-
-    name: str
-    generation: int
-
-
-class _Session(Generic[ConnectionT]):
-    """One session of the pool: its connection, its mutex and the holdings it carries."""
-
-    __slots__ = (
-        "answers",
-        "asks",
-        "connection",
-        "generation",
-        "index",
-        "mutex",
-        "owners",
-        "pending_unlocks",
-    )
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.connection: ConnectionT | None = None
-        self.mutex = asyncio.Lock()
-        # Bumped whenever the session ends: its holdings of older generations are gone.
-        self.generation = 0
-        # Owner tokens whose server lock lives in this session.
-        self.owners: set[str] = set()
-        # Server locks this session may hold although no holding owns them.
-        self.pending_unlocks: list[str] = []
-        # Checks and releases waiting for the session, answered together (`_Ask`).
-        self.asks: dict[_AskKey, _Ask] = {}
-        # The answers to asks that another caller's batch sent, until their callers read them.
-        self.answers: dict[_AskKey, bool] = {}
-
-    def queue_unlock(self, name: str) -> None:
-        if name not in self.pending_unlocks:
-            self.pending_unlocks.append(name)
-
-    def forget(self) -> set[str]:
-        """No connection, a new generation, no pending unlocks; return its owners."""
-        owners, self.owners = self.owners, set()
-        self.connection = None
-        self.generation += 1
-        self.pending_unlocks.clear()
-        self.answers.clear()
-        return owners
-
-
-class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
+class AsyncSessionLock(AsyncSessionWaits[ConnectionT], Generic[ConnectionT]):
     """A lock held by a pool of dedicated server sessions; the TTL is accepted and ignored."""
 
     ttl_honoured = False
@@ -158,69 +79,12 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
     renewable = True
     #: Seconds between two sweeps of expired claim rows (one statement each).
     claim_sweep_seconds: ClassVar[float] = 60.0
-    #: Longest a caller waits for a session of a busy pool.
-    pool_timeout_seconds: ClassVar[float] = POOL_TIMEOUT_SECONDS
-    if ASYNC:
-        #: Whether the driver keeps its connection usable when a statement is cancelled
-        #: mid-reply (psycopg cancels the query on the server and reads its end). When it
-        #: does not (asyncmy closes the connection), each statement runs in a task of its
-        #: own that a cancelled caller waits for: a task per statement, the price of not
-        #: ending the session. Either way an acquisition that a cancelled caller may have
-        #: won is released before the cancellation goes on. See `_run`.
-        cancel_safe_driver: ClassVar[bool] = False
-
-    def __init__(self, *, target: str, secrets: tuple[str, ...] = (), pool_size: int = 1) -> None:
-        super().__init__(target=target, secrets=secrets)
-        if pool_size < 1:
-            raise ValueError(f"a session pool needs at least one session, got {pool_size!r}")
-        self._pool_size = pool_size
-        self._sessions: list[_Session[ConnectionT]] = [_Session(i) for i in range(pool_size)]
-        # Owner token -> the session whose server lock it holds.
-        self._owner_sessions: dict[str, _Session[ConnectionT]] = {}
-        self._rotation = 0
-        self._next_sweep = 0.0
-        reset_in_forked_child(self, AsyncSessionLock._after_fork_in_child)
-
-    @property
-    def pool_size(self) -> int:
-        """The most sessions (server connections) this instance opens at once."""
-        return self._pool_size
-
-    def _session_of(self, name: str) -> _Session[ConnectionT] | None:
-        """The session holding `name` now, if any (tests, diagnostics)."""
-        holding = self._ledger.current(name)
-        return None if holding is None else self._owner_sessions.get(holding.owner)
-
-    def _connection_of(self, name: str) -> ConnectionT | None:
-        """The connection of the session holding `name` now, if any (tests, diagnostics)."""
-        session = self._session_of(name)
-        return None if session is None else session.connection
 
     # -- hooks ------------------------------------------------------------------
 
     @abstractmethod
-    async def _connect(self) -> ConnectionT:
-        """Open one dedicated connection (autocommit, bounded connect timeout)."""
-
-    @abstractmethod
-    async def _disconnect(self, connection: ConnectionT) -> None:
-        """Close `connection`, ignoring errors: it may already be dead."""
-
-    @abstractmethod
-    def _alive(self, connection: ConnectionT) -> bool:
-        """Whether `connection` is still usable after one of its statements failed."""
-
-    @abstractmethod
     async def _server_acquire(self, connection: ConnectionT, name: str) -> bool:
         """Try the server lock for `name` without waiting."""
-
-    @abstractmethod
-    async def _server_release(self, connection: ConnectionT, name: str) -> bool:
-        """Release the server lock; False if this session did not hold it."""
-
-    @abstractmethod
-    async def _server_holds(self, connection: ConnectionT, name: str) -> bool:
-        """Whether this session still holds the server lock for `name`."""
 
     @abstractmethod
     async def _server_claim(self, connection: ConnectionT, name: str, seconds: float) -> bool:
@@ -233,10 +97,6 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
     @abstractmethod
     async def _server_sweep_claims(self, connection: ConnectionT) -> int:
         """Delete claim rows that expired; return how many."""
-
-    async def _server_fence(self, connection: ConnectionT, name: str) -> int:
-        """Increment and return the fencing counter of `name`."""
-        raise NotImplementedError(f"the {self.backend_name} backend has no fencing tokens")
 
     async def _server_acquire_fenced(self, connection: ConnectionT, name: str) -> int | None:
         """Take the server lock and return the next fencing token; override for one trip."""
@@ -309,169 +169,6 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
                 answers.append(answer if fenced else answer is not None)
             return answers
 
-    async def _release(self, name: str, owner: str) -> bool:
-        session = self._owner_sessions.pop(owner, None)
-        if session is None:
-            return False  # the session died, and the lock with it
-        generation = session.generation
-        key = (owner, True)
-        session.asks[key] = _Ask(name, generation)
-        try:
-            await self._take(session.mutex)
-        except PoolExhaustedError as err:
-            answer = self._withdraw(session, key)
-            if answer is not None:
-                return answer
-            if session.generation == generation and owner in session.owners:
-                session.owners.discard(owner)
-                session.queue_unlock(name)
-            self._warn_release_queued(name, err)
-            return True
-        try:
-            return await self._answer(session, key, _Ask(name, generation))
-        finally:
-            session.mutex.release()
-
-    async def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
-        session = self._owner_sessions.get(owner)
-        if session is None:
-            return False
-        generation = session.generation
-        key = (owner, False)
-        session.asks[key] = _Ask(name, generation)
-        try:
-            await self._take(session.mutex)
-        except PoolExhaustedError as err:
-            answer = self._withdraw(session, key)
-            if answer is not None:
-                return answer
-            # Busy, not gone: an ended session would have forgotten the owner.
-            self._warn_check_failed(name, err)
-            return session.generation == generation and owner in session.owners
-        try:
-            return await self._answer(session, key, _Ask(name, generation))
-        finally:
-            session.mutex.release()
-
-    # -- checks and releases, answered together (`_Ask`) ---------------------------------
-
-    def _withdraw(self, session: _Session[ConnectionT], key: _AskKey) -> bool | None:
-        """A caller gives up waiting: its answer if a batch gave one already, else None."""
-        session.asks.pop(key, None)
-        return session.answers.pop(key, None)
-
-    async def _answer(self, session: _Session[ConnectionT], key: _AskKey, ask: _Ask) -> bool:
-        """The answer to `ask` (the session's mutex held): a batch's, or our own batch's.
-
-        A batch that failed part-way (a bug, a cancellation) left the asks it took
-        without an answer; such an ask is put back and sent in this batch.
-        """
-        answer = session.answers.pop(key, None)
-        if answer is not None:
-            session.asks.pop(key, None)
-            return answer
-        session.asks.setdefault(key, ask)
-        await self._send_asks(session)
-        return session.answers.pop(key)
-
-    async def _send_asks(self, session: _Session[ConnectionT]) -> None:
-        """Send every waiting ask: the checks in one statement, then the releases in one.
-
-        An ask of a holding the session no longer carries (its session ended, it was
-        released) is answered False without a statement. Each answer is left in
-        `session.answers` for its caller.
-        """
-        asks, session.asks = session.asks, {}
-        checks: list[tuple[_AskKey, _Ask]] = []
-        releases: list[tuple[_AskKey, _Ask]] = []
-        for key, ask in asks.items():
-            owner, releasing = key
-            if owner not in session.owners or session.generation != ask.generation:
-                session.answers[key] = False
-            else:
-                (releases if releasing else checks).append((key, ask))
-        if checks:
-            await self._check_all(session, checks)
-        if releases:
-            await self._release_all(session, releases)
-
-    async def _check_all(
-        self, session: _Session[ConnectionT], checks: list[tuple[_AskKey, _Ask]]
-    ) -> None:
-        names = [ask.name for _, ask in checks]
-        generation = session.generation
-        try:
-            held = await self._run(
-                session,
-                lambda connection: self._server_holds_all(connection, names),
-                retry=False,
-            )
-        except self.driver_errors as err:
-            ended = session.generation != generation  # and every lock of it
-            for key, ask in checks:
-                if not ended:
-                    # A session lock lives as long as its session, which is still there.
-                    self._warn_check_failed(ask.name, err)
-                session.answers[key] = not ended
-            return
-        for (key, _), answer in zip(checks, held, strict=True):
-            session.answers[key] = answer
-
-    async def _release_all(
-        self, session: _Session[ConnectionT], releases: list[tuple[_AskKey, _Ask]]
-    ) -> None:
-        names = [ask.name for _, ask in releases]
-        generation = session.generation
-        try:
-            released = await self._run(
-                session,
-                lambda connection: self._server_release_all(connection, names),
-                retry=False,
-            )
-        except self.driver_errors as err:
-            if session.generation != generation:
-                # The session had ended, and the server freed the locks with it while
-                # they were held: another node may have run meanwhile. The owners were
-                # still the session's, so the session's end marked their holdings lost.
-                for key, _ in releases:
-                    session.answers[key] = False
-                return
-            for key, ask in releases:
-                session.owners.discard(key[0])
-                session.queue_unlock(ask.name)
-                self._warn_release_queued(ask.name, err)
-                session.answers[key] = True
-            return
-        for (key, _), answer in zip(releases, released, strict=True):
-            session.owners.discard(key[0])
-            session.answers[key] = answer
-
-    async def _server_holds_all(self, connection: ConnectionT, names: Sequence[str]) -> list[bool]:
-        """`_server_holds` of each name: one statement per `ASKS_PER_STATEMENT` names."""
-        if len(names) == 1:
-            return [await self._server_holds(connection, names[0])]
-        return await _in_chunks(names, lambda chunk: self._server_holds_many(connection, chunk))
-
-    async def _server_release_all(
-        self, connection: ConnectionT, names: Sequence[str]
-    ) -> list[bool]:
-        """`_server_release` of each name: one statement per `ASKS_PER_STATEMENT` names."""
-        if len(names) == 1:
-            return [await self._server_release(connection, names[0])]
-        return await _in_chunks(names, lambda chunk: self._server_release_many(connection, chunk))
-
-    async def _server_holds_many(self, connection: ConnectionT, names: Sequence[str]) -> list[bool]:
-        """`_server_holds` of each of the distinct `names`; one statement each unless
-        overridden."""
-        return [await self._server_holds(connection, name) for name in names]
-
-    async def _server_release_many(
-        self, connection: ConnectionT, names: Sequence[str]
-    ) -> list[bool]:
-        """`_server_release` of each of the distinct `names`, in order; one statement
-        each unless overridden."""
-        return [await self._server_release(connection, name) for name in names]
-
     async def _fence(self, name: str) -> int:
         async with self._any_session() as session:
             return await self._run(session, lambda connection: self._server_fence(connection, name))
@@ -526,209 +223,7 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
             "another node"
         )
 
-    async def _close(self) -> None:
-        for session in self._sessions:
-            await session.mutex.acquire()
-            try:
-                await self._drop_session(session)
-            finally:
-                session.mutex.release()
-
-    # -- the pool -----------------------------------------------------------------
-
-    @asynccontextmanager
-    async def _any_session(self) -> AsyncIterator[_Session[ConnectionT]]:
-        """A free session, its mutex held: the first free one, else wait for one in turn."""
-        chosen: _Session[ConnectionT] | None = None
-        for session in self._sessions:
-            if await self._try_take(session.mutex):
-                chosen = session
-                break
-        if chosen is None:
-            self._rotation = (self._rotation + 1) % self._pool_size
-            chosen = self._sessions[self._rotation]
-            await self._take(chosen.mutex)
-        try:
-            yield chosen
-        finally:
-            chosen.mutex.release()
-
-    async def _try_take(self, mutex: asyncio.Lock) -> bool:
-        """Take `mutex` if it is free; False at once when it is not."""
-        # asyncio: an unlocked lock is taken at once, unless coroutines queue for it.
-        if mutex.locked():  # sync: return mutex.acquire(blocking=False)
-            return False  # sync: drop
-        await self._take(mutex)  # sync: drop
-        return True  # sync: drop
-
-    async def _take(self, mutex: asyncio.Lock) -> None:
-        """Acquire a session's mutex, waiting at most `pool_timeout_seconds`."""
-        seconds = self.pool_timeout_seconds
-        if ASYNC:
-            try:
-                async with asyncio.timeout(seconds):
-                    await mutex.acquire()
-            except TimeoutError:
-                taken = False
-            else:
-                taken = True
-        else:
-            taken = mutex.acquire(timeout=seconds)
-        if not taken:
-            raise PoolExhaustedError(self._pool_size, seconds, setting=URL_PARAMETER)
-
-    def _hold(self, session: _Session[ConnectionT], owner: str) -> None:
-        """Record that `owner`'s server lock lives in `session` (its mutex held)."""
-        session.owners.add(owner)
-        self._owner_sessions[owner] = session
-
-    def _after_fork_in_child(self) -> None:
-        """After a fork (gunicorn --preload, multiprocessing), no session is the child's.
-
-        Closing one would end the parent's session and free the parent's locks, so the
-        child drops them without closing, with fresh mutexes (a parent thread may have
-        held one at the fork); the ledger forgets the parent's holdings by itself.
-        """
-        self._sessions = [_Session(index) for index in range(self._pool_size)]
-        self._owner_sessions = {}
-
-    # -- machinery ----------------------------------------------------------------
-
-    if ASYNC:
-
-        async def _run(
-            self,
-            session: _Session[ConnectionT],
-            statement: _Statement[ConnectionT, _R],
-            *,
-            undo: Sequence[str] = (),
-            retry: bool = True,
-        ) -> _R:
-            """`_attempts`, with what a cancelled caller leaves behind put right.
-
-            A cancelled statement must not end the session (`_to_completion`), and an
-            acquisition that may have won for a caller who is gone must not keep the
-            server lock, which no holding owns (`undo`).
-            """
-            work = self._attempts(session, statement, undo=undo, retry=retry)
-            if not self.cancel_safe_driver:
-                return await self._to_completion(session, work, undo)
-            try:
-                return await work
-            except asyncio.CancelledError:
-                # The driver read the statement's end; whether it won is unknown, and
-                # releasing a lock the session does not hold is harmless.
-                if undo:
-                    await self._undo_for_cancelled(session, undo)
-                raise
-
-        async def _to_completion(
-            self, session: _Session[ConnectionT], work: Awaitable[_R], undo: Sequence[str]
-        ) -> _R:
-            """Finish `work` (statements on the session) even when the caller is cancelled.
-
-            A statement cancelled mid-reply leaves the driver between two packets, and
-            asyncmy then closes the connection, which ends the session and frees every
-            lock it holds. So the round trip always completes, under the session's mutex
-            the caller holds; an acquisition that won for a caller who is gone is
-            released at once (`undo`), and only then does the cancellation go on.
-            """
-            task = asyncio.ensure_future(work)
-            try:
-                return await asyncio.shield(task)
-            except asyncio.CancelledError:
-                await _completion(task)
-                # `_won` reads the task's outcome, so its failure is never left unread.
-                if _won(task) and undo:
-                    await self._undo_for_cancelled(session, undo)
-                raise
-
-        async def _undo_for_cancelled(
-            self, session: _Session[ConnectionT], names: Sequence[str]
-        ) -> None:
-            """Release `names` now, for a cancelled caller; else before the next statement."""
-            for name in names:
-                session.queue_unlock(name)
-            if session.connection is not None:
-                flush = self._flush_unlocks_quietly(session, session.connection)
-                await _completion(asyncio.ensure_future(flush))
-
-    async def _attempts(
-        self,
-        session: _Session[ConnectionT],
-        statement: _Statement[ConnectionT, _R],
-        *,
-        undo: Sequence[str] = (),
-        retry: bool = True,
-    ) -> _R:
-        """Run `statement` on `session` (under its mutex).
-
-        `undo`: the server locks the statement may have taken before it failed. With
-        `retry`, an idle session (no holding on it) that turns out dead is replaced
-        once at once: a server restart or an idle timeout lost no lock, so the call
-        should not fail for it.
-        """
-        idle = session.connection is not None and not session.owners
-        try:
-            return await self._on_session(session, statement, undo)
-        except self.driver_errors:
-            if not (retry and idle and session.connection is None):
-                raise
-        return await self._on_session(session, statement, undo)
-
-    async def _on_session(
-        self,
-        session: _Session[ConnectionT],
-        statement: _Statement[ConnectionT, _R],
-        undo: Sequence[str],
-    ) -> _R:
-        connection = await self._connected(session)
-        try:
-            return await statement(connection)
-        except self.driver_errors:
-            if not self._alive(connection):
-                await self._session_lost(session)
-            elif undo:
-                for name in undo:
-                    session.queue_unlock(name)
-                await self._flush_unlocks_quietly(session, connection)
-            raise
-
-    async def _connected(self, session: _Session[ConnectionT]) -> ConnectionT:
-        """The session's live connection, opened on demand, queued unlocks flushed first."""
-        if session.connection is None:
-            session.connection = await self._connect()
-        connection = session.connection
-        if session.pending_unlocks:
-            await self._flush_unlocks(session, connection)
-        return connection
-
-    async def _flush_unlocks(self, session: _Session[ConnectionT], connection: ConnectionT) -> None:
-        """Release every queued server lock; raises (and keeps the rest queued) on failure."""
-        while session.pending_unlocks:
-            name = session.pending_unlocks[0]
-            try:
-                await self._server_release(connection, name)
-            except self.driver_errors:
-                if not self._alive(connection):
-                    await self._session_lost(session)
-                raise
-            session.pending_unlocks.pop(0)
-
-    async def _flush_unlocks_quietly(
-        self, session: _Session[ConnectionT], connection: ConnectionT
-    ) -> None:
-        try:
-            await self._flush_unlocks(session, connection)
-        except self.driver_errors as err:
-            logger.warning(
-                "%s lock: undoing a failed acquisition failed too (%s); retried before the "
-                "next statement",
-                self.backend_name,
-                self._describe(err),
-            )
-
-    async def _sweep_when_due(self, session: _Session[ConnectionT]) -> None:
+    async def _sweep_when_due(self, session: PooledSession[ConnectionT]) -> None:
         now = time.monotonic()
         if now < self._next_sweep:
             return
@@ -741,64 +236,3 @@ class AsyncSessionLock(AsyncBaseLock, Generic[ConnectionT]):
                 self.backend_name,
                 self._describe(err),
             )
-
-    async def _drop_session(self, session: _Session[ConnectionT]) -> set[str]:
-        """Disconnect `session`, then forget it; return the owners it carried."""
-        if session.connection is not None:
-            await self._disconnect(session.connection)
-        owners = session.forget()
-        for owner in owners:
-            self._owner_sessions.pop(owner, None)
-        return owners
-
-    async def _session_lost(self, session: _Session[ConnectionT]) -> None:
-        """Drop the dead connection and mark every holding of THAT session as lost."""
-        owners = await self._drop_session(session)
-        ended = [holding for holding in self._ledger.holdings() if holding.owner in owners]
-        for holding in self._ledger.mark_lost(ended):
-            logger.error(
-                "%s lock %r is lost: its session %s (pool session %d) ended",
-                self.backend_name,
-                holding.name,
-                self._target,
-                session.index,
-            )
-
-    def _warn_release_queued(self, name: str, err: BaseException) -> None:
-        logger.warning(
-            "%s lock %r: release failed (%s); it stays held by its session until it is "
-            "released before that session's next statement",
-            self.backend_name,
-            name,
-            self._describe(err),
-        )
-
-    def _warn_check_failed(self, name: str, err: BaseException) -> None:
-        logger.warning(
-            "%s lock %r: checking the session's hold failed (%s); the session is alive, so "
-            "it still holds the lock",
-            self.backend_name,
-            name,
-            self._describe(err),
-        )
-
-
-if ASYNC:
-
-    async def _completion(task: asyncio.Future[Any]) -> None:
-        """Wait until `task` is done, whatever cancellations reach the waiter meanwhile."""
-        while not task.done():
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(task)
-
-    def _won(task: asyncio.Future[Any]) -> bool:
-        """Whether the finished acquisition `task` took its lock (a truthy result)."""
-        return not task.cancelled() and task.exception() is None and bool(task.result())
-
-
-async def _in_chunks(names: Sequence[str], send: _SendNames) -> list[bool]:
-    """`send` of each `ASKS_PER_STATEMENT` names in turn, their answers in order."""
-    answers: list[bool] = []
-    for start in range(0, len(names), ASKS_PER_STATEMENT):
-        answers.extend(await send(names[start : start + ASKS_PER_STATEMENT]))
-    return answers

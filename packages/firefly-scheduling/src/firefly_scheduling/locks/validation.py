@@ -46,3 +46,16 @@ def validate_ttl(ttl_seconds: object, *, source: str = "ttl_seconds") -> float:
     if not math.isfinite(ttl) or ttl <= 0:
         raise ValueError(f"{source} must be finite and > 0, got {ttl_seconds!r}")
     return ttl
+
+
+def validate_wait(wait: object, *, source: str = "wait") -> float:
+    """Return how long to wait, in seconds: 0 tries once, `math.inf` waits for ever.
+
+    Refuses negative values, NaN and non-numbers, naming the value.
+    """
+    if isinstance(wait, bool) or not isinstance(wait, Real):
+        raise TypeError(f"{source} must be a number of seconds, got {wait!r}")
+    seconds = float(wait)
+    if math.isnan(seconds) or seconds < 0:
+        raise ValueError(f"{source} must be >= 0 seconds (math.inf waits for ever), got {wait!r}")
+    return seconds

@@ -45,6 +45,7 @@ from firefly_scheduling.testing.hostile import (
     HostileNamesContract,
     LockFactory,
 )
+from firefly_scheduling.testing.waiting_contract import WaitingContract
 from firefly_scheduling.testing.workers import default_stop_signals, exclusive_file_worker
 
 #: Longest a lease backend may take past the TTL to free a lock (memcached rounds TTLs
@@ -84,7 +85,7 @@ class Nodes:
             _close(lock)
 
 
-class LockContract(HostileNamesContract):
+class LockContract(WaitingContract, HostileNamesContract):
     """Every rule of the port, proven against a real backend.
 
     Subclasses provide `lock_factory`. Servers with a network address also provide
@@ -165,11 +166,11 @@ class LockContract(HostileNamesContract):
     def test_hold_releases_on_exit(self, nodes: Nodes, name: str) -> None:
         first, second = nodes(), nodes()
         with hold(first, name, 30) as acquired:
-            assert acquired is True
+            assert acquired
             with hold(second, name, 30) as contended:
-                assert contended is False
+                assert not contended
         with hold(second, name, 30) as acquired_after:
-            assert acquired_after is True
+            assert acquired_after
 
     # -- TTL --------------------------------------------------------------------
 

@@ -14,6 +14,8 @@ Async cases run on a fresh event loop each (`pytest_pyfunc_call` in
 makes is closed on that loop when it ends.
 """
 
+# async-to-sync: rename AsyncWaitingContract WaitingContract
+
 from __future__ import annotations
 
 import asyncio  # sync: drop
@@ -46,6 +48,7 @@ from firefly_scheduling.testing.hostile_async import (
     AsyncHostileNamesContract,
     AsyncLockFactory,
 )
+from firefly_scheduling.testing.waiting_contract_async import AsyncWaitingContract
 from firefly_scheduling.testing.workers import default_stop_signals, exclusive_file_worker
 
 #: Longest a lease backend may take past the TTL to free a lock (memcached rounds TTLs
@@ -85,7 +88,7 @@ class AsyncNodes:
             await _close(lock)
 
 
-class AsyncLockContract(AsyncHostileNamesContract):
+class AsyncLockContract(AsyncWaitingContract, AsyncHostileNamesContract):
     """Every rule of the port, proven against a real backend.
 
     Subclasses provide `lock_factory`. Servers with a network address also provide
@@ -177,11 +180,11 @@ class AsyncLockContract(AsyncHostileNamesContract):
     async def test_hold_releases_on_exit(self, nodes: AsyncNodes, name: str) -> None:
         first, second = nodes(), nodes()
         async with ahold(first, name, 30) as acquired:
-            assert acquired is True
+            assert acquired
             async with ahold(second, name, 30) as contended:
-                assert contended is False
+                assert not contended
         async with ahold(second, name, 30) as acquired_after:
-            assert acquired_after is True
+            assert acquired_after
 
     # -- TTL --------------------------------------------------------------------
 

@@ -36,8 +36,8 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from firefly_scheduling.fires.keepalive import KEEPALIVE_STATS
 from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.locks.keepalive import KEEPALIVE_STATS
 from firefly_scheduling.version import __version__
 
 if TYPE_CHECKING:

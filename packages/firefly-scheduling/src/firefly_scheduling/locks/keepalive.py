@@ -1,4 +1,8 @@
-"""Keep-alive: renew held task locks while their bodies run, from one thread per process.
+"""Keep-alive: renew held locks while their holders work, from one thread per process.
+
+Shared by the fire runner (a task's lock while its body runs) and plain holds
+(`hold(..., keep_alive=True)`, `leadership`), so a process has one renewer whatever
+renews through it.
 
 A lease shorter than the task would let a second node start while the first still
 runs; a lease as long as the longest imaginable run would keep a died node's task
@@ -37,13 +41,14 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.port import HoldingLock
 
-logger = logging.getLogger("firefly_scheduling.fires")
+logger = logging.getLogger("firefly_scheduling.locks.keepalive")
 
 
 class KeepAliveStats:
@@ -82,6 +87,7 @@ class Watched(Generic[_Lock]):
 
     `interval` defaults to `ttl_seconds / 3`. `lost` is the event set when the
     holding is lost; pass your own to share it (the fire's context holds it).
+    `on_lost` is called then too, from the renewer (asyncio: on the loop).
     """
 
     def __init__(
@@ -92,6 +98,7 @@ class Watched(Generic[_Lock]):
         *,
         interval: float | None = None,
         lost: threading.Event | None = None,
+        on_lost: Callable[[], None] | None = None,
         label: str = "",
     ) -> None:
         self.lock = lock
@@ -101,6 +108,8 @@ class Watched(Generic[_Lock]):
         if not self.interval > 0:
             raise ValueError(f"keep-alive interval must be > 0, got {interval!r}")
         self.lost = threading.Event() if lost is None else lost
+        #: Called once, with `lost` set, when the holding is lost (an asyncio waiter's wake).
+        self.on_lost = on_lost
         self.label = label or holding.name
         self.stopped = False
         self.renewing = False
@@ -247,7 +256,7 @@ class Renewer:
 def judge_renewal(keep: Watched[Any], renewed: bool) -> bool | None:
     """What one renewal means: True renewed, False failed (try again soon), None stop.
 
-    Shared by the renewer thread and the asyncio keep-alive (`fires.asyncio_keepalive`),
+    Shared by the renewer thread and the asyncio keep-alive (`locks.asyncio_keepalive`),
     so both flavours mark a holding lost, and say so, by the same rule.
     """
     holding = keep.holding
@@ -260,6 +269,8 @@ def judge_renewal(keep: Watched[Any], renewed: bool) -> bool | None:
         return False
     if not keep.stopped:
         keep.lost.set()
+        if keep.on_lost is not None:
+            keep.on_lost()
         logger.error(
             "%s: the lock %r is lost while the body runs; another node may start this "
             "task meanwhile, and writes of this run will be fenced if it does",

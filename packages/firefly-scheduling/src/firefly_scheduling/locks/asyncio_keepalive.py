@@ -1,6 +1,6 @@
 """`AsyncKeepAlive`: renew a held task lock while an awaited body runs, from one task.
 
-The asyncio flavour of `fires.keepalive`, with the same rules (renew every
+The asyncio flavour of `locks.keepalive`, with the same rules (renew every
 `lock_ttl / 3`, retry a failed renewal half an interval later, mark the holding lost
 when the server refuses or the lease lapsed, never interrupt the body) and the same
 judgement of each renewal (`judge_renewal`). What differs is the mechanism: an
@@ -14,10 +14,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from firefly_scheduling.fires.keepalive import STOP_TIMEOUT_SECONDS, Watched, judge_renewal
+from firefly_scheduling.locks.keepalive import STOP_TIMEOUT_SECONDS, Watched, judge_renewal
 from firefly_scheduling.locks.port import AsyncHoldingLock
 
-logger = logging.getLogger("firefly_scheduling.fires")
+logger = logging.getLogger("firefly_scheduling.locks.keepalive")
 
 
 class AsyncKeepAlive(Watched[AsyncHoldingLock]):

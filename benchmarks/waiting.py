@@ -1,0 +1,276 @@
+"""Waiting acquisition: wake-up latency, load on the server while waiting, fairness.
+
+For every backend (its synchronous lock, `acquire(name, ttl, wait=...)`), and, on
+Redis, redis-py's `Lock(blocking=True)` in the same run:
+
+* **wake-up latency**: a holder releases, a waiter (another instance, its own
+  connection) was waiting; from the start of the release call to the return of the
+  waiter's acquisition, p50 and p99 over the rounds of each run;
+* **requests per second per waiter**: round trips a waiter sends while the lock
+  stays held (counted at the lock's own hooks, or redis-py's `do_acquire`);
+* **fairness**: 16 waiters across 4 processes take the lock in turn; the longest
+  wait over the mean wait (the goal is at most 2).
+
+    uv run python benchmarks/waiting.py            # the reference run
+    uv run python benchmarks/waiting.py --short    # proves the script
+
+Server URLs come from `FIREFLY_TEST_<BACKEND>_URL`, as the integration tests'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmark_results import Run, Table, add_arguments, servers_of, shorten, spread, summary
+
+DEFAULTS = {
+    "postgres": "postgresql://postgres@127.0.0.1:5432/postgres",
+    "mysql": "mysql://root@127.0.0.1:3306/mysql",
+    "redis": "redis://127.0.0.1:6379/0",
+    "memcached": "memcached://127.0.0.1:11211",
+    "etcd": "etcd://127.0.0.1:2379",
+    "database": "sqlite:////tmp/firefly-waiting-bench.sqlite3",
+}
+
+
+def url(backend: str) -> str:
+    return os.environ.get(f"FIREFLY_TEST_{backend.upper()}_URL", DEFAULTS[backend])
+
+
+def factory(backend: str) -> Callable[[], Any]:
+    """A callable making a new, independent lock of `backend` (picklable for spawn)."""
+    module, cls = {
+        "postgres": ("firefly_scheduling_postgres", "PgAdvisoryLock"),
+        "mysql": ("firefly_scheduling_mysql", "MySqlNamedLock"),
+        "redis": ("firefly_scheduling_redis", "RedisLock"),
+        "memcached": ("firefly_scheduling_memcached", "MemcachedLock"),
+        "etcd": ("firefly_scheduling_etcd", "EtcdLock"),
+        "database": ("firefly_scheduling_database", "DatabaseLeaseLock"),
+    }[backend]
+    lock_class = getattr(__import__(module), cls)
+    if backend == "database":
+        lock_class(url(backend)).install()  # its tables, once (idempotent)
+    return partial(lock_class, url(backend))
+
+
+class Counted:
+    """Counts the round trips a lock sends to acquire (wrapping its hooks)."""
+
+    def __init__(self, lock: Any) -> None:
+        self.count = 0
+        for hook in ("_acquire", "_acquire_fenced", "_acquire_within"):
+            original = getattr(lock, hook)
+
+            def counted(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                self.count += 1
+                return _original(*args, **kwargs)
+
+            setattr(lock, hook, counted)
+
+
+# -- wake-up latency and load -------------------------------------------------------
+
+
+def ours(backend: str) -> tuple[Callable[[str], Any], Callable[[str, float], Any], Any]:
+    make = factory(backend)
+    holder, waiter = make(), make()
+
+    def hold(name: str) -> Callable[[], None]:
+        holding = holder.acquire(name, 30)
+        assert holding is not None
+        return lambda: holder.release_holding(holding)
+
+    def wait(name: str, seconds: float) -> Callable[[], None] | None:
+        holding = waiter.acquire(name, 30, wait=seconds)
+        return None if holding is None else (lambda: waiter.release_holding(holding))
+
+    return hold, wait, waiter
+
+
+def redis_py() -> tuple[Callable[[str], Any], Callable[[str, float], Any], Any]:
+    import redis  # noqa: PLC0415
+
+    holder, waiter = redis.Redis.from_url(url("redis")), redis.Redis.from_url(url("redis"))
+
+    def hold(name: str) -> Callable[[], None]:
+        lock = holder.lock(f"bench:{name}", timeout=30)
+        assert lock.acquire(blocking=False)
+        release: Callable[[], None] = lock.release
+        return release
+
+    def wait(name: str, seconds: float) -> Callable[[], None] | None:
+        lock = waiter.lock(f"bench:{name}", timeout=30, blocking_timeout=seconds)
+        return lock.release if lock.acquire(blocking=True) else None
+
+    return hold, wait, None
+
+
+def wake_latency(hold: Any, wait: Any, rounds: int) -> list[float]:
+    """Milliseconds from the start of the holder's release to the waiter's win."""
+    samples = []
+    for _ in range(rounds):
+        name = f"bench-wait-{uuid.uuid4().hex}"
+        release = hold(name)
+        won: list[Any] = []
+        thread = threading.Thread(target=_wait_into, args=(wait, name, won))
+        thread.start()
+        time.sleep(0.3)  # the waiter is waiting (on the server, where it can)
+        released_at = time.monotonic()
+        release()
+        thread.join(35)
+        unlock, won_at = won[0]
+        assert unlock is not None, "the waiter did not win"
+        samples.append((won_at - released_at) * 1000)
+        unlock()
+    return samples
+
+
+def _wait_into(wait: Any, name: str, won: list[Any]) -> None:
+    won.append((wait(name, 30), time.monotonic()))
+
+
+def load(hold: Any, wait: Any, counted: Counted | None, seconds: float) -> float | None:
+    """Acquisition round trips per second a waiter sends while the lock stays held."""
+    if counted is None:
+        return None
+    name = f"bench-load-{uuid.uuid4().hex}"
+    release = hold(name)
+    before = counted.count
+    started = time.monotonic()
+    assert wait(name, seconds) is None
+    rate = (counted.count - before) / (time.monotonic() - started)
+    release()
+    return rate
+
+
+# -- fairness ------------------------------------------------------------------------
+
+
+def fairness_worker(make: Callable[[], Any], name: str, rounds: int, threads: int) -> list[float]:
+    lock = make()
+    waits: list[float] = []
+    mutex = threading.Lock()
+
+    def run() -> None:
+        for _ in range(rounds):
+            started = time.monotonic()
+            holding = lock.acquire(name, 30, wait=120)
+            assert holding is not None
+            with mutex:
+                waits.append(time.monotonic() - started)
+            time.sleep(0.02)
+            lock.release_holding(holding)
+
+    workers = [threading.Thread(target=run) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return waits
+
+
+def fairness(backend: str, rounds: int) -> float:
+    """The longest wait over the mean, 16 waiters in 4 processes."""
+    name = f"bench-fair-{uuid.uuid4().hex}"
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(4) as pool:
+        results = [
+            pool.apply_async(fairness_worker, (factory(backend), name, rounds, 4)) for _ in range(4)
+        ]
+        waits = [w for result in results for w in result.get(timeout=600)]
+    return max(waits) / statistics.mean(waits)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--load-seconds", type=float, default=5.0)
+    parser.add_argument("--fair-rounds", type=int, default=5)
+    parser.add_argument("--only", action="append", choices=sorted(DEFAULTS), default=None)
+    add_arguments(parser)
+    args = parser.parse_args()
+    shorten(args, parser, runs=2, rounds=10, load_seconds=1.5, fair_rounds=2)
+    selected = args.only or list(DEFAULTS)
+    run = Run("waiting", args, parser, servers=servers_of(selected))
+    cases: list[tuple[str, str, Callable[[], Any]]] = [
+        (b, "firefly", partial(ours, b)) for b in selected
+    ]
+    if "redis" in selected:
+        cases.append(("redis", "redis-py Lock(blocking=True)", redis_py))
+    figures: list[dict[str, Any]] = []
+    table = Table(
+        "Waiting acquisition",
+        [
+            "backend",
+            "implementation",
+            "wake-up p50 ms",
+            "wake-up p99 ms",
+            "requests/s per waiter",
+            "longest/mean wait (16 waiters, 4 processes)",
+        ],
+        align="llrrrr",
+    )
+    for backend, label, build in cases:
+        p50s, p99s, rates, fairs = [], [], [], []
+        for _ in range(args.runs):
+            hold, wait, waiter = build()
+            samples = wake_latency(hold, wait, args.rounds)
+            p50s.append(percentile(samples, 0.5))
+            p99s.append(percentile(samples, 0.99))
+            rate = load(
+                hold, wait, Counted(waiter) if waiter is not None else None, args.load_seconds
+            )
+            if rate is not None:
+                rates.append(rate)
+            if label == "firefly":
+                fairs.append(fairness(backend, args.fair_rounds))
+        figures.append(
+            {
+                "backend": backend,
+                "implementation": label,
+                "wake_p50_ms": summary(p50s),
+                "wake_p99_ms": summary(p99s),
+                "requests_per_second_per_waiter": summary(rates),
+                "longest_over_mean_wait": summary(fairs),
+            }
+        )
+        row = [backend, label, spread(p50s, 2), spread(p99s, 2), spread(rates, 1), spread(fairs, 2)]
+        table.rows.append(row)
+        print(" | ".join(row), flush=True)
+    run.write(
+        "Waiting acquisition: wake-up latency, load while waiting, fairness",
+        [table],
+        figures,
+        notes=[
+            f"{args.runs} runs; each: {args.rounds} wake-ups (holder and waiter are two "
+            "instances, two connections, in one process; latency from the start of the "
+            "release call to the waiter's return), a waiter kept waiting "
+            f"{args.load_seconds:g} s on a held lock (acquisition round trips counted at the "
+            f"lock's hooks), and 16 waiters in 4 processes taking the lock {args.fair_rounds} "
+            "times each. Median (range) over the runs.",
+            "requests/s for redis-py is not counted here (its client sends SET NX every "
+            "0.1 s by default: 10/s).",
+        ],
+    )
+
+
+if __name__ == "__main__":
+    main()

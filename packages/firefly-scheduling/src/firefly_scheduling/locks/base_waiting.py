@@ -1,0 +1,166 @@
+# Generated from base_waiting_async.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
+"""`WaitingAcquisition`: an acquisition that waits, up to `wait` seconds, for its name.
+
+A middle layer of `BaseLock` (`locks.base_async`). `acquire(name, ttl, wait=...)`
+with `wait > 0` tries, and while it loses, waits for a chance to try again, in the
+way the backend does best:
+
+* **On the server** (`waits_on_server`, the session backends): the attempt itself
+  waits, in the server's own queue (`_acquire_within`: PostgreSQL's
+  `pg_advisory_lock` under a `lock_timeout`, MySQL's `GET_LOCK(name, timeout)`), so
+  the server hands the lock over the moment its holder lets go.
+* **On a notification** (`_release_signal`): the backend wakes the waiter when the
+  name is released (a Redis message, an etcd watch), and `_pause_after_loss` bounds
+  the wait by what the server said of the holder's lease.
+* **Otherwise** it sleeps a capped, jittered, exponentially growing pause
+  (`waiting.Backoff`) between attempts.
+
+Waiters of one instance for one name are served in arrival order (`waiting.AsyncWaiters`):
+only the first talks to the server. A name this instance itself holds is waited for
+locally, woken by its release. A cancelled wait (asyncio cancellation, or
+`KeyboardInterrupt` in a thread) leaves nothing behind: an attempt it interrupted is
+undone with its own owner token, and its turn passes to the next waiter.
+
+Written once, for asyncio; `locks/base_waiting.py` is generated from it by
+`tools/async_to_sync.py`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, ClassVar
+
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.locks.base_claims import ClaimsAndBatches
+from firefly_scheduling.locks.holding import Holding, Reservation
+from firefly_scheduling.locks.waiting import Backoff, Waiters, sleep_until_woken
+
+logger = logging.getLogger("firefly_scheduling.locks")
+
+#: Longest a waiter sleeps before looking again at a name this instance holds itself
+#: (a release wakes it at once; a session's end marks the holding lost without one).
+LOCAL_RECHECK_SECONDS = 1.0
+
+
+class WaitingAcquisition(ClaimsAndBatches):
+    """Acquisitions that wait for their name (see the module doc)."""
+
+    #: The attempt itself waits on the server (`_acquire_within`), so no pause follows it.
+    waits_on_server: ClassVar[bool] = False
+
+    def __init__(self, *, target: str = "", secrets: tuple[str, ...] = ()) -> None:
+        super().__init__(target=target, secrets=secrets)
+        self._waiters = Waiters()
+
+    # -- hooks for subclasses ---------------------------------------------------------
+
+    def _acquire_within(
+        self, name: str, owner: str, ttl_seconds: float, seconds: float, *, fenced: bool
+    ) -> int | bool | None:
+        """Take `name` for `owner`, waiting on the server at most `seconds` (finite, > 0).
+
+        Fenced: the new token, or None when still taken; else won or not. Only called
+        when `waits_on_server`.
+        """
+        raise NotImplementedError(f"the {self.backend_name} backend has no server-side wait")
+
+    @contextmanager
+    def _release_signal(self, name: str, wake: Any) -> Iterator[None]:
+        """While the block runs, call `wake()` when `name` may have been released.
+
+        The default has no notification: the pauses alone pace the attempts. A backend
+        that has one subscribes here, BEFORE the first attempt, so that no release
+        between a lost attempt and the pause goes unseen.
+        """
+        yield
+
+    def _pause_after_loss(self, name: str, backoff: Backoff) -> float:
+        """How long to sleep after a lost attempt, unless woken earlier."""
+        return backoff.next()
+
+    # -- the waiting acquisition ---------------------------------------------------------
+
+    def _acquire_waiting(
+        self, name: str, ttl_seconds: float, seconds: float, *, fenced: bool
+    ) -> Holding | None:
+        """`acquire` with `wait=seconds` (> 0, possibly infinite); name and TTL checked."""
+        deadline = time.monotonic() + seconds
+        with self._waiters.turn(name, deadline) as waiter:
+            if waiter is None:
+                return None
+            with self._release_signal(name, waiter.event.set):
+                backoff = Backoff()
+                while True:
+                    reservation = self._ledger.reserve(name, ttl_seconds)
+                    if reservation is None:
+                        # This instance holds (or is taking) the name: wait for it here.
+                        until = min(deadline, time.monotonic() + LOCAL_RECHECK_SECONDS)
+                        holding = self._ledger.current(name)
+                        if holding is not None and holding.expires_at < until:
+                            until = holding.expires_at
+                        if not sleep_until_woken(waiter, until) and until >= deadline:
+                            return None
+                        continue
+                    remaining = deadline - time.monotonic()
+                    within = min(remaining, 3600.0) if self.waits_on_server else 0.0
+                    holding = self._acquire_reserved(reservation, fenced, within)
+                    if holding is not None:
+                        return holding
+                    if deadline - time.monotonic() <= 0:
+                        return None
+                    if not self.waits_on_server:
+                        pause = self._pause_after_loss(name, backoff)
+                        sleep_until_woken(waiter, min(deadline, time.monotonic() + max(pause, 0.0)))
+
+    def _acquire_reserved(
+        self, reservation: Reservation, fenced: bool, within: float
+    ) -> Holding | None:
+        """One attempt for `reservation`: waiting on the server up to `within` seconds
+        (`_acquire_within`) when > 0, else the backend's single round trip."""
+        won = False
+        name, owner, ttl = reservation.name, reservation.owner, reservation.ttl_seconds
+        try:
+            try:
+                if within > 0:
+                    answer = self._acquire_within(name, owner, ttl, within, fenced=fenced)
+                    fence = answer if fenced and isinstance(answer, int) else None
+                    won = answer is not None if fenced else bool(answer)
+                elif fenced:
+                    fence = self._acquire_fenced(name, owner, ttl)
+                    won = fence is not None
+                else:
+                    fence, won = None, self._acquire(name, owner, ttl)
+            except ConfigurationError:
+                raise
+            except self.driver_errors as err:
+                raise self._backend_error("acquiring", name, err) from err
+            except BaseException:
+                if not self.session_scoped:  # sessions undo their own (`_run`'s `undo`)
+                    self._undo_interrupted(name, owner)
+                raise
+            return self._ledger.record(reservation, fence) if won else None
+        finally:
+            if not won:
+                self._ledger.abandon(reservation)
+
+    def _undo_interrupted(self, name: str, owner: str) -> None:
+        """An attempt was cancelled or interrupted mid-round-trip: it may have won a lease
+        that no holding owns. Release it by its owner token (a no-op if it lost), so the
+        name is free now rather than at the TTL."""
+        self._release_quietly(name, owner)
+
+    def _release_quietly(self, name: str, owner: str) -> None:
+        try:
+            self._release(name, owner)
+        except Exception as err:  # noqa: BLE001 - the lease expires anyway; say so
+            logger.warning(
+                "%s lock %r: undoing an interrupted acquisition failed (%s); it expires "
+                "with its TTL",
+                self.backend_name,
+                name,
+                self._describe(err),
+            )

@@ -1,0 +1,316 @@
+# Generated from session_pool_async.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
+"""`SessionPool`: the dedicated server sessions of a session lock, and how a
+statement runs on one of them with its failures isolated.
+
+The bottom of `SessionLock` (`locks.session_async`, whose module doc tells the
+whole story). A lock instance keeps up to `pool_size` dedicated connections, each
+used by one statement at a time under its own mutex (`PooledSession`):
+
+* `_any_session` lends the first free session, else waits in turn for one, at most
+  `pool_timeout_seconds`, then fails with `PoolExhaustedError`; it never opens a
+  connection beyond the pool.
+* `_run` sends a statement on a session: only a real disconnect (`_alive`) ends the
+  session, marks ITS holdings lost and moves its generation on; any other error
+  fails that call alone. Server locks a failed or cancelled statement may have taken
+  are queued for unlocking (`undo`) and released before the session's next statement.
+
+Written once, for asyncio; `locks/session_pool.py` is generated from it by
+`tools/async_to_sync.py`. In asyncio, `_run` finishes a statement even when its
+caller is cancelled; a thread has no such thing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from abc import abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import ClassVar, Generic, TypeVar
+
+from firefly_scheduling.concurrency.connection_budget import POOL_TIMEOUT_SECONDS, URL_PARAMETER
+from firefly_scheduling.concurrency.forks import reset_in_forked_child
+from firefly_scheduling.concurrency.pool_size import PoolExhaustedError
+from firefly_scheduling.locks.base import BaseLock
+
+logger = logging.getLogger("firefly_scheduling.locks")
+
+ConnectionT = TypeVar("ConnectionT")
+_R = TypeVar("_R")
+
+#: A statement run on the session: takes the connection, returns the result.
+Statement = Callable[[ConnectionT], _R]
+
+
+#: An ask's key: the holding's owner token, and whether it is a release (else a check).
+AskKey = tuple[str, bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """A keep-alive check or a release of one holding, waiting for its session
+    (`locks.session_asks_async` sends the waiting asks of a session together)."""
+
+    name: str
+    generation: int
+
+
+class PooledSession(Generic[ConnectionT]):
+    """One session of the pool: its connection, its mutex and the holdings it carries."""
+
+    __slots__ = (
+        "answers",
+        "asks",
+        "connection",
+        "generation",
+        "index",
+        "mutex",
+        "owners",
+        "pending_unlocks",
+    )
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.connection: ConnectionT | None = None
+        self.mutex = threading.Lock()
+        # Bumped whenever the session ends: its holdings of older generations are gone.
+        self.generation = 0
+        # Owner tokens whose server lock lives in this session.
+        self.owners: set[str] = set()
+        # Server locks this session may hold although no holding owns them.
+        self.pending_unlocks: list[str] = []
+        # Checks and releases waiting for the session, answered together (`_Ask`).
+        self.asks: dict[AskKey, Ask] = {}
+        # The answers to asks that another caller's batch sent, until their callers read them.
+        self.answers: dict[AskKey, bool] = {}
+
+    def queue_unlock(self, name: str) -> None:
+        if name not in self.pending_unlocks:
+            self.pending_unlocks.append(name)
+
+    def forget(self) -> set[str]:
+        """No connection, a new generation, no pending unlocks; return its owners."""
+        owners, self.owners = self.owners, set()
+        self.connection = None
+        self.generation += 1
+        self.pending_unlocks.clear()
+        self.answers.clear()
+        return owners
+
+
+class SessionPool(BaseLock, Generic[ConnectionT]):
+    """The sessions of one lock instance and the running of statements on them."""
+
+    #: Longest a caller waits for a session of a busy pool.
+    pool_timeout_seconds: ClassVar[float] = POOL_TIMEOUT_SECONDS
+
+    def __init__(self, *, target: str, secrets: tuple[str, ...] = (), pool_size: int = 1) -> None:
+        super().__init__(target=target, secrets=secrets)
+        if pool_size < 1:
+            raise ValueError(f"a session pool needs at least one session, got {pool_size!r}")
+        self._pool_size = pool_size
+        self._sessions: list[PooledSession[ConnectionT]] = [
+            PooledSession(i) for i in range(pool_size)
+        ]
+        # Owner token -> the session whose server lock it holds.
+        self._owner_sessions: dict[str, PooledSession[ConnectionT]] = {}
+        self._rotation = 0
+        self._next_sweep = 0.0
+        reset_in_forked_child(self, SessionPool._after_fork_in_child)
+
+    @property
+    def pool_size(self) -> int:
+        """The most sessions (server connections) this instance opens at once."""
+        return self._pool_size
+
+    def _session_of(self, name: str) -> PooledSession[ConnectionT] | None:
+        """The session holding `name` now, if any (tests, diagnostics)."""
+        holding = self._ledger.current(name)
+        return None if holding is None else self._owner_sessions.get(holding.owner)
+
+    def _connection_of(self, name: str) -> ConnectionT | None:
+        """The connection of the session holding `name` now, if any (tests, diagnostics)."""
+        session = self._session_of(name)
+        return None if session is None else session.connection
+
+    # -- hooks ------------------------------------------------------------------
+
+    @abstractmethod
+    def _connect(self) -> ConnectionT:
+        """Open one dedicated connection (autocommit, bounded connect timeout)."""
+
+    @abstractmethod
+    def _disconnect(self, connection: ConnectionT) -> None:
+        """Close `connection`, ignoring errors: it may already be dead."""
+
+    @abstractmethod
+    def _alive(self, connection: ConnectionT) -> bool:
+        """Whether `connection` is still usable after one of its statements failed."""
+
+    @abstractmethod
+    def _server_release(self, connection: ConnectionT, name: str) -> bool:
+        """Release the server lock; False if this session did not hold it."""
+
+    def _close(self) -> None:
+        for session in self._sessions:
+            session.mutex.acquire()
+            try:
+                self._drop_session(session)
+            finally:
+                session.mutex.release()
+
+    # -- the pool -----------------------------------------------------------------
+
+    @contextmanager
+    def _any_session(self) -> Iterator[PooledSession[ConnectionT]]:
+        """A free session, its mutex held: the first free one, else wait for one in turn."""
+        chosen: PooledSession[ConnectionT] | None = None
+        for session in self._sessions:
+            if self._try_take(session.mutex):
+                chosen = session
+                break
+        if chosen is None:
+            self._rotation = (self._rotation + 1) % self._pool_size
+            chosen = self._sessions[self._rotation]
+            self._take(chosen.mutex)
+        try:
+            yield chosen
+        finally:
+            chosen.mutex.release()
+
+    def _try_take(self, mutex: threading.Lock) -> bool:
+        """Take `mutex` if it is free; False at once when it is not."""
+        # asyncio: an unlocked lock is taken at once, unless coroutines queue for it.
+        return mutex.acquire(blocking=False)
+
+    def _take(self, mutex: threading.Lock) -> None:
+        """Acquire a session's mutex, waiting at most `pool_timeout_seconds`."""
+        seconds = self.pool_timeout_seconds
+        taken = mutex.acquire(timeout=seconds)
+        if not taken:
+            raise PoolExhaustedError(self._pool_size, seconds, setting=URL_PARAMETER)
+
+    def _hold(self, session: PooledSession[ConnectionT], owner: str) -> None:
+        """Record that `owner`'s server lock lives in `session` (its mutex held)."""
+        session.owners.add(owner)
+        self._owner_sessions[owner] = session
+
+    def _after_fork_in_child(self) -> None:
+        """After a fork (gunicorn --preload, multiprocessing), no session is the child's.
+
+        Closing one would end the parent's session and free the parent's locks, so the
+        child drops them without closing, with fresh mutexes (a parent thread may have
+        held one at the fork); the ledger forgets the parent's holdings by itself.
+        """
+        self._sessions = [PooledSession(index) for index in range(self._pool_size)]
+        self._owner_sessions = {}
+
+    # -- machinery ----------------------------------------------------------------
+
+    def _run(
+        self,
+        session: PooledSession[ConnectionT],
+        statement: Statement[ConnectionT, _R],
+        *,
+        undo: Sequence[str] = (),
+        retry: bool = True,
+    ) -> _R:
+        """Run `statement` on `session` (under its mutex).
+
+        `undo`: the server locks the statement may have taken before it failed. With
+        `retry`, an idle session (no holding on it) that turns out dead is replaced
+        once at once: a server restart or an idle timeout lost no lock, so the call
+        should not fail for it.
+        """
+        idle = session.connection is not None and not session.owners
+        try:
+            return self._on_session(session, statement, undo)
+        except self.driver_errors:
+            if not (retry and idle and session.connection is None):
+                raise
+        return self._on_session(session, statement, undo)
+
+    def _on_session(
+        self,
+        session: PooledSession[ConnectionT],
+        statement: Statement[ConnectionT, _R],
+        undo: Sequence[str],
+    ) -> _R:
+        connection = self._connected(session)
+        try:
+            return statement(connection)
+        except self.driver_errors:
+            if not self._alive(connection):
+                self._session_lost(session)
+            elif undo:
+                for name in undo:
+                    session.queue_unlock(name)
+                self._flush_unlocks_quietly(session, connection)
+            raise
+
+    def _connected(self, session: PooledSession[ConnectionT]) -> ConnectionT:
+        """The session's live connection, opened on demand, queued unlocks flushed first."""
+        if session.connection is None:
+            session.connection = self._connect()
+        connection = session.connection
+        if session.pending_unlocks:
+            self._flush_unlocks(session, connection)
+        return connection
+
+    def _flush_unlocks(self, session: PooledSession[ConnectionT], connection: ConnectionT) -> None:
+        """Release every queued server lock; raises (and keeps the rest queued) on failure."""
+        while session.pending_unlocks:
+            name = session.pending_unlocks[0]
+            try:
+                self._server_release(connection, name)
+            except self.driver_errors:
+                if not self._alive(connection):
+                    self._session_lost(session)
+                raise
+            session.pending_unlocks.pop(0)
+
+    def _flush_unlocks_quietly(
+        self, session: PooledSession[ConnectionT], connection: ConnectionT
+    ) -> None:
+        try:
+            self._flush_unlocks(session, connection)
+        except self.driver_errors as err:
+            logger.warning(
+                "%s lock: undoing a failed acquisition failed too (%s); retried before the "
+                "next statement",
+                self.backend_name,
+                self._describe(err),
+            )
+
+    def _drop_session(self, session: PooledSession[ConnectionT]) -> set[str]:
+        """Disconnect `session`, then forget it; return the owners it carried."""
+        if session.connection is not None:
+            self._disconnect(session.connection)
+        owners = session.forget()
+        for owner in owners:
+            self._owner_sessions.pop(owner, None)
+        return owners
+
+    def _session_lost(self, session: PooledSession[ConnectionT]) -> None:
+        """Drop the dead connection and mark every holding of THAT session as lost."""
+        owners = self._drop_session(session)
+        ended = [holding for holding in self._ledger.holdings() if holding.owner in owners]
+        for holding in self._ledger.mark_lost(ended):
+            logger.error(
+                "%s lock %r is lost: its session %s (pool session %d) ended",
+                self.backend_name,
+                holding.name,
+                self._target,
+                session.index,
+            )
+
+    def _warn_release_queued(self, name: str, err: BaseException) -> None:
+        logger.warning(
+            "%s lock %r: release failed (%s); it stays held by its session until it is "
+            "released before that session's next statement",
+            self.backend_name,
+            name,
+            self._describe(err),
+        )

@@ -1,0 +1,329 @@
+"""The waiting, keep-alive and leadership contract, written once for both flavours.
+
+Mixed into `AsyncLockContract` (and, generated, `LockContract`), so every backend
+runs it with the fixtures it already supplies (`nodes`, `name`, `capabilities`,
+`lock_factory`). Each claim is checked from outside the instance under test: a second
+instance (another connection, as another node would be), child processes and the
+signals sent to them, and the kernel's monotonic clock.
+
+Long versions (more processes, more rounds) run with `FIREFLY_TEST_LONG=1`.
+
+Written once, for asyncio; `testing/waiting_contract.py` is generated from it by
+`tools/async_to_sync.py`.
+"""
+
+# async-to-sync: rename AsyncWaitingContract WaitingContract
+# async-to-sync: rename AsyncHold Hold
+
+from __future__ import annotations
+
+import asyncio  # sync: drop
+import math
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
+from firefly_scheduling.locks.hold_async import AsyncHold, ahold
+from firefly_scheduling.locks.holding import Holding
+from firefly_scheduling.locks.port import LockCapabilities
+from firefly_scheduling.testing.leader_workers import campaign, interrupted_waiter, read_events
+
+#: Longest a lease backend may take past the TTL to free a lock (as the lock contract).
+EXPIRY_SLACK_SECONDS = 2.5
+#: Leadership TTL: etcd's shortest lease is 2 s.
+LEADER_TTL_SECONDS = 2.0
+LONG = os.environ.get("FIREFLY_TEST_LONG", "") not in {"", "0"}
+
+
+def _acquirer(lock: Any) -> Any:
+    assert hasattr(lock, "acquire"), f"{lock!r} hands out no holdings"
+    return lock
+
+
+class _Background:
+    """A call running beside the case: an asyncio task, or a thread."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self.result: Any = None
+        if ASYNC:
+            self._task = asyncio.ensure_future(call())
+        else:
+            self._error: BaseException | None = None
+
+            def run() -> None:
+                try:
+                    self.result = call()
+                except BaseException as err:  # noqa: BLE001 - handed to the case
+                    self._error = err
+
+            self._thread = threading.Thread(target=run, daemon=True)
+            self._thread.start()
+
+    async def outcome(self, timeout: float) -> Any:
+        if ASYNC:
+            self.result = await asyncio.wait_for(self._task, timeout)
+        else:
+            self._thread.join(timeout)
+            assert not self._thread.is_alive(), f"the call did not end within {timeout} s"
+            if self._error is not None:
+                raise self._error
+        return self.result
+
+
+async def _pause(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+class AsyncWaitingContract:
+    """Waiting acquisition, keep-alive and leadership, proven on the real server."""
+
+    # -- waiting ----------------------------------------------------------------
+
+    async def test_a_waiter_wakes_when_the_holder_releases(self, nodes: Any, name: str) -> None:
+        holder, waiter, witness = _acquirer(nodes()), _acquirer(nodes()), nodes()
+        held = await holder.acquire(name, 30)
+        assert held is not None
+        waiting = _Background(lambda: waiter.acquire(name, 30, wait=30))
+        await _pause(0.5)
+        assert await witness.try_acquire(name, 30) is False, "the waiter took a held lock"
+        released_at = time.monotonic()
+        await holder.release_holding(held)
+        won: Holding | None = await waiting.outcome(30)
+        assert isinstance(won, Holding), "the waiter did not win after the release"
+        assert time.monotonic() - released_at < 5, "the waiter woke late"
+        assert await witness.try_acquire(name, 30) is False, "the waiter's win is not on the server"
+        await waiter.release_holding(won)
+        assert await witness.try_acquire(name, 30), "the waiter's release did not free it"
+        await witness.release(name)
+
+    async def test_a_wait_that_times_out_returns_none_and_leaves_nothing(
+        self, nodes: Any, name: str
+    ) -> None:
+        holder, waiter, witness = _acquirer(nodes()), _acquirer(nodes()), nodes()
+        held = await holder.acquire(name, 30)
+        assert held is not None
+        started = time.monotonic()
+        assert await waiter.acquire(name, 30, wait=0.6) is None
+        waited = time.monotonic() - started
+        assert 0.6 <= waited < 0.6 + EXPIRY_SLACK_SECONDS, f"waited {waited:.3f} s for 0.6 s"
+        await holder.release_holding(held)
+        assert await witness.try_acquire(name, 30), "a timed-out wait kept the lock"
+        await witness.release(name)
+
+    @pytest.mark.parametrize("wait", [-1, math.nan, "1"])
+    async def test_a_bad_wait_is_refused(self, nodes: Any, name: str, wait: Any) -> None:
+        with pytest.raises((ValueError, TypeError), match="wait"):
+            await _acquirer(nodes()).acquire(name, 30, wait=wait)
+
+    async def test_waiters_of_one_instance_are_served_in_arrival_order(
+        self, nodes: Any, name: str
+    ) -> None:
+        holder, shared = _acquirer(nodes()), _acquirer(nodes())
+        held = await holder.acquire(name, 30)
+        assert held is not None
+        order: list[int] = []
+
+        def waiter(index: int) -> Callable[[], Any]:
+            async def run() -> None:
+                won = await shared.acquire(name, 30, wait=60)
+                assert won is not None
+                order.append(index)
+                await _pause(0.05)
+                await shared.release_holding(won)
+
+            return run
+
+        waiters = []
+        for index in range(4):
+            waiters.append(_Background(waiter(index)))
+            await _pause(0.2)  # each is queued before the next arrives
+        await holder.release_holding(held)
+        for waiting in waiters:
+            await waiting.outcome(60)
+        assert order == [0, 1, 2, 3], f"served out of arrival order: {order}"
+
+    # -- keep-alive and loss --------------------------------------------------------
+
+    async def test_keep_alive_holds_across_five_ttls(
+        self, nodes: Any, name: str, capabilities: LockCapabilities
+    ) -> None:
+        ttl = 0.6
+        lock, witness = nodes(), nodes()
+        async with ahold(lock, name, ttl, keep_alive=True) as held:
+            assert held
+            deadline = time.monotonic() + 5 * ttl
+            while time.monotonic() < deadline:
+                assert await witness.try_acquire(name, 30) is False, "the kept lease lapsed"
+                await _pause(ttl / 2)
+            assert not held.lost
+            assert held.token is not None or not capabilities.fenced
+        assert await witness.try_acquire(name, 30), "the hold was not released on exit"
+        await witness.release(name)
+
+    async def test_keep_alive_reports_a_lease_or_session_the_server_dropped(
+        self, nodes: Any, name: str, lease_dropper: Callable[[str], None]
+    ) -> None:
+        """The server ends the holding behind the holder's back (a second client deletes
+        the lease or ends the session); the keep-alive must say so within a TTL."""
+        ttl = 0.9
+        lock = nodes()
+        async with ahold(lock, name, ttl, keep_alive=True) as held:
+            assert held
+            assert not _lost(held)
+            lease_dropper(name)
+            deadline = time.monotonic() + ttl + EXPIRY_SLACK_SECONDS
+            while not _lost(held):
+                assert time.monotonic() < deadline, "the dropped lock was not reported lost"
+                await _pause(0.05)
+            assert held.lost_event.is_set()
+
+    @pytest.fixture
+    def lease_dropper(self) -> Callable[[str], None]:
+        """Ends the server's record of a held name with a second client (per backend)."""
+        pytest.skip("the backend supplies no lease_dropper")
+
+    # -- cancellation ---------------------------------------------------------------
+
+    if ASYNC:
+
+        async def test_a_cancelled_wait_leaves_nothing_on_the_server(
+            self, nodes: Any, name: str
+        ) -> None:
+            holder, waiter, witness = _acquirer(nodes()), _acquirer(nodes()), nodes()
+            held = await holder.acquire(name, 30)
+            assert held is not None
+            task = asyncio.ensure_future(waiter.acquire(name, 30, wait=60))
+            await _pause(0.5)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(task, 10)
+            await holder.release_holding(held)
+            # A waiter left on the server would take the lock the moment it was freed.
+            assert await witness.try_acquire(name, 30), "a cancelled waiter took the lock"
+            await witness.release(name)
+            assert await waiter.try_acquire(name, 30), "the cancelled instance no longer works"
+            await waiter.release(name)
+
+    else:
+
+        def test_an_interrupted_wait_leaves_nothing_on_the_server(
+            self,
+            lock_factory: Any,
+            nodes: Any,
+            name: str,
+            capabilities: LockCapabilities,
+            tmp_path: Path,
+        ) -> None:
+            """KeyboardInterrupt (SIGINT) in a waiting process's main thread."""
+            if not capabilities.cross_process:
+                pytest.skip("this backend only excludes threads of one process")
+            holder, witness = _acquirer(nodes()), nodes()
+            held = holder.acquire(name, 30)
+            assert held is not None
+            log = str(tmp_path / "events")
+            Path(log).write_text("")
+            child = multiprocessing.get_context("spawn").Process(
+                target=interrupted_waiter, args=(lock_factory, name, log)
+            )
+            child.start()
+            try:
+                _until(lambda: any(e == "waiting" for e, _, _ in read_events(log)), 60)
+                time.sleep(1.0)  # well inside the wait, on the server where it has one
+                assert child.pid is not None
+                os.kill(child.pid, signal.SIGINT)
+                _until(lambda: any(e == "interrupted" for e, _, _ in read_events(log)), 30)
+                holder.release_holding(held)
+                # The child is still alive: its sessions stay open, so a waiter left on
+                # the server would take the lock now.
+                time.sleep(0.2)
+                assert witness.try_acquire(name, 30), "an interrupted waiter took the lock"
+                witness.release(name)
+            finally:
+                child.join(30)
+                if child.is_alive():
+                    child.kill()
+            events = [event for event, _, _ in read_events(log)]
+            assert events == ["waiting", "interrupted", "exiting"], events
+
+    # -- leadership -----------------------------------------------------------------
+
+    async def test_one_leader_among_processes_and_a_new_one_after_the_leader_dies(
+        self, lock_factory: Any, name: str, capabilities: LockCapabilities, tmp_path: Path
+    ) -> None:
+        """8 processes campaign; exactly one leads. SIGKILL the leader: another leads
+        within the TTL. Lease backends: SIGSTOP the leader, another leads within the
+        TTL, and the stopped one, resumed, reports its leadership lost."""
+        if not capabilities.cross_process:
+            pytest.skip("this backend only excludes threads of one process")
+        ttl, processes = LEADER_TTL_SECONDS, 16 if LONG else 8
+        log = str(tmp_path / "events")
+        Path(log).write_text("")
+        context = multiprocessing.get_context("spawn")
+        asynchronous = ASYNC  # sync: asynchronous = False
+        children = [
+            context.Process(target=campaign, args=(lock_factory, name, ttl, log, asynchronous))
+            for _ in range(processes)
+        ]
+        for child in children:
+            child.start()
+        try:
+            leader = await _next_leader(log, after=0.0, timeout=90)
+            await _pause(3 * ttl)
+            events = read_events(log)
+            assert [e for e in events if e[0] == "won"] == [leader[:3]], f"two leaders: {events}"
+            os.kill(leader[1], signal.SIGKILL)
+            killed_at = time.monotonic()
+            successor = await _next_leader(log, after=killed_at, timeout=ttl + 30)
+            took = successor[2] - killed_at
+            assert took <= ttl + EXPIRY_SLACK_SECONDS, f"a new leader after {took:.2f} s"
+            if capabilities.ttl_honoured:
+                os.kill(successor[1], signal.SIGSTOP)
+                stopped_at = time.monotonic()
+                third = await _next_leader(log, after=stopped_at, timeout=ttl + 30)
+                took = third[2] - stopped_at
+                assert took <= ttl + EXPIRY_SLACK_SECONDS, f"a new leader after {took:.2f} s"
+                os.kill(successor[1], signal.SIGCONT)
+                deadline = time.monotonic() + ttl + 10
+                while not any(e[:2] == ("lost", successor[1]) for e in read_events(log)):
+                    assert time.monotonic() < deadline, "a resumed stale leader never saw it lost"
+                    await _pause(0.1)
+        finally:
+            for child in children:
+                if child.pid is not None and child.is_alive():
+                    os.kill(child.pid, signal.SIGCONT)
+                    child.kill()
+            for child in children:
+                child.join(30)
+
+
+async def _next_leader(log: str, *, after: float, timeout: float) -> tuple[str, int, float]:
+    """The first `won` logged after the monotonic instant `after`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for event in read_events(log):
+            if event[0] == "won" and event[2] > after:
+                return event
+        assert time.monotonic() < deadline, f"no leader within {timeout:.0f} s"
+        await _pause(0.02)
+
+
+def _lost(held: AsyncHold) -> bool:
+    return held.lost
+
+
+def _until(condition: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the child did not report in time"
+        time.sleep(0.02)
+
+
+__all__ = ["AsyncHold", "AsyncWaitingContract"]
