@@ -176,9 +176,9 @@ def raw_claims(stack: ExitStack, backend: str, sqlite_path: str) -> Callable[[],
 def raw_postgres(stack: ExitStack) -> Callable[[], Claim]:
     import psycopg  # noqa: PLC0415
 
-    from firefly_scheduling_postgres import statements  # noqa: PLC0415
+    from firefly_scheduling_postgres import protocol  # noqa: PLC0415
 
-    statement = statements.CLAIM  # the adapter's exact statement and parameters
+    statement = protocol.CLAIM  # the adapter's exact statement and parameters
     seconds = _claim_seconds()
 
     def connect() -> Claim:
@@ -187,7 +187,7 @@ def raw_postgres(stack: ExitStack) -> Callable[[], Claim]:
         cursor = connection.cursor()
 
         def claim(name: str) -> bool:
-            cursor.execute(statement, statements.claim_parameters(name, seconds))
+            cursor.execute(statement, protocol.claim_parameters(name, seconds))
             return cursor.fetchone() is not None
 
         return claim
@@ -198,10 +198,10 @@ def raw_postgres(stack: ExitStack) -> Callable[[], Claim]:
 def raw_mysql(stack: ExitStack) -> Callable[[], Claim]:
     import pymysql  # noqa: PLC0415
 
-    from firefly_scheduling_mysql import statements  # noqa: PLC0415
-    from firefly_scheduling_mysql.connection_options import connection_arguments  # noqa: PLC0415
+    from firefly_scheduling_mysql import protocol  # noqa: PLC0415
+    from firefly_scheduling_mysql.url import connection_arguments  # noqa: PLC0415
 
-    statement = statements.CLAIM  # the adapter's exact statement and parameters
+    statement = protocol.CLAIM  # the adapter's exact statement and parameters
     seconds = _claim_seconds()
 
     def connect() -> Claim:
@@ -210,8 +210,8 @@ def raw_mysql(stack: ExitStack) -> Callable[[], Claim]:
 
         def claim(name: str) -> bool:
             with connection.cursor() as cursor:
-                cursor.execute(statement, statements.claim_parameters(name, seconds))
-                return cursor.rowcount in statements.CLAIM_WON
+                cursor.execute(statement, protocol.claim_parameters(name, seconds))
+                return cursor.rowcount in protocol.CLAIM_WON
 
         return claim
 
@@ -328,7 +328,8 @@ def raw_database(stack: ExitStack, database: str) -> Callable[[], Claim]:
     from sqlalchemy.pool import NullPool  # noqa: PLC0415
 
     from firefly_scheduling_database import DatabaseLeaseLock  # noqa: PLC0415
-    from firefly_scheduling_database.engine import DRIVERS, _engine_arguments  # noqa: PLC0415
+    from firefly_scheduling_database.engine import _engine_arguments  # noqa: PLC0415
+    from firefly_scheduling_database.url import DRIVERS  # noqa: PLC0415
 
     lock = DatabaseLeaseLock(database)
     stack.callback(lock.close)

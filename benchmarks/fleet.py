@@ -352,10 +352,10 @@ def end_outage(provider_env: dict[str, str], tasks: int, seconds: int) -> None:
     from firefly_scheduling.history.port import RunState  # noqa: PLC0415 - only here
     from firefly_scheduling.history.selection import resolve_history  # noqa: PLC0415
     from firefly_scheduling.settings import Settings  # noqa: PLC0415
-    from firefly_scheduling_database.sql_history.store import DatabaseRunHistory  # noqa: PLC0415
+    from firefly_scheduling_database.sql_history.store import SqlRunHistory  # noqa: PLC0415
 
     history = resolve_history(Settings.from_env(provider_env))
-    if not isinstance(history, DatabaseRunHistory):
+    if not isinstance(history, SqlRunHistory):
         raise SystemExit(f"--outage needs a SQL run history; this backend keeps {history!r}")
     try:
         targets = [f"fleet_tasks_{tasks}:task_{index}" for index in range(tasks)]

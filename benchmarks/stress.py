@@ -63,7 +63,7 @@ from firefly_scheduling.hosts.runtime.task_runtime import Lazy
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling_database import DatabaseLeaseLock
-from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
 
 DEFAULT_URL = os.environ.get(
     "FIREFLY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -145,7 +145,7 @@ def node_main(config: dict[str, object]) -> None:
     runtime = build_runtime(descriptors, settings, host="run", lock=lock, eager=False, node=node)
     runner = RecordingRunner(
         lock,
-        history=DatabaseRunHistory(url, table=str(config["runs_table"])),
+        history=SqlRunHistory(url, table=str(config["runs_table"])),
         clock=runtime.wall_now,
         grace=settings.grace,
         clock_skew=settings.clock_skew,
@@ -297,7 +297,7 @@ def run_stress(
     run = uuid.uuid4().hex[:8]
     lock_table, runs_table = f"ff_stress_{run}", f"ff_stress_runs_{run}"
     installer = DatabaseLeaseLock(url, table=lock_table)
-    history = DatabaseRunHistory(url, table=runs_table)
+    history = SqlRunHistory(url, table=runs_table)
     installer.install()
     history.install()
     witness = workdir / "witness.log"
@@ -380,7 +380,7 @@ def _report(
     all_targets: list[str],
     witness: Path,
     outcome_files: list[Path],
-    history: DatabaseRunHistory,
+    history: SqlRunHistory,
     node_cpu: float,
     machine_busy: float,
     exit_codes: list[int],

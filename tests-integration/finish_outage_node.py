@@ -30,7 +30,7 @@ from chaos_harness.evidence import EvidenceLog
 from firefly_scheduling.fires import recording
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
-from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_redis import RedisLock
 
 #: How long the body waits for the test to cut its history off.
@@ -53,7 +53,7 @@ def main() -> int:
         evidence.append("end", node="A", instant=instant.isoformat())
 
     lock = RedisLock(orders["lock_url"])
-    history = DatabaseRunHistory(orders["history_url"], table=orders["table"])
+    history = SqlRunHistory(orders["history_url"], table=orders["table"])
     runner = FireRunner(lock, history=history, node="A")
     try:
         outcome = runner.run(Fire.at(descriptor, instant), body)

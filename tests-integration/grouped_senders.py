@@ -25,7 +25,7 @@ from sqlalchemy.pool import Pool
 from firefly_scheduling.concurrency.grouped import GroupedCalls
 from firefly_scheduling.history import HistoryError
 from firefly_scheduling.history.port import RunState
-from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
 
 
 def send_as_one_group(
@@ -54,7 +54,7 @@ def send_as_one_group(
 
 
 def finishes_as_one_group(
-    store: DatabaseRunHistory,
+    store: SqlRunHistory,
     finishes: Sequence[tuple[str, int]],
     *,
     at: datetime,

@@ -12,8 +12,8 @@ import psycopg
 import pymysql
 
 from firefly_scheduling_mysql import MySqlNamedLock
-from firefly_scheduling_mysql.connection_options import connection_arguments
-from firefly_scheduling_postgres import statements as pg_sql
+from firefly_scheduling_mysql.url import connection_arguments
+from firefly_scheduling_postgres import protocol as pg_sql
 
 Killer = Callable[[str], None]
 

@@ -35,9 +35,9 @@ from firefly_scheduling.locks.session import SessionLock
 from firefly_scheduling.locks.session_async import AsyncSessionLock
 from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
-from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_mysql import AsyncMySqlNamedLock, MySqlNamedLock
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling_mysql.url import connection_arguments
 from firefly_scheduling_postgres import AsyncPgAdvisoryLock, PgAdvisoryLock
 
 THREADS = 64
@@ -163,7 +163,7 @@ def _lock_work(lock: BaseLock, prefix: str) -> Callable[[int, int], None]:
 
 
 def _node_work(
-    lock: BaseLock, history: DatabaseRunHistory, anchors: DatabaseAnchorStore, prefix: str
+    lock: BaseLock, history: SqlRunHistory, anchors: DatabaseAnchorStore, prefix: str
 ) -> Callable[[int, int], None]:
     locking = _lock_work(lock, prefix)
 
@@ -194,7 +194,7 @@ def test_a_session_lock_under_64_threads_opens_its_share_and_no_more(server: Ser
 
 def _node_peak(lock: BaseLock, server: Server) -> int:
     """The most connections the server saw while 64 threads used a whole node's parts."""
-    history = DatabaseRunHistory(server.url)
+    history = SqlRunHistory(server.url)
     anchors = DatabaseAnchorStore(server.url)
     history.install()
     try:
@@ -236,7 +236,7 @@ def test_max_connections_in_the_url_sets_the_budget(server: Server) -> None:
 
 
 def test_the_stores_share_one_engine_and_hand_it_back(postgres_server: Server) -> None:
-    history = DatabaseRunHistory(postgres_server.url)
+    history = SqlRunHistory(postgres_server.url)
     anchors = DatabaseAnchorStore(postgres_server.url)
     try:
         assert history.engine is anchors._engine, "two engines would double the stores' share"
@@ -272,7 +272,7 @@ def _settled(count: Callable[[], int], expected: int, *, seconds: float = 5.0) -
     ],
 )
 @pytest.mark.parametrize(
-    "build", [PgAdvisoryLock, MySqlNamedLock, DatabaseLeaseLock, DatabaseRunHistory]
+    "build", [PgAdvisoryLock, MySqlNamedLock, DatabaseLeaseLock, SqlRunHistory]
 )
 def test_a_bad_budget_is_refused_at_construction_naming_its_source(
     build: Callable[..., object], url_value: str | None, argument: int | None, message: str

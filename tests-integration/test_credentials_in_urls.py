@@ -33,7 +33,7 @@ from firefly_scheduling.initial_delay.selection import resolve_anchor_store
 from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
-from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_etcd import EtcdLock
 from firefly_scheduling_memcached import MemcachedLock
 from firefly_scheduling_memcached.anchor_store import MemcachedAnchorStore
@@ -145,7 +145,7 @@ ENTRY_PATHS = [
     EntryPath("RedisAnchorStore on a cluster", "redis+cluster", RedisAnchorStore),
     EntryPath("MemcachedAnchorStore", "memcached", MemcachedAnchorStore),
     EntryPath("DatabaseAnchorStore", "postgresql", DatabaseAnchorStore),
-    EntryPath("DatabaseRunHistory", "postgresql", DatabaseRunHistory),
+    EntryPath("SqlRunHistory", "postgresql", SqlRunHistory),
     *(
         EntryPath(f"provider {provider}", scheme, _lock_from_settings(provider))
         for provider, scheme in [

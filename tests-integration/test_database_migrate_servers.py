@@ -19,7 +19,7 @@ from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
 from firefly_scheduling_database.cli import migrate
 from firefly_scheduling_database.engine import lock_engine
-from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
 
 EVERY_TABLE = {
     "firefly_scheduling_locks",
@@ -58,7 +58,7 @@ def _migrate_twice_then_use(url: str) -> None:
         assert anchors.get("firefly:scheduling:initial-delay:pkg:task") == "1.0"
     finally:
         anchors.close()
-    history = DatabaseRunHistory(url)
+    history = SqlRunHistory(url)
     instant = datetime(2026, 6, 3, 12, 0, tzinfo=UTC)
     try:
         assert (

@@ -42,7 +42,7 @@ import pytest
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
 from firefly_scheduling_database.engine import lock_engine
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling_mysql.url import connection_arguments
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grouped_senders import send_as_one_group

@@ -25,7 +25,7 @@ import pytest
 
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling_mysql.url import connection_arguments
 
 #: `SET SESSION sql_mode='NO_BACKSLASH_ESCAPES'`, run by the driver on every connection.
 NO_BACKSLASH_ESCAPES = "init_command=SET%20SESSION%20sql_mode%3D%27NO_BACKSLASH_ESCAPES%27"

@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from sqlalchemy import Engine, create_engine, select
 from sqlalchemy import text as sql
 
 from firefly_scheduling import LockBackendError
-from firefly_scheduling_database import DatabaseLeaseLock
+from firefly_scheduling_database import DatabaseLeaseLock, operations
 from firefly_scheduling_database.engine import lock_engine
 
 DB_NOW = {
@@ -276,7 +277,8 @@ def test_a_lapsed_lease_is_never_fenced(database_url: str, lease_table: str) -> 
     assert holding is not None
     owner = holding.owner
     time.sleep(0.2)
-    assert lock._run(lambda tx: lock._fence_held(tx, "report", owner)) is None
+    fence = partial(operations.fence_held, sql=lock._sql, name="report", owner=owner)
+    assert lock._transactions.run(fence) is None
     assert lock.try_acquire_fenced("report", 30) == 1, "the refused fence wrote nothing"
     lock.release("report")
     lock.close()

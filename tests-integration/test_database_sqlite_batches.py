@@ -28,7 +28,7 @@ import pytest
 
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling_database import DatabaseLeaseLock
-from firefly_scheduling_database.dialect_batches import SqliteLeaseBatches
+from firefly_scheduling_database.protocol.sqlite import SqliteLeaseBatches
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grouped_senders import send_as_one_group, sqlite_statements

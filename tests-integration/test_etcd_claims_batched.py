@@ -2,7 +2,7 @@
 
 `EtcdLock.try_claim_many` reads every name in one read-only transaction, grants one
 lease per distinct TTL, and creates each free key in a nested create-if-absent
-transaction of one transaction, at most 64 per transaction (`protocol.claim_many`).
+transaction of one transaction, at most 64 per transaction (`batch_leases.claim_many`).
 A second client (the gateway, over plain HTTP) checks:
 
 * 200 fresh claims are all won, every key attached to ONE lease whose TTL covers
@@ -34,8 +34,8 @@ import pytest
 
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling_etcd import EtcdLock
-from firefly_scheduling_etcd.endpoint import parse_endpoint
 from firefly_scheduling_etcd.protocol import lease_id, lock_key
+from firefly_scheduling_etcd.url import parse_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grouped_senders import send_as_one_group
@@ -43,7 +43,7 @@ from grouped_senders import send_as_one_group
 
 @pytest.fixture
 def gateway(etcd_url: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=parse_endpoint(etcd_url).base_url, timeout=10) as client:
+    with httpx.Client(base_url=parse_url(etcd_url).base_url, timeout=10) as client:
         yield client
 
 

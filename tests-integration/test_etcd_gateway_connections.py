@@ -17,8 +17,8 @@ import pytest
 
 from firefly_scheduling.testing.local_server import free_local_port
 from firefly_scheduling_etcd import AsyncEtcdLock, EtcdLock
-from firefly_scheduling_etcd.endpoint import parse_endpoint
 from firefly_scheduling_etcd.protocol import lock_key
+from firefly_scheduling_etcd.url import parse_url
 
 
 def stored_owner(base_url: str, name: str) -> str | None:
@@ -40,7 +40,7 @@ def test_proxy_variables_of_the_environment_are_never_used(
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
     name = f"gateway-{uuid.uuid4().hex[:8]}"
-    base_url = parse_endpoint(etcd_url).base_url
+    base_url = parse_url(etcd_url).base_url
     if flavour == "sync":
         lock = EtcdLock(etcd_url)
         assert lock.try_acquire(name, 30)

@@ -43,8 +43,8 @@ from firefly_scheduling import current_fire
 from firefly_scheduling.fires.outcome import Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
-from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
+from firefly_scheduling_mysql.url import connection_arguments
 from firefly_scheduling_redis import RedisLock
 
 NODE_SCRIPT = Path(__file__).resolve().parent / "finish_outage_node.py"
@@ -60,7 +60,7 @@ CLIENT_TIMEOUTS = {"connect_timeout": "1", "read_timeout": "1", "write_timeout":
 @pytest.fixture
 def table(mysql_url: str) -> Iterator[str]:
     name = f"runs_{uuid.uuid4().hex[:12]}"
-    store = DatabaseRunHistory(mysql_url, table=name)
+    store = SqlRunHistory(mysql_url, table=name)
     store.install()
     try:
         yield name
@@ -131,7 +131,7 @@ def test_a_finished_fire_is_not_run_again_while_its_history_is_down(
     )
     evidence = EvidenceLog(evidence_path)
     lock = RedisLock(redis_url)
-    history = DatabaseRunHistory(mysql_url, table=table)
+    history = SqlRunHistory(mysql_url, table=table)
     node_b = FireRunner(lock, history=history, node="B")
     descriptor = ScheduledDescriptor(target=target, lock_name=target, lock_ttl=2.0, fixed_rate=1.0)
     verdicts: list[Verdict] = []

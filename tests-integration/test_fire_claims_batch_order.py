@@ -27,7 +27,7 @@ import pytest
 
 from firefly_scheduling import LockBackendError
 from firefly_scheduling_postgres import AsyncPgAdvisoryLock, PgAdvisoryLock
-from firefly_scheduling_postgres.statements import CLAIM_TABLE
+from firefly_scheduling_postgres.protocol import CLAIM_TABLE
 
 CLAIM_ROW = (
     f"INSERT INTO {CLAIM_TABLE} (name, expires_at)"

@@ -27,7 +27,7 @@ import pytest
 from firefly_scheduling import LockBackendError
 from firefly_scheduling.locks import BaseLock
 from firefly_scheduling_mysql import MySqlNamedLock
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling_mysql.url import connection_arguments
 from firefly_scheduling_postgres import PgAdvisoryLock
 
 

@@ -23,9 +23,9 @@ from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.locks import BaseLock
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
-from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_mysql import MySqlNamedLock
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling_mysql.url import connection_arguments
 from firefly_scheduling_postgres import PgAdvisoryLock
 
 Killer = Callable[[str], None]
@@ -61,21 +61,21 @@ def kill_mysql_holder(url: str) -> Killer:
 @pytest.fixture(params=["postgres", "mysql"])
 def scene(
     request: pytest.FixtureRequest, postgres_url: str, mysql_url: str, tmp_path: Path
-) -> Iterator[tuple[BaseLock, Killer, DatabaseRunHistory]]:
+) -> Iterator[tuple[BaseLock, Killer, SqlRunHistory]]:
     if request.param == "postgres":
         lock: BaseLock = PgAdvisoryLock(postgres_url)
         killer = kill_postgres_holder(postgres_url)
     else:
         lock = MySqlNamedLock(mysql_url)
         killer = kill_mysql_holder(mysql_url)
-    history = DatabaseRunHistory(f"sqlite:///{tmp_path / 'history.db'}")
+    history = SqlRunHistory(f"sqlite:///{tmp_path / 'history.db'}")
     yield lock, killer, history
     lock.close()
     history.close()
 
 
 def test_a_killed_session_is_seen_by_the_body_and_the_next_fire_recovers(
-    scene: tuple[BaseLock, Killer, DatabaseRunHistory], caplog: pytest.LogCaptureFixture
+    scene: tuple[BaseLock, Killer, SqlRunHistory], caplog: pytest.LogCaptureFixture
 ) -> None:
     lock, kill, history = scene
     target = f"session_loss_{uuid.uuid4().hex[:8]}:job"

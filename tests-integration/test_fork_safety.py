@@ -30,7 +30,7 @@ from sqlalchemy.engine import Engine
 from firefly_scheduling.history.port import RunState
 from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.schema import LeaseTables
-from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_memcached.anchor_store import MemcachedAnchorStore
 from firefly_scheduling_memcached.lock import MemcachedLock
 
@@ -163,11 +163,11 @@ def _session_id(engine: Engine) -> int:
 
 
 @pytest.fixture
-def lock_and_history(server_url: str) -> Iterator[tuple[DatabaseLeaseLock, DatabaseRunHistory]]:
+def lock_and_history(server_url: str) -> Iterator[tuple[DatabaseLeaseLock, SqlRunHistory]]:
     suffix = uuid.uuid4().hex[:10]
     lock = DatabaseLeaseLock(server_url, table=f"fork_locks_{suffix}")
     lock.install()
-    history = DatabaseRunHistory(server_url, table=f"fork_runs_{suffix}")
+    history = SqlRunHistory(server_url, table=f"fork_runs_{suffix}")
     try:
         yield lock, history
     finally:
@@ -183,7 +183,7 @@ def lock_and_history(server_url: str) -> Iterator[tuple[DatabaseLeaseLock, Datab
 
 
 def test_a_forked_child_opens_its_own_database_sessions_and_holds_nothing(
-    server_url: str, lock_and_history: tuple[DatabaseLeaseLock, DatabaseRunHistory]
+    server_url: str, lock_and_history: tuple[DatabaseLeaseLock, SqlRunHistory]
 ) -> None:
     from datetime import UTC, datetime  # noqa: PLC0415
 
@@ -226,7 +226,7 @@ def test_a_forked_child_opens_its_own_database_sessions_and_holds_nothing(
 
 
 def test_a_child_forked_while_a_group_of_finishes_is_on_the_wire_finishes_its_own(
-    server_url: str, lock_and_history: tuple[DatabaseLeaseLock, DatabaseRunHistory]
+    server_url: str, lock_and_history: tuple[DatabaseLeaseLock, SqlRunHistory]
 ) -> None:
     """A parent thread held the run history's group sender (`GroupedCalls`) at the
     fork: the child gets its own, and its finish is written (read from the parent)."""

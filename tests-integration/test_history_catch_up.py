@@ -32,7 +32,7 @@ from firefly_scheduling.hosts.apscheduler.jobs import (
 )
 from firefly_scheduling.hosts.runtime.boot import build_runtime
 from firefly_scheduling_database.engine import lock_engine
-from firefly_scheduling_database.sql_history.store import DEFAULT_TABLE, DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import DEFAULT_TABLE, SqlRunHistory
 
 #: Far more statements than a multi-row catch-up needs, far fewer than one per instant.
 MOST_STATEMENTS = 40
@@ -66,7 +66,7 @@ def test_a_restarted_node_runs_the_fire_due_now_first_and_writes_the_catch_up_in
     )
     # The fleet's last record: a fire 30 minutes ago, written by a node since gone.
     last_run = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=30)
-    earlier = DatabaseRunHistory(history_url)
+    earlier = SqlRunHistory(history_url)
     try:
         earlier.start(descriptor.target, last_run, lock=lock, node="gone", token=1, at=last_run)
         earlier.finish(
@@ -90,7 +90,7 @@ def test_a_restarted_node_runs_the_fire_due_now_first_and_writes_the_catch_up_in
     statements: list[str] = []
     try:
         history = runtime.fire_runner.get().history
-        assert isinstance(history, DatabaseRunHistory)
+        assert isinstance(history, SqlRunHistory)
 
         def count(*args: Any) -> None:
             statements.append(str(args[2]).split(None, 1)[0].upper())

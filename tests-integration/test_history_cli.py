@@ -16,7 +16,7 @@ from firefly_scheduling.history import RunState
 from firefly_scheduling.locks import InMemoryLock
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling.tasks.manifest import ScheduledManifest
-from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
 
 HEALTHY = "app.jobs:healthy"
 BROKEN = "app.jobs:broken"
@@ -27,15 +27,15 @@ def task(target: str) -> ScheduledDescriptor:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, DatabaseRunHistory]:
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, SqlRunHistory]:
     url = f"sqlite:///{tmp_path / 'history.db'}"
     monkeypatch.setenv("FIREFLY_SCHEDULING_HISTORY_URL", url)
     manifest = tmp_path / "scheduled.json"
     ScheduledManifest.compile([task(HEALTHY), task(BROKEN)], manifest)
-    return manifest, DatabaseRunHistory(url)
+    return manifest, SqlRunHistory(url)
 
 
-def fire(history: DatabaseRunHistory, target: str, instant: datetime, fails: bool) -> None:
+def fire(history: SqlRunHistory, target: str, instant: datetime, fails: bool) -> None:
     def body() -> None:
         if fails:
             raise RuntimeError("upstream 503")
@@ -45,7 +45,7 @@ def fire(history: DatabaseRunHistory, target: str, instant: datetime, fails: boo
     )
 
 
-def test_runs_lists_the_newest_fire_first(workspace: tuple[Path, DatabaseRunHistory]) -> None:
+def test_runs_lists_the_newest_fire_first(workspace: tuple[Path, SqlRunHistory]) -> None:
     _, history = workspace
     now = datetime.now(UTC).replace(microsecond=0)
     fire(history, HEALTHY, now - timedelta(minutes=2), fails=False)
@@ -65,7 +65,7 @@ def test_runs_lists_the_newest_fire_first(workspace: tuple[Path, DatabaseRunHist
 
 
 def test_monitor_fails_on_a_broken_task_and_passes_once_it_recovers(
-    workspace: tuple[Path, DatabaseRunHistory],
+    workspace: tuple[Path, SqlRunHistory],
 ) -> None:
     manifest, history = workspace
     now = datetime.now(UTC)
@@ -94,7 +94,7 @@ def test_monitor_does_not_judge_a_freshly_deployed_daily_task_before_its_first_f
     url = f"sqlite:///{tmp_path / 'history.db'}"
     monkeypatch.setenv("FIREFLY_SCHEDULING_HISTORY_URL", url)
     monkeypatch.setenv("FIREFLY_SCHEDULING_INITIAL_DELAY_STORE", url)  # first sightings kept
-    DatabaseRunHistory(url).close()  # the tables exist, as after `migrate`
+    SqlRunHistory(url).close()  # the tables exist, as after `migrate`
     manifest = tmp_path / "scheduled.json"
     tomorrow = (datetime.now(UTC) + timedelta(days=1)).strftime("0 3 %d %m *")
     nightly = ScheduledDescriptor(
@@ -114,7 +114,7 @@ def test_monitor_does_not_judge_a_freshly_deployed_daily_task_before_its_first_f
 
 
 def test_monitor_forgets_a_failure_once_a_later_fire_succeeded(
-    workspace: tuple[Path, DatabaseRunHistory],
+    workspace: tuple[Path, SqlRunHistory],
 ) -> None:
     manifest, history = workspace
     now = datetime.now(UTC)
@@ -127,7 +127,7 @@ def test_monitor_forgets_a_failure_once_a_later_fire_succeeded(
 
 
 def test_prune_expires_died_runs_and_deletes_old_records(
-    workspace: tuple[Path, DatabaseRunHistory],
+    workspace: tuple[Path, SqlRunHistory],
 ) -> None:
     _, history = workspace
     now = datetime.now(UTC)
@@ -156,7 +156,7 @@ def test_prune_expires_died_runs_and_deletes_old_records(
 
 
 def test_prune_days_0_keeps_every_fire_a_node_may_still_run_or_adopt(
-    workspace: tuple[Path, DatabaseRunHistory], monkeypatch: pytest.MonkeyPatch
+    workspace: tuple[Path, SqlRunHistory], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 8.7: `prune --days 0` deleted a finished fire still inside grace + skew.
 
@@ -186,7 +186,7 @@ def test_prune_days_0_keeps_every_fire_a_node_may_still_run_or_adopt(
 
 @pytest.mark.parametrize("days", ["-1", "abc", "nan", "inf", "-inf", "1e9", "", "7 days"])
 def test_prune_refuses_a_bad_days_value_with_exit_2(
-    workspace: tuple[Path, DatabaseRunHistory], days: str
+    workspace: tuple[Path, SqlRunHistory], days: str
 ) -> None:
     _, history = workspace
     now = datetime.now(UTC)

@@ -1,4 +1,4 @@
-"""DatabaseRunHistory against the run-history contract on SQLite, PostgreSQL and MariaDB."""
+"""SqlRunHistory against the run-history contract on SQLite, PostgreSQL and MariaDB."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from firefly_scheduling.history import HistoryError, resolve_history
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.testing.history_contract import RunHistoryContract
 from firefly_scheduling_database.engine import release_store_engine, store_engine
-from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
 
-def _store(url: str) -> Iterator[DatabaseRunHistory]:
-    store = DatabaseRunHistory(url, table=f"runs_{uuid.uuid4().hex[:12]}")
+def _store(url: str) -> Iterator[SqlRunHistory]:
+    store = SqlRunHistory(url, table=f"runs_{uuid.uuid4().hex[:12]}")
     try:
         yield store
     finally:
@@ -30,19 +30,19 @@ def _store(url: str) -> Iterator[DatabaseRunHistory]:
 
 class TestSqliteHistory(RunHistoryContract):
     @pytest.fixture
-    def history(self, tmp_path: Path) -> Iterator[DatabaseRunHistory]:
+    def history(self, tmp_path: Path) -> Iterator[SqlRunHistory]:
         yield from _store(f"sqlite:///{tmp_path / 'history.db'}")
 
 
 class TestPostgresHistory(RunHistoryContract):
     @pytest.fixture
-    def history(self, postgres_url: str) -> Iterator[DatabaseRunHistory]:
+    def history(self, postgres_url: str) -> Iterator[SqlRunHistory]:
         yield from _store(postgres_url)
 
 
 class TestMariaDbHistory(RunHistoryContract):
     @pytest.fixture
-    def history(self, mysql_url: str) -> Iterator[DatabaseRunHistory]:
+    def history(self, mysql_url: str) -> Iterator[SqlRunHistory]:
         yield from _store(mysql_url)
 
 
@@ -52,7 +52,7 @@ class TestStoreSelection:
     ) -> None:
         url = f"sqlite:///{tmp_path / 'locks.db'}"
         history = resolve_history(Settings(lock_provider="database", lock_urls={"database": url}))
-        assert isinstance(history, DatabaseRunHistory)
+        assert isinstance(history, SqlRunHistory)
         assert history.start("app:job", T0, lock="app:job", node="a", token=1, at=T0) == 1
         history.close()
 
@@ -62,7 +62,7 @@ class TestStoreSelection:
         history = resolve_history(
             Settings(lock_provider="postgres", lock_urls={"postgres": postgres_url})
         )
-        assert isinstance(history, DatabaseRunHistory)
+        assert isinstance(history, SqlRunHistory)
         assert history.engine.dialect.name == "postgresql"
         assert history.table.name == "firefly_scheduling_runs"
         assert history.runs(task=f"app:{uuid.uuid4().hex}") == []  # the table exists now
@@ -70,12 +70,12 @@ class TestStoreSelection:
 
     def test_an_explicit_mysql_url_gets_pymysql(self, mysql_url: str) -> None:
         history = resolve_history(Settings(history_url=mysql_url))
-        assert isinstance(history, DatabaseRunHistory)
+        assert isinstance(history, SqlRunHistory)
         assert history.engine.dialect.driver == "pymysql"
         history.close()
 
     def test_an_unreachable_server_is_a_history_error_without_the_password(self) -> None:
-        store = DatabaseRunHistory("postgresql://firefly:s3cret-pw@127.0.0.1:1/x")
+        store = SqlRunHistory("postgresql://firefly:s3cret-pw@127.0.0.1:1/x")
         with pytest.raises(HistoryError) as caught:
             store.runs()
         assert "s3cret-pw" not in str(caught.value)
@@ -84,11 +84,11 @@ class TestStoreSelection:
 
     def test_an_in_memory_sqlite_database_is_refused(self) -> None:
         with pytest.raises(ConfigurationError):
-            DatabaseRunHistory("sqlite://")
+            SqlRunHistory("sqlite://")
 
     def test_odd_table_names_are_refused(self) -> None:
         with pytest.raises(ConfigurationError):
-            DatabaseRunHistory("sqlite:///x.db", table="runs; DROP TABLE users")
+            SqlRunHistory("sqlite:///x.db", table="runs; DROP TABLE users")
 
 
 def test_a_mysql_store_connection_is_rolled_back_on_its_return_only_when_in_a_transaction(

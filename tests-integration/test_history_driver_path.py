@@ -1,4 +1,4 @@
-"""The run history's per-fire statements on the driver path (`history_driver`).
+"""The run history's per-fire statements on the driver path (`sql_history.driver`).
 
 A fire's three history statements (the unfinished-runs read, the start's insert and
 the finish) go to the pooled psycopg connection in autocommit rather than through
@@ -29,9 +29,10 @@ from sqlalchemy.engine import make_url
 
 from firefly_scheduling.history import HistoryError
 from firefly_scheduling.history.port import NewRun, RunState
-from firefly_scheduling_database.sql_history import store as history_store
-from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling_database.sql_history import batch_writes
+from firefly_scheduling_database.sql_history import rows as history_rows
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
+from firefly_scheduling_mysql.url import connection_arguments
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grouped_senders import finishes_as_one_group
@@ -41,15 +42,15 @@ PASSWORD = "s3cret-driver-pw"
 
 
 @pytest.fixture
-def store(postgres_url: str) -> Iterator[DatabaseRunHistory]:
+def store(postgres_url: str) -> Iterator[SqlRunHistory]:
     # trust authentication ignores the password; it is there to be kept out of errors
     with_password = make_url(postgres_url).set(password=PASSWORD)
     yield from _installed(with_password.render_as_string(hide_password=False))
 
 
-def _installed(url: str) -> Iterator[DatabaseRunHistory]:
+def _installed(url: str) -> Iterator[SqlRunHistory]:
     """A history on a table of its own, dropped afterwards."""
-    history = DatabaseRunHistory(url, table=f"runs_{uuid.uuid4().hex[:12]}")
+    history = SqlRunHistory(url, table=f"runs_{uuid.uuid4().hex[:12]}")
     history.install()
     try:
         yield history
@@ -58,13 +59,13 @@ def _installed(url: str) -> Iterator[DatabaseRunHistory]:
         history.close()
 
 
-def _pooled_backends(store: DatabaseRunHistory) -> list[Any]:
+def _pooled_backends(store: SqlRunHistory) -> list[Any]:
     """Check out every connection the store's pool holds (2), at once."""
     return [store.engine.raw_connection() for _ in range(2)]
 
 
 def test_the_pool_gets_its_connections_back_in_transactional_mode(
-    store: DatabaseRunHistory,
+    store: SqlRunHistory,
 ) -> None:
     assert store.start("app:job", T0, lock="lk", node="a", token=3, at=T0) == 1
     assert [r.instant for r in store.unfinished("app:job", lock="lk")] == [T0]
@@ -84,7 +85,7 @@ def test_the_pool_gets_its_connections_back_in_transactional_mode(
 
 
 def test_a_dropped_connection_is_a_history_error_then_the_next_call_reconnects(
-    store: DatabaseRunHistory, postgres_url: str
+    store: SqlRunHistory, postgres_url: str
 ) -> None:
     assert store.start("app:job", T0, lock="lk", node="a", token=1, at=T0) == 1
     pooled = _pooled_backends(store)
@@ -98,7 +99,7 @@ def test_a_dropped_connection_is_a_history_error_then_the_next_call_reconnects(
     assert PASSWORD not in str(caught)
 
 
-def _fails_once_then_reconnects(store: DatabaseRunHistory) -> HistoryError:
+def _fails_once_then_reconnects(store: SqlRunHistory) -> HistoryError:
     """The store's connections were ended by the server: the next read fails, naming
     what it was doing; the calls after it reconnect. The failure, for its text."""
     with pytest.raises(HistoryError) as caught:
@@ -114,7 +115,7 @@ def _fails_once_then_reconnects(store: DatabaseRunHistory) -> HistoryError:
 
 
 def test_instants_come_back_aware_utc_whatever_the_session_time_zone(
-    store: DatabaseRunHistory, postgres_url: str
+    store: SqlRunHistory, postgres_url: str
 ) -> None:
     instant = datetime(2030, 6, 1, 12, 30, 0, 123456, tzinfo=UTC)
     pooled = _pooled_backends(store)
@@ -143,11 +144,11 @@ def test_instants_come_back_aware_utc_whatever_the_session_time_zone(
 
 
 @pytest.fixture
-def mysql_store(mysql_url: str) -> Iterator[DatabaseRunHistory]:
+def mysql_store(mysql_url: str) -> Iterator[SqlRunHistory]:
     yield from _installed(mysql_url)
 
 
-def _pooled_thread_ids(store: DatabaseRunHistory) -> list[int]:
+def _pooled_thread_ids(store: SqlRunHistory) -> list[int]:
     """The server's ids of the store's two pooled PyMySQL connections (both checked
     out at once, then given back)."""
     pooled = [store.engine.raw_connection() for _ in range(2)]
@@ -174,7 +175,7 @@ def _open_transactions(reader: Any, thread_ids: list[int]) -> int:
 
 
 def test_mysql_finish_is_committed_and_leaves_no_transaction_open(
-    mysql_store: DatabaseRunHistory, mysql_url: str
+    mysql_store: SqlRunHistory, mysql_url: str
 ) -> None:
     """A second client sees the finished row at once, and the server reports no open
     transaction on the store's connections after the finish and the read."""
@@ -203,7 +204,7 @@ def test_mysql_finish_is_committed_and_leaves_no_transaction_open(
 
 
 def test_mysql_batch_start_is_committed_and_leaves_no_transaction_open(
-    mysql_store: DatabaseRunHistory, mysql_url: str
+    mysql_store: SqlRunHistory, mysql_url: str
 ) -> None:
     """An instant's runs started together (read and insert on the driver): a second
     client sees them running at once, and no transaction stays open."""
@@ -226,14 +227,14 @@ def test_mysql_batch_start_is_committed_and_leaves_no_transaction_open(
 
 
 def test_mysql_batch_start_meeting_a_record_written_after_its_read_starts_nothing(
-    mysql_store: DatabaseRunHistory, mysql_url: str, monkeypatch: pytest.MonkeyPatch
+    mysql_store: SqlRunHistory, mysql_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another node's skip lands between the batch's read and its insert: the insert
     fails on that key, and none of the batch's runs stands (a second client reads the
     table); the next start on the same pool works."""
     reader = _mysql_reader(mysql_url)
     table = mysql_store.table.name
-    real_fresh = history_store._fresh
+    real_fresh = history_rows.fresh
 
     def fresh_then_a_skip_elsewhere(*arguments: Any) -> list[dict[str, Any]]:
         chosen = real_fresh(*arguments)
@@ -245,7 +246,7 @@ def test_mysql_batch_start_meeting_a_record_written_after_its_read_starts_nothin
             )
         return chosen
 
-    monkeypatch.setattr(history_store, "_fresh", fresh_then_a_skip_elsewhere)
+    monkeypatch.setattr(batch_writes, "fresh", fresh_then_a_skip_elsewhere)
     runs = [NewRun(f"lk{index}", f"app:job{index}", T0, index + 1) for index in range(3)]
     try:
         assert mysql_store.start_new_many(runs, node="a", at=T0) == [False, False, False]
@@ -254,12 +255,12 @@ def test_mysql_batch_start_meeting_a_record_written_after_its_read_starts_nothin
             assert cursor.fetchall() == (("app:job1", "other", "skipped"),)
     finally:
         reader.close()
-    monkeypatch.setattr(history_store, "_fresh", real_fresh)
+    monkeypatch.setattr(batch_writes, "fresh", real_fresh)
     assert mysql_store.start_new_many(runs[:1], node="a", at=T0) == [True]
 
 
 def test_mysql_dropped_connection_is_a_history_error_then_the_next_call_reconnects(
-    mysql_store: DatabaseRunHistory, mysql_url: str
+    mysql_store: SqlRunHistory, mysql_url: str
 ) -> None:
     assert mysql_store.start("app:job", T0, lock="lk", node="a", token=1, at=T0) == 1
     ids = _pooled_thread_ids(mysql_store)
@@ -274,13 +275,13 @@ def test_mysql_dropped_connection_is_a_history_error_then_the_next_call_reconnec
 
 
 def _finish_from_threads(
-    store: DatabaseRunHistory, finishes: list[tuple[str, int]]
+    store: SqlRunHistory, finishes: list[tuple[str, int]]
 ) -> dict[str, bool | BaseException]:
     """Finish each `(task, token)` from its own thread, all queued behind one group."""
     return finishes_as_one_group(store, finishes, at=T0)
 
 
-def _states(store: DatabaseRunHistory, mysql_url: str) -> dict[str, str]:
+def _states(store: SqlRunHistory, mysql_url: str) -> dict[str, str]:
     reader = _mysql_reader(mysql_url)
     try:
         with reader.cursor() as cursor:
@@ -291,7 +292,7 @@ def _states(store: DatabaseRunHistory, mysql_url: str) -> dict[str, str]:
 
 
 def test_mysql_finishes_waiting_together_are_one_text_each_answered(
-    mysql_store: DatabaseRunHistory, mysql_url: str
+    mysql_store: SqlRunHistory, mysql_url: str
 ) -> None:
     """Twelve finishes queued together: the server's general log shows them in one
     statement text ending in COMMIT, a second client reads every row finished, and
@@ -332,7 +333,7 @@ def test_mysql_finishes_waiting_together_are_one_text_each_answered(
 
 
 def test_mysql_a_group_that_fails_part_way_writes_nothing(
-    mysql_store: DatabaseRunHistory, mysql_url: str
+    mysql_store: SqlRunHistory, mysql_url: str
 ) -> None:
     """The middle row of a group is locked by a second client past the lock wait
     timeout: every finish of the group fails, and none is written (the first one's
@@ -362,7 +363,7 @@ def test_mysql_a_group_that_fails_part_way_writes_nothing(
 
 
 def test_postgres_finishes_waiting_together_are_one_statement_each_answered(
-    store: DatabaseRunHistory, postgres_url: str
+    store: SqlRunHistory, postgres_url: str
 ) -> None:
     """Twelve finishes queued together on PostgreSQL (one `UPDATE … FROM unnest`):
     a second client reads every row finished with its own state, the zombie's (an

@@ -29,7 +29,7 @@ from firefly_scheduling_database.sql_history.schema import (
     runs_table,
     table_key,
 )
-from firefly_scheduling_database.sql_history.store import DatabaseRunHistory, create_history_store
+from firefly_scheduling_database.sql_history.store import SqlRunHistory, create_history_store
 
 TASK = "pkg.jobs:report"
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -120,7 +120,7 @@ def test_an_old_table_is_refused_at_boot_naming_the_table_and_the_command(
 
 def test_an_old_table_found_after_boot_fails_every_call_softly(old_history_url: str) -> None:
     """Reached only on first use (the database was down at boot): a HistoryError, no write."""
-    store = DatabaseRunHistory(old_history_url)
+    store = SqlRunHistory(old_history_url)
     try:
         with pytest.raises(HistoryError, match="migrate --history"):
             store.start(TASK, T0 + timedelta(minutes=2), lock=TASK, node="n", token=4, at=T0)

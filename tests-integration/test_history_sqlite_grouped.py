@@ -25,7 +25,7 @@ import pytest
 
 from firefly_scheduling.history import HistoryError
 from firefly_scheduling.history.port import RunState
-from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grouped_senders import finishes_as_one_group, sqlite_statements
@@ -45,8 +45,8 @@ def statements() -> Iterator[list[str]]:
 
 
 @pytest.fixture
-def store(path: str, statements: list[str]) -> Iterator[DatabaseRunHistory]:
-    history = DatabaseRunHistory(f"sqlite:///{path}")
+def store(path: str, statements: list[str]) -> Iterator[SqlRunHistory]:
+    history = SqlRunHistory(f"sqlite:///{path}")
     history.install()
     try:
         yield history
@@ -55,7 +55,7 @@ def store(path: str, statements: list[str]) -> Iterator[DatabaseRunHistory]:
 
 
 def _finish_from_threads(
-    store: DatabaseRunHistory, finishes: list[tuple[str, int]], statements: list[str]
+    store: SqlRunHistory, finishes: list[tuple[str, int]], statements: list[str]
 ) -> dict[str, bool | BaseException]:
     """Finish each `(task, token)` as one group; `statements` then holds only what the
     group's sending ran."""
@@ -67,13 +67,13 @@ def _states(path: str, table: str) -> dict[str, str]:
         return dict(reader.execute(f"SELECT task, state FROM {table}").fetchall())
 
 
-def _started(store: DatabaseRunHistory, tasks: list[str], token: int) -> None:
+def _started(store: SqlRunHistory, tasks: list[str], token: int) -> None:
     for task in tasks:
         assert store.start(task, T0, lock="lk", node="a", token=token, at=T0) == 1
 
 
 def test_finishes_waiting_together_commit_once_each_answered(
-    store: DatabaseRunHistory, path: str, statements: list[str]
+    store: SqlRunHistory, path: str, statements: list[str]
 ) -> None:
     tasks = [f"app:job{index}" for index in range(12)]
     _started(store, tasks, token=5)
@@ -90,7 +90,7 @@ def test_finishes_waiting_together_commit_once_each_answered(
 
 
 def test_a_group_the_database_refuses_part_way_writes_nothing(
-    store: DatabaseRunHistory, path: str, statements: list[str]
+    store: SqlRunHistory, path: str, statements: list[str]
 ) -> None:
     tasks = ["app:first", "app:middle", "app:last"]
     _started(store, tasks, token=1)

@@ -23,8 +23,8 @@ from sqlalchemy.engine import make_url
 from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
-from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
+from firefly_scheduling_mysql.url import connection_arguments
 from firefly_scheduling_redis import RedisLock
 
 #: The history's reply deadline here, instead of its default 5 s: the same timeout, sooner.
@@ -32,9 +32,9 @@ READ_TIMEOUT_SECONDS = 2
 
 
 @pytest.fixture
-def history(mysql_url: str) -> Iterator[DatabaseRunHistory]:
+def history(mysql_url: str) -> Iterator[SqlRunHistory]:
     url = make_url(mysql_url).update_query_dict({"read_timeout": str(READ_TIMEOUT_SECONDS)})
-    store = DatabaseRunHistory(
+    store = SqlRunHistory(
         url.render_as_string(hide_password=False), table=f"runs_{uuid.uuid4().hex[:12]}"
     )
     store.install()
@@ -65,7 +65,7 @@ def rows_of(mysql_url: str, table: str) -> list[dict[str, Any]]:
 def test_a_run_whose_start_timed_out_is_recorded_whole_and_not_fenced(
     mysql_url: str,
     redis_url: str,
-    history: DatabaseRunHistory,
+    history: SqlRunHistory,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="firefly_scheduling")

@@ -14,7 +14,7 @@ import uuid
 from pymemcache.client.base import Client
 
 from firefly_scheduling_memcached.anchor_store import MemcachedAnchorStore
-from firefly_scheduling_memcached.lock import memcached_server
+from firefly_scheduling_memcached.url import memcached_server
 
 THREADS = 16
 ROUNDS = 60

@@ -18,7 +18,7 @@ from pymemcache.client.base import Client
 
 from firefly_scheduling import LockBackendError
 from firefly_scheduling_memcached import AsyncMemcachedLock, MemcachedLock
-from firefly_scheduling_memcached.lock import memcached_server
+from firefly_scheduling_memcached.url import memcached_server
 
 HEX_TOKEN_LENGTH = 32
 DAY = 24 * 3600

@@ -21,8 +21,8 @@ import pymysql
 
 from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling_mysql import MySqlNamedLock
-from firefly_scheduling_mysql import statements as sql
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling_mysql import protocol as sql
+from firefly_scheduling_mysql.url import connection_arguments
 
 
 def _names(tag: str, count: int) -> list[str]:

@@ -15,8 +15,8 @@ import pytest
 
 from firefly_scheduling import LockBackendError
 from firefly_scheduling_mysql import MySqlNamedLock
-from firefly_scheduling_mysql.connection_options import connection_arguments
 from firefly_scheduling_mysql.lock import Connection as Admin
+from firefly_scheduling_mysql.url import connection_arguments
 
 
 @pytest.fixture

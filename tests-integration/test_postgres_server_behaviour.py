@@ -14,7 +14,7 @@ import pytest
 from psycopg import sql
 
 from firefly_scheduling_postgres import PgAdvisoryLock
-from firefly_scheduling_postgres.statements import FENCE_TABLE
+from firefly_scheduling_postgres.protocol import FENCE_TABLE
 
 Admin = psycopg.Connection[tuple[object, ...]]
 

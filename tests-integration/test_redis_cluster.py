@@ -17,11 +17,12 @@ import redis.asyncio
 from redis.crc import key_slot
 
 from firefly_scheduling_redis import AsyncRedisLock, RedisLock, protocol
+from firefly_scheduling_redis.url import parse_url
 
 
 @pytest.fixture
 def cluster(redis_cluster_url: str) -> Iterator[redis.cluster.RedisCluster]:
-    client = redis.cluster.RedisCluster.from_url(protocol.parse_url(redis_cluster_url).driver_url)
+    client = redis.cluster.RedisCluster.from_url(parse_url(redis_cluster_url).driver_url)
     yield client
     client.close()
 
@@ -80,9 +81,7 @@ def test_a_user_built_asyncio_cluster_client_excludes_the_sync_flavour(
     sync_lock = RedisLock(redis_cluster_url)
 
     async def race() -> tuple[int | None, bool, bool]:
-        client = redis.asyncio.RedisCluster.from_url(
-            protocol.parse_url(redis_cluster_url).driver_url
-        )
+        client = redis.asyncio.RedisCluster.from_url(parse_url(redis_cluster_url).driver_url)
         lock = AsyncRedisLock(client)
         try:
             token = await lock.try_acquire_fenced(name, 30)
@@ -113,9 +112,7 @@ def test_a_hundred_coroutines_first_calls_on_a_fresh_async_cluster_lock_all_succ
     async def race() -> list[bool | str]:
         client = None
         if given_client:
-            client = redis.asyncio.RedisCluster.from_url(
-                protocol.parse_url(redis_cluster_url).driver_url
-            )
+            client = redis.asyncio.RedisCluster.from_url(parse_url(redis_cluster_url).driver_url)
         lock = AsyncRedisLock(client if client is not None else redis_cluster_url)
 
         async def cycle(name: str) -> bool | str:

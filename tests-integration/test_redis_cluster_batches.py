@@ -31,6 +31,7 @@ from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling_redis import AsyncRedisLock, RedisLock, protocol
 from firefly_scheduling_redis.primaries import send_by_primary
+from firefly_scheduling_redis.url import parse_url
 
 Answers = list[Holding | LockBackendError | None]
 #: Acquire a batch fenced through a fresh lock of one flavour, and release what it won.
@@ -39,7 +40,7 @@ Batch = Callable[[Sequence[str]], Answers]
 
 @pytest.fixture
 def cluster(redis_cluster_url: str) -> Iterator[redis.cluster.RedisCluster]:
-    client = redis.cluster.RedisCluster.from_url(protocol.parse_url(redis_cluster_url).driver_url)
+    client = redis.cluster.RedisCluster.from_url(parse_url(redis_cluster_url).driver_url)
     yield client
     client.close()
 

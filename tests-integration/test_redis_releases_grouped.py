@@ -31,6 +31,7 @@ import redis
 
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling_redis import AsyncRedisLock, RedisLock, protocol
+from firefly_scheduling_redis.url import parse_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grouped_senders import send_as_one_group
@@ -40,7 +41,7 @@ COUNT = 12
 
 @pytest.fixture
 def reader(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(protocol.parse_url(redis_url).driver_url)
+    client = redis.Redis.from_url(parse_url(redis_url).driver_url)
     yield client
     client.close()
 
@@ -180,7 +181,7 @@ def test_asyncio_waiting_releases_are_one_pipeline(redis_url: str, reader: redis
 
 def test_cluster_waiting_releases_go_one_pipeline_per_primary(redis_cluster_url: str) -> None:
     lock = RedisLock(redis_cluster_url)
-    cluster = redis.cluster.RedisCluster.from_url(protocol.parse_url(redis_cluster_url).driver_url)
+    cluster = redis.cluster.RedisCluster.from_url(parse_url(redis_cluster_url).driver_url)
     try:
         names = _names("cluster")
         holdings = _held(lock, names)

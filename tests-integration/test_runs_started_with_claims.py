@@ -25,7 +25,7 @@ from firefly_scheduling.fires.runner import TOO_LATE_FOR_A_WORKER, FireRunner
 from firefly_scheduling.history import RunRecord, RunState
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
-from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_postgres import PgAdvisoryLock
 
 GRACE = 5.0
@@ -41,7 +41,7 @@ class Clock:
         return self.now
 
 
-class CountingHistory(DatabaseRunHistory):
+class CountingHistory(SqlRunHistory):
     """The real store, counting the per-fire calls a worker makes before its body."""
 
     def __init__(self, url: str, *, table: str) -> None:
@@ -80,9 +80,9 @@ def history(postgres_url: str, table: str) -> Iterator[CountingHistory]:
 
 
 @pytest.fixture
-def reader(postgres_url: str, table: str, history: CountingHistory) -> Iterator[DatabaseRunHistory]:
+def reader(postgres_url: str, table: str, history: CountingHistory) -> Iterator[SqlRunHistory]:
     """Another node's history on the same table: what the server holds."""
-    store = DatabaseRunHistory(postgres_url, table=table)
+    store = SqlRunHistory(postgres_url, table=table)
     yield store
     store.close()
 
@@ -116,7 +116,7 @@ def holding_of(outcome: ClaimOutcome) -> Holding:
 
 
 def test_won_fires_are_recorded_running_before_a_worker_runs_them(
-    lock: PgAdvisoryLock, history: CountingHistory, reader: DatabaseRunHistory
+    lock: PgAdvisoryLock, history: CountingHistory, reader: SqlRunHistory
 ) -> None:
     clock = Clock()
     runner = FireRunner(lock, history=history, clock=clock, grace=GRACE, node="node-a")
@@ -144,7 +144,7 @@ def test_won_fires_are_recorded_running_before_a_worker_runs_them(
 
 
 def test_a_died_run_is_not_started_over_and_is_adopted_by_the_worker(
-    lock: PgAdvisoryLock, history: CountingHistory, reader: DatabaseRunHistory
+    lock: PgAdvisoryLock, history: CountingHistory, reader: SqlRunHistory
 ) -> None:
     clock = Clock()
     [descriptor] = tasks(1)
@@ -166,7 +166,7 @@ def test_a_died_run_is_not_started_over_and_is_adopted_by_the_worker(
 
 
 def test_a_fire_another_node_recorded_as_skipped_still_runs(
-    lock: PgAdvisoryLock, history: CountingHistory, reader: DatabaseRunHistory
+    lock: PgAdvisoryLock, history: CountingHistory, reader: SqlRunHistory
 ) -> None:
     clock = Clock()
     [descriptor] = tasks(1)
@@ -181,7 +181,7 @@ def test_a_fire_another_node_recorded_as_skipped_still_runs(
 
 
 def test_a_fire_started_with_its_claim_but_too_late_for_a_worker_is_closed(
-    lock: PgAdvisoryLock, history: CountingHistory, reader: DatabaseRunHistory
+    lock: PgAdvisoryLock, history: CountingHistory, reader: SqlRunHistory
 ) -> None:
     clock = Clock()
     [descriptor] = tasks(1)
@@ -205,7 +205,7 @@ def test_a_lock_lost_between_the_batch_and_the_body_closes_the_started_record(
     postgres_url: str,
     lock: PgAdvisoryLock,
     history: CountingHistory,
-    reader: DatabaseRunHistory,
+    reader: SqlRunHistory,
 ) -> None:
     """The batch's session is terminated by the server's administrator (a second
     connection) after the runs were started: the pre-body check must find the lock

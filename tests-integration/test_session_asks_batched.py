@@ -32,9 +32,9 @@ import pytest
 
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling_mysql import AsyncMySqlNamedLock, MySqlNamedLock
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling_mysql.url import connection_arguments
 from firefly_scheduling_postgres import PgAdvisoryLock
-from firefly_scheduling_postgres import statements as pg_sql
+from firefly_scheduling_postgres import protocol as pg_sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from session_killers import mysql_killer, pg_killer

@@ -25,7 +25,7 @@ from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import MemoryRunHistory
 from firefly_scheduling.locks import BaseLock
 from firefly_scheduling_mysql import MySqlNamedLock
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling_mysql.url import connection_arguments
 from firefly_scheduling_postgres import PgAdvisoryLock
 
 

@@ -27,9 +27,9 @@ import pytest
 from firefly_scheduling import LockBackendError
 from firefly_scheduling.testing.local_server import LocalServer, running_as_root
 from firefly_scheduling_mysql import MySqlNamedLock
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling_mysql.url import connection_arguments
 from firefly_scheduling_postgres import PgAdvisoryLock
-from firefly_scheduling_postgres.statements import FENCE_TABLE as PG_FENCES
+from firefly_scheduling_postgres.protocol import FENCE_TABLE as PG_FENCES
 
 pytestmark = pytest.mark.slow
 

@@ -25,8 +25,8 @@ import pytest
 from firefly_scheduling.history.port import NewRun, RunState
 from firefly_scheduling_database.anchor_store import TABLE_NAME as ANCHOR_TABLE
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
-from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
+from firefly_scheduling_mysql.url import connection_arguments
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "contract"))
 from session_settings import MYSQL_SETTINGS, with_setting
@@ -81,7 +81,7 @@ def test_the_run_history_writes_and_reads_hostile_values_exactly(
     lock, task, node = (_hostile(server, what) for what in ("lock", "task", "node"))
     error = _hostile(server, "error") + "\n" + "x" * 300
     table = f"ff_runs_{uuid.uuid4().hex[:12]}"
-    history = DatabaseRunHistory(session_url, table=table)
+    history = SqlRunHistory(session_url, table=table)
     try:
         assert history.start(task, AT, lock=lock, node=node, token=7, at=AT) == 1
         [running] = history.unfinished(task, lock=lock)

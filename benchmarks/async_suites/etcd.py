@@ -15,13 +15,13 @@ async def cases(stack: AsyncExitStack) -> list[AsyncCase]:
     import httpx  # noqa: PLC0415 - optional benchmark dependency
 
     from firefly_scheduling_etcd import AsyncEtcdLock, protocol  # noqa: PLC0415
-    from firefly_scheduling_etcd.endpoint import parse_endpoint  # noqa: PLC0415
-    from firefly_scheduling_etcd.protocol import Reply  # noqa: PLC0415
+    from firefly_scheduling_etcd.messages import Reply  # noqa: PLC0415
+    from firefly_scheduling_etcd.url import parse_url  # noqa: PLC0415
 
     lock = AsyncEtcdLock(ETCD)
     stack.push_async_callback(lock.aclose)
-    endpoint = parse_endpoint(ETCD)
-    client = httpx.AsyncClient(base_url=endpoint.base_url, trust_env=False)
+    member = parse_url(ETCD)
+    client = httpx.AsyncClient(base_url=member.base_url, trust_env=False)
     stack.push_async_callback(client.aclose)
 
     async def pump(operation: Any) -> Any:

@@ -22,7 +22,7 @@ async def cases(stack: AsyncExitStack) -> list[AsyncCase]:
     import asyncio  # noqa: PLC0415
 
     from firefly_scheduling_memcached import AsyncMemcachedLock  # noqa: PLC0415
-    from firefly_scheduling_memcached.endpoint import memcached_server  # noqa: PLC0415
+    from firefly_scheduling_memcached.url import memcached_server  # noqa: PLC0415
 
     lock = AsyncMemcachedLock(MEMCACHED)
     stack.push_async_callback(lock.aclose)

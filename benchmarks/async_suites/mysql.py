@@ -21,7 +21,7 @@ MYSQL = os.environ.get("FIREFLY_TEST_MYSQL_URL", "mysql://root:root@127.0.0.1:33
 
 def _raw_cycle(cursor: Any, server_name: str, driver: str) -> AsyncCycle:
     """GET_LOCK then RELEASE_LOCK on one reused cursor: the adapter's two round trips."""
-    from firefly_scheduling_mysql import statements as sql  # noqa: PLC0415
+    from firefly_scheduling_mysql import protocol as sql  # noqa: PLC0415
 
     async def cycle() -> None:
         await cursor.execute(sql.GET_LOCK, (server_name,))
@@ -38,7 +38,7 @@ async def cases(stack: AsyncExitStack) -> list[AsyncCase]:
     from asyncmy.connection import Connection  # noqa: PLC0415 - optional dependency
 
     from firefly_scheduling_mysql import AsyncMySqlNamedLock  # noqa: PLC0415
-    from firefly_scheduling_mysql.connection_options import (  # noqa: PLC0415
+    from firefly_scheduling_mysql.url import (  # noqa: PLC0415
         asyncmy_arguments,
         connection_arguments,
     )

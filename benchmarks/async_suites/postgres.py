@@ -17,8 +17,8 @@ async def cases(stack: AsyncExitStack) -> list[AsyncCase]:
     import psycopg  # noqa: PLC0415 - optional benchmark dependency
 
     from firefly_scheduling_postgres import AsyncPgAdvisoryLock  # noqa: PLC0415
-    from firefly_scheduling_postgres import statements as sql  # noqa: PLC0415
-    from firefly_scheduling_postgres.connection_string import (  # noqa: PLC0415
+    from firefly_scheduling_postgres import protocol as sql  # noqa: PLC0415
+    from firefly_scheduling_postgres.url import (  # noqa: PLC0415
         PostgresConnection,
     )
 

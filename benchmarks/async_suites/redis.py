@@ -33,12 +33,13 @@ async def cases_for(url: str, backend: str, stack: AsyncExitStack) -> list[Async
     import redis.asyncio  # noqa: PLC0415 - optional benchmark dependency
 
     from firefly_scheduling_redis import AsyncRedisLock, protocol  # noqa: PLC0415
+    from firefly_scheduling_redis.url import CLIENT_DEFAULTS, parse_url  # noqa: PLC0415
 
     lock = AsyncRedisLock(url)
     stack.push_async_callback(lock.aclose)
-    server = protocol.parse_url(url)
+    server = parse_url(url)
     raw_class: Any = redis.asyncio.RedisCluster if server.cluster else redis.asyncio.Redis
-    client = raw_class.from_url(server.driver_url, **protocol.CLIENT_DEFAULTS)
+    client = raw_class.from_url(server.driver_url, **CLIENT_DEFAULTS)
     stack.push_async_callback(client.aclose)
     for script in (protocol.RELEASE, protocol.ACQUIRE_FENCED):
         await client.script_load(script.source)

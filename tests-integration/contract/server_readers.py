@@ -30,9 +30,9 @@ import redis.cluster
 from firefly_scheduling.testing.server_reader import ServerReader
 from firefly_scheduling_memcached.protocol import lock_key as memcached_lock_key
 from firefly_scheduling_mysql import MySqlNamedLock
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling_mysql.url import connection_arguments
 from firefly_scheduling_postgres import PgAdvisoryLock
-from firefly_scheduling_redis import protocol as redis_protocol
+from firefly_scheduling_redis.url import parse_url as parse_redis_url
 
 #: The tables each SQL backend creates for itself (fence counters, fire claims).
 _OWN_TABLES = frozenset({"firefly_scheduling_fences", "firefly_scheduling_claims"})
@@ -175,7 +175,7 @@ class RedisReader(ServerReader):
     """
 
     def __init__(self, url: str) -> None:
-        server = redis_protocol.parse_url(url)
+        server = parse_redis_url(url)
         self._cluster = server.cluster
         self._client: Any = (
             redis.cluster.RedisCluster.from_url(server.driver_url)

@@ -208,7 +208,7 @@ def test_without_greenlet_the_sync_package_works_and_the_async_lock_names_the_ex
         "sys.modules['greenlet'] = None  # as if it were not installed\n"
         "import firefly_scheduling_database as package\n"
         "from firefly_scheduling_database.anchor_store import DatabaseAnchorStore\n"
-        "from firefly_scheduling_database.sql_history.store import DatabaseRunHistory\n"
+        "from firefly_scheduling_database.sql_history.store import SqlRunHistory\n"
         f"lock = package.DatabaseLeaseLock({url!r})\n"
         "lock.install()\n"
         "assert lock.try_acquire('report', 5)\n"

@@ -12,10 +12,11 @@ from sqlalchemy.dialects import registry
 from firefly_scheduling import ConfigurationError, Settings, resolve_lock
 from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
-from firefly_scheduling_database.dialects import lease_sql_for
-from firefly_scheduling_database.engine import describe_url, lock_engine
+from firefly_scheduling_database.engine import lock_engine
+from firefly_scheduling_database.protocol import lease_sql_for
 from firefly_scheduling_database.schema import LeaseTables
-from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
+from firefly_scheduling_database.url import describe_url
 
 SECRET = "s3cr3t-pw"
 
@@ -159,7 +160,7 @@ def test_a_percent_encoded_password_is_scrubbed_in_both_forms() -> None:
 )
 @pytest.mark.parametrize(
     "build",
-    [DatabaseLeaseLock, AsyncDatabaseLeaseLock, DatabaseRunHistory, DatabaseAnchorStore],
+    [DatabaseLeaseLock, AsyncDatabaseLeaseLock, SqlRunHistory, DatabaseAnchorStore],
     ids=lambda build: build.__name__,
 )
 def test_a_session_encoding_that_cannot_carry_every_name_is_refused_when_built(

@@ -1,7 +1,7 @@
 """MySQL's group of releases as one text: how it is written, read and allowed (no server).
 
 The text is `START TRANSACTION`, an owner-checked DELETE per lease in name order, and
-`COMMIT` (`dialect_batches.MySqlLeaseBatches.released`), with placeholders per lease
+`COMMIT` (`protocol.mysql.MySqlLeaseBatches.released`), with placeholders per lease
 for the driver to fill: no value is ever written into it, and the values the driver
 writes are hex digits (a name, decoded by `UNHEX`) and owner tokens, checked so before
 they go. The lock's own MySQL connections allow texts of several statements; other
@@ -19,10 +19,10 @@ import pytest
 
 from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
 from firefly_scheduling_database import asyncio_driver as aio_driver
-from firefly_scheduling_database.dialect_batches import LeaseBatches, lease_batches_for
-from firefly_scheduling_database.dialects import lease_sql_for
 from firefly_scheduling_database.engine import async_lock_engine, lock_engine
 from firefly_scheduling_database.mysql_text import hex_text
+from firefly_scheduling_database.protocol import lease_batches_for, lease_sql_for
+from firefly_scheduling_database.protocol.dialect import LeaseBatches
 from firefly_scheduling_database.schema import LeaseTables
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -17,8 +17,8 @@ from sqlalchemy import select
 
 from firefly_scheduling import ConfigurationError, LockBackendError
 from firefly_scheduling_database import DatabaseLeaseLock
-from firefly_scheduling_database.dialects import lease_sql_for
 from firefly_scheduling_database.engine import lock_engine
+from firefly_scheduling_database.protocol import lease_sql_for
 from firefly_scheduling_database.schema import LeaseTables
 
 TABLES = LeaseTables.named("locks")

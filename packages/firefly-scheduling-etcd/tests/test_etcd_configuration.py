@@ -11,7 +11,7 @@ import pytest
 from firefly_scheduling import ConfigurationError, Settings
 from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling_etcd import EtcdLock
-from firefly_scheduling_etcd.endpoint import DEFAULT_TIMEOUT_SECONDS, parse_endpoint
+from firefly_scheduling_etcd.url import DEFAULT_TIMEOUT_SECONDS, parse_url
 
 SECRET = "s3cr3t-pw"
 
@@ -34,16 +34,16 @@ def create_lock(settings: Settings) -> object:
 )
 def test_url_kinds_are_accepted_without_connecting(url: str, base_url: str) -> None:
     # Port 1 is closed and the other hosts do not resolve: construction must not connect.
-    assert parse_endpoint(url).base_url == base_url
+    assert parse_url(url).base_url == base_url
     lock = EtcdLock(url)
     assert lock.is_held("anything") is False
     lock.close()
 
 
 def test_the_timeout_defaults_to_three_seconds_and_reads_a_duration() -> None:
-    assert parse_endpoint("etcd://h").timeout == DEFAULT_TIMEOUT_SECONDS == 3.0
-    assert parse_endpoint("etcd://h?timeout=500ms").timeout == 0.5
-    assert parse_endpoint("etcd://h?timeout=10").timeout == 10.0
+    assert parse_url("etcd://h").timeout == DEFAULT_TIMEOUT_SECONDS == 3.0
+    assert parse_url("etcd://h?timeout=500ms").timeout == 0.5
+    assert parse_url("etcd://h?timeout=10").timeout == 10.0
 
 
 @pytest.mark.parametrize(
@@ -96,11 +96,11 @@ def test_a_missing_tls_file_is_named_at_construction(tmp_path: Path) -> None:
 
 
 def test_an_etcds_url_verifies_against_the_system_cas_by_default() -> None:
-    context = parse_endpoint("etcds://etcd.internal").ssl_context()
+    context = parse_url("etcds://etcd.internal").ssl_context()
     assert context is not None
     assert context.verify_mode is ssl.CERT_REQUIRED
     assert context.check_hostname is True
-    assert parse_endpoint("etcd://etcd.internal").ssl_context() is None
+    assert parse_url("etcd://etcd.internal").ssl_context() is None
 
 
 @pytest.mark.parametrize(

@@ -16,8 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from firefly_scheduling.locks.base import new_owner_token
-from firefly_scheduling_etcd import protocol
-from firefly_scheduling_etcd.protocol import Call, EtcdServerError, Operation, Reply
+from firefly_scheduling_etcd import batch_leases, messages, protocol
+from firefly_scheduling_etcd.messages import Call, EtcdServerError, Reply
+from firefly_scheduling_etcd.protocol import Operation
 
 T = TypeVar("T")
 HEADER = {"cluster_id": "2037210783374497686", "member_id": "13195394291058371180"}
@@ -159,7 +160,7 @@ def test_a_failed_grant_raises_the_servers_message() -> None:
     with pytest.raises(EtcdServerError, match="lease already exists") as caught:
         drive(protocol.acquire("job", "owner-1", 30), ok({}), clash)
     assert (caught.value.code, caught.value.status) == (9, 400)
-    assert protocol.hint(caught.value) == (
+    assert messages.hint(caught.value) == (
         "an acquisition's lease ID clashed with a live lease; retry"
     )
 
@@ -259,12 +260,12 @@ def test_error_answers_raise_with_the_servers_message_and_a_hint(
     with pytest.raises(EtcdServerError, match=message) as caught:
         drive(protocol.release("owner-1"), reply)
     assert len(str(caught.value)) < 300
-    shown = protocol.hint(caught.value)
+    shown = messages.hint(caught.value)
     assert shown is None if advice is None else advice in (shown or "")
 
 
 def test_other_errors_get_no_hint() -> None:
-    assert protocol.hint(OSError("connection refused")) is None
+    assert messages.hint(OSError("connection refused")) is None
 
 
 # -- fire claims of an instant together ---------------------------------------------------
@@ -279,14 +280,14 @@ def _creates(*won: bool) -> Reply:
 
 
 def test_claims_of_held_names_cost_one_read_and_nothing_else() -> None:
-    won, calls = drive(protocol.claim_many([("a", 30), ("b", 30)], "token"), _ranges(1, 1))
+    won, calls = drive(batch_leases.claim_many([("a", 30), ("b", 30)], "token"), _ranges(1, 1))
     assert won == [False, False]
     assert [call.path for call in calls] == ["/v3/kv/txn"]
     assert all("request_range" in op for op in body(calls[0])["success"])
 
 
 def test_free_names_share_a_lease_and_a_race_lost_since_the_read_is_lost_alone() -> None:
-    operation = protocol.claim_many([("a", 30), ("b", 30), ("c", 30)], "token")
+    operation = batch_leases.claim_many([("a", 30), ("b", 30), ("c", 30)], "token")
     granted = ok({"ID": "1", "TTL": "30"})
     won, calls = drive(operation, _ranges(0, 1, 0), granted, _creates(True, False))
     assert won == [True, False, False]
@@ -302,7 +303,7 @@ def test_free_names_share_a_lease_and_a_race_lost_since_the_read_is_lost_alone()
 
 
 def test_a_lease_whose_every_create_lost_is_revoked() -> None:
-    operation = protocol.claim_many([("a", 30)], "token")
+    operation = batch_leases.claim_many([("a", 30)], "token")
     won, calls = drive(operation, _ranges(0), ok({"ID": "1", "TTL": "30"}), _creates(False), ok({}))
     assert won == [False]
     assert calls[-1].path == "/v3/lease/revoke"
@@ -310,7 +311,7 @@ def test_a_lease_whose_every_create_lost_is_revoked() -> None:
 
 
 def test_a_failed_create_revokes_the_batch_lease_and_raises() -> None:
-    operation = protocol.claim_many([("a", 30), ("b", 30)], "token")
+    operation = batch_leases.claim_many([("a", 30), ("b", 30)], "token")
     lost = ConnectionError("reply lost")
     with pytest.raises(ConnectionError, match="reply lost"):
         drive(operation, _ranges(0, 0), ok({"ID": "1", "TTL": "30"}), lost, ok({}))
@@ -318,16 +319,16 @@ def test_a_failed_create_revokes_the_batch_lease_and_raises() -> None:
 
 def test_a_transaction_answered_with_the_wrong_number_of_responses_is_an_error() -> None:
     with pytest.raises(EtcdServerError, match="1 responses to a transaction of 2"):
-        drive(protocol.claim_many([("a", 30), ("b", 30)], "token"), _ranges(0))
+        drive(batch_leases.claim_many([("a", 30), ("b", 30)], "token"), _ranges(0))
 
 
 def test_names_beyond_one_transaction_go_in_the_next() -> None:
-    claims = [(f"n{index:03d}", 30) for index in range(protocol.NAMES_PER_TXN + 1)]
+    claims = [(f"n{index:03d}", 30) for index in range(batch_leases.NAMES_PER_TXN + 1)]
     token = _token_starting_at(claims, 0)
-    held = [1] * protocol.NAMES_PER_TXN
-    won, calls = drive(protocol.claim_many(claims, token), _ranges(*held), _ranges(1))
+    held = [1] * batch_leases.NAMES_PER_TXN
+    won, calls = drive(batch_leases.claim_many(claims, token), _ranges(*held), _ranges(1))
     assert won == [False] * len(claims)
-    assert [len(body(call)["success"]) for call in calls] == [protocol.NAMES_PER_TXN, 1]
+    assert [len(body(call)["success"]) for call in calls] == [batch_leases.NAMES_PER_TXN, 1]
 
 
 def test_each_chunk_is_read_then_created_from_a_chunk_the_token_picks() -> None:
@@ -335,14 +336,14 @@ def test_each_chunk_is_read_then_created_from_a_chunk_the_token_picks() -> None:
     created before the next is read; the lease granted once, before the first create.
     Two nodes starting on different chunks each find the other's chunk held and send
     it no create."""
-    claims = [(f"n{index:03d}", 30) for index in range(protocol.NAMES_PER_TXN + 1)]
+    claims = [(f"n{index:03d}", 30) for index in range(batch_leases.NAMES_PER_TXN + 1)]
     token = _token_starting_at(claims, 1)
-    [alone] = _key_ordered(claims)[protocol.NAMES_PER_TXN :]
+    [alone] = _key_ordered(claims)[batch_leases.NAMES_PER_TXN :]
     free_first = _ranges(0)
     granted = ok({"ID": "1", "TTL": "30"})
-    rest_held = _ranges(*[1] * protocol.NAMES_PER_TXN)
+    rest_held = _ranges(*[1] * batch_leases.NAMES_PER_TXN)
     won, calls = drive(
-        protocol.claim_many(claims, token), free_first, granted, _creates(True), rest_held
+        batch_leases.claim_many(claims, token), free_first, granted, _creates(True), rest_held
     )
     paths = ["/v3/kv/txn", "/v3/lease/grant", "/v3/kv/txn", "/v3/kv/txn"]
     assert [call.path for call in calls] == paths
@@ -359,12 +360,12 @@ def _key_ordered(claims: list[tuple[str, int]]) -> list[int]:
 
 def _token_starting_at(claims: list[tuple[str, int]], chunk: int) -> str:
     """A batch token whose rotation starts `claim_many` at `chunk`."""
-    size = protocol.NAMES_PER_TXN
+    size = batch_leases.NAMES_PER_TXN
     wanted = _key_ordered(claims)[chunk * size : (chunk + 1) * size]
     keys = [b64(f"firefly/scheduling/lock/{name}") for name, _ in claims]
     for attempt in range(1000):
         token = f"token-{attempt}"
-        if protocol._rotated_chunks(keys, range(len(claims)), token)[0] == wanted:
+        if batch_leases._rotated_chunks(keys, range(len(claims)), token)[0] == wanted:
             return token
     raise AssertionError("no token starts at that chunk")
 
@@ -376,7 +377,7 @@ def test_acquisitions_of_held_names_cost_a_grant_a_failed_create_and_a_revoke() 
     requests = [("a", "owner-a", 30.0), ("b", "owner-b", 30.0)]
     granted = ok({"ID": "1", "TTL": "30"})
     tokens, calls = drive(
-        protocol.acquire_many(requests, "batch"), granted, _creates(False, False), ok({})
+        batch_leases.acquire_many(requests, "batch"), granted, _creates(False, False), ok({})
     )
     assert tokens == [None, None]
     assert [call.path for call in calls] == ["/v3/lease/grant", "/v3/kv/txn", "/v3/lease/revoke"]
@@ -387,7 +388,7 @@ def test_names_share_a_lease_per_ttl_and_each_key_carries_its_owner_with_no_read
     requests = [("a", "owner-a", 30.0), ("b", "owner-b", 30.0), ("c", "owner-c", 29.5)]
     granted = ok({"ID": "1", "TTL": "30"})
     tokens, calls = drive(
-        protocol.acquire_many(requests, "batch"), granted, _creates(True, False, True)
+        batch_leases.acquire_many(requests, "batch"), granted, _creates(True, False, True)
     )
     # Both created in one transaction: its revision (41) is each key's create_revision.
     assert tokens == [41, None, 41]
@@ -410,7 +411,7 @@ def test_a_failure_after_the_grant_revokes_the_batch_lease_and_raises() -> None:
     sent: list[Call] = []
     with pytest.raises(ConnectionError, match="reply lost"):
         drive(
-            protocol.acquire_many(requests, "batch"),
+            batch_leases.acquire_many(requests, "batch"),
             *(granted, granted, lost, ok({}), ok({})),
             calls=sent,
         )
@@ -423,13 +424,13 @@ def test_a_failure_after_the_grant_revokes_the_batch_lease_and_raises() -> None:
 
 def test_a_write_answered_without_a_revision_is_an_error_not_a_token() -> None:
     bare = Reply(200, json.dumps({"responses": [{"response_txn": {"succeeded": True}}]}).encode())
-    operation = protocol.acquire_many([("a", "owner-a", 30.0)], "batch")
+    operation = batch_leases.acquire_many([("a", "owner-a", 30.0)], "batch")
     with pytest.raises(EtcdServerError, match="without a revision"):
         drive(operation, ok({"ID": "1", "TTL": "30"}), bare, ok({}))
 
 
 def test_a_batch_holding_is_released_by_an_owner_checked_delete() -> None:
-    released, calls = drive(protocol.release_shared("a", "owner-a"), ok({"succeeded": True}))
+    released, calls = drive(batch_leases.release_shared("a", "owner-a"), ok({"succeeded": True}))
     assert released is True
     [call] = calls
     assert call.path == "/v3/kv/txn"
@@ -438,13 +439,13 @@ def test_a_batch_holding_is_released_by_an_owner_checked_delete() -> None:
         "compare": [{"key": key, "target": "VALUE", "result": "EQUAL", "value": b64("owner-a")}],
         "success": [{"request_delete_range": {"key": key}}],
     }
-    gone, _ = drive(protocol.release_shared("a", "owner-a"), ok({"succeeded": False}))
+    gone, _ = drive(batch_leases.release_shared("a", "owner-a"), ok({"succeeded": False}))
     assert gone is False
 
 
 def test_batch_holdings_released_together_are_one_transaction_each_answered() -> None:
     held = [("a", "owner-a"), ("b", "owner-b"), ("c", "owner-c")]
-    released, calls = drive(protocol.release_shared_many(held), _creates(True, False, True))
+    released, calls = drive(batch_leases.release_shared_many(held), _creates(True, False, True))
     assert released == [True, False, True]
     [call] = calls
     assert call.path == "/v3/kv/txn"
@@ -467,15 +468,15 @@ def test_batch_holdings_released_together_are_one_transaction_each_answered() ->
 
 
 def test_releases_beyond_one_transaction_or_of_one_name_twice_go_in_the_next() -> None:
-    held = [(f"n{index}", f"owner-{index}") for index in range(protocol.NAMES_PER_TXN + 1)]
+    held = [(f"n{index}", f"owner-{index}") for index in range(batch_leases.NAMES_PER_TXN + 1)]
     held.append(("n0", "owner-again"))  # a second holding of a name: etcd refuses a key twice
-    first = _creates(*[True] * protocol.NAMES_PER_TXN)
-    released, calls = drive(protocol.release_shared_many(held), first, _creates(True, False))
-    assert released == [True] * (protocol.NAMES_PER_TXN + 1) + [False]
-    assert [len(body(call)["success"]) for call in calls] == [protocol.NAMES_PER_TXN, 2]
+    first = _creates(*[True] * batch_leases.NAMES_PER_TXN)
+    released, calls = drive(batch_leases.release_shared_many(held), first, _creates(True, False))
+    assert released == [True] * (batch_leases.NAMES_PER_TXN + 1) + [False]
+    assert [len(body(call)["success"]) for call in calls] == [batch_leases.NAMES_PER_TXN, 2]
     duplicated = [("x", "owner-1"), ("x", "owner-2")]
     released, calls = drive(
-        protocol.release_shared_many(duplicated), _creates(False), _creates(True)
+        batch_leases.release_shared_many(duplicated), _creates(False), _creates(True)
     )
     assert released == [False, True]
     assert len(calls) == 2
@@ -483,12 +484,12 @@ def test_releases_beyond_one_transaction_or_of_one_name_twice_go_in_the_next() -
 
 def test_a_group_of_releases_answered_with_the_wrong_number_of_responses_is_an_error() -> None:
     with pytest.raises(EtcdServerError, match="1 responses to a transaction of 2"):
-        drive(protocol.release_shared_many([("a", "o-a"), ("b", "o-b")]), _creates(True))
+        drive(batch_leases.release_shared_many([("a", "o-a"), ("b", "o-b")]), _creates(True))
 
 
 def test_a_batch_holdings_first_renewal_moves_its_key_to_its_own_lease() -> None:
     moved, calls = drive(
-        protocol.renew_shared("a", "owner-a", 30),
+        batch_leases.renew_shared("a", "owner-a", 30),
         ok({"ID": "1", "TTL": "30"}),
         ok({"succeeded": True}),
     )
@@ -506,7 +507,7 @@ def test_a_move_that_fails_revokes_the_new_lease(answer: Reply | Exception) -> N
     sent: list[Call] = []
     try:
         moved, _ = drive(
-            protocol.renew_shared("a", "owner-a", 30),
+            batch_leases.renew_shared("a", "owner-a", 30),
             *(ok({"ID": "1", "TTL": "30"}), answer, ok({})),
             calls=sent,
         )

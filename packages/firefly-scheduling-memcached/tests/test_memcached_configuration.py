@@ -9,7 +9,7 @@ import pytest
 from firefly_scheduling import ConfigurationError
 from firefly_scheduling.concurrency.pool_size import DEFAULT_POOL_SIZE
 from firefly_scheduling_memcached import AsyncMemcachedLock, MemcachedLock
-from firefly_scheduling_memcached.lock import CLIENT_DEFAULTS, memcached_server
+from firefly_scheduling_memcached.url import CLIENT_DEFAULTS, memcached_server
 
 SECRET = "s3cr3t-pw"
 

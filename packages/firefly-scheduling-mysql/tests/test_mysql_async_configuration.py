@@ -11,7 +11,7 @@ import pytest
 
 from firefly_scheduling import ConfigurationError
 from firefly_scheduling_mysql import AsyncMySqlNamedLock, MySqlNamedLock
-from firefly_scheduling_mysql.connection_options import asyncmy_arguments, connection_arguments
+from firefly_scheduling_mysql.url import asyncmy_arguments, connection_arguments
 
 SECRET = "s3cr3t-pw"
 

@@ -8,8 +8,8 @@ import pytest
 
 from firefly_scheduling import ConfigurationError
 from firefly_scheduling_mysql import MySqlNamedLock
-from firefly_scheduling_mysql.connection_options import DEFAULT_TIMEOUTS, connection_arguments
-from firefly_scheduling_mysql.statements import unsupported_version
+from firefly_scheduling_mysql.protocol import unsupported_version
+from firefly_scheduling_mysql.url import DEFAULT_TIMEOUTS, connection_arguments
 
 SECRET = "s3cr3t-pw"
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from firefly_scheduling.testing.hostile_names import HostileName, hostile_names
 from firefly_scheduling_mysql import MySqlNamedLock
-from firefly_scheduling_mysql.statements import claim_many
+from firefly_scheduling_mysql.protocol import claim_many
 
 lock_names = st.text(
     alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\x00"),

@@ -7,7 +7,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from firefly_scheduling import ConfigurationError
 from firefly_scheduling_postgres import PgAdvisoryLock
-from firefly_scheduling_postgres.connection_string import CLIENT_DEFAULTS, connection_info
+from firefly_scheduling_postgres.url import CLIENT_DEFAULTS, connection_info
 
 SECRET = "s3cr3t-pw"
 

@@ -12,8 +12,8 @@ from redis.sentinel import Sentinel
 from firefly_scheduling import ConfigurationError, Settings
 from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling_redis import RedisLock
-from firefly_scheduling_redis.clients import describe_client
-from firefly_scheduling_redis.protocol import CLIENT_DEFAULTS
+from firefly_scheduling_redis.client import describe_client
+from firefly_scheduling_redis.url import CLIENT_DEFAULTS
 
 SECRET = "s3cr3t-pw"
 

@@ -13,7 +13,7 @@ from redis.crc import key_slot
 
 from firefly_scheduling import ConfigurationError
 from firefly_scheduling_redis import AsyncRedisLock, RedisLock, protocol
-from firefly_scheduling_redis.clients import describe_client
+from firefly_scheduling_redis.client import describe_client
 
 SECRET = "s3cr3t-pw"
 FLAVOURS = (RedisLock, AsyncRedisLock)

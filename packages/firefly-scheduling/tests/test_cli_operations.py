@@ -152,10 +152,10 @@ def test_runs_json_prints_one_object_per_fire(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("firefly_scheduling_database")
-    from firefly_scheduling_database.sql_history.store import DatabaseRunHistory  # noqa: PLC0415
+    from firefly_scheduling_database.sql_history.store import SqlRunHistory  # noqa: PLC0415
 
     url = f"sqlite:///{tmp_path / 'history.db'}"
-    history = DatabaseRunHistory(url)
+    history = SqlRunHistory(url)
     instant = datetime(2026, 6, 3, 12, 0, tzinfo=UTC)
     try:
         history.install()

@@ -34,8 +34,9 @@ from sqlalchemy.schema import CreateTable
 from firefly_scheduling.initial_delay.base import BaseAnchorStore
 from firefly_scheduling.initial_delay.port import AnchorStoreError
 from firefly_scheduling.locks.server_keys import ServerKeyScheme
-from firefly_scheduling_database.engine import describe_url, release_store_engine, store_engine
+from firefly_scheduling_database.engine import release_store_engine, store_engine
 from firefly_scheduling_database.mysql_text import HexBoundLongText, HexBoundText
+from firefly_scheduling_database.url import describe_url
 
 TABLE_NAME: Final = "firefly_scheduling_anchors"
 

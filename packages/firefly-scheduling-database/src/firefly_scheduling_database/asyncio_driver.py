@@ -12,7 +12,7 @@ The result is read in full before the cursor closes (`BufferedResult`): a lease
 statement returns at most one row (a batch of acquisitions one per name won), and
 SQLite keeps the write open until the statement behind the cursor is reset.
 
-A MySQL text of several statements (a group of releases, `dialect_batches`) answers
+A MySQL text of several statements (a group of releases, `protocol.mysql`) answers
 with a result per statement: `rowcounts` reads them one after another (asyncmy's
 `nextset`, a coroutine), every one, so the connection is left with none unread. When
 a statement fails, the server runs none after it and answers with that error alone:
@@ -26,14 +26,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from firefly_scheduling_database.dialects import Statement
+from firefly_scheduling_database.protocol.statement import Statement
 
 
 @dataclass(frozen=True)
 class BufferedResult:
     """What the lock reads from a statement, kept after its cursor closed.
 
-    Fits `dialects.StatementResult`, like a DBAPI cursor.
+    Fits `protocol.statement.StatementResult`, like a DBAPI cursor.
     """
 
     rowcount: int

@@ -6,7 +6,7 @@ Exposed as the click command `migrate`; the core CLI group picks it up through t
 * the lease table and its fence table (`DatabaseLeaseLock.install`), which the lock
   never creates by itself;
 * the initial-delay anchors table (`DatabaseAnchorStore.install`);
-* the run-history table (`DatabaseRunHistory.install`).
+* the run-history table (`SqlRunHistory.install`).
 
 The last two are also created on first use, but only where the application's role
 may run `CREATE TABLE`; `migrate` lets a deployment create all of them ahead of time
@@ -18,7 +18,7 @@ no privilege), 2 for a configuration error (no URL, a malformed one), as in ever
 `firefly-scheduling` command.
 
 It also upgrades a 0.1.0 run-history table (keyed by target alone) to 0.2.0's key,
-`(lock_name, task, instant)` (`history_migration`), which nodes refuse to use before.
+`(lock_name, task, instant)` (`sql_history.migration`), which nodes refuse to use before.
 `migrate --history` does only that: creates or upgrades the run-history table, for
 deployments whose history lives on the PostgreSQL or MySQL server of the `postgres`
 or `mysql` lock provider (no lease tables there). Run it with one node, before
@@ -49,13 +49,13 @@ from firefly_scheduling.settings import Settings, env_var
 from firefly_scheduling.urls.redaction import scrub
 from firefly_scheduling_database.anchor_store import TABLE_NAME as ANCHORS_TABLE
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
-from firefly_scheduling_database.engine import describe_url
 from firefly_scheduling_database.lock import DatabaseLeaseLock
 from firefly_scheduling_database.provider import PROVIDER
 from firefly_scheduling_database.schema import DEFAULT_TABLE, FENCES_SUFFIX
 from firefly_scheduling_database.sql_history.migration import upgrade_history_table
 from firefly_scheduling_database.sql_history.store import DEFAULT_TABLE as RUNS_TABLE
-from firefly_scheduling_database.sql_history.store import DatabaseRunHistory
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
+from firefly_scheduling_database.url import describe_url
 
 
 @click.command("migrate")
@@ -154,7 +154,7 @@ def _history_url() -> str:
 
 def _upgrade_history(url: str) -> str:
     """Create or upgrade the run-history table at `url`; 'created', 'upgraded' or 'current'."""
-    store = DatabaseRunHistory(url)
+    store = SqlRunHistory(url)
     try:
         return upgrade_history_table(store.engine, store.table.name)
     except SQLAlchemyError as err:

@@ -1,10 +1,9 @@
 """Build the SQLAlchemy engine for a lock URL, with every wait bounded.
 
-Only the drivers this package is tested with are accepted, under their usual
-spellings: `sqlite://`, `postgresql://` / `postgres://` (mapped to psycopg 3) and
-`mysql://` / `mariadb://` (mapped to PyMySQL). Each gets a connect timeout and a
-bound on how long a statement or a row-lock wait may take, so `try_acquire` answers
-within seconds even when the server hangs. Values already in the URL's query win.
+The URL is checked and mapped to its driver first (`url`). Each engine gets a connect
+timeout and a bound on how long a statement or a row-lock wait may take, so
+`try_acquire` answers within seconds even when the server hangs. Values already in
+the URL's query win.
 
 Every engine built here forgets its pooled connections in a forked child
 (`firefly_scheduling.concurrency.forks`): they are the parent's sessions, and the child opening
@@ -13,10 +12,8 @@ is SQLAlchemy's way: the parent's connections are dropped without a word to the
 server (psycopg, for its part, never ends a connection from a process other than
 the one that opened it).
 
-The asyncio lock takes the SAME URLs and maps each to the async driver of its
-dialect (`ASYNC_DRIVERS`: aiosqlite, psycopg's async connection, asyncmy), so one
-setting serves sync and async nodes alike; an explicit async URL is taken as is.
-This table is the only place that knows which async driver stands for which sync one.
+The asyncio lock's engines are built from the same URLs, on the async driver of
+their dialect (`url.ASYNC_DRIVERS`).
 
 Every engine's pool is bounded, with no overflow: the lock's engine and the one the
 run history and the anchor store share (`store_engine`) each take their share of
@@ -27,74 +24,36 @@ whatever its worker count.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from sqlalchemy import URL, Engine, create_engine, event, make_url
+from sqlalchemy import URL, Engine, create_engine, event
 from sqlalchemy.engine import Dialect
-from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import PoolResetState
 
-from firefly_scheduling.concurrency.connection_budget import (
-    POOL_TIMEOUT_SECONDS,
-    budget_for,
-    take_url_parameter,
-)
+from firefly_scheduling.concurrency.connection_budget import POOL_TIMEOUT_SECONDS
 from firefly_scheduling.concurrency.forks import reset_in_forked_child
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.urls.client_encodings import (
-    LIBPQ_UTF8,
-    ascii_text_problem,
-    libpq_encoding_problem,
-)
-from firefly_scheduling.urls.connection_url import parse_lock_url
-from firefly_scheduling.urls.redaction import redact_url, url_secrets
+from firefly_scheduling.urls.client_encodings import LIBPQ_UTF8
 from firefly_scheduling_database.provider import ASYNC_INSTALL
-from firefly_scheduling_database.url_options import check_query
+from firefly_scheduling_database.url import (
+    ASYNC_SCHEMES,
+    DRIVERS,
+    checked_url,
+    client_flags,
+    journal_mode,
+    plain_url,
+)
 
 logger = logging.getLogger("firefly_scheduling.locks")
 
 if TYPE_CHECKING:  # the asyncio extension needs greenlet, which only the async lock needs
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-#: Accepted URL schemes -> the SQLAlchemy driver name used.
-DRIVERS: dict[str, str] = {
-    "sqlite": "sqlite+pysqlite",
-    "sqlite+pysqlite": "sqlite+pysqlite",
-    "postgresql": "postgresql+psycopg",
-    "postgres": "postgresql+psycopg",
-    "postgresql+psycopg": "postgresql+psycopg",
-    "mysql": "mysql+pymysql",
-    "mysql+pymysql": "mysql+pymysql",
-    "mariadb": "mariadb+pymysql",
-    "mariadb+pymysql": "mariadb+pymysql",
-}
-#: The asyncio driver standing for each synchronous one (MySQL: asyncmy, measured faster
-#: than aiomysql, whose 0.3.2 cannot bind bytes parameters with PyMySQL 2.2; see the docs).
-ASYNC_DRIVERS: dict[str, str] = {
-    "sqlite+pysqlite": "sqlite+aiosqlite",
-    "postgresql+psycopg": "postgresql+psycopg_async",
-    "mysql+pymysql": "mysql+asyncmy",
-    "mariadb+pymysql": "mariadb+asyncmy",
-}
-#: Accepted URL schemes of the asyncio lock -> the SQLAlchemy async driver name used:
-#: every synchronous spelling, mapped, and the async drivers' own names. (psycopg's is
-#: `postgresql+psycopg` for both flavours; `psycopg_async` is no valid URL scheme.)
-ASYNC_SCHEMES: dict[str, str] = {
-    **{scheme: ASYNC_DRIVERS[driver] for scheme, driver in DRIVERS.items()},
-    "sqlite+aiosqlite": "sqlite+aiosqlite",
-    "mysql+asyncmy": "mysql+asyncmy",
-    "mariadb+asyncmy": "mariadb+asyncmy",
-}
-#: SQLite only: `journal_mode=wal` (the default; see `_write_ahead_log`) or `keep` (the
-#: file's mode is left alone: for a file other programs share and back up by copying).
-JOURNAL_MODE_PARAMETER: Final = "journal_mode"
-JOURNAL_MODES: Final = ("wal", "keep")
 #: Which part of the node's connection budget an engine takes (`ConnectionShares`).
 Share = Literal["lock", "stores"]
 CONNECT_TIMEOUT_SECONDS = 5
@@ -115,26 +74,6 @@ POSTGRES_TCP_DEFAULTS: dict[str, int] = {
 }
 #: Pooled connections older than this are replaced (MySQL closes idle ones after 8 h).
 POOL_RECYCLE_SECONDS = 3600
-_SQLITE_MEMORY = frozenset({"", ":memory:"})
-
-
-def plain_url(url: str | URL) -> str:
-    """`url` as a string, password included (callers redact it before showing it)."""
-    return url if isinstance(url, str) else url.render_as_string(hide_password=False)
-
-
-def describe_url(url: str | URL) -> tuple[str, tuple[str, ...]]:
-    """A redacted description of `url` and the secrets to scrub from driver messages."""
-    text = plain_url(url)
-    secrets = url_secrets(text)
-    try:
-        password = url.password if isinstance(url, URL) else make_url(text).password
-    except (ArgumentError, ValueError):  # a malformed URL: lock_engine refuses it, redacted
-        password = None
-    if password:  # also in its decoded form, which is what a driver would echo
-        secrets = (*secrets, str(password))
-    # Nothing to hide (a SQLite file, a trusted local server): show the URL verbatim.
-    return (redact_url(text) if secrets else text), secrets
 
 
 def lock_engine(
@@ -181,8 +120,8 @@ _IN_TRANSACTION = 1
 #: MySQL's CLIENT_MULTI_STATEMENTS capability flag (PyMySQL's `CLIENT.MULTI_STATEMENTS`;
 #: asyncmy sets it on every connection). Values are still escaped by the driver, and
 #: table names are checked identifiers. Set on the engines whose owners send several
-#: statements in one text: the stores' (a group of run finishes, `history_driver`) and
-#: the lease lock's own (a group of releases, `dialect_batches`).
+#: statements in one text: the stores' (a group of run finishes, `sql_history.driver`) and
+#: the lease lock's own (a group of releases, `protocol.mysql`).
 _CLIENT_MULTI_STATEMENTS = 1 << 16
 
 _shared_mutex = threading.Lock()
@@ -197,7 +136,7 @@ def store_engine(url: str | URL, *, max_connections: int | None = None) -> Engin
     each store hands it back with `release_store_engine` when it closes, and the last
     one disposes of it.
     """
-    # The run history sends a group of finishes as one text (`history_driver`).
+    # The run history sends a group of finishes as one text (`sql_history.driver`).
     parsed, arguments = _engine_arguments(
         url, DRIVERS, "stores", max_connections, multi_statements=True
     )
@@ -281,19 +220,8 @@ def _engine_arguments(
     `multi_statements`: MySQL connections allow texts of several statements (other
     dialects have no such switch).
     """
-    text = plain_url(url).strip()
-    parse_lock_url(text, provider="database", schemes=schemes)
-    text, shares = budget_for(text, max_connections)
-    text, journal_given = _journal_mode(text)
-    parsed = _sqlalchemy_url(text)
-    parsed = parsed.set(drivername=schemes[parsed.drivername.lower()])
-    check_query(parsed, redact_url(text))
+    parsed, shares = checked_url(url, schemes, max_connections)
     backend = parsed.get_backend_name()
-    if journal_given is not None and backend != "sqlite":
-        raise ConfigurationError(
-            f"the database lock provider got {JOURNAL_MODE_PARAMETER}= in a {backend} URL "
-            f"({redact_url(plain_url(parsed))}); it is for SQLite files only"
-        )
     if backend == "sqlite":
         connect_args = _sqlite_arguments(parsed)
     elif backend == "postgresql":
@@ -346,18 +274,6 @@ def _bounded(engine: Engine) -> Engine:
     return engine
 
 
-def _journal_mode(text: str) -> tuple[str, str | None]:
-    """`text` without its `journal_mode=` parameter, and that parameter's checked value."""
-    stripped, given = take_url_parameter(text, JOURNAL_MODE_PARAMETER)
-    if given is not None and given not in JOURNAL_MODES:
-        raise ConfigurationError(
-            f"the database lock provider got {JOURNAL_MODE_PARAMETER}={given!r} in the URL "
-            f"{redact_url(text)}; use wal (the default: the lock's engines switch a SQLite "
-            "file to write-ahead logging) or keep (leave the file's journal mode as it is)"
-        )
-    return stripped, given
-
-
 def _prepare_connections(engine: Engine, url: str | URL, *, autocommit: bool) -> None:
     """What every engine built here does to its new connections, and after a fork.
 
@@ -366,7 +282,7 @@ def _prepare_connections(engine: Engine, url: str | URL, *, autocommit: bool) ->
     """
     if autocommit:
         event.listen(engine, "connect", partial(_autocommit, engine.dialect))
-    _, journal = _journal_mode(plain_url(url).strip())
+    _, journal = journal_mode(plain_url(url).strip())
     if engine.dialect.name == "sqlite" and journal != "keep":
         event.listen(engine, "connect", _write_ahead_log)
     reset_in_forked_child(engine, _forget_parent_connections)
@@ -420,41 +336,12 @@ def _forget_parent_connections(engine: Engine) -> None:
     engine.dispose(close=False)
 
 
-def _sqlalchemy_url(text: str) -> URL:
-    """SQLAlchemy's reading of `text`, already checked by `parse_lock_url`."""
-    try:
-        return make_url(text)
-    except (ArgumentError, ValueError):
-        pass
-    # Raised outside the handler: SQLAlchemy's message quotes the whole URL, password
-    # included, and would ride along as __context__.
-    raise ConfigurationError(
-        f"the database lock provider got a URL SQLAlchemy cannot read: {redact_url(text)}"
-    )
-
-
 def _sqlite_arguments(url: URL) -> dict[str, Any]:
-    if (url.database or "") in _SQLITE_MEMORY or url.query.get("mode") == "memory":
-        raise ConfigurationError(
-            f"the database lock provider cannot use an in-memory SQLite database "
-            f"({redact_url(plain_url(url))}): each connection would see its own; use a file "
-            f"(sqlite:///path/locks.db), or the memory provider for one process"
-        )
     # The busy timeout: how long a writer waits for another connection's write lock.
     return {} if "timeout" in url.query else {"timeout": STATEMENT_TIMEOUT_SECONDS}
 
 
 def _postgres_arguments(url: URL) -> dict[str, Any]:
-    given_options = url.query.get("options")
-    given_encoding = url.query.get("client_encoding")
-    problem = libpq_encoding_problem(
-        given_encoding if isinstance(given_encoding, str) else None,
-        given_options if isinstance(given_options, str) else None,
-    )
-    if problem is not None:
-        raise ConfigurationError(
-            f"the database lock provider cannot use {redact_url(plain_url(url))}: {problem}"
-        )
     arguments: dict[str, Any] = {
         key: value for key, value in POSTGRES_TCP_DEFAULTS.items() if key not in url.query
     }
@@ -489,44 +376,7 @@ def _mysql_arguments(url: URL, *, multi_statements: bool = False) -> dict[str, A
     }
     # SQLAlchemy always adds CLIENT_FOUND_ROWS (2), which makes an unchanged upsert
     # report 1 like an insert; these values replace the flags it would pass.
-    given = url.query.get("client_flag", "0")
-    flags = given if isinstance(given, str) else given[0]
-    if not (flags.isascii() and flags.isdigit()):
-        raise ConfigurationError(
-            f"the database lock provider cannot use {redact_url(plain_url(url))}: client_flag "
-            f"must be a whole number, got {flags!r}"
-        )
-    arguments["client_flag"] = int(flags) & ~2
+    arguments["client_flag"] = client_flags(url) & ~2
     if multi_statements:
         arguments["client_flag"] |= _CLIENT_MULTI_STATEMENTS
-    _check_charset(url)
     return arguments
-
-
-def _check_charset(url: URL) -> None:
-    """Refuse the URL's `charset=` when its driver cannot write ASCII statements in it.
-
-    Every statement is ASCII (names and texts go as hex digits, `mysql_text`), so any
-    character set the driver has an ASCII-compatible codec for serves; the others
-    would fail on the first connect, or never be usable at all.
-    """
-    given = url.query.get("charset")
-    if given is None:
-        return
-    name = given if isinstance(given, str) else given[-1]
-    driver = "asyncmy" if url.get_driver_name() == "asyncmy" else "pymysql"
-    try:
-        charsets: Any = importlib.import_module(f"{driver}.charset")  # the driver's own table
-    except ImportError:
-        return  # no driver: creating the engine says so
-    charset = charsets.charset_by_name(name)
-    if charset is None:
-        problem: str | None = f"unknown charset {name!r}"
-    else:
-        problem = ascii_text_problem(charset.encoding)
-        if problem is not None:
-            problem = f"charset={name} cannot carry its statements: {problem}"
-    if problem is not None:
-        raise ConfigurationError(
-            f"the database lock provider cannot use {redact_url(plain_url(url))}: {problem}"
-        )

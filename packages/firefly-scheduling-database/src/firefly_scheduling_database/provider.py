@@ -2,7 +2,7 @@
 
 It keeps its own anchors and run history, at the lock's SQLAlchemy URL by default,
 and serves every SQL URL it accepts, including the `postgres` and `mysql` providers'
-(`engine.DRIVERS` maps the bare schemes to the drivers this package is tested with).
+(`url.DRIVERS` maps the bare schemes to the drivers this package is tested with).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ PROVIDER = LockProvider(
     url_fallbacks=("DATABASE_URL",),
     anchor_store="firefly_scheduling_database.anchor_store:create_anchor_store",
     history_store="firefly_scheduling_database.sql_history.store:create_history_store",
-    # The base schemes of engine.DRIVERS, written out: this module imports no driver.
+    # The base schemes of url.DRIVERS, written out: this module imports no driver.
     store_schemes=("sqlite", "postgresql", "postgres", "mysql", "mariadb"),
     stores_at_lock_url=("anchor_store", "history_store"),
     local_file_url="sqlite:///{path}",

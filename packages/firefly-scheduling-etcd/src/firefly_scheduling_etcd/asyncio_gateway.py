@@ -15,14 +15,14 @@ from typing import ClassVar, Final
 
 import httpx
 
-from firefly_scheduling_etcd.endpoint import Endpoint
-from firefly_scheduling_etcd.protocol import Call, Reply
+from firefly_scheduling_etcd.messages import Call, Reply
+from firefly_scheduling_etcd.url import EtcdUrl
 
 _HEADERS: Final = {"Content-Type": "application/json"}
 
 
 class AsyncGatewayConnection:
-    """One request at a time to the member named by `endpoint`, on one kept-alive connection.
+    """One request at a time to the member named by `member`, on one kept-alive connection.
 
     Proxy variables of the environment (`HTTP_PROXY`...) are ignored: lock traffic
     goes to the member named in the URL.
@@ -31,10 +31,10 @@ class AsyncGatewayConnection:
     #: What a request may raise besides the gateway's own error answers.
     errors: ClassVar[tuple[type[BaseException], ...]] = (httpx.HTTPError, OSError)
 
-    def __init__(self, endpoint: Endpoint, context: ssl.SSLContext | None) -> None:
+    def __init__(self, member: EtcdUrl, context: ssl.SSLContext | None) -> None:
         self._client = httpx.AsyncClient(
-            base_url=endpoint.base_url,
-            timeout=endpoint.timeout,
+            base_url=member.base_url,
+            timeout=member.timeout,
             limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
             verify=context if context is not None else True,
             headers=_HEADERS,

@@ -1,7 +1,7 @@
 """`BatchHoldings`: which holdings of a lock are still on their batch's shared lease.
 
 The task locks a resident node takes together share one lease per TTL
-(`protocol.acquire_many`), so releasing or renewing one of them is not the ordinary
+(`batch_leases.acquire_many`), so releasing or renewing one of them is not the ordinary
 lease revoke or keep-alive (either would reach the whole batch). The lock notes each
 such holding here when it is won and takes it out when it is released or first
 renewed. A holding that lapses is never released or renewed (the base lock forgets

@@ -2,13 +2,11 @@
 
 The synchronous lock lends one of these to each request, so the lock's bound on
 connections is the number it builds (`pool_size`). It speaks HTTP/1.1 through the
-standard library's `http.client`, not through httpx's synchronous client, for CPU:
-the same kept-alive POST to the gateway cost 0.51 ms of CPU through `httpx.Client`
-and 0.17 ms through `http.client` (3,000 requests each, on the 2-core machine the
-scaling figures come from), and a fire a node runs sends four (issue 12: a won
-fire within 0.75 ms of CPU). The asyncio flavour keeps httpx (`asyncio_gateway`); the
-two share the interface (`post`, `close`), and every request body and every reading
-of an answer lives in `protocol`, once.
+standard library's `http.client`, not through httpx's synchronous client, which
+costs about three times the CPU per request (docs/backends/etcd.md), and a fire a
+node runs sends four. The asyncio flavour keeps httpx (`asyncio_gateway`); the two
+share the interface (`post`, `close`), and every request body and every reading of
+an answer lives in `messages` and `protocol`, once.
 
 Reuse follows httpcore's and urllib3's rule: before a request, an idle connection
 that the member (or a proxy between) has closed is noticed, as its socket turns
@@ -26,14 +24,14 @@ import socket
 import ssl
 from typing import ClassVar, Final
 
-from firefly_scheduling_etcd.endpoint import Endpoint
-from firefly_scheduling_etcd.protocol import Call, Reply
+from firefly_scheduling_etcd.messages import Call, Reply
+from firefly_scheduling_etcd.url import EtcdUrl
 
 _HEADERS: Final = {"Content-Type": "application/json"}
 
 
 class GatewayConnection:
-    """One request at a time to the member named by `endpoint`, on one kept-alive connection.
+    """One request at a time to the member named by `member`, on one kept-alive connection.
 
     The URL's `timeout` bounds the connect and each read and write of a request.
     """
@@ -43,15 +41,15 @@ class GatewayConnection:
     #: included (`OSError`).
     errors: ClassVar[tuple[type[BaseException], ...]] = (http.client.HTTPException, OSError)
 
-    def __init__(self, endpoint: Endpoint, context: ssl.SSLContext | None) -> None:
+    def __init__(self, member: EtcdUrl, context: ssl.SSLContext | None) -> None:
         self._connection: http.client.HTTPConnection
         if context is None:
             self._connection = http.client.HTTPConnection(
-                endpoint.host, endpoint.port, timeout=endpoint.timeout
+                member.host, member.port, timeout=member.timeout
             )
         else:
             self._connection = http.client.HTTPSConnection(
-                endpoint.host, endpoint.port, timeout=endpoint.timeout, context=context
+                member.host, member.port, timeout=member.timeout, context=context
             )
 
     def post(self, call: Call) -> Reply:

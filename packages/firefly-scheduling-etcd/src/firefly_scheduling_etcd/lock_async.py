@@ -18,7 +18,7 @@ Limits, stated once here and in the docs page:
   a holder stopped past its lease keeps running when it resumes. Stamp writes with
   the fencing token (`try_acquire_fenced`) and let the guarded resource refuse
   older tokens.
-* One member per URL (see `endpoint`); user/password authentication is refused.
+* One member per URL (see `url`); user/password authentication is refused.
 """
 
 # async-to-sync: rename AsyncEtcdLock EtcdLock
@@ -38,11 +38,12 @@ from firefly_scheduling.concurrency.grouped_async import AsyncGroupedCalls
 from firefly_scheduling.concurrency.pool_gate_async import AsyncPoolGate
 from firefly_scheduling.concurrency.pool_size import chosen_pool_size
 from firefly_scheduling.locks.base_async import AsyncBaseLock, new_owner_token
-from firefly_scheduling_etcd import protocol
+from firefly_scheduling_etcd import batch_leases, messages, protocol
 from firefly_scheduling_etcd.asyncio_gateway import AsyncGatewayConnection
 from firefly_scheduling_etcd.batch_holdings import BatchHoldings
-from firefly_scheduling_etcd.endpoint import parse_endpoint
-from firefly_scheduling_etcd.protocol import EtcdServerError, Operation
+from firefly_scheduling_etcd.messages import EtcdServerError
+from firefly_scheduling_etcd.protocol import Operation
+from firefly_scheduling_etcd.url import parse_url
 
 T = TypeVar("T")
 
@@ -50,7 +51,7 @@ T = TypeVar("T")
 class AsyncEtcdLock(AsyncBaseLock):
     """An etcd lease lock per name; the cluster frees it when the lease's TTL passes.
 
-    `url` is `etcd://host:port` or `etcds://host:port` (see `endpoint` for the
+    `url` is `etcd://host:port` or `etcds://host:port` (see `url` for the
     options). Construction checks the URL and reads any TLS files but does not
     connect. Safe for concurrent use, over at most `pool_size` connections (the
     argument, else `?pool_size=` of the URL, else 4): each operation borrows one of
@@ -75,22 +76,22 @@ class AsyncEtcdLock(AsyncBaseLock):
     )
 
     def __init__(self, url: str, *, pool_size: int | None = None) -> None:
-        endpoint = parse_endpoint(url)
-        super().__init__(target=endpoint.shown)
+        member = parse_url(url)
+        super().__init__(target=member.shown)
         #: The most connections the lock opens to the member.
         self.pool_size = chosen_pool_size(
-            pool_size, endpoint.pool_size, owner="the etcd lock", shown=endpoint.shown
+            pool_size, member.pool_size, owner="the etcd lock", shown=member.shown
         )
-        self._gate = AsyncPoolGate(self.pool_size, wait_seconds=endpoint.timeout)
-        context = endpoint.ssl_context()
+        self._gate = AsyncPoolGate(self.pool_size, wait_seconds=member.timeout)
+        context = member.ssl_context()
         #: The connections not lent out; an operation holding a slot of the gate takes one.
-        self._idle = [AsyncGatewayConnection(endpoint, context) for _ in range(self.pool_size)]
+        self._idle = [AsyncGatewayConnection(member, context) for _ in range(self.pool_size)]
         self._connections = tuple(self._idle)
         #: The holdings still on the lease of the batch they were taken in.
         self._batch_holdings = BatchHoldings()
         #: Releases of batch holdings waiting for one another, sent together.
         self._shared_releases: AsyncGroupedCalls[tuple[str, str], bool] = AsyncGroupedCalls(
-            self._release_shared_together, most=protocol.NAMES_PER_TXN
+            self._release_shared_together, most=batch_leases.NAMES_PER_TXN
         )
 
     # -- AsyncBaseLock hooks -----------------------------------------------------------
@@ -102,15 +103,15 @@ class AsyncEtcdLock(AsyncBaseLock):
         return await self._run(protocol.acquire(name, owner, ttl_seconds))
 
     async def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
-        """The claims of an instant in 1 to 3 round trips per 64 (`protocol.claim_many`)."""
+        """The claims of an instant in 1 to 3 round trips per 64 (`batch_leases.claim_many`)."""
         if not claims:
             return []
-        return list(await self._run(protocol.claim_many(claims, new_owner_token())))
+        return list(await self._run(batch_leases.claim_many(claims, new_owner_token())))
 
     async def _acquire_many(
         self, requests: Sequence[tuple[str, str, float]], *, fenced: bool
     ) -> list[int | bool | BaseException | None]:
-        """A won instant's task locks, on one lease per TTL (`protocol.acquire_many`).
+        """A won instant's task locks, on one lease per TTL (`batch_leases.acquire_many`).
 
         A grant per TTL, then one transaction per 64 names, where one by one each
         name cost three round trips.
@@ -118,7 +119,7 @@ class AsyncEtcdLock(AsyncBaseLock):
         if not requests:
             return []
         started = time.monotonic()  # as the holdings' own deadlines: before sending
-        tokens = await self._run(protocol.acquire_many(requests, new_owner_token()))
+        tokens = await self._run(batch_leases.acquire_many(requests, new_owner_token()))
         self._batch_holdings.add(
             (owner, started + ttl_seconds)
             for (_, owner, ttl_seconds), token in zip(requests, tokens, strict=True)
@@ -140,19 +141,19 @@ class AsyncEtcdLock(AsyncBaseLock):
         """The releases of batch holdings that waited for one another: one transaction.
 
         A resident node ends the fires of an instant together; one owner-checked
-        delete each was a Raft write each (`protocol.release_shared_many`). A lone
+        delete each was a Raft write each (`batch_leases.release_shared_many`). A lone
         release is sent alone, as the single delete.
         """
         if len(held) == 1:
-            return [await self._run(protocol.release_shared(*held[0]))]
-        return await self._run(protocol.release_shared_many(held))
+            return [await self._run(batch_leases.release_shared(*held[0]))]
+        return await self._run(batch_leases.release_shared_many(held))
 
     async def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
         deadline = self._batch_holdings.take(owner)
         if deadline is None:
             return await self._run(protocol.renew(name, owner, ttl_seconds))
         try:
-            return await self._run(protocol.renew_shared(name, owner, ttl_seconds))
+            return await self._run(batch_leases.renew_shared(name, owner, ttl_seconds))
         except BaseException:
             self._batch_holdings.put_back(owner, deadline)  # where its key is is unknown
             raise
@@ -163,7 +164,7 @@ class AsyncEtcdLock(AsyncBaseLock):
 
     def _describe(self, err: BaseException) -> str:
         described = super()._describe(err)
-        advice = protocol.hint(err)
+        advice = messages.hint(err)
         return f"{described} ({advice})" if advice else described
 
     # -- the driver ---------------------------------------------------------------

@@ -8,7 +8,7 @@ unless `firefly.scheduling.history.url` names one.
 from __future__ import annotations
 
 from firefly_scheduling.providers import LockProvider
-from firefly_scheduling_etcd.endpoint import DEFAULT_URL
+from firefly_scheduling_etcd.url import DEFAULT_URL
 
 PROVIDER = LockProvider(
     name="etcd",

@@ -23,8 +23,8 @@ from pymemcache.exceptions import MemcacheError
 from firefly_scheduling.initial_delay.base import BaseAnchorStore
 from firefly_scheduling.locks.server_keys import ServerKeyScheme
 from firefly_scheduling.urls.redaction import redact_url
-from firefly_scheduling_memcached.connection import SharedClient
-from firefly_scheduling_memcached.lock import memcached_server
+from firefly_scheduling_memcached.shared_client import SharedClient
+from firefly_scheduling_memcached.url import memcached_server
 
 #: Seconds. A gate check must never hang a fire on a silent server.
 TIMEOUT_SECONDS: Final = 5.0

@@ -39,23 +39,15 @@ from firefly_scheduling.locks.base import BaseLock
 from firefly_scheduling.locks.holding import new_owner_token
 from firefly_scheduling.urls.redaction import redact_url, url_secrets
 from firefly_scheduling_memcached import protocol
-from firefly_scheduling_memcached.endpoint import (
-    CLIENT_DEFAULTS,
-    memcached_server,
-    parse_memcached_url,
-)
 from firefly_scheduling_memcached.pool import Pool
 from firefly_scheduling_memcached.protocol import (
     MemcachedError,
     MemcachedServerError,
     Operation,
-    server_expiry,
 )
+from firefly_scheduling_memcached.url import CLIENT_DEFAULTS, parse_url
 
 T = TypeVar("T")
-
-# Re-exported: the URL and expiry rules were first defined here, and are imported so.
-__all__ = ["CLIENT_DEFAULTS", "MemcachedLock", "memcached_server", "server_expiry"]
 
 
 class MemcachedLock(BaseLock):
@@ -63,7 +55,7 @@ class MemcachedLock(BaseLock):
 
     `url` is `memcached://host[:port][?pool_size=N]` (port 11211 by default): one
     server, no credentials (memcached's text protocol has none), no path, no other
-    option (see `endpoint`). Anything else is a `ConfigurationError` at construction,
+    option (see `url`). Anything else is a `ConfigurationError` at construction,
     which never connects.
 
     Safe for concurrent use: each operation borrows a connection from a pool of at
@@ -90,14 +82,14 @@ class MemcachedLock(BaseLock):
     fence_key = staticmethod(protocol.fence_key)
 
     def __init__(self, url: str, *, pool_size: int | None = None) -> None:
-        endpoint = parse_memcached_url(url)
+        server = parse_url(url)
         url = url.strip()
         self.pool_size = chosen_pool_size(
-            pool_size, endpoint.pool_size, owner="the memcached lock", shown=endpoint.shown
+            pool_size, server.pool_size, owner="the memcached lock", shown=server.shown
         )
         super().__init__(target=redact_url(url), secrets=url_secrets(url))
         self._pool = Pool(
-            endpoint.server,
+            server.server,
             size=self.pool_size,
             connect_timeout=CLIENT_DEFAULTS["connect_timeout"],
             timeout=CLIENT_DEFAULTS["timeout"],

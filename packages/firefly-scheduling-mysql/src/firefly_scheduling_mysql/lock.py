@@ -10,7 +10,7 @@ multiply the cost of a cycle.
 
 Written once, for asyncio (asyncmy), in `lock_async.py`; the synchronous
 `MySqlNamedLock` (PyMySQL) in `lock.py` is generated from it by
-`tools/async_to_sync.py`. Both send the statements of `statements`, so the two
+`tools/async_to_sync.py`. Both send the statements of `protocol`, so the two
 flavours exclude each other on the same name. asyncmy was chosen over aiomysql by
 measurement (benchmarks/async_suites/mysql.py and docs/backends/mysql.md).
 
@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from typing import Any, ClassVar, TypeAlias
-from urllib.parse import unquote, urlsplit
 
 from pymysql.connections import Connection as PyMySqlConnection
 from pymysql.constants import CLIENT, CR
@@ -43,9 +42,12 @@ from firefly_scheduling.concurrency.connection_budget import budget_for
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.session import SessionLock
 from firefly_scheduling.locks.validation import validate_lock_name
-from firefly_scheduling.urls.redaction import redact_url, scrub, url_secrets
-from firefly_scheduling_mysql import statements as sql
-from firefly_scheduling_mysql.connection_options import connection_arguments
+from firefly_scheduling.urls.redaction import scrub
+from firefly_scheduling_mysql import protocol as sql
+from firefly_scheduling_mysql.url import (
+    connection_arguments,
+    shown_and_secrets,
+)
 
 # PyMySQL's Connection is generic only in its stubs, hence the string.
 Connection: TypeAlias = "PyMySqlConnection[Cursor]"
@@ -78,12 +80,8 @@ class MySqlNamedLock(SessionLock[Connection]):
     def __init__(self, url: str, *, max_connections: int | None = None) -> None:
         url, shares = budget_for(url, max_connections)
         self._arguments = connection_arguments(url)
-        url = url.strip()
-        password = urlsplit(url).password
-        decoded = (unquote(password),) if password else ()
-        super().__init__(
-            target=redact_url(url), secrets=url_secrets(url) + decoded, pool_size=shares.lock
-        )
+        shown, secrets = shown_and_secrets(url)
+        super().__init__(target=shown, secrets=secrets, pool_size=shares.lock)
 
     @staticmethod
     def server_name(name: str) -> str:

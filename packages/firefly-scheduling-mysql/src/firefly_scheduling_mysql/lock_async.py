@@ -8,7 +8,7 @@ multiply the cost of a cycle.
 
 Written once, for asyncio (asyncmy), in `lock_async.py`; the synchronous
 `MySqlNamedLock` (PyMySQL) in `lock.py` is generated from it by
-`tools/async_to_sync.py`. Both send the statements of `statements`, so the two
+`tools/async_to_sync.py`. Both send the statements of `protocol`, so the two
 flavours exclude each other on the same name. asyncmy was chosen over aiomysql by
 measurement (benchmarks/async_suites/mysql.py and docs/backends/mysql.md).
 
@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from typing import Any, ClassVar, TypeAlias, cast
-from urllib.parse import unquote, urlsplit
 
 from pymysql.constants import CLIENT, CR
 
@@ -41,9 +40,13 @@ from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.session_async import AsyncSessionLock
 from firefly_scheduling.locks.validation import validate_lock_name
-from firefly_scheduling.urls.redaction import redact_url, scrub, url_secrets
-from firefly_scheduling_mysql import statements as sql
-from firefly_scheduling_mysql.connection_options import asyncmy_arguments, connection_arguments
+from firefly_scheduling.urls.redaction import scrub
+from firefly_scheduling_mysql import protocol as sql
+from firefly_scheduling_mysql.url import (
+    asyncmy_arguments,
+    connection_arguments,
+    shown_and_secrets,
+)
 
 if ASYNC:
     from asyncmy.connection import Connection
@@ -88,12 +91,8 @@ class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
             self._arguments = asyncmy_arguments(connection_arguments(url))
         else:
             self._arguments = connection_arguments(url)
-        url = url.strip()
-        password = urlsplit(url).password
-        decoded = (unquote(password),) if password else ()
-        super().__init__(
-            target=redact_url(url), secrets=url_secrets(url) + decoded, pool_size=shares.lock
-        )
+        shown, secrets = shown_and_secrets(url)
+        super().__init__(target=shown, secrets=secrets, pool_size=shares.lock)
 
     @staticmethod
     def server_name(name: str) -> str:

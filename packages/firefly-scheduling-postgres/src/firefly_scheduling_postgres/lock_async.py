@@ -8,7 +8,7 @@ acquisition would multiply the cost of a cycle.
 
 Written once, for asyncio (psycopg 3's `AsyncConnection`), in `lock_async.py`;
 the synchronous `PgAdvisoryLock` in `lock.py` is generated from it by
-`tools/async_to_sync.py`. Both send the statements of `statements`, so the two
+`tools/async_to_sync.py`. Both send the statements of `protocol`, so the two
 flavours exclude each other on the same name.
 
 Limits (docs/backends/postgres.md says more):
@@ -41,9 +41,9 @@ from psycopg import errors as pg_errors
 from firefly_scheduling.concurrency.connection_budget import budget_for
 from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
 from firefly_scheduling.locks.session_async import AsyncSessionLock
-from firefly_scheduling_postgres import statements as sql
+from firefly_scheduling_postgres import protocol as sql
 from firefly_scheduling_postgres.bounded_connection import AsyncBoundedConnection
-from firefly_scheduling_postgres.connection_string import PostgresConnection
+from firefly_scheduling_postgres.url import PostgresConnection
 
 #: The session handle: a cursor kept open on the dedicated connection. Reusing one cursor
 #: instead of `connection.execute()` (a new cursor per statement) saves about a fifth of
@@ -64,7 +64,7 @@ class AsyncPgAdvisoryLock(AsyncSessionLock[Session]):
     `url` is a libpq URL (`postgresql://` or `postgres://`) or a libpq key=value
     string (`host=db dbname=app user=app password=secret`); anything else, or a string
     libpq cannot read, is a `ConfigurationError` here, before anything connects, and
-    shows no credential (see `connection_string`).
+    shows no credential (see `url`).
 
     `max_connections` (or the URL's `max_connections` query parameter; default 4) is
     the node's budget for this server, shared with the run history and the anchor

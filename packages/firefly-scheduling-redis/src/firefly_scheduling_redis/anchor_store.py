@@ -20,15 +20,14 @@ from redis.exceptions import RedisClusterException
 
 from firefly_scheduling.concurrency.pool_gate import PoolGate, gated
 from firefly_scheduling.initial_delay.base import BaseAnchorStore
-from firefly_scheduling_redis import protocol
-from firefly_scheduling_redis.clients import (
+from firefly_scheduling_redis.client import (
     check_flavour,
     client_secrets,
     close_built_client,
     describe_client,
     is_cluster,
 )
-from firefly_scheduling_redis.protocol import URL_SCHEMES, ServerUrl, parse_url
+from firefly_scheduling_redis.url import URL_SCHEMES, ServerUrl, parse_url, pool_size_of
 
 __all__ = ["URL_SCHEMES", "RedisAnchorStore", "create_anchor_store"]
 
@@ -75,12 +74,12 @@ return 0
         if isinstance(url_or_client, str):
             self._server = parse_url(url_or_client)
             super().__init__(target=self._server.shown, secrets=self._server.secrets)
-            self.pool_size = protocol.pool_size(self._server, pool_size, owner=_STORE_NAME)
+            self.pool_size = pool_size_of(self._server, pool_size, owner=_STORE_NAME)
             self._gate = PoolGate(self.pool_size, wait_seconds=TIMEOUT_SECONDS)
             self._cluster = self._server.cluster
         else:
             check_flavour(url_or_client, asyncio=False)
-            protocol.pool_size(None, pool_size, owner=_STORE_NAME)  # refused with a client
+            pool_size_of(None, pool_size, owner=_STORE_NAME)  # refused with a client
             super().__init__(
                 target=describe_client(url_or_client), secrets=client_secrets(url_or_client)
             )

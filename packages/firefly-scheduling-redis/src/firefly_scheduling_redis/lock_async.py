@@ -47,14 +47,20 @@ from firefly_scheduling.concurrency.pool_size import DEFAULT_POOL_SIZE
 from firefly_scheduling.locks.base_async import AsyncBaseLock
 from firefly_scheduling.locks.holding import new_owner_token
 from firefly_scheduling_redis import protocol
-from firefly_scheduling_redis.clients import (
+from firefly_scheduling_redis.client import (
     check_flavour,
     client_secrets,
     describe_client,
     is_cluster,  # sync: is_cluster, close_built_client,
 )
 from firefly_scheduling_redis.primaries_async import send_by_primary
-from firefly_scheduling_redis.protocol import ServerUrl
+from firefly_scheduling_redis.url import (
+    CLIENT_DEFAULTS,
+    POOL_WAIT_SECONDS,
+    ServerUrl,
+    parse_url,
+    pool_size_of,
+)
 
 Client = redis.asyncio.Redis | redis.asyncio.RedisCluster
 # Sends again, one by one, the commands at these indices that a cluster refused unrun.
@@ -73,12 +79,12 @@ class AsyncRedisLock(AsyncBaseLock):
 
     * `redis://`, `rediss://` or `unix://` (one server), or `redis+cluster://` /
       `rediss+cluster://host:port` (a Redis Cluster, reached through that node). A
-      client is built with `protocol.CLIENT_DEFAULTS` and no retries, and closed by
+      client is built with `url.CLIENT_DEFAULTS` and no retries, and closed by
       `aclose()`. Construction checks the URL and does not connect: a cluster client,
       which discovers the slot map when it is built, is built on first use.
       It opens at most `pool_size` connections (to each node, on a cluster): the
       argument, else `?pool_size=` of the URL, else 4. Concurrent callers beyond
-      that wait for one, up to `protocol.POOL_WAIT_SECONDS`, and then fail with a
+      that wait for one, up to `url.POOL_WAIT_SECONDS`, and then fail with a
       `LockBackendError` naming the bound.
     * a `redis.asyncio.Redis` or `redis.asyncio.RedisCluster` client, used as it is (its
       timeouts, retries and pool, so its bound, apply) and left open. `pool_size`
@@ -116,18 +122,18 @@ class AsyncRedisLock(AsyncBaseLock):
         self.pool_size: int | None = None
         self._gate: AsyncPoolGate | None = None
         if isinstance(url_or_client, str):
-            self._server = protocol.parse_url(url_or_client)
+            self._server = parse_url(url_or_client)
             super().__init__(target=self._server.shown, secrets=self._server.secrets)
-            size = protocol.pool_size(self._server, pool_size, owner=_LOCK_NAME)
+            size = pool_size_of(self._server, pool_size, owner=_LOCK_NAME)
             self.pool_size = size
-            self._gate = AsyncPoolGate(size, wait_seconds=protocol.POOL_WAIT_SECONDS)
+            self._gate = AsyncPoolGate(size, wait_seconds=POOL_WAIT_SECONDS)
             self._cluster = self._server.cluster
             if not self._cluster:
                 self._client = _client_from_url(self._server, size)
         else:
             flavour_is_asyncio = ASYNC  # sync: flavour_is_asyncio = False
             check_flavour(url_or_client, asyncio=flavour_is_asyncio)
-            protocol.pool_size(None, pool_size, owner=_LOCK_NAME)  # refused with a client
+            pool_size_of(None, pool_size, owner=_LOCK_NAME)  # refused with a client
             super().__init__(
                 target=describe_client(url_or_client), secrets=client_secrets(url_or_client)
             )
@@ -365,11 +371,11 @@ def _client_from_url(server: ServerUrl, pool_size: int | None) -> Client:
             server.driver_url,
             retry=no_retries,
             max_connections=pool_size,
-            **protocol.CLIENT_DEFAULTS,
+            **CLIENT_DEFAULTS,
         )
     return redis.asyncio.Redis.from_url(
         server.driver_url,
         retry=no_retries,
         max_connections=pool_size,
-        **protocol.CLIENT_DEFAULTS,
+        **CLIENT_DEFAULTS,
     )

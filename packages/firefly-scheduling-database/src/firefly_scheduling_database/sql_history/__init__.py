@@ -1,6 +1,13 @@
-"""The SQL run history: `DatabaseRunHistory`, one row per fire in SQLite, PostgreSQL or
-MySQL/MariaDB, for every provider that keeps its history in a SQL database.
+"""The SQL run history: `SqlRunHistory`, one row per fire in SQLite, PostgreSQL or
+MySQL/MariaDB, for every provider that keeps its history in a SQL database (the
+`database` provider's own, and the `postgres` and `mysql` providers' by default).
 
-* `store`: the store and its fenced writes; `driver`: the per-fire statements sent
-  straight to the driver; `schema`: the table; `migration`: upgrades of an older table.
+* `store`: the store, its per-fire writes and their error handling;
+* `statements`: the statements a fire sends, built once, and the conditional
+  updates that carry the port's race rules; `array_statements`: PostgreSQL's batches
+  as one statement over arrays; `batch_writes`: writes of many records at once;
+  `queries`: the operators' reads and clean-ups;
+* `rows`: the records as the store binds and reads them; `driver`: the per-fire
+  statements sent straight to the driver;
+* `schema`: the table; `migration`: upgrades of an older table.
 """

@@ -1,6 +1,6 @@
 """Upgrade a 0.1.0 run-history table, keyed by `(task, instant)`, to 0.2.0's key.
 
-0.2.0 adds `lock_name` in front of the key (`history_schema`). Existing rows get
+0.2.0 adds `lock_name` in front of the key (`schema`). Existing rows get
 their task's target as lock name, which is the lock name of every task declared
 with `lock=True` (the common case): their `running` records stay adoptable and
 `monitor` keeps their last success. Rows of tasks with an explicit `lock="name"`

@@ -3,7 +3,7 @@
 Version 0.2.0 keys a record by `(lock_name, task, instant)`; 0.1.0 keyed it by
 `(task, instant)` alone, so two deployments sharing the database adopted each
 other's fires. A 0.1.0 table is refused (`OldHistoryTable`) until
-`firefly-scheduling migrate --history` upgrades it (`history_migration`): the store
+`firefly-scheduling migrate --history` upgrades it (`migration`): the store
 never writes into a table whose key would mix deployments.
 
 Names compare exactly on every dialect: collation "C" on PostgreSQL; on MySQL and
@@ -23,7 +23,8 @@ from typing import Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql
-from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.exc import DBAPIError
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.validation import MAX_LOCK_NAME_LENGTH
@@ -159,3 +160,21 @@ def refuse_unless_current(key: tuple[str, ...], *, table: str, where: str) -> No
         f"never adopt each other's fires. Upgrade it once with `{MIGRATE_COMMAND} "
         f"--url <the history URL>` (docs: Operations, Run history), then start the nodes"
     )
+
+
+def create_or_check(engine: Engine, table: sa.Table, *, where: str) -> None:
+    """Create `table` if absent, then refuse it unless it has this version's key.
+
+    A concurrent creator elsewhere is fine. The shape is checked here, once per
+    store: a 0.1.0 table keyed by target alone would mix the fires of deployments
+    (`OldHistoryTable`, naming `where` the table is).
+    """
+    try:
+        table.metadata.create_all(engine, checkfirst=True)
+    except DBAPIError:
+        # Another node created it between our check and our CREATE.
+        if not sa.inspect(engine).has_table(table.name):
+            raise
+    with engine.connect() as connection:
+        key = table_key(connection, table.name) or ()
+    refuse_unless_current(key, table=table.name, where=where)

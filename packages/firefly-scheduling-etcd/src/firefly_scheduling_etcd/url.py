@@ -47,7 +47,7 @@ _OPTIONS: Final = ("timeout", "pool_size", *_TLS_OPTIONS)
 
 
 @dataclass(frozen=True)
-class Endpoint:
+class EtcdUrl:
     """A parsed lock URL: where the member's gateway is, and the client options."""
 
     #: The member's host name or address (an IPv6 address without its brackets).
@@ -85,7 +85,7 @@ class Endpoint:
         return context
 
 
-def parse_endpoint(url: str) -> Endpoint:
+def parse_url(url: str) -> EtcdUrl:
     """Parse an `etcd://` or `etcds://` URL, or refuse it (see the module doc)."""
     parts = parse_lock_url(url, provider="etcd", schemes=URL_SCHEMES)
     shown = redact_url(url.strip())
@@ -124,7 +124,7 @@ def parse_endpoint(url: str) -> Endpoint:
         pool_size = check_pool_size(
             options["pool_size"], source=f"pool_size= of the etcd URL {shown}", text=True
         )
-    return Endpoint(
+    return EtcdUrl(
         host=host,
         port=parts.port or DEFAULT_PORT,
         shown=shown,

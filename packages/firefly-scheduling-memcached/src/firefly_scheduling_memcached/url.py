@@ -34,7 +34,7 @@ CLIENT_DEFAULTS: Final[dict[str, float]] = {"connect_timeout": 3.0, "timeout": 3
 
 
 @dataclass(frozen=True)
-class MemcachedEndpoint:
+class MemcachedUrl:
     """A parsed memcached URL: the server, and the lock's options."""
 
     host: str
@@ -50,7 +50,7 @@ class MemcachedEndpoint:
         return self.host, self.port
 
 
-def parse_memcached_url(url: str) -> MemcachedEndpoint:
+def parse_url(url: str) -> MemcachedUrl:
     """Parse a memcached URL, or refuse it (see the module doc); never connects."""
     if isinstance(url, str) and "," in url:
         raise ConfigurationError(
@@ -74,9 +74,9 @@ def parse_memcached_url(url: str) -> MemcachedEndpoint:
         pool_size = check_pool_size(
             options["pool_size"], source=f"pool_size= of the memcached URL {shown}", text=True
         )
-    return MemcachedEndpoint(parts.hostname, parts.port or DEFAULT_PORT, shown, pool_size)
+    return MemcachedUrl(parts.hostname, parts.port or DEFAULT_PORT, shown, pool_size)
 
 
 def memcached_server(url: str) -> tuple[str, int]:
     """The `(host, port)` of a memcached URL, or a `ConfigurationError`."""
-    return parse_memcached_url(url).server
+    return parse_url(url).server

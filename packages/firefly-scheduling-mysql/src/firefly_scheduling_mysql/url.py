@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import math
 from typing import Any, Final
-from urllib.parse import parse_qsl, unquote
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pymysql.charset import charset_by_name
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.urls.client_encodings import ascii_text_problem
 from firefly_scheduling.urls.connection_url import parse_lock_url, unknown_option
-from firefly_scheduling.urls.redaction import redact_url
+from firefly_scheduling.urls.redaction import redact_url, url_secrets
 
 #: `mysql+pymysql` and `mariadb+pymysql` are SQLAlchemy's spellings of the same driver,
 #: accepted so one `DATABASE_URL` can serve this provider and the `database` one.
@@ -33,7 +33,7 @@ DEFAULT_TIMEOUTS: Final[dict[str, float]] = {
 }
 #: `init_command` runs on every new session, before the lock's own setup (a session's
 #: sql_mode, say): every statement of the lock is ASCII with no value a session can
-#: read otherwise (`statements`), so any sql_mode serves.
+#: read otherwise (`protocol`), so any sql_mode serves.
 _TEXT_PARAMETERS: Final = frozenset(
     {"unix_socket", "charset", "init_command", "ssl_ca", "ssl_cert", "ssl_key"}
 )
@@ -78,6 +78,15 @@ def connection_arguments(url: str) -> dict[str, Any]:
             url, f"charset={arguments['charset']} cannot carry its statements: {problem}"
         )
     return arguments
+
+
+def shown_and_secrets(url: str) -> tuple[str, tuple[str, ...]]:
+    """`url` as it may be shown (redacted), and the secrets to scrub from driver messages:
+    its password as written and percent-decoded, which is what a driver would echo."""
+    url = url.strip()
+    password = urlsplit(url).password
+    decoded = (unquote(password),) if password else ()
+    return redact_url(url), url_secrets(url) + decoded
 
 
 def asyncmy_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
