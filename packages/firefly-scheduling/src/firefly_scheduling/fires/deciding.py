@@ -16,10 +16,7 @@ fire meets them:
 * **The task lock**, fenced where the backend can, alone, or taken ahead for the won
   fires of a batch where the backend batches acquisitions. Held by another run: the
   policy says how the fire is skipped (`FirePolicy.when_held`), and it is recorded.
-* **Adoption.** Holding the task lock proves no other run of the task is alive, so a
-  `running` record in the history is a died (or stalled) run: the newest within
-  grace is adopted, older ones are closed as expired.
-
+Which died runs a fire adopts, once its task lock is held, is `fires.adoption`'s.
 Skips go to the record stage (`fires.recording`); nothing here runs a body.
 """
 
@@ -33,12 +30,10 @@ from datetime import datetime
 
 from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.fires.claims import claim_name, claim_seconds
-from firefly_scheduling.fires.history_calls import off_loop
 from firefly_scheduling.fires.lock_holders import LockHolders
-from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, TaskLockAhead, Verdict
+from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult, TaskLockAhead, Verdict
 from firefly_scheduling.fires.policy import BeforeClaim, FirePolicy, LockHeld, Skip
 from firefly_scheduling.fires.recording import RunRecorder
-from firefly_scheduling.history.port import HistoryError, RunHistory
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.port import (
     BatchAcquiringLock,
@@ -56,24 +51,21 @@ TOO_LATE_FOR_A_WORKER = "it waited past grace for a worker after its claim, and 
 
 
 @dataclass(frozen=True, slots=True)
-class DiedRun:
-    """A run found `running` in the history while this node holds the task lock: its
-    fire (built once, from the record), and the attempt and node the record holds."""
+class Taken:
+    """A fire that is this node's, as the decide stage hands it on.
 
-    fire: Fire
-    attempt: int
-    node: str
+    `holding` is its task lock's (None: the task is unlocked, and runs on every
+    node); `claim_seconds` its claim's round trip (None: no claim); `started_ahead`:
+    its run was started in the history with its claim (`claim_many`).
+    """
 
-
-@dataclass(frozen=True, slots=True)
-class DiedRuns:
-    """The died runs of a task: the one to run again here, and those closed as expired."""
-
-    adopt: DiedRun | None = None
-    expired: tuple[DiedRun, ...] = ()
+    holding: Holding | None
+    claim_seconds: float | None = None
+    started_ahead: bool = False
 
 
-NO_DIED_RUNS = DiedRuns()
+#: An unlocked task's fire, within grace.
+UNLOCKED = Taken(None)
 
 
 class FireDecider:
@@ -81,7 +73,7 @@ class FireDecider:
 
     `holdings` and `claims` are the runner's lock seen through the holding and the
     claiming ports; `capabilities` what it declares. Skips are written through
-    `record`; `history` is read for died runs.
+    `record`; results carry `node`.
     """
 
     def __init__(
@@ -91,11 +83,11 @@ class FireDecider:
         capabilities: LockCapabilities,
         *,
         record: RunRecorder,
-        history: RunHistory | None,
         policy: FirePolicy,
         clock: Callable[[], datetime],
         grace: float,
         clock_skew: float,
+        node: str,
     ) -> None:
         self._holdings = holdings
         self._claims = claims
@@ -105,16 +97,73 @@ class FireDecider:
         if capabilities.batch_acquires and isinstance(holdings, BatchAcquiringLock):
             self._batch_acquires = holdings
         self._record = record
-        self._history = history
         self._policy = policy
         self._clock = clock
         self._grace = grace
         self._clock_skew = clock_skew
+        self._node = node
         self._lock_holders = LockHolders()
+
+    def take(self, fire: Fire, claim: ClaimOutcome | None = None) -> Taken | FireResult:
+        """Whether `fire` is this node's: `Taken`, with its task lock held, or the result
+        of a fire this node does not run (every skip it implies recorded).
+
+        `claim` is the fire's claim when `claim_many` took it already: its checks are
+        done, but for grace, checked once more (the fire may have waited for a worker).
+        """
+        if fire.task.lock_name is None:  # an unlocked task runs on every node
+            skip = self._before_claim(fire)
+            return UNLOCKED if skip is None else FireResult(fire, self._node, skip.verdict)
+        if claim is None:
+            skip = self._before_claim(fire)
+            if skip is not None:
+                return FireResult(fire, self._node, skip.verdict)
+            if fire.task.fixed_delay is not None:  # its instant is this node's: no claim
+                return self._take_task_lock(fire, None, None)
+            claim = self._claim(fire)
+        elif claim.verdict is Verdict.SUCCEEDED and self._waited_past_grace(fire, claim):
+            return FireResult(fire, self._node, Verdict.TOO_LATE, claim_seconds=claim.seconds)
+        if claim.verdict is not Verdict.SUCCEEDED:
+            return FireResult(
+                fire, self._node, claim.verdict, error=claim.error, claim_seconds=claim.seconds
+            )
+        return self._take_task_lock(fire, claim.task_lock, claim.seconds)
+
+    def _take_task_lock(
+        self, fire: Fire, ahead: TaskLockAhead | None, claim_seconds: float | None
+    ) -> Taken | FireResult:
+        """The task lock of a fire that is this node's: taken (or the one taken `ahead`
+        with its claim), or the result of a fire skipped for it (recorded)."""
+        holding = ahead.answer if ahead is not None else self._acquire(fire)
+        if isinstance(holding, LockBackendError):
+            logger.warning(
+                "%s: fire %s skipped: the task lock failed: %s", fire.target, _at(fire), holding
+            )
+            self._record.skip(fire, f"the lock backend failed: {holding}")
+            return FireResult(
+                fire,
+                self._node,
+                Verdict.BACKEND_ERROR,
+                error=str(holding),
+                claim_seconds=claim_seconds,
+            )
+        if holding is None:
+            lock_name = fire.task.lock_name or ""
+            why = self._lock_holders.why_held(lock_name, fire.target)
+            skip = self._policy.when_held(fire, LockHeld(lock_name, why))
+            logger.info("%s: fire %s skipped: %s", fire.target, _at(fire), skip.reason)
+            self._record.skip(fire, skip.reason)
+            return FireResult(fire, self._node, skip.verdict, claim_seconds=claim_seconds)
+        self._lock_holders.note(holding.name, fire.target)
+        return Taken(holding, claim_seconds, ahead is not None and ahead.started)
+
+    def lets_go(self, fire: Fire) -> None:
+        """`fire`'s task is about to release its task lock (taken by `take`)."""
+        self._lock_holders.forget(fire.task.lock_name or "", fire.target)
 
     # -- before the claim ---------------------------------------------------------------
 
-    def before_claim(self, fire: Fire, *, patience: float | None = None) -> Skip | None:
+    def _before_claim(self, fire: Fire, *, patience: float | None = None) -> Skip | None:
         """Why `fire` is not claimed (too late, or the policy's skip), recorded; else None.
 
         `patience` bounds the skip record's retries (see `claim_many`).
@@ -129,7 +178,7 @@ class FireDecider:
             return decision
         return None
 
-    def waited_past_grace(self, fire: Fire, ahead: TaskLockAhead | None) -> bool:
+    def _waited_past_grace(self, fire: Fire, claim: ClaimOutcome) -> bool:
         """Whether `fire`, claimed with a batch, waited past grace for a worker (a
         saturated pool, a stalled process): it is then skipped, recorded, and its task
         lock taken `ahead` given back, its run started ahead closed as expired.
@@ -141,6 +190,7 @@ class FireDecider:
         if late <= self._grace:
             return False
         self._too_late(fire, late, None)
+        ahead = claim.task_lock
         if ahead is not None and isinstance(ahead.answer, Holding):
             if ahead.started:  # its record says running: it never will
                 self._record.close_unrun(
@@ -166,7 +216,7 @@ class FireDecider:
 
     # -- the claim ----------------------------------------------------------------------
 
-    def claim(self, fire: Fire) -> ClaimOutcome:
+    def _claim(self, fire: Fire) -> ClaimOutcome:
         """Claim `fire` on its own: won (SUCCEEDED), or why not, with its round trip."""
         started = time.perf_counter()
         [(verdict, error)] = self._claim_all([fire])
@@ -185,7 +235,7 @@ class FireDecider:
         for fire in batch:
             if fire.task.lock_name is None or fire.task.fixed_delay is not None:
                 raise ValueError(f"{fire.target}: only a locked recurring fire is claimed")
-        skips = [self.before_claim(fire, patience=0.0) for fire in batch]
+        skips = [self._before_claim(fire, patience=0.0) for fire in batch]
         pending = [fire for fire, skip in zip(batch, skips, strict=True) if skip is None]
         claimed = iter(self._claim_all(pending, patience=0.0))
         answers = [(skip.verdict, None) if skip else next(claimed) for skip in skips]
@@ -252,7 +302,7 @@ class FireDecider:
 
     # -- the task lock ------------------------------------------------------------------
 
-    def acquire(self, fire: Fire) -> Holding | LockBackendError | None:
+    def _acquire(self, fire: Fire) -> Holding | LockBackendError | None:
         """The task lock of `fire`: the holding, None when held, or the backend's error."""
         try:
             return self._holdings.acquire(
@@ -279,68 +329,6 @@ class FireDecider:
         requests = [(fires[index].task.lock_name or "", lock_ttl(fires[index])) for index in won]
         answers = batch.acquire_many(requests, fenced=self._capabilities.fenced)
         return {index: TaskLockAhead(answer) for index, answer in zip(won, answers, strict=True)}
-
-    def lock_failed(self, fire: Fire, err: LockBackendError) -> None:
-        """The task lock could not be taken for an error: the fire is skipped, recorded."""
-        logger.warning("%s: fire %s skipped: the task lock failed: %s", fire.target, _at(fire), err)
-        self._record.skip(fire, f"the lock backend failed: {err}")
-
-    def lock_held(self, fire: Fire) -> Skip:
-        """The task lock is held by another run: skipped as the policy says, recorded."""
-        lock_name = fire.task.lock_name or ""
-        why = self._lock_holders.why_held(lock_name, fire.target)
-        skip = self._policy.when_held(fire, LockHeld(lock_name, why))
-        logger.info("%s: fire %s skipped: %s", fire.target, _at(fire), skip.reason)
-        self._record.skip(fire, skip.reason)
-        return skip
-
-    def holds(self, fire: Fire) -> None:
-        """`fire`'s task holds its lock from now on (`lock_held` names it to the others)."""
-        self._lock_holders.note(fire.task.lock_name or "", fire.target)
-
-    def lets_go(self, fire: Fire) -> None:
-        """`fire`'s task is about to release its lock."""
-        self._lock_holders.forget(fire.task.lock_name or "", fire.target)
-
-    # -- adoption -----------------------------------------------------------------------
-
-    def died_runs(self, fire: Fire, holding: Holding) -> DiedRuns:
-        """The task's died runs, read while holding its lock: the newest within grace to
-        adopt, the older ones closed here as expired (each is a fire, made once from its
-        record). A fire this node finished but could not record is never adopted: it ran.
-        """
-        history = self._history
-        if history is None:
-            return NO_DIED_RUNS
-        try:
-            unfinished = off_loop(history.unfinished, fire.target, lock=holding.name)
-        except HistoryError as err:
-            logger.warning(
-                "%s: the run history is unavailable, nothing adopted: %s", fire.target, err
-            )
-            return NO_DIED_RUNS
-        died = [
-            DiedRun(Fire.at(fire.task, record.instant), record.attempt, record.node)
-            for record in unfinished
-            if record.instant != fire.instant
-        ]
-        died = [run for run in died if not self._record.finished_here(run.fire)]
-        if not died:
-            return NO_DIED_RUNS
-        now = self._clock()
-        within = [run for run in died if (now - run.fire.instant).total_seconds() <= self._grace]
-        adopt = within[-1] if within else None
-        expired = tuple(run for run in died if run is not adopt)
-        for run in expired:
-            reason = (
-                f"attempt {run.attempt} on {run.node} stopped holding the task lock "
-                "without finishing, and no node adopted it within grace"
-            )
-            logger.warning("%s: fire %s expired: %s", fire.target, _at(run.fire), reason)
-            self._record.close_unrun(
-                run.fire, token=holding.fence, verdict=Verdict.EXPIRED, error=reason
-            )
-        return DiedRuns(adopt, expired)
 
 
 def lock_ttl(fire: Fire) -> float:

@@ -43,14 +43,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from firefly_scheduling.errors import LockBackendError
-from firefly_scheduling.fires.deciding import (
-    TOO_LATE_FOR_A_WORKER,
-    DiedRun,
-    FireDecider,
-)
+from firefly_scheduling.fires.adoption import Adoption, DiedRun
+from firefly_scheduling.fires.deciding import TOO_LATE_FOR_A_WORKER, FireDecider, Taken
 from firefly_scheduling.fires.history_calls import off_loop
-from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult, TaskLockAhead, Verdict
+from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult, Verdict
 from firefly_scheduling.fires.policy import DEFAULT_POLICY, FirePolicy
 from firefly_scheduling.fires.recording import RunRecorder
 from firefly_scheduling.fires.running import Body, BodyRunner
@@ -114,6 +110,7 @@ class FireRunner:
             raise ValueError(f"grace must be > 0 seconds, got {grace!r}")
         if not clock_skew >= 0:
             raise ValueError(f"clock_skew must be >= 0 seconds, got {clock_skew!r}")
+        grace, clock_skew = float(grace), float(clock_skew)
         self._history = history
         self._node = node or default_node_name()
         self._owns_history = owns_history
@@ -123,8 +120,8 @@ class FireRunner:
             history,
             clock=clock,
             node=self._node,
-            grace=float(grace),
-            clock_skew=float(clock_skew),
+            grace=grace,
+            clock_skew=clock_skew,
             policy=policy,
         )
         self._decide = FireDecider(
@@ -132,12 +129,13 @@ class FireRunner:
             claiming_lock(lock),
             capabilities,
             record=self._record,
-            history=history,
             policy=policy,
             clock=clock,
-            grace=float(grace),
-            clock_skew=float(clock_skew),
+            grace=grace,
+            clock_skew=clock_skew,
+            node=self._node,
         )
+        self._adoption = Adoption(history, record=self._record, clock=clock, grace=grace)
         self._body = BodyRunner(
             holdings,
             capabilities,
@@ -188,11 +186,12 @@ class FireRunner:
         then goes on from its verdict, without a round trip of its own.
         """
         self._record.retry_unrecorded()
-        if fire.task.lock_name is None:
-            return self._run_unlocked(fire, body)
-        if claim is not None:
-            return self._run_preclaimed(fire, body, claim)
-        return self._run_locked(fire, body)
+        taken = self._decide.take(fire, claim)
+        if isinstance(taken, FireResult):  # not this node's, or skipped
+            return taken
+        if taken.holding is None:  # an unlocked task: no lock, no history
+            return self._body.execute(fire, body, holding=None, lost=threading.Event())
+        return self._hold(fire, body, taken.holding, taken)
 
     def claim_fires(self, batch: Sequence[Fire]) -> list[ClaimOutcome]:
         """Claim several fires of locked recurring tasks together, ahead of their runs.
@@ -231,78 +230,20 @@ class FireRunner:
         if self._owns_history and self._history is not None:
             off_loop(self._history.close)
 
-    # -- the paths of a fire -------------------------------------------------------------
+    # -- under the task lock ------------------------------------------------------------
 
-    def _run_unlocked(self, fire: Fire, body: Body) -> FireResult:
-        """An unlocked task runs on every node: no claim, no history (it would collide)."""
-        skip = self._decide.before_claim(fire)
-        if skip is not None:
-            return FireResult(fire, self._node, skip.verdict)
-        return self._body.execute(fire, body, holding=None, lost=threading.Event())
+    def _hold(self, fire: Fire, body: Body, holding: Holding, taken: Taken) -> FireResult:
+        """Steps 4 to 7 for a fire that is this node's, its task lock held.
 
-    def _run_locked(self, fire: Fire, body: Body) -> FireResult:
-        skip = self._decide.before_claim(fire)
-        if skip is not None:
-            return FireResult(fire, self._node, skip.verdict)
-        if fire.task.fixed_delay is not None:  # its instant is this node's: nothing to claim
-            return self._run_claimed(fire, body)
-        claim = self._decide.claim(fire)
-        if claim.verdict is not Verdict.SUCCEEDED:
-            return self._not_claimed(fire, claim)
-        return self._run_claimed(fire, body, claim_seconds=claim.seconds)
-
-    def _run_preclaimed(self, fire: Fire, body: Body, claim: ClaimOutcome) -> FireResult:
-        """`_run_locked` after `claim_fires`: its checks and skips are done.
-
-        A won fire is checked against grace once more: it may have waited for a
-        worker (a saturated pool, a stalled process) since its claim, and a fire
-        starts only within grace, as one claimed on its own does, so inside its
-        claim's window.
-        """
-        if claim.verdict is not Verdict.SUCCEEDED:
-            return self._not_claimed(fire, claim)
-        if self._decide.waited_past_grace(fire, claim.task_lock):
-            return FireResult(fire, self._node, Verdict.TOO_LATE, claim_seconds=claim.seconds)
-        return self._run_claimed(fire, body, ahead=claim.task_lock, claim_seconds=claim.seconds)
-
-    def _not_claimed(self, fire: Fire, claim: ClaimOutcome) -> FireResult:
-        return FireResult(
-            fire, self._node, claim.verdict, error=claim.error, claim_seconds=claim.seconds
-        )
-
-    def _run_claimed(
-        self,
-        fire: Fire,
-        body: Body,
-        *,
-        ahead: TaskLockAhead | None = None,
-        claim_seconds: float | None = None,
-    ) -> FireResult:
-        """Steps 3 to 7 for a fire that is this node's (claimed, or `fixed_delay`).
-
-        `ahead` is the task lock when it was taken with the claim (`claim_fires`).
         `claim_seconds` goes into every result built here, rather than into a copy of
         it: `dataclasses.replace` of a result costs more than passing it along.
         """
-        holding = ahead.answer if ahead is not None else self._decide.acquire(fire)
-        if isinstance(holding, LockBackendError):
-            self._decide.lock_failed(fire, holding)
-            return FireResult(
-                fire,
-                self._node,
-                Verdict.BACKEND_ERROR,
-                error=str(holding),
-                claim_seconds=claim_seconds,
-            )
-        if holding is None:
-            skip = self._decide.lock_held(fire)
-            return FireResult(fire, self._node, skip.verdict, claim_seconds=claim_seconds)
-        self._decide.holds(fire)
+        claim_seconds = taken.claim_seconds
         lost = threading.Event()
         keepalive = self._body.keep_alive(fire, holding, lost)
         adopted: tuple[FireResult, ...] = ()
         try:
-            if ahead is not None and ahead.started:
+            if taken.started_ahead:
                 # Started with its claim, where the task had no running record: nothing
                 # to adopt. Its pre-body check closes the record if the lock was lost.
                 outcome = self._body.execute(
@@ -353,7 +294,7 @@ class FireRunner:
         self, fire: Fire, body: Body, holding: Holding, lost: threading.Event
     ) -> tuple[FireResult, ...]:
         """Run the died run the decide stage adopts; a result for it and each it expired."""
-        died = self._decide.died_runs(fire, holding)
+        died = self._adoption.died_runs(fire, holding)
         outcomes = [
             FireResult(
                 run.fire,
