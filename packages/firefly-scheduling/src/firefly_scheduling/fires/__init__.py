@@ -6,9 +6,11 @@ composes three stages, each handed that same `Fire`, which ends up, unchanged, i
 the history's calls and in the `FireResult`:
 
 * `deciding.FireDecider`: is the fire this node's: grace, the claim (`claims`), the
-  task lock, the lease before the body, which died runs to adopt or expire;
-* `running.BodyRunner`: the body, inside `context.current_fire()`, with the task
-  lock renewed (`keepalive`) and a lost lock noticed;
+  task lock (`lock_holders` says who holds it); then `adoption.Adoption`: which died
+  runs of the task to adopt or expire;
+* `running.BodyRunner`: the lease checked before the body, the body inside
+  `context.current_fire()`, the task lock renewed (`keepalive`) and a lost lock
+  noticed;
 * `recording.RunRecorder`: the run history's writes, retried, and remembered when
   the history is down (`unrecorded`).
 

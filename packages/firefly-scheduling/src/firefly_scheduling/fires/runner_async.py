@@ -237,7 +237,7 @@ class AsyncFireRunner:
     # -- under the task lock ------------------------------------------------------------
 
     async def _hold(self, fire: Fire, body: Body, holding: Holding, taken: Taken) -> FireResult:
-        """Steps 4 to 7 for a fire that is this node's, its task lock held.
+        """Steps 4 to 7 for a fire that is this node's, its task lock `holding` (taken).
 
         `claim_seconds` goes into every result built here, rather than into a copy of
         it: `dataclasses.replace` of a result costs more than passing it along.
@@ -297,7 +297,7 @@ class AsyncFireRunner:
     async def _adopt_or_expire(
         self, fire: Fire, body: Body, holding: Holding, lost: threading.Event
     ) -> tuple[FireResult, ...]:
-        """Run the died run the decide stage adopts; a result for it and each it expired."""
+        """Run the died run `fires.adoption` picks; a result for it and each it expired."""
         died = await self._adoption.died_runs(fire, holding)
         outcomes = [
             FireResult(
