@@ -110,8 +110,8 @@ class TestFailedSkip:
         now = [T0 + 3 * SECOND]
         runner = FireRunner(InMemoryLock(), history=history, clock=lambda: now[0])
         descriptor = task()
-        passed_over = [T0, T0 + SECOND, T0 + 2 * SECOND]
-        assert runner.record_passed_over(descriptor, passed_over, "passed over (test)") == 0
+        passed_over = [Fire.at(descriptor, T0 + i * SECOND) for i in range(3)]
+        assert runner.record_passed_over(passed_over, "passed over (test)") == 0
         history.down = False
         runner.run(Fire.at(descriptor, T0 + 3 * SECOND), lambda: None)
         states = {record.instant: record.state for record in history.runs(descriptor.target)}
@@ -146,7 +146,7 @@ class TestFailedSkip:
         history = FailingSkips()
         runner = FireRunner(InMemoryLock(), history=history, clock=lambda: T0 + 9 * SECOND)
         descriptor = task()
-        runner.record_passed_over(descriptor, [T0 + i * SECOND for i in range(8)], "test")
+        runner.record_passed_over([Fire.at(descriptor, T0 + i * SECOND) for i in range(8)], "test")
         assert "is forgotten unrecorded" in caplog.text
         history.down = False
         runner.close()
@@ -157,7 +157,7 @@ class TestFailedSkip:
         history = FailingSkips()
         runner = FireRunner(InMemoryLock(), history=history, clock=lambda: T0 + SECOND)
         descriptor = task()
-        runner.record_passed_over(descriptor, [T0], "passed over (test)")
+        runner.record_passed_over([Fire.at(descriptor, T0)], "passed over (test)")
         history.down = False
         runner.close()
         [record] = history.runs(descriptor.target)

@@ -32,10 +32,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from firefly_scheduling.locks.validation import MAX_LOCK_NAME_LENGTH
-from firefly_scheduling.schedule.instants import as_utc
 
 #: Every claim name starts with it; lock names starting with `firefly:` are reserved.
 CLAIM_PREFIX = "firefly:fire:"
@@ -47,7 +46,9 @@ _STAMP_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 def claim_name(target: str, lock_name: str, instant: datetime) -> str:
     """The lock name claiming the fire of `target` at `instant`; identical on every node.
 
-    `firefly:fire:<UTC instant to the microsecond>:<task>`. The task part is the
+    `firefly:fire:<UTC instant to the microsecond>:<task>`. `instant` is a fire's,
+    in UTC (`Fire.at` made it so); any other is refused rather than converted again,
+    since a zone here would name another claim on every node. The task part is the
     target itself when the task's lock is named after it (`lock=True`) and the whole
     name fits in 255 characters; otherwise it is the SHA-256 of the pair
     (lock name, target), so that two tasks sharing a lock name still have one claim
@@ -55,7 +56,9 @@ def claim_name(target: str, lock_name: str, instant: datetime) -> str:
     never merges their claims. A readable part never starts with `sha256:`, so the two
     forms cannot collide; a target that is not valid Unicode is hashed too.
     """
-    stamp = as_utc(instant).strftime(_STAMP_FORMAT)
+    if instant.tzinfo is not UTC:
+        raise ValueError(f"a claim names a fire's instant in UTC, got {instant.isoformat()}")
+    stamp = instant.strftime(_STAMP_FORMAT)
     return f"{CLAIM_PREFIX}{stamp}:{_task_part(target, lock_name)}"
 
 
@@ -91,8 +94,8 @@ def _is_text(name: str) -> bool:
 def claim_seconds(instant: datetime, now: datetime, *, grace: float, clock_skew: float) -> float:
     """How long a claim taken at `now` must live: until `instant + grace + clock_skew`.
 
+    Both aware (the difference of two aware datetimes does not depend on their zones).
     Non-negative whenever the fire is still claimable (`now <= instant + grace`), and
     positive when `clock_skew > 0`; the runner treats a non-positive window as too late.
     """
-    window_end = as_utc(instant) + timedelta(seconds=grace + clock_skew)
-    return (window_end - as_utc(now)).total_seconds()
+    return (instant + timedelta(seconds=grace + clock_skew) - now).total_seconds()

@@ -3,7 +3,11 @@
 
 Written once, for asyncio, in `fires/recording_async.py`; `fires/recording.py` is
 generated from it by `tools/async_to_sync.py`. The asyncio flavour calls the
-(synchronous) run history in a worker thread (`off_loop`).
+(synchronous) run history in a worker thread (`off_loop`, `fires.history_calls`).
+
+Every write takes the `Fire` the host made and hands its task and instant to the
+history as they are. Only a locked task's fires are recorded (the lock name is half
+of a record's key); for any other fire, and without a history, each write is a no-op.
 
 What it holds to (docs/guarantees.md, "What the run history records"):
 
@@ -27,30 +31,34 @@ A skip is retried for `SKIP_RETRY_SECONDS`, then remembered. The close of a reco
 whose body never ran (a died run found too late, a lock lost before the body) is
 retried for `FINISH_RETRY_SECONDS` and not remembered: a record left `running` is
 adopted or expired by the task's next fire, and running a fire that never ran is
-what adoption is for.
+what adoption is for. The starts taken with a batch of claims, and the fires a host
+passed over, are written in one request each, not retried (the host is waiting).
 """
 
 from __future__ import annotations
 
-import asyncio  # sync: drop
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import ParamSpec, TypeAlias, TypeVar
+from typing import Final
 
-from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
-from firefly_scheduling.fires.outcome import Verdict, closing_state
+from firefly_scheduling.fires.history_calls_async import off_loop, retrying
+from firefly_scheduling.fires.outcome import Fire, TaskLockAhead, Verdict, closing_state
+from firefly_scheduling.fires.policy import BodyEnded, FirePolicy
 from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedSkip, UnrecordedWrites
-from firefly_scheduling.history.port import HistoryError, Recorded, RunHistory
+from firefly_scheduling.history.port import (
+    BatchStartingHistory,
+    HistoryError,
+    NewRun,
+    Recorded,
+    RunHistory,
+)
+from firefly_scheduling.locks.holding import Holding
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 logger = logging.getLogger("firefly_scheduling.fires")
-
-_T = TypeVar("_T")
-_P = ParamSpec("_P")
-
-#: A history write the retry loop repeats.
-Write: TypeAlias = Callable[[], Awaitable[_T]]  # sync: Write: TypeAlias = Callable[[], _T]
 
 #: The shortest time the end of a run is retried, holding the task lock.
 FINISH_RETRY_SECONDS = 10.0
@@ -58,11 +66,27 @@ FINISH_RETRY_SECONDS = 10.0
 SKIP_RETRY_SECONDS = 2.0
 
 
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A run as its start left it: the attempt the body is told, and whether the
+    history holds the start (its end is then a `finish`, else the whole record)."""
+
+    attempt: int
+    recorded: bool
+
+
+#: The start of a first attempt the history holds (written now, or with the claim).
+FIRST_ATTEMPT: Final = Started(1, recorded=True)
+#: The start of a fire nobody records (no history, an unlocked task).
+UNRECORDED: Final = Started(1, recorded=False)
+
+
 class AsyncRunRecorder:
     """The history writes of one fire runner; thread-safe. Without a history, no-ops.
 
     `clock` is the runner's wall clock (aware UTC); `grace` and `clock_skew` its
-    window, which bounds how long the end of a run is retried.
+    window, which bounds how long the end of a run is retried. `policy` is told of
+    each run's end just before it is written (`FirePolicy.at_record`).
     """
 
     def __init__(
@@ -73,55 +97,144 @@ class AsyncRunRecorder:
         node: str,
         grace: float,
         clock_skew: float,
+        policy: FirePolicy,
     ) -> None:
         self._history = history
         self._clock = clock
         self._node = node
+        self._policy = policy
         self._adoptable = timedelta(seconds=grace + clock_skew)
         self._unrecorded = UnrecordedWrites(horizon_seconds=grace + clock_skew)
+        store: object = history  # mypy does not intersect two protocols
+        self._batch_starts = store if isinstance(store, BatchStartingHistory) else None
 
-    async def end_of_run(
-        self, run: UnrecordedFinish, *, started: bool, finished: bool = True
-    ) -> Recorded | None:
-        """Write the end of a run whose body ran; whose the record is now.
+    async def start(
+        self, fire: Fire, *, token: int | None, unrecorded_attempt: int = 1
+    ) -> Started | None:
+        """Record the run of `fire` as started: its attempt, or None when the history
+        refuses it (the fire is finished, or a newer attempt owns it: not run).
 
-        `started`: the history recorded the run's start. `finished`: the body returned
-        or raised an `Exception`; one interrupted (`KeyboardInterrupt`, `SystemExit`,
-        cancelled) did not finish its fire, which may be adopted, so its end is
-        retried for `FINISH_RETRY_SECONDS` only. None without a history, or when the
-        write still failed at its deadline (it is remembered then).
+        `unrecorded_attempt` is the attempt the body is told when the history cannot
+        record the start: an adoption is attempt `n + 1` even then.
         """
-        history = self._history
-        if history is None:
+        history, lock = self._history, fire.task.lock_name
+        if history is None or lock is None:
+            return UNRECORDED
+        try:
+            attempt = await off_loop(
+                history.start,
+                fire.target,
+                fire.instant,
+                lock=lock,
+                node=self._node,
+                token=token,
+                at=self._clock(),
+            )
+        except HistoryError as err:
+            logger.warning(
+                "%s: fire %s runs unrecorded (recorded whole at its end): %s",
+                fire.target,
+                fire.instant.isoformat(),
+                err,
+            )
+            return Started(unrecorded_attempt, recorded=False)
+        if attempt is None:
+            logger.info(
+                "%s: fire %s not run: the history has it finished or owned by a newer attempt",
+                fire.target,
+                fire.instant.isoformat(),
+            )
             return None
-        left = (run.instant + self._adoptable - self._clock()).total_seconds()
-        patience = max(FINISH_RETRY_SECONDS, left) if finished else FINISH_RETRY_SECONDS
+        return FIRST_ATTEMPT if attempt == 1 else Started(attempt, recorded=True)
+
+    async def starts_ahead(
+        self, fires: Sequence[Fire], ahead: dict[int, TaskLockAhead]
+    ) -> dict[int, TaskLockAhead]:
+        """`ahead` (task locks taken with a batch of claims, by index into `fires`) with
+        the runs of the fires whose locks it holds started, where the history starts new
+        runs in one round trip (`BatchStartingHistory`).
+
+        The fires' workers would otherwise each read the task's running records and
+        write their start, two blocking round trips before the body. A fire this
+        cannot start (one to adopt or expire first, one recorded already) is left to
+        its worker, as is every fire when the history fails here: its worker meets
+        the failure again, and logs it.
+        """
+        history = self._batch_starts
+        held = {
+            index: lock.answer for index, lock in ahead.items() if isinstance(lock.answer, Holding)
+        }
+        if history is None or not held:
+            return ahead
+        runs = [
+            NewRun(holding.name, fires[index].target, fires[index].instant, holding.fence)
+            for index, holding in held.items()
+        ]
+        try:
+            started = await off_loop(
+                history.start_new_many, runs, node=self._node, at=self._clock()
+            )
+        except HistoryError as err:
+            logger.info("the runs of %d fires are left to their workers: %s", len(runs), err)
+            return ahead
+        begun = dict(ahead)
+        for index, new in zip(held, started, strict=True):
+            if new:
+                begun[index] = replace(ahead[index], started=True)
+        return begun
+
+    async def end_of_run(self, fire: Fire, ended: BodyEnded, *, started: bool) -> Recorded | None:
+        """Write the end of a run of `fire` whose body ran; whose the record is now.
+
+        `started`: the history recorded the run's start. A body interrupted
+        (`KeyboardInterrupt`, `SystemExit`, cancelled: not `ended.finished`) did not
+        finish its fire, which may be adopted, so its end is retried for
+        `FINISH_RETRY_SECONDS` only. None without a history, or when the write still
+        failed at its deadline (it is remembered then).
+        """
+        history, lock = self._history, fire.task.lock_name
+        if history is None or lock is None:
+            return None
+        self._policy.at_record(fire, ended)
+        state = closing_state(ended.verdict)
+        left = (fire.instant + self._adoptable - self._clock()).total_seconds()
+        patience = max(FINISH_RETRY_SECONDS, left) if ended.finished else FINISH_RETRY_SECONDS
         deadline = time.monotonic() + patience
+        run = UnrecordedFinish(
+            lock,
+            fire,
+            self._node,
+            ended.token,
+            state,
+            ended.error,
+            ended.started_at,
+            ended.ended_at,
+        )
         try:
             if started:
-                closed = await _retrying(
+                closed = await retrying(
                     lambda: off_loop(
                         history.finish,
-                        run.target,
-                        run.instant,
-                        lock=run.lock,
-                        token=run.token,
-                        state=run.state,
-                        error=run.error,
-                        at=run.ended_at,
+                        fire.target,
+                        fire.instant,
+                        lock=lock,
+                        token=ended.token,
+                        state=state,
+                        error=ended.error,
+                        at=ended.ended_at,
                     ),
                     deadline,
                 )
                 if closed:
                     return Recorded.WRITTEN
             # No start recorded, or the finish refused: the whole record, or whose it is.
-            recorded = await _retrying(lambda: off_loop(run.write, history), deadline)
+            recorded = await retrying(lambda: off_loop(run.write, history), deadline)
         except HistoryError as err:
             logger.warning(
                 "%s: fire %s ended %s, unrecorded (retried before the next fires): %s",
-                run.target,
-                run.instant.isoformat(),
-                run.state,
+                fire.target,
+                fire.instant.isoformat(),
+                state,
                 err,
             )
             self._unrecorded.remember(run)
@@ -130,41 +243,34 @@ class AsyncRunRecorder:
             logger.warning(
                 "%s: fire %s: this run's end (%s, token %s) is not recorded: a newer "
                 "attempt owns the fire's record",
-                run.target,
-                run.instant.isoformat(),
-                run.state,
-                run.token,
+                fire.target,
+                fire.instant.isoformat(),
+                state,
+                ended.token,
             )
         elif not started:
             logger.info(
                 "%s: fire %s: its run is recorded whole at its end (%s)",
-                run.target,
-                run.instant.isoformat(),
-                run.state,
+                fire.target,
+                fire.instant.isoformat(),
+                state,
             )
         return recorded
 
     async def close_unrun(
-        self,
-        lock: str,
-        target: str,
-        instant: datetime,
-        *,
-        token: int | None,
-        verdict: Verdict,
-        error: str | None,
+        self, fire: Fire, *, token: int | None, verdict: Verdict, error: str | None
     ) -> None:
-        """Close a started record whose body never ran, as `verdict` (see the module doc)."""
-        history = self._history
-        if history is None:
+        """Close the started record of `fire`, whose body never ran, as `verdict`."""
+        history, lock = self._history, fire.task.lock_name
+        if history is None or lock is None:
             return
         state, at = closing_state(verdict), self._clock()
         try:
-            closed = await _retrying(
+            closed = await retrying(
                 lambda: off_loop(
                     history.finish,
-                    target,
-                    instant,
+                    fire.target,
+                    fire.instant,
                     lock=lock,
                     token=token,
                     state=state,
@@ -177,8 +283,8 @@ class AsyncRunRecorder:
             logger.warning(
                 "%s: fire %s: its record could not be closed as %s (the task's next fire "
                 "adopts or expires it): %s",
-                target,
-                instant.isoformat(),
+                fire.target,
+                fire.instant.isoformat(),
                 state,
                 err,
             )
@@ -187,48 +293,91 @@ class AsyncRunRecorder:
             logger.info(
                 "%s: fire %s: its record was not closed as %s: it is finished, or a newer "
                 "attempt owns it",
-                target,
-                instant.isoformat(),
+                fire.target,
+                fire.instant.isoformat(),
                 state,
             )
 
-    async def skip(
-        self,
-        lock: str,
-        target: str,
-        instant: datetime,
-        reason: str,
-        *,
-        patience: float | None = None,
-    ) -> None:
-        """Record the fire as skipped, retried for `patience` seconds (by default
+    async def skip(self, fire: Fire, reason: str, *, patience: float | None = None) -> None:
+        """Record `fire` as skipped, retried for `patience` seconds (by default
         `SKIP_RETRY_SECONDS`), then remembered."""
-        history = self._history
-        if history is None:
+        history, lock = self._history, fire.task.lock_name
+        if history is None or lock is None:
             return
-        skipped = UnrecordedSkip(lock, target, instant, self._node, reason, self._clock())
+        skipped = UnrecordedSkip(lock, fire, self._node, reason, self._clock())
         seconds = SKIP_RETRY_SECONDS if patience is None else patience
         try:
-            await _retrying(lambda: off_loop(skipped.write, history), time.monotonic() + seconds)
+            await retrying(lambda: off_loop(skipped.write, history), time.monotonic() + seconds)
         except HistoryError as err:
             logger.warning(
                 "%s: skip of fire %s unrecorded (retried before the next fires): %s",
-                target,
-                instant.isoformat(),
+                fire.target,
+                fire.instant.isoformat(),
                 err,
             )
             self._unrecorded.remember(skipped)
 
-    def remember_skips(
-        self, lock: str, target: str, instants: Sequence[datetime], reason: str, at: datetime
-    ) -> None:
-        """Remember skips a failed history did not take, to write before later fires."""
-        for instant in instants:
-            self._unrecorded.remember(UnrecordedSkip(lock, target, instant, self._node, reason, at))
+    async def passed_over(self, fires: Sequence[Fire], reason: str) -> int:
+        """Record the fires of one task a host passed over as skipped, where nothing is
+        recorded; how many were new.
 
-    def finished_here(self, lock: str, target: str, instant: datetime) -> bool:
-        """Whether this node ran the fire to its end although the history says otherwise."""
-        return self._unrecorded.finished_here(lock, target, instant)
+        One `skip_many` (a few statements on a SQL store, however many fires), no
+        retry (the host is waiting); on a history failure every fire is remembered and
+        written before later fires.
+        """
+        history = self._history
+        if history is None or not fires:
+            return 0
+        task = fires[0].task
+        lock = task.lock_name
+        if lock is None:
+            return 0
+        if any(fire.task is not task for fire in fires):
+            raise ValueError(f"{task.target}: passed-over fires are recorded one task at a time")
+        at = self._clock()
+        try:
+            return await off_loop(
+                history.skip_many,
+                task.target,
+                [fire.instant for fire in fires],
+                lock=lock,
+                node=self._node,
+                reason=reason,
+                at=at,
+            )
+        except HistoryError as err:
+            logger.warning(
+                "%s: %d passed-over fire(s) from %s unrecorded (retried before the next fires): %s",
+                task.target,
+                len(fires),
+                min(fire.instant for fire in fires).isoformat(),
+                err,
+            )
+        for fire in fires:
+            self._unrecorded.remember(UnrecordedSkip(lock, fire, self._node, reason, at))
+        return 0
+
+    async def recent_instants(self, task: ScheduledDescriptor, limit: int) -> list[datetime]:
+        """The instants of the task's newest `limit` history records, newest first.
+
+        An empty list without a history, for an unlocked task, for a task never
+        recorded, or when the history cannot be read (logged; the fires it would have
+        named stay unnamed).
+        """
+        history, lock = self._history, task.lock_name
+        if history is None or lock is None:
+            return []
+        try:
+            records = await off_loop(history.runs, task.target, limit, lock=lock)
+        except HistoryError as err:
+            logger.warning("%s: its newest history records are unreadable: %s", task.target, err)
+            return []
+        return [record.instant for record in records]
+
+    def finished_here(self, fire: Fire) -> bool:
+        """Whether this node ran `fire` to its end although the history says otherwise."""
+        lock = fire.task.lock_name
+        return lock is not None and self._unrecorded.finished_here(lock, fire)
 
     async def retry_unrecorded(self, *, immediately: bool = False) -> None:
         """Write what is remembered (see `UnrecordedWrites.retry`)."""
@@ -236,29 +385,3 @@ class AsyncRunRecorder:
             await off_loop(
                 self._unrecorded.retry, self._history, self._clock, immediately=immediately
             )
-
-
-async def _retrying(write: Write[_T], deadline: float) -> _T:
-    """`write()`, tried again on `HistoryError` (backing off) until `deadline` (monotonic)."""
-    pause = 0.05
-    while True:
-        try:
-            return await write()
-        except HistoryError:
-            if time.monotonic() + pause > deadline:
-                raise
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, 1.0)
-
-
-if ASYNC:
-
-    async def off_loop(call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        """`call(*args, **kwargs)` in a worker thread: the run history's I/O is blocking."""
-        return await asyncio.to_thread(call, *args, **kwargs)
-
-else:
-
-    def off_loop(call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        """`call(*args, **kwargs)`: the synchronous runner already runs off any loop."""
-        return call(*args, **kwargs)

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from firefly_scheduling.fires.outcome import Fire
 from firefly_scheduling.history.port import HistoryError, Recorded, RunHistory, RunState
 
 logger = logging.getLogger("firefly_scheduling.fires")
@@ -51,11 +52,11 @@ RETRY_PAUSE_SECONDS = 1.0
 
 @dataclass(frozen=True)
 class UnrecordedFinish:
-    """The end of a run that ran on `node`, with its start: the run's whole record."""
+    """The end of a run of `fire` that ran on `node`, with its start: the run's whole
+    record. `lock` is the fire's task lock name, half of the record's key."""
 
     lock: str
-    target: str
-    instant: datetime
+    fire: Fire
     node: str
     token: int | None
     state: RunState
@@ -66,8 +67,8 @@ class UnrecordedFinish:
     def write(self, history: RunHistory) -> Recorded:
         """Write the whole run (`RunHistory.record_run`); whose the record is now."""
         return history.record_run(
-            self.target,
-            self.instant,
+            self.fire.target,
+            self.fire.instant,
             lock=self.lock,
             node=self.node,
             token=self.token,
@@ -87,14 +88,21 @@ class UnrecordedFinish:
     def what(self) -> str:
         return f"run ({self.state})"
 
+    @property
+    def target(self) -> str:
+        return self.fire.target
+
+    @property
+    def instant(self) -> datetime:
+        return self.fire.instant
+
 
 @dataclass(frozen=True)
 class UnrecordedSkip:
     """The record of a fire nobody ran, which the history refused."""
 
     lock: str
-    target: str
-    instant: datetime
+    fire: Fire
     node: str
     reason: str
     at: datetime
@@ -103,8 +111,8 @@ class UnrecordedSkip:
         """Write it where nothing is recorded yet; whether it was new (False: the fire
         has a record already, a run elsewhere keeps it)."""
         return history.skip(
-            self.target,
-            self.instant,
+            self.fire.target,
+            self.fire.instant,
             lock=self.lock,
             node=self.node,
             reason=self.reason,
@@ -118,6 +126,14 @@ class UnrecordedSkip:
     @property
     def what(self) -> str:
         return "skip"
+
+    @property
+    def target(self) -> str:
+        return self.fire.target
+
+    @property
+    def instant(self) -> datetime:
+        return self.fire.instant
 
 
 Unrecorded = UnrecordedFinish | UnrecordedSkip
@@ -147,10 +163,11 @@ class UnrecordedWrites:
         for gone in dropped:
             _forgotten(gone, f"more than {MAX_REMEMBERED} history writes were pending")
 
-    def finished_here(self, lock: str, target: str, instant: datetime) -> bool:
-        """Whether this node ran the fire to its end although the history says otherwise."""
+    def finished_here(self, lock: str, fire: Fire) -> bool:
+        """Whether this node ran `fire` to its end although the history says otherwise."""
         with self._mutex:
-            return isinstance(self._pending.get((lock, target, instant)), UnrecordedFinish)
+            pending = self._pending.get((lock, fire.target, fire.instant))
+        return isinstance(pending, UnrecordedFinish)
 
     def __len__(self) -> int:
         with self._mutex:

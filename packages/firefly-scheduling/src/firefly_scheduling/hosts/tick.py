@@ -346,8 +346,6 @@ class TickHost:
     def _record_overlapping(self, slot: TickSlot) -> None:
         """Record the slot as skipped: a fire no node runs must still say why."""
         try:
-            self.runtime.fire_runner.get().record_passed_over(
-                slot.fire.task, [slot.fire.instant], OVERLAPPING_SLOT_REASON
-            )
+            self.runtime.fire_runner.get().record_passed_over([slot.fire], OVERLAPPING_SLOT_REASON)
         except Exception:  # the lock or history could not be built: logged, the pass goes on
             logger.exception("%s: skipped slot unrecorded", slot.fire.target)

@@ -200,9 +200,10 @@ class RecurringFire:
             return
         if passed.reason == PASSED_OVER_REASON:
             self.runtime.passed_over.add(self.descriptor.target, len(instants))
+        fires = [Fire.at(self.descriptor, at) for at in instants]
         try:
             runner = self.runtime.fire_runner.get()
-            runner.record_passed_over(self.descriptor, instants, passed.reason)
+            runner.record_passed_over(fires, passed.reason)
         except Exception:  # the lock or history could not be built: the fire says why
             logger.exception("%s: passed-over fires unrecorded", self.descriptor.target)
 

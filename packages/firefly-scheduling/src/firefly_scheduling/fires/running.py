@@ -1,0 +1,266 @@
+# Generated from running_async.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
+"""`BodyRunner`: the run stage of a fire: its body, under a task lock it watches.
+
+Written once, for asyncio, in `fires/running_async.py`; `fires/running.py` is
+generated from it by `tools/async_to_sync.py`. The asyncio flavour awaits the body
+on the caller's event loop.
+
+A fire the decide stage (`fires.deciding`) gave to this node runs here, once per
+call to `execute`, between the record of its start and the record of its end
+(`fires.recording`):
+
+* **The lease before the body.** The start is recorded first (the history may
+  refuse it: the fire is finished, or owned by a newer attempt; not run). Then the
+  task lock is checked once more: a stall since the acquisition (a GC pause, a
+  slow history) may have eaten its lease, so the body is left a margin of it, and
+  on a session backend the server is asked (a session lock ends with its session,
+  at any moment). A lock not confirmed: the fire is not run.
+* **The body**, inside `current_fire()`'s context (`fires.context`), in
+  try/except/finally: an `Exception` fails the run and is logged with the task
+  target, never propagated; `KeyboardInterrupt`/`SystemExit` propagate once the
+  run's end is recorded.
+* **Lost detection.** The task lock is renewed while bodies run
+  (`keep_alive`, `locks.keepalive`); a lease that lapsed, or a lock reported lost,
+  while the body ran marks the run lost at its end: another node may have run
+  meanwhile.
+
+The policy (`fires.policy`) is asked just before the body and once its end is
+recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import TypeAlias
+
+from firefly_scheduling.fires.context import FireContext, entered
+from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
+from firefly_scheduling.fires.policy import BeforeBody, BodyEnded, FirePolicy
+from firefly_scheduling.fires.recording import FIRST_ATTEMPT, RunRecorder, Started
+from firefly_scheduling.history.port import Recorded
+from firefly_scheduling.locks.holding import Holding
+from firefly_scheduling.locks.keepalive import KeepAlive
+from firefly_scheduling.locks.port import HoldingLock, LockCapabilities
+
+logger = logging.getLogger("firefly_scheduling.fires")
+
+#: A task body as the runner calls it (a coroutine function in the asyncio flavour).
+Body: TypeAlias = Callable[[], object]
+#: The share of its lease a body must have ahead of it when it starts; with less,
+#: one renewal on the server refreshes the lease first (see `still_held`).
+BODY_LEASE_MARGIN = 0.5
+#: Why a fire is not run when its task lock was lost before its body could start.
+LOST_BEFORE_THE_BODY = "the task lock lapsed or was lost before the body started"
+
+
+class BodyRunner:
+    """Runs the bodies of one runner's fires; thread-safe.
+
+    `holdings` is the runner's lock seen through the holding port, `capabilities`
+    what it declares. `keepalive_interval`: seconds between renewals (default
+    `lock_ttl / 3`).
+    """
+
+    def __init__(
+        self,
+        holdings: HoldingLock,
+        capabilities: LockCapabilities,
+        *,
+        record: RunRecorder,
+        policy: FirePolicy,
+        clock: Callable[[], datetime],
+        node: str,
+        keepalive_interval: float | None,
+    ) -> None:
+        self._holdings = holdings
+        self._renewable = capabilities.renewable
+        self._session_scoped = capabilities.session_scoped
+        self._record = record
+        self._policy = policy
+        self._clock = clock
+        self._node = node
+        self._keepalive_interval = keepalive_interval
+
+    def keep_alive(self, fire: Fire, holding: Holding, lost: threading.Event) -> KeepAlive | None:
+        """Renew `holding` while `fire`'s bodies run; None where the backend cannot."""
+        if not self._renewable:
+            return None
+        return KeepAlive(
+            self._holdings,
+            holding,
+            holding.ttl_seconds,
+            interval=self._keepalive_interval,
+            lost=lost,
+            label=f"{fire.target} @ {fire.instant.isoformat()}",
+        ).start()
+
+    def execute(
+        self,
+        fire: Fire,
+        body: Body,
+        *,
+        holding: Holding | None,
+        lost: threading.Event,
+        started_ahead: bool = False,
+        unrecorded_attempt: int = 1,
+        claim_seconds: float | None = None,
+    ) -> FireResult:
+        """Run the body once for `fire`, between the record of its start and of its end.
+
+        `holding` is the task lock's (None for an unlocked task); `lost` the event its
+        keep-alive sets. `started_ahead`: the history has this run started, attempt
+        1, with its claim (`claim_fires`). `unrecorded_attempt` is the attempt the
+        body is told when the history cannot record the start: an adoption is attempt
+        `n + 1` even then. `claim_seconds`: the claim's round trip, for the result.
+        """
+        token = None if holding is None else holding.fence
+        started: Started | None = FIRST_ATTEMPT
+        if not started_ahead:
+            started = self._record.start(fire, token=token, unrecorded_attempt=unrecorded_attempt)
+        if started is None:
+            return FireResult(
+                fire, self._node, Verdict.ALREADY_RECORDED, token=token, claim_seconds=claim_seconds
+            )
+        if holding is not None and not self.still_held(holding, lost, before_body=True):
+            if started.recorded:
+                self._record.close_unrun(
+                    fire, token=token, verdict=Verdict.LOCK_LOST, error=LOST_BEFORE_THE_BODY
+                )
+            else:  # nothing recorded: nobody ran it
+                self._record.skip(fire, LOST_BEFORE_THE_BODY)
+            return FireResult(
+                fire,
+                self._node,
+                Verdict.LOCK_LOST,
+                attempt=started.attempt,
+                token=token,
+                lost=True,
+                error=LOST_BEFORE_THE_BODY,
+                claim_seconds=claim_seconds,
+            )
+        return self._run_body(
+            fire, body, started=started, holding=holding, lost=lost, claim_seconds=claim_seconds
+        )
+
+    def _run_body(
+        self,
+        fire: Fire,
+        body: Body,
+        *,
+        started: Started,
+        holding: Holding | None,
+        lost: threading.Event,
+        claim_seconds: float | None,
+    ) -> FireResult:
+        token = None if holding is None else holding.fence
+        attempt = started.attempt
+        self._policy.before_body(fire, BeforeBody(attempt, token))
+        context = FireContext(
+            fire.target, fire.instant, attempt, token, self._node, fire.task.lock_name, lost
+        )
+        verdict = Verdict.FAILED
+        error: str | None = "interrupted: the body did not return"
+        finished = False  # returned or raised an Exception: not interrupted
+        started_at = self._clock()
+        try:
+            with entered(context):
+                body()
+            verdict, error, finished = Verdict.SUCCEEDED, None, True
+        except Exception as err:
+            finished = True
+            error = f"{type(err).__name__}: {err}"
+            logger.exception(
+                "%s: the task raised (fire %s, attempt %d)",
+                fire.target,
+                fire.instant.isoformat(),
+                attempt,
+            )
+        finally:
+            ended_at = self._clock()
+            if holding is not None and not lost.is_set() and (holding.lost or holding.lapsed()):
+                lost.set()
+                logger.error(
+                    "%s: fire %s: the task lock %r lapsed or was lost while the body ran; "
+                    "another node may have run meanwhile",
+                    fire.target,
+                    fire.instant.isoformat(),
+                    holding.name,
+                )
+            ended = BodyEnded(
+                verdict, attempt, token, error, started_at, ended_at, lost.is_set(), finished
+            )
+            end_recorded = self._record.end_of_run(fire, ended, started=started.recorded)
+        self._policy.after_body(fire, ended)
+        return FireResult(
+            fire,
+            self._node,
+            verdict,
+            attempt=attempt,
+            token=token,
+            started_at=started_at,
+            ended_at=ended_at,
+            lost=lost.is_set(),
+            fenced=end_recorded is Recorded.FENCED,
+            error=error,
+            claim_seconds=claim_seconds,
+        )
+
+    def still_held(
+        self, holding: Holding, lost: threading.Event, *, before_body: bool = False
+    ) -> bool:
+        """Whether the task lock may still be trusted; checked just before a body starts.
+
+        A stall between the acquisition and the body (a GC pause, SIGSTOP, a starved
+        process, a saturated pool, a slow history) eats the lease unnoticed by the
+        keep-alive, which may not have run yet. No check closes the gap between itself
+        and the body's first statement, so the body is left a margin: with less than
+        `BODY_LEASE_MARGIN` of the lease ahead by the local clock, one renewal on the
+        server decides. It succeeds only while the server still holds the lease (the
+        local expiry is taken before each round trip, so it comes first) and refreshes
+        it to a whole TTL; once the server freed it, another node may run the fire, and
+        it is skipped here. A renewal that fails for an error cannot confirm the lease
+        either: the fire is skipped rather than run on a lease nobody vouched for.
+
+        The chaos checker found one fire run twice on a loaded machine, explained by a
+        node that passed this check with little lease left, stalled, and ran the body
+        after another node had taken the expired lease and run the same fire.
+        """
+        if holding.lost:
+            lost.set()
+        if lost.is_set():
+            return False
+        if self._lease_ahead(holding, before_body=before_body):
+            return True
+        lost.set()
+        logger.error(
+            "the task lock %r lapsed or could not be confirmed before the body could "
+            "start (the node stalled for most of its lease)",
+            holding.name,
+        )
+        return False
+
+    def _lease_ahead(self, holding: Holding, *, before_body: bool) -> bool:
+        """Whether the body has its margin of lease ahead, renewing once when short.
+
+        A renewal vouches for the lease from when it was sent (the local expiry is
+        taken before the round trip), so a reply that came late may leave less than
+        the margin, or nothing: the server may have freed the lease before the reply
+        arrived, and another node taken it. The margin is checked again after it.
+        """
+        margin = holding.ttl_seconds * BODY_LEASE_MARGIN
+        ask_the_session = before_body and self._session_scoped
+        if holding.remaining() >= margin and not ask_the_session:
+            return True
+        if self._renewable:
+            # A session lock has no lease to count on: it ends with its session, at any
+            # moment, and only the server knows (the chaos checker, seed 120401 on
+            # MySQL: a connection reset between the acquisition and the body freed the
+            # lock, another node took it, and the body ran anyway). Its renewal asks,
+            # once, just before the body (the earlier checks count on the lease).
+            renewed = self._holdings.renew_holding(holding, holding.ttl_seconds)
+            return renewed and holding.remaining() >= margin
+        return not holding.lapsed()  # nothing can refresh it: what is left is all there is
