@@ -1,4 +1,4 @@
-"""The randomized fault checker behind `benchmarks/chaos.py` (issue 8), one job per module.
+"""The randomized fault checker behind `benchmarks/chaos.py`, one job per module.
 
 * `evidence`: the append-only log every process stamps with CLOCK_MONOTONIC.
 * `tasks`: the task module the node processes run (the task mix).

@@ -6,7 +6,7 @@ instant, attempt, fencing token and, at the end, whether the lock was reported l
 Lock names carry `FIREFLY_CHAOS_PREFIX`, unique per run, because the SQL servers are
 shared.
 
-The mix (issue 8): 1 ms bodies; a body longer than its `lock_ttl` (kept alive by
+The mix: 1 ms bodies; a body longer than its `lock_ttl` (kept alive by
 renewals); two tasks sharing one lock name; `fixed_rate` and cron tasks.
 """
 

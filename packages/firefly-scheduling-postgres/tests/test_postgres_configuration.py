@@ -54,7 +54,7 @@ def test_client_defaults_fill_only_what_the_url_leaves_unset() -> None:
     assert (params["host"], params["dbname"], params["user"]) == ("db", "app", "app")
 
 
-# -- libpq key=value strings (issue 8, item 6) -----------------------------------------
+# -- libpq key=value strings -----------------------------------------
 
 
 def test_a_libpq_key_value_string_is_accepted_and_redacted_in_repr() -> None:

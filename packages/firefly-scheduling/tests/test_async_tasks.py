@@ -1,6 +1,6 @@
 """`async def` tasks on the synchronous hosts: awaited to completion, never reported unrun.
 
-Issue 9: `tick` printed "1 succeeded" beside "coroutine ... was never awaited" for an
+`tick` once printed "1 succeeded" beside "coroutine ... was never awaited" for an
 `async def` task, because the host called it and dropped the coroutine. These tests
 record from inside the coroutine AFTER an await, so a body that was only created
 (never awaited) leaves no record, and the verdict must match what ran.
@@ -223,7 +223,7 @@ def test_a_threaded_scheduler_refuses_an_asyncio_lock_naming_it() -> None:
 def test_the_tick_command_says_succeeded_only_for_an_async_task_that_ran(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Issue 9's report, as a user ran it: `tick` printed "1 succeeded" beside
+    # The report, as a user ran it: `tick` printed "1 succeeded" beside
     # "coroutine 'every_minute' was never awaited".
     for variable in ("FIREFLY_SCAN_PACKAGES", "FIREFLY_SCHEDULING_LOCK_PROVIDER"):
         monkeypatch.delenv(variable, raising=False)

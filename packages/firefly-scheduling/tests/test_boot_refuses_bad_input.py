@@ -1,4 +1,4 @@
-"""Bad task values are refused at boot, naming the task (issue 8, item 8).
+"""Bad task values are refused at boot, naming the task.
 
 Each value here was accepted once and failed later, or never: a raw `OverflowError`,
 a rate parsed from another script's digits, an interval that overflows the first

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from firefly_scheduling import Cadence
 from firefly_scheduling.schedule.cadence import BUCKETS
 
-# Every row of the cadence table (DESIGN.md §4): bucket -> description.
+# Every row of the cadence table: bucket -> description.
 TABLE = [
     (1, "every second"),
     (2, "every 2 seconds"),

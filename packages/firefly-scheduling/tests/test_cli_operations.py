@@ -1,6 +1,6 @@
 """Operating the CLI: honest tick exit codes, JSON Lines, structured logs, safe defaults.
 
-Issue 11: `tick` exits 1 when a fire's body or backend failed (so a CronJob alerts)
+`tick` exits 1 when a fire's body or backend failed (so a CronJob alerts)
 and 0 when every fire succeeded or was legitimately not run; `--json` prints one
 object per row with stable keys; `--log-format json` logs JSON objects; locked tasks
 under a lock that excludes nothing across processes draw a WARNING, or a refusal

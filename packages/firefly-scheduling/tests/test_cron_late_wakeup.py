@@ -1,4 +1,4 @@
-"""A cron fire is always named by a scheduled instant, however late the wake-up (issue 8, 5).
+"""A cron fire is always named by a scheduled instant, however late the wake-up.
 
 A job that wakes up more than a period late (a weekly task on a Wednesday, a process
 suspended for days) used to name its fire after the current minute and run there,

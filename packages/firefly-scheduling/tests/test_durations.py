@@ -225,7 +225,7 @@ def test_format_duration(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
 
 
-# -- bounds: 1 ms to 366 days, refused cleanly (issue 8, item 8) -------------------
+# -- bounds: 1 ms to 366 days, refused cleanly -------------------
 
 
 @pytest.mark.parametrize(
@@ -280,7 +280,7 @@ def test_a_non_ascii_digit_is_named_as_the_problem() -> None:
         parse_duration("٣s")
 
 
-# -- format_duration: everything printed parses back (issue 11, item 5) ----------------
+# -- format_duration: everything printed parses back ----------------
 
 
 @pytest.mark.parametrize(

@@ -103,7 +103,7 @@ class TestKeepAlive:
         assert holding.lost
 
     def test_a_lapsed_holdings_keep_alive_never_renews_a_newer_holding_of_its_name(self) -> None:
-        """Issue 8.1: the keep-alive acted on the name, so it renewed the newer holding."""
+        """the keep-alive acted on the name, so it renewed the newer holding."""
         name = f"keepalive-{uuid.uuid4()}"
         lock = InMemoryLock()
         first = lock.acquire(name, 0.1)

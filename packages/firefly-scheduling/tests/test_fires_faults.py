@@ -1,4 +1,4 @@
-"""Faults inside one node (issue 8): a failed history write, a stall before the body,
+"""Faults inside one node: a failed history write, a stall before the body,
 a stuck renewal, an ever-growing memory table. Each case failed on the code before."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class FailingFinishes(MemoryRunHistory):
 
 class TestFailedFinish:
     def test_a_finish_that_fails_once_is_retried_and_nothing_runs_twice(self) -> None:
-        """Issue 8.4: finish raised once, and the next fire adopted the succeeded fire."""
+        """finish raised once, and the next fire adopted the succeeded fire."""
         history = FailingFinishes(failures=1)
         now = [T0]
         runner = FireRunner(InMemoryLock(), history=history, clock=lambda: now[0])
@@ -181,7 +181,7 @@ class SlowRenewalReply(InMemoryLock):
 
 class TestLeaseCheckedBeforeTheBody:
     def test_a_stall_past_the_lease_before_the_body_skips_the_fire(self) -> None:
-        """Issue 8.7: a pause longer than lock_ttl before the body went unnoticed."""
+        """a pause longer than lock_ttl before the body went unnoticed."""
         history = MemoryRunHistory()
         stall = threading.Event()
         original_start = history.start
@@ -270,7 +270,7 @@ class StuckRenewal(InMemoryLock):
 
 
 def test_stopping_a_keep_alive_never_waits_forever_for_a_stuck_renewal() -> None:
-    """Issue 8.7: `KeepAlive.stop()` joined its thread without a timeout."""
+    """`KeepAlive.stop()` joined its thread without a timeout."""
     lock = StuckRenewal()
     holding = lock.acquire(f"stuck-{uuid.uuid4()}", 30)
     assert holding is not None
@@ -284,7 +284,7 @@ def test_stopping_a_keep_alive_never_waits_forever_for_a_stuck_renewal() -> None
 
 
 def test_the_memory_lock_purges_expired_claims() -> None:
-    """Issue 8.7: 5,000 fires left 5,000 entries in the memory lock's table."""
+    """5,000 fires left 5,000 entries in the memory lock's table."""
     lock = InMemoryLock()
     before = InMemoryLock.entries()
     target = f"tests.faults_{uuid.uuid4().hex}:job"

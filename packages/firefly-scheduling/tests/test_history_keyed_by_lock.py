@@ -1,4 +1,4 @@
-"""Issue 8.7: the run history is keyed by (lock name, target), not by target alone.
+"""the run history is keyed by (lock name, target), not by target alone.
 
 Two deployments of one application (say staging and production) that share a
 history database run the same targets under different lock names. Keyed by target

@@ -160,7 +160,7 @@ class TestRunsTable:
 
 
 class TestDeploymentsSharingAHistory:
-    """Issue 8.7: monitor judges a task by the fires of its own lock name only."""
+    """monitor judges a task by the fires of its own lock name only."""
 
     @staticmethod
     def _fire(

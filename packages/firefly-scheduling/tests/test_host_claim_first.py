@@ -1,6 +1,6 @@
 """The resident host claims a due instant's fires together, before any reaches a worker.
 
-Issue 12's per-fire CPU target for a node that loses a claim (0.25 ms) was out of
+The per-fire CPU target for a node that loses a claim (0.25 ms) was out of
 reach while every lost fire first woke a worker thread: the wake-up, APScheduler's run
 wrapper and a round trip per thread cost 0.64 ms on Redis (`benchmarks/fire_cost.py`).
 `hosts.claim_first` claims in one thread and runs a lost fire's job there. These

@@ -1,6 +1,6 @@
 """A fire the resident host passes over is recorded as skipped, never silently dropped.
 
-Found by `benchmarks/chaos.py` (issue 8, "every fire in the window either ran or is
+Found by `benchmarks/chaos.py` ("every fire in the window either ran or is
 recorded as skipped, with a reason"). APScheduler runs a recurring job once for
 several due times (`coalesce=True`) and drops a due time while the previous run of
 the job still goes (`max_instances=1`). When that happened on every node at once (a

@@ -1,6 +1,6 @@
 """A saturated node says once in a while that it passes fires over, not once per job.
 
-Found by profiling `benchmarks/fire_cost.py` (issue 12): a PostgreSQL node running
+Found by profiling `benchmarks/fire_cost.py`: a PostgreSQL node running
 200 one-second tasks alone fell behind, and APScheduler then logged one warning per
 job and per second ("Execution of job ... skipped: maximum number of running
 instances reached"). Formatting those lines (each renders the job's trigger and next

@@ -256,7 +256,7 @@ def test_a_body_outliving_the_grace_period_is_abandoned_with_its_lock_still_held
     assert report.stopped
     assert len(report.abandoned) == 1
     assert report.results == []
-    # Issue 8.7: the host released it while the body still ran, so another node could
+    # the host released it while the body still ran, so another node could
     # start the task beside it. The lock now ends with the process (or its TTL).
     assert not InMemoryLock().try_acquire("abandoned", 1)
     deadline = time.monotonic() + 5

@@ -36,7 +36,7 @@ def test_scrub_removes_every_secret_from_a_driver_message() -> None:
     )
 
 
-# -- malformed URLs and libpq strings (issue 8, item 6) --------------------------------
+# -- malformed URLs and libpq strings --------------------------------
 
 
 @pytest.mark.parametrize(

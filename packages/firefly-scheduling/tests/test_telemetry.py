@@ -1,6 +1,6 @@
 """OpenTelemetry: a span per fire with its identity, the body's spans nested, and metrics.
 
-Read back through the SDK's in-memory exporters (issue 11): what an operator's
+Read back through the SDK's in-memory exporters: what an operator's
 collector would receive.
 """
 
@@ -202,7 +202,7 @@ print("metrics", "firefly.fires" in names)
 
 def test_global_providers_set_after_the_host_started_are_used_within_a_second() -> None:
     """Until the application sets a global provider a fire records nothing (and pays
-    nothing for it); once it does, fires are spans and metrics again (issue 12)."""
+    nothing for it); once it does, fires are spans and metrics again."""
     import subprocess  # noqa: PLC0415
 
     # A process of its own: a global provider can be set only once per process.

@@ -207,7 +207,7 @@ class MySqlNamedLock(SessionLock[Connection]):
         answered by its own affected rows; the claims table is created if missing.
 
         One statement at a time kept the fires of an instant waiting for one round trip
-        per claim in the claimer thread (issue 12).
+        per claim in the claimer thread.
         """
         try:
             return self._claims_together(connection, claims)

@@ -222,7 +222,7 @@ class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
         answered by its own affected rows; the claims table is created if missing.
 
         One statement at a time kept the fires of an instant waiting for one round trip
-        per claim in the claimer thread (issue 12).
+        per claim in the claimer thread.
         """
         try:
             return await self._claims_together(connection, claims)

@@ -160,7 +160,7 @@ def answers_in_one_column(expression: str, count: int) -> str:
     The column is a string of one digit per name, in order: `1`, `0`, or `2` for NULL.
     A column per name made the driver parse a field descriptor per name, a Python
     object each: 7 % of a winning MySQL node's CPU went to the descriptors of its
-    releases and checks (issue 12). No argument of the `CONCAT` is NULL (`IFNULL`), so
+    releases and checks. No argument of the `CONCAT` is NULL (`IFNULL`), so
     the server evaluates every one: a NULL argument would end the `CONCAT` there and
     skip the locks after it.
     """
@@ -205,7 +205,7 @@ def claim_many(
     result after `CLAIMS_PREAMBLE_RESULTS`; the text ends with `COMMIT`.
 
     One transaction, not one per claim: InnoDB flushes its log at every commit, and
-    100 claims in autocommit took 18 ms against 4 ms in one (issue 12, MariaDB). Its
+    100 claims in autocommit took 18 ms against 4 ms in one (on MariaDB). Its
     row locks last until the `COMMIT`, which the server runs with the rest of the
     text, without waiting for the client. The claims go in server-name order, the
     order of the table's key, so two nodes claiming the same fires lock their rows

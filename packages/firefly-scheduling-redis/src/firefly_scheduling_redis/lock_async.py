@@ -262,7 +262,7 @@ class AsyncRedisLock(AsyncBaseLock):
         cluster), each release its own `RELEASE` script and its own answer.
 
         A resident node ends the fires of an instant together, and one `EVALSHA` per
-        release was a third of a winning node's CPU on Redis (issue 12). A release's
+        release was a third of a winning node's CPU on Redis. A release's
         error reply is its own answer, raised to its caller alone; a connection lost
         mid-pipeline fails the releases whose replies were not read (their outcome is
         unknown, never read as released). A lone release is sent alone.

@@ -1,4 +1,4 @@
-"""`Settings`: every configuration key of DESIGN.md §3, from the environment or explicit.
+"""`Settings`: every configuration key (docs/configuration.md), from the environment or explicit.
 
 A dotted key maps to an environment variable by upper-casing it and turning `.`
 and `-` into `_`: `firefly.scheduling.lock.provider` is read from

@@ -1,7 +1,7 @@
 """`async def` task bodies for the async-task tests (the tests put this directory on sys.path).
 
 Each body awaits before it records, so a coroutine that is created but never awaited
-records nothing: the defect of issue 9 was a host reporting such a body as succeeded.
+records nothing: the defect this guards against was a host reporting such a body as succeeded.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Every fire a node wins reads the task's unfinished runs, inserts its own row and
 updates it at the end: three single statements. Through SQLAlchemy's execution
 layer each cost about 0.45 ms of CPU, two thirds of it the layer's own work (a
 `Connection`, its autobegin, result objects); the same statement sent by psycopg on
-a connection of the same pool, in autocommit, cost 0.17 ms (issue 12, measured on
+a connection of the same pool, in autocommit, cost 0.17 ms (measured on
 the unfinished-runs read). So on PostgreSQL those three go here: compiled once from
 the store's SQLAlchemy statements (the SQL is the same text, in the driver's
 paramstyle), sent on a pooled connection switched to autocommit for the call
@@ -13,7 +13,7 @@ paramstyle), sent on a pooled connection switched to autocommit for the call
 On MySQL the finish, the unfinished-runs read and the batch start come here too. PyMySQL would send
 `SET autocommit` both ways, so the connection stays in its transactional mode and
 the statement is followed by `COMMIT`, the two round trips SQLAlchemy sent, without
-the layer: 0.09 against 0.19 ms of CPU for a finish (issue 12, measured one at a
+the layer: 0.09 against 0.19 ms of CPU for a finish (measured one at a
 time on MariaDB). SQLite keeps SQLAlchemy (it is a file).
 
 What SQLAlchemy did around them is done here too: instants are bound as naive UTC
@@ -101,7 +101,7 @@ def _mysql_text(value: Any) -> Any:
     PyMySQL would write the same text from the datetime, by a `str.format` per value;
     an escaped string is cheaper, and the instants of a batch repeat, so each is
     written once (`_instant_text`). For a batch start that formatting, with the
-    conversion to naive UTC, was a third of its CPU (issue 12).
+    conversion to naive UTC, was a third of its CPU.
     """
     return _instant_text(value) if isinstance(value, datetime) else value
 
@@ -155,7 +155,7 @@ class DriverPath:
         insert (rolled back: nothing of it stands). The rows go as one multi-row
         `INSERT` (PyMySQL's `executemany`). Through SQLAlchemy, the bound values'
         processing and its execution layer were most of a batch start's CPU on MySQL,
-        about a tenth of a winning node's (issue 12).
+        about a tenth of a winning node's.
         """
         duplicate: type[Exception] = self._engine.dialect.loaded_dbapi.IntegrityError
 

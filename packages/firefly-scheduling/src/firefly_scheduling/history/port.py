@@ -256,7 +256,7 @@ class BatchStartingHistory(Protocol):
     (`FireRunner.claim_fires`); on PostgreSQL each won fire's worker then sent two
     statements of its own before its body (the task's running records, its start),
     and with 100 fires a second those blocking round trips from up to 64 threads
-    cost more CPU in thread switches than the statements (issue 12). A store that
+    cost more CPU in thread switches than the statements. A store that
     can answer for all of them in one request implements this; the runner calls it
     only where a store does.
     """

@@ -38,7 +38,7 @@ def register(
     runs on an event loop thread of the host's own and its worker waits for it.
 
     * `descriptors`: the tasks; by default the compiled manifest, else a scan of
-      `FIREFLY_SCAN_PACKAGES` (DESIGN.md §4 resolution order).
+      `FIREFLY_SCAN_PACKAGES` (see `resolve_descriptors`).
     * `lock`: wins over the configured `firefly.scheduling.lock.provider`.
     * `resolver(cls) -> instance`: supplies the object a method task runs on (a DI
       container); by default the class is instantiated once with no arguments.

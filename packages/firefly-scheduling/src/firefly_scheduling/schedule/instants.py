@@ -11,8 +11,7 @@ def as_utc(instant: datetime) -> datetime:
     A naive value would be read in the host's local zone, and two nodes configured
     differently would then disagree about which fire is due. An instant already in
     `UTC` is returned as it is: a fire's instant passes here several times on its
-    way, and the conversion's new object each time was 5 % of a winning node's CPU
-    (issue 12).
+    way, and the conversion's new object each time was 5 % of a winning node's CPU.
     """
     if instant.tzinfo is UTC:
         return instant

@@ -1,6 +1,6 @@
 """`resolve_descriptors`: which tasks a host or a listing works with, and why.
 
-Resolution order (DESIGN.md §4): explicitly given packages are scanned; otherwise
+Resolution order: explicitly given packages are scanned; otherwise
 the compiled manifest is loaded if it exists; otherwise the configured packages
 (`FIREFLY_SCAN_PACKAGES`) are scanned; otherwise there are no tasks. The
 explanation says which source was used and what it passed over (a manifest beside

@@ -4,7 +4,7 @@ Every node of a fleet attempts every fire of a locked task, and on N nodes N - 1
 them lose its claim. Handed to a worker thread first, a lost fire cost a thread
 wake-up, APScheduler's run wrapper and a round trip of its own, fought for under the
 GIL by up to 64 threads: most of a node's CPU with 200 one-second tasks
-(`benchmarks/fire_cost.py`, issue 12). This executor sits where APScheduler hands a
+(`benchmarks/fire_cost.py`). This executor sits where APScheduler hands a
 due job to its thread pool:
 
 * a job of a locked recurring task (`RecurringFire.claimable_ahead`) goes to one

@@ -191,7 +191,7 @@ class RecurringFire:
 
         Called after the fire due at `instant`, never before it: a node back from an
         outage has up to `MAX_PASSED_OVER_RECORDED` of them per task, and its first
-        fires must not wait for those writes (issue 12, `benchmarks/fleet.py`).
+        fires must not wait for those writes (`benchmarks/fleet.py`).
         """
         instants = [
             at for at in self._instants_between(passed.since, instant) if at not in passed.recorded

@@ -5,7 +5,7 @@ run still goes ("Execution of job ... skipped: maximum number of running instanc
 reached"). On a node that has fallen behind that is one line per task and per
 period: 200 one-second tasks made 200 lines a second, and formatting them (each
 renders the job's trigger and next run time) took a quarter of the node's CPU, which
-made it fall further behind (issue 12, found with py-spy on `benchmarks/fire_cost.py`).
+made it fall further behind (found with py-spy on `benchmarks/fire_cost.py`).
 
 So a host that owns its scheduler gives it `scheduler_logger()`, APScheduler's own
 logger behind an adapter that drops that one line before a record is made. What the

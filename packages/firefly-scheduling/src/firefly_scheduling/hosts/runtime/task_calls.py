@@ -1,7 +1,7 @@
 """Calling a task body, `def` or `async def`, so that it really runs before its verdict.
 
 A coroutine function called like a plain one only builds a coroutine: the body has
-not run, and dropping it would report success for nothing (issue 9). So the result
+not run, and dropping it would report success for nothing. So the result
 of every call is looked at, and an awaitable is awaited to completion:
 
 * `call_task` (the synchronous hosts: `run`, `tick`, a threaded APScheduler) hands
