@@ -238,7 +238,7 @@ def main() -> None:
     args = parser.parse_args()
     shorten(args, parser, rounds=2, cycles=20, workers=10, seconds=0.5)
     selected = {name: available[name] for name in (args.only or sorted(available))}
-    run = Run("async_locks", args, parser, servers=servers_of(selected))
+    run = Run("async_locks", args, parser, servers=servers_of(selected), uv_groups=("bench",))
     latencies = asyncio.run(latency(selected, args.rounds, args.cycles))
     tables = [latency_table(latencies)]
     rates: list[dict[str, Any]] = []

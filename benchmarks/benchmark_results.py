@@ -330,6 +330,7 @@ class Run:
         *,
         servers: Iterable[str] = (),
         selectors: Iterable[str] = (),
+        uv_groups: Iterable[str] = (),
     ) -> None:
         self.name = name
         self.args = args
@@ -343,7 +344,9 @@ class Run:
         self.commit = commit()
         script = Path(sys.argv[0]).resolve()
         where = script.relative_to(REPOSITORY) if script.is_relative_to(REPOSITORY) else script
-        words = ["uv", "run", "python", str(where), *sys.argv[1:]]
+        self.script = script.name
+        groups = [word for group in uv_groups for word in ("--group", group)]
+        words = ["uv", "run", *groups, "python", str(where), *sys.argv[1:]]
         self.command = shlex.join(redact(words))
 
     def status(self) -> str:
@@ -367,6 +370,7 @@ class Run:
         folder.mkdir(parents=True, exist_ok=True)
         facts = {
             "benchmark": self.name,
+            "script": self.script,
             "title": title,
             "status": self.status(),
             "started": self.started.isoformat(timespec="seconds"),
@@ -419,7 +423,8 @@ def _documented_command(command: str) -> str:
 def render(facts: dict[str, Any], tables: list[Table], json_path: Path) -> str:
     """The markdown page: a warning for a non-reference run, the facts, the tables."""
     lines = [
-        f"<!-- Written by benchmarks/{facts['benchmark']}.py: do not edit by hand; "
+        f"<!-- Written by benchmarks/{facts.get('script', facts['benchmark'] + '.py')}: "
+        "do not edit by hand; "
         "rerun the command below. -->",
         "",
     ]

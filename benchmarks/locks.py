@@ -503,7 +503,7 @@ def main() -> None:
     args = parser.parse_args()
     shorten(args, parser, rounds=2, cycles=20)
     selected = args.only or list(SUITES)
-    run = Run("locks", args, parser, servers=servers_of(selected))
+    run = Run("locks", args, parser, servers=servers_of(selected), uv_groups=("bench",))
     with gathered(selected) as cases:
         measure(cases, args.rounds, args.cycles)
         every = figures(cases)

@@ -3,7 +3,7 @@
 The synchronous lock lends one of these to each request, so the lock's bound on
 connections is the number it builds (`pool_size`). It speaks HTTP/1.1 through the
 standard library's `http.client`, not through httpx's synchronous client, which
-costs about three times the CPU per request (docs/backends/etcd.md), and a fire a
+costs several times the CPU per request (docs/backends/etcd.md), and a fire a
 node runs sends four. The asyncio flavour keeps httpx (`asyncio_gateway`); the two
 share the interface (`post`, `close`), and every request body and every reading of
 an answer lives in `messages` and `protocol`, once.

@@ -1,7 +1,7 @@
 """How commands print: rich tables for people, JSON Lines for machines.
 
 * `--json` (`json_option`) switches a command to JSON Lines: one object per row,
-  one row per line, keys stable across releases (documented in docs/operations.md),
+  one row per line, keys stable across releases (documented in docs/monitoring.md),
   `null` where a table shows `-`. JSON Lines rather than one array so that a
   consumer can stream (`| jq -c 'select(.state == "failed")'`) and `jq -s` still
   gathers everything.

@@ -16,7 +16,7 @@ identity: `firefly.task`, `firefly.fire.instant`, `firefly.node`, then, when the
 fire ends, `firefly.fire.verdict`, `firefly.fire.attempt`, `firefly.fire.token`. A
 failed body sets the span's status to ERROR with its message.
 
-Metrics (names are stable; see docs/operations.md for a Grafana-ready list):
+Metrics (names are stable; see docs/monitoring.md for a Grafana-ready list):
 
 * `firefly.fires` (counter, `{fire}`): fires by `firefly.task` and `firefly.fire.verdict`;
 * `firefly.fire.lateness` (histogram, `s`): scheduled instant to body start;
