@@ -347,7 +347,7 @@ class Run:
         self.script = script.name
         groups = [word for group in uv_groups for word in ("--group", group)]
         words = ["uv", "run", *groups, "python", str(where), *sys.argv[1:]]
-        self.command = shlex.join(redact(words))
+        self.command = shlex.join(redact(_without_paths(words)))
 
     def status(self) -> str:
         if self.short:
@@ -400,24 +400,30 @@ class Run:
         return json_path, markdown_path
 
 
-def _documented_command(command: str) -> str:
-    """The command without `--short` and output options: the one that makes the reference."""
-    words = shlex.split(command)
+_PATH_OPTIONS = ("--results", "--workdir", "--json", "--profile-dir")
+
+
+def _without_paths(words: Sequence[str]) -> list[str]:
+    """The words without the options naming where output goes: a machine's paths."""
     kept: list[str] = []
     skip = False
     for word in words:
         if skip:
             skip = False
             continue
-        if word in ("--short", "--no-results"):
-            continue
-        if word == "--results":
+        if word in _PATH_OPTIONS:
             skip = True
             continue
-        if word.startswith("--results="):
+        if word.startswith(tuple(f"{option}=" for option in _PATH_OPTIONS)):
             continue
         kept.append(word)
-    return shlex.join(kept)
+    return kept
+
+
+def _documented_command(command: str) -> str:
+    """The command without `--short` and output options: the one that makes the reference."""
+    words = [w for w in shlex.split(command) if w not in ("--short", "--no-results")]
+    return shlex.join(_without_paths(words))
 
 
 def render(facts: dict[str, Any], tables: list[Table], json_path: Path) -> str:
@@ -480,5 +486,7 @@ def render(facts: dict[str, Any], tables: list[Table], json_path: Path) -> str:
         lines.append("")
         lines += [f"- {note}" for note in facts["notes"]]
     lines.append("")
-    lines.append(f"Machine-readable: `{json_path}`.")
+    shown = json_path.resolve()
+    shown = shown.relative_to(REPOSITORY) if shown.is_relative_to(REPOSITORY) else Path(shown.name)
+    lines.append(f"Machine-readable: `{shown}`.")
     return "\n".join(lines) + "\n"
