@@ -1,4 +1,4 @@
-"""A password never leaks through a malformed or unusual URL (issue 8, item 6).
+"""A password never leaks through a malformed or unusual URL.
 
 Every way a URL enters the library (each provider's lock, each anchor store, the
 database run history, and the settings-driven resolvers that build them) meets one

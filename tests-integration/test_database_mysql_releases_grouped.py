@@ -3,7 +3,7 @@
 A resident node ends the fires of an instant together, so their lease releases queue
 for the lock's sender (`GroupedCalls`). MySQL has no `DELETE ... RETURNING`, so the
 group goes as ONE multi-statement text: an owner-checked DELETE per lease, each
-answered by its own affected-row count (issue 12: one DELETE per release was 18 % of
+answered by its own affected-row count (one DELETE per release was 18 % of
 a winning MariaDB node's CPU). These tests make the releases wait (the test holds
 the sender's mutex), then read the server, never the lock:
 

@@ -1,7 +1,7 @@
 """The database lock's batches on SQLite: a few statements for a whole batch.
 
 A resident node claims the fires of an instant together, takes the task locks of the
-ones it won together, and ends them together (issue 12). On SQLite each statement
+ones it won together, and ends them together. On SQLite each statement
 takes the file's single write lock, so one statement per name put every fire behind
 the other nodes' writes. These tests count the statements sqlite3 itself reports
 running (its trace callback, set on every connection the lock's pool opens) and read

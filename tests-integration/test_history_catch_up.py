@@ -1,6 +1,6 @@
 """A node that starts after an outage records what nobody ran without delaying the fire due now.
 
-Found by `benchmarks/fleet.py` (issue 12): a fleet restarted minutes after its last
+Found by `benchmarks/fleet.py`: a fleet restarted minutes after its last
 run had every task's first fire record up to `MAX_PASSED_OVER_RECORDED` passed-over
 instants as skipped first, one statement and one commit each, on the fire's path.
 On PostgreSQL and MySQL that was 302,042 catch-up statements against 39,663 runs,

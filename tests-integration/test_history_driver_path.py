@@ -2,7 +2,7 @@
 
 A fire's three history statements (the unfinished-runs read, the start's insert and
 the finish) go to the pooled psycopg connection in autocommit rather than through
-SQLAlchemy's execution layer (issue 12: about 0.45 against 0.2 ms of CPU each). The
+SQLAlchemy's execution layer (about 0.45 against 0.2 ms of CPU each). The
 contract suite covers what they do; these cover what the layer did around them:
 the pool's connections go back in their transactional mode, a connection the server
 dropped is a `HistoryError` without the password and the next call reconnects, and

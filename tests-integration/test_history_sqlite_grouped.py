@@ -2,7 +2,7 @@
 
 The fires of an instant end together, and on SQLite each commit takes the file's
 single write lock and syncs its log: one per finish put the fires behind one
-another and behind the other nodes' writes (issue 12). Queued finishes are sent as
+another and behind the other nodes' writes. Queued finishes are sent as
 one transaction, each still its own statement with its own answer. These tests read
 what sqlite3 itself reports running (its trace callback on the store's connections)
 and the rows through a second `sqlite3` connection:

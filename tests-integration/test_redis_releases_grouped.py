@@ -1,7 +1,7 @@
 """Redis releases waiting for one another go as one pipeline, each answered on its own.
 
 A resident node ends the fires of an instant together, and one `EVALSHA` per release
-was a third of a winning Redis node's CPU (issue 12). The releases queue behind the
+was a third of a winning Redis node's CPU. The releases queue behind the
 lock's sender (`send_as_one_group` holds it, as a group on the wire would) and are
 then sent together (`RedisLock._release_together`). The evidence is the server's:
 

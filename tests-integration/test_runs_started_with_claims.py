@@ -3,8 +3,8 @@
 On PostgreSQL (advisory locks and the database history, both on the real server)
 `FireRunner.claim_fires` takes the task locks of the fires it won as one request,
 then records their runs as started as one more (`BatchStartingHistory`), so a won
-fire's worker sends neither the read of the task's running records nor its start
-(issue 12). The history's rules must hold as when each worker starts its own run,
+fire's worker sends neither the read of the task's running records nor its start.
+The history's rules must hold as when each worker starts its own run,
 checked by a second history reading the server: the record is `running` with the
 holding's token before any worker runs; a died run is still adopted; a fire another
 node recorded as skipped still runs; a fire no worker took in time is closed, and a

@@ -3,7 +3,7 @@
 On Redis (one server or a cluster), memcached, PostgreSQL, MySQL and the database
 backend on PostgreSQL, MySQL and SQLite, `FireRunner.claim_fires` takes the
 task locks of the fires it won as one request (`capabilities.batch_acquires`), so
-a won fire's worker sends only its release (issue 12: a blocking round trip per
+a won fire's worker sends only its release (a blocking round trip per
 fire from many threads cost more CPU in thread switches than the request). The
 rules of a lock taken by the run itself must hold, checked by another node's lock
 asking the server: the holding is on the server before the body, a held lock skips

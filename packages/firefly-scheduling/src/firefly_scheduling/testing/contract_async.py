@@ -241,7 +241,7 @@ class AsyncLockContract(AsyncWaitingContract, AsyncHostileNamesContract):
     ) -> None:
         """Every acquisition is its own holding: an older one's release never frees a newer.
 
-        On a lease backend this is the stall of issue 8: a task's lease lapses, another
+        On a lease backend this is a stalled task: its lease lapses, another
         task of the same process takes the name again, and the first task's `finally`
         must not free it. On a session backend a holding only ends with its session or
         its release, so the older holding is a released one, released again.

@@ -285,7 +285,7 @@ class RunHistoryContract(RecordRunContract):
             (OTHER_LOCK, "staging"),
         }
 
-    # -- the lock name is part of the key (issue 8.7) ---------------------------------
+    # -- the lock name is part of the key ---------------------------------------------
 
     def test_two_locks_record_the_same_fire_of_a_task_apart(self, history: RunHistory) -> None:
         """Two deployments (lock names) sharing a store run the same targets."""
