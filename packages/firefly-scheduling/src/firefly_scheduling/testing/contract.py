@@ -290,13 +290,17 @@ class LockContract(WaitingContract, HostileNamesContract):
     ) -> None:
         """A fire claim is never released: not by its claimer, not when it closes."""
         claimer, other = _claims(nodes()), _claims(nodes())
-        assert claimer.try_claim(name, 1.0)
-        assert other.try_claim(name, 1.0) is False
-        assert claimer.try_claim(name, 1.0) is False, "a claim is not re-entrant"
+        # Blocking is checked on a 30 s window, so a slow machine cannot see it end
+        # between two calls; the end of a window on a 1 s claim of its own.
+        assert claimer.try_claim(name, 30)
+        assert other.try_claim(name, 30) is False
+        assert claimer.try_claim(name, 30) is False, "a claim is not re-entrant"
+        short = f"{name}:1s"
+        assert claimer.try_claim(short, 1.0)
         _close(claimer)
-        assert other.try_claim(name, 1.0) is False, "a claim died with its claimer"
+        assert other.try_claim(name, 30) is False, "a claim died with its claimer"
         deadline = time.monotonic() + 1.0 + EXPIRY_SLACK_SECONDS
-        while not other.try_claim(name, 30):  # it ends with its window, by the server
+        while not other.try_claim(short, 30):  # it ends with its window, by the server
             assert time.monotonic() < deadline, "a claim outlived its window"
             time.sleep(0.1)
 

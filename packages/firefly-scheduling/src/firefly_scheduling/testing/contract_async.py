@@ -306,13 +306,17 @@ class AsyncLockContract(AsyncWaitingContract, AsyncHostileNamesContract):
     ) -> None:
         """A fire claim is never released: not by its claimer, not when it closes."""
         claimer, other = _claims(nodes()), _claims(nodes())
-        assert await claimer.try_claim(name, 1.0)
-        assert await other.try_claim(name, 1.0) is False
-        assert await claimer.try_claim(name, 1.0) is False, "a claim is not re-entrant"
+        # Blocking is checked on a 30 s window, so a slow machine cannot see it end
+        # between two calls; the end of a window on a 1 s claim of its own.
+        assert await claimer.try_claim(name, 30)
+        assert await other.try_claim(name, 30) is False
+        assert await claimer.try_claim(name, 30) is False, "a claim is not re-entrant"
+        short = f"{name}:1s"
+        assert await claimer.try_claim(short, 1.0)
         await _close(claimer)
-        assert await other.try_claim(name, 1.0) is False, "a claim died with its claimer"
+        assert await other.try_claim(name, 30) is False, "a claim died with its claimer"
         deadline = time.monotonic() + 1.0 + EXPIRY_SLACK_SECONDS
-        while not await other.try_claim(name, 30):  # it ends with its window, by the server
+        while not await other.try_claim(short, 30):  # it ends with its window, by the server
             assert time.monotonic() < deadline, "a claim outlived its window"
             await asyncio.sleep(0.1)
 
