@@ -34,9 +34,10 @@ import pytest
 
 from firefly_scheduling.locks.port import LockCapabilities
 from firefly_scheduling.testing.contract import LockContract
-from firefly_scheduling.testing.contract_async import AsyncLockContract, AsyncNodes
+from firefly_scheduling.testing.contract_async import AsyncLockContract
 from firefly_scheduling.testing.hostile import HostileNamesContract
 from firefly_scheduling.testing.hostile_async import AsyncHostileNamesContract
+from firefly_scheduling.testing.nodes_async import AsyncNodes
 from firefly_scheduling.testing.none_contract import NoneLockContract
 from firefly_scheduling.testing.provider_contract import ProviderContract
 from firefly_scheduling.testing.server_reader import ServerReader

@@ -35,9 +35,8 @@ from firefly_scheduling.locks.hold_async import AsyncHold, ahold
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.port import LockCapabilities
 from firefly_scheduling.testing.leader_workers import campaign, interrupted_waiter, read_events
+from firefly_scheduling.testing.nodes_async import EXPIRY_SLACK_SECONDS
 
-#: Longest a lease backend may take past the TTL to free a lock (as the lock contract).
-EXPIRY_SLACK_SECONDS = 2.5
 #: Leadership TTL: etcd's shortest lease is 2 s.
 LEADER_TTL_SECONDS = 2.0
 LONG = os.environ.get("FIREFLY_TEST_LONG", "") not in {"", "0"}
