@@ -2,7 +2,8 @@
 
 A store plugs in by subclassing `RunHistoryContract` and supplying the fixture
 `history`: a new, EMPTY store (`prune` and `expire_dead` act on every task), closed
-by the fixture afterwards::
+by the fixture afterwards. The writing rules are here; `record_run` and the queries
+have modules of their own (`history_record_run_contract`, `history_reading_contract`)::
 
     class TestMyHistory(RunHistoryContract):
         @pytest.fixture
@@ -15,7 +16,7 @@ by the fixture afterwards::
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 
@@ -26,18 +27,19 @@ from firefly_scheduling.history.port import (
     RunHistory,
     RunState,
 )
-from firefly_scheduling.testing.history_record_run_contract import RecordRunContract
+from firefly_scheduling.testing.history_reading_contract import RunHistoryReadingContract
+from firefly_scheduling.testing.history_record_run_contract import (
+    LOCK,
+    OTHER_LOCK,
+    SECOND,
+    T0,
+    TASK,
+    RecordRunContract,
+)
 
-T0 = datetime(2030, 1, 1, 12, 0, 0, 123456, tzinfo=UTC)
-SECOND = timedelta(seconds=1)
-TASK = "app.jobs:report"
-#: The task lock's name: with the task and the instant, a record's key.
-LOCK = "production:app.jobs:report"
-OTHER_LOCK = "staging:app.jobs:report"
 
-
-class RunHistoryContract(RecordRunContract):
-    """Cases every `RunHistory` implementation must pass (`record_run`'s included)."""
+class RunHistoryContract(RecordRunContract, RunHistoryReadingContract):
+    """Cases every `RunHistory` implementation must pass (`record_run` and queries included)."""
 
     # -- start ----------------------------------------------------------------------
 
@@ -327,94 +329,6 @@ class RunHistoryContract(RecordRunContract):
         for lock in ("Job", "job", "job ", long_lock):
             assert history.start(TASK, T0, lock=lock, node="a", token=1, at=T0) == 1
         assert {r.lock for r in history.runs(limit=10)} == {"Job", "job", "job ", long_lock}
-
-    # -- reading ------------------------------------------------------------------------
-
-    def test_unfinished_lists_running_records_of_the_task_oldest_first(
-        self, history: RunHistory
-    ) -> None:
-        for offset in (3, 1, 2):
-            history.start(TASK, T0 + offset * SECOND, lock=LOCK, node="a", token=offset, at=T0)
-        history.finish(
-            TASK, T0 + 2 * SECOND, lock=LOCK, token=2, state=RunState.FAILED, error=None, at=T0
-        )
-        history.start("app.jobs:other", T0, lock="app.jobs:other", node="a", token=1, at=T0)
-        assert [r.instant for r in history.unfinished(TASK, lock=LOCK)] == [
-            T0 + SECOND,
-            T0 + 3 * SECOND,
-        ]
-
-    def test_runs_are_newest_first_limited_and_filtered(self, history: RunHistory) -> None:
-        for offset in range(5):
-            history.start(TASK, T0 + offset * SECOND, lock=LOCK, node="a", token=offset, at=T0)
-        history.skip(
-            "app.jobs:other",
-            T0 + 10 * SECOND,
-            lock="app.jobs:other",
-            node="a",
-            reason="late",
-            at=T0,
-        )
-        assert [r.instant for r in history.runs(TASK, limit=3)] == [
-            T0 + 4 * SECOND,
-            T0 + 3 * SECOND,
-            T0 + 2 * SECOND,
-        ]
-        everything = history.runs(limit=100)
-        assert len(everything) == 6
-        assert everything[0].task == "app.jobs:other"
-
-    def test_task_names_are_exact(self, history: RunHistory) -> None:
-        long_name = "app.jobs:" + "x" * 246
-        for name in ("app.jobs:Report", "app.jobs:report", long_name):
-            assert history.start(name, T0, lock=name, node="a", token=1, at=T0) == 1
-        assert {r.task for r in history.runs(limit=10)} == {
-            "app.jobs:Report",
-            "app.jobs:report",
-            long_name,
-        }
-
-    def test_instants_round_trip_to_the_microsecond_in_utc(self, history: RunHistory) -> None:
-        paris = timezone(timedelta(hours=1))
-        history.start(TASK, T0.astimezone(paris), lock=LOCK, node="a", token=1, at=T0)
-        history.start(TASK, T0 + timedelta(microseconds=1), lock=LOCK, node="a", token=1, at=T0)
-        instants = [r.instant for r in history.runs(TASK)]
-        assert instants == [T0 + timedelta(microseconds=1), T0]
-        assert all(instant.utcoffset() == timedelta(0) for instant in instants)
-
-    def test_naive_instants_are_refused(self, history: RunHistory) -> None:
-        with pytest.raises(ValueError):
-            history.start(TASK, T0.replace(tzinfo=None), lock=LOCK, node="a", token=1, at=T0)
-
-    def test_last_success_is_the_newest_succeeded_run(self, history: RunHistory) -> None:
-        assert history.last_success(TASK, lock=LOCK) is None
-        for offset, state in (
-            (1, RunState.SUCCEEDED),
-            (2, RunState.SUCCEEDED),
-            (3, RunState.FAILED),
-        ):
-            instant = T0 + offset * SECOND
-            history.start(TASK, instant, lock=LOCK, node="a", token=offset, at=instant)
-            history.finish(
-                TASK, instant, lock=LOCK, token=offset, state=state, error=None, at=instant
-            )
-        success = history.last_success(TASK, lock=LOCK)
-        assert success is not None
-        assert success.instant == T0 + 2 * SECOND
-
-    def test_failures_since_lists_failed_and_expired_runs(self, history: RunHistory) -> None:
-        states = (RunState.FAILED, RunState.EXPIRED, RunState.SUCCEEDED, RunState.FAILED)
-        for offset, state in enumerate(states):
-            instant = T0 + offset * timedelta(hours=1)
-            history.start(TASK, instant, lock=LOCK, node="a", token=offset, at=instant)
-            history.finish(
-                TASK, instant, lock=LOCK, token=offset, state=state, error="e", at=instant
-            )
-        found = history.failures_since(T0 + timedelta(minutes=30))
-        assert [(r.instant, r.state) for r in found] == [
-            (T0 + timedelta(hours=3), RunState.FAILED),
-            (T0 + timedelta(hours=1), RunState.EXPIRED),
-        ]
 
     # -- maintenance --------------------------------------------------------------------
 

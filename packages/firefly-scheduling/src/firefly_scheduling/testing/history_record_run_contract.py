@@ -18,6 +18,7 @@ from firefly_scheduling.history.port import MAX_ERROR_LENGTH, Recorded, RunHisto
 T0 = datetime(2030, 1, 1, 12, 0, 0, 123456, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
 TASK = "app.jobs:report"
+#: The task lock's name: with the task and the instant, a record's key.
 LOCK = "production:app.jobs:report"
 OTHER_LOCK = "staging:app.jobs:report"
 
