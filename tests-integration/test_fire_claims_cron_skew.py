@@ -43,6 +43,7 @@ import pytest
 from firefly_scheduling.fires.outcome import Fire
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from backend_matrix import BACKENDS, install_tables, server_urls
 from firefly_scheduling.fires.outcome import Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import RunRecord, RunState, resolve_history
@@ -51,7 +52,7 @@ from firefly_scheduling.schedule.cron import CronSchedule
 from firefly_scheduling.schedule.fire_instants import cron_fire_at_or_before
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
-from test_fire_claims_skew import BACKENDS, settings_for
+from test_fire_claims_skew import settings_for
 
 pytestmark = pytest.mark.slow
 
@@ -151,15 +152,9 @@ class Race:
 
 @pytest.fixture(scope="module")
 def races(
-    tmp_path_factory: pytest.TempPathFactory,
-    postgres_url: str,
-    mysql_url: str,
-    redis_url: str,
-    memcached_url: str,
-    etcd_url: str,
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[tuple[str, str], Race]:
-    urls = {"postgres": postgres_url, "mysql": mysql_url}
-    urls |= {"redis": redis_url, "memcached": memcached_url, "etcd": etcd_url}
+    urls = server_urls(request, BACKENDS)
     # The first minute every node's clock reaches: a minute of the fake timeline.
     first_minute = 60.0 * math.ceil(time.time() / 60.0) + 60.0
     launched: dict[tuple[str, str], tuple[Race, list[subprocess.Popen[str]]]] = {}
@@ -170,9 +165,7 @@ def races(
             witness = workdir / "witness.log"
             witness.touch()
             base = settings_for(backend, urls, workdir, "parent")
-            lock = resolve_lock(base)
-            getattr(lock, "install", lambda: None)()  # the database backend's tables
-            getattr(lock, "close", lambda: None)()
+            install_tables(backend, urls, workdir)
             instants = [
                 datetime.fromtimestamp(first_minute + 60 * k, UTC).isoformat() for k in range(fires)
             ]

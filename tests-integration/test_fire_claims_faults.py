@@ -40,41 +40,19 @@ from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from backend_matrix import BACKENDS, LEASE_BACKENDS, install_tables, lock_settings, server_urls
+
 pytestmark = pytest.mark.slow
 
 LOCK_TTL = 2.0
 STARTED = "started"
 #: Longest the survivor keeps firing before the test gives up (lease lapse is ~2 s).
 ADOPTION_SECONDS = 20.0
-LEASE_BACKENDS = (
-    "redis",
-    "memcached",
-    "etcd",
-    "database-sqlite",
-    "database-postgres",
-    "database-mariadb",
-)
-ALL_BACKENDS = ("postgres", "mysql", *LEASE_BACKENDS)
 
 
 def settings_for(backend: str, urls: dict[str, str], workdir: Path, node: str) -> Settings:
-    provider, _, server = backend.partition("-")
-    history = f"sqlite:///{workdir / 'history.db'}"
-    if provider == "database":
-        url = {
-            "sqlite": f"sqlite:///{workdir / 'locks.db'}",
-            "postgres": urls["postgres"],
-            "mariadb": urls["mysql"],
-        }[server]
-        return Settings(
-            lock_provider="database", lock_urls={"database": url}, history_url=history, node=node
-        )
-    return Settings(
-        lock_provider=provider,
-        lock_urls={provider: urls[provider]},
-        history_url=history,
-        node=node,
-    )
+    return lock_settings(backend, urls, workdir, node, f"sqlite:///{workdir / 'history.db'}")
 
 
 def descriptor_for(target: str) -> ScheduledDescriptor:
@@ -120,16 +98,8 @@ class Scene:
 
 
 @pytest.fixture
-def urls(
-    postgres_url: str, mysql_url: str, redis_url: str, memcached_url: str, etcd_url: str
-) -> dict[str, str]:
-    return {
-        "postgres": postgres_url,
-        "mysql": mysql_url,
-        "redis": redis_url,
-        "memcached": memcached_url,
-        "etcd": etcd_url,
-    }
+def urls(request: pytest.FixtureRequest) -> dict[str, str]:
+    return server_urls(request, BACKENDS)
 
 
 @contextmanager
@@ -138,9 +108,7 @@ def start_victim(backend: str, urls: dict[str, str], workdir: Path, work: float)
     witness = workdir / "witness.log"
     witness.touch()
     survivor_settings = settings_for(backend, urls, workdir, "survivor")
-    lock = resolve_lock(survivor_settings)
-    getattr(lock, "install", lambda: None)()
-    getattr(lock, "close", lambda: None)()
+    install_tables(backend, urls, workdir)
     instant = datetime.now(UTC).replace(microsecond=0)
     victim_settings = {
         key: value
@@ -211,7 +179,7 @@ def victim_record(scene: Scene) -> list[tuple[RunState, int, str]]:
         history.close()
 
 
-@pytest.mark.parametrize("backend", ALL_BACKENDS)
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_fire_killed_mid_body_is_adopted_as_attempt_two(
     backend: str, urls: dict[str, str], tmp_path: Path
 ) -> None:

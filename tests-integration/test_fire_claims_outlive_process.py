@@ -17,54 +17,30 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
 from firefly_hostapps.harness import node_env, read_runs, start_node
 
-from firefly_scheduling_database import DatabaseLeaseLock
+from backend_matrix import BACKENDS, lock_env, server_urls
 
 pytestmark = pytest.mark.slow
 
-BACKENDS = (
-    "postgres",
-    "mysql",
-    "redis",
-    "memcached",
-    "etcd",
-    "database-sqlite",
-    "database-postgres",
-    "database-mariadb",
-)
-
 
 @pytest.fixture
-def lock_env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+def backend_env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
     """The lock provider and URL variables of one backend."""
-    provider, _, server = str(request.param).partition("-")
-    if provider == "database":
-        url = {
-            "sqlite": f"sqlite:///{tmp_path / 'locks.db'}",
-            "postgres": request.getfixturevalue("postgres_url"),
-            "mariadb": request.getfixturevalue("mysql_url"),
-        }[server]
-        lock = DatabaseLeaseLock(url)
-        lock.install()  # what `firefly-scheduling migrate` does once per database
-        lock.close()
-    else:
-        url = request.getfixturevalue(f"{provider}_url")
-    return {
-        "FIREFLY_SCHEDULING_LOCK_PROVIDER": provider,
-        f"FIREFLY_SCHEDULING_LOCK_{provider.upper()}_URL": url,
-    }
+    backend = str(request.param)
+    return lock_env(backend, server_urls(request, [backend]), tmp_path)
 
 
-@pytest.mark.parametrize("lock_env", BACKENDS, indirect=True)
+@pytest.mark.parametrize("backend_env", BACKENDS, indirect=True)
 def test_a_second_tick_in_the_same_minute_finds_the_fire_claimed(
-    tmp_path: Path, lock_env: dict[str, str]
+    tmp_path: Path, backend_env: dict[str, str]
 ) -> None:
     log = tmp_path / "runs.log"
     env = node_env(
         tmp_path,
-        **lock_env,
+        **backend_env,
         FIREFLY_SCHEDULING_HISTORY_URL="off",
         FIREFLY_HOSTAPP_LOCK=f"hostapps-claim-outlives-{uuid.uuid4().hex}",
         FIREFLY_HOSTAPP_LOG=str(log),

@@ -38,6 +38,15 @@ from firefly_scheduling.schedule.fire_instants import rate_fire_at_or_before, ra
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from backend_matrix import (
+    BACKENDS,
+    SESSION_BACKENDS,
+    install_tables,
+    lock_settings,
+    server_urls,
+)
+
 pytestmark = pytest.mark.slow
 
 OFFSETS = (-2.0, 0.0, 2.0)
@@ -46,35 +55,13 @@ FIRES = 20
 LEAD_SECONDS = 3
 READY = "ready"
 DONE = "done"
-BACKENDS = (
-    "postgres",
-    "mysql",
-    "redis",
-    "memcached",
-    "etcd",
-    "database-sqlite",
-    "database-postgres",
-    "database-mariadb",
-)
 
 
 def settings_for(backend: str, urls: dict[str, str], workdir: Path, node: str) -> Settings:
     """The node's settings: the backend's lock, and the history where it has one."""
-    provider, _, server = backend.partition("-")
-    if provider == "database":
-        url = {
-            "sqlite": f"sqlite:///{workdir / 'locks.db'}",
-            "postgres": urls["postgres"],
-            "mariadb": urls["mysql"],
-        }[server]
-        return Settings(lock_provider="database", lock_urls={"database": url}, node=node)
-    history = "" if provider in {"postgres", "mysql"} else f"sqlite:///{workdir / 'history.db'}"
-    return Settings(
-        lock_provider=provider,
-        lock_urls={provider: urls[provider]},
-        history_url=history,
-        node=node,
-    )
+    own_history = backend in SESSION_BACKENDS or backend.startswith("database-")
+    history = "" if own_history else f"sqlite:///{workdir / 'history.db'}"
+    return lock_settings(backend, urls, workdir, node, history)
 
 
 # -- the node process -------------------------------------------------------------------
@@ -134,15 +121,9 @@ class Race:
 
 @pytest.fixture(scope="module")
 def races(
-    tmp_path_factory: pytest.TempPathFactory,
-    postgres_url: str,
-    mysql_url: str,
-    redis_url: str,
-    memcached_url: str,
-    etcd_url: str,
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Race]:
-    urls = {"postgres": postgres_url, "mysql": mysql_url, "redis": redis_url}
-    urls |= {"memcached": memcached_url, "etcd": etcd_url}
+    urls = server_urls(request, BACKENDS)
     launched: dict[str, tuple[Race, list[subprocess.Popen[str]]]] = {}
     for backend in BACKENDS:
         workdir = tmp_path_factory.mktemp(backend)
@@ -150,11 +131,7 @@ def races(
         witness = workdir / "witness.log"
         witness.touch()
         base = settings_for(backend, urls, workdir, "parent")
-        lock = resolve_lock(base)
-        install = getattr(lock, "install", None)
-        if callable(install):
-            install()  # the database backend's tables
-        getattr(lock, "close", lambda: None)()
+        install_tables(backend, urls, workdir)
         processes = []
         for index, offset in enumerate(OFFSETS):
             node_settings = settings_for(backend, urls, workdir, f"node{index}{offset:+.0f}s")

@@ -22,10 +22,11 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
 from firefly_hostapps.harness import STARTED, Node, node_env, overlaps, read_runs, start_node
 
-from firefly_scheduling_database import DatabaseLeaseLock
+from backend_matrix import BACKENDS_WITH_CLUSTER, lock_env, server_urls
 
 pytestmark = pytest.mark.slow
 
@@ -34,17 +35,6 @@ NODES = 3
 RUN_SECONDS = 12.0
 #: The race's fire period, in seconds (its body takes 50-150 ms).
 FIRE_PERIOD = "0.3"
-BACKENDS = (
-    "postgres",
-    "mysql",
-    "redis",
-    "redis-cluster",
-    "memcached",
-    "etcd",
-    "database-sqlite",
-    "database-postgres",
-    "database-mariadb",
-)
 
 
 @dataclass
@@ -56,54 +46,13 @@ class Race:
     exit_codes: list[int]
 
 
-def _provider_settings(backend: str, urls: dict[str, str], workdir: Path) -> dict[str, str]:
-    provider, _, server = backend.partition("-")
-    if provider == "redis" and server == "cluster":
-        return {
-            "FIREFLY_SCHEDULING_LOCK_PROVIDER": "redis",
-            "FIREFLY_SCHEDULING_LOCK_REDIS_URL": urls["redis-cluster"],
-        }
-    if provider != "database":
-        return {
-            "FIREFLY_SCHEDULING_LOCK_PROVIDER": provider,
-            f"FIREFLY_SCHEDULING_LOCK_{provider.upper()}_URL": urls[provider],
-        }
-    url = {
-        "sqlite": f"sqlite:///{workdir / 'locks.db'}",
-        "postgres": urls["postgres"],
-        "mariadb": urls["mysql"],
-    }[server]
-    lock = DatabaseLeaseLock(url)
-    try:
-        lock.install()
-    finally:
-        lock.close()
-    return {
-        "FIREFLY_SCHEDULING_LOCK_PROVIDER": "database",
-        "FIREFLY_SCHEDULING_LOCK_DATABASE_URL": url,
-    }
-
-
 @pytest.fixture(scope="module")
 def races(
-    tmp_path_factory: pytest.TempPathFactory,
-    postgres_url: str,
-    mysql_url: str,
-    redis_url: str,
-    redis_cluster_url: str,
-    memcached_url: str,
-    etcd_url: str,
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Race]:
-    urls = {
-        "postgres": postgres_url,
-        "mysql": mysql_url,
-        "redis": redis_url,
-        "redis-cluster": redis_cluster_url,
-        "memcached": memcached_url,
-        "etcd": etcd_url,
-    }
+    urls = server_urls(request, BACKENDS_WITH_CLUSTER)
     started: dict[str, tuple[Path, list[Node]]] = {}
-    for backend in BACKENDS:
+    for backend in BACKENDS_WITH_CLUSTER:
         workdir = tmp_path_factory.mktemp(backend)
         log = workdir / "runs.log"
         env = node_env(
@@ -115,7 +64,7 @@ def races(
             # and these races run the same task at the same instants side by side, on
             # shared servers (a real fleet has one history per application).
             FIREFLY_SCHEDULING_HISTORY_URL=f"sqlite:///{workdir / 'history.db'}",
-            **_provider_settings(backend, urls, workdir),
+            **lock_env(backend, urls, workdir),
         )
         nodes = [
             start_node(
@@ -142,7 +91,7 @@ def races(
     }
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKENDS_WITH_CLUSTER)
 def test_three_nodes_never_overlap_and_all_take_part(races: dict[str, Race], backend: str) -> None:
     race = races[backend]
     outputs = "\n".join(f"--- {node.name}\n{node.text()[-2000:]}" for node in race.nodes)
