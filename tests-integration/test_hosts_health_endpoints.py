@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import time
 import urllib.error
@@ -23,18 +20,17 @@ from pathlib import Path
 
 import pytest
 
+from firefly_scheduling.testing.local_server import LocalServer, free_local_port
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
 from firefly_hostapps.harness import node_env, start_node
+
+from private_servers import redis_server
 
 pytestmark = pytest.mark.slow
 
 PASSWORD = "s3cret-health-pass"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _get(port: int, path: str) -> tuple[int, dict[str, object]]:
@@ -61,47 +57,18 @@ def _until(port: int, path: str, status: int, timeout: float) -> tuple[int, dict
 
 
 @pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    server = shutil.which("redis-server")
-    if server is None:
+def private_redis(tmp_path: Path) -> Iterator[LocalServer]:
+    if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed")
-    port = _free_port()
-    process = subprocess.Popen(
-        [
-            server,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--requirepass",
-            PASSWORD,
-            "--dir",
-            str(tmp_path),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.05)
-    yield process, port
-    if process.poll() is None:
-        process.kill()
-    process.wait()
+    with LocalServer(redis_server("--requirepass", PASSWORD, "--dir", str(tmp_path))) as server:
+        yield server
 
 
 def test_readyz_follows_the_lock_backend_and_livez_the_scheduler_loop(
-    tmp_path: Path, private_redis: tuple[subprocess.Popen[bytes], int]
+    tmp_path: Path, private_redis: LocalServer
 ) -> None:
-    redis, redis_port = private_redis
-    health_port = _free_port()
+    redis_port = private_redis.port
+    health_port = free_local_port()
     env = node_env(
         tmp_path,
         FIREFLY_SCHEDULING_LOCK_PROVIDER="redis",
@@ -130,8 +97,7 @@ def test_readyz_follows_the_lock_backend_and_livez_the_scheduler_loop(
         assert ready["lock"] == {"ok": True, "error": None}
         assert _get(health_port, "/nowhere")[0] == 404
 
-        redis.send_signal(signal.SIGKILL)  # the lock backend goes away
-        redis.wait()
+        private_redis.stop()  # the lock backend goes away
         status, ready = _until(health_port, "/readyz", 503, 15)
         assert status == 503, ready
         assert ready["status"] == "not ready"

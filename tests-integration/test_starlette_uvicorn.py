@@ -17,7 +17,6 @@ from __future__ import annotations
 import itertools
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,7 +26,11 @@ from pathlib import Path
 
 import pytest
 
+from firefly_scheduling.testing.local_server import free_local_port
 from firefly_scheduling_etcd import EtcdLock
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
+from firefly_hostapps.harness import lock_is_free
 
 pytest.importorskip("uvicorn")
 pytest.importorskip("fastapi")
@@ -36,12 +39,6 @@ pytestmark = pytest.mark.slow
 
 HOST_APPS = Path(__file__).resolve().parent / "host_apps"
 FIRES = 6
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _wait_for_lines(
@@ -53,17 +50,6 @@ def _wait_for_lines(
             return True
         time.sleep(0.05)
     return False
-
-
-def _lock_is_free(etcd_url: str, name: str) -> bool:
-    probe = EtcdLock(etcd_url)
-    try:
-        acquired = probe.try_acquire(name, 5)
-        if acquired:
-            probe.release(name)
-        return acquired
-    finally:
-        probe.close()
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -98,7 +84,7 @@ def test_two_uvicorn_workers_run_each_fire_once_and_stop_cleanly(
                 "--workers",
                 "2",
                 "--port",
-                str(_free_port()),
+                str(free_local_port()),
                 "--app-dir",
                 str(HOST_APPS),
             ],
@@ -137,4 +123,4 @@ def test_two_uvicorn_workers_run_each_fire_once_and_stop_cleanly(
     assert all(later[0] >= earlier[1] for earlier, later in itertools.pairwise(spans))
 
     # A second client takes the task lock at once: the host released it.
-    assert _lock_is_free(etcd_url, lock_name)
+    assert lock_is_free(EtcdLock(etcd_url), lock_name)

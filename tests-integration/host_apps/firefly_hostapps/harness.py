@@ -9,6 +9,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 HOST_APPS = Path(__file__).resolve().parent.parent
 _CLI = "import sys; from firefly_scheduling.cli import main; sys.exit(main())"
@@ -146,3 +147,18 @@ def wait_for(path: Path, lines: int, timeout: float) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def lock_is_free(probe: Any, name: str) -> bool:
+    """Whether `probe` (a new lock on the nodes' server) can take `name`; it is closed after.
+
+    A node that exits must have released its locks: on a lease backend an unreleased
+    one would stay taken for its whole TTL, so a free name right after exit proves it.
+    """
+    try:
+        acquired = bool(probe.try_acquire(name, 5))
+        if acquired:
+            probe.release(name)
+        return acquired
+    finally:
+        probe.close()

@@ -1,7 +1,10 @@
-"""A locked task with a long body, for the graceful-shutdown tests.
+"""A locked task with a long body, for the graceful-shutdown tests of both hosts.
 
-`fixed_delay` so the first run starts as soon as the host does; the body touches
-`FIREFLY_HOSTAPP_STARTED` when it begins, so the test knows when to send SIGTERM.
+Under `run` it is a `fixed_delay` task, so the first run starts as soon as the host
+does. Under `tick` it is due every `FIREFLY_HOSTAPP_RATE` (one second): every second
+is a slot of the pass's minute, so a stop request finds the process either running
+the body or sleeping until the next slot. The body touches `FIREFLY_HOSTAPP_STARTED`
+when it begins, so the test knows when to send SIGTERM.
 """
 
 from __future__ import annotations
@@ -13,9 +16,12 @@ from pathlib import Path
 from firefly_hostapps.record import seconds, timed_run
 from firefly_scheduling import scheduled
 
+_RATE = os.environ.get("FIREFLY_HOSTAPP_RATE") or None
+
 
 @scheduled(
-    fixed_delay="60s",
+    fixed_rate=_RATE,
+    fixed_delay=None if _RATE else "60s",
     lock=os.environ.get("FIREFLY_HOSTAPP_LOCK", "hostapps-shutdown"),
     lock_ttl="60s",
 )
