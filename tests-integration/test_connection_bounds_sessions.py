@@ -13,12 +13,14 @@ open more; and the end of one pooled session loses only the holdings on it.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -39,6 +41,9 @@ from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_mysql import AsyncMySqlNamedLock, MySqlNamedLock
 from firefly_scheduling_mysql.url import connection_arguments
 from firefly_scheduling_postgres import AsyncPgAdvisoryLock, PgAdvisoryLock
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from session_killers import mysql_killer, pg_killer
 
 THREADS = 64
 ROUNDS = 5
@@ -331,23 +336,8 @@ def _end_session_of(
     lock: SessionLock[Any] | AsyncSessionLock[Any], name: str, server_url: str
 ) -> None:
     """End the server session holding `name` from a second client, as a failover would."""
-    if isinstance(lock, PgAdvisoryLock | AsyncPgAdvisoryLock):
-        session = lock._connection_of(name)
-        assert session is not None
-        victim = session.connection.info.backend_pid
-        with psycopg.connect(server_url, autocommit=True, connect_timeout=5) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", (victim,))
-        return
-    killer = pymysql.connect(**connection_arguments(server_url), autocommit=True)
-    try:
-        with killer.cursor() as cursor:
-            cursor.execute("SELECT IS_USED_LOCK(%s)", (MySqlNamedLock.server_name(name),))
-            row = cursor.fetchone()
-            assert row is not None
-            assert row[0] is not None
-            cursor.execute("KILL %s", (int(row[0]),))
-    finally:
-        killer.close()
+    postgres = isinstance(lock, PgAdvisoryLock | AsyncPgAdvisoryLock)
+    (pg_killer if postgres else mysql_killer)(server_url)(name)
 
 
 def test_the_end_of_one_pooled_session_loses_only_its_holdings(server: Server) -> None:

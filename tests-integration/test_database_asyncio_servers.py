@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text as sql
@@ -24,6 +26,9 @@ from sqlalchemy.pool import QueuePool
 from firefly_scheduling import LockBackendError
 from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
 from firefly_scheduling_database.engine import async_lock_engine, lock_engine
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from session_killers import CONNECTION_KILLS, kill_connection
 
 SERVERS = ["postgres_url", "mysql_url"]
 
@@ -114,28 +119,13 @@ def test_a_cancelled_acquisition_discards_its_connection_and_the_next_call_works
     blocker_engine.dispose()
 
 
-@pytest.mark.parametrize(
-    ("server", "whoami", "kill", "alive"),
-    [
-        (
-            "postgres_url",
-            "SELECT pg_backend_pid()",
-            "SELECT pg_terminate_backend(:victim)",
-            "SELECT count(*) FROM pg_stat_activity WHERE pid = :victim",
-        ),
-        (
-            "mysql_url",
-            "SELECT CONNECTION_ID()",
-            "KILL :victim",
-            "SELECT count(*) FROM information_schema.PROCESSLIST WHERE ID = :victim",
-        ),
-    ],
-)
+@pytest.mark.parametrize("server", sorted(CONNECTION_KILLS))
 @pytest.mark.parametrize("built_from", ["url", "engine"])
 def test_a_killed_connection_raises_once_then_the_next_call_reconnects(
-    request: pytest.FixtureRequest, server: str, whoami: str, kill: str, alive: str, built_from: str
+    request: pytest.FixtureRequest, server: str, built_from: str
 ) -> None:
     url: str = request.getfixturevalue(server)
+    how = CONNECTION_KILLS[server]
     table = f"ff_aio_{uuid.uuid4().hex[:12]}"
     installer = DatabaseLeaseLock(url, table=table)
     installer.install()
@@ -150,16 +140,8 @@ def test_a_killed_connection_raises_once_then_the_next_call_reconnects(
             lock = AsyncDatabaseLeaseLock(engine, table=table)
         assert await lock.try_acquire("before", 30)
         async with engine.connect() as pooled:  # the pool's only connection: the lock's own
-            victim = int((await pooled.execute(sql(whoami))).scalar_one())
-        with killer.begin() as connection:
-            connection.execute(sql(kill), {"victim": victim})
-        deadline = time.monotonic() + 10
-        while True:  # the server takes a moment to end the killed session
-            with killer.connect() as connection:
-                if not connection.scalar(sql(alive), {"victim": victim}):
-                    break
-            assert time.monotonic() < deadline, "the killed session did not end"
-            await asyncio.sleep(0.05)
+            victim = int((await pooled.execute(sql(how.whoami))).scalar_one())
+        kill_connection(killer, how, victim)
         with pytest.raises(LockBackendError, match="database lock backend"):
             await lock.try_acquire("during", 30)
         assert await lock.try_acquire("after", 30), "the next call must reconnect"

@@ -5,12 +5,14 @@ Fault tests only ever kill this test's own connections.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +22,9 @@ from sqlalchemy import text as sql
 from firefly_scheduling import LockBackendError
 from firefly_scheduling_database import DatabaseLeaseLock, operations
 from firefly_scheduling_database.engine import lock_engine
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from session_killers import CONNECTION_KILLS, kill_connection
 
 DB_NOW = {
     "sqlite": "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
@@ -162,28 +167,13 @@ def test_mariadb_engine_with_sqlalchemys_found_rows_still_tells_won_from_held(
 # -- faults -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("server", "whoami", "kill", "alive"),
-    [
-        (
-            "postgres_url",
-            "SELECT pg_backend_pid()",
-            "SELECT pg_terminate_backend(:victim)",
-            "SELECT count(*) FROM pg_stat_activity WHERE pid = :victim",
-        ),
-        (
-            "mysql_url",
-            "SELECT CONNECTION_ID()",
-            "KILL :victim",
-            "SELECT count(*) FROM information_schema.PROCESSLIST WHERE ID = :victim",
-        ),
-    ],
-)
+@pytest.mark.parametrize("server", sorted(CONNECTION_KILLS))
 @pytest.mark.parametrize("built_from", ["url", "engine"])
 def test_a_killed_connection_raises_once_then_the_next_call_reconnects(
-    request: pytest.FixtureRequest, server: str, whoami: str, kill: str, alive: str, built_from: str
+    request: pytest.FixtureRequest, server: str, built_from: str
 ) -> None:
     url: str = request.getfixturevalue(server)
+    how = CONNECTION_KILLS[server]
     table = f"ff_server_{uuid.uuid4().hex[:12]}"
     if built_from == "url":  # statements go straight to the pooled driver connection
         lock = DatabaseLeaseLock(url, table=table)
@@ -194,17 +184,9 @@ def test_a_killed_connection_raises_once_then_the_next_call_reconnects(
     lock.install()
     assert lock.try_acquire("before", 30)
     with engine.connect() as pooled:  # the pool's only connection: the lock's own
-        victim = int(pooled.scalar(sql(whoami)))
+        victim = int(pooled.scalar(sql(how.whoami)))
     killer = lock_engine(url)
-    with killer.begin() as connection:
-        connection.execute(sql(kill), {"victim": victim})
-    deadline = time.monotonic() + 10
-    while True:  # the server takes a moment to end the killed session
-        with killer.connect() as connection:
-            if not connection.scalar(sql(alive), {"victim": victim}):
-                break
-        assert time.monotonic() < deadline, "the killed session did not end"
-        time.sleep(0.05)
+    kill_connection(killer, how, victim)
     with pytest.raises(LockBackendError, match="database lock backend"):
         lock.try_acquire("during", 30)
     assert lock.try_acquire("after", 30), "the next call must reconnect"
