@@ -5,7 +5,8 @@ A group forms (`GroupedCalls`) when calls arrive while another group is on the w
 each call in a thread of its own, waits until every one has queued, then lets them
 go: they are sent as one group. `sqlite_statements` records every statement sqlite3
 itself reports running (its trace callback) on the connections pools open, which the
-code under test cannot fake.
+code under test cannot fake. `one_lapsed_among_held` sets up the group the release
+tests send: held names, and one whose lease lapsed and another node took.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from sqlalchemy.pool import Pool
 from firefly_scheduling.concurrency.grouped import GroupedCalls
 from firefly_scheduling.history import HistoryError
 from firefly_scheduling.history.port import RunState
+from firefly_scheduling.locks.holding import Holding
+from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
 
 
@@ -98,3 +101,30 @@ def sqlite_statements() -> Iterator[list[str]]:
         yield seen
     finally:
         event.remove(Pool, "connect", trace)
+
+
+def fresh_names(tag: str, count: int) -> list[str]:
+    """`count` lock names no earlier run on the same server used."""
+    stamp = time.time_ns()
+    return [f"{tag}-{stamp}-{index:05d}" for index in range(count)]
+
+
+def held(holdings: Sequence[Holding | Any]) -> list[Holding]:
+    """`holdings`, every one of them won."""
+    assert all(isinstance(holding, Holding) for holding in holdings), holdings
+    return list(holdings)
+
+
+def one_lapsed_among_held(
+    lock: DatabaseLeaseLock, other: DatabaseLeaseLock, names: list[str]
+) -> tuple[Holding, Holding, list[Holding]]:
+    """`(lapsed, taken, holdings)`: `lock` holds `names[1:]`; its lease of `names[0]`
+    lapsed and `other` took it (`taken`), so a release of `lapsed` must be refused and
+    must not delete `other`'s lease."""
+    holdings = held(lock.acquire_many([(name, 30) for name in names[1:]]))
+    lapsed = lock.acquire(names[0], 0.5)
+    assert isinstance(lapsed, Holding)
+    time.sleep(0.8)
+    taken = other.acquire(names[0], 30)
+    assert isinstance(taken, Holding)
+    return lapsed, taken, holdings

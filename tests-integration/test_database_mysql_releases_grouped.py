@@ -45,7 +45,7 @@ from firefly_scheduling_database.engine import lock_engine
 from firefly_scheduling_mysql.url import connection_arguments
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from grouped_senders import send_as_one_group
+from grouped_senders import fresh_names, held, one_lapsed_among_held, send_as_one_group
 
 COUNT = 12
 #: The message of the test trigger's SIGNAL, which every caller of the failed group sees.
@@ -133,16 +133,6 @@ def server(mysql_url: str) -> Iterator[_Server]:
         installer.close()
 
 
-def _names(tag: str) -> list[str]:
-    stamp = time.time_ns()
-    return [f"mysql-releases-{tag}-{stamp}-{index}" for index in range(COUNT)]
-
-
-def _held(holdings: Sequence[Holding | Any]) -> list[Holding]:
-    assert all(isinstance(holding, Holding) for holding in holdings), holdings
-    return list(holdings)
-
-
 def _refuse_deleting(server: _Server, name: str) -> None:
     """A trigger that fails any DELETE of `name`'s lease row with SQLSTATE 45000."""
     server.execute(
@@ -217,15 +207,8 @@ def test_twelve_queued_releases_are_one_text_each_answered(mysql_url: str, serve
     lock = DatabaseLeaseLock(mysql_url, table=server.table)
     other = DatabaseLeaseLock(mysql_url, table=server.table)
     try:
-        names = _names("sync")
-        holdings = _held(lock.acquire_many([(name, 30) for name in names[1:]]))
-        # The first name's lease lapses and another node takes it: its release must be
-        # refused, and must not delete the other node's lease.
-        lapsed = lock.acquire(names[0], 0.5)
-        assert isinstance(lapsed, Holding)
-        time.sleep(0.8)
-        taken = other.acquire(names[0], 30)
-        assert isinstance(taken, Holding)
+        names = fresh_names("mysql-releases-sync", COUNT)
+        lapsed, taken, holdings = one_lapsed_among_held(lock, other, names)
         everything = [lapsed, *holdings]
         _as_one_group(lock, [partial(lock.release_holding, holding) for holding in everything])
         _one_text_of_deletes(server, COUNT)
@@ -240,7 +223,7 @@ def test_twelve_queued_releases_are_one_text_each_answered(mysql_url: str, serve
 def test_a_lone_release_is_a_single_delete(mysql_url: str, server: _Server) -> None:
     lock = DatabaseLeaseLock(mysql_url, table=server.table)
     try:
-        name = _names("lone")[0]
+        name = fresh_names("mysql-releases-lone", COUNT)[0]
         holding = lock.acquire(name, 30)
         assert isinstance(holding, Holding)
         lock.release_holding(holding)
@@ -260,8 +243,8 @@ def test_a_failing_statement_fails_the_whole_group_and_the_connection_goes_on(
     same server connection (one pooled: max_connections=2) carries the next releases."""
     lock = DatabaseLeaseLock(mysql_url, table=server.table, max_connections=2)
     try:
-        names = _names("fails")
-        holdings = dict(zip(names, _held(lock.acquire_many([(n, 30) for n in names])), strict=True))
+        names = fresh_names("mysql-releases-fails", COUNT)
+        holdings = dict(zip(names, held(lock.acquire_many([(n, 30) for n in names])), strict=True))
         _refuse_deleting(server, names[5])
         outcomes: dict[str, object] = {}
         calls = [
@@ -289,12 +272,12 @@ def test_a_failing_statement_fails_the_whole_group_and_the_connection_goes_on(
 
 
 def test_queued_releases_of_asyncio_tasks_are_one_text(mysql_url: str, server: _Server) -> None:
-    names = _names("aio")
+    names = fresh_names("mysql-releases-aio", COUNT)
 
     async def scenario() -> list[Holding]:
         lock = AsyncDatabaseLeaseLock(mysql_url, table=server.table)
         try:
-            holdings = _held(await lock.acquire_many([(name, 30) for name in names]))
+            holdings = held(await lock.acquire_many([(name, 30) for name in names]))
             await _as_one_async_group(
                 lock, [partial(lock.release_holding, holding) for holding in holdings]
             )
@@ -311,13 +294,13 @@ def test_queued_releases_of_asyncio_tasks_are_one_text(mysql_url: str, server: _
 def test_a_failing_statement_fails_every_asyncio_caller_and_the_connection_goes_on(
     mysql_url: str, server: _Server
 ) -> None:
-    names = _names("aio-fails")
+    names = fresh_names("mysql-releases-aio-fails", COUNT)
 
     async def scenario() -> dict[str, object]:
         lock = AsyncDatabaseLeaseLock(mysql_url, table=server.table, max_connections=2)
         try:
-            held = _held(await lock.acquire_many([(name, 30) for name in names]))
-            holdings = dict(zip(names, held, strict=True))
+            won = held(await lock.acquire_many([(name, 30) for name in names]))
+            holdings = dict(zip(names, won, strict=True))
             _refuse_deleting(server, names[-1])
             outcomes: dict[str, object] = {}
 
@@ -333,7 +316,7 @@ def test_a_failing_statement_fails_every_asyncio_caller_and_the_connection_goes_
             await _as_one_async_group(
                 lock, [partial(lock.release_holding, holdings[n]) for n in names]
             )
-            assert not any(holding.lost for holding in held)
+            assert not any(holding.lost for holding in won)
             return outcomes
         finally:
             await lock.aclose()

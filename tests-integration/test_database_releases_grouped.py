@@ -25,7 +25,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -35,7 +34,7 @@ from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLoc
 from firefly_scheduling_database.engine import lock_engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from grouped_senders import send_as_one_group
+from grouped_senders import fresh_names, held, one_lapsed_among_held, send_as_one_group
 
 COUNT = 12
 
@@ -90,30 +89,14 @@ def _holders(postgres_url: str, audited: _Audited, names: list[str]) -> dict[str
     return dict(rows)
 
 
-def _names(tag: str) -> list[str]:
-    stamp = time.time_ns()
-    return [f"releases-{tag}-{stamp}-{index}" for index in range(COUNT)]
-
-
-def _held(holdings: list[Holding | Any]) -> list[Holding]:
-    assert all(isinstance(holding, Holding) for holding in holdings), holdings
-    return list(holdings)
-
-
 def test_waiting_releases_are_one_delete_each_answered(
     postgres_url: str, audited: _Audited
 ) -> None:
     lock = DatabaseLeaseLock(postgres_url, table=audited.table)
     other = DatabaseLeaseLock(postgres_url, table=audited.table)
     try:
-        names = _names("sync")
-        holdings = _held(lock.acquire_many([(name, 30) for name in names[1:]]))
-        # The first name's lease lapses and another node takes it: its release must
-        # be refused, and must not delete the other node's lease.
-        lapsed = lock.acquire(names[0], 0.5)
-        assert isinstance(lapsed, Holding)
-        time.sleep(0.8)
-        assert other.try_acquire(names[0], 30)
+        names = fresh_names("releases-sync", COUNT)
+        lapsed, _, holdings = one_lapsed_among_held(lock, other, names)
         releases = lock._releases
         assert releases is not None
         everything = [lapsed, *holdings]
@@ -134,7 +117,7 @@ def test_waiting_releases_are_one_delete_each_answered(
 def test_a_lone_release_is_its_own_statement(postgres_url: str, audited: _Audited) -> None:
     lock = DatabaseLeaseLock(postgres_url, table=audited.table)
     try:
-        [name] = _names("lone")[:1]
+        [name] = fresh_names("releases-lone", COUNT)[:1]
         holding = lock.acquire(name, 30)
         assert isinstance(holding, Holding)
         lock.release_holding(holding)
@@ -148,12 +131,12 @@ def test_a_lone_release_is_its_own_statement(postgres_url: str, audited: _Audite
 def test_waiting_releases_of_asyncio_tasks_are_one_delete(
     postgres_url: str, audited: _Audited
 ) -> None:
-    names = _names("aio")
+    names = fresh_names("releases-aio", COUNT)
 
     async def scenario() -> list[Holding]:
         lock = AsyncDatabaseLeaseLock(postgres_url, table=audited.table)
         try:
-            holdings = _held(await lock.acquire_many([(name, 30) for name in names]))
+            holdings = held(await lock.acquire_many([(name, 30) for name in names]))
             releases = lock._releases
             assert releases is not None
             await releases._sender.acquire()

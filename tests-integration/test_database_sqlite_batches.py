@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import sqlite3
 import sys
-import time
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -31,7 +30,7 @@ from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.protocol.sqlite import SqliteLeaseBatches
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from grouped_senders import send_as_one_group, sqlite_statements
+from grouped_senders import fresh_names, one_lapsed_among_held, send_as_one_group, sqlite_statements
 
 LOCKS = "firefly_scheduling_locks"
 FENCES = "firefly_scheduling_locks_fences"
@@ -68,11 +67,6 @@ def _rows(path: str, names: list[str]) -> dict[str, tuple[str, int | None]]:
     return {name: (owner, fence) for name, owner, fence in found}
 
 
-def _names(tag: str, count: int) -> list[str]:
-    stamp = time.time_ns()
-    return [f"batch-{tag}-{stamp}-{index:05d}" for index in range(count)]
-
-
 def test_a_fenced_batch_is_two_statements_and_each_row_its_holdings(
     database: str, statements: list[str]
 ) -> None:
@@ -80,7 +74,7 @@ def test_a_fenced_batch_is_two_statements_and_each_row_its_holdings(
     other = DatabaseLeaseLock(f"sqlite:///{database}")
     try:
         assert lock.batch_acquires
-        names = _names("fenced", 5)
+        names = fresh_names("batch-fenced", 5)
         assert other.try_acquire(names[2], 30)
         statements.clear()
         holdings = lock.acquire_many([(name, 30) for name in names], fenced=True)
@@ -109,19 +103,11 @@ def test_waiting_releases_are_one_delete_each_answered(
     lock = DatabaseLeaseLock(f"sqlite:///{database}")
     other = DatabaseLeaseLock(f"sqlite:///{database}")
     try:
-        names = _names("releases", 12)
-        holdings = lock.acquire_many([(name, 30) for name in names[1:]])
-        held = [holding for holding in holdings if isinstance(holding, Holding)]
-        assert len(held) == len(holdings), holdings
-        # The first lease lapses and another lock takes it: its release must be refused,
-        # and must not delete the other lock's lease.
-        lapsed = lock.acquire(names[0], 0.5)
-        assert isinstance(lapsed, Holding)
-        time.sleep(0.8)
-        assert other.try_acquire(names[0], 30)
+        names = fresh_names("batch-releases", 12)
+        lapsed, _, holdings = one_lapsed_among_held(lock, other, names)
         releases = lock._releases
         assert releases is not None
-        everything = [lapsed, *held]
+        everything = [lapsed, *holdings]
         send_as_one_group(
             releases,
             [partial(lock.release_holding, holding) for holding in everything],
@@ -129,7 +115,7 @@ def test_waiting_releases_are_one_delete_each_answered(
         )
         assert _count(statements, "DELETE") == 1, statements
         assert lapsed.lost
-        assert not any(holding.lost for holding in held)
+        assert not any(holding.lost for holding in holdings)
         rows = _rows(database, names)
         assert list(rows) == [names[0]], "every released lease is gone; the other's stays"
         assert rows[names[0]][0] != lapsed.owner
@@ -145,7 +131,7 @@ def test_a_batch_longer_than_a_statement_is_sent_in_parts_and_takes_every_name(
     assert most is not None
     lock = DatabaseLeaseLock(f"sqlite:///{database}")
     try:
-        names = _names("long", 2 * most + 1)
+        names = fresh_names("batch-long", 2 * most + 1)
         statements.clear()
         holdings = lock.acquire_many([(name, 30) for name in names], fenced=True)
         assert _count(statements, "INSERT") == 2 * 3, len(statements)
