@@ -28,6 +28,7 @@ from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLoc
 from firefly_scheduling_database.engine import async_lock_engine, lock_engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lease_tables import installed_lease_table
 from session_killers import CONNECTION_KILLS, kill_connection
 
 SERVERS = ["postgres_url", "mysql_url"]
@@ -41,15 +42,8 @@ def server_url(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def lease_table(server_url: str) -> Iterator[str]:
-    table = f"ff_aio_{uuid.uuid4().hex[:12]}"
-    installer = DatabaseLeaseLock(server_url, table=table)
-    installer.install()
-    yield table
-    engine = lock_engine(server_url)
-    for created in installer.tables.all:
-        created.drop(engine, checkfirst=True)
-    engine.dispose()
-    installer.close()
+    with installed_lease_table(server_url, "ff_aio") as table:
+        yield table
 
 
 def test_a_row_held_by_an_open_transaction_is_refused_within_the_lock_timeout(

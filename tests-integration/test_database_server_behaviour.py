@@ -24,6 +24,7 @@ from firefly_scheduling_database import DatabaseLeaseLock, operations
 from firefly_scheduling_database.engine import lock_engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lease_tables import installed_lease_table
 from session_killers import CONNECTION_KILLS, kill_connection
 
 DB_NOW = {
@@ -45,15 +46,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 
 @pytest.fixture
 def lease_table(database_url: str) -> Iterator[str]:
-    table = f"ff_server_{uuid.uuid4().hex[:12]}"
-    installer = DatabaseLeaseLock(database_url, table=table)
-    installer.install()
-    yield table
-    engine = lock_engine(database_url)
-    for created in installer.tables.all:
-        created.drop(engine, checkfirst=True)
-    engine.dispose()
-    installer.close()
+    with installed_lease_table(database_url, "ff_server") as table:
+        yield table
 
 
 def _utc(instant: datetime | str) -> datetime:

@@ -12,16 +12,19 @@ These cases set `PGCLIENTENCODING=LATIN1` for the test's process only.
 from __future__ import annotations
 
 import asyncio
-import uuid
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 
 from firefly_scheduling import ConfigurationError
 from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
-from firefly_scheduling_database.engine import lock_engine
 from firefly_scheduling_postgres import AsyncPgAdvisoryLock, PgAdvisoryLock
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lease_tables import installed_lease_table
 
 NAME = "lock 🔒 é"
 
@@ -33,15 +36,8 @@ def latin1_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def lease_table(postgres_url: str) -> Iterator[str]:
-    table = f"ff_pgenc_{uuid.uuid4().hex[:12]}"
-    installer = DatabaseLeaseLock(postgres_url, table=table)
-    installer.install()
-    yield table
-    engine = lock_engine(postgres_url)
-    for created in installer.tables.all:
-        created.drop(engine, checkfirst=True)
-    engine.dispose()
-    installer.close()
+    with installed_lease_table(postgres_url, "ff_pgenc") as table:
+        yield table
 
 
 def _advisory_keys_held(postgres_url: str) -> set[int]:
