@@ -15,12 +15,14 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pymysql
 import pytest
+import redis
 from psycopg import sql
 
 from firefly_scheduling.testing.servers import register_container_cleanup, server_url
 from firefly_scheduling_database.engine import lock_engine
 from firefly_scheduling_database.sql_history.migration import upgrade_history_table
 from firefly_scheduling_database.sql_history.schema import DEFAULT_TABLE as DEFAULT_HISTORY_TABLE
+from firefly_scheduling_redis.url import parse_url as parse_redis_url
 
 
 def _container(kind: str) -> Callable[[], str]:
@@ -92,6 +94,14 @@ def mysql_url() -> str:
 @pytest.fixture(scope="session")
 def redis_url() -> str:
     return server_url("redis", _container("redis"))
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    """A plain client of the shared Redis, to read what the locks wrote as an operator would."""
+    client = redis.Redis.from_url(parse_redis_url(redis_url).driver_url)
+    yield client
+    client.close()
 
 
 @pytest.fixture(scope="session")

@@ -40,13 +40,6 @@ COUNT = 12
 
 
 @pytest.fixture
-def reader(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(parse_url(redis_url).driver_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def lock(redis_url: str) -> Iterator[RedisLock]:
     made = RedisLock(redis_url)
     yield made
@@ -72,69 +65,71 @@ def _counters(client: redis.Redis) -> tuple[int, int]:
 
 
 def test_waiting_releases_are_one_pipeline_each_answered(
-    lock: RedisLock, reader: redis.Redis, redis_url: str
+    lock: RedisLock, redis_client: redis.Redis, redis_url: str
 ) -> None:
     names = _names("sync")
     holdings = _held(lock, names)
-    reader.script_load(protocol.RELEASE.source)  # loaded, as on a server in use
+    redis_client.script_load(protocol.RELEASE.source)  # loaded, as on a server in use
     # The first key expires by hand and another lock takes it: its release must be
     # answered lost, and must leave the new holder's key alone.
-    reader.delete(RedisLock.key(names[0]))
+    redis_client.delete(RedisLock.key(names[0]))
     other = RedisLock(redis_url)
     try:
         assert other.try_acquire(names[0], 30)
-        taken = reader.get(RedisLock.key(names[0]))
+        taken = redis_client.get(RedisLock.key(names[0]))
         before: list[tuple[int, int]] = []
         send_as_one_group(
             lock._releases,
             [partial(lock.release_holding, holding) for holding in holdings],
-            before_sending=lambda: before.append(_counters(reader)),
+            before_sending=lambda: before.append(_counters(redis_client)),
         )
-        after = _counters(reader)
+        after = _counters(redis_client)
         [(scripts, reads)] = before
         assert after[0] - scripts == COUNT, "one RELEASE script per release"
         # The reader's own INFO calls are 2 of these reads; 12 requests would be 14.
         assert after[1] - reads <= 4, f"{after[1] - reads} reads: not one pipeline"
         assert holdings[0].lost
         assert not any(holding.lost for holding in holdings[1:])
-        assert reader.exists(*[RedisLock.key(name) for name in names[1:]]) == 0
-        assert reader.get(RedisLock.key(names[0])) == taken, "the new holder's key was touched"
+        assert redis_client.exists(*[RedisLock.key(name) for name in names[1:]]) == 0
+        assert redis_client.get(RedisLock.key(names[0])) == taken, (
+            "the new holder's key was touched"
+        )
         other.release(names[0])
     finally:
         other.close()
 
 
 def test_a_group_that_finds_its_script_forgotten_loads_it_and_is_sent_once_more(
-    lock: RedisLock, reader: redis.Redis
+    lock: RedisLock, redis_client: redis.Redis
 ) -> None:
     """A restart without persistence or `SCRIPT FLUSH` empties the script cache: each
     release of the pipeline is refused unrun (NOSCRIPT), then sent again once loaded."""
     names = _names("noscript")
     holdings = _held(lock, names)
-    reader.script_flush()
+    redis_client.script_flush()
     send_as_one_group(
         lock._releases, [partial(lock.release_holding, holding) for holding in holdings]
     )
-    assert reader.script_exists(protocol.RELEASE.sha) == [True]
+    assert redis_client.script_exists(protocol.RELEASE.sha) == [True]
     assert not any(holding.lost for holding in holdings)
-    assert reader.exists(*[RedisLock.key(name) for name in names]) == 0
+    assert redis_client.exists(*[RedisLock.key(name) for name in names]) == 0
 
 
 def test_a_release_refused_by_the_server_fails_alone(
-    lock: RedisLock, reader: redis.Redis, caplog: pytest.LogCaptureFixture
+    lock: RedisLock, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
     names = _names("wrongtype")
     holdings = _held(lock, names)
     # The key of the first name now holds a hash: its script's GET fails (WRONGTYPE).
     key = RedisLock.key(names[0])
-    reader.delete(key)
-    reader.hset(key, "field", "value")
+    redis_client.delete(key)
+    redis_client.hset(key, "field", "value")
     try:
         send_as_one_group(
             lock._releases, [partial(lock.release_holding, holding) for holding in holdings]
         )
-        assert reader.type(key) == b"hash", "the refused release changed the key"
-        assert reader.exists(*[RedisLock.key(name) for name in names[1:]]) == 0
+        assert redis_client.type(key) == b"hash", "the refused release changed the key"
+        assert redis_client.exists(*[RedisLock.key(name) for name in names[1:]]) == 0
         assert not any(holding.lost for holding in holdings)
         failed = [
             record.getMessage()
@@ -145,12 +140,14 @@ def test_a_release_refused_by_the_server_fails_alone(
         assert names[0] in failed[0]
         assert "WRONGTYPE" in failed[0]
     finally:
-        reader.delete(key)
+        redis_client.delete(key)
 
 
-def test_asyncio_waiting_releases_are_one_pipeline(redis_url: str, reader: redis.Redis) -> None:
+def test_asyncio_waiting_releases_are_one_pipeline(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
     names = _names("aio")
-    reader.script_load(protocol.RELEASE.source)
+    redis_client.script_load(protocol.RELEASE.source)
 
     async def scenario() -> tuple[tuple[int, int], list[Holding]]:
         lock = AsyncRedisLock(redis_url)
@@ -163,7 +160,7 @@ def test_asyncio_waiting_releases_are_one_pipeline(redis_url: str, reader: redis
                 tasks = [asyncio.create_task(lock.release_holding(holding)) for holding in held]
                 while len(lock._releases._queue) < COUNT:
                     await asyncio.sleep(0.005)
-                before = _counters(reader)
+                before = _counters(redis_client)
             finally:
                 lock._releases._sender.release()
             await asyncio.gather(*tasks)
@@ -172,11 +169,11 @@ def test_asyncio_waiting_releases_are_one_pipeline(redis_url: str, reader: redis
             await lock.aclose()
 
     (scripts, reads), held = asyncio.run(scenario())
-    after = _counters(reader)
+    after = _counters(redis_client)
     assert after[0] - scripts == COUNT
     assert after[1] - reads <= 4, f"{after[1] - reads} reads: not one pipeline"
     assert not any(holding.lost for holding in held)
-    assert reader.exists(*[AsyncRedisLock.key(name) for name in names]) == 0
+    assert redis_client.exists(*[AsyncRedisLock.key(name) for name in names]) == 0
 
 
 def test_cluster_waiting_releases_go_one_pipeline_per_primary(redis_cluster_url: str) -> None:

@@ -37,14 +37,6 @@ def name() -> str:
 
 
 @pytest.fixture
-def server(redis_url: str) -> Iterator[redis.Redis]:
-    """A plain client for looking at the server, as an operator would."""
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def lock(redis_url: str) -> Iterator[RedisLock]:
     made = RedisLock(redis_url)
     yield made
@@ -52,56 +44,56 @@ def lock(redis_url: str) -> Iterator[RedisLock]:
 
 
 def test_a_held_lock_is_the_prefixed_key_holding_a_token_with_a_millisecond_ttl(
-    lock: RedisLock, server: redis.Redis, name: str
+    lock: RedisLock, redis_client: redis.Redis, name: str
 ) -> None:
     assert lock.try_acquire(name, 9.0001)
-    value = server.get(f"firefly:scheduling:lock:{name}")
+    value = redis_client.get(f"firefly:scheduling:lock:{name}")
     assert isinstance(value, bytes)
     assert len(value) == HEX_TOKEN_LENGTH
     # ceil(9.0001 * 1000) = 9001 ms, counted down by the server from the moment of SET.
-    assert 8000 < server.pttl(f"firefly:scheduling:lock:{name}") <= 9001
+    assert 8000 < redis_client.pttl(f"firefly:scheduling:lock:{name}") <= 9001
     lock.release(name)
-    assert server.exists(f"firefly:scheduling:lock:{name}") == 0
+    assert redis_client.exists(f"firefly:scheduling:lock:{name}") == 0
 
 
-def test_any_name_is_used_verbatim_as_utf8(lock: RedisLock, server: redis.Redis) -> None:
+def test_any_name_is_used_verbatim_as_utf8(lock: RedisLock, redis_client: redis.Redis) -> None:
     name = f"two words\nand a newline, ümlauts, 日本語 {uuid.uuid4().hex}"
     assert lock.try_acquire(name, 30)
-    assert server.exists(("firefly:scheduling:lock:" + name).encode()) == 1
+    assert redis_client.exists(("firefly:scheduling:lock:" + name).encode()) == 1
     lock.release(name)
 
 
 def test_release_leaves_a_key_holding_another_token(
-    lock: RedisLock, server: redis.Redis, name: str, caplog: pytest.LogCaptureFixture
+    lock: RedisLock, redis_client: redis.Redis, name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     assert lock.try_acquire(name, 30)
     # As if the lease had expired and another node had taken the name.
-    server.set(RedisLock.key(name), "another-node-token", keepttl=True)
+    redis_client.set(RedisLock.key(name), "another-node-token", keepttl=True)
     with caplog.at_level(logging.WARNING, logger="firefly_scheduling.locks"):
         lock.release(name)
-    assert server.get(RedisLock.key(name)) == b"another-node-token"
+    assert redis_client.get(RedisLock.key(name)) == b"another-node-token"
     assert "lost before release" in caplog.text
-    server.delete(RedisLock.key(name))
+    redis_client.delete(RedisLock.key(name))
 
 
 def test_renew_resets_the_ttl_on_the_server(
-    lock: RedisLock, server: redis.Redis, name: str
+    lock: RedisLock, redis_client: redis.Redis, name: str
 ) -> None:
     assert lock.try_acquire(name, 1)
     assert lock.renew(name, 60)
-    assert server.pttl(RedisLock.key(name)) > 50_000
+    assert redis_client.pttl(RedisLock.key(name)) > 50_000
     lock.release(name)
 
 
 def test_renew_of_a_key_holding_another_token_fails_and_marks_the_lock_lost(
-    lock: RedisLock, server: redis.Redis, name: str
+    lock: RedisLock, redis_client: redis.Redis, name: str
 ) -> None:
     assert lock.try_acquire(name, 30)
-    server.set(RedisLock.key(name), "another-node-token", keepttl=True)
+    redis_client.set(RedisLock.key(name), "another-node-token", keepttl=True)
     assert lock.renew(name, 30) is False
     assert lock.is_lost(name)
-    assert server.get(RedisLock.key(name)) == b"another-node-token"
-    server.delete(RedisLock.key(name))
+    assert redis_client.get(RedisLock.key(name)) == b"another-node-token"
+    redis_client.delete(RedisLock.key(name))
 
 
 def test_each_operation_is_one_command(redis_url: str, name: str) -> None:
@@ -135,23 +127,25 @@ def test_each_operation_is_one_command(redis_url: str, name: str) -> None:
 
 
 def test_a_refused_fenced_acquire_does_not_spend_a_token(
-    redis_url: str, server: redis.Redis, name: str
+    redis_url: str, redis_client: redis.Redis, name: str
 ) -> None:
     holder, other = RedisLock(redis_url), RedisLock(redis_url)
     first = holder.try_acquire_fenced(name, 30)
     assert first is not None
     assert other.try_acquire_fenced(name, 30) is None
-    assert int(server.get(RedisLock.fence_key(name)) or 0) == first
+    assert int(redis_client.get(RedisLock.fence_key(name)) or 0) == first
     holder.release(name)
     assert other.try_acquire_fenced(name, 30) == first + 1
     other.release(name)
 
 
-def test_the_fence_counter_never_expires(lock: RedisLock, server: redis.Redis, name: str) -> None:
+def test_the_fence_counter_never_expires(
+    lock: RedisLock, redis_client: redis.Redis, name: str
+) -> None:
     assert lock.try_acquire_fenced(name, 1)
-    assert server.ttl(RedisLock.fence_key(name)) == -1  # -1: exists, no expiry
+    assert redis_client.ttl(RedisLock.fence_key(name)) == -1  # -1: exists, no expiry
     lock.release(name)
-    server.delete(RedisLock.fence_key(name))
+    redis_client.delete(RedisLock.fence_key(name))
 
 
 def test_a_client_with_decoded_responses_works(redis_url: str, name: str) -> None:
@@ -168,13 +162,13 @@ def test_a_client_with_decoded_responses_works(redis_url: str, name: str) -> Non
 
 
 def test_a_connection_the_server_dropped_is_replaced_and_the_lease_survives(
-    redis_url: str, server: redis.Redis, name: str
+    redis_url: str, redis_client: redis.Redis, name: str
 ) -> None:
     client = redis.Redis.from_url(redis_url)
     lock, other = RedisLock(client), RedisLock(redis_url)
     assert lock.try_acquire(name, 30)
     # Kill only this test's own connection (the pool hands the same one back).
-    assert server.client_kill_filter(_id=str(client.client_id())) == 1
+    assert redis_client.client_kill_filter(_id=str(client.client_id())) == 1
     # A lease lives in the key, not in the connection: the lock is still held...
     assert other.try_acquire(name, 30) is False
     # ...and the holder's next call gets a fresh connection instead of an error.
