@@ -28,7 +28,7 @@ from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLoc
 from firefly_scheduling_database.engine import async_lock_engine, lock_engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lease_tables import installed_lease_table
+from fresh_tables import installed_lease_table
 from session_killers import CONNECTION_KILLS, kill_connection
 
 SERVERS = ["postgres_url", "mysql_url"]

@@ -24,7 +24,7 @@ from firefly_scheduling_database import DatabaseLeaseLock, operations
 from firefly_scheduling_database.engine import lock_engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lease_tables import installed_lease_table
+from fresh_tables import installed_lease_table
 from session_killers import CONNECTION_KILLS, kill_connection
 
 DB_NOW = {

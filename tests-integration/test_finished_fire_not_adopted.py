@@ -47,6 +47,9 @@ from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_mysql.url import connection_arguments
 from firefly_scheduling_redis import RedisLock
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fresh_tables import installed_history
+
 NODE_SCRIPT = Path(__file__).resolve().parent / "finish_outage_node.py"
 #: A's window for retrying a finish, and the outage of its history: longer.
 FINISH_RETRY_SECONDS = 1.0
@@ -59,14 +62,8 @@ CLIENT_TIMEOUTS = {"connect_timeout": "1", "read_timeout": "1", "write_timeout":
 
 @pytest.fixture
 def table(mysql_url: str) -> Iterator[str]:
-    name = f"runs_{uuid.uuid4().hex[:12]}"
-    store = SqlRunHistory(mysql_url, table=name)
-    store.install()
-    try:
-        yield name
-    finally:
-        store.table.drop(store.engine, checkfirst=True)
-        store.close()
+    with installed_history(mysql_url) as store:
+        yield store.table.name
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ a dropped connection is a `HistoryError` and then a reconnect.
 from __future__ import annotations
 
 import sys
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,6 +34,7 @@ from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_mysql.url import connection_arguments
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fresh_tables import installed_history
 from grouped_senders import finishes_as_one_group
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -45,18 +45,8 @@ PASSWORD = "s3cret-driver-pw"
 def store(postgres_url: str) -> Iterator[SqlRunHistory]:
     # trust authentication ignores the password; it is there to be kept out of errors
     with_password = make_url(postgres_url).set(password=PASSWORD)
-    yield from _installed(with_password.render_as_string(hide_password=False))
-
-
-def _installed(url: str) -> Iterator[SqlRunHistory]:
-    """A history on a table of its own, dropped afterwards."""
-    history = SqlRunHistory(url, table=f"runs_{uuid.uuid4().hex[:12]}")
-    history.install()
-    try:
+    with installed_history(with_password.render_as_string(hide_password=False)) as history:
         yield history
-    finally:
-        history.table.drop(history.engine, checkfirst=True)
-        history.close()
 
 
 def _pooled_backends(store: SqlRunHistory) -> list[Any]:
@@ -145,7 +135,8 @@ def test_instants_come_back_aware_utc_whatever_the_session_time_zone(
 
 @pytest.fixture
 def mysql_store(mysql_url: str) -> Iterator[SqlRunHistory]:
-    yield from _installed(mysql_url)
+    with installed_history(mysql_url) as history:
+        yield history
 
 
 def _pooled_thread_ids(store: SqlRunHistory) -> list[int]:

@@ -11,9 +11,11 @@ whole record, start and end, read back here by a second client.
 from __future__ import annotations
 
 import logging
+import sys
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pymysql
@@ -27,6 +29,9 @@ from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_mysql.url import connection_arguments
 from firefly_scheduling_redis import RedisLock
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fresh_tables import installed_history
+
 #: The history's reply deadline here, instead of its default 5 s: the same timeout, sooner.
 READ_TIMEOUT_SECONDS = 2
 
@@ -34,15 +39,8 @@ READ_TIMEOUT_SECONDS = 2
 @pytest.fixture
 def history(mysql_url: str) -> Iterator[SqlRunHistory]:
     url = make_url(mysql_url).update_query_dict({"read_timeout": str(READ_TIMEOUT_SECONDS)})
-    store = SqlRunHistory(
-        url.render_as_string(hide_password=False), table=f"runs_{uuid.uuid4().hex[:12]}"
-    )
-    store.install()
-    try:
+    with installed_history(url.render_as_string(hide_password=False)) as store:
         yield store
-    finally:
-        store.table.drop(store.engine, checkfirst=True)
-        store.close()
 
 
 def second_client(mysql_url: str) -> Any:

@@ -24,7 +24,7 @@ from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLoc
 from firefly_scheduling_postgres import AsyncPgAdvisoryLock, PgAdvisoryLock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lease_tables import installed_lease_table
+from fresh_tables import installed_lease_table
 
 NAME = "lock 🔒 é"
 

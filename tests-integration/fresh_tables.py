@@ -1,0 +1,44 @@
+"""Fresh tables for the SQL stores' tests, so reruns on the shared servers never collide.
+
+Each test (or contract class) that writes leases or run records works in a table of
+its own, created as `firefly-scheduling migrate` would and dropped afterwards with
+everything the store created beside it (a lease table's fence table).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from firefly_scheduling_database import DatabaseLeaseLock
+from firefly_scheduling_database.engine import lock_engine
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
+
+
+@contextmanager
+def installed_lease_table(url: str, prefix: str) -> Iterator[str]:
+    """The name of a new lease table on `url`'s database, dropped on exit."""
+    table = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    installer = DatabaseLeaseLock(url, table=table)
+    installer.install()
+    try:
+        yield table
+    finally:
+        engine = lock_engine(url)
+        for created in installer.tables.all:
+            created.drop(engine, checkfirst=True)
+        engine.dispose()
+        installer.close()
+
+
+@contextmanager
+def installed_history(url: str) -> Iterator[SqlRunHistory]:
+    """A run history on a new table of `url`'s database, dropped on exit."""
+    history = SqlRunHistory(url, table=f"runs_{uuid.uuid4().hex[:12]}")
+    history.install()
+    try:
+        yield history
+    finally:
+        history.table.drop(history.engine, checkfirst=True)
+        history.close()
