@@ -15,49 +15,37 @@ every sql_mode flag at once, and under each of the combined modes.
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
 from urllib.parse import quote
 
-import pymysql
 import pytest
 
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
-from firefly_scheduling_mysql.url import connection_arguments
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "contract"))
+from session_settings import MySqlCanaryClient
 
 #: `SET SESSION sql_mode='NO_BACKSLASH_ESCAPES'`, run by the driver on every connection.
 NO_BACKSLASH_ESCAPES = "init_command=SET%20SESSION%20sql_mode%3D%27NO_BACKSLASH_ESCAPES%27"
 
 
-class _Server:
+class _Server(MySqlCanaryClient):
     """The test's own client (default settings): a canary table and the lease table."""
 
     def __init__(self, url: str) -> None:
-        suffix = uuid.uuid4().hex[:12]
-        self.table = f"ff_modes_{suffix}"
-        self.canary = f"ff_canary_{suffix}"
-        self._connection = pymysql.connect(**connection_arguments(url), autocommit=True)
-        self.execute(f"CREATE TABLE {self.canary} (id INT PRIMARY KEY)")
-        self.execute(f"INSERT INTO {self.canary} VALUES (1)")
-
-    def execute(self, sql: str, arguments: object = None) -> list[tuple[Any, ...]]:
-        with self._connection.cursor() as cursor:
-            cursor.execute(sql, arguments)
-            return list(cursor.fetchall())
-
-    def canary_stands(self) -> bool:
-        return bool(self.execute("SHOW TABLES LIKE %s", (self.canary,)))
+        super().__init__(url)
+        self.table = f"ff_modes_{uuid.uuid4().hex[:12]}"
 
     def names(self) -> list[bytes]:
         """Every name the lease table holds, as the bytes stored."""
         return [bytes(row[0]) for row in self.execute(f"SELECT name FROM {self.table}")]
 
-    def close(self) -> None:
-        for table in (self.table, f"{self.table}_fences", self.canary):
-            self.execute(f"DROP TABLE IF EXISTS {table}")
-        self._connection.close()
+    def close(self, *tables: str) -> None:
+        super().close(self.table, f"{self.table}_fences", *tables)
 
 
 @pytest.fixture

@@ -17,48 +17,24 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
-import pymysql
 import pytest
 
 from firefly_scheduling.history.port import NewRun, RunState
 from firefly_scheduling_database.anchor_store import TABLE_NAME as ANCHOR_TABLE
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
-from firefly_scheduling_mysql.url import connection_arguments
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "contract"))
-from session_settings import MYSQL_SETTINGS, with_setting
+from session_settings import MYSQL_SETTINGS, MySqlCanaryClient, with_setting
 
 AT = datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
 SETTINGS = {"default": None, **MYSQL_SETTINGS}
 
 
-class _Server:
-    """The test's own client (default settings) and a canary table."""
-
-    def __init__(self, url: str) -> None:
-        self.canary = f"ff_canary_{uuid.uuid4().hex[:12]}"
-        self._connection = pymysql.connect(**connection_arguments(url), autocommit=True)
-        self.execute(f"CREATE TABLE {self.canary} (id INT PRIMARY KEY)")
-
-    def execute(self, sql: str, arguments: object = None) -> list[tuple[Any, ...]]:
-        with self._connection.cursor() as cursor:
-            cursor.execute(sql, arguments)
-            return list(cursor.fetchall())
-
-    def canary_stands(self) -> bool:
-        return bool(self.execute("SHOW TABLES LIKE %s", (self.canary,)))
-
-    def close(self) -> None:
-        self.execute(f"DROP TABLE IF EXISTS {self.canary}")
-        self._connection.close()
-
-
 @pytest.fixture
-def server(mysql_url: str) -> Iterator[_Server]:
-    client = _Server(mysql_url)
+def server(mysql_url: str) -> Iterator[MySqlCanaryClient]:
+    client = MySqlCanaryClient(mysql_url)
     yield client
     client.close()
 
@@ -69,14 +45,14 @@ def session_url(request: pytest.FixtureRequest, mysql_url: str) -> str:
     return mysql_url if setting is None else with_setting(mysql_url, setting)
 
 
-def _hostile(server: _Server, what: str) -> str:
+def _hostile(server: MySqlCanaryClient, what: str) -> str:
     """A value for `what` that ends a literal under the wrong escaping, in a multibyte
     set's way too, with characters no non-Unicode set can spell."""
     return f"{what} €', 0x6f); DROP TABLE {server.canary}; -- 表\\ 功' \"q\" 🔒 e\u0301"
 
 
 def test_the_run_history_writes_and_reads_hostile_values_exactly(
-    session_url: str, server: _Server
+    session_url: str, server: MySqlCanaryClient
 ) -> None:
     lock, task, node = (_hostile(server, what) for what in ("lock", "task", "node"))
     error = _hostile(server, "error") + "\n" + "x" * 300
@@ -125,7 +101,7 @@ def test_the_run_history_writes_and_reads_hostile_values_exactly(
 
 
 def test_the_anchor_store_writes_and_reads_hostile_values_exactly(
-    session_url: str, server: _Server
+    session_url: str, server: MySqlCanaryClient
 ) -> None:
     key = f"firefly:scheduling:initial-delay:a'b\\c\"d;--{uuid.uuid4().hex[:8]}"
     first, second = _hostile(server, "first"), _hostile(server, "second")

@@ -4,13 +4,19 @@ Each is a session-level setting carried by the URL itself (MySQL's `init_command
 `charset`, libpq's `options`), never a global one, so a case changes only its own
 connections. The contract's hostile-name cases run on each, for every SQL provider
 that reaches the server: each setting either works (exclusion and exact keys) or is
-refused when the lock is built, and all of these work.
+refused when the lock is built, and all of these work. `MySqlCanaryClient` is the
+tests' own view of such a server, on its default settings.
 """
 
 from __future__ import annotations
 
-from typing import Final
+import uuid
+from typing import Any, Final
 from urllib.parse import quote
+
+import pymysql
+
+from firefly_scheduling_mysql.url import connection_arguments
 
 
 def _sql_mode(mode: str) -> str:
@@ -36,3 +42,30 @@ POSTGRES_SETTINGS: Final[dict[str, str]] = {
 def with_setting(url: str, setting: str) -> str:
     """`url` with the query parameter `setting` added."""
     return f"{url}{'&' if '?' in url else '?'}{setting}"
+
+
+class MySqlCanaryClient:
+    """A client of the test's own, on the server's default settings, and a canary table.
+
+    A name or value a session setting made the store run as SQL would destroy the
+    canary; `canary_stands` says it did not. `close` drops it with `tables`.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.canary = f"ff_canary_{uuid.uuid4().hex[:12]}"
+        self._connection = pymysql.connect(**connection_arguments(url), autocommit=True)
+        self.execute(f"CREATE TABLE {self.canary} (id INT PRIMARY KEY)")
+        self.execute(f"INSERT INTO {self.canary} VALUES (1)")
+
+    def execute(self, sql: str, arguments: object = None) -> list[tuple[Any, ...]]:
+        with self._connection.cursor() as cursor:
+            cursor.execute(sql, arguments)
+            return list(cursor.fetchall())
+
+    def canary_stands(self) -> bool:
+        return bool(self.execute("SHOW TABLES LIKE %s", (self.canary,)))
+
+    def close(self, *tables: str) -> None:
+        for table in (*tables, self.canary):
+            self.execute(f"DROP TABLE IF EXISTS {table}")
+        self._connection.close()
