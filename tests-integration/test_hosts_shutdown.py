@@ -15,13 +15,19 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
-from firefly_hostapps.harness import Node, lock_is_free, node_env, read_runs, start_node
+from firefly_hostapps.harness import (
+    Node,
+    lock_is_free,
+    node_env,
+    read_runs,
+    start_node,
+    wait_for_early_minute,
+)
 
 from firefly_scheduling_redis import RedisLock
 
@@ -59,13 +65,6 @@ def host(request: pytest.FixtureRequest) -> Host:
     return HOSTS[request.param]
 
 
-def _wait_for_early_minute() -> None:
-    """Sleep (at most ~25 s) until 25 s of the minute are left, so a tick pass is not ending."""
-    second = datetime.now(UTC).second
-    if second > 35:
-        time.sleep(60 - second + 0.2)
-
-
 def _minute_end(moment: float) -> float:
     return moment - moment % 60 + 60
 
@@ -86,7 +85,7 @@ def _start(
         FIREFLY_HOSTAPP_RATE=host.rate,
     )
     if host.command == "tick":
-        _wait_for_early_minute()
+        wait_for_early_minute()
     node = start_node(
         host.command,
         f"{host.command}-shutdown",

@@ -13,13 +13,12 @@ import json
 import socket
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
-from firefly_hostapps.harness import node_env, start_node
+from firefly_hostapps.harness import node_env, start_node, wait_for_early_minute
 
 from firefly_scheduling import ScheduledDescriptor, Settings
 from firefly_scheduling.hosts.runtime.boot import build_runtime
@@ -27,13 +26,6 @@ from firefly_scheduling.hosts.tick import TickHost
 from firefly_scheduling_redis import RedisLock
 
 pytestmark = pytest.mark.slow
-
-
-def _wait_for_early_minute() -> None:
-    """Sleep (at most ~25 s) until 25 s of the minute are left, so the pass is not ending."""
-    second = datetime.now(UTC).second
-    if second > 35:
-        time.sleep(60 - second + 0.2)
 
 
 def test_sigterm_after_a_failed_body_exits_1_and_lists_the_abandoned_run(
@@ -47,7 +39,7 @@ def test_sigterm_after_a_failed_body_exits_1_and_lists_the_abandoned_run(
         FIREFLY_HOSTAPP_FAILED=str(failed),
         FIREFLY_HOSTAPP_BODY="20",
     )
-    _wait_for_early_minute()
+    wait_for_early_minute()
     node = start_node(
         "tick",
         "tick-failing",

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,14 +51,10 @@ class Node:
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM, then wait (SIGKILL after `timeout`); the exit status."""
         self.terminate()
-        try:
-            return self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            raise
+        return self.wait(timeout)
 
     def wait(self, timeout: float = 90.0) -> int:
+        """The exit status; the process is killed (and the error raised) after `timeout`."""
         try:
             return self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -162,3 +159,10 @@ def lock_is_free(probe: Any, name: str) -> bool:
         return acquired
     finally:
         probe.close()
+
+
+def wait_for_early_minute() -> None:
+    """Sleep (at most ~25 s) until 25 s of the minute are left, so a tick pass is not ending."""
+    second = datetime.now(UTC).second
+    if second > 35:
+        time.sleep(60 - second + 0.2)
