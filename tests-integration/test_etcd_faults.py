@@ -2,6 +2,7 @@
 
 The shared member is never stopped or reconfigured: every test here starts its own
 single-member `etcd` on free ports, with its data in the test's temporary directory.
+Its outages are the shared `OutageContract`'s.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -24,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from firefly_scheduling import LockBackendError
+from firefly_scheduling.testing import OutageContract
 from firefly_scheduling.testing.local_server import LocalServer, free_local_port
 from firefly_scheduling_etcd import AsyncEtcdLock, EtcdLock
 from firefly_scheduling_etcd.protocol import lease_id, lock_key
@@ -89,30 +92,32 @@ def admin(private_member: LocalServer) -> Iterator[httpx.Client]:
         yield client
 
 
-@pytest.mark.slow
-def test_an_outage_raises_then_the_lock_is_still_held_after_the_restart(
-    private_member: LocalServer,
-) -> None:
-    holder, other = EtcdLock(url_of(private_member)), EtcdLock(url_of(private_member))
-    assert holder.try_acquire(NAME, 60)
-    private_member.stop()
+class ReadyMember:
+    """A private member whose `start` returns once it has a leader, not once its port opens."""
 
-    started = time.monotonic()
-    with pytest.raises(LockBackendError, match=r"etcd lock backend etcd://127\.0\.0\.1"):
-        other.try_acquire(NAME, 60)
-    assert time.monotonic() - started < 10
-    holder.release(NAME)  # logs, never raises; the holding is kept for a later release
-    assert holder.is_held(NAME)
+    def __init__(self, server: LocalServer) -> None:
+        self.server = server
 
-    private_member.start()
-    wait_ready(private_member)
-    # Leases and keys are on disk: unlike a Redis without persistence, a restart
-    # frees nothing, and the holder can still renew and release.
-    assert other.try_acquire(NAME, 60) is False
-    assert holder.renew(NAME, 60) is True
-    holder.release(NAME)
-    assert other.try_acquire(NAME, 60)
-    other.release(NAME)
+    def stop(self) -> None:
+        self.server.stop()
+
+    def start(self) -> None:
+        self.server.start()
+        wait_ready(self.server)
+
+
+class TestEtcdOutage(OutageContract):
+    pytestmark = pytest.mark.slow
+    restart_keeps_locks = True  # leases and keys are on disk: a restart frees nothing
+
+    @pytest.fixture
+    def restartable_server(self, private_member: LocalServer) -> ReadyMember:
+        return ReadyMember(private_member)
+
+    @pytest.fixture
+    def lock_factory(self, private_member: LocalServer) -> partial[EtcdLock]:
+        # One connection per lock, so the same one is reused after the restart.
+        return partial(EtcdLock, f"{url_of(private_member)}?pool_size=1")
 
 
 @pytest.mark.slow

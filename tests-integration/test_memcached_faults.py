@@ -1,7 +1,7 @@
 """MemcachedLock against a private memcached that the tests restart and fill up.
 
 The shared server is never stopped or filled: every test here starts its own small
-`memcached` on a free port.
+`memcached` on a free port. Its outages are the shared `OutageContract`'s.
 """
 
 from __future__ import annotations
@@ -14,12 +14,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
+from functools import partial
 
 import pytest
 from pymemcache.client.base import Client
 from pymemcache.exceptions import MemcacheServerError
 
 from firefly_scheduling import LockBackendError
+from firefly_scheduling.testing import OutageContract
 from firefly_scheduling.testing.local_server import LocalServer, running_as_root
 from firefly_scheduling_memcached import AsyncMemcachedLock, MemcachedLock
 
@@ -60,40 +62,17 @@ def fill_with_items_the_size_of_a_lock(server: LocalServer) -> None:
         client.close()
 
 
-@pytest.mark.slow
-def test_an_outage_raises_then_the_next_call_reconnects_and_the_lock_is_gone(
-    private_server: LocalServer,
-) -> None:
-    holder, other = MemcachedLock(url_of(private_server)), MemcachedLock(url_of(private_server))
-    assert holder.try_acquire(NAME, 60)
-    private_server.stop()
+class TestMemcachedOutage(OutageContract):
+    pytestmark = pytest.mark.slow
+    restart_keeps_locks = False  # memcached keeps nothing across a restart
 
-    started = time.monotonic()
-    with pytest.raises(LockBackendError, match="memcached lock backend"):
-        other.try_acquire(NAME, 60)
-    assert time.monotonic() - started < 10
-    holder.release(NAME)  # logs, never raises; the lease is kept for a later release
-    assert holder.is_held(NAME)
+    @pytest.fixture
+    def restartable_server(self, private_server: LocalServer) -> LocalServer:
+        return private_server
 
-    private_server.start()
-    # memcached keeps nothing across a restart: the lock is free again.
-    assert other.try_acquire(NAME, 60)
-    assert holder.renew(NAME, 60) is False
-    assert holder.is_lost(NAME)
-    other.release(NAME)
-
-
-@pytest.mark.slow
-def test_a_connection_the_server_closed_is_replaced_before_use(
-    private_server: LocalServer,
-) -> None:
-    lock = MemcachedLock(url_of(private_server))
-    assert lock.try_acquire(NAME, 60)
-    private_server.stop()
-    private_server.start()
-    # No call failed in between, so only the closed socket tells of the restart.
-    assert lock.try_acquire(NAME + ":after", 60)
-    lock.release(NAME + ":after")
+    @pytest.fixture
+    def lock_factory(self, private_server: LocalServer) -> partial[MemcachedLock]:
+        return partial(MemcachedLock, url_of(private_server))
 
 
 @pytest.mark.slow

@@ -1,42 +1,36 @@
 """RedisLock against a private Redis server that the tests restart and misconfigure.
 
 The shared server is never stopped or reconfigured: every test here starts its own
-`redis-server` (no persistence) on a free port.
+`redis-server` (no persistence) on a free port. Its outages are the shared
+`OutageContract`'s.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
 
 import pytest
 import redis
 
 from firefly_scheduling import LockBackendError
+from firefly_scheduling.testing import OutageContract
 from firefly_scheduling.testing.local_server import LocalServer
 from firefly_scheduling_redis import RedisLock
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from private_servers import redis_server
 
 PASSWORD = "private-redis-secret"
 NAME = "redis-faults:job"
 
 
-def redis_server(port: int) -> list[str]:
-    return [
-        "redis-server",
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-    ]
-
-
 @pytest.fixture
 def private_server() -> Iterator[LocalServer]:
-    with LocalServer(redis_server) as server:
+    with LocalServer(redis_server()) as server:
         yield server
 
 
@@ -51,27 +45,17 @@ def url_of(server: LocalServer) -> str:
     return f"redis://127.0.0.1:{server.port}/0"
 
 
-@pytest.mark.slow
-def test_an_outage_raises_then_the_next_call_reconnects_and_the_lock_is_gone(
-    private_server: LocalServer,
-) -> None:
-    holder, other = RedisLock(url_of(private_server)), RedisLock(url_of(private_server))
-    assert holder.try_acquire(NAME, 60)
-    private_server.stop()
+class TestRedisOutage(OutageContract):
+    pytestmark = pytest.mark.slow
+    restart_keeps_locks = False  # no persistence: a restart forgets every key
 
-    started = time.monotonic()
-    with pytest.raises(LockBackendError, match="redis lock backend"):
-        other.try_acquire(NAME, 60)
-    assert time.monotonic() - started < 10
-    holder.release(NAME)  # logs, never raises; the lease is kept for a later release
-    assert holder.is_held(NAME)
+    @pytest.fixture
+    def restartable_server(self, private_server: LocalServer) -> LocalServer:
+        return private_server
 
-    private_server.start()
-    # Without persistence a restart forgets every key: the lock is free again.
-    assert other.try_acquire(NAME, 60)
-    assert holder.renew(NAME, 60) is False
-    assert holder.is_lost(NAME)
-    other.release(NAME)
+    @pytest.fixture
+    def lock_factory(self, private_server: LocalServer) -> partial[RedisLock]:
+        return partial(RedisLock, url_of(private_server))
 
 
 def test_scripts_are_loaded_again_after_the_server_forgot_them(

@@ -5,19 +5,23 @@ that hit a statement timeout (or PostgreSQL's full lock table) freed every lock 
 node held, and another node took a running task's lock. Each case here makes ONE
 statement fail while the session stays connected, and proves from a second session
 that every other lock is still held and that the failed acquisition left no server
-lock behind.
+lock behind. The asyncio locks tell a disconnect from a statement's error through
+their own driver (`_alive`: psycopg's `broken`, asyncmy's stream); a statement the
+server refuses on their session must fail that call alone too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import psycopg
@@ -25,10 +29,11 @@ import pymysql
 import pytest
 
 from firefly_scheduling import LockBackendError
+from firefly_scheduling.locks.session_async import AsyncSessionLock
 from firefly_scheduling.testing.local_server import LocalServer, running_as_root
-from firefly_scheduling_mysql import MySqlNamedLock
+from firefly_scheduling_mysql import AsyncMySqlNamedLock, MySqlNamedLock
 from firefly_scheduling_mysql.url import connection_arguments
-from firefly_scheduling_postgres import PgAdvisoryLock
+from firefly_scheduling_postgres import AsyncPgAdvisoryLock, PgAdvisoryLock
 from firefly_scheduling_postgres.protocol import FENCE_TABLE as PG_FENCES
 
 pytestmark = pytest.mark.slow
@@ -202,3 +207,51 @@ def test_postgres_a_full_lock_table_fails_that_acquire_alone(
     lock.close()
     assert other.try_acquire(running, 30)
     other.close()
+
+
+@pytest.fixture(params=["postgres", "mysql"])
+def async_backend(
+    request: pytest.FixtureRequest,
+) -> tuple[Callable[[], AsyncSessionLock[Any]], str]:
+    """A factory of asyncio session locks, and a statement the server refuses."""
+    if request.param == "postgres":
+        url = request.getfixturevalue("postgres_url")
+        return (lambda: AsyncPgAdvisoryLock(url)), "SELECT 1/0"
+    url = request.getfixturevalue("mysql_url")
+    return (lambda: AsyncMySqlNamedLock(url)), "SELECT no_such_column"
+
+
+def test_asyncio_a_failed_statement_keeps_the_session_and_every_holding(
+    async_backend: tuple[Callable[[], AsyncSessionLock[Any]], str], name: str
+) -> None:
+    make, bad_statement = async_backend
+
+    async def scenario() -> None:
+        lock, other = make(), make()
+        try:
+            assert await lock.try_acquire(name, 30)
+
+            async def fail(connection: Any) -> None:
+                # The adapter's own session, one statement the server refuses.
+                if isinstance(connection, psycopg.AsyncCursor):
+                    await connection.execute(bad_statement)
+                else:
+                    async with connection.cursor() as cursor:
+                        await cursor.execute(bad_statement)
+
+            session = lock._session_of(name)
+            assert session is not None
+            with pytest.raises(lock.driver_errors):
+                await lock._run(session, fail)
+            assert lock.is_held(name)
+            assert not lock.is_lost(name)
+            assert await other.try_acquire(name, 30) is False, "the session ended"
+            assert await lock.renew(name, 30) is True
+            await lock.release(name)
+            assert await other.try_acquire(name, 30)
+            await other.release(name)
+        finally:
+            await lock.aclose()
+            await other.aclose()
+
+    asyncio.run(scenario())

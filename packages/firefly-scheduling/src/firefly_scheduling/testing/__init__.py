@@ -19,7 +19,11 @@ exclude each other); its cases are coroutines, run here on a fresh event loop ea
 (no pytest plugin needed). Capabilities are read through `capabilities_of`, so each
 case runs only where it applies. Server URLs come from `server_url()`.
 
-Both contracts include the hostile-name cases (`HostileNamesContract`,
+A lease backend runs `OutageContract` on a server of its own that the cases stop and
+start. A session backend runs `SessionLossContract` (`AsyncSessionLossContract`):
+what its lock does when the server ends its session, given a `session_killer`.
+
+Both lock contracts include the hostile-name cases (`HostileNamesContract`,
 `AsyncHostileNamesContract`), which a backend can also run alone, on a server set
 up otherwise. A backend that supplies `server_reader` (a `ServerReader`: a second
 client of its server) has each hostile name's key read back on the server.
@@ -39,19 +43,25 @@ from firefly_scheduling.testing.hostile import HostileNamesContract
 from firefly_scheduling.testing.hostile_async import AsyncHostileNamesContract
 from firefly_scheduling.testing.nodes_async import AsyncNodes
 from firefly_scheduling.testing.none_contract import NoneLockContract
+from firefly_scheduling.testing.outage_contract import OutageContract
 from firefly_scheduling.testing.provider_contract import ProviderContract
 from firefly_scheduling.testing.server_reader import ServerReader
 from firefly_scheduling.testing.servers import server_url
+from firefly_scheduling.testing.session_loss_contract import SessionLossContract
+from firefly_scheduling.testing.session_loss_contract_async import AsyncSessionLossContract
 
 __all__ = [
     "AsyncHostileNamesContract",
     "AsyncLockContract",
+    "AsyncSessionLossContract",
     "HostileNamesContract",
     "LockCapabilities",
     "LockContract",
     "NoneLockContract",
+    "OutageContract",
     "ProviderContract",
     "ServerReader",
+    "SessionLossContract",
     "server_url",
 ]
 
