@@ -26,8 +26,11 @@ import pytest
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "contract"))
 from session_settings import MySqlCanaryClient
+
+from flavours import run_both_flavours
 
 #: `SET SESSION sql_mode='NO_BACKSLASH_ESCAPES'`, run by the driver on every connection.
 NO_BACKSLASH_ESCAPES = "init_command=SET%20SESSION%20sql_mode%3D%27NO_BACKSLASH_ESCAPES%27"
@@ -121,27 +124,25 @@ def test_sync_and_async_locks_exclude_each_other_under_no_backslash_escapes(
 ) -> None:
     url = _with(mysql_url, NO_BACKSLASH_ESCAPES)
 
-    async def scenario() -> None:
-        sync_lock = DatabaseLeaseLock(url, table=server.table)
-        async_lock = AsyncDatabaseLeaseLock(url, table=server.table)
-        try:
-            assert await asyncio.to_thread(sync_lock.try_acquire, name, 30)
-            assert await async_lock.try_acquire(name, 30) is False, "two holders of one name"
-            assert server.names() == [name.encode()]
-            await asyncio.to_thread(sync_lock.release, name)
-            assert server.names() == []
-            assert await async_lock.try_acquire(name, 30)
-            assert await asyncio.to_thread(sync_lock.try_acquire, name, 30) is False, (
-                "two holders of one name"
-            )
-            assert server.names() == [name.encode()]
-            await async_lock.release(name)
-            assert server.names() == []
-        finally:
-            await async_lock.aclose()
-            await asyncio.to_thread(sync_lock.close)
+    async def scenario(sync_lock: DatabaseLeaseLock, async_lock: AsyncDatabaseLeaseLock) -> None:
+        assert await asyncio.to_thread(sync_lock.try_acquire, name, 30)
+        assert await async_lock.try_acquire(name, 30) is False, "two holders of one name"
+        assert server.names() == [name.encode()]
+        await asyncio.to_thread(sync_lock.release, name)
+        assert server.names() == []
+        assert await async_lock.try_acquire(name, 30)
+        assert await asyncio.to_thread(sync_lock.try_acquire, name, 30) is False, (
+            "two holders of one name"
+        )
+        assert server.names() == [name.encode()]
+        await async_lock.release(name)
+        assert server.names() == []
 
-    asyncio.run(scenario())
+    run_both_flavours(
+        DatabaseLeaseLock(url, table=server.table),
+        AsyncDatabaseLeaseLock(url, table=server.table),
+        scenario,
+    )
     assert server.canary_stands()
 
 
@@ -170,29 +171,27 @@ def test_every_sql_mode_keeps_names_exact_and_exclusive(
     url = _with(mysql_url, f"init_command={setting}")
     names = [_breakout(server), _breakout(server, prefix="€"), "a\\b", 'say "hi"']
 
-    async def scenario() -> None:
-        sync_lock = DatabaseLeaseLock(url, table=server.table)
-        async_lock = AsyncDatabaseLeaseLock(url, table=server.table)
-        try:
-            for name in names:
-                assert await async_lock.try_acquire_fenced(name, 30)
-                assert await asyncio.to_thread(sync_lock.try_acquire, name, 30) is False
-                assert server.names() == [name.encode()]
-                await async_lock.release(name)
-            held = await async_lock.acquire_many([(name, 30) for name in names], fenced=True)
-            assert all(isinstance(holding, Holding) for holding in held), held
-            assert sorted(server.names()) == sorted(name.encode() for name in names)
-            holdings = [holding for holding in held if isinstance(holding, Holding)]
-            await asyncio.gather(*(async_lock.release_holding(h) for h in holdings))
-            assert server.names() == []
-            for name in names:
-                assert await asyncio.to_thread(sync_lock.try_acquire_fenced, name, 30)
-                assert await async_lock.try_acquire(name, 30) is False
-                await asyncio.to_thread(sync_lock.release, name)
-            assert server.names() == []
-        finally:
-            await async_lock.aclose()
-            await asyncio.to_thread(sync_lock.close)
+    async def scenario(sync_lock: DatabaseLeaseLock, async_lock: AsyncDatabaseLeaseLock) -> None:
+        for name in names:
+            assert await async_lock.try_acquire_fenced(name, 30)
+            assert await asyncio.to_thread(sync_lock.try_acquire, name, 30) is False
+            assert server.names() == [name.encode()]
+            await async_lock.release(name)
+        held = await async_lock.acquire_many([(name, 30) for name in names], fenced=True)
+        assert all(isinstance(holding, Holding) for holding in held), held
+        assert sorted(server.names()) == sorted(name.encode() for name in names)
+        holdings = [holding for holding in held if isinstance(holding, Holding)]
+        await asyncio.gather(*(async_lock.release_holding(h) for h in holdings))
+        assert server.names() == []
+        for name in names:
+            assert await asyncio.to_thread(sync_lock.try_acquire_fenced, name, 30)
+            assert await async_lock.try_acquire(name, 30) is False
+            await asyncio.to_thread(sync_lock.release, name)
+        assert server.names() == []
 
-    asyncio.run(scenario())
+    run_both_flavours(
+        DatabaseLeaseLock(url, table=server.table),
+        AsyncDatabaseLeaseLock(url, table=server.table),
+        scenario,
+    )
     assert server.canary_stands()

@@ -24,6 +24,7 @@ from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLoc
 from firefly_scheduling_postgres import AsyncPgAdvisoryLock, PgAdvisoryLock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from flavours import run_both_flavours
 from fresh_tables import installed_lease_table
 
 NAME = "lock 🔒 é"
@@ -51,43 +52,36 @@ def _advisory_keys_held(postgres_url: str) -> set[int]:
 
 @pytest.mark.usefixtures("latin1_environment")
 def test_the_advisory_lock_speaks_utf8_under_a_latin1_environment(postgres_url: str) -> None:
-    async def scenario() -> None:
-        sync_lock, async_lock = PgAdvisoryLock(postgres_url), AsyncPgAdvisoryLock(postgres_url)
-        try:
-            assert await asyncio.to_thread(sync_lock.try_acquire_fenced, NAME, 30)
-            assert await async_lock.try_acquire(NAME, 30) is False
-            assert PgAdvisoryLock.key(NAME) in _advisory_keys_held(postgres_url)
-            await asyncio.to_thread(sync_lock.release, NAME)
-            assert await async_lock.try_acquire_fenced(NAME, 30)
-            await async_lock.release(NAME)
-        finally:
-            await async_lock.aclose()
-            await asyncio.to_thread(sync_lock.close)
+    async def scenario(sync_lock: PgAdvisoryLock, async_lock: AsyncPgAdvisoryLock) -> None:
+        assert await asyncio.to_thread(sync_lock.try_acquire_fenced, NAME, 30)
+        assert await async_lock.try_acquire(NAME, 30) is False
+        assert PgAdvisoryLock.key(NAME) in _advisory_keys_held(postgres_url)
+        await asyncio.to_thread(sync_lock.release, NAME)
+        assert await async_lock.try_acquire_fenced(NAME, 30)
+        await async_lock.release(NAME)
 
-    asyncio.run(scenario())
+    run_both_flavours(PgAdvisoryLock(postgres_url), AsyncPgAdvisoryLock(postgres_url), scenario)
 
 
 @pytest.mark.usefixtures("latin1_environment")
 def test_the_database_lock_speaks_utf8_under_a_latin1_environment(
     postgres_url: str, lease_table: str
 ) -> None:
-    async def scenario() -> None:
-        sync_lock = DatabaseLeaseLock(postgres_url, table=lease_table)
-        async_lock = AsyncDatabaseLeaseLock(postgres_url, table=lease_table)
-        try:
-            assert await asyncio.to_thread(sync_lock.try_acquire, NAME, 30)
-            assert await async_lock.try_acquire(NAME, 30) is False
-            with psycopg.connect(postgres_url, client_encoding="UTF8") as reader:
-                names = reader.execute(f"SELECT name FROM {lease_table}").fetchall()
-            assert names == [(NAME,)]
-            await asyncio.to_thread(sync_lock.release, NAME)
-            assert await async_lock.try_acquire(NAME, 30)
-            await async_lock.release(NAME)
-        finally:
-            await async_lock.aclose()
-            await asyncio.to_thread(sync_lock.close)
+    async def scenario(sync_lock: DatabaseLeaseLock, async_lock: AsyncDatabaseLeaseLock) -> None:
+        assert await asyncio.to_thread(sync_lock.try_acquire, NAME, 30)
+        assert await async_lock.try_acquire(NAME, 30) is False
+        with psycopg.connect(postgres_url, client_encoding="UTF8") as reader:
+            names = reader.execute(f"SELECT name FROM {lease_table}").fetchall()
+        assert names == [(NAME,)]
+        await asyncio.to_thread(sync_lock.release, NAME)
+        assert await async_lock.try_acquire(NAME, 30)
+        await async_lock.release(NAME)
 
-    asyncio.run(scenario())
+    run_both_flavours(
+        DatabaseLeaseLock(postgres_url, table=lease_table),
+        AsyncDatabaseLeaseLock(postgres_url, table=lease_table),
+        scenario,
+    )
 
 
 @pytest.mark.parametrize(
