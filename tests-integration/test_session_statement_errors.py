@@ -50,6 +50,20 @@ def with_statement_timeout(url: str, milliseconds: int) -> str:
     return f"{url}{separator}options={quote(f'-c statement_timeout={milliseconds}')}"
 
 
+def _only_the_failed_acquisition_failed(
+    lock: PgAdvisoryLock | MySqlNamedLock,
+    other: PgAdvisoryLock | MySqlNamedLock,
+    held: str,
+    blocked: str,
+) -> None:
+    """After `blocked`'s acquisition failed: `held` is still held, `blocked` left nothing."""
+    assert not lock.is_lost(held), "one failed statement marked another holding lost"
+    assert other.try_acquire(held, 30) is False, "one failed statement freed another lock"
+    assert lock.renew(held, 30) is True
+    assert other.try_acquire(blocked, 30), "the failed acquisition's server lock leaked"
+    other.release(blocked)
+
+
 def test_postgres_a_statement_timeout_fails_that_acquire_alone(
     postgres_url: str, name: str
 ) -> None:
@@ -68,11 +82,7 @@ def test_postgres_a_statement_timeout_fails_that_acquire_alone(
         with pytest.raises(LockBackendError, match="statement timeout"):
             lock.try_acquire_fenced(blocked, 30)
         blocker.rollback()
-    assert not lock.is_lost(held), "one failed statement marked another holding lost"
-    assert other.try_acquire(held, 30) is False, "one failed statement freed another lock"
-    assert lock.renew(held, 30) is True
-    assert other.try_acquire(blocked, 30), "the failed acquisition's server lock leaked"
-    other.release(blocked)
+    _only_the_failed_acquisition_failed(lock, other, held, blocked)
     assert lock.try_acquire_fenced(blocked, 30) is not None, "and the session still works"
     lock.close()
     assert other.try_acquire(held, 30)
@@ -101,11 +111,7 @@ def test_mysql_a_lock_wait_timeout_fails_that_acquire_alone(mysql_url: str, name
     finally:
         blocker.rollback()
         blocker.close()
-    assert not lock.is_lost(held), "one failed statement marked another holding lost"
-    assert other.try_acquire(held, 30) is False, "one failed statement freed another lock"
-    assert lock.renew(held, 30) is True
-    assert other.try_acquire(blocked, 30), "the failed acquisition's server lock leaked"
-    other.release(blocked)
+    _only_the_failed_acquisition_failed(lock, other, held, blocked)
     lock.close()
     assert other.try_acquire(held, 30)
     other.close()
