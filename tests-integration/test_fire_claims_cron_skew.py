@@ -37,6 +37,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,7 +53,7 @@ from firefly_scheduling.schedule.cron import CronSchedule
 from firefly_scheduling.schedule.fire_instants import cron_fire_at_or_before
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
-from test_fire_claims_skew import settings_for
+from test_fire_claims_skew import DONE, READY, drive_races, launch_node, plain, settings_for
 
 pytestmark = pytest.mark.slow
 
@@ -65,8 +66,6 @@ PACES = {"fast": (10.0, 3), "real": (60.0, 1)}
 LEAD_SECONDS = 5.0
 #: Real seconds from "every node is ready" to the start of the race.
 START_SECONDS = 2.0
-READY = "ready"
-DONE = "done"
 
 
 @dataclass
@@ -174,58 +173,22 @@ def races(
                 node = settings_for(backend, urls, workdir, f"node{index}{offset:+.0f}s")
                 clock = MinuteClock(0.0, first_minute, segment, LEAD_SECONDS, offset)
                 config = {
-                    "settings": _plain(node),
+                    "settings": plain(node),
                     "clock": asdict(clock),
                     "target": target,
                     "fires": fires,
                     "witness": str(witness),
                 }
-                processes.append(
-                    subprocess.Popen(
-                        [sys.executable, __file__, json.dumps(config)],
-                        stdin=subprocess.PIPE,
-                        stdout=subprocess.PIPE,
-                        text=True,
-                    )
-                )
+                processes.append(launch_node(__file__, config))
             race = Race(target, base, witness, instants, [], [])
             launched[(pace, backend)] = (race, processes)
-    for _, processes in launched.values():
-        for process in processes:
-            assert process.stdout is not None
-            assert process.stdout.readline().strip() == READY  # bounded by pytest's timeout
-    real_origin = time.time() + START_SECONDS
-    for _, processes in launched.values():
-        for process in processes:
-            assert process.stdin is not None
-            process.stdin.write(f"{real_origin}\n")
-            process.stdin.flush()
-    # Every node stays up (holding its claims) until all are done, then all exit.
-    for race, processes in launched.values():
-        for process in processes:
-            assert process.stdout is not None
-            for line in iter(process.stdout.readline, ""):
-                if line.strip() == DONE:
-                    break
-                parsed = json.loads(line)
-                race.outcomes.append((parsed["instant"], parsed["status"]))
-                race.woke.setdefault(parsed["instant"], []).append(parsed["woke"])
-    for race, processes in launched.values():
-        for process in processes:
-            assert process.stdin is not None
-            process.stdin.close()
-            try:
-                race.exit_codes.append(process.wait(timeout=30))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                race.exit_codes.append(process.wait())
+
+    def record(race: Race, line: dict[str, Any]) -> None:
+        race.outcomes.append((line["instant"], line["status"]))
+        race.woke.setdefault(line["instant"], []).append(line["woke"])
+
+    drive_races(launched, lambda: str(time.time() + START_SECONDS), record)
     return {key: race for key, (race, _) in launched.items()}
-
-
-def _plain(settings: Settings) -> dict[str, object]:
-    fields = dict(vars(settings))
-    fields.pop("manifest_path")
-    return fields
 
 
 @pytest.mark.parametrize("pace", sorted(PACES))

@@ -24,9 +24,11 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 import pytest
 
@@ -106,6 +108,73 @@ def node_main(config: dict[str, object]) -> None:
         os.close(witness)
 
 
+# -- driving node processes (shared with the cron skew test) ------------------------------
+
+
+def plain(settings: Settings) -> dict[str, object]:
+    """`settings` as JSON fields for a node process (`Settings(**fields)`)."""
+    fields = dict(vars(settings))
+    fields.pop("manifest_path")
+    return fields
+
+
+def launch_node(script: str, config: dict[str, object]) -> subprocess.Popen[str]:
+    """Run `script` as a node with `config`, talking over its stdin and stdout."""
+    return subprocess.Popen(
+        [sys.executable, script, json.dumps(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+class _Raced(Protocol):
+    exit_codes: list[int]
+
+
+R = TypeVar("R", bound=_Raced)
+
+
+def drive_races(
+    launched: Mapping[Any, tuple[R, list[subprocess.Popen[str]]]],
+    start: Callable[[], str],
+    record: Callable[[R, dict[str, Any]], None],
+) -> None:
+    """Start every race at once and read it to the end.
+
+    Waits until every node is ready, sends each the line `start()` returns (then, so a
+    start time is counted from the moment all are ready), hands each JSON line a node
+    prints to `record` until the node is done, then (every node stays up, holding its
+    claims, until all are done) lets all exit, each race's exit codes in `exit_codes`.
+    """
+    for _, processes in launched.values():
+        for process in processes:
+            assert process.stdout is not None
+            assert process.stdout.readline().strip() == READY  # bounded by pytest's timeout
+    line = start()
+    for _, processes in launched.values():
+        for process in processes:
+            assert process.stdin is not None
+            process.stdin.write(f"{line}\n")
+            process.stdin.flush()
+    for race, processes in launched.values():
+        for process in processes:
+            assert process.stdout is not None
+            for line in iter(process.stdout.readline, ""):
+                if line.strip() == DONE:
+                    break
+                record(race, json.loads(line))
+    for race, processes in launched.values():
+        for process in processes:
+            assert process.stdin is not None
+            process.stdin.close()
+            try:
+                race.exit_codes.append(process.wait(timeout=30))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                race.exit_codes.append(process.wait())
+
+
 # -- the race ------------------------------------------------------------------------
 
 
@@ -136,56 +205,27 @@ def races(
         for index, offset in enumerate(OFFSETS):
             node_settings = settings_for(backend, urls, workdir, f"node{index}{offset:+.0f}s")
             config = {
-                "settings": _plain(node_settings),
+                "settings": plain(node_settings),
                 "offset": offset,
                 "target": target,
                 "witness": str(witness),
             }
-            processes.append(
-                subprocess.Popen(
-                    [sys.executable, __file__, json.dumps(config)],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )
-            )
+            processes.append(launch_node(__file__, config))
         launched[backend] = (Race(target, base, witness, [], [], []), processes)
-    for _, processes in launched.values():
-        for process in processes:
-            assert process.stdout is not None
-            assert process.stdout.readline().strip() == READY  # bounded by pytest's timeout
-    first = int(time.time()) + LEAD_SECONDS
-    for race, processes in launched.values():
-        race.instants = [datetime.fromtimestamp(first + k, UTC).isoformat() for k in range(FIRES)]
-        for process in processes:
-            assert process.stdin is not None
-            process.stdin.write(f"{first}\n")
-            process.stdin.flush()
-    # Every node stays up (holding its claims) until all are done, then all exit.
-    for race, processes in launched.values():
-        for process in processes:
-            assert process.stdout is not None
-            for line in iter(process.stdout.readline, ""):
-                if line.strip() == DONE:
-                    break
-                parsed = json.loads(line)
-                race.outcomes.append((parsed["instant"], parsed["status"]))
-    for race, processes in launched.values():
-        for process in processes:
-            assert process.stdin is not None
-            process.stdin.close()
-            try:
-                race.exit_codes.append(process.wait(timeout=30))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                race.exit_codes.append(process.wait())
+
+    def start() -> str:
+        first = int(time.time()) + LEAD_SECONDS
+        for race, _ in launched.values():
+            race.instants = [
+                datetime.fromtimestamp(first + k, UTC).isoformat() for k in range(FIRES)
+            ]
+        return str(first)
+
+    def record(race: Race, line: dict[str, Any]) -> None:
+        race.outcomes.append((line["instant"], line["status"]))
+
+    drive_races(launched, start, record)
     return {backend: race for backend, (race, _) in launched.items()}
-
-
-def _plain(settings: Settings) -> dict[str, object]:
-    fields = dict(vars(settings))
-    fields.pop("manifest_path")
-    return fields
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
