@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -49,6 +49,20 @@ class _Server(MySqlCanaryClient):
 
     def close(self, *tables: str) -> None:
         super().close(self.table, f"{self.table}_fences", *tables)
+
+
+def _on_both_flavours(
+    server: _Server,
+    url: str,
+    scenario: Callable[[DatabaseLeaseLock, AsyncDatabaseLeaseLock], Awaitable[None]],
+) -> None:
+    """`scenario` on both flavours' locks of `url` on the server's table; the canary stands."""
+    run_both_flavours(
+        DatabaseLeaseLock(url, table=server.table),
+        AsyncDatabaseLeaseLock(url, table=server.table),
+        scenario,
+    )
+    assert server.canary_stands()
 
 
 @pytest.fixture
@@ -138,12 +152,7 @@ def test_sync_and_async_locks_exclude_each_other_under_no_backslash_escapes(
         await async_lock.release(name)
         assert server.names() == []
 
-    run_both_flavours(
-        DatabaseLeaseLock(url, table=server.table),
-        AsyncDatabaseLeaseLock(url, table=server.table),
-        scenario,
-    )
-    assert server.canary_stands()
+    _on_both_flavours(server, url, scenario)
 
 
 #: Every sql_mode flag of MariaDB 10.11 and MySQL 8 that is not a combination, at once.
@@ -189,9 +198,4 @@ def test_every_sql_mode_keeps_names_exact_and_exclusive(
             await asyncio.to_thread(sync_lock.release, name)
         assert server.names() == []
 
-    run_both_flavours(
-        DatabaseLeaseLock(url, table=server.table),
-        AsyncDatabaseLeaseLock(url, table=server.table),
-        scenario,
-    )
-    assert server.canary_stands()
+    _on_both_flavours(server, url, scenario)

@@ -46,6 +46,18 @@ def database(tmp_path: Path) -> str:
 
 
 @pytest.fixture
+def locks(database: str) -> Iterator[tuple[DatabaseLeaseLock, DatabaseLeaseLock]]:
+    """Two nodes' locks on the database, closed after the case."""
+    lock, other = (
+        DatabaseLeaseLock(f"sqlite:///{database}"),
+        DatabaseLeaseLock(f"sqlite:///{database}"),
+    )
+    yield lock, other
+    other.close()
+    lock.close()
+
+
+@pytest.fixture
 def statements() -> Iterator[list[str]]:
     with sqlite_statements() as seen:
         yield seen
@@ -68,60 +80,50 @@ def _rows(path: str, names: list[str]) -> dict[str, tuple[str, int | None]]:
 
 
 def test_a_fenced_batch_is_two_statements_and_each_row_its_holdings(
-    database: str, statements: list[str]
+    database: str, locks: tuple[DatabaseLeaseLock, DatabaseLeaseLock], statements: list[str]
 ) -> None:
-    lock = DatabaseLeaseLock(f"sqlite:///{database}")
-    other = DatabaseLeaseLock(f"sqlite:///{database}")
-    try:
-        assert lock.batch_acquires
-        names = fresh_names("batch-fenced", 5)
-        assert other.try_acquire(names[2], 30)
-        statements.clear()
-        holdings = lock.acquire_many([(name, 30) for name in names], fenced=True)
-        # A new connection's setup (pragmas) aside, the batch is its two inserts.
-        sent = [sql for sql in statements if not sql.upper().startswith("PRAGMA")]
-        assert _count(sent, "INSERT") == len(sent) == 2, sent
-        assert holdings[2] is None, holdings
-        won = [holding for holding in holdings if isinstance(holding, Holding)]
-        assert [holding.name for holding in won] == [*names[:2], *names[3:]]
-        rows = _rows(database, names)
-        for holding in won:
-            assert rows[holding.name] == (holding.owner, holding.fence), holding
-            assert holding.fence is not None
-        assert rows[names[2]][1] is None, "a lease not won was counted"
-        assert rows[names[2]][0] != won[0].owner
-        again = lock.acquire_many([(names[0], 30)], fenced=True)
-        assert again == [None], "a held name was taken again"
-    finally:
-        other.close()
-        lock.close()
+    lock, other = locks
+    assert lock.batch_acquires
+    names = fresh_names("batch-fenced", 5)
+    assert other.try_acquire(names[2], 30)
+    statements.clear()
+    holdings = lock.acquire_many([(name, 30) for name in names], fenced=True)
+    # A new connection's setup (pragmas) aside, the batch is its two inserts.
+    sent = [sql for sql in statements if not sql.upper().startswith("PRAGMA")]
+    assert _count(sent, "INSERT") == len(sent) == 2, sent
+    assert holdings[2] is None, holdings
+    won = [holding for holding in holdings if isinstance(holding, Holding)]
+    assert [holding.name for holding in won] == [*names[:2], *names[3:]]
+    rows = _rows(database, names)
+    for holding in won:
+        assert rows[holding.name] == (holding.owner, holding.fence), holding
+        assert holding.fence is not None
+    assert rows[names[2]][1] is None, "a lease not won was counted"
+    assert rows[names[2]][0] != won[0].owner
+    again = lock.acquire_many([(names[0], 30)], fenced=True)
+    assert again == [None], "a held name was taken again"
 
 
 def test_waiting_releases_are_one_delete_each_answered(
-    database: str, statements: list[str]
+    database: str, locks: tuple[DatabaseLeaseLock, DatabaseLeaseLock], statements: list[str]
 ) -> None:
-    lock = DatabaseLeaseLock(f"sqlite:///{database}")
-    other = DatabaseLeaseLock(f"sqlite:///{database}")
-    try:
-        names = fresh_names("batch-releases", 12)
-        lapsed, _, holdings = one_lapsed_among_held(lock, other, names)
-        releases = lock._releases
-        assert releases is not None
-        everything = [lapsed, *holdings]
-        send_as_one_group(
-            releases,
-            [partial(lock.release_holding, holding) for holding in everything],
-            before_sending=statements.clear,
-        )
-        assert _count(statements, "DELETE") == 1, statements
-        assert lapsed.lost
-        assert not any(holding.lost for holding in holdings)
-        rows = _rows(database, names)
-        assert list(rows) == [names[0]], "every released lease is gone; the other's stays"
-        assert rows[names[0]][0] != lapsed.owner
-    finally:
-        other.close()
-        lock.close()
+    lock, other = locks
+    names = fresh_names("batch-releases", 12)
+    lapsed, _, holdings = one_lapsed_among_held(lock, other, names)
+    releases = lock._releases
+    assert releases is not None
+    everything = [lapsed, *holdings]
+    send_as_one_group(
+        releases,
+        [partial(lock.release_holding, holding) for holding in everything],
+        before_sending=statements.clear,
+    )
+    assert _count(statements, "DELETE") == 1, statements
+    assert lapsed.lost
+    assert not any(holding.lost for holding in holdings)
+    rows = _rows(database, names)
+    assert list(rows) == [names[0]], "every released lease is gone; the other's stays"
+    assert rows[names[0]][0] != lapsed.owner
 
 
 def test_a_batch_longer_than_a_statement_is_sent_in_parts_and_takes_every_name(
