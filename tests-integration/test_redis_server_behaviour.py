@@ -148,16 +148,21 @@ def test_the_fence_counter_never_expires(
     redis_client.delete(RedisLock.fence_key(name))
 
 
-def test_a_client_with_decoded_responses_works(redis_url: str, name: str) -> None:
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
-    lock, other = RedisLock(client), RedisLock(redis_url)
-    token = lock.try_acquire_fenced(name, 30)
-    assert isinstance(token, int)
+def _still_held_renewed_and_released(lock: RedisLock, other: RedisLock, name: str) -> None:
+    """`lock` holds `name`: `other` is refused, `lock` renews it, and its release frees it."""
     assert other.try_acquire(name, 30) is False
     assert lock.renew(name, 30)
     lock.release(name)
     assert other.try_acquire(name, 30)
     other.release(name)
+
+
+def test_a_client_with_decoded_responses_works(redis_url: str, name: str) -> None:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    lock, other = RedisLock(client), RedisLock(redis_url)
+    token = lock.try_acquire_fenced(name, 30)
+    assert isinstance(token, int)
+    _still_held_renewed_and_released(lock, other, name)
     client.close()
 
 
@@ -169,13 +174,9 @@ def test_a_connection_the_server_dropped_is_replaced_and_the_lease_survives(
     assert lock.try_acquire(name, 30)
     # Kill only this test's own connection (the pool hands the same one back).
     assert redis_client.client_kill_filter(_id=str(client.client_id())) == 1
-    # A lease lives in the key, not in the connection: the lock is still held...
-    assert other.try_acquire(name, 30) is False
-    # ...and the holder's next call gets a fresh connection instead of an error.
-    assert lock.renew(name, 30)
-    lock.release(name)
-    assert other.try_acquire(name, 30)
-    other.release(name)
+    # A lease lives in the key, not in the connection: the lock is still held, and the
+    # holder's next call gets a fresh connection instead of an error.
+    _still_held_renewed_and_released(lock, other, name)
     client.close()
 
 
