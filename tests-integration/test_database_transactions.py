@@ -81,6 +81,13 @@ def _count_savepoint_rollbacks(connection: Connection) -> list[str]:
     return rolled_back
 
 
+def _the_transaction_goes_on(db: Database, connection: Connection) -> None:
+    """The caller's transaction (row 1 in it) takes row 2 and commits both."""
+    connection.execute(insert(db.app_rows).values(id=2))
+    connection.commit()
+    assert db.committed_ids() == [1, 2]
+
+
 def test_a_refused_acquire_leaves_the_callers_transaction_usable(db: Database) -> None:
     holder = db.node()
     assert holder.try_acquire("report", 30)
@@ -89,9 +96,7 @@ def test_a_refused_acquire_leaves_the_callers_transaction_usable(db: Database) -
         lock = DatabaseLeaseLock(connection, table=db.table)
         assert lock.try_acquire("report", 30) is False
         assert connection.in_transaction()
-        connection.execute(insert(db.app_rows).values(id=2))
-        connection.commit()
-    assert db.committed_ids() == [1, 2]
+        _the_transaction_goes_on(db, connection)
     holder.close()
 
 
@@ -140,9 +145,7 @@ def test_postgres_serialization_failure_is_a_lost_race_inside_a_savepoint(
         # ("could not serialize access"), and only the savepoint is rolled back.
         assert lock.try_acquire("report", 30) is False
         assert len(rolled_back) == 1
-        connection.execute(insert(db.app_rows).values(id=2))
-        connection.commit()
-    assert db.committed_ids() == [1, 2]
+        _the_transaction_goes_on(db, connection)
     other.close()
 
 
