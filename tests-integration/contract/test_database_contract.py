@@ -13,10 +13,10 @@ change how SQL text is read (`session_settings`), read back on default sessions.
 from __future__ import annotations
 
 import sys
-import uuid
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
@@ -27,11 +27,13 @@ from firefly_scheduling.testing import (
     LockContract,
 )
 from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
-from firefly_scheduling_database.engine import lock_engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # fresh_tables
 from server_readers import LeaseTableReader
 from session_settings import MYSQL_SETTINGS, POSTGRES_SETTINGS, with_setting
+
+from fresh_tables import installed_lease_table
 
 PASSWORD = "database-contract-secret"
 
@@ -47,15 +49,8 @@ class _LeaseTable:
     @pytest.fixture(scope="class")
     @classmethod
     def lease_table(cls, database_url: str) -> Iterator[str]:
-        table = f"ff_contract_{uuid.uuid4().hex[:12]}"
-        installer = DatabaseLeaseLock(database_url, table=table)
-        installer.install()
-        yield table
-        engine = lock_engine(database_url)
-        for created in installer.tables.all:
-            created.drop(engine)
-        engine.dispose()
-        installer.close()
+        with installed_lease_table(database_url, "ff_contract") as table:
+            yield table
 
     @pytest.fixture
     def server_reader(self, database_url: str, lease_table: str) -> Iterator[LeaseTableReader]:
@@ -65,21 +60,29 @@ class _LeaseTable:
 
 
 class _Locks(_LeaseTable):
-    """Both flavours' locks on the class's table."""
+    """The flavour's locks on the class's table, next to the synchronous lock on it."""
+
+    lock_class: ClassVar[type[DatabaseLeaseLock] | type[AsyncDatabaseLeaseLock]] = DatabaseLeaseLock
+    #: A URL of the class's kind whose port is closed on loopback (none for SQLite).
+    unreachable_url: ClassVar[str | None] = None
 
     @pytest.fixture
-    def lock_factory(self, database_url: str, lease_table: str) -> partial[DatabaseLeaseLock]:
-        return partial(DatabaseLeaseLock, database_url, table=lease_table)
+    def lock_factory(self, database_url: str, lease_table: str) -> partial[Any]:
+        return partial(self.lock_class, database_url, table=lease_table)
 
     @pytest.fixture
     def sync_lock_factory(self, database_url: str, lease_table: str) -> partial[DatabaseLeaseLock]:
         return partial(DatabaseLeaseLock, database_url, table=lease_table)
 
+    @pytest.fixture
+    def unreachable_lock(self) -> tuple[Any, str]:
+        if self.unreachable_url is None:
+            pytest.skip("backend has no network address")
+        return self.lock_class(self.unreachable_url), PASSWORD
+
 
 class _AsyncLocks(_Locks):
-    @pytest.fixture
-    def lock_factory(self, database_url: str, lease_table: str) -> partial[AsyncDatabaseLeaseLock]:
-        return partial(AsyncDatabaseLeaseLock, database_url, table=lease_table)
+    lock_class = AsyncDatabaseLeaseLock
 
 
 class DatabaseLeaseLockContract(_Locks, LockContract):
@@ -90,66 +93,56 @@ class AsyncDatabaseLeaseLockContract(_AsyncLocks, AsyncLockContract):
     """The asyncio contract for one database, next to the synchronous lock on it."""
 
 
-class TestSqliteDatabaseLeaseLockContract(DatabaseLeaseLockContract):
+class _Sqlite:
     @pytest.fixture(scope="class")
     @classmethod
     def database_url(cls, tmp_path_factory: pytest.TempPathFactory) -> str:
         # A file, not :memory:, so the process fuzz's processes share the database.
         path: Path = tmp_path_factory.mktemp("sqlite-contract") / "locks.sqlite"
-        return f"sqlite:///{path}"
+        return f"sqlite:///{path}"  # the sync spelling: mapped to aiosqlite for asyncio
 
 
-class TestPostgresDatabaseLeaseLockContract(DatabaseLeaseLockContract):
+class _Postgres:
+    # Port 1 on loopback is closed: the connection is refused at once.
+    unreachable_url: ClassVar[str | None] = f"postgresql://app:{PASSWORD}@127.0.0.1:1/app"
+
     @pytest.fixture(scope="class")
     @classmethod
     def database_url(cls, postgres_url: str) -> str:
-        return postgres_url  # a plain postgresql:// URL: the lock maps it to psycopg 3
-
-    @pytest.fixture
-    def unreachable_lock(self) -> tuple[DatabaseLeaseLock, str]:
-        # Port 1 on loopback is closed: the connection is refused at once.
-        return DatabaseLeaseLock(f"postgresql://app:{PASSWORD}@127.0.0.1:1/app"), PASSWORD
+        return postgres_url  # plain postgresql://: psycopg 3, or its async connection
 
 
-class TestMariaDbDatabaseLeaseLockContract(DatabaseLeaseLockContract):
+class _MariaDb:
+    unreachable_url: ClassVar[str | None] = f"mysql://app:{PASSWORD}@127.0.0.1:1/app"
+
     @pytest.fixture(scope="class")
     @classmethod
     def database_url(cls, mysql_url: str) -> str:
-        return mysql_url  # a plain mysql:// URL: the lock maps it to PyMySQL
-
-    @pytest.fixture
-    def unreachable_lock(self) -> tuple[DatabaseLeaseLock, str]:
-        return DatabaseLeaseLock(f"mysql://app:{PASSWORD}@127.0.0.1:1/app"), PASSWORD
+        return mysql_url  # plain mysql://: PyMySQL, or asyncmy
 
 
-class TestSqliteAsyncDatabaseLeaseLockContract(AsyncDatabaseLeaseLockContract):
-    @pytest.fixture(scope="class")
-    @classmethod
-    def database_url(cls, tmp_path_factory: pytest.TempPathFactory) -> str:
-        path: Path = tmp_path_factory.mktemp("sqlite-async-contract") / "locks.sqlite"
-        return f"sqlite:///{path}"  # the sync spelling: mapped to aiosqlite
+class TestSqliteDatabaseLeaseLockContract(_Sqlite, DatabaseLeaseLockContract):
+    pass
 
 
-class TestPostgresAsyncDatabaseLeaseLockContract(AsyncDatabaseLeaseLockContract):
-    @pytest.fixture(scope="class")
-    @classmethod
-    def database_url(cls, postgres_url: str) -> str:
-        return postgres_url  # plain postgresql://: mapped to psycopg's async connection
-
-    @pytest.fixture
-    def unreachable_lock(self) -> tuple[AsyncDatabaseLeaseLock, str]:
-        return AsyncDatabaseLeaseLock(f"postgresql://app:{PASSWORD}@127.0.0.1:1/app"), PASSWORD
+class TestPostgresDatabaseLeaseLockContract(_Postgres, DatabaseLeaseLockContract):
+    pass
 
 
-class TestMariaDbAsyncDatabaseLeaseLockContract(AsyncDatabaseLeaseLockContract):
-    @pytest.fixture(scope="class")
-    @classmethod
-    def database_url(cls, mysql_url: str) -> str:
-        return mysql_url  # plain mysql://: mapped to asyncmy
+class TestMariaDbDatabaseLeaseLockContract(_MariaDb, DatabaseLeaseLockContract):
+    pass
 
-    @pytest.fixture
-    def unreachable_lock(self) -> tuple[AsyncDatabaseLeaseLock, str]:
-        return AsyncDatabaseLeaseLock(f"mysql://app:{PASSWORD}@127.0.0.1:1/app"), PASSWORD
+
+class TestSqliteAsyncDatabaseLeaseLockContract(_Sqlite, AsyncDatabaseLeaseLockContract):
+    pass
+
+
+class TestPostgresAsyncDatabaseLeaseLockContract(_Postgres, AsyncDatabaseLeaseLockContract):
+    pass
+
+
+class TestMariaDbAsyncDatabaseLeaseLockContract(_MariaDb, AsyncDatabaseLeaseLockContract):
+    pass
 
 
 class _MariaDbSettings:
