@@ -84,10 +84,20 @@ def checked(
 ) -> CheckReport:
     """`check` of `events`; the history is what the runner would have recorded for
     them (`recorded_as_run`), with `history`'s records in place of its own."""
-    events = sorted(events, key=lambda e: int(e["t"]))
     recorded = recorded_as_run(events) | (history or {})
+    return checked_against(events, recorded, volatile_server=volatile_server)
+
+
+def checked_against(
+    events: list[dict[str, Any]],
+    history: dict[HistoryKey, HistoryRow],
+    *,
+    volatile_server: bool = False,
+) -> CheckReport:
+    """`check` of `events` against exactly `history` (a record left out stays out)."""
+    events = sorted(events, key=lambda e: int(e["t"]))
     return check(
-        events, recorded, SCHEDULES, WINDOW, ended=mono_at(60), volatile_server=volatile_server
+        events, history, SCHEDULES, WINDOW, ended=mono_at(60), volatile_server=volatile_server
     )
 
 

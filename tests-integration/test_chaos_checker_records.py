@@ -10,10 +10,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from chaos_evidence import (
-    SCHEDULES,
     T0,
-    WINDOW,
     checked,
+    checked_against,
     every_fire_ran,
     mono_at,
     recorded_as_run,
@@ -22,7 +21,6 @@ from chaos_evidence import (
     run,
     server_restart,
 )
-from chaos_harness.checker import check
 from chaos_harness.history import HistoryRow, key_of
 
 FIRE_1 = key_of("app:a", T0 + timedelta(seconds=1))
@@ -44,9 +42,7 @@ def test_a_run_with_no_record_or_a_skip_is_a_violation() -> None:
     events += run(1, 1.01, 1.02, token=2)
     history = recorded_as_run(events)
     del history[FIRE_1]
-    report = check(
-        sorted(events, key=lambda e: int(e["t"])), history, SCHEDULES, WINDOW, ended=mono_at(60)
-    )
+    report = checked_against(events, history)
     assert rules(report) == ["recorded"]
     assert "no record" in report.violations[0].message
     report = checked(events, {FIRE_1: _row("skipped", token=None)})
@@ -72,9 +68,7 @@ def test_a_run_whose_node_was_killed_before_its_verdict_may_be_unrecorded() -> N
     events.append({"ev": "kill", "t": mono_at(1.03), "pid": 0, "victim": 1, "node": "n1"})
     history = recorded_as_run(events)
     del history[FIRE_1]
-    report = check(
-        sorted(events, key=lambda e: int(e["t"])), history, SCHEDULES, WINDOW, ended=mono_at(60)
-    )
+    report = checked_against(events, history)
     assert rules(report) == []
     assert rules(checked(events, {FIRE_1: _row("running")})) == []
 
