@@ -37,6 +37,9 @@ from firefly_scheduling_mysql.url import connection_arguments
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grouped_senders import finishes_as_one_group
 
+#: Counts or changes what the whole server does: runs alone under xdist.
+pytestmark = pytest.mark.server_wide
+
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 PASSWORD = "s3cret-driver-pw"
 
