@@ -129,5 +129,5 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         yield
     finally:
         # Held to the module's last test: its module fixtures may keep a server changed.
-        if nextitem is None or nextitem.module is not item.module:
+        if nextitem is None or nextitem.path != item.path:
             _held.pop("module").close()
