@@ -81,13 +81,14 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
-# -- tests that read or change a whole server run alone ------------------------------
+# -- tests that must run alone ------------------------------------------------------
 #
-# A test marked `server_wide` counts what a whole server did (INFO commandstats,
-# etcd's revision, MySQL's general log) or changes it for everyone (SCRIPT FLUSH,
-# CLIENT PAUSE). Under xdist, every test holds a shared file lock while it runs and a
-# `server_wide` module holds it exclusively, from its first test to its last, so no
-# other worker's test runs beside it. A turnstile taken before either keeps waiting
+# A test marked `alone` counts what a whole server did (INFO commandstats, etcd's
+# revision, MySQL's general log), changes it for everyone (SCRIPT FLUSH, CLIENT
+# PAUSE), or measures how a fleet keeps time on this machine. Under xdist, every
+# test holds a shared file lock while it runs, and an `alone` module holds it
+# exclusively, from its first test to its last, so no other worker's test runs
+# beside it. A turnstile taken before either keeps waiting
 # exclusive holders from being starved by a stream of shared ones.
 
 _LOCK_DIRECTORY = Path(tempfile.gettempdir())
@@ -114,7 +115,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         yield
         return
-    if "module" not in _held and item.get_closest_marker("server_wide") is None:
+    if "module" not in _held and item.get_closest_marker("alone") is None:
         with _flocked("turnstile", fcntl.LOCK_EX):
             pass
         with _flocked("run", fcntl.LOCK_SH):

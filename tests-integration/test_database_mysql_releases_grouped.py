@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grouped_senders import send_as_one_group
 
 #: Counts or changes what the whole server does: runs alone under xdist.
-pytestmark = pytest.mark.server_wide
+pytestmark = pytest.mark.alone
 
 COUNT = 12
 #: The message of the test trigger's SIGNAL, which every caller of the failed group sees.

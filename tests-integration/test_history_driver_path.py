@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grouped_senders import finishes_as_one_group
 
 #: Counts or changes what the whole server does: runs alone under xdist.
-pytestmark = pytest.mark.server_wide
+pytestmark = pytest.mark.alone
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 PASSWORD = "s3cret-driver-pw"

@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from session_killers import mysql_killer, pg_killer
 
 #: Counts or changes what the whole server does: runs alone under xdist.
-pytestmark = pytest.mark.server_wide
+pytestmark = pytest.mark.alone
 
 COUNT = 12
 
