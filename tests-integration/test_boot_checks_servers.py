@@ -136,7 +136,7 @@ def test_a_backend_that_answers_within_the_wait_lets_run_boot(
     server = urlsplit(redis_url)
     proxy = FaultyProxy(server.hostname or "127.0.0.1", server.port or 6379).start()
     try:
-        proxy.blackhole(5.0)  # every request dropped: the server "is not up yet"
+        proxy.blackhole(120.0)  # every request dropped: the server "is not up yet"
         env = provider_env("redis", with_port(redis_url, proxy.port), tmp_path)
         node = start_node(
             "run",
@@ -147,6 +147,10 @@ def test_a_backend_that_answers_within_the_wait_lets_run_boot(
             args=("--wait-for-backend", "30"),
         )
         try:
+            # The server comes up only once the node has said it waits for it, however
+            # slowly the node started.
+            node.wait_for_output("does not answer yet", timeout=45)
+            proxy.blackhole(0.0)
             deadline = time.monotonic() + 45
             while not read_runs(tmp_path / "runs.log") and time.monotonic() < deadline:
                 time.sleep(0.2)

@@ -23,7 +23,8 @@ from chaos import run_all
 from chaos_harness.run import SetupResult, table
 from chaos_harness.setups import SETUPS
 
-pytestmark = pytest.mark.slow
+#: Its timing depends on the machine's load: runs alone under xdist.
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 SEED = 8
 FAULT_SECONDS = 45.0

@@ -47,6 +47,9 @@ from firefly_scheduling_mysql.url import connection_arguments
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grouped_senders import fresh_names, held, one_lapsed_among_held, send_as_one_group
 
+#: Counts or changes what the whole server does: runs alone under xdist.
+pytestmark = pytest.mark.alone
+
 COUNT = 12
 #: The message of the test trigger's SIGNAL, which every caller of the failed group sees.
 REFUSED = "release refused by the test trigger"

@@ -40,6 +40,9 @@ from firefly_scheduling_etcd.url import parse_url
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grouped_senders import send_as_one_group
 
+#: Counts or changes what the whole server does: runs alone under xdist.
+pytestmark = pytest.mark.alone
+
 
 @pytest.fixture
 def gateway(etcd_url: str) -> Iterator[httpx.Client]:

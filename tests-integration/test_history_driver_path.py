@@ -37,6 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fresh_tables import installed_history
 from grouped_senders import finishes_as_one_group
 
+#: Counts or changes what the whole server does: runs alone under xdist.
+pytestmark = pytest.mark.alone
+
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 PASSWORD = "s3cret-driver-pw"
 

@@ -33,6 +33,9 @@ from firefly_scheduling_redis import AsyncRedisLock, RedisLock, protocol
 from firefly_scheduling_redis.primaries import send_by_primary
 from firefly_scheduling_redis.url import parse_url
 
+#: Counts or changes what the whole server does: runs alone under xdist.
+pytestmark = pytest.mark.alone
+
 Answers = list[Holding | LockBackendError | None]
 #: Acquire a batch fenced through a fresh lock of one flavour, and release what it won.
 Batch = Callable[[Sequence[str]], Answers]

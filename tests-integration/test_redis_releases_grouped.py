@@ -36,6 +36,9 @@ from firefly_scheduling_redis.url import parse_url
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grouped_senders import send_as_one_group
 
+#: Counts or changes what the whole server does: runs alone under xdist.
+pytestmark = pytest.mark.alone
+
 COUNT = 12
 
 

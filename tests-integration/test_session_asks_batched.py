@@ -39,6 +39,9 @@ from firefly_scheduling_postgres import protocol as pg_sql
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from session_killers import mysql_killer, pg_killer
 
+#: Counts or changes what the whole server does: runs alone under xdist.
+pytestmark = pytest.mark.alone
+
 COUNT = 12
 
 

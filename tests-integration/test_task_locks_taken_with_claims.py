@@ -401,6 +401,7 @@ def test_a_database_batch_that_meets_another_transaction_loses_only_that_name(
         lock.close()
 
 
+@pytest.mark.alone
 def test_a_redis_batch_sent_to_a_server_that_forgot_the_script_loads_it_and_wins(
     redis_url: str,
 ) -> None:
