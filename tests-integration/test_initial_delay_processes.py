@@ -1,8 +1,10 @@
 """The initial delay across real `tick` processes, each one a fresh process as under cron.
 
-The delayed app's task is due every minute with a 5 s `initial_delay`. The first
+The delayed app's task is due every minute with a 15 s `initial_delay`. The first
 tick process anchors the window; one starting 2 s after the anchor does not run the
-task; one starting after the window does. Three stores run the sequence at once.
+task; one starting after the window does. Three stores run the sequence at once. The
+window is long so that a process start-up on a loaded machine (the suite runs in
+parallel workers) still falls inside it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from firefly_scheduling_redis.anchor_store import create_anchor_store as redis_s
 pytestmark = pytest.mark.slow
 
 TARGET = "firefly_hostapps.delayed:warm_up"
-DELAY = 5.0
+#: Long enough for two process start-ups on a loaded machine to fall inside it.
+DELAY = 15.0
 
 
 def _tick(workdir: Path, env: dict[str, str], name: str, fires: Path) -> tuple[str, Node]:
@@ -125,14 +128,12 @@ def test_a_new_release_re_arms_the_window_once(tmp_path: Path, redis_url: str) -
             FIREFLY_SCHEDULING_LOCK_REDIS_URL=redis_url,
             FIREFLY_SCHEDULING_INITIAL_DELAY_RELEASE=release,
             FIREFLY_HOSTAPP_LOG=str(tmp_path / "runs.log"),
-            # Long enough that the two ticks of the new release (two process start-ups
-            # on a loaded machine) both fall inside the re-armed window.
-            FIREFLY_HOSTAPP_INITIAL_DELAY="6",
+            FIREFLY_HOSTAPP_INITIAL_DELAY=str(DELAY),
         )
 
     old, new = f"old-{uuid.uuid4().hex}", f"new-{uuid.uuid4().hex}"
     first, _ = _tick(tmp_path, env_for(old), "old-1", fires)
-    time.sleep(6.5)
+    time.sleep(DELAY + 0.5)
     second, _ = _tick(tmp_path, env_for(old), "old-2", fires)
     third, rearming = _tick(tmp_path, env_for(new), "new-1", fires)
     fourth, following = _tick(tmp_path, env_for(new), "new-2", fires)
