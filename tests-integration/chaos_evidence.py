@@ -7,12 +7,9 @@ the task bodies and the harness would append) and a history, and assert the verd
 
 from __future__ import annotations
 
-import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from chaos_harness.checker import CheckReport, Window, check
 from chaos_harness.history import HistoryKey, HistoryRow, key_of
 

@@ -26,7 +26,6 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from firefly_hostapps.harness import HOST_APPS, node_env, read_runs, start_node
 
 from chaos_harness.proxy import FaultyProxy

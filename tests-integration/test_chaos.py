@@ -12,13 +12,10 @@ real outcome.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from chaos import run_all
 from chaos_harness.run import SetupResult, table
 from chaos_harness.setups import SETUPS

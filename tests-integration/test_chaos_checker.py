@@ -13,7 +13,6 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from chaos_evidence import T0, checked, every_fire_ran, mono_at, refused_start, rules, run
 from chaos_harness.checker import normalise_reason
 from chaos_harness.history import HistoryRow, key_of

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from chaos_evidence import T0, checked, every_fire_ran, mono_at, rules, run, server_restart
 from chaos_harness.checker import CheckReport
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from chaos_evidence import (
     T0,
     checked,

@@ -15,15 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 from chaos_harness.proxy import FaultyProxy
 

@@ -33,14 +33,10 @@ import pymysql
 import pytest
 from sqlalchemy.engine import make_url
 
-from firefly_scheduling.fires.outcome import Fire
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-
 from chaos_harness.evidence import EvidenceLog, read_events
 from chaos_harness.proxy import FaultyProxy
 from firefly_scheduling import current_fire
-from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling_database.sql_history.store import SqlRunHistory

@@ -12,12 +12,8 @@ statement on its fifth use) is not taken for the per-fire cost.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from round_trips import BACKENDS, Counts, measure
 
 FIRES = 8

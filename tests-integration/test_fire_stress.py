@@ -12,12 +12,8 @@ benchmark reports them), so the bound is loose. No timing is asserted.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from stress import StressReport, run_stress
 
 #: Its timing depends on the machine's load: runs alone under xdist.
