@@ -26,18 +26,21 @@ Limits, stated once here and in the docs page:
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import ClassVar, TypeVar
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, ClassVar, TypeVar
 
 from firefly_scheduling.concurrency.grouped import GroupedCalls
 from firefly_scheduling.concurrency.pool_gate import PoolGate
 from firefly_scheduling.concurrency.pool_size import chosen_pool_size
 from firefly_scheduling.locks.base import BaseLock, new_owner_token
+from firefly_scheduling.locks.waiting import NOTIFIED_RECHECK_SECONDS, Backoff
 from firefly_scheduling_etcd import batch_leases, messages, protocol
 from firefly_scheduling_etcd.batch_holdings import BatchHoldings
 from firefly_scheduling_etcd.gateway import GatewayConnection
 from firefly_scheduling_etcd.messages import EtcdServerError
 from firefly_scheduling_etcd.protocol import Operation
+from firefly_scheduling_etcd.release_watch import ReleaseWatch
 from firefly_scheduling_etcd.url import parse_url
 
 T = TypeVar("T")
@@ -82,6 +85,8 @@ class EtcdLock(BaseLock):
         #: The connections not lent out; an operation holding a slot of the gate takes one.
         self._idle = [GatewayConnection(member, context) for _ in range(self.pool_size)]
         self._connections = tuple(self._idle)
+        #: The waiters' one watch of the lock keys' deletions (`_release_signal`).
+        self._watch = ReleaseWatch(member, context)
         #: The holdings still on the lease of the batch they were taken in.
         self._batch_holdings = BatchHoldings()
         #: Releases of batch holdings waiting for one another, sent together.
@@ -153,7 +158,19 @@ class EtcdLock(BaseLock):
             self._batch_holdings.put_back(owner, deadline)  # where its key is is unknown
             raise
 
+    @contextmanager
+    def _release_signal(self, name: str, wake: Any) -> Iterator[None]:
+        """Woken by the deletion of the name's key: a release or an expiry (`release_watch`)."""
+        with self._watch.watching(protocol.lock_key(name), wake):
+            yield
+
+    def _pause_after_loss(self, name: str, backoff: Backoff) -> float:
+        """Watched: until the key's deletion wakes the waiter, at most
+        `NOTIFIED_RECHECK_SECONDS`; else (no watch) the backoff's next pause."""
+        return NOTIFIED_RECHECK_SECONDS if self._watch.live else backoff.next()
+
     def _close(self) -> None:
+        self._watch.close()
         for connection in self._connections:
             connection.close()
 

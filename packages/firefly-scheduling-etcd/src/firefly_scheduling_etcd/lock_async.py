@@ -27,22 +27,26 @@ Limits, stated once here and in the docs page:
 # async-to-sync: rename AsyncPoolGate PoolGate
 # async-to-sync: rename grouped_async grouped
 # async-to-sync: rename AsyncGroupedCalls GroupedCalls
+# async-to-sync: rename AsyncReleaseWatch ReleaseWatch
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import ClassVar, TypeVar
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, ClassVar, TypeVar
 
 from firefly_scheduling.concurrency.grouped_async import AsyncGroupedCalls
 from firefly_scheduling.concurrency.pool_gate_async import AsyncPoolGate
 from firefly_scheduling.concurrency.pool_size import chosen_pool_size
 from firefly_scheduling.locks.base_async import AsyncBaseLock, new_owner_token
+from firefly_scheduling.locks.waiting_async import NOTIFIED_RECHECK_SECONDS, Backoff
 from firefly_scheduling_etcd import batch_leases, messages, protocol
 from firefly_scheduling_etcd.asyncio_gateway import AsyncGatewayConnection
 from firefly_scheduling_etcd.batch_holdings import BatchHoldings
 from firefly_scheduling_etcd.messages import EtcdServerError
 from firefly_scheduling_etcd.protocol import Operation
+from firefly_scheduling_etcd.release_watch_async import AsyncReleaseWatch
 from firefly_scheduling_etcd.url import parse_url
 
 T = TypeVar("T")
@@ -87,6 +91,8 @@ class AsyncEtcdLock(AsyncBaseLock):
         #: The connections not lent out; an operation holding a slot of the gate takes one.
         self._idle = [AsyncGatewayConnection(member, context) for _ in range(self.pool_size)]
         self._connections = tuple(self._idle)
+        #: The waiters' one watch of the lock keys' deletions (`_release_signal`).
+        self._watch = AsyncReleaseWatch(member, context)
         #: The holdings still on the lease of the batch they were taken in.
         self._batch_holdings = BatchHoldings()
         #: Releases of batch holdings waiting for one another, sent together.
@@ -158,7 +164,19 @@ class AsyncEtcdLock(AsyncBaseLock):
             self._batch_holdings.put_back(owner, deadline)  # where its key is is unknown
             raise
 
+    @asynccontextmanager
+    async def _release_signal(self, name: str, wake: Any) -> AsyncIterator[None]:
+        """Woken by the deletion of the name's key: a release or an expiry (`release_watch`)."""
+        async with self._watch.watching(protocol.lock_key(name), wake):
+            yield
+
+    async def _pause_after_loss(self, name: str, backoff: Backoff) -> float:
+        """Watched: until the key's deletion wakes the waiter, at most
+        `NOTIFIED_RECHECK_SECONDS`; else (no watch) the backoff's next pause."""
+        return NOTIFIED_RECHECK_SECONDS if self._watch.live else backoff.next()
+
     async def _close(self) -> None:
+        await self._watch.aclose()
         for connection in self._connections:
             await connection.aclose()
 

@@ -25,15 +25,12 @@ import redis.cluster
 
 from firefly_scheduling.concurrency.pool_gate import PoolGate, gated
 from firefly_scheduling.locks.base import BaseLock
-from firefly_scheduling.locks.waiting import Backoff
+from firefly_scheduling.locks.waiting import NOTIFIED_RECHECK_SECONDS, Backoff
 from firefly_scheduling_redis import protocol
 from firefly_scheduling_redis.client import subscriber_connection
 from firefly_scheduling_redis.release_listener import ReleaseListener
 
 Client = redis.Redis | redis.cluster.RedisCluster
-#: Longest a notified waiter sleeps before trying again, if no release wakes it (a
-#: holder renewing its lease, or an older node whose release publishes nothing).
-NOTIFIED_RECHECK_SECONDS = 2.0
 
 
 class NotifiedWaiting(BaseLock):

@@ -29,15 +29,12 @@ import redis.asyncio.cluster  # sync: import redis.cluster
 
 from firefly_scheduling.concurrency.pool_gate_async import AsyncPoolGate, gated
 from firefly_scheduling.locks.base_async import AsyncBaseLock
-from firefly_scheduling.locks.waiting_async import Backoff
+from firefly_scheduling.locks.waiting_async import NOTIFIED_RECHECK_SECONDS, Backoff
 from firefly_scheduling_redis import protocol
 from firefly_scheduling_redis.client import subscriber_connection
 from firefly_scheduling_redis.release_listener_async import AsyncReleaseListener
 
 Client = redis.asyncio.Redis | redis.asyncio.RedisCluster
-#: Longest a notified waiter sleeps before trying again, if no release wakes it (a
-#: holder renewing its lease, or an older node whose release publishes nothing).
-NOTIFIED_RECHECK_SECONDS = 2.0
 
 
 class AsyncNotifiedWaiting(AsyncBaseLock):

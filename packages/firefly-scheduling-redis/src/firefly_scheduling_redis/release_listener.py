@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeAlias
 
+from firefly_scheduling.locks.waiting import wait_at_most
+
 logger = logging.getLogger("firefly_scheduling.locks")
 
 #: Opens a connected subscriber connection, or gives None (see `ReleaseListener`).
@@ -68,7 +70,7 @@ class ReleaseListener:
         try:
             confirmed = self._join(channel, wake)
             if confirmed is not None:
-                _wait(confirmed, CONFIRM_SECONDS)
+                wait_at_most(confirmed, CONFIRM_SECONDS)
             yield
         finally:
             self._leave(channel, wake)
@@ -169,10 +171,6 @@ class ReleaseListener:
     def close(self) -> None:
         with self._sending:
             self._drop()
-
-
-def _wait(event: threading.Event, seconds: float) -> None:
-    event.wait(seconds)
 
 
 def _text(value: bytes | str) -> str:

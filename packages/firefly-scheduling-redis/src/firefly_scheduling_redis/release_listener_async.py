@@ -33,6 +33,7 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeAlias
 
 from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
+from firefly_scheduling.locks.waiting_async import wait_at_most
 
 logger = logging.getLogger("firefly_scheduling.locks")
 
@@ -76,7 +77,7 @@ class AsyncReleaseListener:
         try:
             confirmed = await self._join(channel, wake)
             if confirmed is not None:
-                await _wait(confirmed, CONFIRM_SECONDS)
+                await wait_at_most(confirmed, CONFIRM_SECONDS)
             yield
         finally:
             await self._leave(channel, wake)
@@ -185,15 +186,6 @@ class AsyncReleaseListener:
     async def aclose(self) -> None:
         async with self._sending:
             await self._drop()
-
-
-async def _wait(event: asyncio.Event, seconds: float) -> None:
-    if ASYNC:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await event.wait()
-    else:
-        event.wait(seconds)
 
 
 def _text(value: bytes | str) -> str:
