@@ -8,10 +8,11 @@ read (`session_settings`, set through the lock's URL).
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from firefly_scheduling.testing import (
@@ -44,6 +45,25 @@ class _Server:
         reader = AdvisoryLockReader(postgres_url)
         yield reader
         reader.close()
+
+    @pytest.fixture
+    def waiters_on_server(self, postgres_url: str) -> Iterator[Callable[[str], int]]:
+        """Sessions queued for a name's advisory lock (`pg_locks`, not granted), read on a
+        session of its own."""
+        connection = psycopg.connect(postgres_url, autocommit=True)
+
+        def count(name: str) -> int:
+            key = PgAdvisoryLock.key(name) & 0xFFFF_FFFF_FFFF_FFFF  # as the server splits it
+            row = connection.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                " AND classid = %s::oid AND objid = %s::oid",
+                (key >> 32, key & 0xFFFF_FFFF),
+            ).fetchone()
+            assert row is not None
+            return int(row[0])
+
+        yield count
+        connection.close()
 
     @pytest.fixture
     def lease_dropper(self, postgres_url: str) -> Killer:

@@ -14,6 +14,7 @@ import redis
 
 from firefly_scheduling.testing import AsyncLockContract, LockContract
 from firefly_scheduling_redis import AsyncRedisLock, RedisLock
+from firefly_scheduling_redis.protocol import release_channel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from server_readers import RedisReader
@@ -22,6 +23,18 @@ PASSWORD = "redis-contract-secret"
 
 
 class _Server:
+    @pytest.fixture
+    def waiters_on_server(self, redis_url: str) -> Iterator[Callable[[str], int]]:
+        """Subscribers to a name's release channel (`PUBSUB NUMSUB`), from a second client."""
+        client = redis.Redis.from_url(redis_url)
+
+        def count(name: str) -> int:
+            channel = release_channel(name, cluster=False)
+            return sum(int(subscribers) for _, subscribers in client.pubsub_numsub(channel))
+
+        yield count
+        client.close()
+
     @pytest.fixture
     def lease_dropper(self, redis_url: str) -> Iterator[Callable[[str], None]]:
         """Deletes a name's lease key from a second client, as an eviction would."""

@@ -34,7 +34,7 @@ from firefly_scheduling.concurrency.grouped import GroupedCalls
 from firefly_scheduling.concurrency.pool_gate import PoolGate
 from firefly_scheduling.concurrency.pool_size import chosen_pool_size
 from firefly_scheduling.locks.base import BaseLock, new_owner_token
-from firefly_scheduling.locks.waiting import NOTIFIED_RECHECK_SECONDS, Backoff
+from firefly_scheduling.locks.waiting import Backoff
 from firefly_scheduling_etcd import batch_leases, messages, protocol
 from firefly_scheduling_etcd.batch_holdings import BatchHoldings
 from firefly_scheduling_etcd.gateway import GatewayConnection
@@ -68,6 +68,7 @@ class EtcdLock(BaseLock):
     supports_fencing: ClassVar[bool] = True
     renewable: ClassVar[bool] = True
     batch_acquires = True
+    notified_wait: ClassVar[bool] = True
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (
         *GatewayConnection.errors,
         EtcdServerError,
@@ -166,8 +167,8 @@ class EtcdLock(BaseLock):
 
     def _pause_after_loss(self, name: str, backoff: Backoff) -> float:
         """Watched: until the key's deletion wakes the waiter, at most
-        `NOTIFIED_RECHECK_SECONDS`; else (no watch) the backoff's next pause."""
-        return NOTIFIED_RECHECK_SECONDS if self._watch.live else backoff.next()
+        `notified_recheck_seconds`; else (no watch) the backoff's next pause."""
+        return self.notified_recheck_seconds if self._watch.live else backoff.next()
 
     def _close(self) -> None:
         self._watch.close()

@@ -40,7 +40,7 @@ from firefly_scheduling.concurrency.grouped_async import AsyncGroupedCalls
 from firefly_scheduling.concurrency.pool_gate_async import AsyncPoolGate
 from firefly_scheduling.concurrency.pool_size import chosen_pool_size
 from firefly_scheduling.locks.base_async import AsyncBaseLock, new_owner_token
-from firefly_scheduling.locks.waiting_async import NOTIFIED_RECHECK_SECONDS, Backoff
+from firefly_scheduling.locks.waiting_async import Backoff
 from firefly_scheduling_etcd import batch_leases, messages, protocol
 from firefly_scheduling_etcd.asyncio_gateway import AsyncGatewayConnection
 from firefly_scheduling_etcd.batch_holdings import BatchHoldings
@@ -74,6 +74,7 @@ class AsyncEtcdLock(AsyncBaseLock):
     supports_fencing: ClassVar[bool] = True
     renewable: ClassVar[bool] = True
     batch_acquires = True
+    notified_wait: ClassVar[bool] = True
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (
         *AsyncGatewayConnection.errors,
         EtcdServerError,
@@ -172,8 +173,8 @@ class AsyncEtcdLock(AsyncBaseLock):
 
     async def _pause_after_loss(self, name: str, backoff: Backoff) -> float:
         """Watched: until the key's deletion wakes the waiter, at most
-        `NOTIFIED_RECHECK_SECONDS`; else (no watch) the backoff's next pause."""
-        return NOTIFIED_RECHECK_SECONDS if self._watch.live else backoff.next()
+        `notified_recheck_seconds`; else (no watch) the backoff's next pause."""
+        return self.notified_recheck_seconds if self._watch.live else backoff.next()
 
     async def _close(self) -> None:
         await self._watch.aclose()

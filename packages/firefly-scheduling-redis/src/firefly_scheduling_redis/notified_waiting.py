@@ -7,7 +7,7 @@ release script publishes on the name's channel (`protocol.release_channel`); a
 waiter subscribes to it before its first attempt, through the lock's one subscriber
 connection (`release_listener_async`), and after a lost attempt sleeps until a
 release wakes it or the holder's lease ends (a lapse publishes nothing), at most
-`NOTIFIED_RECHECK_SECONDS`. Without a subscription (a Sentinel-managed client, a
+`notified_recheck_seconds`. Without a subscription (a Sentinel-managed client, a
 lost subscriber connection) it polls with the core's capped, jittered backoff.
 
 Written once, for asyncio; `notified_waiting.py` is generated from it by
@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 import redis
 import redis.cluster
 
 from firefly_scheduling.concurrency.pool_gate import PoolGate, gated
 from firefly_scheduling.locks.base import BaseLock
-from firefly_scheduling.locks.waiting import NOTIFIED_RECHECK_SECONDS, Backoff
+from firefly_scheduling.locks.waiting import Backoff
 from firefly_scheduling_redis import protocol
 from firefly_scheduling_redis.client import subscriber_connection
 from firefly_scheduling_redis.release_listener import ReleaseListener
@@ -36,6 +36,7 @@ Client = redis.Redis | redis.cluster.RedisCluster
 class NotifiedWaiting(BaseLock):
     """The waiting hooks of the Redis lock (see the module doc)."""
 
+    notified_wait: ClassVar[bool] = True
     _cluster: bool
     _gate: PoolGate | None
     _listener: ReleaseListener
@@ -52,14 +53,15 @@ class NotifiedWaiting(BaseLock):
 
     def _pause_after_loss(self, name: str, backoff: Backoff) -> float:
         """Notified: until the holder's lease ends (a lapse publishes nothing), at most
-        `NOTIFIED_RECHECK_SECONDS`. Else (no subscription) the backoff's next pause."""
+        `notified_recheck_seconds`. Else (no subscription) the backoff's next pause."""
         if not self._listener.live(protocol.release_channel(name, cluster=self._cluster)):
             return backoff.next()
         try:
             left = self._lease_left(name)
         except self.driver_errors:
             return backoff.next()  # the next attempt reports the server's state
-        return NOTIFIED_RECHECK_SECONDS if left is None else min(left, NOTIFIED_RECHECK_SECONDS)
+        longest = self.notified_recheck_seconds
+        return longest if left is None else min(left, longest)
 
     def _lease_left(self, name: str) -> float | None:
         """Seconds left on the lease of `name` (0 when free); None if it never expires."""
