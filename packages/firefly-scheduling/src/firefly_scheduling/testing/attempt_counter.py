@@ -9,6 +9,7 @@ Works on either flavour: the count is taken when a hook is called.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 #: The hooks each attempt goes through (see `locks.backend_hooks_async`).
@@ -18,9 +19,9 @@ ATTEMPT_HOOKS = ("_acquire", "_acquire_fenced", "_acquire_within")
 class AttemptCounter:
     """Counts the attempts of one lock instance, by wrapping its hooks on the instance."""
 
-    def __init__(self, lock: Any) -> None:
+    def __init__(self, lock: Any, *, hooks: Sequence[str] = ATTEMPT_HOOKS) -> None:
         self.count = 0
-        for hook in ATTEMPT_HOOKS:
+        for hook in hooks:
             original = getattr(lock, hook)
 
             def counted(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
