@@ -98,10 +98,16 @@ class EtcdLock(BaseLock):
     # -- BaseLock hooks -----------------------------------------------------------
 
     def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
-        return self._run(protocol.acquire(name, owner, ttl_seconds)) is not None
+        return self._acquire_token(name, owner, ttl_seconds) is not None
 
     def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
-        return self._run(protocol.acquire(name, owner, ttl_seconds))
+        return self._acquire_token(name, owner, ttl_seconds)
+
+    def _acquire_token(self, name: str, owner: str, ttl_seconds: float) -> int | None:
+        """One acquisition (`protocol.acquire`). A waiter woken by its key's deletion
+        skips the read: the key is likely free, and the create checks it anyway."""
+        read_first = not self._watch.take_deleted(protocol.lock_key(name))
+        return self._run(protocol.acquire(name, owner, ttl_seconds, read_first=read_first))
 
     def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
         """The claims of an instant in 1 to 3 round trips per 64 (`batch_leases.claim_many`)."""

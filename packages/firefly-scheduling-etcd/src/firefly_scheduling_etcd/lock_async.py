@@ -104,10 +104,16 @@ class AsyncEtcdLock(AsyncBaseLock):
     # -- AsyncBaseLock hooks -----------------------------------------------------------
 
     async def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
-        return await self._run(protocol.acquire(name, owner, ttl_seconds)) is not None
+        return await self._acquire_token(name, owner, ttl_seconds) is not None
 
     async def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
-        return await self._run(protocol.acquire(name, owner, ttl_seconds))
+        return await self._acquire_token(name, owner, ttl_seconds)
+
+    async def _acquire_token(self, name: str, owner: str, ttl_seconds: float) -> int | None:
+        """One acquisition (`protocol.acquire`). A waiter woken by its key's deletion
+        skips the read: the key is likely free, and the create checks it anyway."""
+        read_first = not self._watch.take_deleted(protocol.lock_key(name))
+        return await self._run(protocol.acquire(name, owner, ttl_seconds, read_first=read_first))
 
     async def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
         """The claims of an instant in 1 to 3 round trips per 64 (`batch_leases.claim_many`)."""

@@ -55,7 +55,7 @@ less than the server's minimum lease TTL, 2 s by default):
 * waiting: **1** stream per lock instance while any of its acquisitions waits
   (`watch_releases`), a watch of every lock key's deletion, which a release and a
   lease's expiry both are; a waiter tries again when its key's deletion arrives
-  (`deleted_keys`);
+  (`deleted_keys`), without the read: **2** (the grant, the create);
 * renew: **2** (a keep-alive of this holding's lease, then a read-only check that the
   key is still attached to it); **1** when the lease is already gone. The first
   renewal of a batch holding: **2** (its own lease's grant, then the owner-checked
@@ -125,16 +125,20 @@ def lease_seconds(ttl_seconds: float) -> int:
 # -- the operations on one holding ----------------------------------------------------
 
 
-def acquire(name: str, owner: str, ttl_seconds: float) -> Operation[int | None]:
+def acquire(
+    name: str, owner: str, ttl_seconds: float, *, read_first: bool = True
+) -> Operation[int | None]:
     """Take `name` for `owner`; return the fencing token (the key's create_revision) or None.
 
     1 round trip when `name` is held, 3 when it is free, 4 when a race is lost
-    between the read and the create (see the module doc).
+    between the read and the create (see the module doc). Without `read_first` (a
+    waiter that just saw the key deleted, so likely free) the read is skipped: 2.
     """
     key = b64(lock_key(name))
-    held = ok((yield call("kv/range", {"key": key, "count_only": True})))
-    if int(held.get("count", 0)) > 0:
-        return None
+    if read_first:
+        held = ok((yield call("kv/range", {"key": key, "count_only": True})))
+        if int(held.get("count", 0)) > 0:
+            return None
     lease = lease_id(owner)
     ok((yield call("lease/grant", {"ID": str(lease), "TTL": str(lease_seconds(ttl_seconds))})))
     create = create_if_absent(key, b64(owner.encode()), lease)

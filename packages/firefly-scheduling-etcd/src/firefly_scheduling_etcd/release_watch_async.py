@@ -58,6 +58,8 @@ class AsyncReleaseWatch:
         #: Guards the table below and `_live`; never held across I/O.
         self._mutex = threading.Lock()
         self._wakes: dict[bytes, list[Callable[[], None]]] = {}
+        #: Keys waited for whose deletion arrived since their waiter's last attempt.
+        self._deleted: set[bytes] = set()
         self._live = False
         self._created: asyncio.Event | None = None
         self._stream: AsyncWatchStream | None = None
@@ -68,6 +70,14 @@ class AsyncReleaseWatch:
         """Whether a deletion reaches the waiters now."""
         with self._mutex:
             return self._live
+
+    def take_deleted(self, key: bytes) -> bool:
+        """Whether `key`'s deletion arrived since this was last asked (and forget it)."""
+        with self._mutex:
+            if key not in self._deleted:
+                return False
+            self._deleted.discard(key)
+            return True
 
     @asynccontextmanager
     async def watching(self, key: bytes, wake: Callable[[], None]) -> AsyncIterator[None]:
@@ -115,6 +125,7 @@ class AsyncReleaseWatch:
                 wakes.remove(wake)
                 if not wakes:
                     del self._wakes[key]
+                    self._deleted.discard(key)
                 last = not self._wakes
             if last:
                 await self._drop()  # closing the stream cancels the watch
@@ -127,7 +138,9 @@ class AsyncReleaseWatch:
                 with self._mutex:
                     if confirmed:
                         self._live = True
-                    wakes = [wake for key in keys for wake in self._wakes.get(key, ())]
+                    waited = [key for key in keys if key in self._wakes]
+                    self._deleted.update(waited)
+                    wakes = [wake for key in waited for wake in self._wakes[key]]
                 if confirmed:
                     created.set()
                 for wake in wakes:
