@@ -168,7 +168,7 @@ class EtcdLock(BaseLock):
     @contextmanager
     def _release_signal(self, name: str, wake: Any) -> Iterator[None]:
         """Woken by the deletion of the name's key: a release or an expiry (`release_watch`)."""
-        with self._watch.watching(protocol.lock_key(name), wake):
+        with self._watch.notified(protocol.lock_key(name), wake):
             yield
 
     def _pause_after_loss(self, name: str, backoff: Backoff) -> float:

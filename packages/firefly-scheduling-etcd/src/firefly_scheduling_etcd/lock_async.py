@@ -174,7 +174,7 @@ class AsyncEtcdLock(AsyncBaseLock):
     @asynccontextmanager
     async def _release_signal(self, name: str, wake: Any) -> AsyncIterator[None]:
         """Woken by the deletion of the name's key: a release or an expiry (`release_watch`)."""
-        async with self._watch.watching(protocol.lock_key(name), wake):
+        async with self._watch.notified(protocol.lock_key(name), wake):
             yield
 
     async def _pause_after_loss(self, name: str, backoff: Backoff) -> float:

@@ -48,7 +48,7 @@ class NotifiedWaiting(BaseLock):
     def _release_signal(self, name: str, wake: Any) -> Iterator[None]:
         """Subscribed to the name's release channel (`release_listener_async`)."""
         channel = protocol.release_channel(name, cluster=self._cluster)
-        with self._listener.subscribed(channel, wake):
+        with self._listener.notified(channel, wake):
             yield
 
     def _pause_after_loss(self, name: str, backoff: Backoff) -> float:

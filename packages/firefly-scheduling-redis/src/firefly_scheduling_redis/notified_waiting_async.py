@@ -52,7 +52,7 @@ class AsyncNotifiedWaiting(AsyncBaseLock):
     async def _release_signal(self, name: str, wake: Any) -> AsyncIterator[None]:
         """Subscribed to the name's release channel (`release_listener_async`)."""
         channel = protocol.release_channel(name, cluster=self._cluster)
-        async with self._listener.subscribed(channel, wake):
+        async with self._listener.notified(channel, wake):
             yield
 
     async def _pause_after_loss(self, name: str, backoff: Backoff) -> float:
