@@ -80,11 +80,12 @@ class Script:
 #: KEYS[1] lock key; ARGV[1] owner token; ARGV[2] the name's release channel.
 #: Returns 1 when the key held the token and was deleted, and then publishes an empty
 #: message on ARGV[2] for the name's waiters; 0 when it was absent or held another
-#: token (expired and taken over), which it then leaves alone.
+#: token (expired and taken over), which it then leaves alone. The publish is
+#: protected: a user whose ACL forbids it still releases (its waiters then poll).
 RELEASE: Final = Script("""
 if redis.call('get', KEYS[1]) == ARGV[1] then
     redis.call('del', KEYS[1])
-    redis.call('publish', ARGV[2], '')
+    redis.pcall('publish', ARGV[2], '')
     return 1
 end
 return 0
