@@ -1,20 +1,23 @@
 """Waiting acquisition: wake-up latency, load on the server while waiting, fairness.
 
-For every backend (its synchronous lock, `acquire(name, ttl, wait=...)`), and, on
-Redis, redis-py's `Lock(blocking=True)` in the same run:
+For every backend (its synchronous lock, `acquire(name, ttl, wait=...)`), and in
+the same run redis-py's `Lock(blocking=True)` and tooz's locks (Redis, etcd,
+PostgreSQL, MySQL) as peers:
 
 * **wake-up latency**: a holder releases, a waiter (another instance, its own
   connection) was waiting; from the start of the release call to the return of the
   waiter's acquisition, p50 and p99 over the rounds of each run;
-* **requests per second per waiter**: round trips a waiter sends while the lock
-  stays held (counted at the lock's own hooks, or redis-py's `do_acquire`);
+* **requests per second per waiter**: requests a waiter sends while the lock stays
+  held: its attempts (`testing.attempt_counter`) plus, on Redis, the lease reads
+  that bound a notified waiter's sleep; redis-py's `do_acquire` calls;
 * **fairness**: 16 waiters across 4 processes take the lock in turn; the longest
   wait over the mean wait (the goal is at most 2).
 
-    uv run python benchmarks/waiting.py            # the reference run
-    uv run python benchmarks/waiting.py --short    # proves the script
+    uv run --group bench python benchmarks/waiting.py            # the reference run
+    uv run --group bench python benchmarks/waiting.py --short    # proves the script
 
-Server URLs come from `FIREFLY_TEST_<BACKEND>_URL`, as the integration tests'.
+Server URLs come from `FIREFLY_TEST_<BACKEND>_URL`, as the integration tests'
+(`FIREFLY_TEST_REDIS_CLUSTER_URL` for the cluster).
 """
 
 from __future__ import annotations
@@ -30,15 +33,19 @@ import uuid
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchmark_results import Run, Table, add_arguments, servers_of, shorten, spread, summary
+from firefly_scheduling.testing.attempt_counter import ATTEMPT_HOOKS, AttemptCounter
 
 DEFAULTS = {
     "postgres": "postgresql://postgres@127.0.0.1:5432/postgres",
     "mysql": "mysql://root@127.0.0.1:3306/mysql",
     "redis": "redis://127.0.0.1:6379/0",
+    "redis-cluster": "redis+cluster://127.0.0.1:7000",
     "memcached": "memcached://127.0.0.1:11211",
     "etcd": "etcd://127.0.0.1:2379",
     "database": "sqlite:////tmp/firefly-waiting-bench.sqlite3",
@@ -46,7 +53,8 @@ DEFAULTS = {
 
 
 def url(backend: str) -> str:
-    return os.environ.get(f"FIREFLY_TEST_{backend.upper()}_URL", DEFAULTS[backend])
+    variable = f"FIREFLY_TEST_{backend.upper().replace('-', '_')}_URL"
+    return os.environ.get(variable, DEFAULTS[backend])
 
 
 def factory(backend: str) -> Callable[[], Any]:
@@ -55,6 +63,7 @@ def factory(backend: str) -> Callable[[], Any]:
         "postgres": ("firefly_scheduling_postgres", "PgAdvisoryLock"),
         "mysql": ("firefly_scheduling_mysql", "MySqlNamedLock"),
         "redis": ("firefly_scheduling_redis", "RedisLock"),
+        "redis-cluster": ("firefly_scheduling_redis", "RedisLock"),
         "memcached": ("firefly_scheduling_memcached", "MemcachedLock"),
         "etcd": ("firefly_scheduling_etcd", "EtcdLock"),
         "database": ("firefly_scheduling_database", "DatabaseLeaseLock"),
@@ -65,19 +74,13 @@ def factory(backend: str) -> Callable[[], Any]:
     return partial(lock_class, url(backend))
 
 
-class Counted:
-    """Counts the round trips a lock sends to acquire (wrapping its hooks)."""
+#: Requests a Redis waiter sends besides its attempts: the lease reads of a notified wait.
+WAITING_HOOKS = (*ATTEMPT_HOOKS, "_lease_left")
 
-    def __init__(self, lock: Any) -> None:
-        self.count = 0
-        for hook in ("_acquire", "_acquire_fenced", "_acquire_within"):
-            original = getattr(lock, hook)
 
-            def counted(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
-                self.count += 1
-                return _original(*args, **kwargs)
-
-            setattr(lock, hook, counted)
+def counted_requests(lock: Any) -> AttemptCounter:
+    """Counts the requests `lock` sends while it waits (see `WAITING_HOOKS`)."""
+    return AttemptCounter(lock, hooks=[hook for hook in WAITING_HOOKS if hasattr(lock, hook)])
 
 
 # -- wake-up latency and load -------------------------------------------------------
@@ -96,13 +99,20 @@ def ours(backend: str) -> tuple[Callable[[str], Any], Callable[[str, float], Any
         holding = waiter.acquire(name, 30, wait=seconds)
         return None if holding is None else (lambda: waiter.release_holding(holding))
 
-    return hold, wait, waiter
+    return hold, wait, counted_requests(waiter)
 
 
 def redis_py() -> tuple[Callable[[str], Any], Callable[[str, float], Any], Any]:
     import redis  # noqa: PLC0415
+    import redis.lock  # noqa: PLC0415
 
     holder, waiter = redis.Redis.from_url(url("redis")), redis.Redis.from_url(url("redis"))
+    counter = SimpleNamespace(count=0)
+
+    class CountedLock(redis.lock.Lock):
+        def do_acquire(self, token: str) -> bool:
+            counter.count += 1
+            return bool(super().do_acquire(token))
 
     def hold(name: str) -> Callable[[], None]:
         lock = holder.lock(f"bench:{name}", timeout=30)
@@ -111,8 +121,45 @@ def redis_py() -> tuple[Callable[[str], Any], Callable[[str, float], Any], Any]:
         return release
 
     def wait(name: str, seconds: float) -> Callable[[], None] | None:
-        lock = waiter.lock(f"bench:{name}", timeout=30, blocking_timeout=seconds)
+        lock = waiter.lock(
+            f"bench:{name}",
+            timeout=30,
+            blocking_timeout=seconds,
+            lock_class=CountedLock,
+            thread_local=False,  # taken in the waiting thread, released by the main one
+        )
         return lock.release if lock.acquire(blocking=True) else None
+
+    return hold, wait, counter
+
+
+#: tooz's URL for each backend it is measured on (its drivers: redis-py, etcd3gw,
+#: psycopg2, PyMySQL).
+TOOZ_SCHEMES = {"redis": "redis", "etcd": "etcd3+http", "postgres": "postgresql", "mysql": "mysql"}
+
+
+def tooz_lock(backend: str) -> tuple[Callable[[str], Any], Callable[[str, float], Any], None]:
+    from tooz import coordination  # noqa: PLC0415
+
+    parts = urlsplit(url(backend))
+    address = f"{TOOZ_SCHEMES[backend]}://{parts.netloc}{'' if backend == 'redis' else parts.path}"
+    holder, waiter = (
+        coordination.get_coordinator(address, f"{role}-{uuid.uuid4().hex}".encode())
+        for role in ("holder", "waiter")
+    )
+    holder.start()
+    waiter.start()
+
+    def hold(name: str) -> Callable[[], None]:
+        lock: Any = holder.get_lock(name.encode())
+        assert lock.acquire(blocking=False)
+        release: Callable[[], None] = lock.release
+        return release
+
+    def wait(name: str, seconds: float) -> Callable[[], None] | None:
+        lock: Any = waiter.get_lock(name.encode())  # `blocking` takes seconds, too
+        release: Callable[[], None] = lock.release
+        return release if lock.acquire(blocking=seconds) else None
 
     return hold, wait, None
 
@@ -126,7 +173,7 @@ def wake_latency(hold: Any, wait: Any, rounds: int) -> list[float]:
         won: list[Any] = []
         thread = threading.Thread(target=_wait_into, args=(wait, name, won))
         thread.start()
-        time.sleep(0.3)  # the waiter is waiting (on the server, where it can)
+        time.sleep(0.15)  # the waiter is waiting (on the server, where it can)
         released_at = time.monotonic()
         release()
         thread.join(35)
@@ -141,7 +188,7 @@ def _wait_into(wait: Any, name: str, won: list[Any]) -> None:
     won.append((wait(name, 30), time.monotonic()))
 
 
-def load(hold: Any, wait: Any, counted: Counted | None, seconds: float) -> float | None:
+def load(hold: Any, wait: Any, counted: Any, seconds: float) -> float | None:
     """Acquisition round trips per second a waiter sends while the lock stays held."""
     if counted is None:
         return None
@@ -150,7 +197,7 @@ def load(hold: Any, wait: Any, counted: Counted | None, seconds: float) -> float
     before = counted.count
     started = time.monotonic()
     assert wait(name, seconds) is None
-    rate = (counted.count - before) / (time.monotonic() - started)
+    rate = float(counted.count - before) / (time.monotonic() - started)
     release()
     return rate
 
@@ -201,20 +248,24 @@ def percentile(values: list[float], fraction: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=100)
-    parser.add_argument("--load-seconds", type=float, default=5.0)
-    parser.add_argument("--fair-rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=50)
+    parser.add_argument(
+        "--peer-rounds", type=int, default=20, help="wake-ups per run of a peer library"
+    )
+    parser.add_argument("--load-seconds", type=float, default=3.0)
+    parser.add_argument("--fair-rounds", type=int, default=4)
     parser.add_argument("--only", action="append", choices=sorted(DEFAULTS), default=None)
     add_arguments(parser)
     args = parser.parse_args()
-    shorten(args, parser, runs=2, rounds=10, load_seconds=1.5, fair_rounds=2)
+    shorten(args, parser, runs=2, rounds=10, peer_rounds=5, load_seconds=1.5, fair_rounds=2)
     selected = args.only or list(DEFAULTS)
-    run = Run("waiting", args, parser, servers=servers_of(selected))
+    run = Run("waiting", args, parser, servers=servers_of(selected), uv_groups=["bench"])
     cases: list[tuple[str, str, Callable[[], Any]]] = [
         (b, "firefly", partial(ours, b)) for b in selected
     ]
     if "redis" in selected:
         cases.append(("redis", "redis-py Lock(blocking=True)", redis_py))
+    cases += [(b, "tooz", partial(tooz_lock, b)) for b in selected if b in TOOZ_SCHEMES]
     figures: list[dict[str, Any]] = []
     table = Table(
         "Waiting acquisition",
@@ -231,13 +282,12 @@ def main() -> None:
     for backend, label, build in cases:
         p50s, p99s, rates, fairs = [], [], [], []
         for _ in range(args.runs):
-            hold, wait, waiter = build()
-            samples = wake_latency(hold, wait, args.rounds)
+            hold, wait, counter = build()
+            rounds = args.rounds if label == "firefly" else args.peer_rounds
+            samples = wake_latency(hold, wait, rounds)
             p50s.append(percentile(samples, 0.5))
             p99s.append(percentile(samples, 0.99))
-            rate = load(
-                hold, wait, Counted(waiter) if waiter is not None else None, args.load_seconds
-            )
+            rate = load(hold, wait, counter, args.load_seconds)
             if rate is not None:
                 rates.append(rate)
             if label == "firefly":
@@ -260,14 +310,18 @@ def main() -> None:
         [table],
         figures,
         notes=[
-            f"{args.runs} runs; each: {args.rounds} wake-ups (holder and waiter are two "
+            f"{args.runs} runs; each: {args.rounds} wake-ups ({args.peer_rounds} for a peer "
+            "library, some of which poll once a second; holder and waiter are two "
             "instances, two connections, in one process; latency from the start of the "
-            "release call to the waiter's return), a waiter kept waiting "
-            f"{args.load_seconds:g} s on a held lock (acquisition round trips counted at the "
-            f"lock's hooks), and 16 waiters in 4 processes taking the lock {args.fair_rounds} "
-            "times each. Median (range) over the runs.",
-            "requests/s for redis-py is not counted here (its client sends SET NX every "
-            "0.1 s by default: 10/s).",
+            "release call to the waiter's return; with so few samples p99 is their "
+            "maximum), a waiter kept waiting "
+            f"{args.load_seconds:g} s on a held lock (requests counted at the lock's hooks: "
+            "attempts, and on Redis the lease reads; redis-py's `do_acquire`), and 16 "
+            f"waiters in 4 processes taking the lock {args.fair_rounds} times each. Median "
+            "(range) over the runs.",
+            "Peers: redis-py's `Lock(blocking=True)` sleeps 0.1 s between tries; tooz "
+            "(`acquire(blocking=seconds)`) on its redis, etcd3+http, postgresql and mysql "
+            "drivers; requests/s and fairness are not measured for tooz.",
         ],
     )
 

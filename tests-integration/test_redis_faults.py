@@ -7,9 +7,11 @@ The shared server is never stopped or reconfigured: every test here starts its o
 
 from __future__ import annotations
 
+import logging
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
@@ -17,9 +19,11 @@ import pytest
 import redis
 
 from firefly_scheduling import LockBackendError
+from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.testing import OutageContract
 from firefly_scheduling.testing.local_server import LocalServer
 from firefly_scheduling_redis import RedisLock
+from firefly_scheduling_redis.protocol import release_channel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from private_servers import redis_server
@@ -151,7 +155,11 @@ def test_the_documented_acl_permissions_are_enough(
         enabled=True,
         passwords=[f"+{PASSWORD}"],
         keys=["firefly:scheduling:*"],
-        commands=["+get", "+set", "+del", "+pexpire", "+incr", "+evalsha", "+script|load"],
+        channels=["firefly:scheduling:*"],
+        commands=[
+            *("+get", "+set", "+del", "+pexpire", "+pttl", "+incr", "+evalsha", "+script|load"),
+            *("+publish", "+subscribe"),
+        ],
     )
     url = f"redis://locks:{PASSWORD}@127.0.0.1:{private_server.port}/0"
     lock, other = RedisLock(url), RedisLock(url)
@@ -162,3 +170,45 @@ def test_the_documented_acl_permissions_are_enough(
     assert other.try_acquire(NAME, 60)
     assert lock.try_acquire(NAME, 60) is False
     other.release(NAME)
+    # A waiter subscribes to the name's channel; only the release's message wakes it.
+    held = other.acquire(NAME, 60)
+    assert held is not None
+    lock.notified_recheck_seconds = 3600.0
+    waiting = threading.Thread(target=lambda: won.append(lock.acquire(NAME, 60, wait=30)))
+    won: list[Holding | None] = []
+    waiting.start()
+    _until(lambda: admin.pubsub_numsub(release_channel(NAME, cluster=False))[0][1] == 1)
+    other.release_holding(held)
+    waiting.join(40)
+    assert won, "the waiter never returned"
+    assert won[0] is not None, "the release's message did not wake the waiter"
+    lock.release_holding(won[0])
+
+
+def test_a_user_without_publish_still_releases(
+    private_server: LocalServer, admin: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The release script's publish is protected: an ACL that forbids it (a user set up
+    before waiters were notified) only leaves the waiters to poll."""
+    admin.acl_setuser(
+        "locks",
+        enabled=True,
+        passwords=[f"+{PASSWORD}"],
+        keys=["firefly:scheduling:*"],
+        commands=["+get", "+set", "+del", "+pexpire", "+incr", "+evalsha", "+script|load"],
+    )
+    url = f"redis://locks:{PASSWORD}@127.0.0.1:{private_server.port}/0"
+    lock, other = RedisLock(url), RedisLock(url)
+    assert lock.try_acquire(NAME, 60)
+    with caplog.at_level(logging.WARNING, logger="firefly_scheduling"):
+        lock.release(NAME)
+    assert not caplog.records, "the release failed on the forbidden publish"
+    assert other.try_acquire(NAME, 60), "the release did not free the name"
+    other.release(NAME)
+
+
+def _until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.02)

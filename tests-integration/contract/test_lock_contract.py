@@ -22,6 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
+import psycopg
 import pytest
 import redis
 
@@ -39,6 +40,7 @@ from firefly_scheduling_memcached import AsyncMemcachedLock, MemcachedLock
 from firefly_scheduling_mysql import AsyncMySqlNamedLock, MySqlNamedLock
 from firefly_scheduling_postgres import AsyncPgAdvisoryLock, PgAdvisoryLock
 from firefly_scheduling_redis import AsyncRedisLock, RedisLock
+from firefly_scheduling_redis.protocol import release_channel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # session_killers
@@ -154,6 +156,25 @@ class _Postgres(_Server):
         pg_killer,  # `pg_terminate_backend`
     )
 
+    @pytest.fixture
+    def waiters_on_server(self, server_address: str) -> Iterator[Callable[[str], int]]:
+        """Sessions queued for a name's advisory lock (`pg_locks`, not granted), read on a
+        session of its own."""
+        connection = psycopg.connect(server_address, autocommit=True)
+
+        def count(name: str) -> int:
+            key = PgAdvisoryLock.key(name) & 0xFFFF_FFFF_FFFF_FFFF  # as the server splits it
+            row = connection.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                " AND classid = %s::oid AND objid = %s::oid",
+                (key >> 32, key & 0xFFFF_FFFF),
+            ).fetchone()
+            assert row is not None
+            return int(row[0])
+
+        yield count
+        connection.close()
+
 
 class _MySql(_Server):
     server = Server(
@@ -180,6 +201,18 @@ class _Redis(_Server):
             assert client.delete(RedisLock.key(name)) == 1, f"no lease key for {name!r}"
 
         yield drop
+        client.close()
+
+    @pytest.fixture
+    def waiters_on_server(self, server_address: str) -> Iterator[Callable[[str], int]]:
+        """Subscribers to a name's release channel (`PUBSUB NUMSUB`), from a second client."""
+        client = redis.Redis.from_url(server_address)
+
+        def count(name: str) -> int:
+            channel = release_channel(name, cluster=False)
+            return sum(int(subscribers) for _, subscribers in client.pubsub_numsub(channel))
+
+        yield count
         client.close()
 
 

@@ -125,6 +125,19 @@ def test_a_free_name_is_leased_created_and_fenced_by_the_create_revision() -> No
     }
 
 
+def test_a_woken_waiter_skips_the_read_and_a_held_key_still_loses() -> None:
+    """After its key's deletion a waiter grants and creates at once; the create's own
+    comparison refuses a key someone else created first, and the lease is revoked."""
+    result, calls = drive(
+        protocol.acquire("job", "owner-1", 30, read_first=False),
+        ok({"ID": "1", "TTL": "30"}),
+        ok({"succeeded": False}),
+        ok({}),
+    )
+    assert result is None
+    assert [c.path for c in calls] == ["/v3/lease/grant", "/v3/kv/txn", "/v3/lease/revoke"]
+
+
 def test_a_race_lost_after_the_read_revokes_the_unused_lease() -> None:
     lease = str(protocol.lease_id("owner-1"))
     result, calls = drive(
@@ -517,3 +530,42 @@ def test_a_move_that_fails_revokes_the_new_lease(answer: Reply | Exception) -> N
         assert moved is False
     assert sent[-1].path == "/v3/lease/revoke"
     assert body(sent[-1]) == {"ID": str(protocol.lease_id("owner-a"))}
+
+
+# -- waiting: the watch of deletions ---------------------------------------------------
+
+
+def test_the_release_watch_covers_every_lock_key_and_filters_out_puts() -> None:
+    watch = protocol.watch_releases()
+    request = json.loads(watch.body)["create_request"]
+    assert watch.path == "/v3/watch"
+    assert base64.b64decode(request["key"]) == b"firefly/scheduling/lock/"
+    assert base64.b64decode(request["range_end"]) == b"firefly/scheduling/lock0"
+    assert request["filters"] == ["NOPUT"]
+
+
+def _watch_line(result: dict[str, Any]) -> bytes:
+    return json.dumps({"result": {"header": {"revision": "7"}, **result}}).encode()
+
+
+def test_a_watch_line_reports_its_creation_and_only_deleted_keys() -> None:
+    assert protocol.deleted_keys(_watch_line({"created": True})) == (True, [])
+    deleted = protocol.lock_key("report")
+    events = [
+        {"type": "DELETE", "kv": {"key": base64.b64encode(deleted).decode()}},
+        {"kv": {"key": base64.b64encode(b"firefly/scheduling/lock/other").decode()}},  # a put
+    ]
+    assert protocol.deleted_keys(_watch_line({"events": events})) == (False, [deleted])
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        _watch_line({"canceled": True, "cancel_reason": "mvcc: required revision compacted"}),
+        json.dumps({"error": {"grpc_code": 14, "message": "etcdserver: no leader"}}).encode(),
+        b"[1]",
+    ],
+)
+def test_a_cancelled_or_failed_watch_raises(line: bytes) -> None:
+    with pytest.raises(EtcdServerError):
+        protocol.deleted_keys(line)

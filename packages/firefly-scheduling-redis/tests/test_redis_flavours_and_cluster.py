@@ -124,3 +124,18 @@ def test_cluster_keys_spread_names_over_slots() -> None:
     slots = {key_slot(protocol.lock_key(f"task-{n}", cluster=True)) for n in range(200)}
     # 200 names over 16,384 slots: a tag that ignored the name would give one slot.
     assert len(slots) > 150
+
+
+@pytest.mark.parametrize(
+    ("cluster", "channel"),
+    [
+        (False, b"firefly:scheduling:released:report"),
+        (True, b"{firefly:scheduling:report}:released"),
+    ],
+)
+def test_a_release_publishes_on_the_names_channel(cluster: bool, channel: bytes) -> None:
+    """The waiters subscribe to the channel the release script is handed."""
+    assert protocol.release_channel("report", cluster=cluster) == channel
+    command = protocol.release("report", "owner", cluster=cluster)
+    assert command.args[-1] == channel
+    assert "publish" in protocol.RELEASE.source

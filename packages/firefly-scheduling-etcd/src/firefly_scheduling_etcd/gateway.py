@@ -18,13 +18,15 @@ here sends anything twice. Proxy variables of the environment are never read.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import select
 import socket
 import ssl
+from collections.abc import Iterator
 from typing import ClassVar, Final
 
-from firefly_scheduling_etcd.messages import Call, Reply
+from firefly_scheduling_etcd.messages import Call, Reply, ok
 from firefly_scheduling_etcd.url import EtcdUrl
 
 _HEADERS: Final = {"Content-Type": "application/json"}
@@ -81,6 +83,53 @@ class GatewayConnection:
 
     def close(self) -> None:
         self._connection.close()
+
+
+class WatchStream:
+    """A streaming request to the gateway (a `watch`), read line by line by one thread.
+
+    Its own connection, never one of the lock's: it stays open as long as the watch.
+    Reads have no timeout (a watch may see nothing for hours); `close` from another
+    thread shuts the socket down, which ends a blocked read.
+    """
+
+    def __init__(self, member: EtcdUrl, context: ssl.SSLContext | None) -> None:
+        self._member, self._context = member, context
+        self._connection: http.client.HTTPConnection | None = None
+
+    def open(self, call: Call) -> None:
+        """Send `call` and read the answer's head; `EtcdServerError` on an error answer."""
+        member = self._member
+        if self._context is None:
+            connection = http.client.HTTPConnection(
+                member.host, member.port, timeout=member.timeout
+            )
+        else:
+            connection = http.client.HTTPSConnection(
+                member.host, member.port, timeout=member.timeout, context=self._context
+            )
+        self._connection = connection
+        connection.request("POST", call.path, body=call.body, headers=_HEADERS)
+        response = connection.getresponse()
+        if response.status != 200:
+            ok(Reply(response.status, response.read()))  # raises: an error answer
+        assert connection.sock is not None
+        connection.sock.settimeout(None)
+        self._response = response
+
+    def lines(self) -> Iterator[bytes]:
+        """The stream's lines, until it ends."""
+        while line := self._response.readline():
+            yield line
+
+    def close(self) -> None:
+        connection = self._connection
+        if connection is None:
+            return
+        if connection.sock is not None:
+            with contextlib.suppress(OSError):
+                connection.sock.shutdown(socket.SHUT_RDWR)
+        connection.close()
 
 
 def _closed_by_peer(sock: socket.socket) -> bool:

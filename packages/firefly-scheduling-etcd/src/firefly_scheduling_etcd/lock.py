@@ -26,18 +26,21 @@ Limits, stated once here and in the docs page:
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import ClassVar, TypeVar
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, ClassVar, TypeVar
 
 from firefly_scheduling.concurrency.grouped import GroupedCalls
 from firefly_scheduling.concurrency.pool_gate import PoolGate
 from firefly_scheduling.concurrency.pool_size import chosen_pool_size
 from firefly_scheduling.locks.base import BaseLock, new_owner_token
+from firefly_scheduling.locks.waiting import Backoff
 from firefly_scheduling_etcd import batch_leases, messages, protocol
 from firefly_scheduling_etcd.batch_holdings import BatchHoldings
 from firefly_scheduling_etcd.gateway import GatewayConnection
 from firefly_scheduling_etcd.messages import EtcdServerError
 from firefly_scheduling_etcd.protocol import Operation
+from firefly_scheduling_etcd.release_watch import ReleaseWatch
 from firefly_scheduling_etcd.url import parse_url
 
 T = TypeVar("T")
@@ -65,6 +68,7 @@ class EtcdLock(BaseLock):
     supports_fencing: ClassVar[bool] = True
     renewable: ClassVar[bool] = True
     batch_acquires = True
+    notified_wait: ClassVar[bool] = True
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (
         *GatewayConnection.errors,
         EtcdServerError,
@@ -82,6 +86,8 @@ class EtcdLock(BaseLock):
         #: The connections not lent out; an operation holding a slot of the gate takes one.
         self._idle = [GatewayConnection(member, context) for _ in range(self.pool_size)]
         self._connections = tuple(self._idle)
+        #: The waiters' one watch of the lock keys' deletions (`_release_signal`).
+        self._watch = ReleaseWatch(member, context)
         #: The holdings still on the lease of the batch they were taken in.
         self._batch_holdings = BatchHoldings()
         #: Releases of batch holdings waiting for one another, sent together.
@@ -92,10 +98,16 @@ class EtcdLock(BaseLock):
     # -- BaseLock hooks -----------------------------------------------------------
 
     def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
-        return self._run(protocol.acquire(name, owner, ttl_seconds)) is not None
+        return self._acquire_token(name, owner, ttl_seconds) is not None
 
     def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
-        return self._run(protocol.acquire(name, owner, ttl_seconds))
+        return self._acquire_token(name, owner, ttl_seconds)
+
+    def _acquire_token(self, name: str, owner: str, ttl_seconds: float) -> int | None:
+        """One acquisition (`protocol.acquire`). A waiter woken by its key's deletion
+        skips the read: the key is likely free, and the create checks it anyway."""
+        read_first = not self._watch.take_deleted(protocol.lock_key(name))
+        return self._run(protocol.acquire(name, owner, ttl_seconds, read_first=read_first))
 
     def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
         """The claims of an instant in 1 to 3 round trips per 64 (`batch_leases.claim_many`)."""
@@ -153,7 +165,19 @@ class EtcdLock(BaseLock):
             self._batch_holdings.put_back(owner, deadline)  # where its key is is unknown
             raise
 
+    @contextmanager
+    def _release_signal(self, name: str, wake: Any) -> Iterator[None]:
+        """Woken by the deletion of the name's key: a release or an expiry (`release_watch`)."""
+        with self._watch.notified(protocol.lock_key(name), wake):
+            yield
+
+    def _pause_after_loss(self, name: str, backoff: Backoff) -> float:
+        """Watched: until the key's deletion wakes the waiter, at most
+        `notified_recheck_seconds`; else (no watch) the backoff's next pause."""
+        return self.notified_recheck_seconds if self._watch.live else backoff.next()
+
     def _close(self) -> None:
+        self._watch.close()
         for connection in self._connections:
             connection.close()
 

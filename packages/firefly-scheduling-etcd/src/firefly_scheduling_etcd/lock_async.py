@@ -27,22 +27,26 @@ Limits, stated once here and in the docs page:
 # async-to-sync: rename AsyncPoolGate PoolGate
 # async-to-sync: rename grouped_async grouped
 # async-to-sync: rename AsyncGroupedCalls GroupedCalls
+# async-to-sync: rename AsyncReleaseWatch ReleaseWatch
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import ClassVar, TypeVar
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, ClassVar, TypeVar
 
 from firefly_scheduling.concurrency.grouped_async import AsyncGroupedCalls
 from firefly_scheduling.concurrency.pool_gate_async import AsyncPoolGate
 from firefly_scheduling.concurrency.pool_size import chosen_pool_size
 from firefly_scheduling.locks.base_async import AsyncBaseLock, new_owner_token
+from firefly_scheduling.locks.waiting_async import Backoff
 from firefly_scheduling_etcd import batch_leases, messages, protocol
 from firefly_scheduling_etcd.asyncio_gateway import AsyncGatewayConnection
 from firefly_scheduling_etcd.batch_holdings import BatchHoldings
 from firefly_scheduling_etcd.messages import EtcdServerError
 from firefly_scheduling_etcd.protocol import Operation
+from firefly_scheduling_etcd.release_watch_async import AsyncReleaseWatch
 from firefly_scheduling_etcd.url import parse_url
 
 T = TypeVar("T")
@@ -70,6 +74,7 @@ class AsyncEtcdLock(AsyncBaseLock):
     supports_fencing: ClassVar[bool] = True
     renewable: ClassVar[bool] = True
     batch_acquires = True
+    notified_wait: ClassVar[bool] = True
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (
         *AsyncGatewayConnection.errors,
         EtcdServerError,
@@ -87,6 +92,8 @@ class AsyncEtcdLock(AsyncBaseLock):
         #: The connections not lent out; an operation holding a slot of the gate takes one.
         self._idle = [AsyncGatewayConnection(member, context) for _ in range(self.pool_size)]
         self._connections = tuple(self._idle)
+        #: The waiters' one watch of the lock keys' deletions (`_release_signal`).
+        self._watch = AsyncReleaseWatch(member, context)
         #: The holdings still on the lease of the batch they were taken in.
         self._batch_holdings = BatchHoldings()
         #: Releases of batch holdings waiting for one another, sent together.
@@ -97,10 +104,16 @@ class AsyncEtcdLock(AsyncBaseLock):
     # -- AsyncBaseLock hooks -----------------------------------------------------------
 
     async def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
-        return await self._run(protocol.acquire(name, owner, ttl_seconds)) is not None
+        return await self._acquire_token(name, owner, ttl_seconds) is not None
 
     async def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
-        return await self._run(protocol.acquire(name, owner, ttl_seconds))
+        return await self._acquire_token(name, owner, ttl_seconds)
+
+    async def _acquire_token(self, name: str, owner: str, ttl_seconds: float) -> int | None:
+        """One acquisition (`protocol.acquire`). A waiter woken by its key's deletion
+        skips the read: the key is likely free, and the create checks it anyway."""
+        read_first = not self._watch.take_deleted(protocol.lock_key(name))
+        return await self._run(protocol.acquire(name, owner, ttl_seconds, read_first=read_first))
 
     async def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
         """The claims of an instant in 1 to 3 round trips per 64 (`batch_leases.claim_many`)."""
@@ -158,7 +171,19 @@ class AsyncEtcdLock(AsyncBaseLock):
             self._batch_holdings.put_back(owner, deadline)  # where its key is is unknown
             raise
 
+    @asynccontextmanager
+    async def _release_signal(self, name: str, wake: Any) -> AsyncIterator[None]:
+        """Woken by the deletion of the name's key: a release or an expiry (`release_watch`)."""
+        async with self._watch.notified(protocol.lock_key(name), wake):
+            yield
+
+    async def _pause_after_loss(self, name: str, backoff: Backoff) -> float:
+        """Watched: until the key's deletion wakes the waiter, at most
+        `notified_recheck_seconds`; else (no watch) the backoff's next pause."""
+        return self.notified_recheck_seconds if self._watch.live else backoff.next()
+
     async def _close(self) -> None:
+        await self._watch.aclose()
         for connection in self._connections:
             await connection.aclose()
 

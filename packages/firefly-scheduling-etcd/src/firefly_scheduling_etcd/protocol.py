@@ -52,6 +52,10 @@ less than the server's minimum lease TTL, 2 s by default):
   owner-checked delete); the releases of batch holdings that wait for one another:
   **1** per 64, one transaction of nested owner-checked deletes
   (`release_shared_many`);
+* waiting: **1** stream per lock instance while any of its acquisitions waits
+  (`watch_releases`), a watch of every lock key's deletion, which a release and a
+  lease's expiry both are; a waiter tries again when its key's deletion arrives
+  (`deleted_keys`), without the read: **2** (the grant, the create);
 * renew: **2** (a keep-alive of this holding's lease, then a read-only check that the
   key is still attached to it); **1** when the lease is already gone. The first
   renewal of a batch holding: **2** (its own lease's grant, then the owner-checked
@@ -60,7 +64,9 @@ less than the server's minimum lease TTL, 2 s by default):
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import logging
 import math
 from collections.abc import Generator
@@ -68,12 +74,14 @@ from typing import Final, TypeVar
 
 from firefly_scheduling_etcd.messages import (
     Call,
+    EtcdServerError,
     Reply,
     b64,
     call,
     create_if_absent,
     is_not_found,
     ok,
+    server_error,
 )
 
 logger = logging.getLogger("firefly_scheduling.locks")
@@ -117,16 +125,20 @@ def lease_seconds(ttl_seconds: float) -> int:
 # -- the operations on one holding ----------------------------------------------------
 
 
-def acquire(name: str, owner: str, ttl_seconds: float) -> Operation[int | None]:
+def acquire(
+    name: str, owner: str, ttl_seconds: float, *, read_first: bool = True
+) -> Operation[int | None]:
     """Take `name` for `owner`; return the fencing token (the key's create_revision) or None.
 
     1 round trip when `name` is held, 3 when it is free, 4 when a race is lost
-    between the read and the create (see the module doc).
+    between the read and the create (see the module doc). Without `read_first` (a
+    waiter that just saw the key deleted, so likely free) the read is skipped: 2.
     """
     key = b64(lock_key(name))
-    held = ok((yield call("kv/range", {"key": key, "count_only": True})))
-    if int(held.get("count", 0)) > 0:
-        return None
+    if read_first:
+        held = ok((yield call("kv/range", {"key": key, "count_only": True})))
+        if int(held.get("count", 0)) > 0:
+            return None
     lease = lease_id(owner)
     ok((yield call("lease/grant", {"ID": str(lease), "TTL": str(lease_seconds(ttl_seconds))})))
     create = create_if_absent(key, b64(owner.encode()), lease)
@@ -193,3 +205,37 @@ def revoke_quietly(lease: int) -> Operation[None]:
             ok(reply)
     except Exception as err:  # noqa: BLE001 - best effort; the lease expires anyway
         logger.debug("etcd: revoking the unused lease %x failed (%s)", lease, err)
+
+
+# -- waiting: a watch of the lock keys' deletions ------------------------------------
+
+
+def watch_releases() -> Call:
+    """The streaming `watch` of every lock key's deletion (a release, an expiry).
+
+    One watch of the whole prefix, so a lock instance's waiters share one stream
+    whatever names they wait for; puts are filtered out on the server.
+    """
+    prefix = LOCK_KEY_PREFIX.encode("utf-8")
+    end = prefix[:-1] + bytes([prefix[-1] + 1])
+    request = {"key": b64(prefix), "range_end": b64(end), "filters": ["NOPUT"]}
+    return call("watch", {"create_request": request})
+
+
+def deleted_keys(line: bytes) -> tuple[bool, list[bytes]]:
+    """One line of the watch's stream: whether it confirms the watch's creation, and
+    the keys it reports deleted. An error line (a cancelled or compacted watch)
+    raises `EtcdServerError`, so the watch is treated as lost."""
+    document = json.loads(line)
+    if not isinstance(document, dict):
+        raise EtcdServerError(
+            f"a watch line is not an object: {line[:200]!r}", code=None, status=200
+        )
+    result = document.get("result")
+    if not isinstance(result, dict) or result.get("canceled"):
+        raise server_error(Reply(200, line), document)
+    events = result.get("events") or []
+    keys = [
+        base64.b64decode(event["kv"]["key"]) for event in events if event.get("type") == "DELETE"
+    ]
+    return bool(result.get("created")), keys

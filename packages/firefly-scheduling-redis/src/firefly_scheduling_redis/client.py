@@ -97,6 +97,31 @@ def _options(client: Any) -> dict[str, Any]:
     return options
 
 
+def subscriber_connection(client: Any) -> Any | None:
+    """A new, unconnected redis-py connection to where `client` connects, outside its pool.
+
+    For release notifications (`release_listener_async`): a subscribed connection can
+    carry nothing else, and the pool's bound belongs to the lock's commands. It reads
+    without a timeout, as a subscriber waits for messages. On a cluster it goes to the
+    client's default node: `PUBLISH` reaches every node over the cluster bus. None
+    for a Sentinel-managed client, whose connections need their pool to find the
+    primary; its waiters poll.
+    """
+    if isinstance(client, redis.cluster.RedisCluster):
+        node = client.get_default_node()  # type: ignore[no-untyped-call]  # redis-py's own
+        pool = node.redis_connection.connection_pool
+        connection_class, options = pool.connection_class, pool.connection_kwargs
+    elif isinstance(client, redis.asyncio.cluster.RedisCluster):
+        node = client.get_default_node()
+        connection_class, options = node.connection_class, node.connection_kwargs
+    elif isinstance(client.connection_pool, _SENTINEL_POOLS):
+        return None
+    else:
+        pool = client.connection_pool
+        connection_class, options = pool.connection_class, pool.connection_kwargs
+    return connection_class(**{**options, "socket_timeout": None})
+
+
 def close_built_client(client: redis.Redis | redis.cluster.RedisCluster) -> None:
     """Close a synchronous client this package built from a URL, and every connection.
 

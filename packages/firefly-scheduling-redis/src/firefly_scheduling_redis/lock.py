@@ -38,7 +38,6 @@ from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 from firefly_scheduling.concurrency.grouped import GroupedCalls
 from firefly_scheduling.concurrency.pool_gate import PoolGate, gated
 from firefly_scheduling.concurrency.pool_size import DEFAULT_POOL_SIZE
-from firefly_scheduling.locks.base import BaseLock
 from firefly_scheduling.locks.holding import new_owner_token
 from firefly_scheduling_redis import protocol
 from firefly_scheduling_redis.client import (
@@ -48,7 +47,9 @@ from firefly_scheduling_redis.client import (
     describe_client,
     is_cluster,
 )
+from firefly_scheduling_redis.notified_waiting import Client, NotifiedWaiting
 from firefly_scheduling_redis.primaries import send_by_primary
+from firefly_scheduling_redis.release_listener import ReleaseListener
 from firefly_scheduling_redis.url import (
     CLIENT_DEFAULTS,
     POOL_WAIT_SECONDS,
@@ -57,14 +58,13 @@ from firefly_scheduling_redis.url import (
     pool_size_of,
 )
 
-Client = redis.Redis | redis.cluster.RedisCluster
 # Sends again, one by one, the commands at these indices that a cluster refused unrun.
 _Resend: TypeAlias = Callable[[list[int]], list[Any]]
 #: The most releases one pipeline carries.
 RELEASES_PER_PIPELINE = 64
 
 
-class RedisLock(BaseLock):
+class RedisLock(NotifiedWaiting):
     """A Redis lease lock per name; the server frees it when the TTL passes.
 
     `url_or_client` is a URL or an existing client of this flavour:
@@ -133,6 +133,8 @@ class RedisLock(BaseLock):
             self._given = url_or_client
             if not self._cluster:
                 self._client = url_or_client
+        #: The waiters' one subscriber connection (`_release_signal`).
+        self._listener = ReleaseListener(self._subscriber)
         #: Releases waiting for one another, sent as one pipeline (`_release_together`).
         self._releases: GroupedCalls[tuple[str, str], bool | BaseException] = GroupedCalls(
             self._release_together, most=RELEASES_PER_PIPELINE
@@ -148,7 +150,7 @@ class RedisLock(BaseLock):
         """The key of the fencing counter of `name` on one server; it never expires."""
         return protocol.fence_key(name, cluster=False)
 
-    # -- BaseLock hooks -----------------------------------------------------------
+    # -- BaseLock hooks (waiting ones: `NotifiedWaiting`) -----------------------
 
     def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
         key = protocol.lock_key(name, cluster=self._cluster)
@@ -243,7 +245,8 @@ class RedisLock(BaseLock):
 
     def _release_alone(self, name: str, owner: str) -> bool:
         keys = (protocol.lock_key(name, cluster=self._cluster),)
-        return bool(self._eval(protocol.RELEASE, keys, (owner,)))
+        channel = protocol.release_channel(name, cluster=self._cluster)
+        return bool(self._eval(protocol.RELEASE, keys, (owner, channel)))
 
     def _release_together(self, held: Sequence[tuple[str, str]]) -> list[bool | BaseException]:
         """The releases that waited for one another: one pipeline (one per primary on a
@@ -279,6 +282,7 @@ class RedisLock(BaseLock):
             return int((self._redis()).incr(key))
 
     def _close(self) -> None:
+        self._listener.close()
         if self._server is not None and self._client is not None:
             close_built_client(self._client)
 

@@ -27,6 +27,8 @@ Limits, stated once here and in the docs page:
 # async-to-sync: rename redis.asyncio.retry.Retry redis.retry.Retry
 # async-to-sync: rename AsyncPoolGate PoolGate
 # async-to-sync: rename AsyncGroupedCalls GroupedCalls
+# async-to-sync: rename AsyncReleaseListener ReleaseListener
+# async-to-sync: rename AsyncNotifiedWaiting NotifiedWaiting
 
 from __future__ import annotations
 
@@ -44,7 +46,6 @@ from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
 from firefly_scheduling.concurrency.grouped_async import AsyncGroupedCalls
 from firefly_scheduling.concurrency.pool_gate_async import AsyncPoolGate, gated
 from firefly_scheduling.concurrency.pool_size import DEFAULT_POOL_SIZE
-from firefly_scheduling.locks.base_async import AsyncBaseLock
 from firefly_scheduling.locks.holding import new_owner_token
 from firefly_scheduling_redis import protocol
 from firefly_scheduling_redis.client import (
@@ -53,7 +54,9 @@ from firefly_scheduling_redis.client import (
     describe_client,
     is_cluster,  # sync: is_cluster, close_built_client,
 )
+from firefly_scheduling_redis.notified_waiting_async import AsyncNotifiedWaiting, Client
 from firefly_scheduling_redis.primaries_async import send_by_primary
+from firefly_scheduling_redis.release_listener_async import AsyncReleaseListener
 from firefly_scheduling_redis.url import (
     CLIENT_DEFAULTS,
     POOL_WAIT_SECONDS,
@@ -62,7 +65,6 @@ from firefly_scheduling_redis.url import (
     pool_size_of,
 )
 
-Client = redis.asyncio.Redis | redis.asyncio.RedisCluster
 # Sends again, one by one, the commands at these indices that a cluster refused unrun.
 if ASYNC:
     _Resend: TypeAlias = Callable[[list[int]], Awaitable[list[Any]]]
@@ -72,7 +74,7 @@ else:
 RELEASES_PER_PIPELINE = 64
 
 
-class AsyncRedisLock(AsyncBaseLock):
+class AsyncRedisLock(AsyncNotifiedWaiting):
     """A Redis lease lock per name; the server frees it when the TTL passes.
 
     `url_or_client` is a URL or an existing client of this flavour:
@@ -141,6 +143,8 @@ class AsyncRedisLock(AsyncBaseLock):
             self._given = url_or_client
             if not self._cluster:
                 self._client = url_or_client
+        #: The waiters' one subscriber connection (`_release_signal`).
+        self._listener = AsyncReleaseListener(self._subscriber)
         #: Releases waiting for one another, sent as one pipeline (`_release_together`).
         self._releases: AsyncGroupedCalls[tuple[str, str], bool | BaseException] = (
             AsyncGroupedCalls(self._release_together, most=RELEASES_PER_PIPELINE)
@@ -156,7 +160,7 @@ class AsyncRedisLock(AsyncBaseLock):
         """The key of the fencing counter of `name` on one server; it never expires."""
         return protocol.fence_key(name, cluster=False)
 
-    # -- AsyncBaseLock hooks -----------------------------------------------------------
+    # -- AsyncBaseLock hooks (waiting ones: `AsyncNotifiedWaiting`) -----------------------
 
     async def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
         key = protocol.lock_key(name, cluster=self._cluster)
@@ -253,7 +257,8 @@ class AsyncRedisLock(AsyncBaseLock):
 
     async def _release_alone(self, name: str, owner: str) -> bool:
         keys = (protocol.lock_key(name, cluster=self._cluster),)
-        return bool(await self._eval(protocol.RELEASE, keys, (owner,)))
+        channel = protocol.release_channel(name, cluster=self._cluster)
+        return bool(await self._eval(protocol.RELEASE, keys, (owner, channel)))
 
     async def _release_together(
         self, held: Sequence[tuple[str, str]]
@@ -291,6 +296,7 @@ class AsyncRedisLock(AsyncBaseLock):
             return int(await (await self._redis()).incr(key))
 
     async def _close(self) -> None:
+        await self._listener.aclose()
         if self._server is not None and self._client is not None:
             await self._client.aclose()  # sync: close_built_client(self._client)
 

@@ -24,6 +24,11 @@ act only while the key still holds it (`RELEASE`, `RENEW`), so a late release ne
 frees a newer holder. The fencing token is `INCR` of the counter, in the same script
 as the acquisition (`ACQUIRE_FENCED`): one round trip, and a refused attempt consumes
 no token.
+
+**Waking waiters.** A release publishes on the name's channel (`release_channel`),
+in the same script, so a waiter subscribed to it tries again at once instead of
+polling. A lease that lapses publishes nothing: a waiter bounds its sleep by the
+holder's remaining lease (`PTTL`).
 """
 
 from __future__ import annotations
@@ -54,6 +59,9 @@ FENCE_KEY_PREFIX: Final = "firefly:scheduling:fence:"
 CLUSTER_TAG_PREFIX: Final = "{firefly:scheduling:"
 CLUSTER_LOCK_SUFFIX: Final = "}:lock"
 CLUSTER_FENCE_SUFFIX: Final = "}:fence"
+#: The channels releases are published on (`release_channel`).
+RELEASED_CHANNEL_PREFIX: Final = "firefly:scheduling:released:"
+CLUSTER_RELEASED_SUFFIX: Final = "}:released"
 
 
 @dataclass(frozen=True)
@@ -69,12 +77,16 @@ class Script:
         object.__setattr__(self, "sha", digest)
 
 
-#: KEYS[1] lock key; ARGV[1] owner token.
-#: Returns 1 when the key held the token and was deleted; 0 when it was absent or held
-#: another token (expired and taken over), which it then leaves alone.
+#: KEYS[1] lock key; ARGV[1] owner token; ARGV[2] the name's release channel.
+#: Returns 1 when the key held the token and was deleted, and then publishes an empty
+#: message on ARGV[2] for the name's waiters; 0 when it was absent or held another
+#: token (expired and taken over), which it then leaves alone. The publish is
+#: protected: a user whose ACL forbids it still releases (its waiters then poll).
 RELEASE: Final = Script("""
 if redis.call('get', KEYS[1]) == ARGV[1] then
-    return redis.call('del', KEYS[1])
+    redis.call('del', KEYS[1])
+    redis.pcall('publish', ARGV[2], '')
+    return 1
 end
 return 0
 """)
@@ -146,7 +158,20 @@ def acquisition(
 def release(name: str, owner: str, *, cluster: bool) -> Command:
     """The command that releases `name` if `owner` still holds it: `RELEASE`."""
     key = lock_key(name, cluster=cluster)
-    return Command(key, ("EVALSHA", RELEASE.sha, 1, key, owner), RELEASE)
+    channel = release_channel(name, cluster=cluster)
+    return Command(key, ("EVALSHA", RELEASE.sha, 1, key, owner, channel), RELEASE)
+
+
+def release_channel(name: str, *, cluster: bool) -> bytes:
+    """The channel the release of `name` is published on, for its waiters.
+
+    A plain `PUBLISH`, not the sharded `SPUBLISH` of Redis 7: on a cluster it
+    reaches every node over the cluster bus, so one subscriber connection per lock
+    (to any node) hears every name, where a sharded channel would need one per shard.
+    """
+    if cluster:
+        return (CLUSTER_TAG_PREFIX + name + CLUSTER_RELEASED_SUFFIX).encode("utf-8")
+    return (RELEASED_CHANNEL_PREFIX + name).encode("utf-8")
 
 
 def lock_key(name: str, *, cluster: bool) -> bytes:
@@ -174,9 +199,10 @@ _MISCONFIGURATION_HINTS: Final[tuple[tuple[type[RedisError], str], ...]] = (
     (ReadOnlyError, "the URL points at a read-only replica; point it at the primary"),
     (
         NoPermissionError,
-        "the Redis user lacks an ACL permission; it needs GET, SET, DEL, PEXPIRE, INCR, "
-        "EVALSHA and SCRIPT LOAD on the keys firefly:scheduling:* "
-        "({firefly:scheduling:* on a cluster)",
+        "the Redis user lacks an ACL permission; it needs GET, SET, DEL, PEXPIRE, PTTL, "
+        "INCR, EVALSHA and SCRIPT LOAD on the keys firefly:scheduling:* "
+        "({firefly:scheduling:* on a cluster), and PUBLISH and SUBSCRIBE on the "
+        "channels of the same patterns",
     ),
     (OutOfMemoryError, "maxmemory is reached and the eviction policy refuses writes"),
     (AuthenticationError, "check the user name and password of the URL or client"),

@@ -49,6 +49,8 @@ class AsyncBackendHooks(ABC):
     renewable: ClassVar[bool] = False
     #: `acquire_many` sends its acquisitions as one request (set by the backend that can).
     batch_acquires: bool = False
+    #: A waiter is woken by the server's notification of a release (`_release_signal`).
+    notified_wait: ClassVar[bool] = False
     #: Driver exceptions that mean "the backend failed"; translated to LockBackendError.
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError,)
 
@@ -68,6 +70,7 @@ class AsyncBackendHooks(ABC):
             fenced=self.supports_fencing,
             renewable=self.renewable,
             batch_acquires=self.batch_acquires,
+            notified_wait=self.notified_wait,
         )
 
     # -- hooks for subclasses ---------------------------------------------------------

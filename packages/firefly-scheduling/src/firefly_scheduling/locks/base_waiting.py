@@ -37,7 +37,12 @@ from typing import Any, ClassVar
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.base_claims import ClaimsAndBatches
 from firefly_scheduling.locks.holding import Holding, Reservation
-from firefly_scheduling.locks.waiting import Backoff, Waiters, sleep_until_woken
+from firefly_scheduling.locks.waiting import (
+    NOTIFIED_RECHECK_SECONDS,
+    Backoff,
+    Waiters,
+    sleep_until_woken,
+)
 
 logger = logging.getLogger("firefly_scheduling.locks")
 
@@ -51,6 +56,9 @@ class WaitingAcquisition(ClaimsAndBatches):
 
     #: The attempt itself waits on the server (`_acquire_within`), so no pause follows it.
     waits_on_server: ClassVar[bool] = False
+    #: Longest a waiter woken by notifications (`notified_wait`) sleeps unwoken before
+    #: trying again: what a notification missed costs at most.
+    notified_recheck_seconds: float = NOTIFIED_RECHECK_SECONDS
 
     def __init__(self, *, target: str = "", secrets: tuple[str, ...] = ()) -> None:
         super().__init__(target=target, secrets=secrets)

@@ -42,7 +42,12 @@ from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.base_claims_async import AsyncClaimsAndBatches
 from firefly_scheduling.locks.holding import Holding, Reservation
-from firefly_scheduling.locks.waiting_async import AsyncWaiters, Backoff, sleep_until_woken
+from firefly_scheduling.locks.waiting_async import (
+    NOTIFIED_RECHECK_SECONDS,
+    AsyncWaiters,
+    Backoff,
+    sleep_until_woken,
+)
 
 logger = logging.getLogger("firefly_scheduling.locks")
 
@@ -56,6 +61,9 @@ class AsyncWaitingAcquisition(AsyncClaimsAndBatches):
 
     #: The attempt itself waits on the server (`_acquire_within`), so no pause follows it.
     waits_on_server: ClassVar[bool] = False
+    #: Longest a waiter woken by notifications (`notified_wait`) sleeps unwoken before
+    #: trying again: what a notification missed costs at most.
+    notified_recheck_seconds: float = NOTIFIED_RECHECK_SECONDS
 
     def __init__(self, *, target: str = "", secrets: tuple[str, ...] = ()) -> None:
         super().__init__(target=target, secrets=secrets)

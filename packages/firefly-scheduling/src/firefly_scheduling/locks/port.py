@@ -78,6 +78,9 @@ class LockCapabilities:
       checks that the session still holds the lock).
     * `batch_acquires`: the lock is a `BatchAcquiringLock` that sends the
       acquisitions of one `acquire_many` as one request.
+    * `notified_wait`: a waiting acquisition sleeps between attempts until the server
+      notifies it that the name was freed (a Redis message, an etcd watch), and
+      polls only as a fallback.
     """
 
     ttl_honoured: bool = True
@@ -86,6 +89,7 @@ class LockCapabilities:
     fenced: bool = False
     renewable: bool = False
     batch_acquires: bool = False
+    notified_wait: bool = False
 
 
 #: What a lock that declares nothing is taken to be: a lease lock with the port only.

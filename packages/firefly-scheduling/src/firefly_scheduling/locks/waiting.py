@@ -30,6 +30,10 @@ from contextlib import contextmanager
 #: The first pause after a lost attempt, and the longest, in seconds.
 FIRST_PAUSE_SECONDS = 0.005
 LONGEST_PAUSE_SECONDS = 0.25
+#: Longest a waiter woken by a release notification (a Redis message, an etcd watch)
+#: sleeps before trying again unwoken: a notification missed (an older node's release
+#: that sends none, a subscription lost and not yet noticed) costs at most this.
+NOTIFIED_RECHECK_SECONDS = 2.0
 
 
 class Backoff:
@@ -101,6 +105,11 @@ class Waiters:
             queue = self._queues.get(name)
             if queue:
                 queue[0].event.set()
+
+
+def wait_at_most(event: threading.Event, seconds: float) -> bool:
+    """Wait until `event` is set (True) or `seconds` pass (False)."""
+    return event.wait(seconds)
 
 
 def sleep_until_woken(waiter: _Waiter, deadline: float) -> bool:

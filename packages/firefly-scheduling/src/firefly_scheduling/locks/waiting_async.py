@@ -34,6 +34,10 @@ from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
 #: The first pause after a lost attempt, and the longest, in seconds.
 FIRST_PAUSE_SECONDS = 0.005
 LONGEST_PAUSE_SECONDS = 0.25
+#: Longest a waiter woken by a release notification (a Redis message, an etcd watch)
+#: sleeps before trying again unwoken: a notification missed (an older node's release
+#: that sends none, a subscription lost and not yet noticed) costs at most this.
+NOTIFIED_RECHECK_SECONDS = 2.0
 
 
 class Backoff:
@@ -105,6 +109,16 @@ class AsyncWaiters:
             queue = self._queues.get(name)
             if queue:
                 queue[0].event.set()
+
+
+async def wait_at_most(event: asyncio.Event, seconds: float) -> bool:
+    """Wait until `event` is set (True) or `seconds` pass (False)."""
+    try:  # sync: return event.wait(seconds)
+        async with asyncio.timeout(seconds):  # sync: drop
+            await event.wait()  # sync: drop
+    except TimeoutError:  # sync: drop
+        return False  # sync: drop
+    return True  # sync: drop
 
 
 async def sleep_until_woken(waiter: _Waiter, deadline: float) -> bool:

@@ -34,6 +34,7 @@ from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
 from firefly_scheduling.locks.hold_async import AsyncHold, ahold
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.port import LockCapabilities
+from firefly_scheduling.testing.attempt_counter import AttemptCounter
 from firefly_scheduling.testing.leader_workers import campaign, interrupted_waiter, read_events
 from firefly_scheduling.testing.nodes_async import EXPIRY_SLACK_SECONDS
 
@@ -149,6 +150,32 @@ class AsyncWaitingContract:
             await waiting.outcome(60)
         assert order == [0, 1, 2, 3], f"served out of arrival order: {order}"
 
+    async def test_a_notified_waiter_wakes_on_the_release_alone(
+        self, nodes: Any, name: str, capabilities: LockCapabilities
+    ) -> None:
+        """Without its fallback recheck, and with the holder's lease outliving the wait,
+        only the server's notification can wake the waiter: it wins with exactly two
+        attempts, the one that lost and the one after the release."""
+        if not capabilities.notified_wait:
+            pytest.skip("the backend declares no notified wait")
+        holder, waiter = _acquirer(nodes()), _acquirer(nodes())
+        waiter.notified_recheck_seconds = 3600.0
+        attempts = AttemptCounter(waiter)
+        held = await holder.acquire(name, 120)
+        assert held is not None
+        waiting = _Background(lambda: waiter.acquire(name, 120, wait=60))
+        deadline = time.monotonic() + 30
+        while attempts.count < 1:
+            assert time.monotonic() < deadline, "the waiter never tried"
+            await _pause(0.02)
+        await _pause(0.5)  # a poller tries again within 5 ms, and 7 times in 0.5 s
+        assert attempts.count == 1, f"{attempts.count} attempts while held: it polled"
+        await holder.release_holding(held)
+        won: Holding | None = await waiting.outcome(90)
+        assert isinstance(won, Holding), "the release did not wake the waiter"
+        assert attempts.count == 2, f"{attempts.count} attempts: woken by something else"
+        await waiter.release_holding(won)
+
     # -- keep-alive and loss --------------------------------------------------------
 
     async def test_keep_alive_holds_across_five_ttls(
@@ -185,6 +212,12 @@ class AsyncWaitingContract:
             assert held.lost_event.is_set()
 
     @pytest.fixture
+    def waiters_on_server(self) -> Callable[[str], int] | None:
+        """How many waiters (subscriptions, queued sessions) the server keeps for a name,
+        read with a second client (per backend); None where the server cannot say."""
+        return None
+
+    @pytest.fixture
     def lease_dropper(self) -> Callable[[str], None]:
         """Ends the server's record of a held name with a second client (per backend)."""
         pytest.skip("the backend supplies no lease_dropper")
@@ -194,7 +227,7 @@ class AsyncWaitingContract:
     if ASYNC:
 
         async def test_a_cancelled_wait_leaves_nothing_on_the_server(
-            self, nodes: Any, name: str
+            self, nodes: Any, name: str, waiters_on_server: Callable[[str], int] | None
         ) -> None:
             holder, waiter, witness = _acquirer(nodes()), _acquirer(nodes()), nodes()
             held = await holder.acquire(name, 30)
@@ -204,6 +237,8 @@ class AsyncWaitingContract:
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await asyncio.wait_for(task, 10)
+            if waiters_on_server is not None:
+                assert waiters_on_server(name) == 0, "the cancelled wait is still on the server"
             await holder.release_holding(held)
             # A waiter left on the server would take the lock the moment it was freed.
             assert await witness.try_acquire(name, 30), "a cancelled waiter took the lock"
@@ -220,6 +255,7 @@ class AsyncWaitingContract:
             name: str,
             capabilities: LockCapabilities,
             tmp_path: Path,
+            waiters_on_server: Callable[[str], int] | None,
         ) -> None:
             """KeyboardInterrupt (SIGINT) in a waiting process's main thread."""
             if not capabilities.cross_process:
@@ -239,6 +275,8 @@ class AsyncWaitingContract:
                 assert child.pid is not None
                 os.kill(child.pid, signal.SIGINT)
                 _until(lambda: any(e == "interrupted" for e, _, _ in read_events(log)), 30)
+                if waiters_on_server is not None:
+                    assert waiters_on_server(name) == 0, "the interrupted wait is on the server"
                 holder.release_holding(held)
                 # The child is still alive: its sessions stay open, so a waiter left on
                 # the server would take the lock now.
