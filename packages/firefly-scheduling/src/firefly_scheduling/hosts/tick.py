@@ -53,10 +53,9 @@ from firefly_scheduling.hosts.runtime.workers import (
     worker_count,
 )
 from firefly_scheduling.schedule.cadence import Cadence
-from firefly_scheduling.schedule.cron import CronSchedule
 from firefly_scheduling.schedule.cron_prefilter import MinutePrefilter, WallClock
 from firefly_scheduling.schedule.fire_instants import minute_start
-from firefly_scheduling.schedule.next_fire import cadence_of
+from firefly_scheduling.schedule.next_fire import cadence_of, cron_schedule_of
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 logger = logging.getLogger("firefly_scheduling.hosts")
@@ -242,17 +241,15 @@ class TickHost:
         self.stop = stop or StopRequest()
         self.stop.add_listener(self.clock.interrupt)  # a stop ends the sleep between slots
         self._crons: dict[
-            tuple[str, str | None], tuple[MinutePrefilter, list[ScheduledDescriptor]]
+            tuple[str, str | None, str | None, str | None],
+            tuple[MinutePrefilter, list[ScheduledDescriptor]],
         ] = {}
         self._cadences: dict[Cadence, list[ScheduledDescriptor]] = defaultdict(list)
         for descriptor in descriptors:
             if descriptor.cron is not None:
-                key = (descriptor.cron, descriptor.zone)
+                key = (descriptor.cron, descriptor.zone, descriptor.dst_gap, descriptor.dst_fold)
                 if key not in self._crons:
-                    schedule = CronSchedule.parse(
-                        descriptor.cron, descriptor.zone, source=descriptor.target
-                    )
-                    self._crons[key] = (MinutePrefilter(schedule), [])
+                    self._crons[key] = (MinutePrefilter(cron_schedule_of(descriptor)), [])
                 self._crons[key][1].append(descriptor)
             else:
                 self._cadences[cadence_of(descriptor)].append(as_run_under_tick(descriptor))

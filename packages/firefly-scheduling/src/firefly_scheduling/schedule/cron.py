@@ -11,8 +11,10 @@ Parsing and field matching are croniter's; this module pins the semantics around
 * Macros: `@yearly`/`@annually`, `@monthly`, `@weekly`, `@daily`/`@midnight`,
   `@hourly`.
 
-Daylight-saving time. The expression is read against the zone's wall clock, like
-cron on a machine set to that zone (Vixie cron's rules):
+Daylight-saving time. The expression is read against the zone's wall clock; what
+happens to a wall-clock time a transition skips or repeats is the task's `DstPolicy`
+(`dst_gap=`, `dst_fold=`; see `dst`). By default it is cron's on a machine set to
+that zone (Vixie cron's rules):
 
 * A task whose hour field is `*` ("hourly or more often") fires at every real
   minute whose wall-clock reading matches. When clocks go back it fires in both
@@ -29,13 +31,14 @@ All instants in and out are aware datetimes; results are in UTC.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.schedule.dst import DstMark, DstPolicy, dst_mark
 from firefly_scheduling.schedule.instants import as_utc
 
 if TYPE_CHECKING:
@@ -106,21 +109,36 @@ class CronSchedule:
     zone: ZoneInfo
     #: The 5-field form croniter evaluates (a macro expanded).
     fields: str = field(repr=False)
-    #: Whether the hour field is `*`, which selects the DST rule (see the module doc).
+    #: Whether the hour field is `*`, which selects the default DST policy (see `dst`).
     every_hour: bool = field(repr=False)
+    #: What fires for wall-clock times a transition skips or repeats.
+    dst: DstPolicy = field(default=DstPolicy("shift", "first"))
 
     @classmethod
-    def parse(cls, expression: str, zone: str | None = None, *, source: str) -> CronSchedule:
-        """Parse and check `expression` in `zone`; errors name `source` and the expression."""
+    def parse(
+        cls,
+        expression: str,
+        zone: str | None = None,
+        *,
+        source: str,
+        dst_gap: str | None = None,
+        dst_fold: str | None = None,
+    ) -> CronSchedule:
+        """Parse and check `expression` in `zone`; errors name `source` and the expression.
+
+        `dst_gap`/`dst_fold` None take the default policy for the expression (see `dst`).
+        """
         tz = resolve_zone(zone, source=source)
         if not isinstance(expression, str):
             raise ConfigurationError(
                 f"{source}: cron must be a 5-field crontab string, got {expression!r}"
             )
         try:
-            return _parse(expression.strip(), tz)
+            parsed = _parse(expression.strip(), tz)
         except _CronRefusal as refusal:
             raise ConfigurationError(f"{source}: cron {expression!r} {refusal}") from None
+        policy = DstPolicy.of(dst_gap, dst_fold, every_hour=parsed.every_hour, source=source)
+        return parsed if policy == parsed.dst else replace(parsed, dst=policy)
 
     @property
     def zone_name(self) -> str:
@@ -129,6 +147,10 @@ class CronSchedule:
 
     def next_after(self, instant: datetime) -> datetime:
         """The first fire strictly after `instant`, as an aware UTC datetime."""
+        return self.next_marked_after(instant)[0]
+
+    def next_marked_after(self, instant: datetime) -> tuple[datetime, DstMark | None]:
+        """`next_after`, with how that fire met a DST transition (None: it did not)."""
         after = as_utc(instant)
         local = after.astimezone(self.zone)
         start = local.replace(tzinfo=None)
@@ -137,13 +159,15 @@ class CronSchedule:
         start -= self._offset_change_near(after)
         candidates = croniter_for(self.fields, start)
         best: datetime | None = None
+        best_wall_clock = start
         for _ in range(_MAX_CANDIDATES):
-            instants = self._instants_of(candidates.get_next(datetime))
+            wall_clock = candidates.get_next(datetime)
+            instants = self._instants_of(wall_clock)
             if best is not None and instants and instants[0] >= best:
-                return best
+                return best, dst_mark(best_wall_clock, best, self.zone)
             for fire in instants:
                 if fire > after and (best is None or fire < best):
-                    best = fire
+                    best, best_wall_clock = fire, wall_clock
         raise RuntimeError(f"cron {self.expression!r} found no fire after {after.isoformat()}")
 
     def latest_at_or_before(self, instant: datetime) -> datetime:
@@ -185,27 +209,8 @@ class CronSchedule:
         return self.expression if zone == "UTC" else f"{self.expression} ({zone})"
 
     def _instants_of(self, wall_clock: datetime) -> tuple[datetime, ...]:
-        """The UTC instants at which the naive local `wall_clock` fires (see module doc)."""
-        first = wall_clock.replace(tzinfo=self.zone, fold=0).astimezone(UTC)
-        second = wall_clock.replace(tzinfo=self.zone, fold=1).astimezone(UTC)
-        if first == second:
-            return (first,)
-        if first < second:  # a repeated wall-clock time (clocks went back)
-            return (first, second) if self.every_hour else (first,)
-        # A wall-clock time inside a gap (clocks went forward): PEP 495 maps fold=1
-        # with the offset after the gap (earlier UTC) and fold=0 with the one before.
-        return () if self.every_hour else (self._gap_end(second, first),)
-
-    def _gap_end(self, low: datetime, high: datetime) -> datetime:
-        """The first UTC instant in `(low, high]` at which the zone's new offset applies."""
-        after = high.astimezone(self.zone).utcoffset()
-        while high - low > timedelta(seconds=1):
-            middle = low + (high - low) / 2
-            if middle.astimezone(self.zone).utcoffset() == after:
-                high = middle
-            else:
-                low = middle
-        return high.replace(microsecond=0)
+        """The UTC instants at which the naive local `wall_clock` fires (see `dst`)."""
+        return self.dst.instants_of(wall_clock, self.zone)
 
     def _offset_change_near(self, instant: datetime) -> timedelta:
         """How far the zone's UTC offset moves within `_DST_LOOKAROUND` of `instant`."""
@@ -245,11 +250,13 @@ def _parse(expression: str, zone: ZoneInfo) -> CronSchedule:
     except CroniterError as err:
         raise _CronRefusal(f"is not a valid crontab expression ({err})") from err
     hours = parsed.expanded[1]
+    every_hour = hours == ["*"] or len(hours) == 24
     return CronSchedule(
         expression=expression,
         zone=zone,
         fields=fields,
-        every_hour=hours == ["*"] or len(hours) == 24,
+        every_hour=every_hour,
+        dst=DstPolicy.of(None, None, every_hour=every_hour, source=expression),
     )
 
 

@@ -27,13 +27,25 @@ def next_fire(descriptor: ScheduledDescriptor, host: Host, now: datetime) -> dat
     None only for a `fixed_delay` task under `run`, whose fires follow its runs.
     """
     if descriptor.cron is not None:
-        schedule = CronSchedule.parse(descriptor.cron, descriptor.zone, source=descriptor.target)
-        return schedule.next_after(now)
+        return cron_schedule_of(descriptor).next_after(now)
     if host == "tick":
         return cadence_of(descriptor).next_after(now)
     if descriptor.fixed_rate is not None:
         return rate_fire_after(rate_step(descriptor.fixed_rate), now)
     return None
+
+
+def cron_schedule_of(descriptor: ScheduledDescriptor) -> CronSchedule:
+    """The parsed cron of a cron task, in its zone, with its DST policy."""
+    if descriptor.cron is None:
+        raise ValueError(f"{descriptor.target} is an interval task; it has no cron")
+    return CronSchedule.parse(
+        descriptor.cron,
+        descriptor.zone,
+        source=descriptor.target,
+        dst_gap=descriptor.dst_gap,
+        dst_fold=descriptor.dst_fold,
+    )
 
 
 def cadence_of(descriptor: ScheduledDescriptor) -> Cadence:

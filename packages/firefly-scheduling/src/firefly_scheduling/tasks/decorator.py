@@ -36,6 +36,8 @@ def scheduled(
     zone: str | None = None,
     lock: bool | str | None = True,
     lock_ttl: Duration | None = None,
+    dst_gap: str | None = None,
+    dst_fold: str | None = None,
 ) -> Callable[[TaskFunction], TaskFunction]:
     """Schedule the decorated function or method.
 
@@ -47,7 +49,9 @@ def scheduled(
     with a lock named after the task target, so each fire runs on one node; a string
     is an explicit (shared) lock name, outside the reserved `firefly:` namespace;
     `False` (or `None`) runs unlocked, on every node. `lock_ttl`
-    (default 30 s) only applies to a locked task.
+    (default 30 s) only applies to a locked task. `dst_gap` (`shift` or `skip`) and
+    `dst_fold` (`first`, `last` or `both`) say what a cron does with wall-clock times a
+    daylight-saving transition skips or repeats (see `firefly_scheduling.schedule.dst`).
     """
     given = [
         name
@@ -88,6 +92,8 @@ def scheduled(
                 if lock_name is None
                 else _optional_seconds(lock_ttl, target, "lock_ttl") or DEFAULT_LOCK_TTL_SECONDS
             ),
+            dst_gap=dst_gap,
+            dst_fold=dst_fold,
         )
         setattr(function, SCHEDULE_ATTRIBUTE, validate_descriptor(descriptor))
         return task

@@ -21,7 +21,8 @@ class ScheduledDescriptor:
     `target` is `"package.module:Qualname"` (a function, or `Class.method`).
     Exactly one of `cron`, `fixed_rate` and `fixed_delay` is set. Durations are
     float seconds. `lock_name` is None for an unlocked task; `lock_ttl` is then
-    None too, and defaults to 30.0 for a locked one.
+    None too, and defaults to 30.0 for a locked one. `dst_gap` and `dst_fold` (cron
+    tasks only) are the DST policies as given; None is the default (see `schedule.dst`).
     """
 
     target: str
@@ -32,6 +33,8 @@ class ScheduledDescriptor:
     zone: str | None = None
     lock_name: str | None = None
     lock_ttl: float | None = None
+    dst_gap: str | None = None
+    dst_fold: str | None = None
 
     @property
     def module(self) -> str:

@@ -40,7 +40,16 @@ from firefly_scheduling.tasks.validation import DescriptorValidator
 
 FORMAT = "firefly-scheduling-manifest"
 VERSION = 1
-SCHEDULE_FIELDS = ("cron", "zone", "fixed_rate", "fixed_delay", "initial_delay", "lock_ttl")
+SCHEDULE_FIELDS = (
+    "cron",
+    "zone",
+    "dst_gap",
+    "dst_fold",
+    "fixed_rate",
+    "fixed_delay",
+    "initial_delay",
+    "lock_ttl",
+)
 _SCHEDULE_FIELD_SET = frozenset(SCHEDULE_FIELDS)
 # Descriptors may be built without __init__ only while __init__ merely assigns fields.
 _DIRECT_CONSTRUCTION = not hasattr(ScheduledDescriptor, "__post_init__") and not hasattr(

@@ -2,8 +2,9 @@
 
 `validate_descriptor` runs when the decorator runs, and `validate_descriptors`
 when `scan` emits descriptors and when `ScheduledManifest.load` reads them, so a
-bad cron, zone, duration (outside 1 ms to 366 days, see `durations`) or lock name
-(invalid, or in the reserved `firefly:` namespace) stops the boot with a message
+bad cron, zone, DST policy (or one on a task that is not cron), duration (outside
+1 ms to 366 days, see `durations`) or lock name (invalid, or in the reserved
+`firefly:` namespace) stops the boot with a message
 naming the task target and the value, instead of failing on the fifth tick. This module is
 the single definition of what a valid `ScheduledDescriptor` is, whoever built it.
 
@@ -112,6 +113,8 @@ def _shape(descriptor: ScheduledDescriptor) -> tuple[object, ...]:
     return (
         descriptor.cron,
         descriptor.zone,
+        descriptor.dst_gap,
+        descriptor.dst_fold,
         descriptor.lock_name is None,
         type(rate),
         rate,
@@ -134,12 +137,11 @@ def _check_shape(descriptor: ScheduledDescriptor, target: str) -> dict[str, Any]
             f"got {', '.join(given) or 'none'}"
         )
     if cron is not None:
-        CronSchedule.parse(cron, zone, source=target)
-    elif zone is not None:
-        raise ConfigurationError(
-            f"{target}: zone={zone!r} only applies to cron tasks; "
-            "fixed_rate and fixed_delay intervals do not depend on a time zone"
+        CronSchedule.parse(
+            cron, zone, source=target, dst_gap=descriptor.dst_gap, dst_fold=descriptor.dst_fold
         )
+    else:
+        _refuse_wall_clock_settings(descriptor, target)
     changes: dict[str, Any] = {}
     if descriptor.lock_name is None:
         if descriptor.lock_ttl is not None:
@@ -156,6 +158,17 @@ def _check_shape(descriptor: ScheduledDescriptor, target: str) -> dict[str, Any]
             if type(value) is not float:
                 changes[name] = float(value)
     return changes
+
+
+def _refuse_wall_clock_settings(descriptor: ScheduledDescriptor, target: str) -> None:
+    """An interval task is measured in elapsed time: a zone or a DST policy cannot apply."""
+    for name in ("zone", "dst_gap", "dst_fold"):
+        value = getattr(descriptor, name)
+        if value is not None:
+            raise ConfigurationError(
+                f"{target}: {name}={value!r} only applies to cron tasks; fixed_rate and "
+                "fixed_delay intervals are elapsed time, which no time zone or clock change moves"
+            )
 
 
 def _check_seconds(value: object, source: str) -> None:

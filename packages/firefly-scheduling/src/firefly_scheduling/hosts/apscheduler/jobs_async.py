@@ -61,7 +61,7 @@ from firefly_scheduling.hosts.apscheduler.triggers import (
 from firefly_scheduling.hosts.observation.observers import PreclaimedFire
 from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
 from firefly_scheduling.hosts.runtime.execute_async import execute_fire
-from firefly_scheduling.schedule.cron import CronSchedule
+from firefly_scheduling.schedule.next_fire import cron_schedule_of
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 logger = logging.getLogger("firefly_scheduling.hosts")
@@ -93,8 +93,7 @@ _MICROSECOND = timedelta(microseconds=1)
 def trigger_for(descriptor: ScheduledDescriptor) -> FireTrigger:
     """The recurring trigger of a `fixed_rate` or cron task."""
     if descriptor.cron is not None:
-        schedule = CronSchedule.parse(descriptor.cron, descriptor.zone, source=descriptor.target)
-        return CronScheduleTrigger(schedule)
+        return CronScheduleTrigger(cron_schedule_of(descriptor))
     if descriptor.fixed_rate is not None:
         return EpochAlignedRateTrigger(descriptor.fixed_rate)
     raise ValueError(f"{descriptor.target}: a fixed_delay task has no recurring trigger")
