@@ -48,7 +48,8 @@ class DstPolicy:
         """
         return cls(
             gap=_choice("dst_gap", gap, DST_GAPS, source) or ("skip" if every_hour else "shift"),
-            fold=_choice("dst_fold", fold, DST_FOLDS, source) or ("both" if every_hour else "first"),
+            fold=_choice("dst_fold", fold, DST_FOLDS, source)
+            or ("both" if every_hour else "first"),
         )
 
     def instants_of(self, wall_clock: datetime, zone: ZoneInfo) -> tuple[datetime, ...]:
@@ -93,9 +94,7 @@ def _readings(wall_clock: datetime, zone: ZoneInfo) -> tuple[datetime, datetime]
     )
 
 
-def _choice(
-    name: str, value: object, choices: tuple[_Choice, ...], source: str
-) -> _Choice | None:
+def _choice(name: str, value: object, choices: tuple[_Choice, ...], source: str) -> _Choice | None:
     if value is None:
         return None
     for choice in choices:
