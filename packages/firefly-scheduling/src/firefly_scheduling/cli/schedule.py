@@ -11,7 +11,8 @@ task is found it says so, and why.
 `--host run|tick` says which host the listing describes: the exact interval and
 its epoch-aligned next fire for `run` (the default), the cadence bucket and its
 next fire for `tick`. `--json` prints one object per task instead (keys in
-`schedule_json`).
+`schedule_json`). `--next N` lists each task's next N fires instead, with its DST
+policies (see `schedule_next`); `--from` sets the instant the listing starts from.
 """
 
 from __future__ import annotations
@@ -35,14 +36,14 @@ from firefly_scheduling.cli.output import (
     target_column,
     text_column,
 )
+from firefly_scheduling.cli.schedule_next import render_upcoming, upcoming_fires, upcoming_json
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.initial_delay.gate import first_run_from
 from firefly_scheduling.initial_delay.port import AnchorStoreError
 from firefly_scheduling.initial_delay.selection import resolve_anchor_store
 from firefly_scheduling.schedule.cadence import Cadence
-from firefly_scheduling.schedule.cron import CronSchedule
 from firefly_scheduling.schedule.durations import format_duration
-from firefly_scheduling.schedule.next_fire import HOSTS, Host
+from firefly_scheduling.schedule.next_fire import HOSTS, Host, cron_schedule_of
 from firefly_scheduling.schedule.next_fire import next_fire as next_fire_under
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
@@ -76,7 +77,7 @@ def schedule_row(
     `first_run` is the earliest its initial delay lets it first run, when known.
     """
     if descriptor.cron is not None:
-        cron = CronSchedule.parse(descriptor.cron, descriptor.zone, source=descriptor.target)
+        cron = cron_schedule_of(descriptor)
         trigger = under_tick = descriptor.cron
         next_fire = cron.next_after(now)
         local = next_fire.astimezone(cron.zone)
@@ -206,8 +207,7 @@ def schedule_json(
     """
     row = schedule_row(descriptor, now, host, first_run)
     if descriptor.cron is not None:
-        cron = CronSchedule.parse(descriptor.cron, descriptor.zone, source=descriptor.target)
-        upcoming: datetime | None = cron.next_after(now)
+        upcoming: datetime | None = cron_schedule_of(descriptor).next_after(now)
     else:
         upcoming = next_fire_under(descriptor, host, now)
     return {
@@ -236,12 +236,42 @@ def schedule_json(
     show_default=True,
     help="Which host to describe: exact intervals (run) or cadence buckets (tick).",
 )
-def schedule(
-    apps: tuple[str, ...], manifest: Path | None, paths: tuple[Path, ...], host: Host, as_json: bool
+@click.option(
+    "--next",
+    "count",
+    type=click.IntRange(1, 1000),
+    help="List each task's next N fires, with its DST policies, instead of the summary.",
+)
+@click.option(
+    "--from",
+    "start",
+    callback=lambda _context, _parameter, value: _instant(value),
+    help="Start the listing at this ISO-8601 instant with an offset (default: now).",
+)
+def schedule(  # noqa: PLR0917 - click passes one parameter per option
+    apps: tuple[str, ...],
+    manifest: Path | None,
+    paths: tuple[Path, ...],
+    host: Host,
+    as_json: bool,
+    count: int | None,
+    start: datetime | None,
 ) -> None:
     """List every scheduled task: trigger, zone, lock, initial delay, next fire."""
     discovered = discover_tasks(apps, manifest, paths)
-    now = datetime.now(UTC)
+    now = start or datetime.now(UTC)
+    if count is not None:
+        if as_json:
+            echo_json_lines(
+                upcoming_json(fire)
+                for d in discovered.descriptors
+                for fire in upcoming_fires(d, host, now, count)
+            )
+        elif discovered.descriptors:
+            render_upcoming(discovered.descriptors, console(), now, host, count)
+        else:
+            console().print(f"[bold yellow]{discovered.explanation}[/]", soft_wrap=True)
+        return
     first_run = first_runs(discovered.descriptors, settings_for(manifest))
     if as_json:
         echo_json_lines(
@@ -251,3 +281,18 @@ def schedule(
     render_schedule(
         discovered.descriptors, discovered.explanation, console(), now, host, first_run=first_run
     )
+
+
+def _instant(text: str | None) -> datetime | None:
+    """`--from`: an ISO-8601 instant with an offset (`Z` or `+02:00`), as UTC."""
+    if text is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise click.BadParameter(
+            f"{text!r} is not an ISO-8601 instant with an offset, e.g. 2026-03-29T00:00Z"
+        )
+    return parsed.astimezone(UTC)
