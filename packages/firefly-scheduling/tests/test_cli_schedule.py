@@ -396,8 +396,9 @@ def test_a_bad_dst_policy_stops_the_boot_with_exit_2(
     isolated: Path, package: str, arguments: str, message: str
 ) -> None:
     (isolated / package).mkdir()
+    source = f"@scheduled({arguments})\ndef bad():\n    pass\n"
     (isolated / package / "__init__.py").write_text(
-        f"from firefly_scheduling import scheduled\n\n@scheduled({arguments})\ndef bad():\n    pass\n"
+        f"from firefly_scheduling import scheduled\n\n{source}"
     )
     result = invoke("schedule", "--path", ".", "--app", package)
     assert result.exit_code == 2

@@ -38,6 +38,10 @@ _MARGIN = 7_200
 _EPOCH = datetime(1970, 1, 1)
 
 
+#: A UTC range around one or more offset changes, and those changes.
+Window = tuple[int, int, list[tuple[int, int, int]]]
+
+
 @dataclass(frozen=True)
 class OffsetHistory:
     """A zone's offset at START and every change of it until END (seconds since the epoch)."""
@@ -106,7 +110,7 @@ class Tally:
         }
 
 
-def windows(history: OffsetHistory) -> Iterator[tuple[int, int, list[tuple[int, int, int]]]]:
+def windows(history: OffsetHistory) -> Iterator[Window]:
     """UTC windows around the changes (overlapping ones merged), with the changes in each."""
     current: list[tuple[int, int, int]] = []
     low = high = 0
@@ -124,33 +128,39 @@ def windows(history: OffsetHistory) -> Iterator[tuple[int, int, list[tuple[int, 
         yield low, high, current
 
 
-def expected_fires(
-    fields: str,
-    history: OffsetHistory,
-    window: tuple[int, int, list[tuple[int, int, int]]],
-    gap: str,
-    fold: str,
-    tally: Tally | None,
-) -> list[int]:
-    """The oracle: the instants in the window at which the policy says the cron fires."""
+#: A wall-clock time the cron matches: its kind, the instants it happens at, and the
+#: changes whose jump forward passed over it (a gap's end, for `shift`).
+Slot = tuple[str, list[int], list[int]]
+
+
+def slots_in(fields: str, history: OffsetHistory, window: Window) -> list[Slot]:
+    """The oracle's reading of every matching wall-clock time around the window."""
     low, high, changes = window
     offsets = sorted({history.offset_at(low)} | {change[2] for change in changes})
     wall = croniter_for(fields, _EPOCH + timedelta(seconds=low + offsets[0] - 60))
-    fires: set[int] = set()
+    slots: list[Slot] = []
     while True:
         local = int((wall.get_next(datetime) - _EPOCH).total_seconds())
         if local > high + offsets[-1]:
-            return sorted(fire for fire in fires if low <= fire <= high)
+            return slots
         happens = sorted(local - o for o in offsets if history.offset_at(local - o) == o)
         kind = "normal" if len(happens) == 1 else "gap" if not happens else "fold"
-        if tally is not None and low <= (happens or [changes[0][0]])[0] <= high:
-            tally.slots[kind] += 1
+        ends = [t for t, before, after in changes if t + before <= local < t + after]
+        if low <= (happens or ends)[0] <= high:
+            slots.append((kind, happens, ends))
+
+
+def expected_fires(slots: list[Slot], gap: str, fold: str) -> list[int]:
+    """The instants at which the policy says the slots fire."""
+    fires: set[int] = set()
+    for kind, happens, ends in slots:
         if kind == "normal":
             fires.add(happens[0])
         elif kind == "fold":
             fires.update({"first": happens[:1], "last": happens[-1:], "both": happens}[fold])
-        elif gap == "shift":  # the change whose jump forward passed over this wall-clock time
-            fires.update(t for t, before, after in changes if t + before <= local < t + after)
+        elif gap == "shift":
+            fires.update(ends)
+    return sorted(fires)
 
 
 def actual_fires(cron: CronSchedule, low: int, high: int) -> list[int]:
@@ -162,8 +172,20 @@ def actual_fires(cron: CronSchedule, low: int, high: int) -> list[int]:
     return found
 
 
-def walk(zone_names: Iterable[str], expressions: Iterable[str], *, group: bool) -> Tally:
-    """Check every policy that applies in every window of every zone, for each expression."""
+def walk(
+    zone_names: Iterable[str],
+    expressions: Iterable[str],
+    *,
+    group: bool,
+    since: datetime | None = None,
+) -> Tally:
+    """Check every policy that applies in every window of every zone, for each expression.
+
+    `since` leaves out the windows that open before it.
+
+    With `group`, a window (its bounds, the changes in it and the offset it opens
+    with) met again in another zone is evaluated once, in the first zone it was met in.
+    """
     tally = Tally()
     histories: dict[OffsetHistory, list[str]] = {}
     for name in sorted(zone_names):
@@ -172,37 +194,37 @@ def walk(zone_names: Iterable[str], expressions: Iterable[str], *, group: bool) 
         tally.transitions += len(history.changes)
         histories.setdefault(history, []).append(name)
     tally.distinct_histories = len(histories)
-    cases = (
-        [(names[0], history) for history, names in histories.items()]
-        if group
-        else [(name, h) for h, names in histories.items() for name in names]
-    )
     for expression in expressions:
-        for name, history in cases:
+        seen: set[tuple[object, ...]] = set()
+        for history, names in histories.items():
             for window in windows(history):
-                _check_window(expression, name, history, window, tally)
+                if since is not None and window[0] < since.timestamp():
+                    continue
+                key = (window[0], window[1], tuple(window[2]), history.offset_at(window[0]))
+                if group and key in seen:
+                    continue
+                seen.add(key)
+                for name in names[:1] if group else names:
+                    _check_window(expression, name, history, window, tally)
     return tally
 
 
 def _check_window(
-    expression: str,
-    name: str,
-    history: OffsetHistory,
-    window: tuple[int, int, list[tuple[int, int, int]]],
-    tally: Tally,
+    expression: str, name: str, history: OffsetHistory, window: Window, tally: Tally
 ) -> None:
     tally.windows += 1
     low, high, changes = window
     gaps = DST_GAPS if any(after > before for _, before, after in changes) else ("shift",)
     folds = DST_FOLDS if any(after < before for _, before, after in changes) else ("first",)
-    counted = False
+    slots: list[Slot] | None = None
     for gap in gaps:
         for fold in folds:
             cron = CronSchedule.parse(expression, name, source=name, dst_gap=gap, dst_fold=fold)
-            expected = expected_fires(
-                cron.fields, history, window, gap, fold, None if counted else tally
-            )
-            counted = True
+            if slots is None:
+                slots = slots_in(cron.fields, history, window)
+                for kind, _, _ in slots:
+                    tally.slots[kind] += 1
+            expected = expected_fires(slots, gap, fold)
             actual = actual_fires(cron, low, high)
             tally.fires += len(actual)
             extra, absent = set(actual) - set(expected), set(expected) - set(actual)
@@ -213,7 +235,7 @@ def _check_window(
                     f"{name} {expression!r} {gap}/{fold}: extra {sorted(extra)} "
                     f"missing {sorted(absent)}"
                 )
-            line = f"{name}|{expression}|{gap}|{fold}|{','.join(map(str, actual))}\n"
+            line = f"{low}|{expression}|{gap}|{fold}|{','.join(map(str, actual))}\n"
             tally.digest.update(line.encode())
 
 
