@@ -166,6 +166,24 @@ def test_a_cron_in_a_spring_forward_gap_is_due_once_right_after_it() -> None:
     assert due == [datetime(2026, 3, 29, 1, 0, tzinfo=UTC)]  # 03:00 CEST
 
 
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ({"dst_gap": "skip"}, []),
+        ({"dst_fold": "last"}, [datetime(2026, 10, 25, 1, 30, tzinfo=UTC)]),
+        ({"dst_fold": "both"}, [datetime(2026, 10, 25, h, 30, tzinfo=UTC) for h in (0, 1)]),
+    ],
+)
+def test_tick_plans_the_dst_policy_of_each_task(
+    policy: dict[str, str], expected: list[datetime]
+) -> None:
+    nightly = task("ping", cron="30 2 * * *", zone="Europe/Paris", **policy)
+    tick = host([nightly], MINUTE)
+    day = datetime(2026, 3 if "dst_gap" in policy else 10, 29 if "dst_gap" in policy else 25)
+    minutes = (day.replace(tzinfo=UTC) + timedelta(minutes=m) for m in range(0, 24 * 60))
+    assert [minute for minute in minutes if tick.plan(minute)] == expected
+
+
 def test_an_initially_delayed_task_is_held_back_under_tick() -> None:
     delayed = task("ping", cron="* * * * *", initial_delay=120.0)
     report = host([delayed], MINUTE).run()

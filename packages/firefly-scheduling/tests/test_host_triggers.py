@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from apscheduler.triggers.cron import CronTrigger
 
+from firefly_scheduling.hosts.apscheduler.jobs import trigger_for
 from firefly_scheduling.hosts.apscheduler.triggers import (
     CronScheduleTrigger,
     EpochAlignedRateTrigger,
@@ -19,6 +20,7 @@ from firefly_scheduling.schedule.fire_instants import (
     rate_fire_at_or_before,
     rate_step,
 )
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 PARIS = ZoneInfo("Europe/Paris")
 NEW_YORK = ZoneInfo("America/New_York")
@@ -116,3 +118,12 @@ def test_a_late_cron_wake_up_names_the_fire_it_belongs_to(late: timedelta) -> No
     expected = fire + (late // timedelta(minutes=5)) * timedelta(minutes=5)
     assert cron_fire_at_or_before(schedule, fire + late) == expected
     assert CronScheduleTrigger(schedule).fire_at_or_before(fire + late) == expected
+
+
+def test_the_resident_trigger_follows_the_task_dst_policy() -> None:
+    descriptor = ScheduledDescriptor(
+        target="app.tasks:nightly", cron="30 2 * * *", zone="Europe/Paris", dst_fold="last"
+    )
+    first, second = fires(trigger_for(descriptor), utc(2026, 10, 24, 12, 0), 2)
+    assert first == utc(2026, 10, 25, 1, 30)  # 02:30 CET, the second pass
+    assert second == utc(2026, 10, 26, 1, 30)

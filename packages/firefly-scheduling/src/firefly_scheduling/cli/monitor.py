@@ -47,6 +47,7 @@ from firefly_scheduling.initial_delay.port import AnchorStoreError
 from firefly_scheduling.initial_delay.selection import resolve_anchor_store
 from firefly_scheduling.schedule.cron import CronSchedule
 from firefly_scheduling.schedule.durations import format_duration, parse_duration
+from firefly_scheduling.schedule.next_fire import cron_schedule_of
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 #: The shortest window "no success" is judged over, whatever the period.
@@ -71,7 +72,7 @@ class HealthProblem:
 def success_window(descriptor: ScheduledDescriptor, now: datetime) -> timedelta:
     """How long `descriptor` may go without a success: `max(2 * period, 120 s)`."""
     if descriptor.cron is not None:
-        schedule = CronSchedule.parse(descriptor.cron, descriptor.zone, source=descriptor.target)
+        schedule = cron_schedule_of(descriptor)
         fire: datetime | None = now + _MICROSECOND
         for _ in range(3):  # the latest fire, then two before it
             fire = None if fire is None else _fire_before(schedule, fire)
@@ -102,7 +103,7 @@ def first_fire_due(descriptor: ScheduledDescriptor, seen: datetime) -> datetime:
     """
     start = seen + timedelta(seconds=descriptor.initial_delay or 0.0)
     if descriptor.cron is not None:
-        schedule = CronSchedule.parse(descriptor.cron, descriptor.zone, source=descriptor.target)
+        schedule = cron_schedule_of(descriptor)
         return schedule.next_after(start)
     return start + timedelta(seconds=descriptor.fixed_rate or descriptor.fixed_delay or 0.0)
 
