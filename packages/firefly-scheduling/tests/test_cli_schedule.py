@@ -348,6 +348,17 @@ def test_schedule_next_lists_a_fold_twice_and_marks_each_pass(isolated: Path) ->
     }
 
 
+def test_schedule_json_gives_each_cron_task_its_effective_policies(isolated: Path) -> None:
+    write_dst_app(isolated)
+    result = invoke("schedule", "--path", ".", "--app", "dstapp", "--json")
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.output.splitlines()]
+    assert [(row["dst_gap"], row["dst_fold"]) for row in rows] == [
+        ("shift", "both"),
+        ("skip", "first"),
+    ]
+
+
 def test_schedule_next_marks_a_shifted_fire_and_leaves_out_a_skipped_day(isolated: Path) -> None:
     write_dst_app(isolated)
     rows = next_fires("--next", "1", "--from", "2026-03-29T00:00+01:00")

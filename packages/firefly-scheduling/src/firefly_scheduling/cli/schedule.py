@@ -199,23 +199,24 @@ def schedule_json(
 ) -> dict[str, object]:
     """One task as a JSON object with stable keys; durations in seconds, instants ISO 8601.
 
-    Keys: `target`, `cron`, `fixed_rate`, `fixed_delay`, `zone`, `schedule` (as the
+    Keys: `target`, `cron`, `fixed_rate`, `fixed_delay`, `zone`, `dst_gap` and
+    `dst_fold` (a cron task's effective DST policies), `schedule` (as the
     table shows it for `host`), `lock`, `lock_ttl`, `runs_on` (`one node` or, for a
     `lock=False` task, `every node`), `initial_delay`, `first_run_from` (the earliest
     first run its delay allows, null when it has no delay or is not seen yet),
     `next_fire` (null when the interval starts when the host does).
     """
     row = schedule_row(descriptor, now, host, first_run)
-    if descriptor.cron is not None:
-        upcoming: datetime | None = cron_schedule_of(descriptor).next_after(now)
-    else:
-        upcoming = next_fire_under(descriptor, host, now)
+    cron = cron_schedule_of(descriptor) if descriptor.cron is not None else None
+    upcoming = cron.next_after(now) if cron is not None else next_fire_under(descriptor, host, now)
     return {
         "target": descriptor.target,
         "cron": descriptor.cron,
         "fixed_rate": descriptor.fixed_rate,
         "fixed_delay": descriptor.fixed_delay,
         "zone": None if descriptor.cron is None else descriptor.zone or "UTC",
+        "dst_gap": None if cron is None else cron.dst.gap,
+        "dst_fold": None if cron is None else cron.dst.fold,
         "schedule": row.trigger if host == "run" else row.under_tick,
         "lock": descriptor.lock_name,
         "lock_ttl": descriptor.lock_ttl if descriptor.lock_name is not None else None,
