@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import json
 import textwrap
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 import pytest
 
 from firefly_scheduling import ConfigurationError, ScheduledDescriptor, scheduled
 from firefly_scheduling.schedule.cron import CronSchedule
-from firefly_scheduling.schedule.dst import DstPolicy
+from firefly_scheduling.schedule.dst import DST_FOLDS, DST_GAPS, DstPolicy
 from firefly_scheduling.schedule.next_fire import cron_schedule_of
 from firefly_scheduling.tasks.manifest_format import decode, encode
 from firefly_scheduling.tasks.validation import validate_descriptor
@@ -151,3 +152,17 @@ def test_the_manifest_keeps_the_policies() -> None:
     _, (loaded,) = decode(json.loads(encode([descriptor], ["app"])))
     assert loaded == descriptor
     assert cron_schedule_of(loaded).dst == DstPolicy("skip", "both")
+
+
+@pytest.mark.parametrize("expression", ["30 2 * * *", "*/20 * * * *"])
+@pytest.mark.parametrize(("gap", "fold"), [(g, f) for g in DST_GAPS for f in DST_FOLDS])
+def test_the_fire_a_wake_up_belongs_to_follows_the_policy(
+    expression: str, gap: str, fold: str
+) -> None:
+    """`latest_at_or_before` (how a host names the fire it woke for) agrees with `next_after`."""
+    cron = CronSchedule.parse(expression, "Europe/Paris", source=SOURCE, dst_gap=gap, dst_fold=fold)
+    for window in (SPRING_DAY, AUTUMN_DAY):
+        found = fires(cron, *window)
+        for fire, following in pairwise(found):
+            assert cron.latest_at_or_before(fire) == fire
+            assert cron.latest_at_or_before(following - timedelta(seconds=1)) == fire
