@@ -27,6 +27,8 @@ import pymysql
 import pytest
 from psycopg import sql
 
+from firefly_scheduling_mysql.url import connection_arguments
+
 
 def _worker_database(url: str, worker: str) -> tuple[str, str]:
     """`url` pointed at the worker's own database, and that database's name."""
@@ -43,14 +45,7 @@ def _create_postgres(url: str, name: str) -> None:
 
 
 def _create_mysql(url: str, name: str) -> None:
-    parts = urlsplit(url)
-    admin = pymysql.connect(
-        host=parts.hostname or "127.0.0.1",
-        port=parts.port or 3306,
-        user=parts.username or "root",
-        password=parts.password or "",
-        autocommit=True,
-    )
+    admin = pymysql.connect(**connection_arguments(url), autocommit=True)
     try:
         with admin.cursor() as cursor:
             cursor.execute(f"CREATE DATABASE IF NOT EXISTS `{name}`")
