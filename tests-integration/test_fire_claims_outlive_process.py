@@ -1,6 +1,6 @@
 """A fire claim outlives the process that took it, on every backend, with no run history.
 
-Issue 8.3: on PostgreSQL and MySQL a claim was a session lock, released when `tick`
+On PostgreSQL and MySQL a claim was a session lock, released when `tick`
 exited (or gone with a restarted node's session). With the run history off, a second
 `tick` later in the same minute ran the fire again. Here two `tick` processes run one
 after the other in one minute, the history off; the first must run the fire and the

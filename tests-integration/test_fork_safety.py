@@ -1,4 +1,4 @@
-"""Issue 8.7: after `os.fork()`, a child never uses its parent's connections or holdings.
+"""after `os.fork()`, a child never uses its parent's connections or holdings.
 
 A forked child (gunicorn `--preload`, multiprocessing) inherits its parent's
 sockets, pooled database connections and the locks' records of what they hold.

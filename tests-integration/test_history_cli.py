@@ -158,7 +158,7 @@ def test_prune_expires_died_runs_and_deletes_old_records(
 def test_prune_days_0_keeps_every_fire_a_node_may_still_run_or_adopt(
     workspace: tuple[Path, SqlRunHistory], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 8.7: `prune --days 0` deleted a finished fire still inside grace + skew.
+    """`prune --days 0` deleted a finished fire still inside grace + skew.
 
     Deleted, the record no longer stops a node waking late within grace: the fire
     ran a second time. Grace 60 s and skew 5 s here, so 65 s is the horizon.

@@ -1,4 +1,4 @@
-"""Issue 8.7: a 0.1.0 run-history table is refused at boot and upgraded by `migrate --history`.
+"""a 0.1.0 run-history table is refused at boot and upgraded by `migrate --history`.
 
 0.1.0 keyed the history by `(task, instant)`; two deployments sharing the database
 adopted each other's fires. Each test builds a 0.1.0 table with rows in a private

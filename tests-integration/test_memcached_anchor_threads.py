@@ -1,4 +1,4 @@
-"""Issue 8.7: `MemcachedAnchorStore` shared by many threads, on a real memcached.
+"""`MemcachedAnchorStore` shared by many threads, on a real memcached.
 
 It shared one pymemcache client (one socket, no mutex) between threads: 8 threads
 got raw `AttributeError`s and `KeyError`s from inside pymemcache, and replies read by

@@ -1,6 +1,6 @@
 """Session backends isolate a failing statement: only a disconnect ends the session.
 
-Issue 8.2: any driver error used to close the shared session, so one fenced acquire
+Any driver error used to close the shared session, so one fenced acquire
 that hit a statement timeout (or PostgreSQL's full lock table) freed every lock the
 node held, and another node took a running task's lock. Each case here makes ONE
 statement fail while the session stays connected, and proves from a second session
