@@ -14,6 +14,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chaos_evidence import T0, checked, every_fire_ran, mono_at, rules, run, server_restart
 from chaos_harness.checker import CheckReport
+from firefly_scheduling.fires.claims import claim_name
 
 
 def _rerun_after(
@@ -101,6 +102,42 @@ def test_a_restart_whose_server_came_back_after_the_first_run_started_emptied_it
     assert rules(_rerun_after(1.95, start_refused=True, down_after=0.03, back_after=0.05)) == [
         "at-most-once"
     ]
+
+
+def _claimed(at: float, *, pid: int = 1, instant: float = 2) -> dict[str, Any]:
+    """The stamp of a claim of fire `instant` of `app:a` (lock `L`) won by node `pid`."""
+    name = claim_name("app:a", "L", T0 + timedelta(seconds=instant))
+    return {"ev": "claimed", "t": mono_at(at), "pid": pid, "name": name}
+
+
+def test_a_restart_between_the_first_claim_and_its_body_emptied_that_claim() -> None:
+    """The first node claimed fire 2, then waited (a hanging history write) while the
+    server restarted and answered again, all before its body started: its claim was
+    made on the old server, as its stamp proves, and the restart emptied it."""
+    events = every_fire_ran() + run(2, 2.5, 2.6, pid=2, token=9)
+    events += server_restart(1.9, back_after=0.05)  # back at 1.95, the first body at 2.01
+    events += [_claimed(1.85), _claimed(2.46, pid=2)]
+    events.append(_start_refused(2.47, pid=2))
+    report = checked(events, volatile_server=True)
+    assert rules(report) == []
+    assert report.double_fault_reruns == 1
+    # Claimed once the new server answered: that claim survived, the rerun is a bug.
+    events = [e for e in events if e.get("ev") != "claimed"]
+    events += [_claimed(1.97), _claimed(2.46, pid=2)]
+    assert rules(checked(events, volatile_server=True)) == ["at-most-once"]
+
+
+def _start_refused(at: float, *, pid: int) -> dict[str, Any]:
+    return {
+        "ev": "history_refused",
+        "t": mono_at(at),
+        "pid": pid,
+        "write": "start",
+        "target": "app:a",
+        "instant": str(T0 + timedelta(seconds=2)),
+        "injected": True,
+        "applied": True,
+    }
 
 
 def test_a_rerun_needs_both_faults_to_be_explained() -> None:

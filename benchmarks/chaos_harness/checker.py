@@ -21,10 +21,11 @@ and the run history read with a second client. Four rules:
    refused (not a lost reply: the write failed): the history never learnt of that
    attempt, so the next adopter counts from the one before.
    One exception, a double fault counted apart: a server that keeps nothing on disk
-   (memcached; the `restart` fault) restarted between the two runs, emptying the
-   fire's claim, and one of the two runs had its history `start` fail (the history,
-   which would have refused a finished fire, never learnt of the first run, or could
-   not be asked by the second, or its answer was lost). Neither defence was there;
+   (memcached; the `restart` fault) restarted between the first run's claim (its
+   stamp, `claimed`) and the second run, emptying the fire's claim, and one of the
+   two runs had its history `start` fail (the history, which would have refused a
+   finished fire, never learnt of the first run, or could not be asked by the
+   second, or its answer was lost). Neither defence was there;
    docs/guarantees.md states it. Such a restart also destroyed every lock held at its
    stamp: rule 1 counts that holding lost even when its node was killed before it
    could learn it.
@@ -66,6 +67,7 @@ from datetime import datetime, timedelta
 
 from chaos_harness.evidence import Event
 from chaos_harness.history import HistoryKey, HistoryRow, key_of, parse_instant
+from firefly_scheduling.fires.claims import claim_name
 
 #: A node killed this close (seconds) to an instant may have held its claim.
 KILL_EXPLAINS_SECONDS = (-3.0, 6.0)
@@ -266,18 +268,37 @@ def check_exclusion(
             active.append(run)
 
 
-def _between(restarts: list[Restart], first: int, last: int) -> bool:
-    """Whether a restart emptied the server between the body starts `first` and `last`.
+def _claims(events: list[Event]) -> dict[str, list[int]]:
+    """The stamps of every fire claim won, by claim name, in order (`claim_stamps`)."""
+    stamps: dict[str, list[int]] = defaultdict(list)
+    for event in events:
+        if event["ev"] == "claimed":
+            stamps[event["name"]].append(int(event["t"]))
+    return stamps
 
+
+def _claimed_before(claims: dict[str, list[int]], run: BodyRun) -> int | None:
+    """The stamp of the last claim of `run`'s fire won before its body started: the
+    claim that guarded it (an adoption's is the run's it adopted). None: not stamped."""
+    if not claims:
+        return None
+    name = claim_name(run.target, run.lock, run.instant)
+    return max((t for t in claims.get(name, ()) if t <= run.start), default=None)
+
+
+def _between(restarts: list[Restart], first: int, last: int) -> bool:
+    """Whether a restart emptied the server between `first` and the body start `last`.
+
+    `first` is the stamp of the first run's claim, or, without one, its body start.
     A restart's span runs from its stamp before the kill to the stamp by which its
     data was surely gone (see `_restarts`), and its server answered again at `back`.
     The second run's claim needed the emptied server back, after the loss, so the
-    loss must come before `last`. The first run's claim came before `first`: it was
-    made on the old server, and the restart emptied it, unless the new server was
-    already answering by then. So the restart counts when its server came back after
-    `first` (seed 120402: killed and reaped 22 ms before the first body, back 85 ms
-    after it). One whose server was back before `first` does not (the first claim
-    may have been made on the new server).
+    loss must come before `last`. The first run's claim was written before `first`:
+    on the old server, which the restart emptied, unless the new server was already
+    answering by then. So the restart counts when its server came back after `first`
+    (seed 120402: killed and reaped 22 ms before the first body, back 85 ms after
+    it). One whose server was back before `first` does not (the first claim may have
+    been made on the new server).
     """
     return any(ended <= last and back >= first for _began, ended, back in restarts)
 
@@ -384,6 +405,7 @@ def check_at_most_once(
         by_fire[run.key].append(run)
     pauses = _pauses(events)
     delays = _delays(events)
+    claims = _claims(events)
     failed_starts = _failed_starts(events)
     refused_starts = _failed_starts(events, applied=False)
     for group in by_fire.values():
@@ -397,16 +419,17 @@ def check_at_most_once(
                 report.adoptions += 1
                 continue
             unrecorded = {(run.pid, run.key), (previous.pid, previous.key)} & failed_starts
-            if unrecorded and _between(restarts, group[0].start, run.start):
+            claimed = _claimed_before(claims, previous) or group[0].start
+            if unrecorded and _between(restarts, claimed, run.start):
                 # The double fault of rule 2's exception: the server restart emptied the
                 # claims, and the history, which would have refused a finished fire,
                 # either never learnt of the first run or could not answer the second's
                 # start (a failure, or a refusal whose reply was lost).
-                # The fire's claim is its first run's (an adoption takes none), so the
-                # restart must fall after the first run's start, not the previous
-                # one's (seed 120401, memcached: restart, then an adoption, then a
-                # node whose claim met the emptied server and whose start the history
-                # refused).
+                # The claim emptied is the last one won before the previous run
+                # started (an adoption takes none: seed 120401, memcached: restart,
+                # then an adoption, then a node whose claim met the emptied server and
+                # whose start the history refused). Without claim stamps, the first
+                # run's start bounds it.
                 report.double_fault_reruns += 1
                 continue
             if _late_zombie(previous, run, pauses, delays):

@@ -16,6 +16,8 @@ through the hosts' public seams only:
   (`finish`, `record_run`). The node's first such write after each injection fails
   even when the window is short (every injected fault is felt, not only those that
   meet a write); each failure is stamped on the evidence log (`history_refused`);
+* **claim stamps**: every fire claim the runner wins is stamped on the evidence log
+  (`claim_stamps`);
 * **an observer** appending every fire's verdict to the evidence log.
 
 The control file (`FIREFLY_CHAOS_CONTROL`, JSON `{"offset": s, "history": {writes:
@@ -41,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import apscheduler.schedulers.base as apscheduler_base
 
+from chaos_harness.claim_stamps import stamping_claims
 from chaos_harness.evidence import EvidenceLog
 from firefly_scheduling.cli.host_options import configure_logging, prepare_host
 from firefly_scheduling.fires.outcome import FireResult
@@ -384,7 +387,7 @@ def main(host: str, name: str) -> int:
         flaky = None if history is None else FlakyHistory(history, control, evidence)
         runtime.fire_runner = Lazy.of(
             FireRunner(
-                runtime.lock.get(),
+                stamping_claims(runtime.lock.get(), evidence),
                 history=flaky,
                 clock=runtime.wall_now,
                 grace=settings.grace,
