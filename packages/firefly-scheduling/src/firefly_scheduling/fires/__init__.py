@@ -2,17 +2,21 @@
 
 A host makes a `Fire` (task, instant in UTC, trigger kind; `outcome.Fire.at`) once,
 where it wakes, and hands it to `runner.FireRunner.run(fire, body)`. The runner
-composes three stages, each handed that same `Fire`, which ends up, unchanged, in
-the history's calls and in the `FireResult`:
+builds a pipeline of stages and gives the fire to the first; each stage hands that
+same `Fire` on to the next, and none hands it back. It ends up, unchanged, in the
+history's calls and in the `FireResult`:
 
-* `deciding.FireDecider`: is the fire this node's: grace, the claim (`claims`), the
-  task lock (`lock_holders` says who holds it); then `adoption.Adoption`: which died
-  runs of the task to adopt or expire;
+* `deciding.FireDecider`: grace, and the policy before the claim;
+* `claims.FireClaimer`: the claim of the fire, its name and window;
+* `locking.TaskLocker`: the task lock, taken (fenced where the backend can), kept
+  alive (`locks.keepalive`) and released; who holds it on this node when it is held;
+* `locked_run.LockedRun`: under the lock, the died run to adopt or expire, and the
+  lease checked once more;
 * `running.BodyRunner`: the lease checked before the body, the body inside
-  `context.current_fire()`, the task lock renewed (`keepalive`) and a lost lock
-  noticed;
-* `recording.RunRecorder`: the run history's writes, retried, and remembered when
-  the history is down (`unrecorded`).
+  `context.current_fire()`, a lost lock noticed;
+* `recording.RunRecorder`, the record stage the others write through: the run
+  history's writes, retried, and remembered when the history is down
+  (`unrecorded`).
 
 The policy seam (`policy`): the stages ask a `FirePolicy` what to do with a fire at
 five points, with the facts they know, and act on its answer (`Run`, or `Skip` with
@@ -20,7 +24,7 @@ a verdict and a reason). `DefaultPolicy` is today's behaviour. Where each coming
 policy plugs in:
 
 * `before_claim` (deciding, within grace): pause, jitter, catch-up;
-* `when_held` (deciding, the task lock held by an earlier run): overlap, skipped
+* `when_held` (locking, the task lock held by an earlier run): overlap, skipped
   today (later buffer_one, buffer_all, cancel_other, allow_all);
 * `before_body` (running, the lock confirmed): timeout;
 * `after_body` (running, the end recorded): retries;

@@ -1,4 +1,9 @@
-"""Fire claims: one acquisition that blocks every later attempt at a fire, never given back.
+# Generated from claims_async.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
+"""The claim stage: one acquisition that blocks every later attempt at a fire, never given back.
+
+Written once, for asyncio, in `fires/claims_async.py`; `fires/claims.py` is generated
+from it by `tools/async_to_sync.py`.
 
 A lock released the moment a 1 ms body ends lets a node that wakes a second later
 (its clock, or its scheduler, is late) run the same fire again. So before a locked
@@ -22,6 +27,10 @@ claim back before the fire's window has passed:
 So a claim outlives the process that took it on every backend, and "exactly once per
 fire" holds with or without a run history.
 
+`FireClaimer` is the stage: it claims a fire the decide stage let through (alone,
+or a batch for `claim_many`), and hands a fire it won to the lock stage
+(`fires.locking`). A claim lost ends the fire here: another node has it.
+
 The claim is not the mutual exclusion between different fires of a task (the task
 lock stays for that) and carries no fencing token (the task lock's does): a fencing
 counter per fire would leave one counter row per fire on the server forever.
@@ -32,9 +41,25 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
+import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
+from firefly_scheduling.errors import LockBackendError
+from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult, Verdict
+from firefly_scheduling.locks.port import BatchClaimingLock, ClaimingLock
 from firefly_scheduling.locks.validation import MAX_LOCK_NAME_LENGTH
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from firefly_scheduling.fires.locking import TaskLocker
+    from firefly_scheduling.fires.recording import RunRecorder
+    from firefly_scheduling.fires.running import Body
+
+logger = logging.getLogger("firefly_scheduling.fires")
 
 #: Every claim name starts with it; lock names starting with `firefly:` are reserved.
 CLAIM_PREFIX = "firefly:fire:"
@@ -99,3 +124,109 @@ def claim_seconds(instant: datetime, now: datetime, *, grace: float, clock_skew:
     positive when `clock_skew > 0`; the runner treats a non-positive window as too late.
     """
     return (instant + timedelta(seconds=grace + clock_skew) - now).total_seconds()
+
+
+class FireClaimer:
+    """The claim stage of one runner; thread-safe.
+
+    `claims` is the runner's lock seen through the claiming port; a fire won goes on
+    to `locker`. Skips (the grace ran out, the backend failed) are written through
+    `record`; results carry `node`.
+    """
+
+    def __init__(
+        self,
+        claims: ClaimingLock,
+        locker: TaskLocker,
+        *,
+        record: RunRecorder,
+        clock: Callable[[], datetime],
+        grace: float,
+        clock_skew: float,
+        node: str,
+    ) -> None:
+        self._claims = claims
+        self._batch_claims = claims if isinstance(claims, BatchClaimingLock) else None
+        self._locker = locker
+        self._record = record
+        self._clock = clock
+        self._grace = grace
+        self._clock_skew = clock_skew
+        self._node = node
+
+    def claim_then_run(self, fire: Fire, body: Body, claim: ClaimOutcome | None) -> FireResult:
+        """Claim `fire` (unless `claim_many` did: `claim`), and hand it on if won.
+
+        An unlocked task's fire and a `fixed_delay` fire (its instant is this node's
+        own) take no claim.
+        """
+        if claim is None and fire.task.lock_name is not None and fire.task.fixed_delay is None:
+            started = time.perf_counter()
+            [(verdict, error)] = self.claim_all([fire])
+            claim = ClaimOutcome(verdict, time.perf_counter() - started, error=error)
+        if claim is not None and claim.verdict is not Verdict.SUCCEEDED:
+            return FireResult(
+                fire, self._node, claim.verdict, error=claim.error, claim_seconds=claim.seconds
+            )
+        ahead, seconds = (None, None) if claim is None else (claim.task_lock, claim.seconds)
+        return self._locker.lock_then_run(fire, body, ahead, seconds)
+
+    def claim_all(
+        self, fires: Sequence[Fire], *, patience: float | None = None
+    ) -> list[tuple[Verdict, str | None]]:
+        """Claim each fire: SUCCEEDED when won, else the status, each with the reason a
+        fire not claimed gets in its result (None when won or claimed elsewhere).
+
+        `patience` bounds the skip records' retries (see `FireDecider.claim_many`).
+        """
+        now = self._clock()
+        windows = [
+            claim_seconds(fire.instant, now, grace=self._grace, clock_skew=self._clock_skew)
+            for fire in fires
+        ]
+        requests = [
+            (claim_name(fire.target, fire.task.lock_name or "", fire.instant), seconds)
+            for fire, seconds in zip(fires, windows, strict=True)
+            if seconds > 0
+        ]
+        answers = iter(self._send(requests))
+        verdicts: list[tuple[Verdict, str | None]] = []
+        for fire, seconds in zip(fires, windows, strict=True):
+            if seconds <= 0:  # grace ran out between the check and now (clock_skew == 0)
+                reason = "the grace ran out before it could be claimed"
+                self._record.skip(fire, reason, patience=patience)
+                verdicts.append((Verdict.TOO_LATE, reason))
+                continue
+            answer = next(answers)
+            if isinstance(answer, LockBackendError):
+                logger.warning(
+                    "%s: fire %s skipped: its claim failed: %s",
+                    fire.target,
+                    fire.instant.isoformat(),
+                    answer,
+                )
+                # Harmless if another node runs it: a start replaces a skip.
+                reason = f"the lock backend failed: {answer}"
+                self._record.skip(fire, reason, patience=patience)
+                verdicts.append((Verdict.BACKEND_ERROR, reason))
+            elif not answer:
+                if logger.isEnabledFor(logging.DEBUG):  # the common verdict: no isoformat
+                    logger.debug(
+                        "%s: fire %s is claimed elsewhere", fire.target, fire.instant.isoformat()
+                    )
+                verdicts.append((Verdict.CLAIMED_ELSEWHERE, None))
+            else:
+                verdicts.append((Verdict.SUCCEEDED, None))
+        return verdicts
+
+    def _send(self, requests: Sequence[tuple[str, float]]) -> list[bool | LockBackendError]:
+        """Each claim's answer: one batch where the backend takes them, else one by one."""
+        if len(requests) > 1 and self._batch_claims is not None:
+            return self._batch_claims.try_claim_many(requests)
+        answers: list[bool | LockBackendError] = []
+        for name, seconds in requests:
+            try:
+                answers.append(self._claims.try_claim(name, seconds))
+            except LockBackendError as err:
+                answers.append(err)
+        return answers

@@ -14,7 +14,7 @@ The points, the stage that asks and when, what it acts on today, and what plugs 
   the body, where the fire has none). `Run` or `Skip`. Next: pause (its control
   store read with the claim, on the backend), jitter (defer the start), catch-up
   (fires missed while the fleet was down).
-* `when_held`: deciding, the task lock held by an earlier run. `Skip` (overlapping).
+* `when_held`: locking, the task lock held by an earlier run. `Skip` (overlapping).
   Next: the overlap policies buffer_one, buffer_all, cancel_other, allow_all.
 * `before_body`: running, the lock confirmed, just before the body. `Run`. Next:
   timeout (a bound on the body).
@@ -68,7 +68,7 @@ class LockHeld:
     """What deciding knows when the task lock is held: by whom, as far as it can tell."""
 
     lock_name: str
-    #: In words for the log and the history (`fires.lock_holders`).
+    #: In words for the log and the history (`fires.locking`).
     why: str
 
 

@@ -1,6 +1,8 @@
 # async-to-sync: rename AsyncFireRunner FireRunner
 # async-to-sync: rename AsyncFireDecider FireDecider
-# async-to-sync: rename AsyncAdoption Adoption
+# async-to-sync: rename AsyncFireClaimer FireClaimer
+# async-to-sync: rename AsyncTaskLocker TaskLocker
+# async-to-sync: rename AsyncLockedRun LockedRun
 # async-to-sync: rename AsyncBodyRunner BodyRunner
 # async-to-sync: rename AsyncRunRecorder RunRecorder
 """`AsyncFireRunner`: run one fire of a task at most once across the fleet, and record it.
@@ -11,19 +13,25 @@ below bind both alike. The asyncio flavour awaits the lock and the body on the
 caller's event loop and calls the (synchronous) run history in a worker thread.
 
 `run(fire, body)` is the one place where a host's fire meets the lock and the
-history. The runner holds no rule of its own: it composes the stages (`fires`'s
-package doc) in this order, for a locked task:
+history. The runner holds no rule of its own: it builds the stages (`fires`'s package
+doc) and hands the fire to the first; each stage hands it on to the next, and none
+hands it back. For a locked task:
 
-1. grace, then the policy before the claim: too late, or skipped, is recorded;
-2. the claim (cron and `fixed_rate` tasks): lost, another node has the fire;
-3. the task lock, fenced where the backend can; held, the policy skips the fire;
-4. the keep-alive of the task lock while bodies run;
-5. adoption: the newest died run within grace runs again here (`attempt + 1`, the
-   newer token), older ones are closed as expired; at most one extra run;
-6. the start recorded (the history may refuse it: the fire is finished, or owned by
-   a newer attempt), the lease checked once more, the body, its end recorded;
-7. the task lock released once the end is recorded or the fire is past
-   `grace + clock_skew`; the claim is kept for its window.
+1. decide (`fires.deciding`): grace, then the policy before the claim: too late, or
+   skipped, is recorded;
+2. claim (`fires.claims`, cron and `fixed_rate` tasks): lost, another node has the
+   fire;
+3. lock (`fires.locking`): the task lock, fenced where the backend can; held, the
+   policy skips the fire; it is renewed while bodies run, and released once the
+   locked run is over;
+4. the locked run (`fires.locked_run`): adoption: the newest died run within grace
+   runs again here (`attempt + 1`, the newer token), older ones are closed as
+   expired; at most one extra run;
+5. run (`fires.running`): the start recorded (the history may refuse it: the fire is
+   finished, or owned by a newer attempt), the lease checked once more, the body,
+   its end recorded (`fires.recording`).
+
+The claim is kept for its window.
 
 It never runs a body unlocked: a `LockBackendError` skips the fire (logged, and
 recorded). Exceptions from the body are logged and never propagate; only
@@ -40,22 +48,20 @@ round trips a fire costs on each backend.
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 
-from firefly_scheduling.fires.adoption_async import AsyncAdoption, DiedRun
-from firefly_scheduling.fires.deciding_async import TOO_LATE_FOR_A_WORKER, AsyncFireDecider, Taken
+from firefly_scheduling.fires.claims_async import AsyncFireClaimer
+from firefly_scheduling.fires.deciding_async import TOO_LATE_FOR_A_WORKER, AsyncFireDecider
 from firefly_scheduling.fires.history_calls_async import off_loop
-from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult, Verdict
+from firefly_scheduling.fires.locked_run_async import AsyncLockedRun
+from firefly_scheduling.fires.locking_async import AsyncTaskLocker
+from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult
 from firefly_scheduling.fires.policy import DEFAULT_POLICY, FirePolicy
 from firefly_scheduling.fires.recording_async import AsyncRunRecorder
 from firefly_scheduling.fires.running_async import AsyncBodyRunner, Body
 from firefly_scheduling.history.port import RunHistory
 from firefly_scheduling.history.selection import resolve_history
-from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.port import AsyncDistributedLock, capabilities_of
 from firefly_scheduling.locks.port_holdings_async import async_claiming_lock, async_holding_lock
 from firefly_scheduling.settings import (
@@ -67,8 +73,6 @@ from firefly_scheduling.settings import (
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 __all__ = ["TOO_LATE_FOR_A_WORKER", "AsyncFireRunner", "WallClock", "utc_now"]
-
-logger = logging.getLogger("firefly_scheduling.fires")
 
 
 #: Where the runner reads the time: an aware datetime. Tests inject skewed clocks here.
@@ -115,38 +119,46 @@ class AsyncFireRunner:
             raise ValueError(f"clock_skew must be >= 0 seconds, got {clock_skew!r}")
         grace, clock_skew = float(grace), float(clock_skew)
         self._history = history
-        self._node = node or default_node_name()
+        self._node = node = node or default_node_name()
         self._owns_history = owns_history
-        self._holdings = holdings = async_holding_lock(lock)
+        holdings = async_holding_lock(lock)
         capabilities = capabilities_of(lock)
-        self._record = AsyncRunRecorder(
-            history,
+        record = self._record = AsyncRunRecorder(
+            history, clock=clock, node=node, grace=grace, clock_skew=clock_skew, policy=policy
+        )
+        body_runner = AsyncBodyRunner(
+            holdings, capabilities, record=record, policy=policy, clock=clock, node=node
+        )
+        locked_run = AsyncLockedRun(
+            body_runner, history, record=record, clock=clock, grace=grace, node=node
+        )
+        locker = AsyncTaskLocker(
+            holdings,
+            capabilities,
+            locked_run,
+            record=record,
+            policy=policy,
+            node=node,
+            keepalive_interval=keepalive_interval,
+        )
+        claimer = AsyncFireClaimer(
+            async_claiming_lock(lock),
+            locker,
+            record=record,
             clock=clock,
-            node=self._node,
             grace=grace,
             clock_skew=clock_skew,
-            policy=policy,
+            node=node,
         )
         self._decide = AsyncFireDecider(
+            claimer,
+            locker,
             holdings,
-            async_claiming_lock(lock),
-            capabilities,
-            record=self._record,
+            record=record,
             policy=policy,
             clock=clock,
             grace=grace,
-            clock_skew=clock_skew,
-            node=self._node,
-        )
-        self._adoption = AsyncAdoption(history, record=self._record, clock=clock, grace=grace)
-        self._body = AsyncBodyRunner(
-            holdings,
-            capabilities,
-            record=self._record,
-            policy=policy,
-            clock=clock,
-            node=self._node,
-            keepalive_interval=keepalive_interval,
+            node=node,
         )
 
     @classmethod
@@ -189,12 +201,7 @@ class AsyncFireRunner:
         then goes on from its verdict, without a round trip of its own.
         """
         await self._record.retry_unrecorded()
-        taken = await self._decide.take(fire, claim)
-        if isinstance(taken, FireResult):  # not this node's, or skipped
-            return taken
-        if taken.holding is None:  # an unlocked task: no lock, no history
-            return await self._body.execute(fire, body, holding=None, lost=threading.Event())
-        return await self._hold(fire, body, taken.holding, taken)
+        return await self._decide.take(fire, body, claim)
 
     async def claim_fires(self, batch: Sequence[Fire]) -> list[ClaimOutcome]:
         """Claim several fires of locked recurring tasks together, ahead of their runs.
@@ -232,99 +239,3 @@ class AsyncFireRunner:
         await self._record.retry_unrecorded(immediately=True)
         if self._owns_history and self._history is not None:
             await off_loop(self._history.close)
-
-    # -- under the task lock ------------------------------------------------------------
-
-    async def _hold(self, fire: Fire, body: Body, holding: Holding, taken: Taken) -> FireResult:
-        """Steps 4 to 7 for a fire that is this node's, its task lock `holding` (taken).
-
-        `claim_seconds` goes into every result built here, rather than into a copy of
-        it: `dataclasses.replace` of a result costs more than passing it along.
-        """
-        claim_seconds = taken.claim_seconds
-        lost = threading.Event()
-        keepalive = self._body.keep_alive(fire, holding, lost)
-        adopted: tuple[FireResult, ...] = ()
-        try:
-            if taken.started_ahead:
-                # Started with its claim, where the task had no running record: nothing
-                # to adopt. Its pre-body check closes the record if the lock was lost.
-                outcome = await self._body.execute(
-                    fire,
-                    body,
-                    holding=holding,
-                    lost=lost,
-                    started_ahead=True,
-                    claim_seconds=claim_seconds,
-                )
-            else:
-                adopted = await self._adopt_or_expire(fire, body, holding, lost)
-                if not await self._body.still_held(holding, lost):
-                    reason = f"the task lock {holding.name!r} was lost before it ran"
-                    await self._record.skip(fire, reason)
-                    outcome = FireResult(
-                        fire,
-                        self._node,
-                        Verdict.LOCK_LOST,
-                        token=holding.fence,
-                        lost=True,
-                        claim_seconds=claim_seconds,
-                    )
-                else:
-                    outcome = await self._body.execute(
-                        fire, body, holding=holding, lost=lost, claim_seconds=claim_seconds
-                    )
-        finally:
-            if keepalive is not None:
-                await keepalive.stop()
-            self._decide.lets_go(fire)
-            await self._holdings.release_holding(holding)
-        if holding.lost and not outcome.lost:
-            # A session backend may learn only at the release that its session ended
-            # while the body ran (a node paused inside a short body): another node may
-            # have held the lock meanwhile, so the run was not exclusive.
-            logger.error(
-                "%s: fire %s: the task lock %r was found lost at its release; another "
-                "node may have run meanwhile",
-                fire.target,
-                fire.instant.isoformat(),
-                holding.name,
-            )
-            outcome = replace(outcome, lost=True)
-        return replace(outcome, adopted=adopted) if adopted else outcome
-
-    async def _adopt_or_expire(
-        self, fire: Fire, body: Body, holding: Holding, lost: threading.Event
-    ) -> tuple[FireResult, ...]:
-        """Run the died run `fires.adoption` picks; a result for it and each it expired."""
-        died = await self._adoption.died_runs(fire, holding)
-        outcomes = [
-            FireResult(
-                run.fire,
-                self._node,
-                Verdict.EXPIRED,
-                attempt=run.attempt,
-                token=holding.fence,
-                adoption=True,
-            )
-            for run in died.expired
-        ]
-        adopt = died.adopt
-        if adopt is not None and await self._body.still_held(holding, lost):
-            outcomes.append(await self._adopt(adopt, body, holding, lost))
-        return tuple(outcomes)
-
-    async def _adopt(
-        self, run: DiedRun, body: Body, holding: Holding, lost: threading.Event
-    ) -> FireResult:
-        logger.warning(
-            "%s: adopting fire %s: attempt %d on %s stopped holding the task lock",
-            run.fire.target,
-            run.fire.instant.isoformat(),
-            run.attempt,
-            run.node,
-        )
-        adopted = await self._body.execute(
-            run.fire, body, holding=holding, lost=lost, unrecorded_attempt=run.attempt + 1
-        )
-        return replace(adopted, adoption=True)

@@ -6,7 +6,7 @@ Written once, for asyncio, in `fires/running_async.py`; `fires/running.py` is
 generated from it by `tools/async_to_sync.py`. The asyncio flavour awaits the body
 on the caller's event loop.
 
-A fire the decide stage (`fires.deciding`) gave to this node runs here, once per
+A fire the locked-run stage (`fires.locked_run`) hands on runs here, once per
 call to `execute`, between the record of its start and the record of its end
 (`fires.recording`):
 
@@ -20,8 +20,8 @@ call to `execute`, between the record of its start and the record of its end
   try/except/finally: an `Exception` fails the run and is logged with the task
   target, never propagated; `KeyboardInterrupt`/`SystemExit` propagate once the
   run's end is recorded.
-* **Lost detection.** The task lock is renewed while bodies run
-  (`keep_alive`, `locks.keepalive`); a lease that lapsed, or a lock reported lost,
+* **Lost detection.** The lock stage renews the task lock while bodies run
+  (`fires.locking`, `locks.keepalive`); a lease that lapsed, or a lock reported lost,
   while the body ran marks the run lost at its end: another node may have run
   meanwhile.
 
@@ -43,7 +43,6 @@ from firefly_scheduling.fires.policy import BeforeBody, BodyEnded, FirePolicy
 from firefly_scheduling.fires.recording import FIRST_ATTEMPT, RunRecorder, Started
 from firefly_scheduling.history.port import Recorded
 from firefly_scheduling.locks.holding import Holding
-from firefly_scheduling.locks.keepalive import KeepAlive
 from firefly_scheduling.locks.port import HoldingLock, LockCapabilities
 
 logger = logging.getLogger("firefly_scheduling.fires")
@@ -61,8 +60,7 @@ class BodyRunner:
     """Runs the bodies of one runner's fires; thread-safe.
 
     `holdings` is the runner's lock seen through the holding port, `capabilities`
-    what it declares. `keepalive_interval`: seconds between renewals (default
-    `lock_ttl / 3`).
+    what it declares.
     """
 
     def __init__(
@@ -74,7 +72,6 @@ class BodyRunner:
         policy: FirePolicy,
         clock: Callable[[], datetime],
         node: str,
-        keepalive_interval: float | None,
     ) -> None:
         self._holdings = holdings
         self._renewable = capabilities.renewable
@@ -83,20 +80,6 @@ class BodyRunner:
         self._policy = policy
         self._clock = clock
         self._node = node
-        self._keepalive_interval = keepalive_interval
-
-    def keep_alive(self, fire: Fire, holding: Holding, lost: threading.Event) -> KeepAlive | None:
-        """Renew `holding` while `fire`'s bodies run; None where the backend cannot."""
-        if not self._renewable:
-            return None
-        return KeepAlive(
-            self._holdings,
-            holding,
-            holding.ttl_seconds,
-            interval=self._keepalive_interval,
-            lost=lost,
-            label=f"{fire.target} @ {fire.instant.isoformat()}",
-        ).start()
 
     def execute(
         self,

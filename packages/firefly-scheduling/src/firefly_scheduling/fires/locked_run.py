@@ -1,0 +1,190 @@
+# Generated from locked_run_async.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
+"""The locked run: what happens to a fire while this node holds its task lock.
+
+Written once, for asyncio, in `fires/locked_run_async.py`; `fires/locked_run.py` is
+generated from it by `tools/async_to_sync.py`.
+
+The lock stage (`fires.locking`) takes the task lock, keeps it alive and releases
+it; in between, this stage:
+
+* **adopts a died run.** Holding the task lock proves no other run of the task is
+  alive, so a `running` record in the history is a died (or stalled) run. The newest
+  one still within grace is run again here, as attempt `n + 1` under the newer token
+  (its zombie's late writes are then refused); older ones are closed as `expired`.
+  At most one extra run per fire, never a flood. A fire this node finished but could
+  not record is never adopted: it ran (`RunRecorder.finished_here`). A fire started
+  with its claim (`claim_many`) had no running record to adopt;
+* checks the lease once more, and hands the fire to the run stage (`fires.running`):
+  a lock lost by now skips the fire, recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from firefly_scheduling.fires.history_calls import off_loop
+from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
+from firefly_scheduling.history.port import HistoryError, RunHistory
+from firefly_scheduling.locks.holding import Holding
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from firefly_scheduling.fires.recording import RunRecorder
+    from firefly_scheduling.fires.running import Body, BodyRunner
+
+logger = logging.getLogger("firefly_scheduling.fires")
+
+
+@dataclass(frozen=True, slots=True)
+class DiedRun:
+    """A run found `running` in the history while this node holds the task lock: its
+    fire (made once, from the record), and the attempt and node the record holds."""
+
+    fire: Fire
+    attempt: int
+    node: str
+
+
+class LockedRun:
+    """The locked-run stage of one runner; thread-safe.
+
+    Bodies run through `body_runner`; died runs are read from `history` (none without
+    one) and closed through `record`; results carry `node`.
+    """
+
+    def __init__(
+        self,
+        body_runner: BodyRunner,
+        history: RunHistory | None,
+        *,
+        record: RunRecorder,
+        clock: Callable[[], datetime],
+        grace: float,
+        node: str,
+    ) -> None:
+        self._body = body_runner
+        self._history = history
+        self._record = record
+        self._clock = clock
+        self._grace = grace
+        self._node = node
+
+    def run_locked(
+        self,
+        fire: Fire,
+        body: Body,
+        holding: Holding | None,
+        lost: threading.Event,
+        *,
+        started_ahead: bool,
+        claim_seconds: float | None,
+    ) -> FireResult:
+        """Run `fire`, and the died run it adopts, under its task lock `holding` (None:
+        an unlocked task, nothing to adopt), which the keep-alive marks `lost`.
+
+        `started_ahead`: its run was started in the history with its claim, where the
+        task had no running record: nothing to adopt (its pre-body check closes the
+        record if the lock was lost). `claim_seconds` goes into every result built
+        here, rather than into a copy of it: `dataclasses.replace` of a result costs
+        more than passing it along.
+        """
+        adopted: tuple[FireResult, ...] = ()
+        if holding is not None and not started_ahead:
+            adopted = self._adopt_or_expire(fire, body, holding, lost)
+            if not self._body.still_held(holding, lost):
+                reason = f"the task lock {holding.name!r} was lost before it ran"
+                self._record.skip(fire, reason)
+                return FireResult(
+                    fire,
+                    self._node,
+                    Verdict.LOCK_LOST,
+                    token=holding.fence,
+                    lost=True,
+                    claim_seconds=claim_seconds,
+                    adopted=adopted,
+                )
+        outcome = self._body.execute(
+            fire,
+            body,
+            holding=holding,
+            lost=lost,
+            started_ahead=started_ahead,
+            claim_seconds=claim_seconds,
+        )
+        return replace(outcome, adopted=adopted) if adopted else outcome
+
+    def _adopt_or_expire(
+        self, fire: Fire, body: Body, holding: Holding, lost: threading.Event
+    ) -> tuple[FireResult, ...]:
+        """Run the died run to adopt; a result for it and for each one expired."""
+        adopt, expired = self._died_runs(fire, holding)
+        outcomes = [
+            FireResult(
+                run.fire,
+                self._node,
+                Verdict.EXPIRED,
+                attempt=run.attempt,
+                token=holding.fence,
+                adoption=True,
+            )
+            for run in expired
+        ]
+        if adopt is not None and self._body.still_held(holding, lost):
+            logger.warning(
+                "%s: adopting fire %s: attempt %d on %s stopped holding the task lock",
+                adopt.fire.target,
+                adopt.fire.instant.isoformat(),
+                adopt.attempt,
+                adopt.node,
+            )
+            result = self._body.execute(
+                adopt.fire, body, holding=holding, lost=lost, unrecorded_attempt=adopt.attempt + 1
+            )
+            outcomes.append(replace(result, adoption=True))
+        return tuple(outcomes)
+
+    def _died_runs(
+        self, fire: Fire, holding: Holding
+    ) -> tuple[DiedRun | None, tuple[DiedRun, ...]]:
+        """The died runs of `fire`'s task, read while `holding` its lock: the newest
+        within grace to adopt, and the older ones, closed here as expired."""
+        history = self._history
+        if history is None:
+            return None, ()
+        try:
+            unfinished = off_loop(history.unfinished, fire.target, lock=holding.name)
+        except HistoryError as err:
+            logger.warning(
+                "%s: the run history is unavailable, nothing adopted: %s", fire.target, err
+            )
+            return None, ()
+        died = [
+            DiedRun(Fire.at(fire.task, record.instant), record.attempt, record.node)
+            for record in unfinished
+            if record.instant != fire.instant
+        ]
+        died = [run for run in died if not self._record.finished_here(run.fire)]
+        if not died:
+            return None, ()
+        now = self._clock()
+        within = [run for run in died if (now - run.fire.instant).total_seconds() <= self._grace]
+        adopt = within[-1] if within else None
+        expired = tuple(run for run in died if run is not adopt)
+        for run in expired:
+            reason = (
+                f"attempt {run.attempt} on {run.node} stopped holding the task lock "
+                "without finishing, and no node adopted it within grace"
+            )
+            logger.warning(
+                "%s: fire %s expired: %s", fire.target, run.fire.instant.isoformat(), reason
+            )
+            self._record.close_unrun(
+                run.fire, token=holding.fence, verdict=Verdict.EXPIRED, error=reason
+            )
+        return adopt, expired
