@@ -85,15 +85,15 @@ def raw_cost(backend: str, count: int = 2000) -> tuple[float, float]:
     if backend not in RAW_CLAIMS:
         return math.nan, math.nan
     os.environ["FIREFLY_BENCH_CLAIM_SECONDS"] = str(HOG_CLAIM_SECONDS)
-    from claims import raw_claims  # noqa: PLC0415 - the same statements as the claims bench
+    from claim_drivers import raw_claims  # noqa: PLC0415 - the same statements as the claims bench
 
     with ExitStack() as stack, private_server(backend) as server:
         scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="fire-cost-raw-"))
         if server.url is not None:
-            # `claims` reads its URLs when imported; point it at the private server.
-            import claims  # noqa: PLC0415
+            # `claim_drivers` reads its URLs when imported; point it at the private server.
+            import claim_drivers  # noqa: PLC0415
 
-            setattr(claims, backend.upper(), server.url)
+            setattr(claim_drivers, backend.upper(), server.url)
         claim = raw_claims(stack, RAW_CLAIMS[backend], str(Path(scratch) / "raw.sqlite"))()
         prefix = f"fire-cost-raw-{os.getpid()}-{time.time_ns()}"
         taken = claim_name(prefix, prefix, datetime.now(UTC))
