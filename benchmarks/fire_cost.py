@@ -58,7 +58,7 @@ from fire_cost_servers import private_server
 from firefly_scheduling.fires.claims import claim_name
 
 BACKENDS = ("redis", "memcached", "postgres", "database-postgres")
-#: Every backend the node can run on here (`fleet.backend_env`'s names).
+#: Every backend the node can run on here (`fleet_backends.backend_env`'s names).
 KNOWN_BACKENDS = (
     *("redis", "redis-cluster", "memcached", "etcd", "postgres", "mysql"),
     *("database-postgres", "database-mysql", "database-sqlite"),

@@ -27,7 +27,7 @@ import psutil
 from fire_cost_servers import Server, adapter_lock, private_server, provider_env
 from firefly_scheduling.fires.claims import claim_name
 from firefly_scheduling.locks.port_holdings import claiming_lock
-from fleet import TASK, TASK_MODULE  # the same no-op bodies and witness lines as the fleet
+from fleet_nodes import TASK, TASK_MODULE  # the same no-op bodies and witness lines as the fleet
 
 #: The hog's claims outlive every window a node computes (grace 60 s + skew 5 s).
 HOG_CLAIM_SECONDS = 90.0

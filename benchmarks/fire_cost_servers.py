@@ -135,7 +135,7 @@ def _wait(ready: Callable[[], bool]) -> None:
 
 
 def provider_env(backend: str, scratch: Path, server: Server) -> dict[str, str]:
-    from fleet import backend_env, migrate  # noqa: PLC0415 - the same table as the fleet
+    from fleet_backends import backend_env, migrate  # noqa: PLC0415 - the same table as the fleet
 
     env, _ = backend_env(backend, scratch)
     if server.url is not None:
