@@ -26,7 +26,8 @@ after it.
     uv run python benchmarks/stress.py [--processes 16] [--tasks 50] [--seconds 60]
         [--workers 2] [--database-url postgresql+psycopg://postgres@127.0.0.1:5432/test]
 
-`tests-integration/test_fire_stress.py` runs a shorter version and asserts on it.
+`tests-integration/test_fire_stress.py` runs a shorter version and asserts on it. Each
+node is a `stress_node` process; `stress_report` reads what they recorded.
 """
 
 from __future__ import annotations
@@ -35,46 +36,26 @@ import argparse
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from tempfile import TemporaryDirectory
-from typing import Any
 from urllib.parse import urlsplit
-
-from apscheduler.events import EVENT_JOB_MAX_INSTANCES
 
 from benchmark_results import Run, Table, add_arguments, shorten
 from firefly_scheduling import current_fire
-from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult
-from firefly_scheduling.fires.runner import FireRunner
-from firefly_scheduling.history.port import RunState
-from firefly_scheduling.hosts.resident import ResidentHost
-from firefly_scheduling.hosts.runtime.boot import build_runtime, validated
-from firefly_scheduling.hosts.runtime.task_runtime import Lazy
-from firefly_scheduling.settings import Settings
-from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
+from stress_node import READY, TASK_PREFIX, WITNESS_VARIABLE, node_main, targets
+from stress_report import StressReport, read_report
 
 DEFAULT_URL = os.environ.get(
     "FIREFLY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
-#: The module the node processes resolve task targets in (this file, see `__getattr__`).
-MODULE = "stress"
-TASK_PREFIX = "task_"
-WITNESS_VARIABLE = "FIREFLY_STRESS_WITNESS"
-READY = "ready"
-#: Seconds the nodes keep running after the window, so its last fires end inside it.
-DRAIN_SECONDS = 3.0
 #: Seconds from "every node is up" to the first second of the window.
 LEAD_SECONDS = 2.0
 
@@ -106,181 +87,7 @@ def __getattr__(name: str) -> Callable[[], None]:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def targets(run: str, tasks: int) -> list[str]:
-    return [f"{MODULE}:{TASK_PREFIX}{run}_{index:03d}" for index in range(tasks)]
-
-
-# -- the node process ---------------------------------------------------------------------
-
-
-class RecordingRunner(FireRunner):
-    """The host's `FireRunner`, keeping every outcome for the report."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.outcomes: list[FireResult] = []
-        self._outcomes_mutex = threading.Lock()
-
-    def run(
-        self, fire: Fire, body: Callable[[], object], *, claim: ClaimOutcome | None = None
-    ) -> FireResult:
-        outcome = super().run(fire, body, claim=claim)
-        with self._outcomes_mutex:
-            self.outcomes.append(outcome)
-        return outcome
-
-
-def node_main(config: dict[str, object]) -> None:
-    """Run the resident host until the window has passed; report CPU and outcomes."""
-    url, node = str(config["url"]), str(config["node"])
-    os.environ[WITNESS_VARIABLE] = str(config["witness"])
-    descriptors = validated(
-        [
-            ScheduledDescriptor(target=target, fixed_rate=1.0, lock_name=target, lock_ttl=30)
-            for target in targets(str(config["run"]), int(config["tasks"]))  # type: ignore[call-overload]
-        ]
-    )
-    settings = Settings(lock_provider="database", lock_urls={"database": url}, node=node)
-    lock = DatabaseLeaseLock(url, table=str(config["lock_table"]))
-    runtime = build_runtime(descriptors, settings, host="run", lock=lock, eager=False, node=node)
-    runner = RecordingRunner(
-        lock,
-        history=SqlRunHistory(url, table=str(config["runs_table"])),
-        clock=runtime.wall_now,
-        grace=settings.grace,
-        clock_skew=settings.clock_skew,
-        node=node,
-        owns_history=True,
-    )
-    runtime.fire_runner = Lazy.of(runner)
-    host = ResidentHost(descriptors, runtime, max_workers=int(config["workers"]))  # type: ignore[call-overload]
-    cpu: list[float] = []
-
-    def measure_then_stop() -> None:
-        start = float(sys.stdin.readline())
-        end = start + float(config["seconds"])  # type: ignore[arg-type]
-        time.sleep(max(0.0, start - time.time()))
-        cpu.append(time.process_time())
-        time.sleep(max(0.0, end - time.time()))
-        cpu.append(time.process_time())
-        time.sleep(DRAIN_SECONDS)
-        host.request_stop()
-
-    dropped = DroppedRuns()
-    host.scheduler.add_listener(dropped, EVENT_JOB_MAX_INSTANCES)
-    threading.Thread(target=measure_then_stop, daemon=True).start()
-    print(READY, flush=True)  # booted; the host starts firing now
-    host.run_until_stopped(handle_signals=False)
-    with Path(str(config["outcomes"])).open("w") as sink:
-        for outcome in runner.outcomes:
-            fields = {
-                "target": outcome.target,
-                "instant": outcome.instant.isoformat(),
-                "status": outcome.verdict.value,
-                "claim": outcome.claim_seconds,
-            }
-            sink.write(json.dumps(fields) + "\n")
-    print(json.dumps({"cpu": cpu[1] - cpu[0], "dropped": dropped.count}), flush=True)
-
-
-class DroppedRuns:
-    """Counts APScheduler's job runs dropped with "maximum number of running instances".
-
-    A job whose previous run on this node has not ended (still queued for a worker
-    thread, on a saturated node) is not run again: this node then never attempts that
-    fire, and another node has to. Counted from the scheduler's own event, not its log
-    line, which the resident host drops (`hosts.passed_over_report`).
-    """
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self, event: object) -> None:
-        self.count += 1
-
-
 # -- the run ------------------------------------------------------------------------------
-
-
-@dataclass
-class StressReport:
-    processes: int
-    tasks: int
-    seconds: int
-    workers: int
-    expected: int
-    fires_run: int
-    duplicates: dict[tuple[str, str], int]
-    misses: list[tuple[str, str]]
-    miss_reasons: Counter[str]
-    statuses: Counter[str]
-    claim_latencies: list[float]
-    lateness: list[float]
-    node_cpu_seconds: float
-    machine_busy: float
-    exit_codes: list[int]
-    dropped_job_runs: int = 0
-    runs_per_node: Counter[str] = field(default_factory=Counter)
-    #: Claim attempts each node made on the window's fires, won or not.
-    attempts_per_node: Counter[str] = field(default_factory=Counter)
-
-    @property
-    def cpu_per_fire_ms(self) -> float:
-        return 1000 * self.node_cpu_seconds / max(self.fires_run, 1)
-
-    def table(self) -> str:
-        rows = self.rows()
-        width = max(len(label) for label, _ in rows)
-        return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
-
-    def figures(self) -> dict[str, object]:
-        """This run, machine-readable."""
-        p50, p99, top = _percentiles(self.claim_latencies)
-        late50, late99, _ = _percentiles(self.lateness)
-        return {
-            "processes": self.processes,
-            "tasks": self.tasks,
-            "seconds": self.seconds,
-            "workers": self.workers,
-            "expected": self.expected,
-            "fires_run": self.fires_run,
-            "duplicates": sum(n - 1 for n in self.duplicates.values()),
-            "misses": len(self.misses),
-            "miss_reasons": dict(self.miss_reasons),
-            "claim_attempts": dict(self.statuses),
-            "dropped_job_runs": self.dropped_job_runs,
-            "claim_latency_ms": {"p50": p50, "p99": p99, "max": top},
-            "start_lateness_ms": {"p50": late50, "p99": late99},
-            "node_cpu_ms_per_fire_run": self.cpu_per_fire_ms,
-            "node_cpu_seconds": self.node_cpu_seconds,
-            "machine_busy": self.machine_busy,
-            "nodes_that_ran_fires": len(self.runs_per_node),
-            "nodes_that_claimed": len(self.attempts_per_node),
-            "exit_codes": sorted(set(self.exit_codes)),
-        }
-
-    def rows(self) -> list[tuple[str, str]]:
-        p50, p99, top = _percentiles(self.claim_latencies)
-        late50, late99, _ = _percentiles(self.lateness)
-        attempts = sum(self.statuses.values())
-        return [
-            ("nodes x tasks x seconds", f"{self.processes} x {self.tasks} x {self.seconds}"),
-            ("host worker threads per node", str(self.workers)),
-            ("fires expected in the window", str(self.expected)),
-            ("fires run", str(self.fires_run)),
-            ("duplicates", str(sum(n - 1 for n in self.duplicates.values()))),
-            ("misses", f"{len(self.misses)} ({_reasons(self.miss_reasons)})"),
-            ("claim attempts", f"{attempts} ({_share(self.statuses, attempts)})"),
-            ("job runs a busy node dropped", str(self.dropped_job_runs)),
-            ("claim latency p50 / p99 / max", f"{p50:.2f} / {p99:.2f} / {top:.2f} ms"),
-            ("start lateness p50 / p99", f"{late50:.0f} / {late99:.0f} ms"),
-            ("node CPU per fire run", f"{self.cpu_per_fire_ms:.2f} ms"),
-            ("node CPU, all nodes", f"{self.node_cpu_seconds:.1f} s in {self.seconds} s"),
-            ("machine busy (all processes)", f"{100 * self.machine_busy:.0f} %"),
-            ("nodes that ran fires", f"{len(self.runs_per_node)} of {self.processes}"),
-            ("nodes that claimed", f"{len(self.attempts_per_node)} of {self.processes}"),
-            ("node exit codes", ", ".join(sorted(set(map(str, self.exit_codes))))),
-        ]
 
 
 def run_stress(
@@ -343,7 +150,7 @@ def run_stress(
             cpu += summary["cpu"]
             dropped += summary["dropped"]
             exit_codes.append(node.returncode)
-        report = _report(
+        report = read_report(
             processes=processes,
             tasks=tasks,
             seconds=seconds,
@@ -368,77 +175,6 @@ def run_stress(
             table.drop(history.engine, checkfirst=True)
         history.close()
         installer.close()
-
-
-def _report(
-    *,
-    processes: int,
-    tasks: int,
-    seconds: int,
-    workers: int,
-    window: tuple[int, int],
-    all_targets: list[str],
-    witness: Path,
-    outcome_files: list[Path],
-    history: SqlRunHistory,
-    node_cpu: float,
-    machine_busy: float,
-    exit_codes: list[int],
-) -> StressReport:
-    instants = [datetime.fromtimestamp(s, UTC).isoformat() for s in range(*window)]
-    expected = {(target, instant) for target in all_targets for instant in instants}
-    runs: Counter[tuple[str, str]] = Counter()
-    lateness = []
-    runs_per_node: Counter[str] = Counter()
-    for line in witness.read_text().splitlines():
-        target, instant, node, started = line.split()
-        runs[(target, instant)] += 1
-        if (target, instant) in expected:
-            lateness.append(1000 * (float(started) - datetime.fromisoformat(instant).timestamp()))
-            runs_per_node[node] += 1
-    statuses: Counter[str] = Counter()
-    attempts_per_node: Counter[str] = Counter()
-    latencies = []
-    for path in outcome_files:
-        node = f"node{path.stem.removeprefix('outcomes-')}"
-        for line in path.read_text().splitlines():
-            outcome = json.loads(line)
-            if (outcome["target"], outcome["instant"]) not in expected:
-                continue
-            statuses[outcome["status"]] += 1
-            attempts_per_node[node] += 1
-            if outcome["claim"] is not None:
-                latencies.append(1000 * outcome["claim"])
-    misses = sorted(expected - set(runs))
-    reasons: Counter[str] = Counter()
-    missed = set(misses)
-    for target in {target for target, _ in misses}:
-        for record in history.runs(target, limit=10 * len(instants)):
-            if (target, record.instant.isoformat()) in missed and record.state is RunState.SKIPPED:
-                # Grouped by kind: a reason names its task's lock, which varies.
-                reasons[(record.error or "skipped").split(" (lock ")[0]] += 1
-    recorded = sum(reasons.values())
-    if recorded < len(misses):
-        reasons["no record: no node attempted it in time"] = len(misses) - recorded
-    return StressReport(
-        processes=processes,
-        tasks=tasks,
-        seconds=seconds,
-        workers=workers,
-        expected=len(expected),
-        fires_run=sum(n for key, n in runs.items() if key in expected),
-        duplicates={key: n for key, n in runs.items() if n > 1},
-        misses=misses,
-        miss_reasons=reasons,
-        statuses=statuses,
-        claim_latencies=latencies,
-        lateness=lateness,
-        node_cpu_seconds=node_cpu,
-        machine_busy=machine_busy,
-        exit_codes=exit_codes,
-        runs_per_node=runs_per_node,
-        attempts_per_node=attempts_per_node,
-    )
 
 
 class _Sampled:
@@ -472,21 +208,6 @@ def _machine_busy(start: float, end: float) -> _Sampled:
     if not Path("/proc/stat").exists():
         return _Sampled(lambda: math.nan)
     return _Sampled(compute)
-
-
-def _percentiles(values: list[float]) -> tuple[float, float, float]:
-    if len(values) < 2:
-        return (math.nan, math.nan, math.nan)
-    cuts = statistics.quantiles(values, n=100, method="inclusive")
-    return cuts[49], cuts[98], max(values)
-
-
-def _share(counts: Counter[str], total: int) -> str:
-    return ", ".join(f"{status} {100 * n / total:.1f} %" for status, n in counts.most_common())
-
-
-def _reasons(reasons: Counter[str]) -> str:
-    return "; ".join(f"{n}: {reason}" for reason, n in reasons.most_common()) or "none"
 
 
 def main() -> None:

@@ -11,6 +11,8 @@
 * `setups`: the seven backend setups.
 * `nemesis`: the seeded fault schedule and its injection.
 * `history`: reading the run history with a second client.
-* `checker`: the invariants, over the evidence and the history alone.
+* `checker`: the invariants, over the evidence and the history alone; it applies
+  `overlap_rules` (exclusion, at most once) and `record_rules` (accounted for,
+  recorded) to the runs of `body_runs`, excused by `fault_evidence`.
 * `run`: one setup end to end, and the report table.
 """

@@ -1,0 +1,169 @@
+"""When the harness's faults struck, as the evidence log stamped them.
+
+Pauses, delays, server restarts, claims won and refused history writes: the rules
+excuse an overlap or a rerun only where this evidence explains it. The two
+documented limits a fault leaves open (a node stopped then killed, a late body
+after a newer holder's) are judged here too, so both rules read them the same way.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from chaos_harness.body_runs import BodyRun, Restart
+from chaos_harness.evidence import Event
+from chaos_harness.history import HistoryKey, key_of, parse_instant
+from firefly_scheduling.fires.claims import claim_name
+
+
+def claims_won(events: list[Event]) -> dict[str, list[int]]:
+    """The stamps of every fire claim won, by claim name, in order (`claim_stamps`)."""
+    stamps: dict[str, list[int]] = defaultdict(list)
+    for event in events:
+        if event["ev"] == "claimed":
+            stamps[event["name"]].append(int(event["t"]))
+    return stamps
+
+
+def claimed_before(claims: dict[str, list[int]], run: BodyRun) -> int | None:
+    """The stamp of the last claim of `run`'s fire won before its body started: the
+    claim that guarded it (an adoption's is the run's it adopted). None: not stamped."""
+    if not claims:
+        return None
+    name = claim_name(run.target, run.lock, run.instant)
+    return max((t for t in claims.get(name, ()) if t <= run.start), default=None)
+
+
+def restart_between(restarts: list[Restart], first: int, last: int) -> bool:
+    """Whether a restart emptied the server between `first` and the body start `last`.
+
+    `first` is the stamp of the first run's claim, or, without one, its body start.
+    A restart's span runs from its stamp before the kill to the stamp by which its
+    data was surely gone (see `restart_spans`), and its server answered again at `back`.
+    The second run's claim needed the emptied server back, after the loss, so the
+    loss must come before `last`. The first run's claim was written before `first`:
+    on the old server, which the restart emptied, unless the new server was already
+    answering by then. So the restart counts when its server came back after `first`
+    (seed 120402: killed and reaped 22 ms before the first body, back 85 ms after
+    it). One whose server was back before `first` does not (the first claim may have
+    been made on the new server).
+    """
+    return any(ended <= last and back >= first for _began, ended, back in restarts)
+
+
+def stopped_then_killed(
+    earlier: BodyRun, at: int, pauses: dict[int, list[tuple[int, int]]]
+) -> bool:
+    """Whether `earlier`'s node was SIGSTOPped at `at`, and killed before its verdict.
+
+    Seed 120318 (database on SQLite): node n3 was stopped inside a 1 ms body for
+    3.5 s, longer than its 1 s lease; n1 took the lapsed lease and ran the lock's next
+    fires with newer tokens; n3 resumed, finished its body, logged the lock lapsed and
+    its end refused, and was SIGKILLed before its verdict reached the evidence log.
+    A stopped node acts on nothing, and a killed one can report nothing: the later
+    holder's token is what fences the earlier's writes. Its node not killed, the run
+    must say `lost` itself.
+    """
+    if not earlier.killed:
+        return False
+    return any(stop <= at <= resume for stop, resume in pauses.get(earlier.pid, ()))
+
+
+def failed_history_starts(
+    events: list[Event], *, applied: bool | None = None
+) -> set[tuple[int, HistoryKey]]:
+    """The (pid, fire) of every history `start` that failed on its node; `applied=False`:
+    only those the history never took (not a lost reply of a write it made)."""
+    return {
+        (int(e["pid"]), key_of(e["target"], parse_instant(e["instant"])))
+        for e in events
+        if e["ev"] == "history_refused"
+        and e["write"] == "start"
+        and (applied is None or bool(e.get("applied")) == applied)
+    }
+
+
+def pause_spans(events: list[Event]) -> dict[int, list[tuple[int, int]]]:
+    """Each node's SIGSTOP..SIGCONT spans, as the harness stamped them, by pid.
+
+    A node killed while stopped stays stopped until the kill.
+    """
+    stopped: dict[int, int] = {}
+    spans: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for event in events:
+        if event["ev"] == "pause":
+            stopped[int(event["victim"])] = int(event["t"])
+        elif event["ev"] in {"resume", "kill"} and int(event["victim"]) in stopped:
+            victim = int(event["victim"])
+            spans[victim].append((stopped.pop(victim), int(event["t"])))
+    return spans
+
+
+def late_zombie(
+    adopter: BodyRun,
+    zombie: BodyRun,
+    pauses: dict[int, list[tuple[int, int]]],
+    delays: dict[str, list[tuple[int, int]]],
+    *,
+    same_fire: bool = True,
+) -> bool:
+    """A holder's body that started after a newer holder's: the documented limit.
+
+    Its node passed the pre-body check, then acted on that answer late: it was
+    stopped before the body's first line for longer than the rest of its lease, or
+    its proxy delayed the check's reply (a `latency` or `stall` fault; seed 120403,
+    MySQL: the server ended the node's session 200 ms before a reply delayed 273 ms
+    each way said it still held the lock). Meanwhile another node took the lock,
+    freed or lapsed, with a newer token, and started its body; then the late body
+    ran, told `lost`, its end fenced (docs/guarantees.md, "A paused node"). No check
+    can close that gap; fencing is the defence. Counted apart, and only with all the
+    evidence: its node stopped or delayed when the newer body started (a pause
+    resumed before its own start), an older token (and, for one fire, an older
+    attempt), and `lost` and `fenced` outcomes. `same_fire=False` compares bodies of
+    two fires of one lock, whose attempts are unrelated.
+    """
+    if adopter.token is None or zombie.token is None:
+        return False
+    older = zombie.token < adopter.token and (not same_fire or zombie.attempt < adopter.attempt)
+    stopped_meanwhile = any(
+        stop <= adopter.start <= resume <= zombie.start
+        for stop, resume in pauses.get(zombie.pid, ())
+    )
+    delayed_meanwhile = any(
+        began <= adopter.start <= until for began, until in delays.get(zombie.node, ())
+    )
+    return older and zombie.lost and zombie.fenced and (stopped_meanwhile or delayed_meanwhile)
+
+
+def delay_spans(events: list[Event]) -> dict[str, list[tuple[int, int]]]:
+    """Each node's spans of delayed traffic (`latency` and `stall` faults), by node name."""
+    spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for event in events:
+        if event["ev"] == "fault" and event["kind"] in {"latency", "stall"}:
+            began = int(event["t"])
+            spans[event["node"]].append((began, began + int(float(event["duration"]) * 1e9)))
+    return spans
+
+
+def restart_spans(events: list[Event]) -> list[Restart]:
+    """Each server restart: its span, from its `restarting` stamp to the loss of its
+    data, and when the new server answered (the `fault` stamp).
+
+    The loss is certain at the `server_down` stamp (the killed server reaped, before
+    the new one starts); logs written before that stamp existed end the span at the
+    `fault` stamp, taken once the new server accepts connections, which is later.
+    """
+    spans: list[Restart] = []
+    began: int | None = None
+    down: int | None = None
+    for event in events:
+        if event["ev"] == "restarting":
+            began, down = int(event["t"]), None
+        elif event["ev"] == "server_down":
+            down = int(event["t"])
+        elif event["ev"] == "fault" and event["kind"] == "restart":
+            back = int(event["t"])
+            ended = back if down is None else down
+            spans.append((ended if began is None else began, ended, back))
+            began = down = None
+    return spans

@@ -1,0 +1,187 @@
+"""Rules 3 and 4 of the fault checker: accounted for, and recorded.
+
+Both compare the runs with the history: every fire of the window ran or has a
+reason not to, and every run that ran is recorded with its real outcome (see
+`checker` for the rules in full).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from datetime import datetime, timedelta
+
+from chaos_harness.body_runs import (
+    BodyRun,
+    CheckReport,
+    Restart,
+    Violation,
+    Window,
+    violation_context,
+)
+from chaos_harness.evidence import Event
+from chaos_harness.fault_evidence import failed_history_starts, restart_between
+from chaos_harness.history import HistoryKey, HistoryRow, key_of, parse_instant
+
+#: A node killed this close (seconds) to an instant may have held its claim.
+KILL_EXPLAINS_SECONDS = (-3.0, 6.0)
+
+
+def normalise_reason(reason: str | None) -> str:
+    """A recorded reason without its numbers and names, so equal causes count together."""
+    if not reason:
+        return "(no reason recorded)"
+    text = re.sub(r"'[^']*'", "<name>", reason)
+    text = re.sub(r"\d+(\.\d+)?", "N", text)
+    return text.split(": ", 1)[0] if text.startswith("the lock backend failed") else text
+
+
+#: The state a run's record must hold, by the verdict its node reported.
+_RECORDED_STATES = {"SUCCEEDED": "succeeded", "FAILED": "failed"}
+
+
+def check_recorded(
+    runs: list[BodyRun],
+    history: dict[HistoryKey, HistoryRow],
+    events: list[Event],
+    report: CheckReport,
+    restarts: list[Restart],
+) -> None:
+    """Rule 4: every run that ran is in the history with its real outcome."""
+    by_fire: dict[HistoryKey, list[BodyRun]] = defaultdict(list)
+    for run in runs:
+        if not run.killed:
+            by_fire[run.key].append(run)
+    failed_starts = failed_history_starts(events)
+    for key, alive in by_fire.items():
+        report.recorded_fires += 1
+        ordered = not restart_between(restarts, alive[0].start, alive[-1].start)
+        record = history.get(key)
+        told = {run.pid for run in alive if (run.pid, key) not in failed_starts}
+        for problem in _recorded_problems(record, alive, ordered=ordered, told=told):
+            at = alive[-1].start
+            report.violations.append(
+                Violation(
+                    "recorded",
+                    f"fire {key.target} @ {key.instant.isoformat()}: {problem}",
+                    at,
+                    violation_context(events, at),
+                )
+            )
+
+
+def _recorded_problems(
+    record: HistoryRow | None, alive: list[BodyRun], *, ordered: bool, told: set[int]
+) -> list[str]:
+    """What is wrong with `record`, the history's record of a fire whose runs (their
+    nodes alive to report them) are `alive`; nothing when it is right. `told`: the
+    pids whose body was told its attempt by the history (its `start` answered)."""
+    if record is None:
+        return [f"{alive[-1].describe()} ran, and the history has no record of the fire"]
+    if record.state == "skipped":
+        return [f"{alive[-1].describe()} ran, and the history records the fire as skipped"]
+    problems = []
+    holder = next(
+        (run for run in alive if run.token == record.token and run.node == record.node), None
+    )
+    if holder is not None:
+        expected = _RECORDED_STATES.get(holder.verdict or "")
+        if expected is None and holder.verdict is None and holder.returned:
+            expected = "succeeded"
+        if expected is not None and record.state != expected:
+            problems.append(
+                f"{holder.describe()} ended {expected}, and its record says {record.state!r}"
+            )
+        # A body whose start the history never answered was told the attempt the node
+        # guessed; its record counts from what the history held when it ended.
+        guessed = holder.pid not in told and record.attempt > holder.attempt
+        if record.attempt != holder.attempt and not guessed:
+            problems.append(
+                f"{holder.describe()} is recorded as attempt {record.attempt}, not {holder.attempt}"
+            )
+    described = (
+        f"the record (node {record.node}, attempt {record.attempt}, token {record.token}, "
+        f"{record.state}) is no newer attempt's"
+    )
+    for run in alive:
+        if run is holder and run.fenced:
+            problems.append(f"{run.describe()} was reported fenced, and {described}")
+        elif run is not holder and ordered and not _newer(record, run):
+            problems.append(f"{run.describe()} ran, and {described}")
+    return problems
+
+
+def _newer(record: HistoryRow, run: BodyRun) -> bool:
+    """Whether `record` belongs to a newer attempt than `run`: by fencing token where
+    both have one, else by attempt."""
+    if record.token is not None and run.token is not None:
+        return record.token > run.token
+    if record.token is not None:
+        return True  # a fenced attempt over one without a token: the history's own order
+    return record.attempt > run.attempt
+
+
+def expected_fires(schedules: dict[str, float], window: Window) -> list[HistoryKey]:
+    """Every epoch-aligned instant of every task within the window."""
+    fires = []
+    epoch = datetime(1970, 1, 1, tzinfo=window.start.tzinfo)
+    for target, period in schedules.items():
+        step = timedelta(seconds=period)
+        first = int(-(-(window.start - epoch).total_seconds() // period))
+        instant = epoch + first * step
+        while instant < window.end:
+            fires.append(key_of(target, instant))
+            instant += step
+    return fires
+
+
+def check_accounted(
+    runs: list[BodyRun],
+    history: dict[HistoryKey, HistoryRow],
+    schedules: dict[str, float],
+    window: Window,
+    events: list[Event],
+    report: CheckReport,
+) -> None:
+    ran = {run.key for run in runs}
+    refused_skips = {
+        key_of(event["target"], parse_instant(event["instant"]))
+        for event in events
+        if event["ev"] == "history_refused" and event["write"] == "skip"
+    }
+    shutting_down = {
+        key_of(event["target"], parse_instant(event["instant"]))
+        for event in events
+        if event["ev"] == "outcome" and event["verdict"] == "SHUTTING_DOWN"
+    }
+    kills = [int(event["t"]) for event in events if event["ev"] == "kill"]
+    before, after = (int(seconds * 1e9) for seconds in KILL_EXPLAINS_SECONDS)
+    for key in expected_fires(schedules, window):
+        report.fires += 1
+        if key in ran:
+            report.ran += 1
+            continue
+        record = history.get(key)
+        if record is not None and record.state in {"skipped", "expired", "failed"}:
+            report.misses[f"{record.state}: {normalise_reason(record.error)}"] += 1
+            continue
+        if key in refused_skips:
+            report.misses["unrecorded: its skip write failed (history failure)"] += 1
+            continue
+        if key in shutting_down:
+            report.misses["unrecorded: reached a node that was shutting down"] += 1
+            continue
+        at = window.monotonic(key.instant)
+        if any(at + before <= kill <= at + after for kill in kills):
+            report.misses["unrecorded: a node was SIGKILLed around its instant"] += 1
+            continue
+        state = "no record" if record is None else f"a {record.state!r} record and no body run"
+        report.violations.append(
+            Violation(
+                "accounted",
+                f"fire {key.target} @ {key.instant.isoformat()} neither ran nor was recorded "
+                f"as skipped ({state})",
+                at,
+                violation_context(events, at),
+            )
+        )
