@@ -94,6 +94,8 @@ class AsyncEtcdLock(AsyncBaseLock):
         self._connections = tuple(self._idle)
         #: The waiters' one watch of the lock keys' deletions (`_release_signal`).
         self._watch = AsyncReleaseWatch(member, context)
+        #: Owner tokens of waits whose lease was granted ahead (`_prepare_wait`), not won yet.
+        self._wait_leases: set[str] = set()
         #: The holdings still on the lease of the batch they were taken in.
         self._batch_holdings = BatchHoldings()
         #: Releases of batch holdings waiting for one another, sent together.
@@ -111,9 +113,16 @@ class AsyncEtcdLock(AsyncBaseLock):
 
     async def _acquire_token(self, name: str, owner: str, ttl_seconds: float) -> int | None:
         """One acquisition (`protocol.acquire`). A waiter woken by its key's deletion
-        skips the read: the key is likely free, and the create checks it anyway."""
+        skips the read: the key is likely free, and the create checks it anyway. A
+        waiter's lease granted ahead (`_prepare_wait`) is only refreshed."""
         read_first = not self._watch.take_deleted(protocol.lock_key(name))
-        return await self._run(protocol.acquire(name, owner, ttl_seconds, read_first=read_first))
+        granted = owner in self._wait_leases
+        token = await self._run(
+            protocol.acquire(name, owner, ttl_seconds, read_first=read_first, granted=granted)
+        )
+        if token is not None:
+            self._wait_leases.discard(owner)  # the holding's lease now
+        return token
 
     async def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
         """The claims of an instant in 1 to 3 round trips per 64 (`batch_leases.claim_many`)."""
@@ -181,6 +190,24 @@ class AsyncEtcdLock(AsyncBaseLock):
         """Watched: until the key's deletion wakes the waiter, at most
         `notified_recheck_seconds`; else (no watch) the backoff's next pause."""
         return self.notified_recheck_seconds if self._watch.live else backoff.next()
+
+    async def _prepare_wait(self, name: str, ttl_seconds: float) -> str | None:
+        """Grant the lease of the wait's later attempts now, so that after a release
+        only the create remains (the keep-alive that refreshes it is no Raft write)."""
+        owner = new_owner_token()
+        self._wait_leases.add(owner)
+        try:
+            await self._run(protocol.grant(owner, ttl_seconds))
+        except BaseException:
+            # The grant may have been applied and only its reply lost.
+            await self._unprepare_wait(name, owner)
+            raise
+        return owner
+
+    async def _unprepare_wait(self, name: str, owner: str) -> None:
+        """Revoke the lease of a wait that ended without the lock, so none is left behind."""
+        self._wait_leases.discard(owner)
+        await self._undo_interrupted(name, owner)
 
     async def _close(self) -> None:
         await self._watch.aclose()

@@ -14,6 +14,10 @@ way the backend does best:
 * **Otherwise** it sleeps a capped, jittered, exponentially growing pause
   (`waiting.Backoff`) between attempts.
 
+After a first lost attempt a backend may prepare the later ones (`_prepare_wait`:
+etcd grants their lease), which then share one owner token; what was prepared is
+undone when the wait ends without winning with it (`_unprepare_wait`).
+
 Waiters of one instance for one name are served in arrival order (`waiting.AsyncWaiters`):
 only the first talks to the server. A name this instance itself holds is waited for
 locally, woken by its release. A cancelled wait (asyncio cancellation, or
@@ -95,6 +99,20 @@ class AsyncWaitingAcquisition(AsyncClaimsAndBatches):
         """How long to sleep after a lost attempt, unless woken earlier."""
         return backoff.next()
 
+    async def _prepare_wait(self, name: str, ttl_seconds: float) -> str | None:
+        """After a wait's first lost attempt: the owner token of all its later attempts,
+        with what a win needs done ahead on the server, or None (the default: a fresh
+        token per attempt, nothing prepared).
+
+        A backend whose win costs more than one write (etcd: a lease grant, then the
+        create) does the first here, so that after a release only the last remains.
+        """
+        return None
+
+    async def _unprepare_wait(self, name: str, owner: str) -> None:
+        """The wait that `_prepare_wait` returned `owner` to ended without winning with
+        it: undo what was prepared (the default prepares nothing)."""
+
     # -- the waiting acquisition ---------------------------------------------------------
 
     async def _acquire_waiting(
@@ -106,30 +124,64 @@ class AsyncWaitingAcquisition(AsyncClaimsAndBatches):
             if waiter is None:
                 return None
             async with self._release_signal(name, waiter.event.set):
-                backoff = Backoff()
-                while True:
-                    reservation = self._ledger.reserve(name, ttl_seconds)
-                    if reservation is None:
-                        # This instance holds (or is taking) the name: wait for it here.
-                        until = min(deadline, time.monotonic() + LOCAL_RECHECK_SECONDS)
-                        holding = self._ledger.current(name)
-                        if holding is not None and holding.expires_at < until:
-                            until = holding.expires_at
-                        if not await sleep_until_woken(waiter, until) and until >= deadline:
-                            return None
-                        continue
-                    remaining = deadline - time.monotonic()
-                    within = min(remaining, 3600.0) if self.waits_on_server else 0.0
-                    holding = await self._acquire_reserved(reservation, fenced, within)
-                    if holding is not None:
-                        return holding
-                    if deadline - time.monotonic() <= 0:
-                        return None
-                    if not self.waits_on_server:
-                        pause = await self._pause_after_loss(name, backoff)
-                        await sleep_until_woken(
-                            waiter, min(deadline, time.monotonic() + max(pause, 0.0))
-                        )
+                prepared: list[str] = []
+                try:
+                    return await self._attempts_in_turn(
+                        name, ttl_seconds, deadline, waiter, prepared=prepared, fenced=fenced
+                    )
+                finally:
+                    holding = self._ledger.current(name)
+                    for owner in prepared:
+                        if holding is None or holding.owner != owner:
+                            await self._unprepare_wait(name, owner)
+
+    async def _attempts_in_turn(
+        self,
+        name: str,
+        ttl_seconds: float,
+        deadline: float,
+        waiter: Any,
+        *,
+        prepared: list[str],
+        fenced: bool,
+    ) -> Holding | None:
+        """The attempts of a waiter whose turn came, until one wins or `deadline` passes;
+        the owner token `_prepare_wait` gave, if any, is put in `prepared`."""
+        backoff = Backoff()
+        while True:
+            reservation = self._ledger.reserve(name, ttl_seconds, prepared[0] if prepared else None)
+            if reservation is None:
+                # This instance holds (or is taking) the name: wait for it here.
+                until = min(deadline, time.monotonic() + LOCAL_RECHECK_SECONDS)
+                holding = self._ledger.current(name)
+                if holding is not None and holding.expires_at < until:
+                    until = holding.expires_at
+                if not await sleep_until_woken(waiter, until) and until >= deadline:
+                    return None
+                continue
+            remaining = deadline - time.monotonic()
+            within = min(remaining, 3600.0) if self.waits_on_server else 0.0
+            holding = await self._acquire_reserved(reservation, fenced, within)
+            if holding is not None:
+                return holding
+            if deadline - time.monotonic() <= 0:
+                return None
+            if not self.waits_on_server:
+                if not prepared:
+                    await self._prepare_for_next(name, ttl_seconds, prepared)
+                pause = await self._pause_after_loss(name, backoff)
+                await sleep_until_woken(waiter, min(deadline, time.monotonic() + max(pause, 0.0)))
+
+    async def _prepare_for_next(self, name: str, ttl_seconds: float, prepared: list[str]) -> None:
+        """Ask the backend to prepare the wait's next attempts (`_prepare_wait`)."""
+        try:
+            owner = await self._prepare_wait(name, ttl_seconds)
+        except ConfigurationError:
+            raise
+        except self.driver_errors as err:
+            raise self._backend_error("acquiring", name, err) from err
+        if owner is not None:
+            prepared.append(owner)
 
     async def _acquire_reserved(
         self, reservation: Reservation, fenced: bool, within: float
