@@ -1,8 +1,9 @@
 """An etcd waiter's lease, granted before its wait: honest once won, revoked if not.
 
 A waiter grants its lease after its first lost attempt, so that after a release it
-only creates its key. These check, on a real member, what the contract suite cannot
-see from the lock's port: the server's own view of that lease.
+only creates its key (refreshing the lease first once a tenth of its TTL has run).
+These check, on a real member, what the contract suite cannot see from the lock's
+port: the server's own view of that lease.
 """
 
 from __future__ import annotations
@@ -79,6 +80,27 @@ def test_a_won_waits_lease_runs_at_least_as_long_as_its_holding(
     assert seconds_left(gateway, holding.owner) + 1 > holding.remaining()
     waiter.release_holding(holding)
     assert seconds_left(gateway, holding.owner) == -1
+
+
+def test_a_win_on_a_fresh_lease_counts_the_ttl_from_the_grant(
+    locks: tuple[EtcdLock, EtcdLock], gateway: httpx.Client
+) -> None:
+    """Within a tenth of its TTL the lease is not refreshed before the create: the
+    holding's deadline is then the grant's, not its last attempt's."""
+    holder, waiter = locks
+    name = f"wait-lease-{uuid.uuid4().hex}"
+    held = holder.acquire(name, 30)
+    assert held is not None
+    owners = prepared_owners(waiter)
+    # Released once more than one of the lease's 30 s has run, fewer than three.
+    release = threading.Timer(2.0, holder.release_holding, args=(held,))
+    release.start()
+    holding = waiter.acquire(name, 30, wait=10)
+    release.join()
+    assert holding is not None
+    assert owners == [holding.owner]
+    assert seconds_left(gateway, holding.owner) + 1 > holding.remaining()
+    waiter.release_holding(holding)
 
 
 def test_a_wait_that_times_out_revokes_its_lease(

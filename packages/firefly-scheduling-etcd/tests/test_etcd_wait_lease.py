@@ -1,4 +1,4 @@
-"""A waiter's lease granted before its wait: each attempt refreshes it, none revokes it.
+"""A waiter's lease granted before its wait: an attempt refreshes it or not, none revokes it.
 
 Without a server: the replies are the shapes etcd 3.4's JSON gateway sends (the
 integration suite runs the same waits against a member).
@@ -35,7 +35,8 @@ def paths(
 
 
 def test_a_granted_lease_is_only_refreshed_before_the_create() -> None:
-    """After a release a woken waiter sends a keep-alive (no Raft write) and the create."""
+    """A woken waiter whose lease is no longer fresh sends a keep-alive (no Raft write)
+    and the create."""
     token, sent = paths(
         protocol.acquire("job", "owner-1", 30, read_first=False, granted=True),
         ok({"result": {"ID": LEASE, "TTL": "30"}}),
@@ -43,6 +44,15 @@ def test_a_granted_lease_is_only_refreshed_before_the_create() -> None:
     )
     assert token == 57
     assert sent == ["/v3/lease/keepalive", "/v3/kv/txn"]
+
+
+def test_a_fresh_granted_lease_costs_the_create_alone() -> None:
+    token, sent = paths(
+        protocol.acquire("job", "owner-1", 30, read_first=False, granted=True, refresh=False),
+        ok({"succeeded": True}),
+    )
+    assert token == 57
+    assert sent == ["/v3/kv/txn"]
 
 
 def test_a_granted_lease_that_lapsed_during_the_wait_is_granted_again() -> None:

@@ -56,9 +56,10 @@ less than the server's minimum lease TTL, 2 s by default):
   (`watch_releases`), a watch of every lock key's deletion, which a release and a
   lease's expiry both are; a waiter tries again when its key's deletion arrives
   (`deleted_keys`), without the read. Its lease is granted once, after its first
-  lost attempt (`grant`), and only refreshed by the attempts that follow, so after a
-  release a waiter's attempt is **2**: a keep-alive (no Raft write), the create. The
-  lease is revoked when the wait ends without the lock;
+  lost attempt (`grant`), so after a release a waiter's attempt is **1**, the create,
+  while the lease is fresh (see `lock_async`), else **2**: a keep-alive that
+  refreshes it (no Raft write), the create. The lease is revoked when the wait ends
+  without the lock;
 * renew: **2** (a keep-alive of this holding's lease, then a read-only check that the
   key is still attached to it); **1** when the lease is already gone. The first
   renewal of a batch holding: **2** (its own lease's grant, then the owner-checked
@@ -129,7 +130,13 @@ def lease_seconds(ttl_seconds: float) -> int:
 
 
 def acquire(
-    name: str, owner: str, ttl_seconds: float, *, read_first: bool = True, granted: bool = False
+    name: str,
+    owner: str,
+    ttl_seconds: float,
+    *,
+    read_first: bool = True,
+    granted: bool = False,
+    refresh: bool = True,
 ) -> Operation[int | None]:
     """Take `name` for `owner`; return the fencing token (the key's create_revision) or None.
 
@@ -137,10 +144,10 @@ def acquire(
     between the read and the create (see the module doc). Without `read_first` (a
     waiter that just saw the key deleted, so likely free) the read is skipped: 2.
     `granted`: a waiter granted the owner's lease before its wait (`grant`), so the
-    lease is only refreshed (`keep_alive`, no Raft write; granted again if it lapsed
-    meanwhile), and kept when the create loses, for the waiter's next attempt. The
-    refresh is sent after the acquisition started, so the lease runs at least as long
-    as the holding believes.
+    lease is kept when the create loses, for the waiter's next attempt, and, with
+    `refresh`, only refreshed first (`keep_alive`, no Raft write; granted again if it
+    lapsed meanwhile). Without `refresh` the create alone is sent: the caller dates
+    the holding from the lease's last start.
     """
     key = b64(lock_key(name))
     if read_first:
@@ -148,7 +155,7 @@ def acquire(
         if int(held.get("count", 0)) > 0:
             return None
     lease = lease_id(owner)
-    if not granted or (yield from keep_alive(lease)) <= 0:
+    if not granted or (refresh and (yield from keep_alive(lease)) <= 0):
         yield from grant(owner, ttl_seconds)
     create = create_if_absent(key, b64(owner.encode()), lease)
     try:

@@ -18,7 +18,9 @@ way the backend does best:
 
 After a first lost attempt a backend may prepare the later ones (`_prepare_wait`:
 etcd grants their lease), which then share one owner token; what was prepared is
-undone when the wait ends without winning with it (`_unprepare_wait`).
+undone when the wait ends without winning with it (`_end_wait`). A holding won on a
+lease that started before its attempt counts its TTL from that start
+(`_lease_started`).
 
 Waiters of one instance for one name are served in arrival order (`waiting.AsyncWaiters`):
 only the first talks to the server. A name this instance itself holds is waited for
@@ -32,6 +34,7 @@ Written once, for asyncio; `locks/base_waiting.py` is generated from it by
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterator
@@ -104,9 +107,16 @@ class WaitingAcquisition(ClaimsAndBatches):
         """
         return None
 
-    def _unprepare_wait(self, name: str, owner: str) -> None:
-        """The wait that `_prepare_wait` returned `owner` to ended without winning with
-        it: undo what was prepared (the default prepares nothing)."""
+    def _end_wait(self, name: str, owner: str, *, won: bool) -> None:
+        """The wait that `_prepare_wait` returned `owner` to ended, with a holding of
+        that owner (`won`) or not: forget it, and if not won, undo what was prepared."""
+
+    def _lease_started(self, owner: str) -> float | None:
+        """When (monotonic) the lease an attempt of `owner` just won on started, if that
+        was before the attempt (a lease prepared for a wait and not refreshed since):
+        the holding's TTL counts from there, so it never claims more than the server
+        gives. None by default: the lease starts with the attempt."""
+        return None
 
     # -- the waiting acquisition ---------------------------------------------------------
 
@@ -127,8 +137,8 @@ class WaitingAcquisition(ClaimsAndBatches):
                 finally:
                     holding = self._ledger.current(name)
                     for owner in prepared:
-                        if holding is None or holding.owner != owner:
-                            self._unprepare_wait(name, owner)
+                        won = holding is not None and holding.owner == owner
+                        self._end_wait(name, owner, won=won)
 
     def _attempts_in_turn(
         self,
@@ -204,7 +214,12 @@ class WaitingAcquisition(ClaimsAndBatches):
                 if not self.session_scoped:  # sessions undo their own (`_run`'s `undo`)
                     self._undo_interrupted(name, owner)
                 raise
-            return self._ledger.record(reservation, fence) if won else None
+            if not won:
+                return None
+            started = self._lease_started(owner)
+            if started is not None and started < reservation.started:
+                reservation = dataclasses.replace(reservation, started=started)
+            return self._ledger.record(reservation, fence)
         finally:
             if not won:
                 self._ledger.abandon(reservation)
