@@ -45,6 +45,10 @@ from firefly_scheduling_etcd.url import parse_url
 
 T = TypeVar("T")
 
+#: The share of its TTL a waiter's lease granted ahead may have run before an attempt
+#: refreshes it: a holding won on it starts with at most this share of its TTL run.
+FRESH_LEASE_SHARE = 0.1
+
 
 class EtcdLock(BaseLock):
     """An etcd lease lock per name; the cluster frees it when the lease's TTL passes.
@@ -88,6 +92,9 @@ class EtcdLock(BaseLock):
         self._connections = tuple(self._idle)
         #: The waiters' one watch of the lock keys' deletions (`_release_signal`).
         self._watch = ReleaseWatch(member, context)
+        #: The waits whose lease was granted ahead (`_prepare_wait`): owner token -> when
+        #: (monotonic) the lease last started, by the client's clock before sending.
+        self._wait_leases: dict[str, float] = {}
         #: The holdings still on the lease of the batch they were taken in.
         self._batch_holdings = BatchHoldings()
         #: Releases of batch holdings waiting for one another, sent together.
@@ -105,9 +112,30 @@ class EtcdLock(BaseLock):
 
     def _acquire_token(self, name: str, owner: str, ttl_seconds: float) -> int | None:
         """One acquisition (`protocol.acquire`). A waiter woken by its key's deletion
-        skips the read: the key is likely free, and the create checks it anyway."""
+        skips the read: the key is likely free, and the create checks it anyway.
+
+        A waiter's lease granted ahead (`_prepare_wait`) is refreshed first only once
+        more than `FRESH_LEASE_SHARE` of its TTL has run since it last started; until
+        then the create alone is sent, and the holding counts its TTL from the lease's
+        start (`_lease_started`), so it starts with at most that share run.
+        """
         read_first = not self._watch.take_deleted(protocol.lock_key(name))
-        return self._run(protocol.acquire(name, owner, ttl_seconds, read_first=read_first))
+        started = self._wait_leases.get(owner)
+        sent = time.monotonic()
+        refresh = started is None or sent - started > ttl_seconds * FRESH_LEASE_SHARE
+        token = self._run(
+            protocol.acquire(
+                name,
+                owner,
+                ttl_seconds,
+                read_first=read_first,
+                granted=started is not None,
+                refresh=refresh,
+            )
+        )
+        if token is not None and started is not None and refresh:
+            self._wait_leases[owner] = sent  # refreshed (or granted again) after `sent`
+        return token
 
     def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
         """The claims of an instant in 1 to 3 round trips per 64 (`batch_leases.claim_many`)."""
@@ -175,6 +203,29 @@ class EtcdLock(BaseLock):
         """Watched: until the key's deletion wakes the waiter, at most
         `notified_recheck_seconds`; else (no watch) the backoff's next pause."""
         return self.notified_recheck_seconds if self._watch.live else backoff.next()
+
+    def _prepare_wait(self, name: str, ttl_seconds: float) -> str | None:
+        """Grant the lease of the wait's later attempts now, so that after a release
+        only the create remains."""
+        owner = new_owner_token()
+        sent = time.monotonic()
+        try:
+            self._run(protocol.grant(owner, ttl_seconds))
+        except BaseException:
+            # The grant may have been applied and only its reply lost.
+            self._end_wait(name, owner, won=False)
+            raise
+        self._wait_leases[owner] = sent
+        return owner
+
+    def _end_wait(self, name: str, owner: str, *, won: bool) -> None:
+        """Forget the wait's lease; revoke it if the wait ended without the lock."""
+        self._wait_leases.pop(owner, None)
+        if not won:
+            self._undo_interrupted(name, owner)
+
+    def _lease_started(self, owner: str) -> float | None:
+        return self._wait_leases.get(owner)
 
     def _close(self) -> None:
         self._watch.close()

@@ -55,7 +55,11 @@ less than the server's minimum lease TTL, 2 s by default):
 * waiting: **1** stream per lock instance while any of its acquisitions waits
   (`watch_releases`), a watch of every lock key's deletion, which a release and a
   lease's expiry both are; a waiter tries again when its key's deletion arrives
-  (`deleted_keys`), without the read: **2** (the grant, the create);
+  (`deleted_keys`), without the read. Its lease is granted once, after its first
+  lost attempt (`grant`), so after a release a waiter's attempt is **1**, the create,
+  while the lease is fresh (see `lock_async`), else **2**: a keep-alive that
+  refreshes it (no Raft write), the create. The lease is revoked when the wait ends
+  without the lock;
 * renew: **2** (a keep-alive of this holding's lease, then a read-only check that the
   key is still attached to it); **1** when the lease is already gone. The first
   renewal of a batch holding: **2** (its own lease's grant, then the owner-checked
@@ -126,13 +130,24 @@ def lease_seconds(ttl_seconds: float) -> int:
 
 
 def acquire(
-    name: str, owner: str, ttl_seconds: float, *, read_first: bool = True
+    name: str,
+    owner: str,
+    ttl_seconds: float,
+    *,
+    read_first: bool = True,
+    granted: bool = False,
+    refresh: bool = True,
 ) -> Operation[int | None]:
     """Take `name` for `owner`; return the fencing token (the key's create_revision) or None.
 
     1 round trip when `name` is held, 3 when it is free, 4 when a race is lost
     between the read and the create (see the module doc). Without `read_first` (a
     waiter that just saw the key deleted, so likely free) the read is skipped: 2.
+    `granted`: a waiter granted the owner's lease before its wait (`grant`), so the
+    lease is kept when the create loses, for the waiter's next attempt, and, with
+    `refresh`, only refreshed first (`keep_alive`, no Raft write; granted again if it
+    lapsed meanwhile). Without `refresh` the create alone is sent: the caller dates
+    the holding from the lease's last start.
     """
     key = b64(lock_key(name))
     if read_first:
@@ -140,7 +155,8 @@ def acquire(
         if int(held.get("count", 0)) > 0:
             return None
     lease = lease_id(owner)
-    ok((yield call("lease/grant", {"ID": str(lease), "TTL": str(lease_seconds(ttl_seconds))})))
+    if not granted or (refresh and (yield from keep_alive(lease)) <= 0):
+        yield from grant(owner, ttl_seconds)
     create = create_if_absent(key, b64(owner.encode()), lease)
     try:
         created = ok((yield call("kv/txn", create)))
@@ -151,8 +167,26 @@ def acquire(
         raise
     if created.get("succeeded") is True:
         return int(created["header"]["revision"])
-    yield from revoke_quietly(lease)  # another node created the key since the read
+    if not granted:
+        yield from revoke_quietly(lease)  # another node created the key since the read
     return None
+
+
+def grant(owner: str, ttl_seconds: float) -> Operation[None]:
+    """Grant the lease of the acquisition whose owner token is `owner` (one Raft write)."""
+    ok(
+        (
+            yield call(
+                "lease/grant", {"ID": str(lease_id(owner)), "TTL": str(lease_seconds(ttl_seconds))}
+            )
+        )
+    )
+
+
+def keep_alive(lease: int) -> Operation[int]:
+    """Restart `lease`'s TTL; the TTL in seconds it now runs for, 0 when it is gone."""
+    kept = ok((yield call("lease/keepalive", {"ID": str(lease)})))
+    return int(kept.get("result", {}).get("TTL", 0))
 
 
 def release(owner: str) -> Operation[bool]:
@@ -181,8 +215,7 @@ def renew(name: str, owner: str, ttl_seconds: float) -> Operation[bool]:
     operator's `etcdctl del`) is reported lost rather than renewed.
     """
     lease = lease_id(owner)
-    kept = ok((yield call("lease/keepalive", {"ID": str(lease)})))
-    granted = int(kept.get("result", {}).get("TTL", 0))
+    granted = yield from keep_alive(lease)
     if granted <= 0:
         return False  # expired or revoked: the key went with it
     if granted < ttl_seconds:

@@ -14,6 +14,12 @@ way the backend does best:
 * **Otherwise** it sleeps a capped, jittered, exponentially growing pause
   (`waiting.Backoff`) between attempts.
 
+After a first lost attempt a backend may prepare the later ones (`_prepare_wait`:
+etcd grants their lease), which then share one owner token; what was prepared is
+undone when the wait ends without winning with it (`_end_wait`). A holding won on a
+lease that started before its attempt counts its TTL from that start
+(`_lease_started`).
+
 Waiters of one instance for one name are served in arrival order (`waiting.AsyncWaiters`):
 only the first talks to the server. A name this instance itself holds is waited for
 locally, woken by its release. A cancelled wait (asyncio cancellation, or
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import asyncio  # sync: drop
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -95,6 +102,27 @@ class AsyncWaitingAcquisition(AsyncClaimsAndBatches):
         """How long to sleep after a lost attempt, unless woken earlier."""
         return backoff.next()
 
+    async def _prepare_wait(self, name: str, ttl_seconds: float) -> str | None:
+        """After a wait's first lost attempt: the owner token of all its later attempts,
+        with what a win needs done ahead on the server, or None (the default: a fresh
+        token per attempt, nothing prepared).
+
+        A backend whose win costs more than one write (etcd: a lease grant, then the
+        create) does the first here, so that after a release only the last remains.
+        """
+        return None
+
+    async def _end_wait(self, name: str, owner: str, *, won: bool) -> None:
+        """The wait that `_prepare_wait` returned `owner` to ended, with a holding of
+        that owner (`won`) or not: forget it, and if not won, undo what was prepared."""
+
+    def _lease_started(self, owner: str) -> float | None:
+        """When (monotonic) the lease an attempt of `owner` just won on started, if that
+        was before the attempt (a lease prepared for a wait and not refreshed since):
+        the holding's TTL counts from there, so it never claims more than the server
+        gives. None by default: the lease starts with the attempt."""
+        return None
+
     # -- the waiting acquisition ---------------------------------------------------------
 
     async def _acquire_waiting(
@@ -106,30 +134,64 @@ class AsyncWaitingAcquisition(AsyncClaimsAndBatches):
             if waiter is None:
                 return None
             async with self._release_signal(name, waiter.event.set):
-                backoff = Backoff()
-                while True:
-                    reservation = self._ledger.reserve(name, ttl_seconds)
-                    if reservation is None:
-                        # This instance holds (or is taking) the name: wait for it here.
-                        until = min(deadline, time.monotonic() + LOCAL_RECHECK_SECONDS)
-                        holding = self._ledger.current(name)
-                        if holding is not None and holding.expires_at < until:
-                            until = holding.expires_at
-                        if not await sleep_until_woken(waiter, until) and until >= deadline:
-                            return None
-                        continue
-                    remaining = deadline - time.monotonic()
-                    within = min(remaining, 3600.0) if self.waits_on_server else 0.0
-                    holding = await self._acquire_reserved(reservation, fenced, within)
-                    if holding is not None:
-                        return holding
-                    if deadline - time.monotonic() <= 0:
-                        return None
-                    if not self.waits_on_server:
-                        pause = await self._pause_after_loss(name, backoff)
-                        await sleep_until_woken(
-                            waiter, min(deadline, time.monotonic() + max(pause, 0.0))
-                        )
+                prepared: list[str] = []
+                try:
+                    return await self._attempts_in_turn(
+                        name, ttl_seconds, deadline, waiter, prepared=prepared, fenced=fenced
+                    )
+                finally:
+                    holding = self._ledger.current(name)
+                    for owner in prepared:
+                        won = holding is not None and holding.owner == owner
+                        await self._end_wait(name, owner, won=won)
+
+    async def _attempts_in_turn(
+        self,
+        name: str,
+        ttl_seconds: float,
+        deadline: float,
+        waiter: Any,
+        *,
+        prepared: list[str],
+        fenced: bool,
+    ) -> Holding | None:
+        """The attempts of a waiter whose turn came, until one wins or `deadline` passes;
+        the owner token `_prepare_wait` gave, if any, is put in `prepared`."""
+        backoff = Backoff()
+        while True:
+            reservation = self._ledger.reserve(name, ttl_seconds, prepared[0] if prepared else None)
+            if reservation is None:
+                # This instance holds (or is taking) the name: wait for it here.
+                until = min(deadline, time.monotonic() + LOCAL_RECHECK_SECONDS)
+                holding = self._ledger.current(name)
+                if holding is not None and holding.expires_at < until:
+                    until = holding.expires_at
+                if not await sleep_until_woken(waiter, until) and until >= deadline:
+                    return None
+                continue
+            remaining = deadline - time.monotonic()
+            within = min(remaining, 3600.0) if self.waits_on_server else 0.0
+            holding = await self._acquire_reserved(reservation, fenced, within)
+            if holding is not None:
+                return holding
+            if deadline - time.monotonic() <= 0:
+                return None
+            if not self.waits_on_server:
+                if not prepared:
+                    await self._prepare_for_next(name, ttl_seconds, prepared)
+                pause = await self._pause_after_loss(name, backoff)
+                await sleep_until_woken(waiter, min(deadline, time.monotonic() + max(pause, 0.0)))
+
+    async def _prepare_for_next(self, name: str, ttl_seconds: float, prepared: list[str]) -> None:
+        """Ask the backend to prepare the wait's next attempts (`_prepare_wait`)."""
+        try:
+            owner = await self._prepare_wait(name, ttl_seconds)
+        except ConfigurationError:
+            raise
+        except self.driver_errors as err:
+            raise self._backend_error("acquiring", name, err) from err
+        if owner is not None:
+            prepared.append(owner)
 
     async def _acquire_reserved(
         self, reservation: Reservation, fenced: bool, within: float
@@ -157,7 +219,12 @@ class AsyncWaitingAcquisition(AsyncClaimsAndBatches):
                 if not self.session_scoped:  # sessions undo their own (`_run`'s `undo`)
                     await self._undo_interrupted(name, owner)
                 raise
-            return self._ledger.record(reservation, fence) if won else None
+            if not won:
+                return None
+            started = self._lease_started(owner)
+            if started is not None and started < reservation.started:
+                reservation = dataclasses.replace(reservation, started=started)
+            return self._ledger.record(reservation, fence)
         finally:
             if not won:
                 self._ledger.abandon(reservation)

@@ -102,11 +102,15 @@ class HoldingLedger:
 
     # -- acquisition ------------------------------------------------------------------
 
-    def reserve(self, name: str, ttl_seconds: float) -> Reservation | None:
+    def reserve(
+        self, name: str, ttl_seconds: float, owner: str | None = None
+    ) -> Reservation | None:
         """Start acquiring `name`; None when this instance holds or is acquiring it.
 
         The lock is not re-entrant, even where the server's lock is (PostgreSQL,
-        MySQL): the refusal happens here, before any statement is sent.
+        MySQL): the refusal happens here, before any statement is sent. `owner` is the
+        token a waiter prepared for all its attempts (see `locks.base_waiting_async`);
+        by default each acquisition gets a fresh one.
         """
         name = validate_lock_name(name)
         ttl = validate_ttl(ttl_seconds)
@@ -115,7 +119,7 @@ class HoldingLedger:
             if name in self._acquiring or (current is not None and self._blocks(current)):
                 return None
             self._acquiring.add(name)
-        return Reservation(name, ttl, new_owner_token(), self._monotonic())
+        return Reservation(name, ttl, owner or new_owner_token(), self._monotonic())
 
     def record(self, reservation: Reservation, fence: int | None = None) -> Holding:
         """The acquisition of `reservation` was won: it is now the name's holding."""
