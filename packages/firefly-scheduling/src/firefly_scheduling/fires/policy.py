@@ -59,7 +59,8 @@ RUN: Final = Run()
 class BeforeClaim:
     """What deciding knows before it claims a fire: how late it is, within grace."""
 
-    #: Seconds past the fire's instant by this node's clock (negative: early).
+    #: Seconds past the fire's `due` time (its instant, plus its jitter offset) by
+    #: this node's clock (negative: early).
     late_seconds: float
 
 
