@@ -469,3 +469,5 @@ def test_schedule_next_json_shows_each_fire_s_jitter_offset(isolated: Path) -> N
     assert {row["jitter_offset_seconds"] for row in rows if row["target"] == "jitterapp:plain"} == {
         0.0
     }
+    listed = invoke("schedule", "--path", ".", "--app", "jitterapp", "--json")
+    assert [json.loads(line)["jitter"] for line in listed.output.splitlines()] == [1800.0, None]
