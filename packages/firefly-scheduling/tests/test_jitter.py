@@ -113,6 +113,11 @@ def test_a_fire_keeps_its_instant_and_is_due_at_the_offset() -> None:
             "shortest gap between two fires of its cron, 15m",
         ),
         ({"cron": "0,5 3 * * *", "jitter": 600.0}, "its cron, 5m"),
+        # The shifted spring fire comes 23h30m after the one the day before.
+        (
+            {"cron": "30 2 * * *", "zone": "Europe/Paris", "jitter": 23.75 * 3600},
+            "its cron, 23h30m",
+        ),
         # The repeated hour fires twice, one hour apart, once a year.
         (
             {

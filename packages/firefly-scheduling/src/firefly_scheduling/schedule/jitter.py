@@ -67,22 +67,26 @@ def shortest_cron_gap(schedule: CronSchedule) -> float:
     zone's offset that year, where a repeated hour (`dst_fold="both"`) or a shifted
     time (`dst_gap="shift"`) brings two fires closer than anywhere else.
     """
-    shortest = _shortest_gap_from(schedule, GAP_SCAN_START, GAP_SCAN_START + GAP_SCAN_SPAN)
+    first = schedule.next_after(GAP_SCAN_START)
+    shortest = _shortest_gap_from(schedule, first, GAP_SCAN_START + GAP_SCAN_SPAN)
     for change in _offset_changes(schedule, GAP_SCAN_START, GAP_SCAN_SPAN):
-        around = _shortest_gap_from(schedule, change - 3 * _HOUR, change + 3 * _HOUR)
-        shortest = min(shortest, around)
+        # From the last instant before the change's window: a shifted fire's gap to
+        # the fire before it (a day earlier, for a daily cron) is measured too.
+        before = schedule.latest_at_or_before(change - 3 * _HOUR)
+        shortest = min(shortest, _shortest_gap_from(schedule, before, change + 3 * _HOUR))
     return shortest
 
 
-def _shortest_gap_from(schedule: CronSchedule, start: datetime, end: datetime) -> float:
-    """The shortest gap between the instants after `start`, up to the first past `end`."""
+def _shortest_gap_from(schedule: CronSchedule, first: datetime, end: datetime) -> float:
+    """The shortest gap between consecutive instants from `first` to the first past `end`
+    (at least one gap, at most `GAP_SCAN_INSTANTS`)."""
     shortest = float("inf")
-    previous = schedule.next_after(start)
+    previous = first
     for _ in range(GAP_SCAN_INSTANTS):
-        if previous > end:
-            break
         following = schedule.next_after(previous)
         shortest = min(shortest, (following - previous).total_seconds())
+        if following > end:
+            break
         previous = following
     return shortest
 
