@@ -18,6 +18,7 @@ from firefly_scheduling.cli import main
 from firefly_scheduling.cli.common import FireflyGroup
 from firefly_scheduling.initial_delay import InitialDelayGate
 from firefly_scheduling.initial_delay.selection import resolve_anchor_store
+from firefly_scheduling.schedule.jitter import jitter_offset
 
 DEMO_APP = "firefly_scheduling.demo_app"
 DEMO_TARGETS = [
@@ -401,9 +402,24 @@ def test_schedule_from_needs_an_instant_with_an_offset(isolated: Path, start: st
             'fixed_rate="1h", dst_fold="both"',
             "badrate:bad: dst_fold='both' only applies",
         ),
+        (
+            "badjitter",
+            'fixed_rate="1m", jitter="0s"',
+            "badjitter:bad jitter: a duration must be greater than zero, got '0s'",
+        ),
+        (
+            "longjitter",
+            'fixed_rate="1m", jitter="90s"',
+            "longjitter:bad: jitter=1m30s is not shorter than its fixed_rate of 1m",
+        ),
+        (
+            "cronjitter",
+            'cron="*/10 * * * *", jitter="10m"',
+            "cronjitter:bad: jitter=10m is not shorter than the shortest gap",
+        ),
     ],
 )
-def test_a_bad_dst_policy_stops_the_boot_with_exit_2(
+def test_a_bad_dst_policy_or_jitter_stops_the_boot_with_exit_2(
     isolated: Path, package: str, arguments: str, message: str
 ) -> None:
     (isolated / package).mkdir()
@@ -414,3 +430,44 @@ def test_a_bad_dst_policy_stops_the_boot_with_exit_2(
     result = invoke("schedule", "--path", ".", "--app", package)
     assert result.exit_code == 2
     assert message in " ".join(result.output.split())
+
+
+def test_schedule_next_json_shows_each_fire_s_jitter_offset(isolated: Path) -> None:
+    (isolated / "jitterapp").mkdir()
+    (isolated / "jitterapp" / "__init__.py").write_text(
+        "from firefly_scheduling import scheduled\n\n"
+        '@scheduled(cron="0 * * * *", jitter="30m")\ndef hourly():\n    pass\n\n'
+        '@scheduled(cron="0 * * * *")\ndef plain():\n    pass\n'
+    )
+    result = invoke(
+        "schedule",
+        "--path",
+        ".",
+        "--app",
+        "jitterapp",
+        "--json",
+        "--next",
+        "3",
+        "--from",
+        "2026-06-03T12:00Z",
+    )
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.output.splitlines()]
+    hourly = [row for row in rows if row["target"] == "jitterapp:hourly"]
+    assert [row["instant"] for row in hourly] == [
+        "2026-06-03T13:00:00+00:00",
+        "2026-06-03T14:00:00+00:00",
+        "2026-06-03T15:00:00+00:00",
+    ]
+    assert [row["jitter_offset_seconds"] for row in hourly] == [
+        jitter_offset(
+            "jitterapp:hourly", datetime.fromisoformat(str(row["instant"])), 1800.0
+        ).total_seconds()
+        for row in hourly
+    ]
+    assert all(0 < float(row["jitter_offset_seconds"]) < 1800 for row in hourly)
+    assert {row["jitter_offset_seconds"] for row in rows if row["target"] == "jitterapp:plain"} == {
+        0.0
+    }
+    listed = invoke("schedule", "--path", ".", "--app", "jitterapp", "--json")
+    assert [json.loads(line)["jitter"] for line in listed.output.splitlines()] == [1800.0, None]

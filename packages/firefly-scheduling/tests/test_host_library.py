@@ -21,6 +21,7 @@ from firefly_scheduling import (
     Settings,
     register,
 )
+from firefly_scheduling.schedule.jitter import jitter_offset
 
 MODULE = "firefly_host_unit_tasks"
 BROKEN = Settings(lock_provider="does-not-exist")
@@ -102,3 +103,18 @@ def test_without_descriptors_the_configured_packages_are_scanned(
     assert job_id.endswith("firefly_host_unit_app:heartbeat")
     run_for(scheduler, 0.5)
     assert tasks.calls("ping")
+
+
+def test_a_jittered_task_starts_each_fire_after_its_offset(scheduler: BackgroundScheduler) -> None:
+    task = ScheduledDescriptor(
+        target=f"{MODULE}:stamped", fixed_rate=0.5, jitter=0.4, lock_name="jit", lock_ttl=5.0
+    )
+    register(scheduler, descriptors=[task], lock=InMemoryLock(), settings=BROKEN)
+    run_for(scheduler, 2.5)
+    assert len(tasks.STAMPED) >= 2
+    for instant, started in tasks.STAMPED:
+        # Named by its instant, started (by the body's own reading of the clock) after
+        # the instant plus its offset.
+        assert instant.microsecond % 500_000 == 0
+        due = instant + jitter_offset(task.target, instant, 0.4)
+        assert started >= due.timestamp()

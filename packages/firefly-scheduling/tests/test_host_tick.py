@@ -20,6 +20,7 @@ from firefly_scheduling import InMemoryLock, ScheduledDescriptor, Settings
 from firefly_scheduling.fires.outcome import Verdict
 from firefly_scheduling.hosts.runtime.boot import build_runtime
 from firefly_scheduling.hosts.tick import TickHost
+from firefly_scheduling.schedule.jitter import jitter_offset
 
 MODULE = "firefly_host_unit_tasks"
 REAL_PAUSE = 0.05
@@ -280,3 +281,26 @@ def test_a_body_outliving_the_grace_period_is_abandoned_with_its_lock_still_held
     deadline = time.monotonic() + 5
     while not tasks.calls("slow") and time.monotonic() < deadline:
         time.sleep(0.05)  # let the abandoned thread end before the next test
+
+
+def test_a_tick_starts_each_jittered_fire_at_its_offset_and_names_it_by_its_instant() -> None:
+    ping = task("ping", fixed_rate=15.0, jitter=10.0)
+    report = host([ping], MINUTE).run()
+    assert [r.fire.instant.second for r in report.results] == [0, 15, 30, 45]
+    for result in report.results:
+        offset = jitter_offset(ping.target, result.fire.instant, 10.0)
+        assert result.started_at is not None
+        assert result.started_at >= result.fire.instant + offset
+    assert len(tasks.calls("ping")) == 4
+
+
+def test_a_tick_waits_past_its_minute_for_a_jitter_longer_than_a_minute() -> None:
+    pong = task("pong", cron="*/5 * * * *", jitter=240.0)
+    tick = host([pong], MINUTE)
+    due = MINUTE + jitter_offset(pong.target, MINUTE, 240.0)
+    report = tick.run()
+    [result] = report.results
+    assert result.fire.instant == MINUTE
+    assert result.started_at is not None
+    assert result.started_at >= due
+    assert tick.clock.slept == pytest.approx((due - MINUTE).total_seconds())  # type: ignore[attr-defined]

@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime
+
+from firefly_scheduling import current_fire
 
 CALLS: list[tuple[str, float, float]] = []
+#: `stamped` runs: (the fire's instant, wall-clock start read in the body).
+STAMPED: list[tuple[datetime, float]] = []
 _MUTEX = threading.Lock()
 #: How long `slow` sleeps; tests may change it.
 SLOW_SECONDS = 0.3
@@ -27,6 +32,14 @@ def calls(name: str) -> list[tuple[str, float, float]]:
 def reset() -> None:
     with _MUTEX:
         CALLS.clear()
+        STAMPED.clear()
+
+
+def stamped() -> None:
+    started = time.time()
+    fire = current_fire()
+    with _MUTEX:
+        STAMPED.append((fire.instant, started))
 
 
 def ping() -> None:

@@ -22,6 +22,7 @@ from rich.table import Table
 from firefly_scheduling.cli.output import print_table, target_column, text_column
 from firefly_scheduling.schedule.dst import DstMark
 from firefly_scheduling.schedule.durations import format_duration
+from firefly_scheduling.schedule.jitter import jitter_offset_seconds
 from firefly_scheduling.schedule.next_fire import Host, cron_schedule_of, next_fire
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
@@ -65,9 +66,13 @@ def policies_text(descriptor: ScheduledDescriptor) -> str:
     """A cron task's trigger and effective DST policies; an interval task's trigger."""
     if descriptor.cron is None:
         kind = "fixed_rate" if descriptor.fixed_rate is not None else "fixed_delay"
-        return f"{kind} {format_duration(descriptor.fixed_rate or descriptor.fixed_delay or 0.0)}"
-    cron = cron_schedule_of(descriptor)
-    return f"{cron.describe()}\ndst_gap={cron.dst.gap} dst_fold={cron.dst.fold}"
+        text = f"{kind} {format_duration(descriptor.fixed_rate or descriptor.fixed_delay or 0.0)}"
+    else:
+        cron = cron_schedule_of(descriptor)
+        text = f"{cron.describe()}\ndst_gap={cron.dst.gap} dst_fold={cron.dst.fold}"
+    if descriptor.jitter is not None:
+        text += f"\njitter={format_duration(descriptor.jitter)}"
+    return text
 
 
 def upcoming_json(fire: UpcomingFire) -> dict[str, object]:
@@ -76,7 +81,8 @@ def upcoming_json(fire: UpcomingFire) -> dict[str, object]:
     Keys: `target`, `instant` (ISO 8601 UTC), `local` (ISO 8601 in the task's zone;
     null for an interval task), `zone`, `dst_gap` and `dst_fold` (the effective
     policies; null for an interval task), `dst` (null, `shifted`, `first` or `last`)
-    and `jitter_offset_seconds` (always 0: no jitter policy exists yet).
+    and `jitter_offset_seconds` (how long after `instant` the fire starts: its
+    `jitter=` offset, 0 for a task without jitter; see `schedule.jitter`).
     """
     descriptor = fire.descriptor
     cron = cron_schedule_of(descriptor) if descriptor.cron is not None else None
@@ -88,7 +94,9 @@ def upcoming_json(fire: UpcomingFire) -> dict[str, object]:
         "dst_gap": None if cron is None else cron.dst.gap,
         "dst_fold": None if cron is None else cron.dst.fold,
         "dst": fire.dst,
-        "jitter_offset_seconds": 0,
+        "jitter_offset_seconds": jitter_offset_seconds(
+            descriptor.target, fire.instant, descriptor.jitter
+        ),
     }
 
 
@@ -124,6 +132,10 @@ def render_upcoming(
 
 def _fire_text(fire: UpcomingFire) -> str:
     text = f"{fire.instant:%Y-%m-%d %H:%M:%S} UTC"
+    jitter = fire.descriptor.jitter
+    if jitter is not None:
+        offset = jitter_offset_seconds(fire.descriptor.target, fire.instant, jitter)
+        text += f" +{offset:.3f}s jitter"
     zone = fire.descriptor.zone
     if fire.descriptor.cron is not None and zone not in (None, "UTC"):
         local = fire.instant.astimezone(cron_schedule_of(fire.descriptor).zone)

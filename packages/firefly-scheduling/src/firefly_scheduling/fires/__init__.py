@@ -23,7 +23,9 @@ five points, with the facts they know, and act on its answer (`Run`, or `Skip` w
 a verdict and a reason). `DefaultPolicy` is today's behaviour. Where each coming
 policy plugs in:
 
-* `before_claim` (deciding, within grace): pause, jitter, catch-up;
+* `before_claim` (deciding, within grace): pause, catch-up. (Jitter needs no
+  policy: it is part of the fire, `Fire.due`, which grace, the claim window and the
+  hosts' wake-ups count from.)
 * `when_held` (locking, the task lock held by an earlier run): overlap, skipped
   today (later buffer_one, buffer_all, cancel_other, allow_all);
 * `before_body` (running, the lock confirmed): timeout;

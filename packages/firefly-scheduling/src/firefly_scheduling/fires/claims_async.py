@@ -13,11 +13,13 @@ claim back before the fire's window has passed:
 
 * The claim is `ClaimingLock.try_claim` of a name derived from the task and the
   instant (`claim_name`): one round trip on every backend.
-* Its window is `instant + grace + clock_skew` on the claiming node's clock
-  (`claim_seconds`). A node attempts a fire only while it is at most `grace` late by
-  ITS clock; a node whose clock runs `d` seconds slower than the claimer's may
-  still attempt it `d` seconds after the claimer's window, so the window carries
-  `clock_skew`, the largest clock difference between two nodes the fleet tolerates.
+* Its window is `due + grace + clock_skew` on the claiming node's clock
+  (`claim_seconds`), `due` being the instant plus the task's jitter offset
+  (`Fire.due`; the instant itself without jitter). A node attempts a fire only
+  while it is at most `grace` late by ITS clock; a node whose clock runs `d`
+  seconds slower than the claimer's may still attempt it `d` seconds after the
+  claimer's window, so the window carries `clock_skew`, the largest clock
+  difference between two nodes the fleet tolerates.
 * Lease backends (Redis, memcached, database, memory) take the window as the TTL of
   an ordinary lease with a throwaway owner: the server frees it at the end.
 * Session backends (PostgreSQL, MySQL) write a row with an expiry on the SERVER's
@@ -120,6 +122,8 @@ def _is_text(name: str) -> bool:
 def claim_seconds(instant: datetime, now: datetime, *, grace: float, clock_skew: float) -> float:
     """How long a claim taken at `now` must live: until `instant + grace + clock_skew`.
 
+    `instant` is the fire's `due` time: a jittered fire is claimable until its offset
+    plus grace, so its claim must live that long too.
     Both aware (the difference of two aware datetimes does not depend on their zones).
     Non-negative whenever the fire is still claimable (`now <= instant + grace`), and
     positive when `clock_skew > 0`; the runner treats a non-positive window as too late.
@@ -184,7 +188,7 @@ class AsyncFireClaimer:
         """
         now = self._clock()
         windows = [
-            claim_seconds(fire.instant, now, grace=self._grace, clock_skew=self._clock_skew)
+            claim_seconds(fire.due, now, grace=self._grace, clock_skew=self._clock_skew)
             for fire in fires
         ]
         requests = [

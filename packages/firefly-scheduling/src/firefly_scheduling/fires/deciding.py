@@ -8,6 +8,10 @@ generated from it by `tools/async_to_sync.py`.
 The first stage a fire meets (`FireRunner.run`); it takes the `Fire` the host made
 and leaves it as it is:
 
+* **Jitter.** A fire is late from its `due` time (its instant, plus its jitter
+  offset for a task with `jitter=`). A host wakes a jittered fire at `due`; one
+  handed over earlier (a host's clock a little ahead, a caller of its own) waits
+  here until `due`, at most the task's jitter, so it never starts before it.
 * **Grace.** A fire more than `grace` seconds late by this node's clock is skipped
   and the skip recorded: no catch-up flood after a stall.
 * **The policy, before the claim** (`FirePolicy.before_claim`), with how late it is.
@@ -120,7 +124,11 @@ class FireDecider:
 
         `patience` bounds the skip record's retries (see `claim_many`).
         """
-        late = (self._clock() - fire.instant).total_seconds()
+        late = (self._clock() - fire.due).total_seconds()
+        jitter = fire.task.jitter
+        if late < 0 and jitter is not None:  # woken before its offset: wait for it
+            time.sleep(min(-late, jitter))
+            late = (self._clock() - fire.due).total_seconds()
         if late > self._grace:
             return self._too_late(fire, late, patience)
         decision = self._policy.before_claim(fire, BeforeClaim(late))
@@ -138,7 +146,7 @@ class FireDecider:
         A fire starts only within grace, as one claimed on its own does, so inside its
         claim's window.
         """
-        late = (self._clock() - fire.instant).total_seconds()
+        late = (self._clock() - fire.due).total_seconds()
         if late <= self._grace:
             return False
         self._too_late(fire, late, None)

@@ -10,6 +10,10 @@ generated from it by `tools/async_to_sync.py`.
 The first stage a fire meets (`FireRunner.run`); it takes the `Fire` the host made
 and leaves it as it is:
 
+* **Jitter.** A fire is late from its `due` time (its instant, plus its jitter
+  offset for a task with `jitter=`). A host wakes a jittered fire at `due`; one
+  handed over earlier (a host's clock a little ahead, a caller of its own) waits
+  here until `due`, at most the task's jitter, so it never starts before it.
 * **Grace.** A fire more than `grace` seconds late by this node's clock is skipped
   and the skip recorded: no catch-up flood after a stall.
 * **The policy, before the claim** (`FirePolicy.before_claim`), with how late it is.
@@ -24,6 +28,7 @@ for a worker. Skips go to the record stage (`fires.recording`).
 
 from __future__ import annotations
 
+import asyncio  # sync: drop
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -122,7 +127,11 @@ class AsyncFireDecider:
 
         `patience` bounds the skip record's retries (see `claim_many`).
         """
-        late = (self._clock() - fire.instant).total_seconds()
+        late = (self._clock() - fire.due).total_seconds()
+        jitter = fire.task.jitter
+        if late < 0 and jitter is not None:  # woken before its offset: wait for it
+            await asyncio.sleep(min(-late, jitter))
+            late = (self._clock() - fire.due).total_seconds()
         if late > self._grace:
             return await self._too_late(fire, late, patience)
         decision = self._policy.before_claim(fire, BeforeClaim(late))
@@ -140,7 +149,7 @@ class AsyncFireDecider:
         A fire starts only within grace, as one claimed on its own does, so inside its
         claim's window.
         """
-        late = (self._clock() - fire.instant).total_seconds()
+        late = (self._clock() - fire.due).total_seconds()
         if late <= self._grace:
             return False
         await self._too_late(fire, late, None)

@@ -174,7 +174,7 @@ class AsyncLockedRun:
         if not died:
             return None, ()
         now = self._clock()
-        within = [run for run in died if (now - run.fire.instant).total_seconds() <= self._grace]
+        within = [run for run in died if (now - run.fire.due).total_seconds() <= self._grace]
         adopt = within[-1] if within else None
         expired = tuple(run for run in died if run is not adopt)
         for run in expired:

@@ -26,6 +26,7 @@ from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.history.port import RunState
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.schedule.instants import as_utc
+from firefly_scheduling.schedule.jitter import jitter_offset
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 
@@ -80,6 +81,16 @@ class Fire:
     @property
     def target(self) -> str:
         return self.task.target
+
+    @property
+    def due(self) -> datetime:
+        """When the fire may start: its instant, plus its jitter offset for a scheduled
+        fire of a task with `jitter=` (`schedule.jitter`). Grace counts from here; the
+        fire is still named by its instant."""
+        jitter = self.task.jitter
+        if jitter is None or self.trigger is not TriggerKind.SCHEDULED:
+            return self.instant
+        return self.instant + jitter_offset(self.task.target, self.instant, jitter)
 
 
 class Verdict(enum.StrEnum):

@@ -12,8 +12,9 @@ The points, the stage that asks and when, what it acts on today, and what plugs 
 
 * `before_claim`: deciding, within grace, before the claim (or the task lock, or
   the body, where the fire has none). `Run` or `Skip`. Next: pause (its control
-  store read with the claim, on the backend), jitter (defer the start), catch-up
-  (fires missed while the fleet was down).
+  store read with the claim, on the backend), catch-up (fires missed while the
+  fleet was down). Jitter is no policy: a fire's `due` time carries it, and
+  `late_seconds` counts from there.
 * `when_held`: locking, the task lock held by an earlier run. `Skip` (overlapping).
   Next: the overlap policies buffer_one, buffer_all, cancel_other, allow_all.
 * `before_body`: running, the lock confirmed, just before the body. `Run`. Next:
@@ -59,7 +60,8 @@ RUN: Final = Run()
 class BeforeClaim:
     """What deciding knows before it claims a fire: how late it is, within grace."""
 
-    #: Seconds past the fire's instant by this node's clock (negative: early).
+    #: Seconds past the fire's `due` time (its instant, plus its jitter offset) by
+    #: this node's clock (negative: early).
     late_seconds: float
 
 

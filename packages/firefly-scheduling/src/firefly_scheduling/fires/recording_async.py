@@ -197,7 +197,7 @@ class AsyncRunRecorder:
             return None
         self._policy.at_record(fire, ended)
         state = closing_state(ended.verdict)
-        left = (fire.instant + self._adoptable - self._clock()).total_seconds()
+        left = (fire.due + self._adoptable - self._clock()).total_seconds()
         patience = max(FINISH_RETRY_SECONDS, left) if ended.finished else FINISH_RETRY_SECONDS
         deadline = time.monotonic() + patience
         run = UnrecordedFinish(

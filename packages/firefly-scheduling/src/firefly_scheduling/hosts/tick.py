@@ -9,6 +9,11 @@ runs every task due in the current UTC minute and exits:
   a sub-minute bucket at each of its instants in the minute, the process sleeping
   between them until the minute ends.
 
+A task with `jitter=` keeps its slots in the minute of their instants, and each
+starts at its instant plus its offset (`Fire.due`): the pass sleeps until then, so
+it may last up to the task's jitter past its minute (the next minute's process runs
+meanwhile; claims keep each fire to one node). The slot's width counts from there.
+
 A slot that passed entirely before the process started is skipped (a tick started
 at :25 runs a 10 s task at :20, :30, :40 and :50); a minute-or-longer task's slot is
 the whole minute. Runs of one task never overlap in a process: a slot whose
@@ -93,14 +98,14 @@ def as_run_under_tick(descriptor: ScheduledDescriptor) -> ScheduledDescriptor:
 
 @dataclass(frozen=True)
 class TickSlot:
-    """A fire planned for this minute; it may still start until `instant + width`."""
+    """A fire planned for this minute; it may start from `fire.due` until `due + width`."""
 
     fire: Fire
     width: timedelta
 
     @property
     def ends_at(self) -> datetime:
-        return self.fire.instant + self.width
+        return self.fire.due + self.width
 
 
 @dataclass
@@ -255,7 +260,7 @@ class TickHost:
                 self._cadences[cadence_of(descriptor)].append(as_run_under_tick(descriptor))
 
     def plan(self, minute: datetime) -> list[TickSlot]:
-        """Every slot of the UTC minute starting at `minute`, in order of instant."""
+        """Every slot of the UTC minute starting at `minute`, in order of start (`due`)."""
         slots: list[TickSlot] = []
         wall_clocks: dict[ZoneInfo, WallClock] = {}
         for prefilter, descriptors in self._crons.values():
@@ -269,7 +274,7 @@ class TickHost:
             width = min(timedelta(seconds=cadence.seconds), _MINUTE)
             for instant in cadence.fires_within_minute(minute):
                 slots.extend(TickSlot(Fire.at(d, instant), width) for d in descriptors)
-        slots.sort(key=lambda slot: (slot.fire.instant, slot.fire.target))
+        slots.sort(key=lambda slot: (slot.fire.due, slot.fire.target))
         return slots
 
     def request_stop(self) -> None:
@@ -303,7 +308,7 @@ class TickHost:
         pool = ThreadPoolExecutor(workers, thread_name_prefix="firefly-tick")
         try:
             for index, slot in enumerate(pending):
-                self.clock.sleep((slot.fire.instant - self.clock.now()).total_seconds())
+                self.clock.sleep((slot.fire.due - self.clock.now()).total_seconds())
                 if self.stop.requested:
                     report.not_started = pending[index:]
                     break

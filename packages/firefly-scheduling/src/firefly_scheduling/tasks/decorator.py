@@ -38,6 +38,7 @@ def scheduled(
     lock_ttl: Duration | None = None,
     dst_gap: str | None = None,
     dst_fold: str | None = None,
+    jitter: Duration | None = None,
 ) -> Callable[[TaskFunction], TaskFunction]:
     """Schedule the decorated function or method.
 
@@ -52,6 +53,9 @@ def scheduled(
     (default 30 s) only applies to a locked task. `dst_gap` (`shift` or `skip`) and
     `dst_fold` (`first`, `last` or `both`) say what a cron does with wall-clock times a
     daylight-saving transition skips or repeats (see `firefly_scheduling.schedule.dst`).
+    `jitter` (a duration) starts each fire up to that much after its instant, by an
+    offset derived from the task and the instant, the same on every node; it must be
+    shorter than the task's period (see `firefly_scheduling.schedule.jitter`).
     """
     given = [
         name
@@ -94,6 +98,7 @@ def scheduled(
             ),
             dst_gap=dst_gap,
             dst_fold=dst_fold,
+            jitter=_optional_seconds(jitter, target, "jitter"),
         )
         setattr(function, SCHEDULE_ATTRIBUTE, validate_descriptor(descriptor))
         return task

@@ -23,6 +23,8 @@ class ScheduledDescriptor:
     float seconds. `lock_name` is None for an unlocked task; `lock_ttl` is then
     None too, and defaults to 30.0 for a locked one. `dst_gap` and `dst_fold` (cron
     tasks only) are the DST policies as given; None is the default (see `schedule.dst`).
+    `jitter` (seconds, None: none) delays each fire's start by an offset in
+    `[0, jitter)` derived from the task and the instant (`schedule.jitter`).
     """
 
     target: str
@@ -35,6 +37,7 @@ class ScheduledDescriptor:
     lock_ttl: float | None = None
     dst_gap: str | None = None
     dst_fold: str | None = None
+    jitter: float | None = None
 
     @property
     def module(self) -> str:

@@ -49,6 +49,7 @@ SCHEDULE_FIELDS = (
     "fixed_delay",
     "initial_delay",
     "lock_ttl",
+    "jitter",
 )
 _SCHEDULE_FIELD_SET = frozenset(SCHEDULE_FIELDS)
 # Descriptors may be built without __init__ only while __init__ merely assigns fields.

@@ -3,7 +3,8 @@
 `validate_descriptor` runs when the decorator runs, and `validate_descriptors`
 when `scan` emits descriptors and when `ScheduledManifest.load` reads them, so a
 bad cron, zone, DST policy (or one on a task that is not cron), duration (outside
-1 ms to 366 days, see `durations`) or lock name (invalid, or in the reserved
+1 ms to 366 days, see `durations`), jitter not shorter than the task's period or
+lock name (invalid, or in the reserved
 `firefly:` namespace) stops the boot with a message
 naming the task target and the value, instead of failing on the fifth tick. This module is
 the single definition of what a valid `ScheduledDescriptor` is, whoever built it.
@@ -23,11 +24,12 @@ from typing import Any
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.validation import RESERVED_LOCK_PREFIX, validate_lock_name
 from firefly_scheduling.schedule.cron import CronSchedule
-from firefly_scheduling.schedule.durations import parse_duration
+from firefly_scheduling.schedule.durations import format_duration, parse_duration
+from firefly_scheduling.schedule.jitter import shortest_cron_gap
 from firefly_scheduling.tasks.descriptor import DEFAULT_LOCK_TTL_SECONDS, ScheduledDescriptor
 
 TRIGGERS = ("cron", "fixed_rate", "fixed_delay")
-DURATION_FIELDS = ("fixed_rate", "fixed_delay", "initial_delay", "lock_ttl")
+DURATION_FIELDS = ("fixed_rate", "fixed_delay", "initial_delay", "lock_ttl", "jitter")
 
 
 def validate_target(target: object) -> str:
@@ -124,6 +126,8 @@ def _shape(descriptor: ScheduledDescriptor) -> tuple[object, ...]:
         initial,
         type(ttl),
         ttl,
+        type(descriptor.jitter),
+        descriptor.jitter,
     )
 
 
@@ -136,8 +140,9 @@ def _check_shape(descriptor: ScheduledDescriptor, target: str) -> dict[str, Any]
             f"{target}: needs exactly one of cron=, fixed_rate=, fixed_delay=; "
             f"got {', '.join(given) or 'none'}"
         )
+    schedule = None
     if cron is not None:
-        CronSchedule.parse(
+        schedule = CronSchedule.parse(
             cron, zone, source=target, dst_gap=descriptor.dst_gap, dst_fold=descriptor.dst_fold
         )
     else:
@@ -157,6 +162,8 @@ def _check_shape(descriptor: ScheduledDescriptor, target: str) -> dict[str, Any]
             _check_seconds(value, f"{target} {name}")
             if type(value) is not float:
                 changes[name] = float(value)
+    if descriptor.jitter is not None:
+        _check_jitter(descriptor, float(descriptor.jitter), schedule, target)
     return changes
 
 
@@ -169,6 +176,36 @@ def _refuse_wall_clock_settings(descriptor: ScheduledDescriptor, target: str) ->
                 f"{target}: {name}={value!r} only applies to cron tasks; fixed_rate and "
                 "fixed_delay intervals are elapsed time, which no time zone or clock change moves"
             )
+
+
+def _check_jitter(
+    descriptor: ScheduledDescriptor, jitter: float, schedule: CronSchedule | None, target: str
+) -> None:
+    """A jitter must be shorter than the time between two fires, or fires could reorder.
+
+    An interval task's period is its `fixed_rate` or `fixed_delay`; a cron task's is
+    the shortest gap between two of its instants (`shortest_cron_gap`).
+    """
+    if schedule is None:
+        kind = "fixed_rate" if descriptor.fixed_rate is not None else "fixed_delay"
+        period = float(descriptor.fixed_rate or descriptor.fixed_delay or 0.0)
+        what = f"its {kind} of {_readable(period)}"
+    else:
+        period = shortest_cron_gap(schedule)
+        what = f"the shortest gap between two fires of its cron, {_readable(period)}"
+    if jitter >= period:
+        raise ConfigurationError(
+            f"{target}: jitter={_readable(jitter)} is not shorter than "
+            f"{what}; a jittered fire could start after the next one; give a smaller jitter"
+        )
+
+
+def _readable(seconds: float) -> str:
+    """`30s`, `1h30m`; a span beyond what `format_duration` prints in seconds."""
+    try:
+        return format_duration(seconds)
+    except ValueError:
+        return f"{seconds:g}s"
 
 
 def _check_seconds(value: object, source: str) -> None:

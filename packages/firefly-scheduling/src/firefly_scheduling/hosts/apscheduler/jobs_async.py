@@ -13,6 +13,9 @@ Each task becomes one APScheduler job whose function builds the `Fire` and calls
 * `fixed_delay`: end to start. The job is a one-shot `DateTrigger`; when a run ends,
   the job re-adds itself for `end + delay`. The first run is as soon as the host
   starts.
+* `jitter=`: the trigger wakes the job at each instant plus its offset
+  (`JitteredTrigger`; a `fixed_delay` job's `DateTrigger` likewise), and the fire is
+  still named by its instant.
 
 Missed fires (the process stalled: a GC pause, `SIGSTOP`, a frozen VM, a saturated
 pool) never come as a burst, and how late is too late is decided in one place, the
@@ -57,6 +60,7 @@ from firefly_scheduling.hosts.apscheduler.triggers import (
     CronScheduleTrigger,
     EpochAlignedRateTrigger,
     FireTrigger,
+    JitteredTrigger,
 )
 from firefly_scheduling.hosts.observation.observers import PreclaimedFire
 from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
@@ -91,12 +95,17 @@ _MICROSECOND = timedelta(microseconds=1)
 
 
 def trigger_for(descriptor: ScheduledDescriptor) -> FireTrigger:
-    """The recurring trigger of a `fixed_rate` or cron task."""
+    """The recurring trigger of a `fixed_rate` or cron task (woken after its jitter offset)."""
+    trigger: FireTrigger
     if descriptor.cron is not None:
-        return CronScheduleTrigger(cron_schedule_of(descriptor))
-    if descriptor.fixed_rate is not None:
-        return EpochAlignedRateTrigger(descriptor.fixed_rate)
-    raise ValueError(f"{descriptor.target}: a fixed_delay task has no recurring trigger")
+        trigger = CronScheduleTrigger(cron_schedule_of(descriptor))
+    elif descriptor.fixed_rate is not None:
+        trigger = EpochAlignedRateTrigger(descriptor.fixed_rate)
+    else:
+        raise ValueError(f"{descriptor.target}: a fixed_delay task has no recurring trigger")
+    if descriptor.jitter is None:
+        return trigger
+    return JitteredTrigger(trigger, descriptor.target, descriptor.jitter)
 
 
 @dataclass(frozen=True)
@@ -247,9 +256,11 @@ class FixedDelayFire:
         # exported from the package root, whose import must stay light.
         from apscheduler.triggers.date import DateTrigger  # noqa: PLC0415 - see above
 
+        # A jittered fire wakes at its offset, and keeps `at` as its instant.
+        wake_up = Fire.at(self.descriptor, at).due
         self.scheduler.add_job(
             job_function(self),
-            DateTrigger(run_date=at),
+            DateTrigger(run_date=wake_up),
             kwargs={"instant": at},
             id=self.job_id,
             name=self.descriptor.target,

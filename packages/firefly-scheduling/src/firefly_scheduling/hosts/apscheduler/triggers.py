@@ -8,6 +8,10 @@ latest one). That instant is the fire's identity (see `fire_instants`).
 `CronTrigger.from_crontab` is deliberately not used: APScheduler 3 reads day-of-week
 0 as Monday, so `0 3 * * 0` would fire on Mondays. `CronScheduleTrigger` wraps
 `CronSchedule`, which has crontab semantics and firefly's DST rules.
+
+`JitteredTrigger` wraps either for a task with `jitter=`: APScheduler wakes the job
+at each instant plus its offset, and `fire_at_or_before(now)` still answers the
+instant, the latest whose offset has passed at `now`.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from firefly_scheduling.schedule.fire_instants import (
     rate_fire_at_or_before,
     rate_step,
 )
+from firefly_scheduling.schedule.jitter import jitter_offset
 
 _MICROSECOND = timedelta(microseconds=1)
 
@@ -97,3 +102,43 @@ class CronScheduleTrigger(FireTrigger):
 
     def __str__(self) -> str:
         return f"cron[{self.schedule.describe()}]"
+
+
+class JitteredTrigger(FireTrigger):
+    """`inner`'s fires, each woken at its instant plus its jitter offset (`schedule.jitter`).
+
+    Boot validation keeps the jitter shorter than the time between two instants, so
+    the wake-ups keep the instants' order: the fire due at `now` is the latest
+    instant whose wake-up is at or before `now`, the instant before it at worst.
+    """
+
+    __slots__ = ("inner", "jitter", "target")
+
+    def __init__(self, inner: FireTrigger, target: str, jitter: float) -> None:
+        self.inner = inner
+        self.target = target
+        self.jitter = jitter
+
+    def wake_up(self, instant: datetime) -> datetime:
+        """When the fire of `instant` starts: the instant plus its offset."""
+        return instant + jitter_offset(self.target, instant, self.jitter)
+
+    def get_next_fire_time(
+        self, previous_fire_time: datetime | None, now: datetime
+    ) -> datetime | None:
+        # APScheduler hands back the wake-up it was given; the first call, `now`.
+        after = now - _MICROSECOND if previous_fire_time is None else previous_fire_time
+        instant = self.inner.fire_at_or_before(after)
+        if self.wake_up(instant) > after:
+            return self.wake_up(instant)
+        following = self.inner.get_next_fire_time(instant, now)
+        return None if following is None else self.wake_up(following)
+
+    def fire_at_or_before(self, now: datetime) -> datetime:
+        instant = self.inner.fire_at_or_before(now)
+        if self.wake_up(instant) <= now:
+            return instant
+        return self.inner.fire_at_or_before(instant - _MICROSECOND)
+
+    def __str__(self) -> str:
+        return f"{self.inner} + jitter up to {format_duration(self.jitter)}"

@@ -19,7 +19,8 @@ failed body sets the span's status to ERROR with its message.
 Metrics (names are stable; see docs/monitoring.md for a Grafana-ready list):
 
 * `firefly.fires` (counter, `{fire}`): fires by `firefly.task` and `firefly.fire.verdict`;
-* `firefly.fire.lateness` (histogram, `s`): scheduled instant to body start;
+* `firefly.fire.lateness` (histogram, `s`): scheduled start (the instant, plus its
+  jitter offset) to body start;
 * `firefly.fire.duration` (histogram, `s`): body duration;
 * `firefly.fire.claim.duration` (histogram, `s`): claiming the fire, round trip included;
 * `firefly.lock.lost` (counter, `{lock}`): task locks lost while a body ran;
@@ -199,7 +200,7 @@ class OpenTelemetry:
         labels = {"firefly.task": result.fire.target}
         self._fires.add(1, {**labels, "firefly.fire.verdict": result.verdict.name.lower()})
         if result.started_at is not None:
-            lateness = (result.started_at - result.fire.instant).total_seconds()
+            lateness = (result.started_at - result.fire.due).total_seconds()
             self._lateness.record(max(lateness, 0.0), labels)
             if result.ended_at is not None:
                 duration = (result.ended_at - result.started_at).total_seconds()
