@@ -11,7 +11,6 @@ Written once, for asyncio; `testing/concurrency_contract.py` is generated from i
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 import time
 from pathlib import Path
@@ -25,7 +24,11 @@ from firefly_scheduling.testing.nodes import (
     NodeFixtures,
     Nodes,
 )
-from firefly_scheduling.testing.workers import default_stop_signals, exclusive_file_worker
+from firefly_scheduling.testing.workers import (
+    child_processes,
+    default_stop_signals,
+    exclusive_file_worker,
+)
 
 
 class ConcurrencyContract(NodeFixtures):
@@ -110,7 +113,7 @@ class ConcurrencyContract(NodeFixtures):
         processes, acquisitions = 8, 200
         witness = tmp_path / "witness"
         witness.write_bytes(b"")
-        context = multiprocessing.get_context("spawn")
+        context = child_processes()
         with context.Pool(processes, initializer=default_stop_signals) as pool:
             results: list[Any] = [
                 pool.apply_async(

@@ -13,7 +13,6 @@ Written once, for asyncio; `testing/concurrency_contract.py` is generated from i
 from __future__ import annotations
 
 import asyncio  # sync: drop
-import multiprocessing
 import threading
 import time
 from collections.abc import Callable
@@ -30,7 +29,11 @@ from firefly_scheduling.testing.nodes_async import (
     AsyncNodeFixtures,
     AsyncNodes,
 )
-from firefly_scheduling.testing.workers import default_stop_signals, exclusive_file_worker
+from firefly_scheduling.testing.workers import (
+    child_processes,
+    default_stop_signals,
+    exclusive_file_worker,
+)
 
 
 class AsyncConcurrencyContract(AsyncNodeFixtures):
@@ -254,7 +257,7 @@ class AsyncConcurrencyContract(AsyncNodeFixtures):
             processes, acquisitions = 8, 200
             witness = tmp_path / "witness"
             witness.write_bytes(b"")
-            context = multiprocessing.get_context("spawn")
+            context = child_processes()
             with context.Pool(processes, initializer=default_stop_signals) as pool:
                 results: list[Any] = [
                     pool.apply_async(

@@ -1,6 +1,6 @@
 """Code run in child processes by the waiting and leadership contract cases.
 
-Importable, so `spawn` can find it. Each worker writes what it sees to a log file
+Importable, so a child can find it. Each worker writes what it sees to a log file
 shared with the test, one line per event, stamped with the kernel's monotonic clock
 (the same clock in every process of the machine), so the test reads the election
 from the processes' own reports and from signals it sends them, never from the

@@ -17,7 +17,6 @@ Written once, for asyncio; `testing/waiting_contract.py` is generated from it by
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
 import signal
 import threading
@@ -34,6 +33,7 @@ from firefly_scheduling.locks.port import LockCapabilities
 from firefly_scheduling.testing.attempt_counter import AttemptCounter
 from firefly_scheduling.testing.leader_workers import campaign, interrupted_waiter, read_events
 from firefly_scheduling.testing.nodes import EXPIRY_SLACK_SECONDS
+from firefly_scheduling.testing.workers import child_processes
 
 #: Leadership TTL: etcd's shortest lease is 2 s.
 LEADER_TTL_SECONDS = 2.0
@@ -232,9 +232,7 @@ class WaitingContract:
         assert held is not None
         log = str(tmp_path / "events")
         Path(log).write_text("")
-        child = multiprocessing.get_context("spawn").Process(
-            target=interrupted_waiter, args=(lock_factory, name, log)
-        )
+        child = child_processes().Process(target=interrupted_waiter, args=(lock_factory, name, log))
         child.start()
         try:
             _until(lambda: any(e == "waiting" for e, _, _ in read_events(log)), 60)
@@ -270,7 +268,7 @@ class WaitingContract:
         ttl, processes = LEADER_TTL_SECONDS, 16 if LONG else 8
         log = str(tmp_path / "events")
         Path(log).write_text("")
-        context = multiprocessing.get_context("spawn")
+        context = child_processes()
         asynchronous = False
         children = [
             context.Process(target=campaign, args=(lock_factory, name, ttl, log, asynchronous))

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio  # sync: drop
 import math
-import multiprocessing
 import os
 import signal
 import threading
@@ -37,6 +36,7 @@ from firefly_scheduling.locks.port import LockCapabilities
 from firefly_scheduling.testing.attempt_counter import AttemptCounter
 from firefly_scheduling.testing.leader_workers import campaign, interrupted_waiter, read_events
 from firefly_scheduling.testing.nodes_async import EXPIRY_SLACK_SECONDS
+from firefly_scheduling.testing.workers import child_processes
 
 #: Leadership TTL: etcd's shortest lease is 2 s.
 LEADER_TTL_SECONDS = 2.0
@@ -265,7 +265,7 @@ class AsyncWaitingContract:
             assert held is not None
             log = str(tmp_path / "events")
             Path(log).write_text("")
-            child = multiprocessing.get_context("spawn").Process(
+            child = child_processes().Process(
                 target=interrupted_waiter, args=(lock_factory, name, log)
             )
             child.start()
@@ -303,7 +303,7 @@ class AsyncWaitingContract:
         ttl, processes = LEADER_TTL_SECONDS, 16 if LONG else 8
         log = str(tmp_path / "events")
         Path(log).write_text("")
-        context = multiprocessing.get_context("spawn")
+        context = child_processes()
         asynchronous = ASYNC  # sync: asynchronous = False
         children = [
             context.Process(target=campaign, args=(lock_factory, name, ttl, log, asynchronous))
