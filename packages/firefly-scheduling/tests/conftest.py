@@ -1,5 +1,5 @@
 """Shared by the core's unit tests: every test leaves the process's signal handlers as it
-found them.
+found them, and the CLI tests run in an empty directory (`isolated`).
 
 `run` and `tick` invoked in-process (click's runner) install SIGTERM/SIGINT handlers
 and, once stopped, ignore both signals, as a host process about to exit should. In
@@ -10,7 +10,9 @@ inherit the ignored signals and could no longer be terminated.
 from __future__ import annotations
 
 import signal
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -23,3 +25,17 @@ def _restore_stop_signals() -> Iterator[None]:
     yield
     for signum, handler in saved.items():
         signal.signal(signum, handler)
+
+
+#: The variables that would point a CLI test at an app outside its own directory.
+NOTHING_CONFIGURED = {"FIREFLY_SCAN_PACKAGES": "", "FIREFLY_SCHEDULING_MANIFEST": ""}
+
+
+@pytest.fixture
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run in an empty directory, restoring the import path afterwards."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for variable in NOTHING_CONFIGURED:
+        monkeypatch.delenv(variable, raising=False)
+    return tmp_path

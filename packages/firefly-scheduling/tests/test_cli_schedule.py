@@ -18,7 +18,6 @@ from firefly_scheduling.cli import main
 from firefly_scheduling.cli.common import FireflyGroup
 from firefly_scheduling.initial_delay import InitialDelayGate
 from firefly_scheduling.initial_delay.selection import resolve_anchor_store
-from firefly_scheduling.schedule.jitter import jitter_offset
 
 DEMO_APP = "firefly_scheduling.demo_app"
 DEMO_TARGETS = [
@@ -28,17 +27,9 @@ DEMO_TARGETS = [
     "firefly_scheduling.demo_app.tasks:tidy_up",
     "firefly_scheduling.demo_app.tasks:warm_cache",
 ]
-NOTHING_CONFIGURED = {"FIREFLY_SCAN_PACKAGES": "", "FIREFLY_SCHEDULING_MANIFEST": ""}
 
 
-@pytest.fixture(autouse=True)
-def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Run in an empty directory, restoring the import path afterwards."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    for variable in NOTHING_CONFIGURED:
-        monkeypatch.delenv(variable, raising=False)
-    return tmp_path
+pytestmark = pytest.mark.usefixtures("isolated")
 
 
 def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
@@ -302,172 +293,3 @@ def test_schedule_shows_when_a_delayed_task_may_first_run(
     assert abs((first_run - expected).total_seconds()) < 60
     listed = CliRunner().invoke(main, ["schedule", "--manifest", str(manifest)])
     assert f"first run from {first_run:%Y-%m-%d %H:%M}" in listed.output
-
-
-DST_APP = """\
-from firefly_scheduling import scheduled
-
-@scheduled(cron="30 2 * * *", zone="Europe/Paris", dst_fold="both")
-def nightly():
-    pass
-
-@scheduled(cron="30 2 * * *", zone="Europe/Paris", dst_gap="skip")
-def skipped():
-    pass
-"""
-
-
-def write_dst_app(isolated: Path) -> None:
-    (isolated / "dstapp").mkdir()
-    (isolated / "dstapp" / "__init__.py").write_text(DST_APP)
-
-
-def next_fires(*args: str) -> list[dict[str, object]]:
-    result = invoke("schedule", "--path", ".", "--app", "dstapp", "--json", *args)
-    assert result.exit_code == 0, result.output
-    return [json.loads(line) for line in result.output.splitlines()]
-
-
-def test_schedule_next_lists_a_fold_twice_and_marks_each_pass(isolated: Path) -> None:
-    write_dst_app(isolated)
-    rows = next_fires("--next", "3", "--from", "2026-10-24T12:00Z")
-    nightly = [(row["instant"], row["dst"]) for row in rows if row["target"] == "dstapp:nightly"]
-    assert nightly == [
-        ("2026-10-25T00:30:00+00:00", "first"),
-        ("2026-10-25T01:30:00+00:00", "last"),
-        ("2026-10-26T01:30:00+00:00", None),
-    ]
-    assert rows[0] == {
-        "target": "dstapp:nightly",
-        "instant": "2026-10-25T00:30:00+00:00",
-        "local": "2026-10-25T02:30:00+02:00",
-        "zone": "Europe/Paris",
-        "dst_gap": "shift",
-        "dst_fold": "both",
-        "dst": "first",
-        "jitter_offset_seconds": 0,
-    }
-
-
-def test_schedule_json_gives_each_cron_task_its_effective_policies(isolated: Path) -> None:
-    write_dst_app(isolated)
-    result = invoke("schedule", "--path", ".", "--app", "dstapp", "--json")
-    assert result.exit_code == 0, result.output
-    rows = [json.loads(line) for line in result.output.splitlines()]
-    assert [(row["dst_gap"], row["dst_fold"]) for row in rows] == [
-        ("shift", "both"),
-        ("skip", "first"),
-    ]
-
-
-def test_schedule_next_marks_a_shifted_fire_and_leaves_out_a_skipped_day(isolated: Path) -> None:
-    write_dst_app(isolated)
-    rows = next_fires("--next", "1", "--from", "2026-03-29T00:00+01:00")
-    assert [(row["target"], row["instant"], row["dst"]) for row in rows] == [
-        ("dstapp:nightly", "2026-03-29T01:00:00+00:00", "shifted"),
-        ("dstapp:skipped", "2026-03-30T00:30:00+00:00", None),
-    ]
-
-
-def test_schedule_next_table_shows_policies_and_marks(isolated: Path) -> None:
-    write_dst_app(isolated)
-    result = invoke(
-        "schedule", "--path", ".", "--app", "dstapp", "--next", "2", "--from", "2026-10-24T12:00Z"
-    )
-    assert result.exit_code == 0, result.output
-    for text in (
-        "dst_gap=shift dst_fold=both",
-        "dst_gap=skip dst_fold=first",
-        "2026-10-25 00:30:00 UTC (2026-10-25 02:30 CEST) first pass of a repeated time",
-        "2026-10-25 01:30:00 UTC (2026-10-25 02:30 CET) second pass of a repeated time",
-    ):
-        assert text in result.output
-
-
-@pytest.mark.parametrize("start", ["2026-03-29", "2026-03-29T00:00", "tomorrow"])
-def test_schedule_from_needs_an_instant_with_an_offset(isolated: Path, start: str) -> None:
-    write_dst_app(isolated)
-    result = invoke("schedule", "--path", ".", "--app", "dstapp", "--next", "1", "--from", start)
-    assert result.exit_code == 2
-    assert f"{start!r} is not an ISO-8601 instant with an offset" in result.output
-
-
-@pytest.mark.parametrize(
-    ("package", "arguments", "message"),
-    [
-        ("badgap", 'cron="30 2 * * *", dst_gap="later"', "badgap:bad: dst_gap='later' is not one"),
-        ("badfold", 'cron="30 2 * * *", dst_fold="all"', "badfold:bad: dst_fold='all' is not one"),
-        (
-            "badrate",
-            'fixed_rate="1h", dst_fold="both"',
-            "badrate:bad: dst_fold='both' only applies",
-        ),
-        (
-            "badjitter",
-            'fixed_rate="1m", jitter="0s"',
-            "badjitter:bad jitter: a duration must be greater than zero, got '0s'",
-        ),
-        (
-            "longjitter",
-            'fixed_rate="1m", jitter="90s"',
-            "longjitter:bad: jitter=1m30s is not shorter than its fixed_rate of 1m",
-        ),
-        (
-            "cronjitter",
-            'cron="*/10 * * * *", jitter="10m"',
-            "cronjitter:bad: jitter=10m is not shorter than the shortest gap",
-        ),
-    ],
-)
-def test_a_bad_dst_policy_or_jitter_stops_the_boot_with_exit_2(
-    isolated: Path, package: str, arguments: str, message: str
-) -> None:
-    (isolated / package).mkdir()
-    source = f"@scheduled({arguments})\ndef bad():\n    pass\n"
-    (isolated / package / "__init__.py").write_text(
-        f"from firefly_scheduling import scheduled\n\n{source}"
-    )
-    result = invoke("schedule", "--path", ".", "--app", package)
-    assert result.exit_code == 2
-    assert message in " ".join(result.output.split())
-
-
-def test_schedule_next_json_shows_each_fire_s_jitter_offset(isolated: Path) -> None:
-    (isolated / "jitterapp").mkdir()
-    (isolated / "jitterapp" / "__init__.py").write_text(
-        "from firefly_scheduling import scheduled\n\n"
-        '@scheduled(cron="0 * * * *", jitter="30m")\ndef hourly():\n    pass\n\n'
-        '@scheduled(cron="0 * * * *")\ndef plain():\n    pass\n'
-    )
-    result = invoke(
-        "schedule",
-        "--path",
-        ".",
-        "--app",
-        "jitterapp",
-        "--json",
-        "--next",
-        "3",
-        "--from",
-        "2026-06-03T12:00Z",
-    )
-    assert result.exit_code == 0, result.output
-    rows = [json.loads(line) for line in result.output.splitlines()]
-    hourly = [row for row in rows if row["target"] == "jitterapp:hourly"]
-    assert [row["instant"] for row in hourly] == [
-        "2026-06-03T13:00:00+00:00",
-        "2026-06-03T14:00:00+00:00",
-        "2026-06-03T15:00:00+00:00",
-    ]
-    assert [row["jitter_offset_seconds"] for row in hourly] == [
-        jitter_offset(
-            "jitterapp:hourly", datetime.fromisoformat(str(row["instant"])), 1800.0
-        ).total_seconds()
-        for row in hourly
-    ]
-    assert all(0 < float(row["jitter_offset_seconds"]) < 1800 for row in hourly)
-    assert {row["jitter_offset_seconds"] for row in rows if row["target"] == "jitterapp:plain"} == {
-        0.0
-    }
-    listed = invoke("schedule", "--path", ".", "--app", "jitterapp", "--json")
-    assert [json.loads(line)["jitter"] for line in listed.output.splitlines()] == [1800.0, None]
