@@ -125,39 +125,5 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         yield
     finally:
         # Held to the module's last test: its module fixtures may keep a server changed.
-        # Another `alone` module next in line keeps it: nothing else ran in between.
-        if nextitem is None or (
-            nextitem.path != item.path and nextitem.get_closest_marker("alone") is None
-        ):
+        if nextitem is None or nextitem.path != item.path:
             _held.pop("module").close()
-
-
-# -- the order work is handed out in ---------------------------------------------------
-#
-# xdist (`--dist loadscope --no-loadscope-reorder`) hands each worker a whole module
-# (or test class) at a time, in collection order. Each worker sorts its collection
-# the same way, so that order is: the `alone` modules first, one after the other
-# while the workers have nothing else running to drain, then the `slow` scopes (a
-# long one handed out last would be the run's tail), then the rest. Within a rank,
-# and within a scope, the collection order stays.
-
-
-def _scope(item: pytest.Item) -> str:
-    """The unit xdist's loadscope hands out: the node id up to its last `::`."""
-    return item.nodeid.rsplit("::", 1)[0]
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        return
-    ranks: dict[str, int] = {}
-    for item in items:
-        if item.get_closest_marker("alone") is not None:
-            rank = 0
-        elif item.get_closest_marker("slow") is not None:
-            rank = 1
-        else:
-            rank = 2
-        scope = _scope(item)
-        ranks[scope] = min(ranks.get(scope, rank), rank)
-    items.sort(key=lambda item: ranks[_scope(item)])
