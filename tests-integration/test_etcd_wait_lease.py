@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling_etcd import EtcdLock
 from firefly_scheduling_etcd.protocol import lease_id
 from firefly_scheduling_etcd.url import parse_url
@@ -65,20 +66,8 @@ def test_a_won_waits_lease_runs_at_least_as_long_as_its_holding(
 ) -> None:
     """The lease was granted when the wait began; the win refreshes it, so the server
     never frees the key before the holding's own deadline."""
-    holder, waiter = locks
-    name = f"wait-lease-{uuid.uuid4().hex}"
-    held = holder.acquire(name, 3)
-    assert held is not None
-    owners = prepared_owners(waiter)
     # Released once more than a second of the waiter's lease has run.
-    release = threading.Timer(1.5, holder.release_holding, args=(held,))
-    release.start()
-    holding = waiter.acquire(name, 3, wait=10)
-    release.join()
-    assert holding is not None
-    assert owners == [holding.owner]
-    assert seconds_left(gateway, holding.owner) + 1 > holding.remaining()
-    waiter.release_holding(holding)
+    holding = _won_after_a_release(locks, gateway, ttl=3, released_after=1.5)
     assert seconds_left(gateway, holding.owner) == -1
 
 
@@ -87,20 +76,29 @@ def test_a_win_on_a_fresh_lease_counts_the_ttl_from_the_grant(
 ) -> None:
     """Within a tenth of its TTL the lease is not refreshed before the create: the
     holding's deadline is then the grant's, not its last attempt's."""
+    # Released once more than one of the lease's 30 s has run, fewer than three.
+    _won_after_a_release(locks, gateway, ttl=30, released_after=2.0)
+
+
+def _won_after_a_release(
+    locks: tuple[EtcdLock, EtcdLock], gateway: httpx.Client, *, ttl: float, released_after: float
+) -> Holding:
+    """The waiter's holding, won when the holder released after `released_after`
+    seconds, checked against the server's lease, then released."""
     holder, waiter = locks
     name = f"wait-lease-{uuid.uuid4().hex}"
-    held = holder.acquire(name, 30)
+    held = holder.acquire(name, ttl)
     assert held is not None
     owners = prepared_owners(waiter)
-    # Released once more than one of the lease's 30 s has run, fewer than three.
-    release = threading.Timer(2.0, holder.release_holding, args=(held,))
+    release = threading.Timer(released_after, holder.release_holding, args=(held,))
     release.start()
-    holding = waiter.acquire(name, 30, wait=10)
+    holding = waiter.acquire(name, ttl, wait=10)
     release.join()
     assert holding is not None
     assert owners == [holding.owner]
     assert seconds_left(gateway, holding.owner) + 1 > holding.remaining()
     waiter.release_holding(holding)
+    return holding
 
 
 def test_a_wait_that_times_out_revokes_its_lease(
