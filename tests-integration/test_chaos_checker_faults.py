@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chaos_evidence import T0, checked, every_fire_ran, mono_at, rules, run, server_restart
+from chaos_evidence import (
+    T0,
+    checked,
+    every_fire_ran,
+    mono_at,
+    refused_start,
+    rules,
+    run,
+    server_restart,
+)
 from chaos_harness.checker import CheckReport
 from firefly_scheduling.fires.claims import claim_name
 
@@ -117,7 +126,7 @@ def test_a_restart_between_the_first_claim_and_its_body_emptied_that_claim() -> 
     events = every_fire_ran() + run(2, 2.5, 2.6, pid=2, token=9)
     events += server_restart(1.9, back_after=0.05)  # back at 1.95, the first body at 2.01
     events += [_claimed(1.85), _claimed(2.46, pid=2)]
-    events.append(_start_refused(2.47, pid=2))
+    events.append({**refused_start(2, 2, at=2.47), "applied": True})  # a lost reply
     report = checked(events, volatile_server=True)
     assert rules(report) == []
     assert report.double_fault_reruns == 1
@@ -125,19 +134,6 @@ def test_a_restart_between_the_first_claim_and_its_body_emptied_that_claim() -> 
     events = [e for e in events if e.get("ev") != "claimed"]
     events += [_claimed(1.97), _claimed(2.46, pid=2)]
     assert rules(checked(events, volatile_server=True)) == ["at-most-once"]
-
-
-def _start_refused(at: float, *, pid: int) -> dict[str, Any]:
-    return {
-        "ev": "history_refused",
-        "t": mono_at(at),
-        "pid": pid,
-        "write": "start",
-        "target": "app:a",
-        "instant": str(T0 + timedelta(seconds=2)),
-        "injected": True,
-        "applied": True,
-    }
 
 
 def test_a_rerun_needs_both_faults_to_be_explained() -> None:
