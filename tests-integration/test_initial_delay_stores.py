@@ -127,15 +127,17 @@ def test_two_gates_on_separate_instances_share_the_first_observation(
     store_factory: Callable[[], AnchorStore],
 ) -> None:
     """The second gate looks 1 s after the first anchored a 3 s window: admitted at
-    3.3 s, it shares the first window (a window of its own would open at 4 s). The
-    margins leave a loaded machine 2 s for the second look."""
+    3.3 s, it shares the first window (a window of its own would open at 4 s). Both
+    stores are connected first, so the margins leave a loaded machine 2 s for the
+    second look."""
     task = ScheduledDescriptor(
         target=f"tests.anchor_stores:task_{uuid.uuid4().hex}", fixed_rate=1.0, initial_delay=3.0
     )
     first, second = store_factory(), store_factory()
     try:
-        anchored = time.monotonic()
+        first.now(), second.now()  # connected before the window opens
         assert InitialDelayGate(first).admit(task) is False  # anchors
+        anchored = time.monotonic()  # at or after the anchor
         time.sleep(1.0)
         assert InitialDelayGate(second).admit(task) is False  # the first's window still runs
         time.sleep(max(0.0, anchored + 3.3 - time.monotonic()))
