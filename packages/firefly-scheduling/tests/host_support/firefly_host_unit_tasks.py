@@ -56,6 +56,17 @@ def boom() -> None:
     raise RuntimeError("boom")
 
 
+def overrun() -> None:
+    """Run past the fire's `timeout=`: wait until the fire says so (at most 30 s)."""
+    started = time.time()
+    fire = current_fire()
+    assert fire is not None
+    give_up = time.monotonic() + 30.0
+    while not fire.timed_out and time.monotonic() < give_up:
+        time.sleep(0.01)
+    _record("overrun", started)
+
+
 def slow() -> None:
     started = time.time()
     time.sleep(SLOW_SECONDS)
