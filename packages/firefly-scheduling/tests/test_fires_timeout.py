@@ -81,19 +81,20 @@ class TestAPlainBody:
 
     def test_keeps_its_task_lock_until_it_returns(self) -> None:
         descriptor = task()
-        assert descriptor.lock_name is not None
+        name = descriptor.lock_name
+        assert name is not None
         other_node = InMemoryLock()
         tried: list[bool] = []
 
         def body() -> None:
             until_timed_out()
-            tried.append(other_node.try_acquire(descriptor.lock_name, 30))
+            tried.append(other_node.try_acquire(name, 30))
 
         result = runner(MemoryRunHistory()).run(Fire.at(descriptor, T0), body)
         assert result.verdict is Verdict.TIMED_OUT
         assert tried == [False]  # held while the timed-out body still ran
-        assert other_node.try_acquire(descriptor.lock_name, 30)  # released once it returned
-        other_node.release(descriptor.lock_name)
+        assert other_node.try_acquire(name, 30)  # released once it returned
+        other_node.release(name)
 
     def test_that_raises_after_its_timeout_is_timed_out_with_the_error(self) -> None:
         history = MemoryRunHistory()
