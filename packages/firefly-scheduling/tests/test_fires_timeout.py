@@ -75,9 +75,9 @@ class TestAPlainBody:
         assert seen == [False, True]
         assert result.verdict is Verdict.TIMED_OUT
         assert result.ran
-        assert result.error == "timed out after 0.2s"
+        assert result.error == "timed out after 200ms"
         [record] = history.runs(descriptor.target)
-        assert (record.state, record.error) == (RunState.TIMED_OUT, "timed out after 0.2s")
+        assert (record.state, record.error) == (RunState.TIMED_OUT, "timed out after 200ms")
 
     def test_keeps_its_task_lock_until_it_returns(self) -> None:
         descriptor = task()
@@ -106,7 +106,7 @@ class TestAPlainBody:
 
         result = runner(history).run(Fire.at(descriptor, T0), body)
         assert result.verdict is Verdict.TIMED_OUT
-        assert result.error == "timed out after 0.2s; then: ValueError: late and broken"
+        assert result.error == "timed out after 200ms; then: ValueError: late and broken"
         [record] = history.runs(descriptor.target)
         assert record.state is RunState.TIMED_OUT
 
@@ -167,7 +167,7 @@ class TestACoroutineBody:
         assert time.monotonic() - began < PATIENCE  # it did not sleep its whole sleep
         assert reached == ["started"]
         [record] = history.runs(descriptor.target)
-        assert (record.state, record.error) == (RunState.TIMED_OUT, "timed out after 0.2s")
+        assert (record.state, record.error) == (RunState.TIMED_OUT, "timed out after 200ms")
 
     def test_cancelled_by_its_host_is_no_timeout(self) -> None:
         history = MemoryRunHistory()

@@ -114,7 +114,17 @@ def test_a_body_past_its_timeout_is_timed_out_and_the_pass_exits_1() -> None:
     assert [r.fire.target for r in report.problems()] == [f"{MODULE}:overrun"]
     assert report.exit_status == 1
     [row] = [row for row in report.rows() if row["verdict"] == "timed_out"]
-    assert row["error"] == "timed out after 0.2s"
+    assert row["error"] == "timed out after 200ms"
+
+
+def test_a_coroutine_body_past_its_timeout_is_cancelled_by_the_tick_pass() -> None:
+    began = time.monotonic()
+    report = host([task("overrun_async", cron="* * * * *", timeout=0.2)], MINUTE).run()
+    [result] = report.results
+    assert (result.verdict, result.error) == (Verdict.TIMED_OUT, "timed out after 200ms")
+    assert tasks.calls("overrun_async") == []  # cancelled in its sleep
+    assert time.monotonic() - began < 30.0  # not after its whole sleep
+    assert report.exit_status == 1
 
 
 def test_a_task_lock_held_elsewhere_skips_the_run_as_overlapping() -> None:

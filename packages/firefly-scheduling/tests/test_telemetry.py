@@ -126,7 +126,7 @@ def test_a_timed_out_body_is_counted_and_marks_its_span_as_an_error(collected: C
     spans = {s.name: s for s in collected.spans.get_finished_spans()}
     overrun = spans[f"fire {MODULE}:overrun"]
     assert overrun.status.status_code is trace.StatusCode.ERROR
-    assert overrun.status.description == "timed out after 0.2s"
+    assert overrun.status.description == "timed out after 200ms"
     assert dict(overrun.attributes or {})["firefly.fire.verdict"] == "timed_out"
     points = collected.points()
     timeouts = {p.attributes["firefly.task"]: p.value for p in points["firefly.fire.timeouts"]}

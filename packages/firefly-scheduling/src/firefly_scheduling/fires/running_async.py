@@ -57,6 +57,7 @@ from firefly_scheduling.fires.recording_async import FIRST_ATTEMPT, AsyncRunReco
 from firefly_scheduling.history.port import Recorded
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.port import AsyncHoldingLock, LockCapabilities
+from firefly_scheduling.schedule.durations import format_duration
 
 logger = logging.getLogger("firefly_scheduling.fires")
 
@@ -299,7 +300,7 @@ async def _within(body: Body, seconds: float) -> None:
 
 def _timed_out(fire: Fire, seconds: float, attempt: int, raised: str | None) -> str:
     """The run's error text when its body ran past its timeout, logged as it is made."""
-    error = f"timed out after {seconds:g}s"
+    error = f"timed out after {_readable(seconds)}"
     if raised is not None:
         error = f"{error}; then: {raised}"
     logger.error(
@@ -310,3 +311,11 @@ def _timed_out(fire: Fire, seconds: float, attempt: int, raised: str | None) -> 
         error,
     )
     return error
+
+
+def _readable(seconds: float) -> str:
+    """`200ms`, `10m`: the timeout as `@scheduled` reads it, or in seconds where it cannot."""
+    try:
+        return format_duration(seconds)
+    except ValueError:
+        return f"{seconds:g}s"
