@@ -29,7 +29,8 @@ call to `execute`, between the record of its start and the record of its end
   `hosts.runtime.task_calls`).
   Either way, a body that ran past its timeout, returned or raised, ends the run as
   `timed_out`; its task lock is kept, and renewed, until the body has returned.
-  A task without `timeout=` costs one `is None` test.
+  A task without `timeout=` costs no timer, thread or allocation: a few `is None`
+  tests. The deadline is read from `time.monotonic()`, which no clock step moves.
 * **Lost detection.** The lock stage renews the task lock while bodies run
   (`fires.locking`, `locks.keepalive`); a lease that lapsed, or a lock reported lost,
   while the body ran marks the run lost at its end: another node may have run
