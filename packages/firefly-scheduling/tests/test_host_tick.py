@@ -119,7 +119,11 @@ def test_a_body_past_its_timeout_is_timed_out_and_the_pass_exits_1() -> None:
 
 def test_a_coroutine_body_past_its_timeout_is_cancelled_by_the_tick_pass() -> None:
     began = time.monotonic()
-    report = host([task("overrun_async", cron="* * * * *", timeout=0.2)], MINUTE).run()
+    tick = host([task("overrun_async", cron="* * * * *", timeout=0.2)], MINUTE)
+    try:
+        report = tick.run()
+    finally:
+        tick.runtime.close()  # its event loop thread, started for the coroutine body
     [result] = report.results
     assert (result.verdict, result.error) == (Verdict.TIMED_OUT, "timed out after 200ms")
     assert tasks.calls("overrun_async") == []  # cancelled in its sleep
