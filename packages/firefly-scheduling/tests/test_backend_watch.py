@@ -70,3 +70,11 @@ def test_unlocked_fires_say_nothing_about_the_backend(caplog: pytest.LogCaptureF
         watch.fire_finished(result(Verdict.TOO_LATE))
     assert lines(caplog) == []
     assert watch.down_since is not None
+
+
+def test_a_timed_out_locked_fire_proves_the_backend_answered() -> None:
+    watch = BackendWatch(clock=Clock())
+    watch.fire_finished(result(Verdict.BACKEND_ERROR))
+    assert watch.down_since is not None
+    watch.fire_finished(result(Verdict.TIMED_OUT))  # it took the task lock to run
+    assert watch.down_since is None

@@ -30,6 +30,7 @@ from firefly_scheduling.cli.host_options import JsonLogFormatter
 from firefly_scheduling.cli.schedule import render_schedule
 from firefly_scheduling.errors import ConfigurationError, LockBackendError
 from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.history import RunState
 from firefly_scheduling.hosts.runtime.boot import build_runtime
 from firefly_scheduling.hosts.tick import TickHost
 
@@ -174,6 +175,39 @@ def test_runs_json_prints_one_object_per_fire(
     assert row["attempt"] == 1
     assert row["token"] == 7
     assert datetime.fromisoformat(row["instant"]) == instant
+
+
+def test_runs_shows_a_timed_out_run_as_such(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("firefly_scheduling_database")
+    from firefly_scheduling_database.sql_history.store import SqlRunHistory  # noqa: PLC0415
+
+    url = f"sqlite:///{tmp_path / 'history.db'}"
+    history = SqlRunHistory(url)
+    instant = datetime(2026, 6, 3, 12, 0, tzinfo=UTC)
+    try:
+        history.install()
+        history.start("app:job", instant, lock="app:job", node="n1", token=7, at=instant)
+        assert history.finish(
+            "app:job",
+            instant,
+            lock="app:job",
+            token=7,
+            state=RunState.TIMED_OUT,
+            error="timed out after 30s",
+            at=instant,
+        )
+    finally:
+        history.close()
+    monkeypatch.setenv("FIREFLY_SCHEDULING_HISTORY_URL", url)
+    listed = runner.invoke(main, ["runs", "--json"])
+    assert listed.exit_code == 0, listed.output
+    [row] = [json.loads(line) for line in listed.output.splitlines()]
+    assert (row["state"], row["error"]) == ("timed_out", "timed out after 30s")
+    table = runner.invoke(main, ["runs"])
+    assert table.exit_code == 0, table.output
+    assert "timed_out" in table.output
 
 
 # -- structured logs ------------------------------------------------------------------

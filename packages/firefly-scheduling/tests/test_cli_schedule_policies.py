@@ -1,4 +1,4 @@
-"""The CLI's `schedule` on a task's fire policies: daylight-saving rules and jitter,
+"""The CLI's `schedule` on a task's fire policies: daylight-saving rules, jitter and timeout,
 `--next` and `--json`, and the boot refusing a bad policy value with exit 2."""
 
 from __future__ import annotations
@@ -129,13 +129,23 @@ def test_schedule_from_needs_an_instant_with_an_offset(isolated: Path, start: st
             "longjitter:bad: jitter=1m30s is not shorter than its fixed_rate of 1m",
         ),
         (
+            "badtimeout",
+            'fixed_rate="1m", timeout="0s"',
+            "badtimeout:bad timeout: a duration must be greater than zero, got '0s'",
+        ),
+        (
+            "longtimeout",
+            'fixed_rate="1m", timeout="400d"',
+            "longtimeout:bad timeout:",
+        ),
+        (
             "cronjitter",
             'cron="*/10 * * * *", jitter="10m"',
             "cronjitter:bad: jitter=10m is not shorter than the shortest gap",
         ),
     ],
 )
-def test_a_bad_dst_policy_or_jitter_stops_the_boot_with_exit_2(
+def test_a_bad_dst_policy_jitter_or_timeout_stops_the_boot_with_exit_2(
     isolated: Path, package: str, arguments: str, message: str
 ) -> None:
     (isolated / package).mkdir()
@@ -187,3 +197,19 @@ def test_schedule_next_json_shows_each_fire_s_jitter_offset(isolated: Path) -> N
     }
     listed = invoke("schedule", "--path", ".", "--app", "jitterapp", "--json")
     assert [json.loads(line)["jitter"] for line in listed.output.splitlines()] == [1800.0, None]
+
+
+def test_schedule_json_lists_each_task_s_timeout(isolated: Path) -> None:
+    (isolated / "timeoutapp").mkdir()
+    (isolated / "timeoutapp" / "__init__.py").write_text(
+        "from firefly_scheduling import scheduled\n\n"
+        '@scheduled(fixed_rate="1m", timeout="90s")\ndef bounded():\n    pass\n\n'
+        '@scheduled(fixed_rate="1m")\ndef plain():\n    pass\n'
+    )
+    listed = invoke("schedule", "--path", ".", "--app", "timeoutapp", "--json")
+    assert listed.exit_code == 0, listed.output
+    rows = {row["target"]: row for row in map(json.loads, listed.output.splitlines())}
+    assert {target: row["timeout"] for target, row in rows.items()} == {
+        "timeoutapp:bounded": 90.0,
+        "timeoutapp:plain": None,
+    }

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -115,6 +116,40 @@ def test_firefly_tick_runs_the_due_task_once_and_the_admin_shows_the_run(
     assert "succeeded" in admin.stdout
     assert "ADD 403" in admin.stdout  # read-only: no add page
     assert "INDEX 0" not in admin.stdout  # the index links the runs page
+
+
+def test_the_admin_shows_a_timed_out_run_with_its_error(scratch: dict[str, str]) -> None:
+    from firefly_scheduling.history import RunState  # noqa: PLC0415 - after the skips
+    from firefly_scheduling_database.sql_history.store import SqlRunHistory  # noqa: PLC0415
+
+    history = SqlRunHistory(f"sqlite:///{Path(scratch['FIREFLY_DJANGO_TEST_DIR']) / 'locks.db'}")
+    instant = datetime(2030, 1, 1, tzinfo=UTC)
+    try:
+        history.start("shop.tasks:slow", instant, lock="slow", node="n1", token=1, at=instant)
+        assert history.finish(
+            "shop.tasks:slow",
+            instant,
+            lock="slow",
+            token=1,
+            state=RunState.TIMED_OUT,
+            error="timed out after 30s",
+            at=instant,
+        )
+    finally:
+        history.close()
+    admin = subprocess.run(
+        [sys.executable, "check_admin.py"],
+        env=scratch,
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert admin.returncode == 0, admin.stderr
+    assert '<tr class="firefly-run firefly-timed_out">' in admin.stdout
+    assert "<td>timed_out</td>" in admin.stdout
+    assert "<td>timed out after 30s</td>" in admin.stdout
 
 
 def test_firefly_run_runs_until_sigterm_and_exits_0(scratch: dict[str, str]) -> None:

@@ -7,6 +7,7 @@ not importable, and the decorator rightly refuses targets that cannot be importe
 
 from __future__ import annotations
 
+import json
 import textwrap
 from datetime import timedelta
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 import firefly_scheduling.tasks.decorator as decorator_module
 from firefly_scheduling import ConfigurationError, DurationError, ScheduledDescriptor, scheduled
 from firefly_scheduling.tasks.decorator import SCHEDULE_ATTRIBUTE, descriptor_of
+from firefly_scheduling.tasks.manifest_format import decode, encode
 from firefly_scheduling.tasks.validation import validate_descriptor
 
 
@@ -172,6 +174,15 @@ def test_exactly_one_trigger_when_the_decorator_runs(triggers: dict[str, str]) -
         ({"fixed_rate": "1s", "lock": "x" * 256}, ConfigurationError, "limit is 255"),
         ({"fixed_rate": "1s", "lock": "a\x00b"}, ConfigurationError, "NUL"),
         ({"fixed_rate": "1s", "lock": 5}, ConfigurationError, "lock= must be True"),
+        ({"fixed_rate": "1s", "timeout": "0s"}, DurationError, "task timeout: a duration must be"),
+        ({"fixed_rate": "1s", "timeout": "-5s"}, DurationError, "task timeout: a duration must"),
+        ({"fixed_rate": "1s", "timeout": "400d"}, DurationError, "task timeout"),
+        (
+            {"fixed_rate": "1s", "timeout": "soon"},
+            DurationError,
+            "task timeout: cannot read 'soon'",
+        ),
+        ({"fixed_rate": "1s", "timeout": True}, DurationError, "not a duration"),
     ],
 )
 def test_bad_values_fail_at_decoration_naming_the_target(
@@ -233,6 +244,9 @@ def test_a_long_target_cannot_be_its_own_lock_name() -> None:
         ),
         ({"target": "pkg.mod:f", "fixed_rate": 1.0, "lock_name": ""}, "pkg.mod:f: lock name"),
         ({"target": "pkg.mod:f", "fixed_rate": 1.0, "lock_name": 7}, "pkg.mod:f: lock name"),
+        ({"target": "pkg.mod:f", "fixed_rate": 1.0, "timeout": 0.0}, "pkg.mod:f timeout"),
+        ({"target": "pkg.mod:f", "fixed_rate": 1.0, "timeout": "1m"}, "expected a number of"),
+        ({"target": "pkg.mod:f", "fixed_rate": 1.0, "timeout": float("inf")}, "pkg.mod:f timeout"),
     ],
 )
 def test_boot_validation_names_the_target_and_the_value(
@@ -254,6 +268,19 @@ def test_boot_validation_normalises_numbers_and_the_default_ttl() -> None:
     assert valid.lock_ttl == 30.0
     already = ScheduledDescriptor(target="pkg.mod:f", cron="@daily")
     assert validate_descriptor(already) is already
+
+
+def test_a_timeout_is_a_duration_that_may_outlast_the_lock_ttl_and_the_period() -> None:
+    """The keep-alive renews the lock while the body runs: no bound against the TTL."""
+    function = scheduled(fixed_rate="10s", lock_ttl="5s", timeout="1m")(function_named())
+    assert described(function).timeout == 60.0
+    unlocked = scheduled(cron="* * * * *", lock=False, timeout=timedelta(seconds=90))
+    assert described(unlocked(function_named("other"))).timeout == 90.0
+    assert described(scheduled(fixed_rate="1s")(function_named("plain"))).timeout is None
+    valid = validate_descriptor(ScheduledDescriptor(target="pkg.mod:f", fixed_rate=1.0, timeout=2))
+    assert (valid.timeout, type(valid.timeout)) == (2.0, float)
+    _, loaded = decode(json.loads(encode([described(function)], ["app"])))
+    assert loaded == (described(function),)  # kept through the manifest
 
 
 def test_validate_descriptor_refuses_other_objects() -> None:

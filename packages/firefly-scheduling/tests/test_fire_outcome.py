@@ -14,6 +14,7 @@ def test_the_verdict_keys_that_json_and_the_fire_log_print_are_those_of_0_1_0() 
     assert {verdict.name.lower() for verdict in Verdict} == {
         "succeeded",
         "failed",
+        "timed_out",
         "claimed_elsewhere",
         "already_recorded",
         "overlapping",
@@ -34,7 +35,11 @@ def test_every_verdict_reads_in_words_as_its_key_with_spaces() -> None:
 
 
 def test_only_the_body_running_counts_as_ran() -> None:
-    assert {verdict for verdict in Verdict if verdict.ran} == {Verdict.SUCCEEDED, Verdict.FAILED}
+    assert {verdict for verdict in Verdict if verdict.ran} == {
+        Verdict.SUCCEEDED,
+        Verdict.FAILED,
+        Verdict.TIMED_OUT,
+    }
 
 
 @pytest.mark.parametrize(
@@ -42,6 +47,7 @@ def test_only_the_body_running_counts_as_ran() -> None:
     [
         (Verdict.SUCCEEDED, RunState.SUCCEEDED),
         (Verdict.FAILED, RunState.FAILED),
+        (Verdict.TIMED_OUT, RunState.TIMED_OUT),
         (Verdict.EXPIRED, RunState.EXPIRED),
         (Verdict.LOCK_LOST, RunState.EXPIRED),
     ],

@@ -24,6 +24,7 @@ from firefly_scheduling.fires.policy import (
     DefaultPolicy,
     LockHeld,
     Run,
+    RunWithin,
     Skip,
 )
 from firefly_scheduling.fires.runner import FireRunner
@@ -57,7 +58,7 @@ class RecordingPolicy(DefaultPolicy):
         self.asked.append(("when_held", fire, facts))
         return super().when_held(fire, facts)
 
-    def before_body(self, fire: Fire, facts: BeforeBody) -> Run:
+    def before_body(self, fire: Fire, facts: BeforeBody) -> Run | RunWithin:
         self.asked.append(("before_body", fire, facts))
         return super().before_body(fire, facts)
 

@@ -94,6 +94,14 @@ class TestHealthProblems:
         [problem] = health_problems([locked("app:job", fixed_rate=60.0)], history, NOW)
         assert problem.reason.startswith("expired")
 
+    def test_a_timed_out_run_is_reported_with_its_error(self) -> None:
+        history = MemoryRunHistory()
+        record(history, "app:job", NOW - 2 * MINUTE, RunState.SUCCEEDED)
+        record(history, "app:job", NOW - MINUTE, RunState.TIMED_OUT, "timed out after 30s")
+        [problem] = health_problems([locked("app:job", fixed_rate=60.0)], history, NOW)
+        assert problem.reason.startswith("timed_out at the fire of")
+        assert problem.reason.endswith("timed out after 30s")
+
     def test_unlocked_tasks_and_unknown_tasks_are_not_checked(self) -> None:
         history = MemoryRunHistory()
         record(history, "app:gone", NOW - MINUTE, RunState.FAILED, "removed task")

@@ -100,6 +100,37 @@ def test_a_failing_task_is_logged_and_the_others_still_run(
     assert any("boom" in r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR)
 
 
+def test_a_body_past_its_timeout_is_timed_out_and_the_pass_exits_1() -> None:
+    report = host(
+        [
+            task("overrun", cron="* * * * *", lock_name="overrun", lock_ttl=30.0, timeout=0.2),
+            task("ping", cron="* * * * *"),
+        ],
+        MINUTE,
+    ).run()
+    verdicts = {r.fire.target.partition(":")[2]: r.verdict for r in report.results}
+    assert verdicts == {"overrun": Verdict.TIMED_OUT, "ping": Verdict.SUCCEEDED}
+    assert len(tasks.calls("overrun")) == 1  # it ran to its end
+    assert [r.fire.target for r in report.problems()] == [f"{MODULE}:overrun"]
+    assert report.exit_status == 1
+    [row] = [row for row in report.rows() if row["verdict"] == "timed_out"]
+    assert row["error"] == "timed out after 200ms"
+
+
+def test_a_coroutine_body_past_its_timeout_is_cancelled_by_the_tick_pass() -> None:
+    began = time.monotonic()
+    tick = host([task("overrun_async", cron="* * * * *", timeout=0.2)], MINUTE)
+    try:
+        report = tick.run()
+    finally:
+        tick.runtime.close()  # its event loop thread, started for the coroutine body
+    [result] = report.results
+    assert (result.verdict, result.error) == (Verdict.TIMED_OUT, "timed out after 200ms")
+    assert tasks.calls("overrun_async") == []  # cancelled in its sleep
+    assert time.monotonic() - began < 30.0  # not after its whole sleep
+    assert report.exit_status == 1
+
+
 def test_a_task_lock_held_elsewhere_skips_the_run_as_overlapping() -> None:
     descriptor = task("ping", cron="* * * * *", lock_name="shared", lock_ttl=30.0)
     other_node = InMemoryLock()

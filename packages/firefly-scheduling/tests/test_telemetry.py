@@ -117,6 +117,24 @@ def test_a_failed_body_marks_its_span_as_an_error(collected: Collected) -> None:
     assert dict(span.attributes or {})["firefly.fire.verdict"] == "failed"
 
 
+def test_a_timed_out_body_is_counted_and_marks_its_span_as_an_error(collected: Collected) -> None:
+    descriptors = [
+        ScheduledDescriptor(target=f"{MODULE}:overrun", cron="* * * * *", timeout=0.2),
+        ScheduledDescriptor(target=f"{MODULE}:ping", cron="* * * * *"),
+    ]
+    run_minute(descriptors, collected)
+    spans = {s.name: s for s in collected.spans.get_finished_spans()}
+    overrun = spans[f"fire {MODULE}:overrun"]
+    assert overrun.status.status_code is trace.StatusCode.ERROR
+    assert overrun.status.description == "timed out after 200ms"
+    assert dict(overrun.attributes or {})["firefly.fire.verdict"] == "timed_out"
+    points = collected.points()
+    timeouts = {p.attributes["firefly.task"]: p.value for p in points["firefly.fire.timeouts"]}
+    assert timeouts == {f"{MODULE}:overrun": 1}
+    verdicts = {p.attributes["firefly.fire.verdict"] for p in points["firefly.fires"]}
+    assert verdicts == {"timed_out", "succeeded"}
+
+
 def test_fires_lateness_duration_and_claim_latency_are_recorded(collected: Collected) -> None:
     descriptors = [
         ScheduledDescriptor(target=f"{MODULE}:ping", fixed_rate=15.0, lock_name="p", lock_ttl=30.0),

@@ -5,6 +5,7 @@ Each body records its call in `CALLS` as `(name, wall-clock start, wall-clock en
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from datetime import datetime
@@ -54,6 +55,24 @@ def boom() -> None:
     started = time.time()
     _record("boom", started)
     raise RuntimeError("boom")
+
+
+def overrun() -> None:
+    """Run past the fire's `timeout=`: wait until the fire says so (at most 30 s)."""
+    started = time.time()
+    fire = current_fire()
+    assert fire is not None
+    give_up = time.monotonic() + 30.0
+    while not fire.timed_out and time.monotonic() < give_up:
+        time.sleep(0.01)
+    _record("overrun", started)
+
+
+async def overrun_async() -> None:
+    """A coroutine body longer than any test's timeout: recorded only if never cancelled."""
+    started = time.time()
+    await asyncio.sleep(30.0)
+    _record("overrun_async", started)
 
 
 def slow() -> None:

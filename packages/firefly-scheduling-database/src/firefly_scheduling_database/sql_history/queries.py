@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from firefly_scheduling.history.port import EXPIRED_BY_PRUNE, RunState
+from firefly_scheduling.history.port import EXPIRED_BY_PRUNE, FAILURE_STATES, RunState
 from firefly_scheduling.schedule.instants import as_utc
 
 
@@ -61,11 +61,11 @@ def last_success(runs: sa.Table, task: str, *, lock: str) -> sa.Select[Any]:
 
 
 def failures_since(runs: sa.Table, since: datetime) -> sa.Select[Any]:
-    """The runs that failed or expired since `since`, newest first."""
+    """The runs that failed, expired or timed out since `since`, newest first."""
     return (
         sa.select(runs)
         .where(
-            runs.c.state.in_([RunState.FAILED.value, RunState.EXPIRED.value]),
+            runs.c.state.in_(sorted(state.value for state in FAILURE_STATES)),
             runs.c.ended_at >= as_utc(since),
         )
         .order_by(runs.c.instant.desc())

@@ -20,7 +20,12 @@ from firefly_scheduling.hosts.observation.fire_log import FireRecord
 
 # How long a fire's line waits for the nodes that have not reported on it yet.
 _FEED_DELAY_SECONDS = 1.0
-_VERDICT_STYLES = {"succeeded": "bold cyan", "failed": "bold red", "claimed elsewhere": "dim"}
+_VERDICT_STYLES = {
+    "succeeded": "bold cyan",
+    "failed": "bold red",
+    "timed out": "bold red",
+    "claimed elsewhere": "dim",
+}
 
 
 def verdict_of(record: FireRecord) -> str:

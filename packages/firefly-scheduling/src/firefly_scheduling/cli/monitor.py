@@ -6,8 +6,9 @@ It exits 1, printing one line per problem, when a locked task
   delay, or for a cron the time since the fire two before its latest one (for a
   regular cron that is twice its period, and a weekday-only cron is not flagged
   on Monday morning for the weekend); or
-* failed, or had a run expire (its node died and nobody adopted it), in the last
-  24 hours (`--failures-within`), and has not succeeded at a later fire since.
+* failed, timed out (ran past its `timeout=`), or had a run expire (its node died
+  and nobody adopted it), in the last 24 hours (`--failures-within`), and has not
+  succeeded at a later fire since.
 
 A task is judged only once a fire was due since it was first seen (by `monitor`,
 kept in the anchor store, or by the run history's newest record; see
@@ -206,7 +207,7 @@ def health_rows(
     "--failures-within",
     default="24h",
     show_default=True,
-    help="How far back a failed or expired run makes the check fail.",
+    help="How far back a failed, timed-out or expired run makes the check fail.",
 )
 @json_option
 def monitor(

@@ -35,6 +35,7 @@ _STATE_STYLE = {
     RunState.FAILED: "bold red",
     RunState.EXPIRED: "red",
     RunState.SKIPPED: "yellow",
+    RunState.TIMED_OUT: "bold red",
 }
 
 

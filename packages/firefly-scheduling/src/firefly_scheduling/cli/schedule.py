@@ -204,8 +204,8 @@ def schedule_json(
     table shows it for `host`), `lock`, `lock_ttl`, `runs_on` (`one node` or, for a
     `lock=False` task, `every node`), `initial_delay`, `first_run_from` (the earliest
     first run its delay allows, null when it has no delay or is not seen yet),
-    `jitter` (seconds, null without), `next_fire` (null when the interval starts when
-    the host does; the instant, not the jittered start).
+    `jitter` and `timeout` (seconds, null without), `next_fire` (null when the
+    interval starts when the host does; the instant, not the jittered start).
     """
     row = schedule_row(descriptor, now, host, first_run)
     cron = cron_schedule_of(descriptor) if descriptor.cron is not None else None
@@ -225,6 +225,7 @@ def schedule_json(
         "initial_delay": descriptor.initial_delay,
         "first_run_from": iso(first_run),
         "jitter": descriptor.jitter,
+        "timeout": descriptor.timeout,
         "next_fire": iso(upcoming),
     }
 

@@ -19,16 +19,17 @@ history's calls and in the `FireResult`:
   (`unrecorded`).
 
 The policy seam (`policy`): the stages ask a `FirePolicy` what to do with a fire at
-five points, with the facts they know, and act on its answer (`Run`, or `Skip` with
-a verdict and a reason). `DefaultPolicy` is today's behaviour. Where each coming
-policy plugs in:
+five points, with the facts they know, and act on its answer (`Run`; `RunWithin`,
+the body bounded; or `Skip` with a verdict and a reason). `DefaultPolicy` is today's
+behaviour. Where each policy plugs in:
 
 * `before_claim` (deciding, within grace): pause, catch-up. (Jitter needs no
   policy: it is part of the fire, `Fire.due`, which grace, the claim window and the
   hosts' wake-ups count from.)
 * `when_held` (locking, the task lock held by an earlier run): overlap, skipped
   today (later buffer_one, buffer_all, cancel_other, allow_all);
-* `before_body` (running, the lock confirmed): timeout;
+* `before_body` (running, the lock confirmed): the task's `timeout=` (`RunWithin`:
+  a coroutine body cancelled at it, a plain one told through `current_fire()`);
 * `after_body` (running, the end recorded): retries;
 * `at_record` (recording, before the end is written): the outcome committed in the
   task's own transaction.

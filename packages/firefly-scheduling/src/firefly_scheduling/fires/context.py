@@ -8,12 +8,14 @@ own, and code outside any fire sees None.
 Limit: a thread the body starts itself does not inherit context variables (Python
 starts every thread with an empty context). Hand it the body's context explicitly,
 e.g. `executor.submit(contextvars.copy_context().run, work)`, or pass the
-`FireContext` object along: it is immutable except for the live `lost` flag.
+`FireContext` object along: it is immutable except for the live `lost` and
+`timed_out` flags.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -41,6 +43,10 @@ class FireContext:
     * `lost`: live. True once a keep-alive renewal failed or the backend reported the
       session holding the lock gone: another node may now run the task too, so a body
       that can stop early should.
+    * `timed_out`: live. True once the body has run for its task's `timeout=`. Python
+      cannot stop a thread, so a plain `def` body that can stop early should look at
+      it; the run is recorded `timed_out` whenever it returns, and its task lock stays
+      held (and renewed) until then. An `async def` body is cancelled at that moment.
     """
 
     target: str
@@ -50,11 +56,25 @@ class FireContext:
     node: str
     lock_name: str | None
     lost_signal: threading.Event = field(default_factory=threading.Event, repr=False)
+    #: When the body times out, on the `time.monotonic()` clock (a clock no wall-clock
+    #: step moves); None: the task has no `timeout=`.
+    deadline: float | None = field(default=None, repr=False)
 
     @property
     def lost(self) -> bool:
         """Whether this fire's lock was reported lost while it runs."""
         return self.lost_signal.is_set()
+
+    @property
+    def timed_out(self) -> bool:
+        """Whether the body has run past its task's `timeout=` (never, without one)."""
+        deadline = self.deadline
+        return deadline is not None and time.monotonic() >= deadline
+
+    def seconds_left(self) -> float | None:
+        """Seconds until the body times out (0.0 once it has); None without a timeout."""
+        deadline = self.deadline
+        return None if deadline is None else max(deadline - time.monotonic(), 0.0)
 
 
 _CURRENT: ContextVar[FireContext | None] = ContextVar("firefly_current_fire", default=None)

@@ -9,7 +9,7 @@ fire on this node; the runner returns it, the hosts hand it to their observers (
 fire log, telemetry, the `tick` report) and the CLI prints it.
 
 The run history keeps its own, persisted `RunState` (running, succeeded, failed,
-expired, skipped): a record's place in its life across nodes, not one node's
+expired, skipped, timed_out): a record's place in its life across nodes, not one node's
 verdict. `running` is no verdict at all, every verdict that ran nothing is stored as
 `skipped` with its reason as text, and the stored words are a table's contents that
 must not change when a verdict is added or renamed. `closing_state` is the only place
@@ -104,6 +104,8 @@ class Verdict(enum.StrEnum):
     SUCCEEDED = "succeeded"
     #: The body ran here and raised (or its target could not be resolved).
     FAILED = "failed"
+    #: The body ran here past its task's `timeout=` (cancelled there, if `async def`).
+    TIMED_OUT = "timed out"
     #: Another node (or an earlier attempt) holds this fire's claim.
     CLAIMED_ELSEWHERE = "claimed elsewhere"
     #: The history refused the start: the fire is finished, or a newer attempt owns it.
@@ -133,12 +135,13 @@ class Verdict(enum.StrEnum):
         return self in _RAN
 
 
-_RAN = frozenset({Verdict.SUCCEEDED, Verdict.FAILED})
+_RAN = frozenset({Verdict.SUCCEEDED, Verdict.FAILED, Verdict.TIMED_OUT})
 
 #: The stored state a started run's record is closed with, by the verdict that ends it.
 _CLOSING_STATES = {
     Verdict.SUCCEEDED: RunState.SUCCEEDED,
     Verdict.FAILED: RunState.FAILED,
+    Verdict.TIMED_OUT: RunState.TIMED_OUT,
     Verdict.EXPIRED: RunState.EXPIRED,
     # Started, then found without its lock before the body: closed, never run.
     Verdict.LOCK_LOST: RunState.EXPIRED,
@@ -191,7 +194,7 @@ def closing_state(verdict: Verdict) -> RunState:
     """The `RunState` a started run's record is closed with when it ends as `verdict`.
 
     A verdict reached before any record was started is written with
-    `RunHistory.skip` instead (stored as `skipped`, the reason as text); only the four
+    `RunHistory.skip` instead (stored as `skipped`, the reason as text); only the five
     verdicts that can end a started run close one.
     """
     try:

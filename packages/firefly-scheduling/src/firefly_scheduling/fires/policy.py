@@ -17,17 +17,18 @@ The points, the stage that asks and when, what it acts on today, and what plugs 
   `late_seconds` counts from there.
 * `when_held`: locking, the task lock held by an earlier run. `Skip` (overlapping).
   Next: the overlap policies buffer_one, buffer_all, cancel_other, allow_all.
-* `before_body`: running, the lock confirmed, just before the body. `Run`. Next:
-  timeout (a bound on the body).
+* `before_body`: running, the lock confirmed, just before the body. `Run`, or
+  `RunWithin` (the task's `timeout=`: the body is bounded, see `fires.running`).
 * `after_body`: running, once the run's end is recorded. `Run` (the run stands).
   Next: retries (run again later, attempt k of n).
 * `at_record`: recording, just before the run's end is written; told, not asked.
   Next: the outcome committed inside the task's own transaction.
 
-`DefaultPolicy` is today's behaviour: every fire runs, and a fire whose task lock is
-held is skipped as overlapping. A policy is asked on every fire, from several threads
-at once: it keeps no per-fire state, and what it needs from a server (pause's control
-store) is read by the stage with its own round trip (the claim), never by the policy.
+`DefaultPolicy` is today's behaviour: every fire runs, within its task's `timeout=`
+when it has one, and a fire whose task lock is held is skipped as overlapping. A
+policy is asked on every fire, from several threads at once: it keeps no per-fire
+state, and what it needs from a server (pause's control store) is read by the stage
+with its own round trip (the claim), never by the policy.
 """
 
 from __future__ import annotations
@@ -50,6 +51,13 @@ class Skip:
 
     verdict: Verdict
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunWithin:
+    """Run the body, bounded: past `seconds` it times out (`fires.running` says how)."""
+
+    seconds: float
 
 
 #: The one `Run` answer.
@@ -111,8 +119,8 @@ class FirePolicy(Protocol):
         """The task lock is held by another run: how the fire is skipped."""
         ...
 
-    def before_body(self, fire: Fire, facts: BeforeBody) -> Run:
-        """The body is about to run under a confirmed lock."""
+    def before_body(self, fire: Fire, facts: BeforeBody) -> Run | RunWithin:
+        """The body is about to run under a confirmed lock: unbounded, or within a time."""
         ...
 
     def after_body(self, fire: Fire, facts: BodyEnded) -> Run:
@@ -133,8 +141,9 @@ class DefaultPolicy:
     def when_held(self, fire: Fire, facts: LockHeld) -> Skip:
         return Skip(Verdict.OVERLAPPING, facts.why)
 
-    def before_body(self, fire: Fire, facts: BeforeBody) -> Run:
-        return RUN
+    def before_body(self, fire: Fire, facts: BeforeBody) -> Run | RunWithin:
+        timeout = fire.task.timeout
+        return RUN if timeout is None else RunWithin(timeout)
 
     def after_body(self, fire: Fire, facts: BodyEnded) -> Run:
         return RUN

@@ -20,6 +20,17 @@ call to `execute`, between the record of its start and the record of its end
   try/except/finally: an `Exception` fails the run and is logged with the task
   target, never propagated; `KeyboardInterrupt`/`SystemExit` propagate once the
   run's end is recorded.
+* **The timeout.** A task with `timeout=` (the policy's `RunWithin` answer) runs
+  its body within it. The asyncio flavour cancels the body at the timeout
+  (`asyncio.timeout`); a cancellation from elsewhere (the host shutting down) is not
+  one and propagates as before. The threaded flavour cannot stop a thread: the
+  body sees `current_fire().timed_out` become True, and runs on to its end (a
+  coroutine function's body there is cancelled at the timeout, by
+  `hosts.runtime.task_calls`).
+  Either way, a body that ran past its timeout, returned or raised, ends the run as
+  `timed_out`; its task lock is kept, and renewed, until the body has returned.
+  A task without `timeout=` costs no timer, thread or allocation: a few `is None`
+  tests. The deadline is read from `time.monotonic()`, which no clock step moves.
 * **Lost detection.** The lock stage renews the task lock while bodies run
   (`fires.locking`, `locks.keepalive`); a lease that lapsed, or a lock reported lost,
   while the body ran marks the run lost at its end: another node may have run
@@ -31,19 +42,23 @@ recorded.
 
 from __future__ import annotations
 
+import asyncio  # sync: drop
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TypeAlias
 
+from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
 from firefly_scheduling.fires.context import FireContext, entered
 from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
-from firefly_scheduling.fires.policy import BeforeBody, BodyEnded, FirePolicy
+from firefly_scheduling.fires.policy import BeforeBody, BodyEnded, FirePolicy, RunWithin
 from firefly_scheduling.fires.recording_async import FIRST_ATTEMPT, AsyncRunRecorder, Started
 from firefly_scheduling.history.port import Recorded
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.port import AsyncHoldingLock, LockCapabilities
+from firefly_scheduling.schedule.durations import format_duration
 
 logger = logging.getLogger("firefly_scheduling.fires")
 
@@ -143,9 +158,17 @@ class AsyncBodyRunner:
     ) -> FireResult:
         token = None if holding is None else holding.fence
         attempt = started.attempt
-        self._policy.before_body(fire, BeforeBody(attempt, token))
+        answer = self._policy.before_body(fire, BeforeBody(attempt, token))
+        timeout = answer.seconds if isinstance(answer, RunWithin) else None
         context = FireContext(
-            fire.target, fire.instant, attempt, token, self._node, fire.task.lock_name, lost
+            fire.target,
+            fire.instant,
+            attempt,
+            token,
+            self._node,
+            fire.task.lock_name,
+            lost,
+            deadline=None if timeout is None else time.monotonic() + timeout,
         )
         verdict = Verdict.FAILED
         error: str | None = "interrupted: the body did not return"
@@ -153,17 +176,27 @@ class AsyncBodyRunner:
         started_at = self._clock()
         try:
             with entered(context):
-                await body()
+                if timeout is None:
+                    await body()
+                else:
+                    await _within(body, timeout)
             verdict, error, finished = Verdict.SUCCEEDED, None, True
+            if timeout is not None and context.timed_out:
+                verdict, error = Verdict.TIMED_OUT, _timed_out(fire, timeout, attempt, None)
         except Exception as err:
             finished = True
             error = f"{type(err).__name__}: {err}"
-            logger.exception(
-                "%s: the task raised (fire %s, attempt %d)",
-                fire.target,
-                fire.instant.isoformat(),
-                attempt,
-            )
+            if timeout is not None and context.timed_out:
+                # A TimeoutError is the bound's own cancellation (or as good as one).
+                raised = None if isinstance(err, TimeoutError) else error
+                verdict, error = Verdict.TIMED_OUT, _timed_out(fire, timeout, attempt, raised)
+            else:
+                logger.exception(
+                    "%s: the task raised (fire %s, attempt %d)",
+                    fire.target,
+                    fire.instant.isoformat(),
+                    attempt,
+                )
         finally:
             ended_at = self._clock()
             if holding is not None and not lost.is_set() and (holding.lost or holding.lapsed()):
@@ -249,3 +282,41 @@ class AsyncBodyRunner:
             renewed = await self._holdings.renew_holding(holding, holding.ttl_seconds)
             return renewed and holding.remaining() >= margin
         return not holding.lapsed()  # nothing can refresh it: what is left is all there is
+
+
+async def _within(body: Body, seconds: float) -> None:
+    """Run `body`, cancelled after `seconds` in the asyncio flavour.
+
+    Only this bound's own cancellation becomes a `TimeoutError` here (the caller then
+    finds the fire's deadline passed); the host's cancellation stays a cancellation.
+    A thread cannot be cancelled: the threaded flavour just runs the body, which
+    watches `current_fire().timed_out`.
+    """
+    if ASYNC:
+        async with asyncio.timeout(seconds):
+            await body()
+    else:
+        body()
+
+
+def _timed_out(fire: Fire, seconds: float, attempt: int, raised: str | None) -> str:
+    """The run's error text when its body ran past its timeout, logged as it is made."""
+    error = f"timed out after {_readable(seconds)}"
+    if raised is not None:
+        error = f"{error}; then: {raised}"
+    logger.error(
+        "%s: the body ran past its timeout (fire %s, attempt %d): %s",
+        fire.target,
+        fire.instant.isoformat(),
+        attempt,
+        error,
+    )
+    return error
+
+
+def _readable(seconds: float) -> str:
+    """`200ms`, `10m`: the timeout as `@scheduled` reads it, or in seconds where it cannot."""
+    try:
+        return format_duration(seconds)
+    except ValueError:
+        return f"{seconds:g}s"

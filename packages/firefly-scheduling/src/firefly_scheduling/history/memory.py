@@ -24,6 +24,7 @@ from firefly_scheduling.history.base import (
 )
 from firefly_scheduling.history.port import (
     EXPIRED_BY_PRUNE,
+    FAILURE_STATES,
     NewRun,
     Recorded,
     RunRecord,
@@ -172,9 +173,7 @@ class MemoryRunHistory(BaseRunHistory):
             found = [
                 r
                 for r in self._records.values()
-                if r.state in {RunState.FAILED, RunState.EXPIRED}
-                and r.ended_at is not None
-                and r.ended_at >= since
+                if r.state in FAILURE_STATES and r.ended_at is not None and r.ended_at >= since
             ]
         return sorted(found, key=lambda record: record.instant, reverse=True)
 

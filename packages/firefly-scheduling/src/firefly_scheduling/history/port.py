@@ -67,6 +67,9 @@ class RunState(enum.StrEnum):
     EXPIRED = "expired"
     #: Nobody ran it: later than grace, or the previous fire still ran.
     SKIPPED = "skipped"
+    #: The body ran past its task's `timeout=`: an `async def` body was cancelled
+    #: there; a plain one ran to its end, its task lock held until then.
+    TIMED_OUT = "timed_out"
 
     @property
     def terminal(self) -> bool:
@@ -90,7 +93,11 @@ class Recorded(enum.Enum):
 EXPIRED_BY_PRUNE = "closed by prune: still running long after it started; its node is gone"
 
 #: The states `finish` may write.
-FINISHED_STATES = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.EXPIRED})
+FINISHED_STATES = frozenset(
+    {RunState.SUCCEEDED, RunState.FAILED, RunState.EXPIRED, RunState.TIMED_OUT}
+)
+#: The states `failures_since` lists: a run that ended and did not do its work.
+FAILURE_STATES = frozenset({RunState.FAILED, RunState.EXPIRED, RunState.TIMED_OUT})
 
 
 @dataclass(frozen=True)
@@ -222,7 +229,7 @@ class RunHistory(Protocol):
         ...
 
     def failures_since(self, since: datetime) -> list[RunRecord]:
-        """`failed` and `expired` records that ended at or after `since`, newest first."""
+        """`failed`, `expired` and `timed_out` records ended at or after `since`, newest first."""
         ...
 
     def expire_dead(self, started_before: datetime, *, at: datetime) -> int:

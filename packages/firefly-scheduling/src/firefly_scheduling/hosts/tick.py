@@ -66,11 +66,17 @@ from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 logger = logging.getLogger("firefly_scheduling.hosts")
 
 _MINUTE = timedelta(minutes=1)
-#: Verdicts that make `tick` exit 1: a body failed, or the backend did (the lock, its
-#: lease, the anchor store). A run found expired is the history's news of an earlier
-#: pass, reported by `monitor`, not a failure of this one.
+#: Verdicts that make `tick` exit 1: a body failed or ran past its timeout, or the
+#: backend failed (the lock, its lease, the anchor store). A run found expired is the
+#: history's news of an earlier pass, reported by `monitor`, not a failure of this one.
 PROBLEM_VERDICTS = frozenset(
-    {Verdict.FAILED, Verdict.BACKEND_ERROR, Verdict.LOCK_LOST, Verdict.UNAVAILABLE}
+    {
+        Verdict.FAILED,
+        Verdict.TIMED_OUT,
+        Verdict.BACKEND_ERROR,
+        Verdict.LOCK_LOST,
+        Verdict.UNAVAILABLE,
+    }
 )
 #: The reason recorded for a slot skipped because the task's previous run still went.
 OVERLAPPING_SLOT_REASON = "passed over on this node: its previous run still went"
@@ -136,7 +142,7 @@ class TickReport:
         return [each for result in self.results for each in (*result.adopted, result)]
 
     def problems(self) -> list[FireResult]:
-        """Results an operator must hear about: a body failed, or the backend did.
+        """Results an operator must hear about: a body failed or timed out, or the backend failed.
 
         A fire claimed elsewhere, not due, too late, held back or overlapping was
         legitimately not run here, and is no problem.
@@ -149,7 +155,7 @@ class TickReport:
 
     @property
     def exit_status(self) -> int:
-        """1 when a fire met a backend error, a lost lock or a failing body; else 0.
+        """1 when a fire met a backend error, a lost lock, a failing or timed-out body; else 0.
 
         A stop request changes nothing here: a body that failed before it still fails
         the pass, whether or not another was abandoned.

@@ -39,6 +39,7 @@ def scheduled(
     dst_gap: str | None = None,
     dst_fold: str | None = None,
     jitter: Duration | None = None,
+    timeout: Duration | None = None,
 ) -> Callable[[TaskFunction], TaskFunction]:
     """Schedule the decorated function or method.
 
@@ -56,6 +57,10 @@ def scheduled(
     `jitter` (a duration) starts each fire up to that much after its instant, by an
     offset derived from the task and the instant, the same on every node; it must be
     shorter than the task's period (see `firefly_scheduling.schedule.jitter`).
+    `timeout` (a duration) bounds each run's body: an `async def` body is cancelled
+    then; a plain one sees `current_fire().timed_out` become True and keeps its lock
+    until it returns. Either way the run is recorded `timed_out`. It may exceed
+    `lock_ttl`: the lock is renewed while the body runs.
     """
     given = [
         name
@@ -99,6 +104,7 @@ def scheduled(
             dst_gap=dst_gap,
             dst_fold=dst_fold,
             jitter=_optional_seconds(jitter, target, "jitter"),
+            timeout=_optional_seconds(timeout, target, "timeout"),
         )
         setattr(function, SCHEDULE_ATTRIBUTE, validate_descriptor(descriptor))
         return task

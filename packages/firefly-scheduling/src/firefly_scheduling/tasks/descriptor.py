@@ -25,6 +25,7 @@ class ScheduledDescriptor:
     tasks only) are the DST policies as given; None is the default (see `schedule.dst`).
     `jitter` (seconds, None: none) delays each fire's start by an offset in
     `[0, jitter)` derived from the task and the instant (`schedule.jitter`).
+    `timeout` (seconds, None: none) bounds each run's body (`fires.running`).
     """
 
     target: str
@@ -38,6 +39,7 @@ class ScheduledDescriptor:
     dst_gap: str | None = None
     dst_fold: str | None = None
     jitter: float | None = None
+    timeout: float | None = None
 
     @property
     def module(self) -> str:

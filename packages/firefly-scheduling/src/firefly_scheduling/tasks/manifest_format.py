@@ -50,6 +50,7 @@ SCHEDULE_FIELDS = (
     "initial_delay",
     "lock_ttl",
     "jitter",
+    "timeout",
 )
 _SCHEDULE_FIELD_SET = frozenset(SCHEDULE_FIELDS)
 # Descriptors may be built without __init__ only while __init__ merely assigns fields.

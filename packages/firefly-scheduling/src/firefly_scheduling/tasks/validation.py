@@ -4,10 +4,15 @@
 when `scan` emits descriptors and when `ScheduledManifest.load` reads them, so a
 bad cron, zone, DST policy (or one on a task that is not cron), duration (outside
 1 ms to 366 days, see `durations`), jitter not shorter than the task's period or
-lock name (invalid, or in the reserved
-`firefly:` namespace) stops the boot with a message
-naming the task target and the value, instead of failing on the fifth tick. This module is
-the single definition of what a valid `ScheduledDescriptor` is, whoever built it.
+lock name (invalid, or in the reserved `firefly:` namespace) stops the boot with a
+message naming the task target and the value, instead of failing on the fifth tick.
+This module is the single definition of what a valid `ScheduledDescriptor` is,
+whoever built it.
+
+A `timeout` is a duration like the others, and nothing more: it is not bounded by
+`lock_ttl` (the keep-alive renews the task lock while the body runs, so a body may
+outlast its TTL many times), nor by the period (a run that outlasts its period has
+its next fire skipped as overlapping, with or without a timeout).
 
 Loading a manifest of thousands of tasks must stay fast, yet such a manifest
 repeats a handful of durations, crons and modules. A `DescriptorValidator`
@@ -29,7 +34,14 @@ from firefly_scheduling.schedule.jitter import shortest_cron_gap
 from firefly_scheduling.tasks.descriptor import DEFAULT_LOCK_TTL_SECONDS, ScheduledDescriptor
 
 TRIGGERS = ("cron", "fixed_rate", "fixed_delay")
-DURATION_FIELDS = ("fixed_rate", "fixed_delay", "initial_delay", "lock_ttl", "jitter")
+DURATION_FIELDS = (
+    "fixed_rate",
+    "fixed_delay",
+    "initial_delay",
+    "lock_ttl",
+    "jitter",
+    "timeout",
+)
 
 
 def validate_target(target: object) -> str:
@@ -128,6 +140,8 @@ def _shape(descriptor: ScheduledDescriptor) -> tuple[object, ...]:
         ttl,
         type(descriptor.jitter),
         descriptor.jitter,
+        type(descriptor.timeout),
+        descriptor.timeout,
     )
 
 

@@ -69,8 +69,9 @@ class RunHistoryContract(RecordRunContract, RunHistoryReadingContract):
         assert record.started_at == T0 + 2 * SECOND
 
     def test_a_finished_fire_is_never_started_again(self, history: RunHistory) -> None:
-        for state in (RunState.SUCCEEDED, RunState.FAILED, RunState.EXPIRED):
-            instant = T0 + timedelta(minutes=len(state))
+        finished = (RunState.SUCCEEDED, RunState.FAILED, RunState.EXPIRED, RunState.TIMED_OUT)
+        for minutes, state in enumerate(finished, start=1):
+            instant = T0 + timedelta(minutes=minutes)
             history.start(TASK, instant, lock=LOCK, node="a", token=1, at=instant)
             assert history.finish(
                 TASK, instant, lock=LOCK, token=1, state=state, error=None, at=instant

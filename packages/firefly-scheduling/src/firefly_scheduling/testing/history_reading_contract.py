@@ -90,8 +90,16 @@ class RunHistoryReadingContract:
         assert success is not None
         assert success.instant == T0 + 2 * SECOND
 
-    def test_failures_since_lists_failed_and_expired_runs(self, history: RunHistory) -> None:
-        states = (RunState.FAILED, RunState.EXPIRED, RunState.SUCCEEDED, RunState.FAILED)
+    def test_failures_since_lists_failed_expired_and_timed_out_runs(
+        self, history: RunHistory
+    ) -> None:
+        states = (
+            RunState.FAILED,
+            RunState.EXPIRED,
+            RunState.SUCCEEDED,
+            RunState.FAILED,
+            RunState.TIMED_OUT,
+        )
         for offset, state in enumerate(states):
             instant = T0 + offset * timedelta(hours=1)
             history.start(TASK, instant, lock=LOCK, node="a", token=offset, at=instant)
@@ -100,6 +108,7 @@ class RunHistoryReadingContract:
             )
         found = history.failures_since(T0 + timedelta(minutes=30))
         assert [(r.instant, r.state) for r in found] == [
+            (T0 + timedelta(hours=4), RunState.TIMED_OUT),
             (T0 + timedelta(hours=3), RunState.FAILED),
             (T0 + timedelta(hours=1), RunState.EXPIRED),
         ]

@@ -30,6 +30,7 @@ _ANSWERED = frozenset(
     {
         Verdict.SUCCEEDED,
         Verdict.FAILED,
+        Verdict.TIMED_OUT,
         Verdict.CLAIMED_ELSEWHERE,
         Verdict.ALREADY_RECORDED,
         Verdict.OVERLAPPING,

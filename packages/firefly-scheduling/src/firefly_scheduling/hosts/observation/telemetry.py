@@ -14,7 +14,7 @@ body, so the body's own spans nest under it. Its attributes follow the FaaS time
 conventions where they fit (`faas.trigger=timer`, `faas.cron`) and add the fire's
 identity: `firefly.task`, `firefly.fire.instant`, `firefly.node`, then, when the
 fire ends, `firefly.fire.verdict`, `firefly.fire.attempt`, `firefly.fire.token`. A
-failed body sets the span's status to ERROR with its message.
+failed or timed-out body sets the span's status to ERROR with its message.
 
 Metrics (names are stable; see docs/monitoring.md for a Grafana-ready list):
 
@@ -23,6 +23,8 @@ Metrics (names are stable; see docs/monitoring.md for a Grafana-ready list):
   jitter offset) to body start;
 * `firefly.fire.duration` (histogram, `s`): body duration;
 * `firefly.fire.claim.duration` (histogram, `s`): claiming the fire, round trip included;
+* `firefly.fire.timeouts` (counter, `{fire}`): fires whose body ran past its task's
+  `timeout=`, by `firefly.task` (they are in `firefly.fires` too, as `timed_out`);
 * `firefly.lock.lost` (counter, `{lock}`): task locks lost while a body ran;
 * `firefly.keepalive.failures` (counter, `{renewal}`): renewals that failed and
   will be retried (a lost lock is counted once more, in `firefly.lock.lost`).
@@ -49,6 +51,8 @@ INSTRUMENTATION = "firefly_scheduling"
 RECHECK_SECONDS = 1.0
 logger = logging.getLogger(__name__)
 
+#: Verdicts of a body that ran and went wrong: its span's status is ERROR.
+_ERROR_VERDICTS = frozenset({Verdict.FAILED, Verdict.TIMED_OUT})
 #: Called once with the fire's result when it ended.
 FinishFire = Callable[["FireResult"], None]
 
@@ -120,6 +124,11 @@ class OpenTelemetry:
             unit="s",
             description="How long claiming a fire took, its round trip included",
         )
+        self._timeouts = meter.create_counter(
+            "firefly.fire.timeouts",
+            unit="{fire}",
+            description="Fires whose body ran past its task's timeout",
+        )
         self._lost = meter.create_counter(
             "firefly.lock.lost", unit="{lock}", description="Task locks lost while a body ran"
         )
@@ -190,7 +199,7 @@ class OpenTelemetry:
             span.set_attribute("firefly.fire.attempt", result.attempt)
         if result.token is not None:
             span.set_attribute("firefly.fire.token", result.token)
-        if result.verdict is Verdict.FAILED or result.lost:
+        if result.verdict in _ERROR_VERDICTS or result.lost:
             detail = result.error or verdict
             if result.lost:
                 detail = f"{detail}; the task lock was lost while the body ran"
@@ -207,6 +216,8 @@ class OpenTelemetry:
                 self._duration.record(duration, labels)
         if result.claim_seconds is not None:
             self._claim.record(result.claim_seconds, labels)
+        if result.verdict is Verdict.TIMED_OUT:
+            self._timeouts.add(1, labels)
         if result.lost:
             self._lost.add(1, labels)
 

@@ -5,7 +5,9 @@ not run, and dropping it would report success for nothing. So the result
 of every call is looked at, and an awaitable is awaited to completion:
 
 * `call_task` (the synchronous hosts: `run`, `tick`, a threaded APScheduler) hands
-  it to the host's own event loop thread (`CoroutineLoop`) and waits for it;
+  it to the host's own event loop thread (`CoroutineLoop`) and waits for it, within
+  what is left of the fire's `timeout=` (`current_fire().seconds_left()`): there, an
+  `async def` body is cancelled at its timeout, like on the asyncio host;
 * `acall_task` (the asyncio host) awaits a coroutine function on the running loop,
   and runs a plain function in a worker thread, so a blocking body never stalls
   the loop. Context variables (`current_fire()`) follow the body either way. A
@@ -19,6 +21,7 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
 
+from firefly_scheduling.fires.context import current_fire
 from firefly_scheduling.hosts.runtime.coroutine_loop import CoroutineLoop
 
 
@@ -26,7 +29,12 @@ def call_task(task: Callable[[], object], coroutines: CoroutineLoop) -> None:
     """Call `task`; an awaitable it returns runs on `coroutines` until it ends."""
     result = task()
     if inspect.isawaitable(result):
-        coroutines.run(_awaited(result))
+        fire = current_fire()
+        seconds_left = None if fire is None else fire.seconds_left()
+        if seconds_left is None:
+            coroutines.run(_awaited(result))
+        else:
+            coroutines.run(_awaited_within(result, seconds_left))
 
 
 async def acall_task(task: Callable[[], object]) -> None:
@@ -59,6 +67,12 @@ async def _outlast(thread: asyncio.Future[object]) -> None:
 
 async def _awaited(awaitable: Awaitable[object]) -> object:
     return await awaitable
+
+
+async def _awaited_within(awaitable: Awaitable[object], seconds: float) -> object:
+    """Await `awaitable`, cancelled after `seconds` (a `TimeoutError` then)."""
+    async with asyncio.timeout(seconds):
+        return await awaitable
 
 
 def is_async_task(task: Callable[..., object]) -> bool:
