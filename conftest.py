@@ -76,6 +76,18 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
+# -- tests that start first ---------------------------------------------------------
+#
+# Under xdist (`--dist loadscope`) a module goes to the next free worker in collection
+# order, so a long module collected last ends the run alone. A module marked `early`
+# (long, but keeping no time of its own: a wheel build, a nested suite) is moved to
+# the front; every other test keeps its place.
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.get_closest_marker("early") is None)
+
+
 # -- tests that must run alone ------------------------------------------------------
 #
 # A test marked `alone` counts what a whole server did (INFO commandstats, etcd's

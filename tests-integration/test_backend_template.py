@@ -24,6 +24,10 @@ from types import ModuleType
 
 import pytest
 
+#: Long, with no timing of its own: it builds the generated backend's wheel and runs
+#: its suites in a nested pytest.
+pytestmark = pytest.mark.early
+
 ROOT = Path(__file__).resolve().parents[1]
 GENERATOR = ROOT / "tools" / "new_backend.py"
 NAME = "sample"

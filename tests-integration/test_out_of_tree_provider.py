@@ -17,6 +17,10 @@ from pathlib import Path
 
 import pytest
 
+#: Long, with no timing of its own: it builds a wheel and runs the contract suites
+#: in a nested pytest.
+pytestmark = pytest.mark.early
+
 EXAMPLE = Path(__file__).parent / "out_of_tree" / "firefly-flock-example"
 
 
