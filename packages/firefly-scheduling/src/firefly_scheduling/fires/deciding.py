@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from firefly_scheduling.fires.locking import TaskLocker
     from firefly_scheduling.fires.recording import RunRecorder
     from firefly_scheduling.fires.running import Body
+    from firefly_scheduling.fires.starting import RunStarter
 
 logger = logging.getLogger("firefly_scheduling.fires")
 
@@ -62,6 +63,7 @@ class FireDecider:
         self,
         claimer: FireClaimer,
         locker: TaskLocker,
+        starter: RunStarter,
         holdings: HoldingLock,
         *,
         record: RunRecorder,
@@ -72,6 +74,7 @@ class FireDecider:
     ) -> None:
         self._claimer = claimer
         self._locker = locker
+        self._starter = starter
         self._holdings = holdings
         self._record = record
         self._policy = policy
@@ -112,7 +115,7 @@ class FireDecider:
         answers = [(skip.verdict, None) if skip else next(claimed) for skip in skips]
         ahead = self._locker.take_ahead(batch, [verdict for verdict, _ in answers])
         if ahead:
-            ahead = self._record.starts_ahead(batch, ahead)
+            ahead = self._starter.starts_ahead(batch, ahead)
         took = time.perf_counter() - started
         return [
             ClaimOutcome(verdict, took, ahead.get(index), error=error)

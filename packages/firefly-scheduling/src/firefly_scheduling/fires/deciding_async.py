@@ -2,6 +2,7 @@
 # async-to-sync: rename AsyncFireClaimer FireClaimer
 # async-to-sync: rename AsyncTaskLocker TaskLocker
 # async-to-sync: rename AsyncRunRecorder RunRecorder
+# async-to-sync: rename AsyncRunStarter RunStarter
 """`AsyncFireDecider`: the decide stage of a fire: may it still run, and on the policy's word.
 
 Written once, for asyncio, in `fires/deciding_async.py`; `fires/deciding.py` is
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from firefly_scheduling.fires.locking_async import AsyncTaskLocker
     from firefly_scheduling.fires.recording_async import AsyncRunRecorder
     from firefly_scheduling.fires.running_async import Body
+    from firefly_scheduling.fires.starting_async import AsyncRunStarter
 
 logger = logging.getLogger("firefly_scheduling.fires")
 
@@ -65,6 +67,7 @@ class AsyncFireDecider:
         self,
         claimer: AsyncFireClaimer,
         locker: AsyncTaskLocker,
+        starter: AsyncRunStarter,
         holdings: AsyncHoldingLock,
         *,
         record: AsyncRunRecorder,
@@ -75,6 +78,7 @@ class AsyncFireDecider:
     ) -> None:
         self._claimer = claimer
         self._locker = locker
+        self._starter = starter
         self._holdings = holdings
         self._record = record
         self._policy = policy
@@ -115,7 +119,7 @@ class AsyncFireDecider:
         answers = [(skip.verdict, None) if skip else next(claimed) for skip in skips]
         ahead = await self._locker.take_ahead(batch, [verdict for verdict, _ in answers])
         if ahead:
-            ahead = await self._record.starts_ahead(batch, ahead)
+            ahead = await self._starter.starts_ahead(batch, ahead)
         took = time.perf_counter() - started
         return [
             ClaimOutcome(verdict, took, ahead.get(index), error=error)

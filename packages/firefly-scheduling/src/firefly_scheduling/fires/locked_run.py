@@ -15,8 +15,9 @@ it; in between, this stage:
   At most one extra run per fire, never a flood. A fire this node finished but could
   not record is never adopted: it ran (`RunRecorder.finished_here`). A fire started
   with its claim (`claim_many`) had no running record to adopt;
-* checks the lease once more, and hands the fire to the run stage (`fires.running`):
-  a lock lost by now skips the fire, recorded.
+* checks the lease once more, and hands the fire to the start stage
+  (`fires.starting`), and on to the run stage: a lock lost by now skips the fire,
+  recorded.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
     from firefly_scheduling.fires.recording import RunRecorder
     from firefly_scheduling.fires.running import Body, BodyRunner
+    from firefly_scheduling.fires.starting import RunStarter
 
 logger = logging.getLogger("firefly_scheduling.fires")
 
@@ -54,12 +56,14 @@ class DiedRun:
 class LockedRun:
     """The locked-run stage of one runner; thread-safe.
 
-    Bodies run through `body_runner`; died runs are read from `history` (none without
-    one) and closed through `record`; results carry `node`.
+    Runs start through `starter`, and `body_runner` checks the lease; died runs are
+    read from `history` (none without one) and closed through `record`; results carry
+    `node`.
     """
 
     def __init__(
         self,
+        starter: RunStarter,
         body_runner: BodyRunner,
         history: RunHistory | None,
         *,
@@ -68,6 +72,7 @@ class LockedRun:
         grace: float,
         node: str,
     ) -> None:
+        self._start = starter
         self._body = body_runner
         self._history = history
         self._record = record
@@ -109,7 +114,7 @@ class LockedRun:
                     claim_seconds=claim_seconds,
                     adopted=adopted,
                 )
-        outcome = self._body.execute(
+        outcome = self._start.start_then_run(
             fire,
             body,
             holding=holding,
@@ -143,7 +148,7 @@ class LockedRun:
                 adopt.attempt,
                 adopt.node,
             )
-            result = self._body.execute(
+            result = self._start.start_then_run(
                 adopt.fire, body, holding=holding, lost=lost, unrecorded_attempt=adopt.attempt + 1
             )
             outcomes.append(replace(result, adoption=True))

@@ -1,6 +1,7 @@
 # async-to-sync: rename AsyncLockedRun LockedRun
 # async-to-sync: rename AsyncBodyRunner BodyRunner
 # async-to-sync: rename AsyncRunRecorder RunRecorder
+# async-to-sync: rename AsyncRunStarter RunStarter
 """The locked run: what happens to a fire while this node holds its task lock.
 
 Written once, for asyncio, in `fires/locked_run_async.py`; `fires/locked_run.py` is
@@ -16,8 +17,9 @@ it; in between, this stage:
   At most one extra run per fire, never a flood. A fire this node finished but could
   not record is never adopted: it ran (`RunRecorder.finished_here`). A fire started
   with its claim (`claim_many`) had no running record to adopt;
-* checks the lease once more, and hands the fire to the run stage (`fires.running`):
-  a lock lost by now skips the fire, recorded.
+* checks the lease once more, and hands the fire to the start stage
+  (`fires.starting`), and on to the run stage: a lock lost by now skips the fire,
+  recorded.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 
     from firefly_scheduling.fires.recording_async import AsyncRunRecorder
     from firefly_scheduling.fires.running_async import AsyncBodyRunner, Body
+    from firefly_scheduling.fires.starting_async import AsyncRunStarter
 
 logger = logging.getLogger("firefly_scheduling.fires")
 
@@ -55,12 +58,14 @@ class DiedRun:
 class AsyncLockedRun:
     """The locked-run stage of one runner; thread-safe.
 
-    Bodies run through `body_runner`; died runs are read from `history` (none without
-    one) and closed through `record`; results carry `node`.
+    Runs start through `starter`, and `body_runner` checks the lease; died runs are
+    read from `history` (none without one) and closed through `record`; results carry
+    `node`.
     """
 
     def __init__(
         self,
+        starter: AsyncRunStarter,
         body_runner: AsyncBodyRunner,
         history: RunHistory | None,
         *,
@@ -69,6 +74,7 @@ class AsyncLockedRun:
         grace: float,
         node: str,
     ) -> None:
+        self._start = starter
         self._body = body_runner
         self._history = history
         self._record = record
@@ -110,7 +116,7 @@ class AsyncLockedRun:
                     claim_seconds=claim_seconds,
                     adopted=adopted,
                 )
-        outcome = await self._body.execute(
+        outcome = await self._start.start_then_run(
             fire,
             body,
             holding=holding,
@@ -144,7 +150,7 @@ class AsyncLockedRun:
                 adopt.attempt,
                 adopt.node,
             )
-            result = await self._body.execute(
+            result = await self._start.start_then_run(
                 adopt.fire, body, holding=holding, lost=lost, unrecorded_attempt=adopt.attempt + 1
             )
             outcomes.append(replace(result, adoption=True))

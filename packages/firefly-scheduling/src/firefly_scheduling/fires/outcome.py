@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Final
 
 from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.history.port import RunState
@@ -146,6 +147,32 @@ _CLOSING_STATES = {
     # Started, then found without its lock before the body: closed, never run.
     Verdict.LOCK_LOST: RunState.EXPIRED,
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A run as its start left it: the attempt the body is told, and whether the
+    history holds the start (its end is then a `finish`, else the whole record)."""
+
+    attempt: int
+    recorded: bool
+
+
+#: The start of a first attempt the history holds (written now, or with the claim).
+FIRST_ATTEMPT: Final = Started(1, recorded=True)
+#: The start of a fire nobody records (no history, an unlocked task).
+UNRECORDED: Final = Started(1, recorded=False)
+
+
+@dataclass(frozen=True, slots=True)
+class BodyNotRun:
+    """A started run whose body never ran (its task lock lost first), as the run stage
+    hands it to the record stage: the verdict, and why."""
+
+    verdict: Verdict
+    attempt: int
+    token: int | None
+    error: str
 
 
 @dataclass(frozen=True, slots=True)

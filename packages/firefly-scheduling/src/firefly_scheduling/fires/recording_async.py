@@ -1,6 +1,9 @@
 # async-to-sync: rename AsyncRunRecorder RunRecorder
 """`AsyncRunRecorder`: the record stage of a fire, the history writes that never stop it.
 
+The run stage (`fires.running`) hands each run's end here (`finish`), the last stage
+of a fire; the earlier stages record their skips through it too.
+
 Written once, for asyncio, in `fires/recording_async.py`; `fires/recording.py` is
 generated from it by `tools/async_to_sync.py`. The asyncio flavour calls the
 (synchronous) run history in a worker thread (`off_loop`, `fires.history_calls`).
@@ -31,8 +34,8 @@ A skip is retried for `SKIP_RETRY_SECONDS`, then remembered. The close of a reco
 whose body never ran (a died run found too late, a lock lost before the body) is
 retried for `FINISH_RETRY_SECONDS` and not remembered: a record left `running` is
 adopted or expired by the task's next fire, and running a fire that never ran is
-what adoption is for. The starts taken with a batch of claims, and the fires a host
-passed over, are written in one request each, not retried (the host is waiting).
+what adoption is for. The fires a host passed over are written in one request, not
+retried (the host is waiting). Starts are the start stage's (`fires.starting`).
 """
 
 from __future__ import annotations
@@ -40,22 +43,20 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Final
 
 from firefly_scheduling.fires.history_calls_async import off_loop, retrying
-from firefly_scheduling.fires.outcome import Fire, TaskLockAhead, Verdict, closing_state
+from firefly_scheduling.fires.outcome import (
+    BodyNotRun,
+    Fire,
+    FireResult,
+    Started,
+    Verdict,
+    closing_state,
+)
 from firefly_scheduling.fires.policy import BodyEnded, FirePolicy
 from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedSkip, UnrecordedWrites
-from firefly_scheduling.history.port import (
-    BatchStartingHistory,
-    HistoryError,
-    NewRun,
-    Recorded,
-    RunHistory,
-)
-from firefly_scheduling.locks.holding import Holding
+from firefly_scheduling.history.port import HistoryError, Recorded, RunHistory
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 logger = logging.getLogger("firefly_scheduling.fires")
@@ -64,21 +65,6 @@ logger = logging.getLogger("firefly_scheduling.fires")
 FINISH_RETRY_SECONDS = 10.0
 #: How long the record of a skipped fire is retried.
 SKIP_RETRY_SECONDS = 2.0
-
-
-@dataclass(frozen=True, slots=True)
-class Started:
-    """A run as its start left it: the attempt the body is told, and whether the
-    history holds the start (its end is then a `finish`, else the whole record)."""
-
-    attempt: int
-    recorded: bool
-
-
-#: The start of a first attempt the history holds (written now, or with the claim).
-FIRST_ATTEMPT: Final = Started(1, recorded=True)
-#: The start of a fire nobody records (no history, an unlocked task).
-UNRECORDED: Final = Started(1, recorded=False)
 
 
 class AsyncRunRecorder:
@@ -105,83 +91,55 @@ class AsyncRunRecorder:
         self._policy = policy
         self._adoptable = timedelta(seconds=grace + clock_skew)
         self._unrecorded = UnrecordedWrites(horizon_seconds=grace + clock_skew)
-        store: object = history  # mypy does not intersect two protocols
-        self._batch_starts = store if isinstance(store, BatchStartingHistory) else None
 
-    async def start(
-        self, fire: Fire, *, token: int | None, unrecorded_attempt: int = 1
-    ) -> Started | None:
-        """Record the run of `fire` as started: its attempt, or None when the history
-        refuses it (the fire is finished, or a newer attempt owns it: not run).
+    async def finish(
+        self,
+        fire: Fire,
+        ended: BodyEnded | BodyNotRun,
+        *,
+        started: Started,
+        claim_seconds: float | None,
+    ) -> FireResult:
+        """Record how the run of `fire` ended, ask the policy after a finished body,
+        and say what happened to the fire: the run stage's last step.
 
-        `unrecorded_attempt` is the attempt the body is told when the history cannot
-        record the start: an adoption is attempt `n + 1` even then.
+        `started`: how the start stage left the run. A body that never ran (its task
+        lock lost first) closes the started record, or records a skip where nothing
+        was recorded: nobody ran it.
         """
-        history, lock = self._history, fire.task.lock_name
-        if history is None or lock is None:
-            return UNRECORDED
-        try:
-            attempt = await off_loop(
-                history.start,
-                fire.target,
-                fire.instant,
-                lock=lock,
-                node=self._node,
-                token=token,
-                at=self._clock(),
+        if isinstance(ended, BodyNotRun):
+            if started.recorded:
+                await self.close_unrun(
+                    fire, token=ended.token, verdict=ended.verdict, error=ended.error
+                )
+            else:
+                await self.skip(fire, ended.error)
+            return FireResult(
+                fire,
+                self._node,
+                ended.verdict,
+                attempt=ended.attempt,
+                token=ended.token,
+                lost=True,
+                error=ended.error,
+                claim_seconds=claim_seconds,
             )
-        except HistoryError as err:
-            logger.warning(
-                "%s: fire %s runs unrecorded (recorded whole at its end): %s",
-                fire.target,
-                fire.instant.isoformat(),
-                err,
-            )
-            return Started(unrecorded_attempt, recorded=False)
-        if attempt is None:
-            logger.info(
-                "%s: fire %s not run: the history has it finished or owned by a newer attempt",
-                fire.target,
-                fire.instant.isoformat(),
-            )
-            return None
-        return FIRST_ATTEMPT if attempt == 1 else Started(attempt, recorded=True)
-
-    async def starts_ahead(
-        self, fires: Sequence[Fire], ahead: dict[int, TaskLockAhead]
-    ) -> dict[int, TaskLockAhead]:
-        """`ahead` (task locks taken with a batch of claims, by index into `fires`) with
-        the runs of the fires whose locks it holds started, where the history starts new
-        runs in one round trip (`BatchStartingHistory`).
-
-        The fires' workers would otherwise each read the task's running records and
-        write their start, two blocking round trips before the body. A fire this
-        cannot start (one to adopt or expire first, one recorded already) is left to
-        its worker, as is every fire when the history fails here: its worker meets
-        the failure again, and logs it.
-        """
-        history = self._batch_starts
-        held = {
-            index: lock.answer for index, lock in ahead.items() if isinstance(lock.answer, Holding)
-        }
-        if history is None or not held:
-            return ahead
-        runs = [
-            NewRun(holding.name, fires[index].target, fires[index].instant, holding.fence)
-            for index, holding in held.items()
-        ]
-        try:
-            started = await off_loop(
-                history.start_new_many, runs, node=self._node, at=self._clock()
-            )
-        except HistoryError as err:
-            logger.info("the runs of %d fires are left to their workers: %s", len(runs), err)
-            return ahead
-        begun = dict(ahead)
-        for index, new in zip(held, started, strict=True):
-            if new:
-                begun[index] = replace(ahead[index], started=True)
-        return begun
+        recorded = await self.end_of_run(fire, ended, started=started.recorded)
+        if ended.finished:  # an interrupted body is no run to judge: it propagates
+            self._policy.after_body(fire, ended)
+        return FireResult(
+            fire,
+            self._node,
+            ended.verdict,
+            attempt=ended.attempt,
+            token=ended.token,
+            started_at=ended.started_at,
+            ended_at=ended.ended_at,
+            lost=ended.lost,
+            fenced=recorded is Recorded.FENCED,
+            error=ended.error,
+            claim_seconds=claim_seconds,
+        )
 
     async def end_of_run(self, fire: Fire, ended: BodyEnded, *, started: bool) -> Recorded | None:
         """Write the end of a run of `fire` whose body ran; whose the record is now.

@@ -22,9 +22,10 @@ hands it back. For a locked task:
 4. the locked run (`fires.locked_run`): adoption: the newest died run within grace
    runs again here (`attempt + 1`, the newer token), older ones are closed as
    expired; at most one extra run;
-5. run (`fires.running`): the start recorded (the history may refuse it: the fire is
-   finished, or owned by a newer attempt), the lease checked once more, the body,
-   its end recorded (`fires.recording`).
+5. start (`fires.starting`): the run's start recorded (the history may refuse it:
+   the fire is finished, or owned by a newer attempt);
+6. run (`fires.running`): the lease checked once more, the body;
+7. record (`fires.recording`): the run's end recorded, and the fire's result.
 
 The claim is kept for its window.
 
@@ -55,6 +56,7 @@ from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult
 from firefly_scheduling.fires.policy import DEFAULT_POLICY, FirePolicy
 from firefly_scheduling.fires.recording import RunRecorder
 from firefly_scheduling.fires.running import Body, BodyRunner
+from firefly_scheduling.fires.starting import RunStarter
 from firefly_scheduling.history.port import RunHistory
 from firefly_scheduling.history.selection import resolve_history
 from firefly_scheduling.locks.port import DistributedLock, capabilities_of
@@ -124,8 +126,9 @@ class FireRunner:
         body_runner = BodyRunner(
             holdings, capabilities, record=record, policy=policy, clock=clock, node=node
         )
+        starter = RunStarter(body_runner, history, clock=clock, node=node)
         locked_run = LockedRun(
-            body_runner, history, record=record, clock=clock, grace=grace, node=node
+            starter, body_runner, history, record=record, clock=clock, grace=grace, node=node
         )
         locker = TaskLocker(
             holdings,
@@ -148,6 +151,7 @@ class FireRunner:
         self._decide = FireDecider(
             claimer,
             locker,
+            starter,
             holdings,
             record=record,
             policy=policy,

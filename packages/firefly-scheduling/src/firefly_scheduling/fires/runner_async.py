@@ -5,6 +5,7 @@
 # async-to-sync: rename AsyncLockedRun LockedRun
 # async-to-sync: rename AsyncBodyRunner BodyRunner
 # async-to-sync: rename AsyncRunRecorder RunRecorder
+# async-to-sync: rename AsyncRunStarter RunStarter
 """`AsyncFireRunner`: run one fire of a task at most once across the fleet, and record it.
 
 Written once, for asyncio, in `fires/runner_async.py`; the synchronous flavour in
@@ -27,9 +28,10 @@ hands it back. For a locked task:
 4. the locked run (`fires.locked_run`): adoption: the newest died run within grace
    runs again here (`attempt + 1`, the newer token), older ones are closed as
    expired; at most one extra run;
-5. run (`fires.running`): the start recorded (the history may refuse it: the fire is
-   finished, or owned by a newer attempt), the lease checked once more, the body,
-   its end recorded (`fires.recording`).
+5. start (`fires.starting`): the run's start recorded (the history may refuse it:
+   the fire is finished, or owned by a newer attempt);
+6. run (`fires.running`): the lease checked once more, the body;
+7. record (`fires.recording`): the run's end recorded, and the fire's result.
 
 The claim is kept for its window.
 
@@ -60,6 +62,7 @@ from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult
 from firefly_scheduling.fires.policy import DEFAULT_POLICY, FirePolicy
 from firefly_scheduling.fires.recording_async import AsyncRunRecorder
 from firefly_scheduling.fires.running_async import AsyncBodyRunner, Body
+from firefly_scheduling.fires.starting_async import AsyncRunStarter
 from firefly_scheduling.history.port import RunHistory
 from firefly_scheduling.history.selection import resolve_history
 from firefly_scheduling.locks.port import AsyncDistributedLock, capabilities_of
@@ -129,8 +132,9 @@ class AsyncFireRunner:
         body_runner = AsyncBodyRunner(
             holdings, capabilities, record=record, policy=policy, clock=clock, node=node
         )
+        starter = AsyncRunStarter(body_runner, history, clock=clock, node=node)
         locked_run = AsyncLockedRun(
-            body_runner, history, record=record, clock=clock, grace=grace, node=node
+            starter, body_runner, history, record=record, clock=clock, grace=grace, node=node
         )
         locker = AsyncTaskLocker(
             holdings,
@@ -153,6 +157,7 @@ class AsyncFireRunner:
         self._decide = AsyncFireDecider(
             claimer,
             locker,
+            starter,
             holdings,
             record=record,
             policy=policy,

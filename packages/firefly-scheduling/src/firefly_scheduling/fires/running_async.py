@@ -6,20 +6,19 @@ Written once, for asyncio, in `fires/running_async.py`; `fires/running.py` is
 generated from it by `tools/async_to_sync.py`. The asyncio flavour awaits the body
 on the caller's event loop.
 
-A fire the locked-run stage (`fires.locked_run`) hands on runs here, once per
-call to `execute`, between the record of its start and the record of its end
-(`fires.recording`):
+A fire the start stage (`fires.starting`) hands on, its run started, runs here,
+once per call to `execute`; its end goes on to the record stage
+(`fires.recording`), which writes it and says what happened to the fire:
 
-* **The lease before the body.** The start is recorded first (the history may
-  refuse it: the fire is finished, or owned by a newer attempt; not run). Then the
-  task lock is checked once more: a stall since the acquisition (a GC pause, a
-  slow history) may have eaten its lease, so the body is left a margin of it, and
-  on a session backend the server is asked (a session lock ends with its session,
-  at any moment). A lock not confirmed: the fire is not run.
-* **The body**, inside `current_fire()`'s context (`fires.context`), in
-  try/except/finally: an `Exception` fails the run and is logged with the task
-  target, never propagated; `KeyboardInterrupt`/`SystemExit` propagate once the
-  run's end is recorded.
+* **The lease before the body.** The task lock is checked once more: a stall since
+  the acquisition (a GC pause, a slow history) may have eaten its lease, so the
+  body is left a margin of it, and on a session backend the server is asked (a
+  session lock ends with its session, at any moment). A lock not confirmed: the
+  body is not run, and the record stage closes its started record.
+* **The body**, inside `current_fire()`'s context (`fires.context`): an `Exception`
+  fails the run and is logged with the task target, never propagated;
+  `KeyboardInterrupt`/`SystemExit` (and a cancellation) propagate once the run's
+  end is recorded.
 * **The timeout.** A task with `timeout=` (the policy's `RunWithin` answer) runs
   its body within it. The asyncio flavour cancels the body at the timeout
   (`asyncio.timeout`); a cancellation from elsewhere (the host shutting down) is not
@@ -36,8 +35,8 @@ call to `execute`, between the record of its start and the record of its end
   while the body ran marks the run lost at its end: another node may have run
   meanwhile.
 
-The policy (`fires.policy`) is asked just before the body and once its end is
-recorded.
+The policy (`fires.policy`) is asked just before the body (and, by the record
+stage, once its end is recorded).
 """
 
 from __future__ import annotations
@@ -52,10 +51,9 @@ from typing import TypeAlias
 
 from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
 from firefly_scheduling.fires.context import FireContext, entered
-from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
+from firefly_scheduling.fires.outcome import BodyNotRun, Fire, FireResult, Started, Verdict
 from firefly_scheduling.fires.policy import BeforeBody, BodyEnded, FirePolicy, RunWithin
-from firefly_scheduling.fires.recording_async import FIRST_ATTEMPT, AsyncRunRecorder, Started
-from firefly_scheduling.history.port import Recorded
+from firefly_scheduling.fires.recording_async import AsyncRunRecorder
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.port import AsyncHoldingLock, LockCapabilities
 from firefly_scheduling.schedule.durations import format_duration
@@ -101,61 +99,43 @@ class AsyncBodyRunner:
         fire: Fire,
         body: Body,
         *,
+        started: Started,
         holding: Holding | None,
         lost: threading.Event,
-        started_ahead: bool = False,
-        unrecorded_attempt: int = 1,
         claim_seconds: float | None = None,
     ) -> FireResult:
-        """Run the body once for `fire`, between the record of its start and of its end.
+        """Run the body once for `fire`, whose run the start stage started, and hand
+        its end to the record stage.
 
         `holding` is the task lock's (None for an unlocked task); `lost` the event its
-        keep-alive sets. `started_ahead`: the history has this run started, attempt
-        1, with its claim (`claim_fires`). `unrecorded_attempt` is the attempt the
-        body is told when the history cannot record the start: an adoption is attempt
-        `n + 1` even then. `claim_seconds`: the claim's round trip, for the result.
+        keep-alive sets. `claim_seconds`: the claim's round trip, for the result. A
+        `KeyboardInterrupt`, `SystemExit` or cancellation of the body propagates once
+        the run's end is recorded.
         """
         token = None if holding is None else holding.fence
-        started: Started | None = FIRST_ATTEMPT
-        if not started_ahead:
-            started = await self._record.start(
-                fire, token=token, unrecorded_attempt=unrecorded_attempt
-            )
-        if started is None:
-            return FireResult(
-                fire, self._node, Verdict.ALREADY_RECORDED, token=token, claim_seconds=claim_seconds
-            )
+        interrupted: BaseException | None = None
+        ended: BodyEnded | BodyNotRun
         if holding is not None and not await self.still_held(holding, lost, before_body=True):
-            if started.recorded:
-                await self._record.close_unrun(
-                    fire, token=token, verdict=Verdict.LOCK_LOST, error=LOST_BEFORE_THE_BODY
-                )
-            else:  # nothing recorded: nobody ran it
-                await self._record.skip(fire, LOST_BEFORE_THE_BODY)
-            return FireResult(
-                fire,
-                self._node,
-                Verdict.LOCK_LOST,
-                attempt=started.attempt,
-                token=token,
-                lost=True,
-                error=LOST_BEFORE_THE_BODY,
-                claim_seconds=claim_seconds,
-            )
-        return await self._run_body(
-            fire, body, started=started, holding=holding, lost=lost, claim_seconds=claim_seconds
+            ended = BodyNotRun(Verdict.LOCK_LOST, started.attempt, token, LOST_BEFORE_THE_BODY)
+        else:
+            ended, interrupted = await self._run_body(fire, body, started, holding, lost)
+        result = await self._record.finish(
+            fire, ended, started=started, claim_seconds=claim_seconds
         )
+        if interrupted is not None:
+            raise interrupted
+        return result
 
     async def _run_body(
         self,
         fire: Fire,
         body: Body,
-        *,
         started: Started,
         holding: Holding | None,
         lost: threading.Event,
-        claim_seconds: float | None,
-    ) -> FireResult:
+    ) -> tuple[BodyEnded, BaseException | None]:
+        """How the body ended, and what interrupted it, if anything did (a
+        `BaseException` that is no `Exception`: it propagates once recorded)."""
         token = None if holding is None else holding.fence
         attempt = started.attempt
         answer = self._policy.before_body(fire, BeforeBody(attempt, token))
@@ -173,6 +153,7 @@ class AsyncBodyRunner:
         verdict = Verdict.FAILED
         error: str | None = "interrupted: the body did not return"
         finished = False  # returned or raised an Exception: not interrupted
+        interrupted: BaseException | None = None
         started_at = self._clock()
         try:
             with entered(context):
@@ -197,35 +178,22 @@ class AsyncBodyRunner:
                     fire.instant.isoformat(),
                     attempt,
                 )
-        finally:
-            ended_at = self._clock()
-            if holding is not None and not lost.is_set() and (holding.lost or holding.lapsed()):
-                lost.set()
-                logger.error(
-                    "%s: fire %s: the task lock %r lapsed or was lost while the body ran; "
-                    "another node may have run meanwhile",
-                    fire.target,
-                    fire.instant.isoformat(),
-                    holding.name,
-                )
-            ended = BodyEnded(
-                verdict, attempt, token, error, started_at, ended_at, lost.is_set(), finished
+        except BaseException as err:  # noqa: BLE001 - interrupted: recorded, then raised again
+            interrupted = err
+        ended_at = self._clock()
+        if holding is not None and not lost.is_set() and (holding.lost or holding.lapsed()):
+            lost.set()
+            logger.error(
+                "%s: fire %s: the task lock %r lapsed or was lost while the body ran; "
+                "another node may have run meanwhile",
+                fire.target,
+                fire.instant.isoformat(),
+                holding.name,
             )
-            end_recorded = await self._record.end_of_run(fire, ended, started=started.recorded)
-        self._policy.after_body(fire, ended)
-        return FireResult(
-            fire,
-            self._node,
-            verdict,
-            attempt=attempt,
-            token=token,
-            started_at=started_at,
-            ended_at=ended_at,
-            lost=lost.is_set(),
-            fenced=end_recorded is Recorded.FENCED,
-            error=error,
-            claim_seconds=claim_seconds,
+        ended = BodyEnded(
+            verdict, attempt, token, error, started_at, ended_at, lost.is_set(), finished
         )
+        return ended, interrupted
 
     async def still_held(
         self, holding: Holding, lost: threading.Event, *, before_body: bool = False

@@ -1,0 +1,178 @@
+# Generated from starting_async.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
+"""`RunStarter`: the start stage of a fire: its run started in the history.
+
+Written once, for asyncio, in `fires/starting_async.py`; `fires/starting.py` is
+generated from it by `tools/async_to_sync.py`. The asyncio flavour calls the
+(synchronous) run history in a worker thread (`off_loop`, `fires.history_calls`).
+
+The locked-run stage (`fires.locked_run`) hands a fire here, under its task lock;
+this stage writes the run's start and hands the fire on to the run stage
+(`fires.running`) with the attempt the history gave it:
+
+* **A refused start is not run.** The history refuses a start where the fire is
+  finished, or owned by a newer attempt (its record's token): the fire ends as
+  `already recorded`.
+* **A failed start still runs.** A history that fails or times out never stops a
+  run: the body is told the attempt it would have had, and the record stage writes
+  the whole record at its end.
+* **Starts taken with claims.** A host that claims fires together starts their runs
+  with the claims, in one request where the history takes batches (`starts_ahead`);
+  such a fire comes here already started.
+
+Only a locked task's fires are recorded (the lock name is half of a record's key);
+for any other fire, and without a history, nothing is written.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from firefly_scheduling.fires.history_calls import off_loop
+from firefly_scheduling.fires.outcome import (
+    FIRST_ATTEMPT,
+    UNRECORDED,
+    Fire,
+    FireResult,
+    Started,
+    TaskLockAhead,
+    Verdict,
+)
+from firefly_scheduling.history.port import BatchStartingHistory, HistoryError, NewRun, RunHistory
+from firefly_scheduling.locks.holding import Holding
+
+if TYPE_CHECKING:
+    from firefly_scheduling.fires.running import Body, BodyRunner
+
+logger = logging.getLogger("firefly_scheduling.fires")
+
+
+class RunStarter:
+    """The start stage of one runner; thread-safe. Without a history, starts nothing.
+
+    Started runs go on to `body_runner`; `clock` is the runner's wall clock (aware
+    UTC), the start's time; results carry `node`.
+    """
+
+    def __init__(
+        self,
+        body_runner: BodyRunner,
+        history: RunHistory | None,
+        *,
+        clock: Callable[[], datetime],
+        node: str,
+    ) -> None:
+        self._body = body_runner
+        self._history = history
+        self._clock = clock
+        self._node = node
+        store: object = history  # mypy does not intersect two protocols
+        self._batch_starts = store if isinstance(store, BatchStartingHistory) else None
+
+    def start_then_run(
+        self,
+        fire: Fire,
+        body: Body,
+        *,
+        holding: Holding | None,
+        lost: threading.Event,
+        started_ahead: bool = False,
+        unrecorded_attempt: int = 1,
+        claim_seconds: float | None = None,
+    ) -> FireResult:
+        """Start the run of `fire` in the history, then hand it to the run stage.
+
+        `holding` is the task lock's (None for an unlocked task); `lost` the event its
+        keep-alive sets. `started_ahead`: the history has this run started, attempt
+        1, with its claim. `unrecorded_attempt` is the attempt the body is told when
+        the history cannot record the start: an adoption is attempt `n + 1` even then.
+        `claim_seconds`: the claim's round trip, for the result.
+        """
+        token = None if holding is None else holding.fence
+        started = FIRST_ATTEMPT
+        if not started_ahead:
+            maybe = self._start(fire, token=token, unrecorded_attempt=unrecorded_attempt)
+            if maybe is None:
+                return FireResult(
+                    fire,
+                    self._node,
+                    Verdict.ALREADY_RECORDED,
+                    token=token,
+                    claim_seconds=claim_seconds,
+                )
+            started = maybe
+        return self._body.execute(
+            fire, body, started=started, holding=holding, lost=lost, claim_seconds=claim_seconds
+        )
+
+    def _start(self, fire: Fire, *, token: int | None, unrecorded_attempt: int) -> Started | None:
+        """Record the run of `fire` as started: its attempt, or None when the history
+        refuses it (the fire is finished, or a newer attempt owns it: not run)."""
+        history, lock = self._history, fire.task.lock_name
+        if history is None or lock is None:
+            return UNRECORDED
+        try:
+            attempt = off_loop(
+                history.start,
+                fire.target,
+                fire.instant,
+                lock=lock,
+                node=self._node,
+                token=token,
+                at=self._clock(),
+            )
+        except HistoryError as err:
+            logger.warning(
+                "%s: fire %s runs unrecorded (recorded whole at its end): %s",
+                fire.target,
+                fire.instant.isoformat(),
+                err,
+            )
+            return Started(unrecorded_attempt, recorded=False)
+        if attempt is None:
+            logger.info(
+                "%s: fire %s not run: the history has it finished or owned by a newer attempt",
+                fire.target,
+                fire.instant.isoformat(),
+            )
+            return None
+        return FIRST_ATTEMPT if attempt == 1 else Started(attempt, recorded=True)
+
+    def starts_ahead(
+        self, fires: Sequence[Fire], ahead: dict[int, TaskLockAhead]
+    ) -> dict[int, TaskLockAhead]:
+        """`ahead` (task locks taken with a batch of claims, by index into `fires`) with
+        the runs of the fires whose locks it holds started, where the history starts new
+        runs in one round trip (`BatchStartingHistory`).
+
+        The fires' workers would otherwise each read the task's running records and
+        write their start, two blocking round trips before the body. A fire this
+        cannot start (one to adopt or expire first, one recorded already) is left to
+        its worker, as is every fire when the history fails here: its worker meets
+        the failure again, and logs it.
+        """
+        history = self._batch_starts
+        held = {
+            index: lock.answer for index, lock in ahead.items() if isinstance(lock.answer, Holding)
+        }
+        if history is None or not held:
+            return ahead
+        runs = [
+            NewRun(holding.name, fires[index].target, fires[index].instant, holding.fence)
+            for index, holding in held.items()
+        ]
+        try:
+            started = off_loop(history.start_new_many, runs, node=self._node, at=self._clock())
+        except HistoryError as err:
+            logger.info("the runs of %d fires are left to their workers: %s", len(runs), err)
+            return ahead
+        begun = dict(ahead)
+        for index, new in zip(held, started, strict=True):
+            if new:
+                begun[index] = replace(ahead[index], started=True)
+        return begun
