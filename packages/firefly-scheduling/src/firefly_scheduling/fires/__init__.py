@@ -12,11 +12,14 @@ history's calls and in the `FireResult`:
   alive (`locks.keepalive`) and released; who holds it on this node when it is held;
 * `locked_run.LockedRun`: under the lock, the died run to adopt or expire, and the
   lease checked once more;
+* `starting.RunStarter`: the run's start written in the history (refused: the fire
+  is finished, or a newer attempt owns it), and the starts taken with a batch of
+  claims;
 * `running.BodyRunner`: the lease checked before the body, the body inside
   `context.current_fire()`, a lost lock noticed;
-* `recording.RunRecorder`, the record stage the others write through: the run
-  history's writes, retried, and remembered when the history is down
-  (`unrecorded`).
+* `recording.RunRecorder`: the run's end written, and the fire's `FireResult`; the
+  earlier stages record their skips through it. Its writes are retried, and
+  remembered when the history is down (`unrecorded`).
 
 The policy seam (`policy`): the stages ask a `FirePolicy` what to do with a fire at
 five points, with the facts they know, and act on its answer (`Run`; `RunWithin`,
@@ -30,7 +33,7 @@ behaviour. Where each policy plugs in:
   today (later buffer_one, buffer_all, cancel_other, allow_all);
 * `before_body` (running, the lock confirmed): the task's `timeout=` (`RunWithin`:
   a coroutine body cancelled at it, a plain one told through `current_fire()`);
-* `after_body` (running, the end recorded): retries;
+* `after_body` (recording, the end of a finished body recorded): retries;
 * `at_record` (recording, before the end is written): the outcome committed in the
   task's own transaction.
 

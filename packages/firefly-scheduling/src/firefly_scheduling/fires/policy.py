@@ -19,7 +19,8 @@ The points, the stage that asks and when, what it acts on today, and what plugs 
   Next: the overlap policies buffer_one, buffer_all, cancel_other, allow_all.
 * `before_body`: running, the lock confirmed, just before the body. `Run`, or
   `RunWithin` (the task's `timeout=`: the body is bounded, see `fires.running`).
-* `after_body`: running, once the run's end is recorded. `Run` (the run stands).
+* `after_body`: recording, once the end of a body that finished (returned or raised)
+  is recorded. `Run` (the run stands).
   Next: retries (run again later, attempt k of n).
 * `at_record`: recording, just before the run's end is written; told, not asked.
   Next: the outcome committed inside the task's own transaction.
