@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from firefly_scheduling.fires.outcome import Verdict, closing_state, verdict_words
+from firefly_scheduling.fires.outcome import Verdict, verdict_words
+from firefly_scheduling.fires.recording import closing_state
 from firefly_scheduling.history.port import RunState
 
 

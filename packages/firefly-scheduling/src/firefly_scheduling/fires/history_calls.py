@@ -1,6 +1,6 @@
 # Generated from history_calls_async.py by tools/async_to_sync.py: do not edit.
 # Edit the asyncio source and run `python tools/async_to_sync.py`.
-"""How the fire stages call the run history: off the event loop, and retried.
+"""How the fire stages call the run history: off the event loop.
 
 Written once, for asyncio, in `fires/history_calls_async.py`; `fires/history_calls.py`
 is generated from it by `tools/async_to_sync.py`. The run history is synchronous
@@ -10,30 +10,11 @@ history never stalls the loop; the synchronous flavour already runs off any loop
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from typing import ParamSpec, TypeAlias, TypeVar
-
-from firefly_scheduling.history.port import HistoryError
+from typing import ParamSpec, TypeVar
 
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
-
-#: A history write the retry loop repeats.
-Write: TypeAlias = Callable[[], _T]
-
-
-def retrying(write: Write[_T], deadline: float) -> _T:
-    """`write()`, tried again on `HistoryError` (backing off) until `deadline` (monotonic)."""
-    pause = 0.05
-    while True:
-        try:
-            return write()
-        except HistoryError:
-            if time.monotonic() + pause > deadline:
-                raise
-        time.sleep(pause)
-        pause = min(pause * 2, 1.0)
 
 
 def off_loop(call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:

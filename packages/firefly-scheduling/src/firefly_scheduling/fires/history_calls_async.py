@@ -1,4 +1,4 @@
-"""How the fire stages call the run history: off the event loop, and retried.
+"""How the fire stages call the run history: off the event loop.
 
 Written once, for asyncio, in `fires/history_calls_async.py`; `fires/history_calls.py`
 is generated from it by `tools/async_to_sync.py`. The run history is synchronous
@@ -9,32 +9,13 @@ history never stalls the loop; the synchronous flavour already runs off any loop
 from __future__ import annotations
 
 import asyncio  # sync: drop
-import time
-from collections.abc import Awaitable, Callable
-from typing import ParamSpec, TypeAlias, TypeVar
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
-from firefly_scheduling.history.port import HistoryError
 
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
-
-#: A history write the retry loop repeats.
-Write: TypeAlias = Callable[[], Awaitable[_T]]  # sync: Write: TypeAlias = Callable[[], _T]
-
-
-async def retrying(write: Write[_T], deadline: float) -> _T:
-    """`write()`, tried again on `HistoryError` (backing off) until `deadline` (monotonic)."""
-    pause = 0.05
-    while True:
-        try:
-            return await write()
-        except HistoryError:
-            if time.monotonic() + pause > deadline:
-                raise
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, 1.0)
-
 
 if ASYNC:
 

@@ -12,8 +12,9 @@ The run history keeps its own, persisted `RunState` (running, succeeded, failed,
 expired, skipped, timed_out): a record's place in its life across nodes, not one node's
 verdict. `running` is no verdict at all, every verdict that ran nothing is stored as
 `skipped` with its reason as text, and the stored words are a table's contents that
-must not change when a verdict is added or renamed. `closing_state` is the only place
-a verdict becomes a stored state.
+must not change when a verdict is added or renamed. The record stage's
+`closing_state` (`fires.recording`) is the only place a verdict becomes a stored
+state.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from datetime import UTC, datetime
 from typing import Final
 
 from firefly_scheduling.errors import LockBackendError
-from firefly_scheduling.history.port import RunState
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.schedule.instants import as_utc
 from firefly_scheduling.schedule.jitter import jitter_offset
@@ -138,16 +138,6 @@ class Verdict(enum.StrEnum):
 
 _RAN = frozenset({Verdict.SUCCEEDED, Verdict.FAILED, Verdict.TIMED_OUT})
 
-#: The stored state a started run's record is closed with, by the verdict that ends it.
-_CLOSING_STATES = {
-    Verdict.SUCCEEDED: RunState.SUCCEEDED,
-    Verdict.FAILED: RunState.FAILED,
-    Verdict.TIMED_OUT: RunState.TIMED_OUT,
-    Verdict.EXPIRED: RunState.EXPIRED,
-    # Started, then found without its lock before the body: closed, never run.
-    Verdict.LOCK_LOST: RunState.EXPIRED,
-}
-
 
 @dataclass(frozen=True, slots=True)
 class Started:
@@ -215,19 +205,6 @@ class TaskLockAhead:
 
     answer: Holding | LockBackendError | None
     started: bool = False
-
-
-def closing_state(verdict: Verdict) -> RunState:
-    """The `RunState` a started run's record is closed with when it ends as `verdict`.
-
-    A verdict reached before any record was started is written with
-    `RunHistory.skip` instead (stored as `skipped`, the reason as text); only the five
-    verdicts that can end a started run close one.
-    """
-    try:
-        return _CLOSING_STATES[verdict]
-    except KeyError:
-        raise ValueError(f"the verdict {verdict.name} never closes a started run") from None
 
 
 def verdict_words(key: str) -> str:

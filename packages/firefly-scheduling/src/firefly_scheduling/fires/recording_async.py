@@ -40,23 +40,24 @@ retried (the host is waiting). Starts are the start stage's (`fires.starting`).
 
 from __future__ import annotations
 
+import asyncio  # sync: drop
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
+from typing import TypeAlias, TypeVar
 
-from firefly_scheduling.fires.history_calls_async import off_loop, retrying
+from firefly_scheduling.fires.history_calls_async import off_loop
 from firefly_scheduling.fires.outcome import (
     BodyNotRun,
     Fire,
     FireResult,
     Started,
     Verdict,
-    closing_state,
 )
 from firefly_scheduling.fires.policy import BodyEnded, FirePolicy
 from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedSkip, UnrecordedWrites
-from firefly_scheduling.history.port import HistoryError, Recorded, RunHistory
+from firefly_scheduling.history.port import HistoryError, Recorded, RunHistory, RunState
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 logger = logging.getLogger("firefly_scheduling.fires")
@@ -65,6 +66,30 @@ logger = logging.getLogger("firefly_scheduling.fires")
 FINISH_RETRY_SECONDS = 10.0
 #: How long the record of a skipped fire is retried.
 SKIP_RETRY_SECONDS = 2.0
+
+
+#: The stored state a started run's record is closed with, by the verdict that ends it.
+_CLOSING_STATES = {
+    Verdict.SUCCEEDED: RunState.SUCCEEDED,
+    Verdict.FAILED: RunState.FAILED,
+    Verdict.TIMED_OUT: RunState.TIMED_OUT,
+    Verdict.EXPIRED: RunState.EXPIRED,
+    # Started, then found without its lock before the body: closed, never run.
+    Verdict.LOCK_LOST: RunState.EXPIRED,
+}
+
+
+def closing_state(verdict: Verdict) -> RunState:
+    """The `RunState` a started run's record is closed with when it ends as `verdict`.
+
+    A verdict reached before any record was started is written with
+    `RunHistory.skip` instead (stored as `skipped`, the reason as text); only the five
+    verdicts that can end a started run close one.
+    """
+    try:
+        return _CLOSING_STATES[verdict]
+    except KeyError:
+        raise ValueError(f"the verdict {verdict.name} never closes a started run") from None
 
 
 class AsyncRunRecorder:
@@ -343,3 +368,22 @@ class AsyncRunRecorder:
             await off_loop(
                 self._unrecorded.retry, self._history, self._clock, immediately=immediately
             )
+
+
+_T = TypeVar("_T")
+#: A history write the retry loop repeats.
+Write: TypeAlias = Callable[[], Awaitable[_T]]  # sync: Write: TypeAlias = Callable[[], _T]
+
+
+async def retrying(write: Write[_T], deadline: float) -> _T:
+    """`write()`, tried again on `HistoryError` (backing off) until `deadline` (monotonic):
+    the record stage's writes outlast a history that fails for a moment."""
+    pause = 0.05
+    while True:
+        try:
+            return await write()
+        except HistoryError:
+            if time.monotonic() + pause > deadline:
+                raise
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 1.0)
