@@ -13,7 +13,7 @@ import asyncio
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -97,44 +97,66 @@ def assert_kept_then_recorded(
     assert (record.state, record.error) == (RunState.TIMED_OUT, "timed out after 300ms")
 
 
-def test_a_timed_out_plain_body_keeps_its_lock_until_it_returns(
-    redis_url: str, history: SqlRunHistory
-) -> None:
-    descriptor = _task()
-    assert descriptor.lock_name is not None
-    other = OtherNode(redis_url, descriptor.lock_name)
+def run_threaded(
+    redis_url: str, history: SqlRunHistory, fire: Fire, body: Callable[[], object]
+) -> FireResult:
+    """`fire` run once by a threaded runner on Redis, recorded in `history`."""
     node = FireRunner(
         RedisLock(redis_url), history=history, clock=lambda: T0, keepalive_interval=0.2
     )
     try:
-        result = node.run(Fire.at(descriptor, T0), lambda: overrunning_body(other))
-        assert_kept_then_recorded(result, other, history, descriptor.target)
+        return node.run(fire, body)
     finally:
         node.close()
-        other.close()
 
 
-def test_on_the_asyncio_host_a_timed_out_plain_body_keeps_its_lock_too(
-    redis_url: str, history: SqlRunHistory
-) -> None:
-    """The asyncio host runs a plain body in a thread: the bound's cancellation waits for it."""
-    descriptor = _task()
-    assert descriptor.lock_name is not None
-    other = OtherNode(redis_url, descriptor.lock_name)
+def run_on_asyncio(
+    redis_url: str,
+    history: SqlRunHistory,
+    fire: Fire,
+    body: Callable[[], Awaitable[object]],
+    *,
+    keepalive_interval: float | None = None,
+) -> FireResult:
+    """`fire` run once by an asyncio runner on Redis, recorded in `history`."""
 
     async def scenario() -> FireResult:
         node = AsyncFireRunner(
-            AsyncRedisLock(redis_url), history=history, clock=lambda: T0, keepalive_interval=0.2
+            AsyncRedisLock(redis_url),
+            history=history,
+            clock=lambda: T0,
+            keepalive_interval=keepalive_interval,
         )
         try:
-            return await node.run(
-                Fire.at(descriptor, T0), lambda: acall_task(lambda: overrunning_body(other))
-            )
+            return await node.run(fire, body)
         finally:
             await node.aclose()
 
+    return asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("host", ["threaded", "asyncio"])
+def test_a_timed_out_plain_body_keeps_its_lock_until_it_returns(
+    redis_url: str, history: SqlRunHistory, host: str
+) -> None:
+    """On the asyncio host a plain body runs in a thread: the bound's cancellation waits
+    for it there too."""
+    descriptor = _task()
+    assert descriptor.lock_name is not None
+    other = OtherNode(redis_url, descriptor.lock_name)
+    fire = Fire.at(descriptor, T0)
     try:
-        assert_kept_then_recorded(asyncio.run(scenario()), other, history, descriptor.target)
+        if host == "threaded":
+            result = run_threaded(redis_url, history, fire, lambda: overrunning_body(other))
+        else:
+            result = run_on_asyncio(
+                redis_url,
+                history,
+                fire,
+                lambda: acall_task(lambda: overrunning_body(other)),
+                keepalive_interval=0.2,
+            )
+        assert_kept_then_recorded(result, other, history, descriptor.target)
     finally:
         other.close()
 
@@ -151,14 +173,7 @@ def test_a_timed_out_coroutine_body_is_cancelled_and_its_lock_released(
         await asyncio.sleep(PATIENCE)
         reached.append("slept")  # never: cancelled at the timeout
 
-    async def scenario() -> FireResult:
-        node = AsyncFireRunner(AsyncRedisLock(redis_url), history=history, clock=lambda: T0)
-        try:
-            return await node.run(Fire.at(descriptor, T0), body)
-        finally:
-            await node.aclose()
-
-    result = asyncio.run(scenario())
+    result = run_on_asyncio(redis_url, history, Fire.at(descriptor, T0), body)
     assert result.verdict is Verdict.TIMED_OUT
     assert reached == ["started"]
     other = RedisLock(redis_url)
