@@ -8,8 +8,7 @@ PostgreSQL, MySQL) as peers:
   connection) was waiting; from the start of the release call to the return of the
   waiter's acquisition, p50 and p99 over the rounds of each run;
 * **requests per second per waiter**: requests a waiter sends while the lock stays
-  held: its attempts (`testing.attempt_counter`) plus, on Redis, the lease reads
-  that bound a notified waiter's sleep; redis-py's `do_acquire` calls;
+  held: its attempts (`testing.attempt_counter`); redis-py's `do_acquire` calls;
 * **fairness**: 16 waiters across 4 processes take the lock in turn; the longest
   wait over the mean wait (the goal is at most 2).
 
@@ -74,13 +73,9 @@ def factory(backend: str) -> Callable[[], Any]:
     return partial(lock_class, url(backend))
 
 
-#: Requests a Redis waiter sends besides its attempts: the lease reads of a notified wait.
-WAITING_HOOKS = (*ATTEMPT_HOOKS, "_lease_left")
-
-
 def counted_requests(lock: Any) -> AttemptCounter:
-    """Counts the requests `lock` sends while it waits (see `WAITING_HOOKS`)."""
-    return AttemptCounter(lock, hooks=[hook for hook in WAITING_HOOKS if hasattr(lock, hook)])
+    """Counts the requests `lock` sends while it waits: its attempts, whatever hook."""
+    return AttemptCounter(lock, hooks=[hook for hook in ATTEMPT_HOOKS if hasattr(lock, hook)])
 
 
 # -- wake-up latency and load -------------------------------------------------------
@@ -315,8 +310,8 @@ def main() -> None:
             "instances, two connections, in one process; latency from the start of the "
             "release call to the waiter's return; with so few samples p99 is their "
             "maximum), a waiter kept waiting "
-            f"{args.load_seconds:g} s on a held lock (requests counted at the lock's hooks: "
-            "attempts, and on Redis the lease reads; redis-py's `do_acquire`), and 16 "
+            f"{args.load_seconds:g} s on a held lock (requests counted at the lock's attempt "
+            "hooks; redis-py's `do_acquire`), and 16 "
             f"waiters in 4 processes taking the lock {args.fair_rounds} times each. Median "
             "(range) over the runs.",
             "Peers: redis-py's `Lock(blocking=True)` sleeps 0.1 s between tries; tooz "

@@ -158,6 +158,8 @@ def test_the_documented_acl_permissions_are_enough(
         channels=["firefly:scheduling:*"],
         commands=[
             *("+get", "+set", "+del", "+pexpire", "+pttl", "+incr", "+evalsha", "+script|load"),
+            *("+exists", "+pexpireat", "+time", "+zadd", "+zrem", "+zscore", "+zcard"),
+            *("+zrange", "+zrangebyscore", "+zremrangebyscore"),
             *("+publish", "+subscribe"),
         ],
     )

@@ -41,6 +41,7 @@ from firefly_scheduling_mysql import AsyncMySqlNamedLock, MySqlNamedLock
 from firefly_scheduling_postgres import AsyncPgAdvisoryLock, PgAdvisoryLock
 from firefly_scheduling_redis import AsyncRedisLock, RedisLock
 from firefly_scheduling_redis.protocol import release_channel
+from firefly_scheduling_redis.waiter_queue import queue_key
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # session_killers
@@ -205,12 +206,14 @@ class _Redis(_Server):
 
     @pytest.fixture
     def waiters_on_server(self, server_address: str) -> Iterator[Callable[[str], int]]:
-        """Subscribers to a name's release channel (`PUBSUB NUMSUB`), from a second client."""
+        """Subscribers to a name's release channel (`PUBSUB NUMSUB`) and tickets in its
+        waiters' queue (`ZCARD`), from a second client."""
         client = redis.Redis.from_url(server_address)
 
         def count(name: str) -> int:
             channel = release_channel(name, cluster=False)
-            return sum(int(subscribers) for _, subscribers in client.pubsub_numsub(channel))
+            subscribers = sum(int(n) for _, n in client.pubsub_numsub(channel))
+            return subscribers + int(client.zcard(queue_key(name, cluster=False)))
 
         yield count
         client.close()

@@ -12,7 +12,7 @@ import redis.asyncio
 from redis.crc import key_slot
 
 from firefly_scheduling import ConfigurationError
-from firefly_scheduling_redis import AsyncRedisLock, RedisLock, protocol
+from firefly_scheduling_redis import AsyncRedisLock, RedisLock, protocol, waiter_queue
 from firefly_scheduling_redis.client import describe_client
 
 SECRET = "s3cr3t-pw"
@@ -114,10 +114,15 @@ def test_single_server_keys_are_unchanged_by_cluster_support() -> None:
     ["report", "}starts-with-a-brace", "{tag}inside", "a}b{c}", "überprüfung 日本", "x" * 255],
 )
 def test_cluster_keys_of_one_name_share_one_slot_whatever_the_name_holds(name: str) -> None:
-    lock, fence = protocol.lock_key(name, cluster=True), protocol.fence_key(name, cluster=True)
-    assert lock != fence
-    assert key_slot(lock) == key_slot(fence)
-    assert name.encode() in lock
+    """The lock, its fence counter and its waiters' queue: the scripts touch them together."""
+    keys = waiter_queue.acquire_in_turn_keys(name, cluster=True)
+    assert keys[:2] == (
+        protocol.lock_key(name, cluster=True),
+        protocol.fence_key(name, cluster=True),
+    )
+    assert len(set(keys)) == 4
+    assert {key_slot(key) for key in keys} == {key_slot(keys[0])}
+    assert all(name.encode() in key for key in keys)
 
 
 def test_cluster_keys_spread_names_over_slots() -> None:

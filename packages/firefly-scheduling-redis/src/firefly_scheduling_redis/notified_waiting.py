@@ -1,14 +1,17 @@
 # Generated from notified_waiting_async.py by tools/async_to_sync.py: do not edit.
 # Edit the asyncio source and run `python tools/async_to_sync.py`.
-"""How the Redis lock's waiters wait: woken by the release's message, else polling.
+"""How the Redis lock's waiters wait: in the name's queue, woken by the release's message.
 
 A mixin of `AsyncRedisLock`, the waiting hooks of `locks.base_waiting_async`. The
 release script publishes on the name's channel (`protocol.release_channel`); a
 waiter subscribes to it before its first attempt, through the lock's one subscriber
-connection (`release_listener_async`), and after a lost attempt sleeps until a
-release wakes it or the holder's lease ends (a lapse publishes nothing), at most
-`notified_recheck_seconds`. Without a subscription (a Sentinel-managed client, a
-lost subscriber connection) it polls with the core's capped, jittered backoff.
+connection (`release_listener_async`). Each waiter's turn holds a ticket in the
+name's queue on the server (`waiter_queue`), so a free name goes to the waiter that
+arrived first, whichever process it is in. After a lost attempt the waiter sleeps
+until a message wakes it or for the pause the attempt's script returned (the
+holder's lease left: a lapse publishes nothing; or the first ticket's deadline), at
+most `notified_recheck_seconds`. Without a subscription (a Sentinel-managed client,
+a lost subscriber connection) it polls with the core's capped, jittered backoff.
 
 Written once, for asyncio; `notified_waiting.py` is generated from it by
 `tools/async_to_sync.py`.
@@ -16,33 +19,108 @@ Written once, for asyncio; `notified_waiting.py` is generated from it by
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import redis
 import redis.cluster
 
-from firefly_scheduling.concurrency.pool_gate import PoolGate, gated
+from firefly_scheduling.concurrency.pool_gate import PoolGate
 from firefly_scheduling.locks.base import BaseLock
+from firefly_scheduling.locks.holding import new_owner_token
 from firefly_scheduling.locks.waiting import Backoff
-from firefly_scheduling_redis import protocol
+from firefly_scheduling_redis import protocol, waiter_queue
 from firefly_scheduling_redis.client import subscriber_connection
 from firefly_scheduling_redis.release_listener import ReleaseListener
 
+logger = logging.getLogger("firefly_scheduling.locks")
+
 Client = redis.Redis | redis.cluster.RedisCluster
+
+
+@dataclass
+class _Ticket:
+    """One waiter's place in the name's queue on the server, for the length of its turn."""
+
+    token: str
+    #: An attempt carried it to the server (its reply may have been lost).
+    sent: bool = False
+    #: The winning attempt's script removed it.
+    won: bool = False
+    #: The pause the last lost attempt's script returned, in seconds.
+    pause: float | None = None
 
 
 class NotifiedWaiting(BaseLock):
     """The waiting hooks of the Redis lock (see the module doc)."""
 
     notified_wait: ClassVar[bool] = True
+    queues_waiters: ClassVar[bool] = True
     _cluster: bool
     _gate: PoolGate | None
     _listener: ReleaseListener
 
+    def __init__(self, *, target: str = "", secrets: tuple[str, ...] = ()) -> None:
+        super().__init__(target=target, secrets=secrets)
+        #: The ticket of this instance's waiter in its turn, per name (one at a time).
+        self._tickets: dict[str, _Ticket] = {}
+
     def _redis(self) -> Client:
         raise NotImplementedError
+
+    def _eval(self, script: protocol.Script, keys: tuple[bytes, ...], args: Any) -> Any:
+        raise NotImplementedError
+
+    @contextmanager
+    def _waiting_turn(self, name: str) -> Iterator[None]:
+        """A ticket for the turn, queued by its first lost attempt and removed at its end."""
+        ticket = self._tickets[name] = _Ticket(new_owner_token())
+        try:
+            yield
+        finally:
+            del self._tickets[name]
+            if ticket.sent and not ticket.won:
+                self._leave_queue_shielded(name, ticket.token)
+
+    def _acquire_in_turn(
+        self, name: str, owner: str, ttl_seconds: float, *, fenced: bool
+    ) -> int | bool | None:
+        """`waiter_queue.ACQUIRE_IN_TURN` with the turn's ticket."""
+        ticket = self._tickets[name]
+        keys = waiter_queue.acquire_in_turn_keys(name, cluster=self._cluster)
+        args = waiter_queue.acquire_in_turn_args(
+            owner, ttl_seconds, ticket.token, self.notified_recheck_seconds, fenced=fenced
+        )
+        ticket.sent = True
+        reply = self._eval(waiter_queue.ACQUIRE_IN_TURN, keys, args)
+        won, value = int(reply[0]), int(reply[1])
+        if won:
+            ticket.won = True
+            return value if fenced else True
+        ticket.pause = value / 1000
+        return None if fenced else False
+
+    def _leave_queue_shielded(self, name: str, ticket: str) -> None:
+        """`_leave_queue`, run to its end even when the wait is being cancelled."""
+        self._leave_queue(name, ticket)
+
+    def _leave_queue(self, name: str, ticket: str) -> None:
+        """Remove the ticket; a failure is logged: the ticket lapses at its deadline."""
+        keys = waiter_queue.leave_queue_keys(name, cluster=self._cluster)
+        args = waiter_queue.leave_queue_args(name, ticket, cluster=self._cluster)
+        try:
+            self._eval(waiter_queue.LEAVE_QUEUE, keys, args)
+        except Exception as err:  # noqa: BLE001 - the ticket lapses anyway; say so
+            logger.warning(
+                "redis lock %r: removing a waiter's ticket from the queue failed (%s); it "
+                "lapses within %g s",
+                name,
+                self._describe(err),
+                self.notified_recheck_seconds + waiter_queue.TICKET_GRACE_SECONDS,
+            )
 
     @contextmanager
     def _release_signal(self, name: str, wake: Any) -> Iterator[None]:
@@ -52,23 +130,14 @@ class NotifiedWaiting(BaseLock):
             yield
 
     def _pause_after_loss(self, name: str, backoff: Backoff) -> float:
-        """Notified: until the holder's lease ends (a lapse publishes nothing), at most
-        `notified_recheck_seconds`. Else (no subscription) the backoff's next pause."""
+        """Notified: the pause the lost attempt's script returned (the holder's lease
+        left, or the first ticket's deadline), at most `notified_recheck_seconds`. Else
+        (no subscription) the backoff's next pause."""
         if not self._listener.live(protocol.release_channel(name, cluster=self._cluster)):
             return backoff.next()
-        try:
-            left = self._lease_left(name)
-        except self.driver_errors:
-            return backoff.next()  # the next attempt reports the server's state
+        pause = self._tickets[name].pause
         longest = self.notified_recheck_seconds
-        return longest if left is None else min(left, longest)
-
-    def _lease_left(self, name: str) -> float | None:
-        """Seconds left on the lease of `name` (0 when free); None if it never expires."""
-        key = protocol.lock_key(name, cluster=self._cluster)
-        with gated(self._gate):
-            milliseconds = int((self._redis()).pttl(key))
-        return None if milliseconds == -1 else max(milliseconds, 0) / 1000
+        return longest if pause is None else min(pause, longest)
 
     def _subscriber(self) -> Any:
         """A connected subscriber connection of the lock's own, or None (see `client`)."""

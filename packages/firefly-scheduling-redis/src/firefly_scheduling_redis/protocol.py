@@ -28,7 +28,8 @@ no token.
 **Waking waiters.** A release publishes on the name's channel (`release_channel`),
 in the same script, so a waiter subscribed to it tries again at once instead of
 polling. A lease that lapses publishes nothing: a waiter bounds its sleep by the
-holder's remaining lease (`PTTL`).
+holder's remaining lease. The waiters' queue, which orders them across processes,
+has its keys and scripts in `waiter_queue`.
 """
 
 from __future__ import annotations
@@ -199,8 +200,9 @@ _MISCONFIGURATION_HINTS: Final[tuple[tuple[type[RedisError], str], ...]] = (
     (ReadOnlyError, "the URL points at a read-only replica; point it at the primary"),
     (
         NoPermissionError,
-        "the Redis user lacks an ACL permission; it needs GET, SET, DEL, PEXPIRE, PTTL, "
-        "INCR, EVALSHA and SCRIPT LOAD on the keys firefly:scheduling:* "
+        "the Redis user lacks an ACL permission; it needs GET, SET, DEL, EXISTS, PEXPIRE, "
+        "PEXPIREAT, PTTL, INCR, TIME, ZADD, ZREM, ZSCORE, ZCARD, ZRANGE, ZRANGEBYSCORE, "
+        "ZREMRANGEBYSCORE, EVALSHA and SCRIPT LOAD on the keys firefly:scheduling:* "
         "({firefly:scheduling:* on a cluster), and PUBLISH and SUBSCRIBE on the "
         "channels of the same patterns",
     ),

@@ -16,6 +16,12 @@ way the backend does best:
 * **Otherwise** it sleeps a capped, jittered, exponentially growing pause
   (`waiting.Backoff`) between attempts.
 
+A backend that queues its waiters on the server (`queues_waiters`: Redis) keeps a
+place for each waiter's turn (`_waiting_turn`), and its attempts within the wait
+(`_acquire_in_turn`) take a free name only when theirs is the first place, so that
+waiters of different processes are served in the order they arrived. A try
+(`wait=0`) never queues.
+
 After a first lost attempt a backend may prepare the later ones (`_prepare_wait`:
 etcd grants their lease), which then share one owner token; what was prepared is
 undone when the wait ends without winning with it (`_end_wait`). A holding won on a
@@ -63,6 +69,9 @@ class WaitingAcquisition(ClaimsAndBatches):
 
     #: The attempt itself waits on the server (`_acquire_within`), so no pause follows it.
     waits_on_server: ClassVar[bool] = False
+    #: The server keeps the waiters' order: the attempts of a wait go through
+    #: `_acquire_in_turn`, within the place `_waiting_turn` keeps.
+    queues_waiters: ClassVar[bool] = False
     #: Longest a waiter woken by notifications (`notified_wait`) sleeps unwoken before
     #: trying again: what a notification missed costs at most.
     notified_recheck_seconds: float = NOTIFIED_RECHECK_SECONDS
@@ -82,6 +91,22 @@ class WaitingAcquisition(ClaimsAndBatches):
         when `waits_on_server`.
         """
         raise NotImplementedError(f"the {self.backend_name} backend has no server-side wait")
+
+    def _acquire_in_turn(
+        self, name: str, owner: str, ttl_seconds: float, *, fenced: bool
+    ) -> int | bool | None:
+        """One attempt of a waiting acquisition, in the place `_waiting_turn` keeps: it
+        takes `name` only if it is free and that place is the first. Fenced: the new
+        token, or None when lost; else won or not. Only called when `queues_waiters`.
+        """
+        raise NotImplementedError(f"the {self.backend_name} backend keeps no queue of waiters")
+
+    @contextmanager
+    def _waiting_turn(self, name: str) -> Iterator[None]:
+        """While the block runs, this instance's waiter for `name` (one at a time: see
+        `waiting.AsyncWaiters`) keeps its place in the server's queue, if the backend
+        keeps one; the place is given up when the block ends, however it ends."""
+        yield
 
     @contextmanager
     def _release_signal(self, name: str, wake: Any) -> Iterator[None]:
@@ -128,7 +153,7 @@ class WaitingAcquisition(ClaimsAndBatches):
         with self._waiters.turn(name, deadline) as waiter:
             if waiter is None:
                 return None
-            with self._release_signal(name, waiter.event.set):
+            with self._release_signal(name, waiter.event.set), self._waiting_turn(name):
                 prepared: list[str] = []
                 try:
                     return self._attempts_in_turn(
@@ -166,7 +191,9 @@ class WaitingAcquisition(ClaimsAndBatches):
                 continue
             remaining = deadline - time.monotonic()
             within = min(remaining, 3600.0) if self.waits_on_server else 0.0
-            holding = self._acquire_reserved(reservation, fenced, within)
+            holding = self._acquire_reserved(
+                reservation, fenced, within, in_turn=self.queues_waiters
+            )
             if holding is not None:
                 return holding
             if deadline - time.monotonic() <= 0:
@@ -189,23 +216,26 @@ class WaitingAcquisition(ClaimsAndBatches):
             prepared.append(owner)
 
     def _acquire_reserved(
-        self, reservation: Reservation, fenced: bool, within: float
+        self, reservation: Reservation, fenced: bool, within: float, *, in_turn: bool = False
     ) -> Holding | None:
         """One attempt for `reservation`: waiting on the server up to `within` seconds
-        (`_acquire_within`) when > 0, else the backend's single round trip."""
+        (`_acquire_within`) when > 0, in the waiter's place on the server
+        (`_acquire_in_turn`) when `in_turn`, else the backend's single round trip."""
         won = False
         name, owner, ttl = reservation.name, reservation.owner, reservation.ttl_seconds
         try:
             try:
+                answer: int | bool | None
                 if within > 0:
                     answer = self._acquire_within(name, owner, ttl, within, fenced=fenced)
-                    fence = answer if fenced and isinstance(answer, int) else None
-                    won = answer is not None if fenced else bool(answer)
+                elif in_turn:
+                    answer = self._acquire_in_turn(name, owner, ttl, fenced=fenced)
                 elif fenced:
-                    fence = self._acquire_fenced(name, owner, ttl)
-                    won = fence is not None
+                    answer = self._acquire_fenced(name, owner, ttl)
                 else:
-                    fence, won = None, self._acquire(name, owner, ttl)
+                    answer = self._acquire(name, owner, ttl)
+                fence = answer if fenced and isinstance(answer, int) else None
+                won = answer is not None if fenced else bool(answer)
             except ConfigurationError:
                 raise
             except self.driver_errors as err:

@@ -14,6 +14,12 @@ way the backend does best:
 * **Otherwise** it sleeps a capped, jittered, exponentially growing pause
   (`waiting.Backoff`) between attempts.
 
+A backend that queues its waiters on the server (`queues_waiters`: Redis) keeps a
+place for each waiter's turn (`_waiting_turn`), and its attempts within the wait
+(`_acquire_in_turn`) take a free name only when theirs is the first place, so that
+waiters of different processes are served in the order they arrived. A try
+(`wait=0`) never queues.
+
 After a first lost attempt a backend may prepare the later ones (`_prepare_wait`:
 etcd grants their lease), which then share one owner token; what was prepared is
 undone when the wait ends without winning with it (`_end_wait`). A holding won on a
@@ -68,6 +74,9 @@ class AsyncWaitingAcquisition(AsyncClaimsAndBatches):
 
     #: The attempt itself waits on the server (`_acquire_within`), so no pause follows it.
     waits_on_server: ClassVar[bool] = False
+    #: The server keeps the waiters' order: the attempts of a wait go through
+    #: `_acquire_in_turn`, within the place `_waiting_turn` keeps.
+    queues_waiters: ClassVar[bool] = False
     #: Longest a waiter woken by notifications (`notified_wait`) sleeps unwoken before
     #: trying again: what a notification missed costs at most.
     notified_recheck_seconds: float = NOTIFIED_RECHECK_SECONDS
@@ -87,6 +96,22 @@ class AsyncWaitingAcquisition(AsyncClaimsAndBatches):
         when `waits_on_server`.
         """
         raise NotImplementedError(f"the {self.backend_name} backend has no server-side wait")
+
+    async def _acquire_in_turn(
+        self, name: str, owner: str, ttl_seconds: float, *, fenced: bool
+    ) -> int | bool | None:
+        """One attempt of a waiting acquisition, in the place `_waiting_turn` keeps: it
+        takes `name` only if it is free and that place is the first. Fenced: the new
+        token, or None when lost; else won or not. Only called when `queues_waiters`.
+        """
+        raise NotImplementedError(f"the {self.backend_name} backend keeps no queue of waiters")
+
+    @asynccontextmanager
+    async def _waiting_turn(self, name: str) -> AsyncIterator[None]:
+        """While the block runs, this instance's waiter for `name` (one at a time: see
+        `waiting.AsyncWaiters`) keeps its place in the server's queue, if the backend
+        keeps one; the place is given up when the block ends, however it ends."""
+        yield
 
     @asynccontextmanager
     async def _release_signal(self, name: str, wake: Any) -> AsyncIterator[None]:
@@ -133,7 +158,7 @@ class AsyncWaitingAcquisition(AsyncClaimsAndBatches):
         async with self._waiters.turn(name, deadline) as waiter:
             if waiter is None:
                 return None
-            async with self._release_signal(name, waiter.event.set):
+            async with self._release_signal(name, waiter.event.set), self._waiting_turn(name):
                 prepared: list[str] = []
                 try:
                     return await self._attempts_in_turn(
@@ -171,7 +196,9 @@ class AsyncWaitingAcquisition(AsyncClaimsAndBatches):
                 continue
             remaining = deadline - time.monotonic()
             within = min(remaining, 3600.0) if self.waits_on_server else 0.0
-            holding = await self._acquire_reserved(reservation, fenced, within)
+            holding = await self._acquire_reserved(
+                reservation, fenced, within, in_turn=self.queues_waiters
+            )
             if holding is not None:
                 return holding
             if deadline - time.monotonic() <= 0:
@@ -194,23 +221,26 @@ class AsyncWaitingAcquisition(AsyncClaimsAndBatches):
             prepared.append(owner)
 
     async def _acquire_reserved(
-        self, reservation: Reservation, fenced: bool, within: float
+        self, reservation: Reservation, fenced: bool, within: float, *, in_turn: bool = False
     ) -> Holding | None:
         """One attempt for `reservation`: waiting on the server up to `within` seconds
-        (`_acquire_within`) when > 0, else the backend's single round trip."""
+        (`_acquire_within`) when > 0, in the waiter's place on the server
+        (`_acquire_in_turn`) when `in_turn`, else the backend's single round trip."""
         won = False
         name, owner, ttl = reservation.name, reservation.owner, reservation.ttl_seconds
         try:
             try:
+                answer: int | bool | None
                 if within > 0:
                     answer = await self._acquire_within(name, owner, ttl, within, fenced=fenced)
-                    fence = answer if fenced and isinstance(answer, int) else None
-                    won = answer is not None if fenced else bool(answer)
+                elif in_turn:
+                    answer = await self._acquire_in_turn(name, owner, ttl, fenced=fenced)
                 elif fenced:
-                    fence = await self._acquire_fenced(name, owner, ttl)
-                    won = fence is not None
+                    answer = await self._acquire_fenced(name, owner, ttl)
                 else:
-                    fence, won = None, await self._acquire(name, owner, ttl)
+                    answer = await self._acquire(name, owner, ttl)
+                fence = answer if fenced and isinstance(answer, int) else None
+                won = answer is not None if fenced else bool(answer)
             except ConfigurationError:
                 raise
             except self.driver_errors as err:

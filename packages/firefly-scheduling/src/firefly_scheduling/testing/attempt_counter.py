@@ -1,7 +1,8 @@
 """`AttemptCounter`: how many attempts to acquire a lock instance made, counted in process.
 
 An attempt is one round trip of the backend's acquisition hooks (`_acquire`,
-`_acquire_fenced`), or one wait on the server (`_acquire_within`). The waiting
+`_acquire_fenced`; within a wait, `_acquire_in_turn` where the server queues the
+waiters), or one wait on the server (`_acquire_within`). The waiting
 contract reads it to prove a waiter slept on a notification rather than polled, and
 `benchmarks/waiting.py` to measure the requests a waiter sends while it waits.
 Works on either flavour: the count is taken when a hook is called.
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 #: The hooks each attempt goes through (see `locks.backend_hooks_async`).
-ATTEMPT_HOOKS = ("_acquire", "_acquire_fenced", "_acquire_within")
+ATTEMPT_HOOKS = ("_acquire", "_acquire_fenced", "_acquire_within", "_acquire_in_turn")
 
 
 class AttemptCounter:

@@ -81,3 +81,20 @@ def interrupted_waiter(factory: Callable[[], Any], name: str, log: str) -> None:
         log_event(log, "exiting")
         return
     log_event(log, "won" if holding is not None else "timed-out")
+
+
+def queued_waiter(factory: Callable[[], Any], name: str, log: str) -> None:
+    """Wait for `name` (fenced); once won, log `won:<token>` while holding it, then let go.
+
+    Lines are logged only while the lock is held, so their order in the log is the
+    order in which the waiters were served.
+    """
+    default_stop_signals()
+    lock = factory()
+    holding = lock.acquire(name, 60, wait=120, fenced=True)
+    if holding is None:
+        log_event(log, "timed-out")
+        return
+    log_event(log, f"won:{holding.fence}")
+    lock.release_holding(holding)
+    lock.close()
