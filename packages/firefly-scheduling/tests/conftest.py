@@ -1,5 +1,6 @@
 """Shared by the core's unit tests: every test leaves the process's signal handlers as it
-found them, and the CLI tests run in an empty directory (`isolated`).
+found them, the CLI tests run in an empty directory (`isolated`), and a run that timed
+out can be written into a SQL history (`timed_out_run`).
 
 `run` and `tick` invoked in-process (click's runner) install SIGTERM/SIGINT handlers
 and, once stopped, ignore both signals, as a host process about to exit should. In
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -39,3 +41,35 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for variable in NOTHING_CONFIGURED:
         monkeypatch.delenv(variable, raising=False)
     return tmp_path
+
+
+#: Writes a locked run of `target` (its own lock name) at `instant` that timed out after
+#: 30 s into the SQL history at `url`.
+WriteTimedOutRun = Callable[[str, str, datetime], None]
+
+
+@pytest.fixture
+def timed_out_run() -> WriteTimedOutRun:
+    """How the history's readers (`runs`, the Django admin) are given a timed-out run."""
+    pytest.importorskip("firefly_scheduling_database")
+    from firefly_scheduling.history import RunState  # noqa: PLC0415 - after the skip
+    from firefly_scheduling_database.sql_history.store import SqlRunHistory  # noqa: PLC0415
+
+    def write(url: str, target: str, instant: datetime) -> None:
+        history = SqlRunHistory(url)
+        try:
+            history.install()
+            history.start(target, instant, lock=target, node="n1", token=7, at=instant)
+            assert history.finish(
+                target,
+                instant,
+                lock=target,
+                token=7,
+                state=RunState.TIMED_OUT,
+                error="timed out after 30s",
+                at=instant,
+            )
+        finally:
+            history.close()
+
+    return write

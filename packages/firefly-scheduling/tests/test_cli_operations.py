@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,7 +31,6 @@ from firefly_scheduling.cli.host_options import JsonLogFormatter
 from firefly_scheduling.cli.schedule import render_schedule
 from firefly_scheduling.errors import ConfigurationError, LockBackendError
 from firefly_scheduling.fires.outcome import Verdict
-from firefly_scheduling.history import RunState
 from firefly_scheduling.hosts.runtime.boot import build_runtime
 from firefly_scheduling.hosts.tick import TickHost
 
@@ -178,28 +178,13 @@ def test_runs_json_prints_one_object_per_fire(
 
 
 def test_runs_shows_a_timed_out_run_as_such(
-    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    runner: CliRunner,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    timed_out_run: Callable[[str, str, datetime], None],
 ) -> None:
-    pytest.importorskip("firefly_scheduling_database")
-    from firefly_scheduling_database.sql_history.store import SqlRunHistory  # noqa: PLC0415
-
     url = f"sqlite:///{tmp_path / 'history.db'}"
-    history = SqlRunHistory(url)
-    instant = datetime(2026, 6, 3, 12, 0, tzinfo=UTC)
-    try:
-        history.install()
-        history.start("app:job", instant, lock="app:job", node="n1", token=7, at=instant)
-        assert history.finish(
-            "app:job",
-            instant,
-            lock="app:job",
-            token=7,
-            state=RunState.TIMED_OUT,
-            error="timed out after 30s",
-            at=instant,
-        )
-    finally:
-        history.close()
+    timed_out_run(url, "app:job", datetime(2026, 6, 3, 12, 0, tzinfo=UTC))
     monkeypatch.setenv("FIREFLY_SCHEDULING_HISTORY_URL", url)
     listed = runner.invoke(main, ["runs", "--json"])
     assert listed.exit_code == 0, listed.output

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -100,15 +101,7 @@ def test_firefly_tick_runs_the_due_task_once_and_the_admin_shows_the_run(
     # One body per fire: a second pass in the same minute finds the fire claimed.
     assert len(bodies(scratch)) == (1 if same_minute else 2), again.stdout
 
-    admin = subprocess.run(
-        [sys.executable, "check_admin.py"],
-        env=scratch,
-        cwd=PROJECT,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    admin = check_admin(scratch)
     assert admin.returncode == 0, admin.stderr
     assert "LIST 200" in admin.stdout
     assert "shop.tasks:nightly_reconcile" in admin.stdout
@@ -118,34 +111,12 @@ def test_firefly_tick_runs_the_due_task_once_and_the_admin_shows_the_run(
     assert "INDEX 0" not in admin.stdout  # the index links the runs page
 
 
-def test_the_admin_shows_a_timed_out_run_with_its_error(scratch: dict[str, str]) -> None:
-    from firefly_scheduling.history import RunState  # noqa: PLC0415 - after the skips
-    from firefly_scheduling_database.sql_history.store import SqlRunHistory  # noqa: PLC0415
-
-    history = SqlRunHistory(f"sqlite:///{Path(scratch['FIREFLY_DJANGO_TEST_DIR']) / 'locks.db'}")
-    instant = datetime(2030, 1, 1, tzinfo=UTC)
-    try:
-        history.start("shop.tasks:slow", instant, lock="slow", node="n1", token=1, at=instant)
-        assert history.finish(
-            "shop.tasks:slow",
-            instant,
-            lock="slow",
-            token=1,
-            state=RunState.TIMED_OUT,
-            error="timed out after 30s",
-            at=instant,
-        )
-    finally:
-        history.close()
-    admin = subprocess.run(
-        [sys.executable, "check_admin.py"],
-        env=scratch,
-        cwd=PROJECT,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+def test_the_admin_shows_a_timed_out_run_with_its_error(
+    scratch: dict[str, str], timed_out_run: Callable[[str, str, datetime], None]
+) -> None:
+    locks = Path(scratch["FIREFLY_DJANGO_TEST_DIR"]) / "locks.db"
+    timed_out_run(f"sqlite:///{locks}", "shop.tasks:slow", datetime(2030, 1, 1, tzinfo=UTC))
+    admin = check_admin(scratch)
     assert admin.returncode == 0, admin.stderr
     assert '<tr class="firefly-run firefly-timed_out">' in admin.stdout
     assert "<td>timed_out</td>" in admin.stdout
@@ -214,3 +185,16 @@ def test_lock_required_refuses_a_lock_that_excludes_nothing(scratch: dict[str, s
     assert done.returncode == 2, done.stderr + done.stdout
     assert "FIREFLY_SCHEDULING_LOCK_REQUIRED" in done.stderr + done.stdout
     assert bodies(scratch) == []
+
+
+def check_admin(scratch: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The project's admin pages, fetched by its `check_admin.py` in a process of its own."""
+    return subprocess.run(
+        [sys.executable, "check_admin.py"],
+        env=scratch,
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
