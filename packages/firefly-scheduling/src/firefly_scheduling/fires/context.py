@@ -21,6 +21,10 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from firefly_scheduling.locks.holding import Holding
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,9 +44,11 @@ class FireContext:
       under one holding and share its token. Stamp it on writes to a resource that
       refuses OLDER tokens (`>=`, not `>`); `(token, instant)` orders runs.
     * `node`: the name of the node running it.
-    * `lost`: live. True once a keep-alive renewal failed or the backend reported the
-      session holding the lock gone: another node may now run the task too, so a body
-      that can stop early should.
+    * `lost`: live. True once the backend reported the lock gone (a renewal refused,
+      the session holding it ended), or once its lease lapsed by this process's
+      monotonic clock without a renewal coming back, even while one is still in
+      flight: the server may have freed it, and another node may now run the task
+      too, so a body that can stop early should. Once True, it stays True.
     * `timed_out`: live. True once the body has run for its task's `timeout=`. Python
       cannot stop a thread, so a plain `def` body that can stop early should look at
       it; the run is recorded `timed_out` whenever it returns, and its task lock stays
@@ -56,14 +62,28 @@ class FireContext:
     node: str
     lock_name: str | None
     lost_signal: threading.Event = field(default_factory=threading.Event, repr=False)
+    #: The task lock's holding, whose lease the keep-alive extends (None: unlocked). A
+    #: session backend's never lapses: only the keep-alive can report its loss.
+    holding: Holding | None = field(default=None, repr=False)
     #: When the body times out, on the `time.monotonic()` clock (a clock no wall-clock
     #: step moves); None: the task has no `timeout=`.
     deadline: float | None = field(default=None, repr=False)
 
     @property
     def lost(self) -> bool:
-        """Whether this fire's lock was reported lost while it runs."""
-        return self.lost_signal.is_set()
+        """Whether this fire's lock was reported lost, or its lease lapsed, while it runs.
+
+        The lapse is read here, not left to the keep-alive: a renewal stalled on a dead
+        connection returns only at the driver's timeout, seconds after the server may
+        have handed the lock to another node.
+        """
+        if self.lost_signal.is_set():
+            return True
+        holding = self.holding
+        if holding is None or holding.released or not (holding.lost or holding.lapsed()):
+            return False
+        self.lost_signal.set()  # for good: a renewal coming back late cannot undo it
+        return True
 
     @property
     def timed_out(self) -> bool:

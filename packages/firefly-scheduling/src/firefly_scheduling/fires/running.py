@@ -144,6 +144,7 @@ class BodyRunner:
             self._node,
             fire.task.lock_name,
             lost,
+            holding=holding,
             deadline=None if timeout is None else time.monotonic() + timeout,
         )
         verdict = Verdict.FAILED

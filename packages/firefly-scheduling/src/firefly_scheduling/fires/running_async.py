@@ -148,6 +148,7 @@ class AsyncBodyRunner:
             self._node,
             fire.task.lock_name,
             lost,
+            holding=holding,
             deadline=None if timeout is None else time.monotonic() + timeout,
         )
         verdict = Verdict.FAILED
