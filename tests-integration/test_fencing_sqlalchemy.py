@@ -76,9 +76,7 @@ def _urls(server: str, request: pytest.FixtureRequest, tmp_path: Path) -> tuple[
 
 
 @pytest.fixture(params=SERVERS)
-def database(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[Database]:
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
     url, async_url = _urls(request.param, request, tmp_path)
     table = Table(
         f"fenced_{uuid.uuid4().hex[:12]}",
@@ -234,15 +232,17 @@ def test_bad_input_is_refused_naming_it_and_nothing_is_written(database: Databas
         values = case.pop("values", {"value": "bad"})
         where = case.pop("where", table.c.id == 1)
         with (
-            pytest.raises(FencingTokenError, match="^fenced_update: ") as raised,
+            pytest.raises(FencingTokenError, match=r"^fenced_update: ") as raised,
             database.engine.begin() as connection,
         ):
             fenced_update(connection, table, where, values, token, **case)
         assert message in str(raised.value)
         assert isinstance(raised.value, ValueError)
-    with pytest.raises(FencingTokenError, match="Table or a mapped class"):
-        with database.engine.begin() as connection:
-            fenced_update(connection, "accounts", table.c.id == 1, {}, 5)  # type: ignore[arg-type]
+    with (
+        pytest.raises(FencingTokenError, match="Table or a mapped class"),
+        database.engine.begin() as connection,
+    ):
+        fenced_update(connection, "accounts", table.c.id == 1, {}, 5)  # type: ignore[arg-type]
     assert database.row() == ("initial", None)
 
 
@@ -256,9 +256,12 @@ def test_a_none_token_inside_a_fire_names_the_task_and_its_lock(database: Databa
         node="n1",
         lock_name="shop.settle",
     )
-    with entered(fire), database.engine.begin() as connection:
-        with pytest.raises(FencingTokenError) as raised:
-            fenced_update(connection, table, table.c.id == 1, {"value": "x"}, fire.token)  # type: ignore[arg-type]
+    with (
+        entered(fire),
+        database.engine.begin() as connection,
+        pytest.raises(FencingTokenError) as raised,
+    ):
+        fenced_update(connection, table, table.c.id == 1, {"value": "x"}, fire.token)  # type: ignore[arg-type]
     assert "task 'shop.tasks:settle' holds lock 'shop.settle'" in str(raised.value)
     assert "without fencing tokens" in str(raised.value)
     unlocked = FireContext(
@@ -269,7 +272,10 @@ def test_a_none_token_inside_a_fire_names_the_task_and_its_lock(database: Databa
         node="n1",
         lock_name=None,
     )
-    with entered(unlocked), database.engine.begin() as connection:
-        with pytest.raises(FencingTokenError, match="task 'shop.tasks:tidy' runs unlocked"):
-            fenced_update(connection, table, table.c.id == 1, {"value": "x"}, None)  # type: ignore[arg-type]
+    with (
+        entered(unlocked),
+        database.engine.begin() as connection,
+        pytest.raises(FencingTokenError, match=r"task 'shop\.tasks:tidy' runs unlocked"),
+    ):
+        fenced_update(connection, table, table.c.id == 1, {"value": "x"}, None)  # type: ignore[arg-type]
     assert database.row() == ("initial", None)
