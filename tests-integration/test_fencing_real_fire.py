@@ -1,0 +1,184 @@
+"""A task body stamps its writes with `current_fire().token`; a stale holder's write is refused.
+
+Two nodes (two lock clients of one real backend, two fire runners) run the two fires
+of one task in turn. The first node's body writes, then keeps a second write back
+as a paused process would, and sends it only after the second node's holding has
+written: that late write carries the older token and must be refused by the
+resource, whatever the writer believes. The tokens come from the backend itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+import redis.asyncio
+from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table, create_engine, select
+
+from firefly_scheduling import current_fire
+from firefly_scheduling.fencing import afenced_set, fenced_set, fenced_update
+from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
+from firefly_scheduling.fires.runner import FireRunner
+from firefly_scheduling.fires.runner_async import AsyncFireRunner
+from firefly_scheduling.locks.port import DistributedLock
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling_postgres import PgAdvisoryLock
+from firefly_scheduling_redis import AsyncRedisLock, RedisLock
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+T1 = T0 + timedelta(seconds=60)
+
+
+def _frozen(instant: datetime) -> Callable[[], datetime]:
+    """A node's wall clock, standing at the fire's instant."""
+    return lambda: instant
+
+
+def _task() -> ScheduledDescriptor:
+    name = f"tests.fenced_{uuid.uuid4().hex}:job"
+    return ScheduledDescriptor(target=name, lock_name=name, lock_ttl=30, fixed_rate=60.0)
+
+
+def _token() -> int:
+    fire = current_fire()
+    assert fire is not None
+    assert fire.token is not None, "a first-party backend fences"
+    return fire.token
+
+
+def _run_two_nodes(
+    make_lock: Callable[[], DistributedLock],
+    write: Callable[[str, int], bool],
+) -> tuple[list[tuple[int, bool]], list[FireResult]]:
+    """Node A runs the fire at T0 and keeps a write back; node B runs the fire at T1."""
+    task = _task()
+    written: list[tuple[int, bool]] = []
+    held_back: list[Callable[[], bool]] = []
+
+    def body_a() -> None:
+        token = _token()
+        written.append((token, write("A, on time", token)))
+        held_back.append(lambda: write("A, late", token))
+
+    def body_b() -> None:
+        token = _token()
+        written.append((token, write("B", token)))
+
+    results = []
+    for instant, body in ((T0, body_a), (T1, body_b)):
+        node = FireRunner(make_lock(), clock=_frozen(instant))
+        try:
+            results.append(node.run(Fire.at(task, instant), body))
+        finally:
+            node.close()
+    (late,) = held_back
+    token_a = written[0][0]
+    written.append((token_a, late()))
+    return written, results
+
+
+@pytest.fixture
+def accounts(postgres_url: str) -> Iterator[Table]:
+    table = Table(
+        f"fenced_fire_{uuid.uuid4().hex[:12]}",
+        MetaData(),
+        Column("id", Integer, primary_key=True, autoincrement=False),
+        Column("owner", String(32)),
+        Column("fence_token", BigInteger, nullable=True),
+    )
+    engine = create_engine(_sqlalchemy(postgres_url))
+    table.create(engine)
+    with engine.begin() as connection:
+        connection.execute(table.insert().values(id=1, owner="nobody", fence_token=None))
+    try:
+        yield table
+    finally:
+        table.drop(engine)
+        engine.dispose()
+
+
+def _sqlalchemy(postgres_url: str) -> str:
+    return "postgresql+psycopg://" + postgres_url.split("://", 1)[1]
+
+
+def test_a_postgres_task_lock_fences_a_postgres_row(postgres_url: str, accounts: Table) -> None:
+    engine = create_engine(_sqlalchemy(postgres_url))
+
+    def write(owner: str, token: int) -> bool:
+        with engine.begin() as connection:
+            return fenced_update(connection, accounts, accounts.c.id == 1, {"owner": owner}, token)
+
+    try:
+        written, results = _run_two_nodes(lambda: PgAdvisoryLock(postgres_url), write)
+        with engine.connect() as reader:
+            row = reader.execute(select(accounts.c.owner, accounts.c.fence_token)).one()
+    finally:
+        engine.dispose()
+    (token_a, a_on_time), (token_b, b_wrote), (_, a_late) = written
+    assert [result.verdict for result in results] == [Verdict.SUCCEEDED, Verdict.SUCCEEDED]
+    assert token_b > token_a
+    assert (a_on_time, b_wrote, a_late) == (True, True, False)
+    assert tuple(row) == ("B", token_b)
+
+
+def test_a_redis_task_lock_fences_a_redis_key(redis_url: str, redis_client: redis.Redis) -> None:
+    key = f"h4fence:fire:{uuid.uuid4().hex}"
+
+    def write(owner: str, token: int) -> bool:
+        return fenced_set(redis_client, key, owner, token)
+
+    try:
+        written, results = _run_two_nodes(lambda: RedisLock(redis_url), write)
+        stored = redis_client.hgetall(key)
+    finally:
+        redis_client.delete(key)
+    (token_a, a_on_time), (token_b, b_wrote), (_, a_late) = written
+    assert [result.verdict for result in results] == [Verdict.SUCCEEDED, Verdict.SUCCEEDED]
+    assert token_b > token_a
+    assert (a_on_time, b_wrote, a_late) == (True, True, False)
+    assert stored == {b"value": b"B", b"fence_token": str(token_b).encode()}
+
+
+def test_an_asyncio_body_on_an_asyncio_host(redis_url: str, redis_client: redis.Redis) -> None:
+    key = f"h4fence:fire:{uuid.uuid4().hex}"
+    task = _task()
+
+    async def scenario() -> list[tuple[int, bool]]:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        written: list[tuple[int, bool]] = []
+        held_back: list[int] = []
+
+        async def body_a() -> None:
+            token = _token()
+            written.append((token, await afenced_set(client, key, "A, on time", token)))
+            held_back.append(token)
+
+        async def body_b() -> None:
+            token = _token()
+            written.append((token, await afenced_set(client, key, "B", token)))
+
+        try:
+            for instant, body in ((T0, body_a), (T1, body_b)):
+                node = AsyncFireRunner(AsyncRedisLock(redis_url), clock=_frozen(instant))
+                try:
+                    result = await node.run(Fire.at(task, instant), body)
+                finally:
+                    await node.aclose()
+                assert result.verdict is Verdict.SUCCEEDED
+            written.append((held_back[0], await afenced_set(client, key, "A, late", held_back[0])))
+            return written
+        finally:
+            await client.aclose()
+
+    try:
+        (token_a, a_on_time), (token_b, b_wrote), (_, a_late) = asyncio.run(scenario())
+        stored = redis_client.hgetall(key)
+    finally:
+        redis_client.delete(key)
+    assert token_b > token_a
+    assert (a_on_time, b_wrote, a_late) == (True, True, False)
+    assert stored[b"value"] == b"B"
