@@ -100,6 +100,18 @@ def test_a_hash_without_a_token_takes_any_and_then_stores_it(
         reader.delete(key)
 
 
+def test_a_key_of_another_type_fails_and_is_left_alone(connect: Callable[[], Client]) -> None:
+    client = connect()
+    key = _key()
+    client.set(key, "plain string")
+    try:
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            fenced_set(client, key, "v", 1)
+        assert client.get(key) == b"plain string"
+    finally:
+        client.delete(key)
+
+
 def test_the_asyncio_flavour(connect: Callable[[], Client], request: pytest.FixtureRequest) -> None:
     reader = connect()
     key = _key()

@@ -31,7 +31,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.ext.asyncio import create_async_engine
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import DeclarativeBase, Session
 
 from firefly_scheduling.fencing import FencingTokenError, afenced_update, fenced_update
 from firefly_scheduling.fires.context import FireContext, entered
@@ -145,6 +145,20 @@ def test_a_named_fence_column_and_no_matching_row(database: Database) -> None:
     assert database.row() == ("named", 4)
     with database.engine.begin() as connection:
         assert not fenced_update(connection, table, table.c.id == 99, {"value": "x"}, 8)
+
+
+def test_a_declarative_model_stands_for_its_table(database: Database) -> None:
+    class Base(DeclarativeBase):
+        pass
+
+    class Account(Base):
+        __table__ = database.table
+
+    with Session(database.engine) as session:
+        written = fenced_update(session, Account, database.table.c.id == 1, {"value": "mapped"}, 4)  # type: ignore[arg-type]
+        session.commit()
+    assert written
+    assert database.row() == ("mapped", 4)
 
 
 def test_the_asyncio_flavour_on_a_connection_and_a_session(database: Database) -> None:
