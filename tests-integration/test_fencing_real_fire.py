@@ -10,9 +10,11 @@ resource, whatever the writer believes. The tokens come from the backend itself.
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 import redis
@@ -141,6 +143,72 @@ def test_a_redis_task_lock_fences_a_redis_key(redis_url: str, redis_client: redi
     assert token_b > token_a
     assert (a_on_time, b_wrote, a_late) == (True, True, False)
     assert stored == {b"value": b"B", b"fence_token": str(token_b).encode()}
+
+
+#: A bound on waits for the other node, so a broken run fails instead of hanging; never
+#: an expectation of how long anything takes.
+PATIENCE = 60.0
+
+
+def test_a_holder_whose_lease_lapsed_mid_body_is_refused_after_the_next_holder_wrote(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    """A true zombie: node A's body is still running when its lease lapses on the server.
+
+    A renews nothing (its keep-alive interval is longer than the test), so its 1 s
+    lease lapses while its body waits; node B then takes the task lock for a later
+    fire and writes. A's body wakes and writes with its own, older token: refused.
+    """
+    key = f"h4fence:zombie:{uuid.uuid4().hex}"
+    name = f"tests.zombie_{uuid.uuid4().hex}:job"
+    task = ScheduledDescriptor(target=name, lock_name=name, lock_ttl=1.0, fixed_rate=60.0)
+    b_wrote = threading.Event()
+    seen: dict[str, Any] = {}
+
+    def body_a() -> None:
+        token = _token()
+        seen["a_on_time"] = fenced_set(redis_client, key, "A, on time", token)
+        assert b_wrote.wait(PATIENCE), "node B never took the lapsed lock"
+        fire = current_fire()
+        assert fire is not None
+        seen["a_told_lost"] = fire.lost
+        seen["a_late"] = fenced_set(redis_client, key, "A, late", token)
+        seen["token_a"] = token
+
+    def body_b() -> None:
+        token = _token()
+        seen["b"] = fenced_set(redis_client, key, "B", token)
+        seen["token_b"] = token
+        b_wrote.set()
+
+    node_a = FireRunner(RedisLock(redis_url), clock=_frozen(T0), keepalive_interval=3600.0)
+    thread = threading.Thread(
+        target=lambda: seen.setdefault("a", node_a.run(Fire.at(task, T0), body_a))
+    )
+    try:
+        thread.start()
+        # Node B tries a fire a minute at a time until it holds the lock (each fire is
+        # claimed once, so every try is a fresh one).
+        instant = T1
+        while not b_wrote.is_set() and thread.is_alive():
+            node_b = FireRunner(RedisLock(redis_url), clock=_frozen(instant))
+            try:
+                node_b.run(Fire.at(task, instant), body_b)
+            finally:
+                node_b.close()
+            instant += timedelta(seconds=60)
+            b_wrote.wait(0.05)
+        thread.join(PATIENCE)
+        stored = redis_client.hgetall(key)
+    finally:
+        b_wrote.set()
+        thread.join()
+        node_a.close()
+        redis_client.delete(key)
+    assert seen["token_b"] > seen["token_a"]
+    assert (seen["a_on_time"], seen["b"], seen["a_late"]) == (True, True, False)
+    assert seen["a_told_lost"] is True  # it could have known; the resource refused anyway
+    assert stored == {b"value": b"B", b"fence_token": str(seen["token_b"]).encode()}
 
 
 def test_an_asyncio_body_on_an_asyncio_host(redis_url: str, redis_client: redis.Redis) -> None:

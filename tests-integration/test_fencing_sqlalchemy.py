@@ -155,7 +155,7 @@ def test_a_declarative_model_stands_for_its_table(database: Database) -> None:
         __table__ = database.table
 
     with Session(database.engine) as session:
-        written = fenced_update(session, Account, database.table.c.id == 1, {"value": "mapped"}, 4)  # type: ignore[arg-type]
+        written = fenced_update(session, Account, database.table.c.id == 1, {"value": "mapped"}, 4)
         session.commit()
     assert written
     assert database.row() == ("mapped", 4)
@@ -275,7 +275,7 @@ def test_a_none_token_inside_a_fire_names_the_task_and_its_lock(database: Databa
         database.engine.begin() as connection,
         pytest.raises(FencingTokenError) as raised,
     ):
-        fenced_update(connection, table, table.c.id == 1, {"value": "x"}, fire.token)  # type: ignore[arg-type]
+        fenced_update(connection, table, table.c.id == 1, {"value": "x"}, fire.token)
     assert "task 'shop.tasks:settle' holds lock 'shop.settle'" in str(raised.value)
     assert "without fencing tokens" in str(raised.value)
     unlocked = FireContext(
@@ -291,5 +291,5 @@ def test_a_none_token_inside_a_fire_names_the_task_and_its_lock(database: Databa
         database.engine.begin() as connection,
         pytest.raises(FencingTokenError, match=r"task 'shop\.tasks:tidy' runs unlocked"),
     ):
-        fenced_update(connection, table, table.c.id == 1, {"value": "x"}, None)  # type: ignore[arg-type]
+        fenced_update(connection, table, table.c.id == 1, {"value": "x"}, None)
     assert database.row() == ("initial", None)

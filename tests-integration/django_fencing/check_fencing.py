@@ -52,7 +52,7 @@ def main() -> None:
     report["async_8_then_7"] = asyncio.run(flavour())
     refused: dict[str, str | None] = {}
     calls: dict[str, Callable[[], object]] = {
-        "none": lambda: fenced_update(one, None, owner="x"),  # type: ignore[arg-type]
+        "none": lambda: fenced_update(one, None, owner="x"),
         "bool": lambda: fenced_update(one, True, owner="x"),
         "negative": lambda: fenced_update(one, -1, owner="x"),
         "missing_column": lambda: fenced_update(one, 9, fence_column="missing", owner="x"),

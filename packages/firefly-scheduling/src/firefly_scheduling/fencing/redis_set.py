@@ -29,11 +29,12 @@ def fenced_set(
     client: redis.Redis | redis.cluster.RedisCluster,
     key: str | bytes,
     value: RedisValue,
-    token: int,
+    token: int | None,
 ) -> bool:
     """Store `value` and `token` in the hash `key` unless it holds a greater token.
 
-    Returns whether it was written. An equal token writes (one holding may run two
+    A None `token` is refused with the reason (`FencingTokenError`). Returns whether
+    it was written. An equal token writes (one holding may run two
     bodies). Compare tokens of one lock name on one backend only.
     """
     hashed, argument, decimal = fenced_set_arguments(key, value, token, caller="fenced_set")

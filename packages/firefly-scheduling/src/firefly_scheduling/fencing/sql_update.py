@@ -22,19 +22,20 @@ if TYPE_CHECKING:
 
 def fenced_update(
     session: sqlalchemy.orm.Session | sqlalchemy.Connection,
-    table: Table,
+    table: Table | type[object],
     where: ColumnElement[bool],
     values: Mapping[str, Any],
-    token: int,
+    token: int | None,
     *,
     column: str = DEFAULT_COLUMN,
 ) -> bool:
     """Write `values` and `token` where `where` holds and the stored token is NULL or <= `token`.
 
-    Returns whether a row was written; False means the stored token is newer (or
-    no row matches `where`), and nothing was changed. An equal token writes: one
-    holding may run two bodies, an adopted fire and its own. Compare tokens of one
-    lock name on one backend only.
+    Returns whether a row was written; False means the stored token is newer (or no
+    row matches `where`), and nothing was changed. An equal token writes: one holding
+    may run two bodies, an adopted fire and its own. Compare tokens of one lock name
+    on one backend only. `token` is typed `int | None` so that `current_fire().token`
+    passes as it is; None is refused with the reason (`FencingTokenError`).
     """
     statement = fenced_update_statement(table, where, values, token, column, caller="fenced_update")
     result = cast("CursorResult[Any]", session.execute(statement))

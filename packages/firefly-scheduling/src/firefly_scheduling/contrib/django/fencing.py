@@ -68,7 +68,7 @@ class AddFenceColumn(migrations.AddField):
 
 def fenced_update(
     queryset: models.QuerySet[Any],
-    token: int,
+    token: int | None,
     /,
     *,
     fence_column: str = DEFAULT_COLUMN,
@@ -81,7 +81,7 @@ def fenced_update(
 
 async def afenced_update(
     queryset: models.QuerySet[Any],
-    token: int,
+    token: int | None,
     /,
     *,
     fence_column: str = DEFAULT_COLUMN,
