@@ -162,12 +162,13 @@ def test_a_holder_whose_lease_lapsed_mid_body_is_refused_after_the_next_holder_w
     key = f"h4fence:zombie:{uuid.uuid4().hex}"
     name = f"tests.zombie_{uuid.uuid4().hex}:job"
     task = ScheduledDescriptor(target=name, lock_name=name, lock_ttl=1.0, fixed_rate=60.0)
-    b_wrote = threading.Event()
+    a_wrote, b_wrote = threading.Event(), threading.Event()
     seen: dict[str, Any] = {}
 
     def body_a() -> None:
         token = _token()
         seen["a_on_time"] = fenced_set(redis_client, key, "A, on time", token)
+        a_wrote.set()
         assert b_wrote.wait(PATIENCE), "node B never took the lapsed lock"
         fire = current_fire()
         assert fire is not None
@@ -187,6 +188,7 @@ def test_a_holder_whose_lease_lapsed_mid_body_is_refused_after_the_next_holder_w
     )
     try:
         thread.start()
+        assert a_wrote.wait(PATIENCE), f"node A's body never ran: {seen.get('a')}"
         # Node B tries a fire a minute at a time until it holds the lock (each fire is
         # claimed once, so every try is a fresh one).
         instant = T1
