@@ -48,7 +48,7 @@ def project(
         return
     url = request.getfixturevalue("postgres_url")
     parts = urlsplit(url)
-    schema = f"h4_django_{uuid.uuid4().hex[:10]}"
+    schema = f"fencing_django_{uuid.uuid4().hex[:10]}"
     env.update(
         FIREFLY_FENCING_PG_SCHEMA=schema,
         FIREFLY_FENCING_PG_HOST=parts.hostname or "127.0.0.1",

@@ -128,7 +128,7 @@ def test_a_postgres_task_lock_fences_a_postgres_row(postgres_url: str, accounts:
 
 
 def test_a_redis_task_lock_fences_a_redis_key(redis_url: str, redis_client: redis.Redis) -> None:
-    key = f"h4fence:fire:{uuid.uuid4().hex}"
+    key = f"fencing-test:fire:{uuid.uuid4().hex}"
 
     def write(owner: str, token: int) -> bool:
         return fenced_set(redis_client, key, owner, token)
@@ -159,7 +159,7 @@ def test_a_holder_whose_lease_lapsed_mid_body_is_refused_after_the_next_holder_w
     lease lapses while its body waits; node B then takes the task lock for a later
     fire and writes. A's body wakes and writes with its own, older token: refused.
     """
-    key = f"h4fence:zombie:{uuid.uuid4().hex}"
+    key = f"fencing-test:zombie:{uuid.uuid4().hex}"
     name = f"tests.zombie_{uuid.uuid4().hex}:job"
     task = ScheduledDescriptor(target=name, lock_name=name, lock_ttl=1.0, fixed_rate=60.0)
     a_wrote, b_wrote = threading.Event(), threading.Event()
@@ -214,7 +214,7 @@ def test_a_holder_whose_lease_lapsed_mid_body_is_refused_after_the_next_holder_w
 
 
 def test_an_asyncio_body_on_an_asyncio_host(redis_url: str, redis_client: redis.Redis) -> None:
-    key = f"h4fence:fire:{uuid.uuid4().hex}"
+    key = f"fencing-test:fire:{uuid.uuid4().hex}"
     task = _task()
 
     async def scenario() -> list[tuple[int, bool]]:

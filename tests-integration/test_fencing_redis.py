@@ -55,7 +55,7 @@ def connect(request: pytest.FixtureRequest) -> Iterator[Callable[[], Client]]:
 
 
 def _key() -> str:
-    return f"h4fence:{uuid.uuid4().hex}"
+    return f"fencing-test:{uuid.uuid4().hex}"
 
 
 def _stored(client: Client, key: str) -> dict[bytes, bytes]:
