@@ -1,0 +1,1 @@
+"""A Django app whose table gets its fence column from `AddFenceColumn`."""
