@@ -108,5 +108,31 @@ def place_on(url: str, tmp_path: Path) -> Iterator[Place]:
         yield Place(url, history, lock_url, lock_table, app, engine)
 
 
+class WritesSeen:
+    """A real `SqlRunHistory`, and the runner's writes to it as they were answered.
+
+    Every call goes to the store; the writes (`start`, `finish`, `record_run`) are
+    noted with their answers, so a test can say which the record stage sent.
+    """
+
+    WRITES = frozenset({"start", "finish", "record_run"})
+
+    def __init__(self, history: SqlRunHistory) -> None:
+        self._history = history
+        self.writes: list[tuple[str, object]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._history, name)
+        if name not in self.WRITES:
+            return found
+
+        def noted(*args: Any, **kwargs: Any) -> Any:
+            answer = found(*args, **kwargs)
+            self.writes.append((name, answer))
+            return answer
+
+        return noted
+
+
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'app.db'}"

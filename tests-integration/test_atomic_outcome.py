@@ -33,10 +33,11 @@ from firefly_scheduling import current_fire
 from firefly_scheduling.fires.atomic import StaleFireError
 from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
+from firefly_scheduling.history.port import Recorded
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from atomic_clients import Place, place_on, sqlite_url
+from atomic_clients import Place, WritesSeen, place_on, sqlite_url
 
 #: A client's transaction: yields what `atomic` takes, and how to insert an app row.
 Client = Callable[[Place], AbstractContextManager[tuple[object, Callable[[str, int], None]]]]
@@ -123,13 +124,16 @@ def test_a_committed_block_leaves_the_row_and_the_success_and_nothing_overwrites
         # The fire is done; the body failing now must not change its record.
         raise RuntimeError("after the commit")
 
-    lock = place.lock()
+    lock, seen = place.lock(), WritesSeen(place.history)
     try:
-        result = FireRunner(lock, history=place.history, node="A").run(fire, body)
+        result = FireRunner(lock, history=seen, node="A").run(fire, body)  # type: ignore[arg-type]
     finally:
         lock.close()
     assert result.verdict is Verdict.FAILED  # the body's own account
     assert not result.fenced
+    # The record stage sent no finish: it found the record finished by this run.
+    assert [name for name, _ in seen.writes] == ["start", "record_run"]
+    assert seen.writes[-1][1] is Recorded.ALREADY
     assert place.app_rows() == [{"fire": f"{target}@{fire.instant.isoformat()}", "attempt": 1}]
     record = place.record(target, fire.instant)
     assert record["state"] == "succeeded"
