@@ -153,7 +153,10 @@ class AtomicBlock:
                 f"{self._context.target}: current_fire().atomic() was given an asyncio "
                 f"connection ({type(self._connection).__name__}): use `async with`"
             )
-        transaction.enter()
+        try:
+            transaction.enter()
+        except ConfigurationError as err:
+            raise ConfigurationError(f"{self._context.target}: {err}") from None
         self._transaction = transaction
         return self._context
 
@@ -190,7 +193,10 @@ class AtomicBlock:
                 f"{self._context.target}: current_fire().atomic() was given a blocking "
                 f"connection ({type(self._connection).__name__}) in `async with`: use `with`"
             )
-        await transaction.enter()
+        try:
+            await transaction.enter()
+        except ConfigurationError as err:
+            raise ConfigurationError(f"{self._context.target}: {err}") from None
         self._transaction = transaction
         return self._context
 
@@ -237,8 +243,8 @@ class AtomicBlock:
             raise ConfigurationError(
                 f"{context.target}: current_fire().atomic() needs the run history in the "
                 f"task's own SQL database (PostgreSQL, MySQL/MariaDB or SQLite); this "
-                f"runner's history is {history!r}, which cannot write through the task's "
-                "connection"
+                f"runner's history is a {type(history).__qualname__}, which cannot write "
+                "through the task's connection"
             )
         if seat.written:
             raise AtomicOutcomeError(
@@ -251,7 +257,10 @@ class AtomicBlock:
                 "the run history (the history failed when the run started), so there is no "
                 "record to commit with the task's writes"
             )
-        return history.caller_transaction(self._connection, using=self._using)
+        try:
+            return history.caller_transaction(self._connection, using=self._using)
+        except ConfigurationError as err:
+            raise ConfigurationError(f"{context.target}: {err}") from None
 
     def _success(self) -> GuardedSuccess:
         context, seat = self._context, self._seat()
