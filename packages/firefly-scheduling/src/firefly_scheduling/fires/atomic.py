@@ -24,12 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from firefly_scheduling.errors import ConfigurationError, FireflySchedulingError
-
-if TYPE_CHECKING:
-    from firefly_scheduling.fires.context import FireContext
 
 
 class AtomicOutcomeError(FireflySchedulingError):
@@ -129,6 +126,23 @@ class OutcomeSeat:
         self.written = False
 
 
+class RunningFire(Protocol):
+    """What the block reads of the fire it runs in (`fires.context.FireContext`)."""
+
+    @property
+    def target(self) -> str: ...
+    @property
+    def instant(self) -> datetime: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def token(self) -> int | None: ...
+    @property
+    def lock_name(self) -> str | None: ...
+    @property
+    def outcome(self) -> OutcomeSeat | None: ...
+
+
 def idempotency_key(target: str, instant: datetime) -> str:
     """A key naming one fire, the same on every attempt and node: `target@instant`."""
     return f"{target}@{instant.isoformat()}"
@@ -140,13 +154,13 @@ class AtomicBlock:
 
     __slots__ = ("_connection", "_context", "_transaction", "_using")
 
-    def __init__(self, context: FireContext, connection: object | None, using: str | None):
+    def __init__(self, context: RunningFire, connection: object | None, using: str | None):
         self._context = context
         self._connection = connection
         self._using = using
         self._transaction: CallerTransaction | AsyncCallerTransaction | None = None
 
-    def __enter__(self) -> FireContext:
+    def __enter__(self) -> RunningFire:
         transaction = self._begin()
         if transaction.asynchronous:
             raise ConfigurationError(
@@ -186,7 +200,7 @@ class AtomicBlock:
         self._seat().written = True
         return False
 
-    async def __aenter__(self) -> FireContext:
+    async def __aenter__(self) -> RunningFire:
         transaction = self._begin()
         if not transaction.asynchronous:
             raise ConfigurationError(
