@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
 
@@ -136,3 +137,11 @@ class WritesSeen:
 
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'app.db'}"
+
+
+def database_url(database: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The URL of `database` ("postgres", "mariadb" or "sqlite", a file in `tmp_path`)."""
+    if database == "sqlite":
+        return sqlite_url(tmp_path)
+    fixture = {"postgres": "postgres_url", "mariadb": "mysql_url"}[database]
+    return str(request.getfixturevalue(fixture))

@@ -37,7 +37,7 @@ from firefly_scheduling.history.port import Recorded
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from atomic_clients import Place, WritesSeen, place_on, sqlite_url
+from atomic_clients import Place, WritesSeen, database_url, place_on
 
 #: A client's transaction: yields what `atomic` takes, and how to insert an app row.
 Client = Callable[[Place], AbstractContextManager[tuple[object, Callable[[str, int], None]]]]
@@ -93,11 +93,7 @@ CASES = [
 @pytest.fixture(params=CASES, ids=[f"{d}-{c}" for d, c in CASES])
 def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Place, Client]]:
     database, client = request.param
-    url = {
-        "postgres": lambda: request.getfixturevalue("postgres_url"),
-        "mariadb": lambda: request.getfixturevalue("mysql_url"),
-        "sqlite": lambda: sqlite_url(tmp_path),
-    }[database]()
+    url = database_url(database, request, tmp_path)
     with place_on(url, tmp_path) as place:
         yield place, CLIENTS[client]
 
@@ -126,7 +122,7 @@ def test_a_committed_block_leaves_the_row_and_the_success_and_nothing_overwrites
 
     lock, seen = place.lock(), WritesSeen(place.history)
     try:
-        result = FireRunner(lock, history=seen, node="A").run(fire, body)  # type: ignore[arg-type]
+        result = FireRunner(lock, history=seen, node="A").run(fire, body)
     finally:
         lock.close()
     assert result.verdict is Verdict.FAILED  # the body's own account

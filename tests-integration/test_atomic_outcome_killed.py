@@ -32,7 +32,7 @@ from firefly_scheduling.fires.outcome import Fire, FireResult
 from firefly_scheduling.fires.runner import FireRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from atomic_clients import Place, place_on, sqlite_url
+from atomic_clients import Place, database_url, place_on
 
 NODE_SCRIPT = Path(__file__).resolve().parent / "atomic_killed_node.py"
 LOCK_TTL = 2.0
@@ -40,11 +40,7 @@ LOCK_TTL = 2.0
 
 @pytest.fixture(params=["postgres", "mariadb", "sqlite"])
 def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Place]:
-    url = {
-        "postgres": lambda: request.getfixturevalue("postgres_url"),
-        "mariadb": lambda: request.getfixturevalue("mysql_url"),
-        "sqlite": lambda: sqlite_url(tmp_path),
-    }[request.param]()
+    url = database_url(request.param, request, tmp_path)
     with place_on(url, tmp_path) as fresh:
         yield fresh
 
