@@ -235,3 +235,35 @@ def test_the_block_refuses_a_connection_outside_a_transaction(
             lock.close()
         assert errors
         assert "outside a transaction" in errors[0]
+
+
+@pytest.mark.parametrize("database", ["postgres", "mariadb", "sqlite"])
+def test_the_block_adds_one_statement_to_the_task_transaction(
+    database: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    with place_on(database_url(database, request, tmp_path), tmp_path) as place:
+        fire, _ = a_fire(place)
+        sent: list[str] = []
+
+        def noted(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+            sent.append(statement)
+
+        def body() -> None:
+            running = current_fire()
+            assert running is not None
+            sa.event.listen(place.engine, "before_cursor_execute", noted)
+            try:
+                with Session(place.engine) as session, session.begin(), running.atomic(session):
+                    session.execute(sa.insert(place.app).values(fire="one", attempt=1))
+            finally:
+                sa.event.remove(place.engine, "before_cursor_execute", noted)
+
+        lock = place.lock()
+        try:
+            FireRunner(lock, history=place.history, node="A").run(fire, body)
+        finally:
+            lock.close()
+        # The task's INSERT, then the guarded UPDATE of the history's row: nothing else.
+        assert [statement.split()[0] for statement in sent] == ["INSERT", "UPDATE"]
+        assert place.app.name in sent[0]
+        assert place.history.table.name in sent[1]
