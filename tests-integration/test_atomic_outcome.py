@@ -1,7 +1,8 @@
 """`current_fire().atomic(...)` on real servers: the outcome commits with the task's writes.
 
 For each blocking client (a SQLAlchemy `Session`, a SQLAlchemy `Connection` inside
-`begin()`, a psycopg 3 connection on PostgreSQL) and each database (PostgreSQL,
+`begin()`, a psycopg 3 connection on PostgreSQL, inside `transaction()` or committed
+after the block) and each database (PostgreSQL,
 MariaDB, a SQLite file), a real `FireRunner` with a lease lock and the SQL history in
 that database runs a body whose application row is written inside the block. A
 second connection then reads the application table and the history:
@@ -76,17 +77,33 @@ def on_psycopg(place: Place) -> Iterator[tuple[object, Callable[[str, int], None
         yield connection, insert
 
 
+@contextmanager
+def on_psycopg_committed_after(place: Place) -> Iterator[tuple[object, Callable[[str, int], None]]]:
+    """psycopg without `transaction()`: the connection's block commits at its end (or
+    rolls back on an error), after `atomic`'s."""
+    with psycopg.connect(place.url) as connection:
+
+        def insert(fire: str, attempt: int) -> None:
+            connection.execute(
+                f"INSERT INTO {place.app.name} (fire, attempt) VALUES (%s, %s)",
+                (fire, attempt),
+            )
+
+        yield connection, insert
+
+
 CLIENTS: dict[str, Client] = {
     "session": in_a_session,
     "connection": on_a_connection,
     "psycopg": on_psycopg,
+    "psycopg_plain": on_psycopg_committed_after,
 }
 #: The databases each client runs on (psycopg: PostgreSQL only).
 CASES = [
     (database, client)
     for database in ("postgres", "mariadb", "sqlite")
     for client in CLIENTS
-    if client != "psycopg" or database == "postgres"
+    if not client.startswith("psycopg") or database == "postgres"
 ]
 
 
