@@ -44,6 +44,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TypeAlias, TypeVar
 
@@ -153,6 +154,8 @@ class RunRecorder:
                 claim_seconds=claim_seconds,
             )
         recorded = self.end_of_run(fire, ended, started=started.recorded)
+        if ended.in_transaction and recorded is Recorded.ALREADY:
+            ended = committed(fire, ended)
         if ended.finished:  # an interrupted body is no run to judge: it propagates
             self._policy.after_body(fire, ended)
         return FireResult(
@@ -381,6 +384,24 @@ class RunRecorder:
         """Write what is remembered (see `UnrecordedWrites.retry`)."""
         if len(self._unrecorded):  # the common case costs no thread hop
             off_loop(self._unrecorded.retry, self._history, self._clock, immediately=immediately)
+
+
+def committed(fire: Fire, ended: BodyEnded) -> BodyEnded:
+    """The end of a run whose success committed in the task's transaction: succeeded.
+
+    The record says so, and the fire is done; a body that raised after its block
+    (logged already) does not make it a failed fire, to retry or count as one.
+    """
+    if ended.verdict is Verdict.SUCCEEDED:
+        return ended
+    logger.warning(
+        "%s: fire %s: the body ended %s after its outcome committed in its transaction; "
+        "the fire stands succeeded",
+        fire.target,
+        fire.instant.isoformat(),
+        ended.verdict.value,
+    )
+    return replace(ended, verdict=Verdict.SUCCEEDED, error=None)
 
 
 _T = TypeVar("_T")
