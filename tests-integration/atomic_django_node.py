@@ -27,6 +27,10 @@ from firefly_scheduling_database.sql_history.store import SqlRunHistory
 
 def main() -> None:
     orders = json.loads(os.environ["FIREFLY_ATOMIC_DJANGO"])
+    if orders["django"]["ENGINE"] == "django.db.backends.mysql":
+        import pymysql  # noqa: PLC0415 - Django's MySQL backend through PyMySQL
+
+        pymysql.install_as_MySQLdb()  # the test environment has PyMySQL, not mysqlclient
     settings.configure(DATABASES={"default": orders["django"]}, INSTALLED_APPS=[], USE_TZ=True)
     django.setup()
     from django.db import connection  # noqa: PLC0415 - after Django's setup

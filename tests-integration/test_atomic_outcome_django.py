@@ -1,7 +1,8 @@
 """`with current_fire().atomic(using="default"):` in a real Django process.
 
 The block is Django's `transaction.atomic`: the body writes its application row with
-Django's cursor inside it, on SQLite (a file) and on PostgreSQL, with the SQL history
+Django's cursor inside it, on SQLite (a file), PostgreSQL and MariaDB (Django's MySQL
+backend through PyMySQL, as the test environment has no mysqlclient), with the SQL history
 in that same database. Each case runs in a process of its own
 (`atomic_django_node.py`, Django configured there), and a second connection reads
 both tables afterwards: committed, the row and the `succeeded` record; raised,
@@ -23,33 +24,29 @@ import pytest
 from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from atomic_clients import Place, place_on, sqlite_url
+from atomic_clients import Place, database_url, place_on
 
 NODE_SCRIPT = Path(__file__).resolve().parent / "atomic_django_node.py"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "mariadb"])
 def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Place]:
-    url = (
-        sqlite_url(tmp_path)
-        if request.param == "sqlite"
-        else request.getfixturevalue("postgres_url")
-    )
-    with place_on(url, tmp_path) as fresh:
+    with place_on(database_url(request.param, request, tmp_path), tmp_path) as fresh:
         yield fresh
 
 
 def django_database(url: str) -> dict[str, Any]:
     parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite":
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": parsed.database}
     return {
-        "ENGINE": "django.db.backends.postgresql",
+        "ENGINE": f"django.db.backends.{backend}",
         "NAME": parsed.database,
         "USER": parsed.username or "",
         "PASSWORD": parsed.password or "",
         "HOST": parsed.host or "",
-        "PORT": str(parsed.port or 5432),
+        "PORT": str(parsed.port or {"postgresql": 5432, "mysql": 3306}[backend]),
     }
 
 
