@@ -55,6 +55,9 @@ class FireContext:
       cannot stop a thread, so a plain `def` body that can stop early should look at
       it; the run is recorded `timed_out` whenever it returns, and its task lock stays
       held (and renewed) until then. An `async def` body is cancelled at that moment.
+    * `idempotency_key`: `"<target>@<instant>"`, the same on every attempt and node.
+    * `atomic(...)`: the fire's success committed in the task's own transaction, or
+      not at all (`fires.atomic`).
     """
 
     target: str
