@@ -30,7 +30,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from firefly_scheduling import current_fire
+from firefly_scheduling import NoneLock, current_fire
 from firefly_scheduling.fires.atomic import StaleFireError
 from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
@@ -286,3 +286,41 @@ def test_the_block_adds_one_statement_to_the_task_transaction(
         assert [statement.split()[0] for statement in sent] == ["INSERT", "UPDATE"]
         assert place.app.name in sent[0]
         assert place.history.table.name in sent[1]
+
+
+def test_a_run_without_a_token_is_fenced_by_its_attempt(postgres_url: str, tmp_path: Path) -> None:
+    """A lock without fencing tokens (`NoneLock`): the adopter's start takes the record
+    over as attempt 2 with no token either, and only the attempt tells the runs apart."""
+    with place_on(postgres_url, tmp_path) as place:
+        fire, target = a_fire(place)
+        raised: list[StaleFireError] = []
+        adopter = SqlRunHistory(place.url, table=place.history.table.name)
+
+        def body() -> None:
+            running = current_fire()
+            assert running is not None
+            assert running.token is None
+            try:
+                with in_a_session(place) as (session, insert), running.atomic(session):
+                    taken = adopter.start(
+                        target,
+                        fire.instant,
+                        lock=target,
+                        node="B",
+                        token=None,
+                        at=datetime.now(UTC),
+                    )
+                    assert taken == 2
+                    insert(running.idempotency_key, running.attempt)
+            except StaleFireError as err:
+                raised.append(err)
+
+        try:
+            FireRunner(NoneLock(), history=place.history, node="A").run(fire, body)
+        finally:
+            adopter.close()
+        assert len(raised) == 1
+        assert "token None" in str(raised[0])
+        assert place.app_rows() == []
+        record = place.record(target, fire.instant)
+        assert (record["attempt"], record["node"]) == (2, "B")
