@@ -2,19 +2,21 @@
 
 For each blocking client (a SQLAlchemy `Session`, a SQLAlchemy `Connection` inside
 `begin()`, a psycopg 3 connection on PostgreSQL, inside `transaction()` or committed
-after the block) and each database (PostgreSQL,
-MariaDB, a SQLite file), a real `FireRunner` with a lease lock and the SQL history in
-that database runs a body whose application row is written inside the block. A
-second connection then reads the application table and the history:
+after the block) and each database (PostgreSQL, MariaDB, a SQLite file), a real
+`FireRunner` with a lease lock and the SQL history in that database runs a body whose
+application row is written inside the block. A second connection then reads the
+application table and the history:
 
-* committed: the row and the `succeeded` record both stand; the record stage wrote
-  nothing over it (the body raises after the block, and the record still says
-  `succeeded`, ended inside the block);
+* committed: the row and the `succeeded` record both stand; the record stage sent no
+  finish and wrote nothing over it (the body raises after the block, and the record
+  still says `succeeded`, ended inside the block; the fire ends `succeeded`);
 * the block raising: neither stands (the record says `failed`, written by the record
   stage as usual);
 * a stale run (a second history client adopts the fire inside the block, as an
   adopter's start does, with a newer token): `StaleFireError` naming the fire, the
-  application row absent, the adopter's record untouched.
+  application row absent, the adopter's record untouched; without fencing tokens
+  (`NoneLock`), the attempt alone fences it;
+* the block adds exactly one statement to the task's transaction.
 """
 
 from __future__ import annotations
