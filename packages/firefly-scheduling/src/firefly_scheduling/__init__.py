@@ -8,6 +8,7 @@ from firefly_scheduling.errors import (
     FireflySchedulingError,
     LockBackendError,
 )
+from firefly_scheduling.fires.atomic import AtomicOutcomeError, StaleFireError
 from firefly_scheduling.fires.context import FireContext, current_fire
 from firefly_scheduling.hosts.library import register
 from firefly_scheduling.initial_delay import InitialDelayGate
@@ -31,6 +32,7 @@ from firefly_scheduling.tasks.scanner import scan
 from firefly_scheduling.version import __version__
 
 __all__ = [
+    "AtomicOutcomeError",
     "BaseLock",
     "Cadence",
     "ConfigurationError",
@@ -45,6 +47,7 @@ __all__ = [
     "ScheduledDescriptor",
     "ScheduledManifest",
     "Settings",
+    "StaleFireError",
     "__version__",
     "current_fire",
     "hold",

@@ -9,5 +9,9 @@ MySQL/MariaDB, for every provider that keeps its history in a SQL database (the
   `queries`: the operators' reads and clean-ups;
 * `rows`: the records as the store binds and reads them; `driver`: the per-fire
   statements sent straight to the driver;
-* `schema`: the table; `migration`: upgrades of an older table.
+* `schema`: the table; `migration`: upgrades of an older table;
+* `in_transaction`: a run's success written through the task's own connection
+  (`current_fire().atomic`): its guarded statement (`success_statement`), the check
+  that the connection reaches this database (`same_database`), and the caller's
+  transaction per client (`caller_sqlalchemy`, `caller_psycopg`, `caller_django`).
 """

@@ -45,7 +45,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from functools import partial
+from functools import cached_property, partial
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -54,6 +54,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from firefly_scheduling.concurrency.grouped import GroupedCalls
 from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.fires.atomic import AsyncCallerTransaction, CallerTransaction
 from firefly_scheduling.history.base import BaseRunHistory, RunEnd, RunStart, WholeRun, refusal
 from firefly_scheduling.history.port import (
     HistoryError,
@@ -66,6 +67,8 @@ from firefly_scheduling.schedule.instants import as_utc
 from firefly_scheduling.urls.redaction import scrub
 from firefly_scheduling_database.engine import release_store_engine, store_engine
 from firefly_scheduling_database.sql_history import batch_writes, queries
+from firefly_scheduling_database.sql_history.driver import DriverStatement
+from firefly_scheduling_database.sql_history.in_transaction import caller_transaction
 from firefly_scheduling_database.sql_history.rows import (
     record,
     row_key,
@@ -90,6 +93,7 @@ from firefly_scheduling_database.sql_history.statements import (
     takeover,
     whole_run_update,
 )
+from firefly_scheduling_database.sql_history.success_statement import success_statements
 from firefly_scheduling_database.url import describe_url
 
 __all__ = ["DEFAULT_TABLE", "SqlRunHistory", "create_history_store", "runs_table"]
@@ -146,6 +150,29 @@ class SqlRunHistory(BaseRunHistory):
     @property
     def engine(self) -> Engine:
         return self._engine
+
+    # -- the outcome in the task's transaction (`current_fire().atomic`) ----------------
+
+    @cached_property
+    def success_statements(self) -> dict[bool, sa.Update]:
+        """The guarded success `UPDATE` (`success_statement`), by a run's lack of token."""
+        return success_statements(self._table)
+
+    @cached_property
+    def success_on_driver(self) -> dict[bool, DriverStatement]:
+        """`success_statements` compiled for this store's driver (psycopg callers)."""
+        return {
+            tokenless: DriverStatement(statement, self._engine)
+            for tokenless, statement in self.success_statements.items()
+        }
+
+    def caller_transaction(
+        self, connection: object | None, *, using: str | None
+    ) -> CallerTransaction | AsyncCallerTransaction:
+        """`TransactionalHistory`: the task's transaction on `connection`
+        (`in_transaction`); a `ConfigurationError` for another database or an unknown
+        connection."""
+        return caller_transaction(self, connection, using)
 
     def install(self) -> None:
         """Create the table if absent; safe to run again, and on several nodes at once."""

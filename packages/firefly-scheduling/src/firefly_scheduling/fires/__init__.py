@@ -35,7 +35,8 @@ behaviour. Where each policy plugs in:
   a coroutine body cancelled at it, a plain one told through `current_fire()`);
 * `after_body` (recording, the end of a finished body recorded): retries;
 * `at_record` (recording, before the end is written): the outcome committed in the
-  task's own transaction.
+  task's own transaction (`atomic`: `current_fire().atomic(...)`; the record stage
+  then checks the end instead of writing it).
 
 docs/guarantees.md says what each backend guarantees, step by step. Nothing is
 imported here, so `import firefly_scheduling` (which exports `current_fire`) stays

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from firefly_scheduling.fires.atomic import AtomicBlock, OutcomeSeat, idempotency_key
+
 if TYPE_CHECKING:
     from firefly_scheduling.locks.holding import Holding
 
@@ -53,6 +55,9 @@ class FireContext:
       cannot stop a thread, so a plain `def` body that can stop early should look at
       it; the run is recorded `timed_out` whenever it returns, and its task lock stays
       held (and renewed) until then. An `async def` body is cancelled at that moment.
+    * `idempotency_key`: `"<target>@<instant>"`, the same on every attempt and node.
+    * `atomic(...)`: the fire's success committed in the task's own transaction, or
+      not at all (`fires.atomic`).
     """
 
     target: str
@@ -68,6 +73,8 @@ class FireContext:
     #: When the body times out, on the `time.monotonic()` clock (a clock no wall-clock
     #: step moves); None: the task has no `timeout=`.
     deadline: float | None = field(default=None, repr=False)
+    #: Where `atomic` writes the fire's success (None: no history records this fire).
+    outcome: OutcomeSeat | None = field(default=None, repr=False)
 
     @property
     def lost(self) -> bool:
@@ -95,6 +102,24 @@ class FireContext:
         """Seconds until the body times out (0.0 once it has); None without a timeout."""
         deadline = self.deadline
         return None if deadline is None else max(deadline - time.monotonic(), 0.0)
+
+    @property
+    def idempotency_key(self) -> str:
+        """A key naming this fire, the same on every attempt and node (`target@instant`):
+        for side effects outside the task's transaction (an HTTP call) that a retry or
+        an adoption could repeat."""
+        return idempotency_key(self.target, self.instant)
+
+    def atomic(self, connection: object | None = None, *, using: str | None = None) -> AtomicBlock:
+        """The fire's success committed in the task's own transaction, or not at all.
+
+        `with current_fire().atomic(session):` (a SQLAlchemy `Session`, or a `Connection`
+        inside `begin()`), `with current_fire().atomic(conn):` (psycopg 3),
+        `async with current_fire().atomic(async_session):` (asyncio SQLAlchemy or
+        psycopg), `with current_fire().atomic(using="default"):` (Django: the block is
+        `transaction.atomic`). See `fires.atomic` and docs/effectively-once.md.
+        """
+        return AtomicBlock(self, connection, using)
 
 
 _CURRENT: ContextVar[FireContext | None] = ContextVar("firefly_current_fire", default=None)

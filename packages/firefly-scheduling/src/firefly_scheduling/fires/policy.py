@@ -22,8 +22,10 @@ The points, the stage that asks and when, what it acts on today, and what plugs 
 * `after_body`: recording, once the end of a body that finished (returned or raised)
   is recorded. `Run` (the run stands).
   Next: retries (run again later, attempt k of n).
-* `at_record`: recording, just before the run's end is written; told, not asked.
-  Next: the outcome committed inside the task's own transaction.
+* `at_record`: recording, just before the run's end is written. None (write it),
+  or `InTransaction`: the body's `current_fire().atomic(...)` block wrote the
+  success through its own connection (`fires.atomic`), so the end is checked, not
+  written again.
 
 `DefaultPolicy` is today's behaviour: every fire runs, within its task's `timeout=`
 when it has one, and a fire whose task lock is held is skipped as overlapping. A
@@ -66,6 +68,16 @@ RUN: Final = Run()
 
 
 @dataclass(frozen=True, slots=True)
+class InTransaction:
+    """The run's success was written in the task's own transaction (`fires.atomic`):
+    the record stage reads whether it committed instead of writing the end."""
+
+
+#: The one `InTransaction` answer.
+IN_TRANSACTION: Final = InTransaction()
+
+
+@dataclass(frozen=True, slots=True)
 class BeforeClaim:
     """What deciding knows before it claims a fire: how late it is, within grace."""
 
@@ -96,7 +108,9 @@ class BodyEnded:
     """How the body ended, as running saw it; what recording writes and the result says.
 
     `finished`: the body returned or raised an `Exception` (not interrupted);
-    `lost`: the task lock was reported lost, or lapsed, while it ran.
+    `lost`: the task lock was reported lost, or lapsed, while it ran;
+    `in_transaction`: its `current_fire().atomic(...)` block wrote the run's success
+    in the task's own transaction (whether that committed, the history says).
     """
 
     verdict: Verdict
@@ -107,6 +121,7 @@ class BodyEnded:
     ended_at: datetime
     lost: bool
     finished: bool
+    in_transaction: bool = False
 
 
 class FirePolicy(Protocol):
@@ -128,8 +143,9 @@ class FirePolicy(Protocol):
         """The body ended and its end is recorded: the run stands."""
         ...
 
-    def at_record(self, fire: Fire, facts: BodyEnded) -> None:
-        """The run's end is about to be written to the run history."""
+    def at_record(self, fire: Fire, facts: BodyEnded) -> InTransaction | None:
+        """The run's end is about to be written to the run history: write it (None),
+        or only check it, written in the task's transaction (`InTransaction`)."""
         ...
 
 
@@ -149,8 +165,8 @@ class DefaultPolicy:
     def after_body(self, fire: Fire, facts: BodyEnded) -> Run:
         return RUN
 
-    def at_record(self, fire: Fire, facts: BodyEnded) -> None:
-        return None
+    def at_record(self, fire: Fire, facts: BodyEnded) -> InTransaction | None:
+        return IN_TRANSACTION if facts.in_transaction else None
 
 
 #: The policy a runner asks when it is given none.

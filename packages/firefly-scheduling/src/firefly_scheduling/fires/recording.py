@@ -44,6 +44,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TypeAlias, TypeVar
 
@@ -55,7 +56,7 @@ from firefly_scheduling.fires.outcome import (
     Started,
     Verdict,
 )
-from firefly_scheduling.fires.policy import BodyEnded, FirePolicy
+from firefly_scheduling.fires.policy import BodyEnded, FirePolicy, InTransaction
 from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedSkip, UnrecordedWrites
 from firefly_scheduling.history.port import HistoryError, Recorded, RunHistory, RunState
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
@@ -117,6 +118,11 @@ class RunRecorder:
         self._adoptable = timedelta(seconds=grace + clock_skew)
         self._unrecorded = UnrecordedWrites(horizon_seconds=grace + clock_skew)
 
+    @property
+    def history(self) -> RunHistory | None:
+        """The run history written here (a body's `atomic` block writes through it too)."""
+        return self._history
+
     def finish(
         self,
         fire: Fire,
@@ -148,6 +154,8 @@ class RunRecorder:
                 claim_seconds=claim_seconds,
             )
         recorded = self.end_of_run(fire, ended, started=started.recorded)
+        if ended.in_transaction and recorded is Recorded.ALREADY:
+            ended = committed(fire, ended)
         if ended.finished:  # an interrupted body is no run to judge: it propagates
             self._policy.after_body(fire, ended)
         return FireResult(
@@ -172,11 +180,17 @@ class RunRecorder:
         finish its fire, which may be adopted, so its end is retried for
         `FINISH_RETRY_SECONDS` only. None without a history, or when the write still
         failed at its deadline (it is remembered then).
+
+        A run whose body wrote its success in its own transaction (the policy answers
+        `InTransaction`) sends no `finish`: `record_run` finds the record finished by
+        this run when that transaction committed (`Recorded.ALREADY`: nothing is
+        written again, whatever the body did after the block), and closes the
+        still-running record with the body's end when it did not.
         """
         history, lock = self._history, fire.task.lock_name
         if history is None or lock is None:
             return None
-        self._policy.at_record(fire, ended)
+        in_transaction = isinstance(self._policy.at_record(fire, ended), InTransaction)
         state = closing_state(ended.verdict)
         left = (fire.due + self._adoptable - self._clock()).total_seconds()
         patience = max(FINISH_RETRY_SECONDS, left) if ended.finished else FINISH_RETRY_SECONDS
@@ -192,7 +206,7 @@ class RunRecorder:
             ended.ended_at,
         )
         try:
-            if started:
+            if started and not in_transaction:
                 closed = retrying(
                     lambda: off_loop(
                         history.finish,
@@ -228,6 +242,12 @@ class RunRecorder:
                 fire.instant.isoformat(),
                 state,
                 ended.token,
+            )
+        elif in_transaction and recorded is Recorded.ALREADY:
+            logger.debug(
+                "%s: fire %s: its success committed in the task's transaction",
+                fire.target,
+                fire.instant.isoformat(),
             )
         elif not started:
             logger.info(
@@ -364,6 +384,24 @@ class RunRecorder:
         """Write what is remembered (see `UnrecordedWrites.retry`)."""
         if len(self._unrecorded):  # the common case costs no thread hop
             off_loop(self._unrecorded.retry, self._history, self._clock, immediately=immediately)
+
+
+def committed(fire: Fire, ended: BodyEnded) -> BodyEnded:
+    """The end of a run whose success committed in the task's transaction: succeeded.
+
+    The record says so, and the fire is done; a body that raised after its block
+    (logged already) does not make it a failed fire, to retry or count as one.
+    """
+    if ended.verdict is Verdict.SUCCEEDED:
+        return ended
+    logger.warning(
+        "%s: fire %s: the body ended %s after its outcome committed in its transaction; "
+        "the fire stands succeeded",
+        fire.target,
+        fire.instant.isoformat(),
+        ended.verdict.value,
+    )
+    return replace(ended, verdict=Verdict.SUCCEEDED, error=None)
 
 
 _T = TypeVar("_T")

@@ -48,6 +48,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TypeAlias
 
+from firefly_scheduling.fires.atomic import OutcomeSeat
 from firefly_scheduling.fires.context import FireContext, entered
 from firefly_scheduling.fires.outcome import BodyNotRun, Fire, FireResult, Started, Verdict
 from firefly_scheduling.fires.policy import BeforeBody, BodyEnded, FirePolicy, RunWithin
@@ -136,6 +137,10 @@ class BodyRunner:
         attempt = started.attempt
         answer = self._policy.before_body(fire, BeforeBody(attempt, token))
         timeout = answer.seconds if isinstance(answer, RunWithin) else None
+        history = self._record.history
+        seat = None
+        if history is not None and fire.task.lock_name is not None:
+            seat = OutcomeSeat(history, self._clock, start_recorded=started.recorded)
         context = FireContext(
             fire.target,
             fire.instant,
@@ -146,6 +151,7 @@ class BodyRunner:
             lost,
             holding=holding,
             deadline=None if timeout is None else time.monotonic() + timeout,
+            outcome=seat,
         )
         verdict = Verdict.FAILED
         error: str | None = "interrupted: the body did not return"
@@ -188,7 +194,15 @@ class BodyRunner:
                 holding.name,
             )
         ended = BodyEnded(
-            verdict, attempt, token, error, started_at, ended_at, lost.is_set(), finished
+            verdict,
+            attempt,
+            token,
+            error,
+            started_at,
+            ended_at,
+            lost.is_set(),
+            finished,
+            in_transaction=seat is not None and seat.written,
         )
         return ended, interrupted
 

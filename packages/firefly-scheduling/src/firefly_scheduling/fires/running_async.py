@@ -50,6 +50,7 @@ from datetime import datetime
 from typing import TypeAlias
 
 from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
+from firefly_scheduling.fires.atomic import OutcomeSeat
 from firefly_scheduling.fires.context import FireContext, entered
 from firefly_scheduling.fires.outcome import BodyNotRun, Fire, FireResult, Started, Verdict
 from firefly_scheduling.fires.policy import BeforeBody, BodyEnded, FirePolicy, RunWithin
@@ -140,6 +141,10 @@ class AsyncBodyRunner:
         attempt = started.attempt
         answer = self._policy.before_body(fire, BeforeBody(attempt, token))
         timeout = answer.seconds if isinstance(answer, RunWithin) else None
+        history = self._record.history
+        seat = None
+        if history is not None and fire.task.lock_name is not None:
+            seat = OutcomeSeat(history, self._clock, start_recorded=started.recorded)
         context = FireContext(
             fire.target,
             fire.instant,
@@ -150,6 +155,7 @@ class AsyncBodyRunner:
             lost,
             holding=holding,
             deadline=None if timeout is None else time.monotonic() + timeout,
+            outcome=seat,
         )
         verdict = Verdict.FAILED
         error: str | None = "interrupted: the body did not return"
@@ -192,7 +198,15 @@ class AsyncBodyRunner:
                 holding.name,
             )
         ended = BodyEnded(
-            verdict, attempt, token, error, started_at, ended_at, lost.is_set(), finished
+            verdict,
+            attempt,
+            token,
+            error,
+            started_at,
+            ended_at,
+            lost.is_set(),
+            finished,
+            in_transaction=seat is not None and seat.written,
         )
         return ended, interrupted
 
