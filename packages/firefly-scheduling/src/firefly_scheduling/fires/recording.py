@@ -44,6 +44,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TypeAlias, TypeVar
 
@@ -55,7 +56,9 @@ from firefly_scheduling.fires.outcome import (
     Started,
     Verdict,
 )
-from firefly_scheduling.fires.policy import BodyEnded, FirePolicy
+from firefly_scheduling.fires.policy import RUN, BodyEnded, FirePolicy
+from firefly_scheduling.fires.retries import record_text
+from firefly_scheduling.fires.retry_policy import after_run
 from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedSkip, UnrecordedWrites
 from firefly_scheduling.history.port import HistoryError, Recorded, RunHistory, RunState
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
@@ -125,8 +128,9 @@ class RunRecorder:
         started: Started,
         claim_seconds: float | None,
     ) -> FireResult:
-        """Record how the run of `fire` ended, ask the policy after a finished body,
-        and say what happened to the fire: the run stage's last step.
+        """Ask the policy after a finished body, record how the run of `fire` ended
+        (with which retry it was, and what comes next: `fires.retries`), and say what
+        happened to the fire, with the retry to run: the run stage's last step.
 
         `started`: how the start stage left the run. A body that never ran (its task
         lock lost first) closes the started record, or records a skip where nothing
@@ -147,9 +151,12 @@ class RunRecorder:
                 error=ended.error,
                 claim_seconds=claim_seconds,
             )
-        recorded = self.end_of_run(fire, ended, started=started.recorded)
-        if ended.finished:  # an interrupted body is no run to judge: it propagates
-            self._policy.after_body(fire, ended)
+        # An interrupted body is no run to judge: it propagates. The answer is asked
+        # before the end is written, so the record says what comes next.
+        answer = self._policy.after_body(fire, ended) if ended.finished else RUN
+        retry = after_run(fire, ended, answer)
+        written = replace(ended, error=record_text(fire, ended.error, retry.next_step))
+        recorded = self.end_of_run(fire, written, started=started.recorded)
         return FireResult(
             fire,
             self._node,
@@ -162,6 +169,7 @@ class RunRecorder:
             fenced=recorded is Recorded.FENCED,
             error=ended.error,
             claim_seconds=claim_seconds,
+            retry=retry.fire,
         )
 
     def end_of_run(self, fire: Fire, ended: BodyEnded, *, started: bool) -> Recorded | None:
