@@ -9,6 +9,7 @@ task without retries (or with `retries=0`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.schedule.durations import format_duration
 from firefly_scheduling.schedule.retry_backoff import (
