@@ -90,7 +90,7 @@ class TestTheSeamIsConsulted:
         assert result.verdict is Verdict.SUCCEEDED
         assert policy.points == ["before_claim", "before_body", "after_body", "at_record"]
         assert all(asked is fire for _, asked, _ in policy.asked)  # one value, never rebuilt
-        claim, body, recorded, ended = (facts for _, _, facts in policy.asked)
+        claim, body, ended, recorded = (facts for _, _, facts in policy.asked)
         assert claim == BeforeClaim(late_seconds=0.5)
         assert body == BeforeBody(attempt=1, token=result.token)
         assert recorded is ended

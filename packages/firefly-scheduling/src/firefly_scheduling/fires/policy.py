@@ -41,7 +41,8 @@ from datetime import datetime
 from typing import Final, Protocol
 
 from firefly_scheduling.fires.outcome import Fire, Verdict
-from firefly_scheduling.fires.retries import RetryOf
+from firefly_scheduling.fires.retries import RetryOf, RetrySkipped
+from firefly_scheduling.fires.retry_policy import next_retry
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,12 +160,12 @@ class DefaultPolicy:
         return RUN if timeout is None else RunWithin(timeout)
 
     def after_body(self, fire: Fire, facts: BodyEnded) -> Run | RunAgain | Skip:
-        if not fire.task.retries:  # a task without retries pays for no import, no maths
+        if not fire.task.retries:  # a task without retries costs one test
             return RUN
-        # Imported here: the decision needs this module's answers (an import cycle).
-        from firefly_scheduling.fires.retry_policy import retry_answer  # noqa: PLC0415
-
-        return retry_answer(fire, facts)
+        retry = next_retry(fire, facts.verdict, attempt=facts.attempt, ended_at=facts.ended_at)
+        if isinstance(retry, RetrySkipped):
+            return Skip(Verdict.OVERLAPPING, retry.reason)
+        return RUN if retry is None else RunAgain(retry)
 
     def at_record(self, fire: Fire, facts: BodyEnded) -> None:
         return None

@@ -48,6 +48,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TypeAlias, TypeVar
 
+from firefly_scheduling.fires.after_body import after_run
 from firefly_scheduling.fires.history_calls_async import off_loop
 from firefly_scheduling.fires.outcome import (
     BodyNotRun,
@@ -58,7 +59,6 @@ from firefly_scheduling.fires.outcome import (
 )
 from firefly_scheduling.fires.policy import RUN, BodyEnded, FirePolicy
 from firefly_scheduling.fires.retries import record_text
-from firefly_scheduling.fires.retry_policy import after_run
 from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedSkip, UnrecordedWrites
 from firefly_scheduling.history.port import HistoryError, Recorded, RunHistory, RunState
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
@@ -157,7 +157,8 @@ class AsyncRunRecorder:
         # before the end is written, so the record says what comes next.
         answer = self._policy.after_body(fire, ended) if ended.finished else RUN
         retry = after_run(fire, ended, answer)
-        written = replace(ended, error=record_text(fire, ended.error, retry.next_step))
+        text = record_text(fire.retry, ended.error, retry.next_step)
+        written = ended if text == ended.error else replace(ended, error=text)
         recorded = await self.end_of_run(fire, written, started=started.recorded)
         return FireResult(
             fire,

@@ -2,7 +2,7 @@
 
 A run that ends `failed` or `timed_out` asks the policy after its body
 (`FirePolicy.after_body`); for a task with `retries=n` the default policy answers
-(`retry_answer`):
+(`retry_policy.next_retry`):
 
 * `RunAgain(retry=k, of=n, due=...)` while fewer than `n` retries ran: retry `k` is
   due a delay after the failed run's end, drawn in `[0, min(retry_backoff_max,
@@ -31,10 +31,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from firefly_scheduling.fires.outcome import Fire
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +47,19 @@ class RetryOf:
         return f"retry {self.number} of {self.of}"
 
 
-def record_text(fire: Fire, error: str | None, next_step: str | None) -> str | None:
-    """The text a run of `fire` leaves in its record: which retry it was, its error, and
-    what comes next (the next retry, or why it was skipped), joined by `; `."""
-    parts = [str(fire.retry) if fire.retry is not None else None, error, next_step]
+@dataclass(frozen=True, slots=True)
+class RetrySkipped:
+    """The retry that was due after a failed run is not run, and why (`reason`)."""
+
+    retry: RetryOf
+    reason: str
+
+
+def record_text(retry: RetryOf | None, error: str | None, next_step: str | None) -> str | None:
+    """The text a run leaves in its record: which retry it was (`retry`; None: the
+    fire's first run), its error, and what comes next (the next retry, or why it was
+    skipped), joined by `; `."""
+    parts = [None if retry is None else str(retry), error, next_step]
     text = "; ".join(part for part in parts if part)
     return text or None
 
