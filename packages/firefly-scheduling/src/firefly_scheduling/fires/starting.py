@@ -127,7 +127,9 @@ class RunStarter:
         refuses it (the fire is finished, or a newer attempt owns it: not run)."""
         history, lock = self._history, fire.task.lock_name
         if history is None or lock is None:
-            return UNRECORDED
+            # Nothing recorded: a retry is still the attempt after the one it follows.
+            retry = fire.retry
+            return UNRECORDED if retry is None else Started(retry.after_attempt + 1, False)
         if fire.retry is not None:
             return self._start_retry(fire, fire.retry, token=token, lock=lock)
         try:
