@@ -11,9 +11,11 @@ from datetime import datetime, timedelta
 
 from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.retries import RetryOf, RetrySkipped
+from firefly_scheduling.history.port import RunRecord, RunState
 from firefly_scheduling.schedule.fire_instants import rate_fire_after, rate_step
 from firefly_scheduling.schedule.next_fire import cron_schedule_of
 from firefly_scheduling.schedule.retry_backoff import retry_delay
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling.tasks.retry_arguments import retry_settings
 
 #: How a body ends that a retry runs again.
@@ -25,22 +27,23 @@ def next_retry(
 ) -> RetryOf | RetrySkipped | None:
     """The next retry of `fire`, whose run (attempt `attempt`) ended as `verdict` at
     `ended_at`; `RetrySkipped` when it would be due at or after the task's next fire;
-    None when no retry is due (a success, the last retry, a task without retries)."""
+    None when no retry is due (a success, the last retry, a task without retries).
+
+    The retry after attempt `a` is retry `a` (attempt `a + 1`): every attempt at the
+    fire counts, an adopted run's too, so the retry and its due time follow from the
+    fire's record alone (its attempt and its end), on any node (`pending_retry`).
+    """
     settings = retry_settings(fire.task)
-    if settings is None or verdict not in RETRIED_VERDICTS:
+    if settings is None or verdict not in RETRIED_VERDICTS or attempt > settings.retries:
         return None
-    done = 0 if fire.retry is None else fire.retry.number
-    if done >= settings.retries:
-        return None
-    number = done + 1
     due = ended_at + retry_delay(
         fire.target,
         fire.instant,
-        number,
+        attempt,
         backoff=settings.backoff,
         backoff_max=settings.backoff_max,
     )
-    retry = RetryOf(number, settings.retries, due, attempt)
+    retry = RetryOf(attempt, settings.retries, due, attempt)
     following = next_fire_due(fire, ended_at)
     if following is not None and due >= following:
         return RetrySkipped(
@@ -67,6 +70,22 @@ def next_fire_due(fire: Fire, ended_at: datetime) -> datetime | None:
     else:
         return None
     return Fire.at(task, following).due
+
+
+#: The verdict a failed record's state stands for.
+_VERDICT_OF = {RunState.FAILED: Verdict.FAILED, RunState.TIMED_OUT: Verdict.TIMED_OUT}
+
+
+def pending_retry(task: ScheduledDescriptor, record: RunRecord) -> RetryOf | None:
+    """The retry a failed or timed-out `record` of `task` asks for, as the node that
+    ran it computed it; None when it asks for none (or would be skipped)."""
+    verdict = _VERDICT_OF.get(record.state)
+    if verdict is None or record.ended_at is None:
+        return None
+    retry = next_retry(
+        Fire.at(task, record.instant), verdict, attempt=record.attempt, ended_at=record.ended_at
+    )
+    return retry if isinstance(retry, RetryOf) else None
 
 
 def _iso(instant: datetime) -> str:

@@ -14,7 +14,8 @@ Each task becomes one APScheduler job whose function builds the `Fire` and calls
   the job re-adds itself for `end + delay`. The first run is as soon as the host
   starts.
 * `retries=`: a fire whose run failed adds a one-shot job for its retry
-  (`hosts.apscheduler.retries`).
+  (`hosts.apscheduler.retries`), and every node learns of the fleet's pending
+  retries from the run history (`hosts.apscheduler.retry_sweep`).
 * `jitter=`: the trigger wakes the job at each instant plus its offset
   (`JitteredTrigger`; a `fixed_delay` job's `DateTrigger` likewise), and the fire is
   still named by its instant.
@@ -59,6 +60,7 @@ from typing import Any
 
 from firefly_scheduling.fires.outcome import Fire
 from firefly_scheduling.hosts.apscheduler.retries_async import schedule_retry
+from firefly_scheduling.hosts.apscheduler.retry_sweep_async import RetrySweep
 from firefly_scheduling.hosts.apscheduler.triggers import (
     CronScheduleTrigger,
     EpochAlignedRateTrigger,
@@ -322,6 +324,8 @@ def attach_tasks(
                 **JOB_OPTIONS,
             )
         job_ids.append(job_id)
+    # Retries pending anywhere in the fleet, read from the history (none: no job).
+    RetrySweep(scheduler, descriptors, runtime).attach()
     return job_ids
 
 

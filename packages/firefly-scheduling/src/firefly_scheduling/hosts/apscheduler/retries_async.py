@@ -9,9 +9,10 @@ one-shot job here, woken at the retry's due time, that runs the retry through
 A retry that fails again adds the next one the same way, until the policy answers
 that none is due.
 
-The job lives in this process's memory: a node that stops (or dies) before the retry
-is due drops it, and no other node runs it (docs/policies.md, Retries, under faults).
-A host that shuts down adds no retry.
+The job lives in this process's memory; the other nodes learn of the retry from the
+run history (`retry_sweep`) and add the same job, so a node that stops (or dies)
+before the retry is due does not take it along (docs/policies.md, Retries, under
+faults). A host that shuts down adds no retry.
 
 Written once, for asyncio, in `hosts/apscheduler/retries_async.py`; the synchronous
 flavour in `hosts/apscheduler/retries.py` is generated from it by
