@@ -13,6 +13,10 @@ its own: the evidence comes from neither node's view of itself.
 Then one retry handed to two node processes at once (as two nodes that both learnt of
 it would be) runs once: its claim, in Redis, and its conditional start on the
 fire's record, in PostgreSQL, let only one of them run the body.
+
+Last, a node that ran a failing fire and exited before its retry (a node that died)
+loses nothing: a resident node that never ran the fire learns of the retry from the
+history and runs it.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
-from firefly_hostapps.harness import STARTED, node_env, start_node
+from firefly_hostapps.harness import HOST_APPS, STARTED, node_env, start_node
 
 from backend_matrix import lock_env
 from firefly_scheduling.fires.outcome import Fire, Verdict
@@ -266,3 +270,76 @@ def test_one_retry_handed_to_two_nodes_runs_once(
     assert (record.state, record.attempt) == (RunState.FAILED, 2)
     assert record.error is not None
     assert record.error.startswith("retry 1 of 2; RuntimeError: the retry fails too")
+
+
+#: A node that runs one fire of `firefly_hostapps.retry_pickup` (manual: not on its
+#: yearly schedule), then exits before the retry its failure asks for: a node that died.
+DYING_NODE = textwrap.dedent(
+    """
+    import json, sys
+    from datetime import UTC, datetime
+    from firefly_hostapps import retry_pickup
+    from firefly_scheduling.fires.outcome import Fire, TriggerKind
+    from firefly_scheduling.fires.runner import FireRunner
+    from firefly_scheduling.tasks.decorator import descriptor_of
+    from firefly_scheduling_database.sql_history.store import SqlRunHistory
+    from firefly_scheduling_redis import RedisLock
+
+    redis_url, postgres_url, table = sys.argv[1:4]
+    task = descriptor_of(retry_pickup.picked_up)
+    runner = FireRunner(RedisLock(redis_url), history=SqlRunHistory(postgres_url, table=table),
+                        node="dying-node")
+    fire = Fire.at(task, datetime.now(UTC), TriggerKind.MANUAL)
+    result = runner.run(fire, retry_pickup.picked_up)
+    runner.close()
+    print(json.dumps({"verdict": result.verdict.name, "instant": fire.instant.isoformat(),
+                      "retry": None if result.retry is None else str(result.retry.retry)}))
+    """
+)
+
+
+def test_a_retry_whose_node_died_is_run_by_another_node(
+    tmp_path: Path, redis_url: str, postgres_url: str, history: SqlRunHistory
+) -> None:
+    lock = f"retry-pickup-{uuid.uuid4().hex}"
+    witness = tmp_path / "witness.log"
+    env = node_env(
+        tmp_path,
+        FIREFLY_HOSTAPP_WITNESS=str(witness),
+        FIREFLY_HOSTAPP_LOCK=lock,
+        FIREFLY_SCHEDULING_HISTORY_URL=postgres_url,
+        **lock_env("redis", {"redis": redis_url}, tmp_path),
+    )
+    survivor = start_node(
+        "run", "surviving-node", app="firefly_hostapps.retry_pickup", env=env, workdir=tmp_path
+    )
+    try:
+        assert survivor.wait_for_output(STARTED, timeout=60), survivor.text()[-2000:]
+        dying = subprocess.run(
+            [sys.executable, "-c", DYING_NODE, redis_url, postgres_url, HISTORY_TABLE],
+            capture_output=True,
+            text=True,
+            env={**env, "PYTHONPATH": str(HOST_APPS), "FIREFLY_SCHEDULING_NODE": "dying-node"},
+            timeout=120,
+            check=False,
+        )
+        assert dying.returncode == 0, dying.stderr[-3000:]
+        ran = json.loads(dying.stdout.splitlines()[-1])
+        assert (ran["verdict"], ran["retry"]) == ("FAILED", "retry 1 of 2")
+        deadline = time.monotonic() + PATIENCE
+        while time.monotonic() < deadline and len(witness.read_text().splitlines()) < 2:
+            time.sleep(0.1)
+    finally:
+        exit_code = survivor.stop()
+    assert exit_code == 0, survivor.text()[-3000:]
+    assert witness.read_text().splitlines() == [
+        f"dying-node {ran['instant']} 1",
+        f"surviving-node {ran['instant']} 2",
+    ], survivor.text()[-3000:]
+    [record] = history.runs(lock=lock, limit=5)
+    assert (record.state, record.attempt, record.node, record.error) == (
+        RunState.SUCCEEDED,
+        2,
+        "surviving-node",
+        "retry 1 of 2",
+    )
