@@ -21,6 +21,7 @@ from firefly_scheduling.fires.claims import claim_name
 from firefly_scheduling.fires.outcome import Fire, FireResult, TriggerKind, Verdict
 from firefly_scheduling.fires.policy import DEFAULT_POLICY, BodyEnded, RunAgain, Skip
 from firefly_scheduling.fires.retries import RetryOf
+from firefly_scheduling.fires.retry_policy import pending_retry
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import MemoryRunHistory, RunState
 from firefly_scheduling.locks import InMemoryLock
@@ -277,3 +278,46 @@ def test_the_default_policy_asks_for_a_retry_only_after_a_failure(verdict: Verdi
     facts = BodyEnded(verdict, 1, None, None, T0, T0, lost=False, finished=True)
     answer = DEFAULT_POLICY.after_body(Fire.at(descriptor, T0), facts)
     assert isinstance(answer, RunAgain) is (verdict is not Verdict.SUCCEEDED)
+
+
+class TestEveryNodeComputesTheSameRetry:
+    def test_from_the_fire_s_record_alone(self) -> None:
+        """The retry a failed record asks for, as another node reads it from the
+        history, is the one the node that ran the failure computed."""
+        descriptor = task(retries=3, retry_backoff="10s", retry_backoff_max="1m")
+        clock, history = Clock(), MemoryRunHistory()
+        runner = FireRunner(InMemoryLock(), history=history, clock=clock)
+        body = Body(clock, failures=10)
+        failed = runner.run(Fire.at(descriptor, T0), body)
+        assert failed.retry is not None
+        [record] = history.runs(descriptor.target)
+        assert pending_retry(descriptor, record) == failed.retry.retry
+        clock.now = failed.retry.due
+        again = runner.run(failed.retry, body)
+        assert again.retry is not None
+        [record] = history.runs(descriptor.target)
+        assert pending_retry(descriptor, record) == again.retry.retry
+        assert again.retry.retry == RetryOf(2, 3, again.retry.due, after_attempt=2)
+
+    def test_none_once_the_retry_started_or_after_the_last(self) -> None:
+        descriptor = task(retries=1, retry_backoff="1s", retry_backoff_max="1s")
+        clock, history = Clock(), MemoryRunHistory()
+        runner = FireRunner(InMemoryLock(), history=history, clock=clock)
+        body = Body(clock, failures=10)
+        failed = runner.run(Fire.at(descriptor, T0), body)
+        assert failed.retry is not None
+        clock.now = failed.retry.due
+        last = runner.run(failed.retry, body)
+        assert (last.verdict, last.retry) == (Verdict.FAILED, None)
+        [record] = history.runs(descriptor.target)
+        assert record.attempt == 2
+        assert pending_retry(descriptor, record) is None
+
+    def test_an_adopted_run_counts_as_an_attempt(self) -> None:
+        """A died run adopted by the next fire is attempt 2: its failure asks for retry 2,
+        not retry 1 again."""
+        descriptor = task(retries=3, retry_backoff="1s", retry_backoff_max="1s")
+        facts = BodyEnded(Verdict.FAILED, 2, None, "boom", T0, T0, lost=False, finished=True)
+        answer = DEFAULT_POLICY.after_body(Fire.at(descriptor, T0), facts)
+        assert isinstance(answer, RunAgain)
+        assert (answer.retry.number, answer.retry.after_attempt) == (2, 2)

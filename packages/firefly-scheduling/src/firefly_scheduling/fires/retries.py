@@ -4,7 +4,7 @@ A run that ends `failed` or `timed_out` asks the policy after its body
 (`FirePolicy.after_body`); for a task with `retries=n` the default policy answers
 (`retry_policy.next_retry`):
 
-* `RunAgain(retry=k, of=n, due=...)` while fewer than `n` retries ran: retry `k` is
+* `RunAgain(RetryOf(k, n, due, ...))` after attempt `k <= n` failed: retry `k` is
   due a delay after the failed run's end, drawn in `[0, min(retry_backoff_max,
   retry_backoff * 2**(k-1)))` from (task, instant, k) alike on every node
   (`schedule.retry_backoff`);
@@ -22,9 +22,12 @@ k), the task lock (it never overlaps another run of the task), and its start tak
 the fire's failed record over as the next attempt (`RetryStartingHistory`), so the
 record holds the newest attempt, its number, and the text `retry k of n`.
 
+The retry after attempt `a` is retry `a`: its number and due time follow from the
+fire's record alone, so every node computes the same (`retry_policy.pending_retry`).
 The host that ran the failed body keeps the retry until it is due
-(`hosts.apscheduler.retries`, `tick` inline). docs/policies.md says what is lost
-under faults.
+(`hosts.apscheduler.retries`, `tick` inline), and the other resident nodes learn of
+it from the history (`hosts.apscheduler.retry_sweep`). docs/policies.md says what
+holds under faults.
 """
 
 from __future__ import annotations
