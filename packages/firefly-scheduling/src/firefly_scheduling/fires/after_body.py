@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Final
 
 from firefly_scheduling.fires.outcome import Fire, TriggerKind
 from firefly_scheduling.fires.policy import BodyEnded, Run, RunAgain, Skip
@@ -20,6 +21,10 @@ class AfterRun:
 
     fire: Fire | None
     next_step: str | None
+
+
+#: No retry follows, and the record says nothing more.
+NO_RETRY: Final = AfterRun(None, None)
 
 
 def after_run(fire: Fire, ended: BodyEnded, answer: Run | RunAgain | Skip) -> AfterRun:
@@ -41,4 +46,4 @@ def after_run(fire: Fire, ended: BodyEnded, answer: Run | RunAgain | Skip) -> Af
     if isinstance(answer, Skip):
         logger.warning("%s: fire %s: %s", fire.target, fire.instant.isoformat(), answer.reason)
         return AfterRun(None, answer.reason)
-    return AfterRun(None, None)
+    return NO_RETRY

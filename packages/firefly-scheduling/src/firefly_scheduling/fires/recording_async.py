@@ -48,7 +48,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TypeAlias, TypeVar
 
-from firefly_scheduling.fires.after_body import after_run
+from firefly_scheduling.fires.after_body import NO_RETRY, after_run
 from firefly_scheduling.fires.history_calls_async import off_loop
 from firefly_scheduling.fires.outcome import (
     BodyNotRun,
@@ -156,10 +156,13 @@ class AsyncRunRecorder:
         # An interrupted body is no run to judge: it propagates. The answer is asked
         # before the end is written, so the record says what comes next.
         answer = self._policy.after_body(fire, ended) if ended.finished else RUN
-        retry = after_run(fire, ended, answer)
-        text = record_text(fire.retry, ended.error, retry.next_step)
-        written = ended if text == ended.error else replace(ended, error=text)
-        recorded = await self.end_of_run(fire, written, started=started.recorded)
+        retry = NO_RETRY if answer is RUN and fire.retry is None else after_run(fire, ended, answer)
+        if retry is not NO_RETRY or fire.retry is not None:  # the common fire: no new text
+            text = record_text(fire.retry, ended.error, retry.next_step)
+            ended_as_written = replace(ended, error=text)
+        else:
+            ended_as_written = ended
+        recorded = await self.end_of_run(fire, ended_as_written, started=started.recorded)
         return FireResult(
             fire,
             self._node,
