@@ -195,6 +195,58 @@ def test_runs_shows_a_timed_out_run_as_such(
     assert "timed_out" in table.output
 
 
+def test_runs_shows_which_retry_a_run_was(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fire whose first run failed and whose retry 1 of 2 failed too, recorded by the
+    fire runner: `runs` shows the attempt and the retry."""
+    pytest.importorskip("firefly_scheduling_database")
+    from firefly_scheduling.fires.outcome import Fire  # noqa: PLC0415 - after the skip
+    from firefly_scheduling.fires.runner import FireRunner  # noqa: PLC0415
+    from firefly_scheduling.locks import InMemoryLock  # noqa: PLC0415
+    from firefly_scheduling.tasks.descriptor import ScheduledDescriptor  # noqa: PLC0415
+    from firefly_scheduling_database.sql_history.store import SqlRunHistory  # noqa: PLC0415
+
+    url = f"sqlite:///{tmp_path / 'history.db'}"
+    history = SqlRunHistory(url)
+    history.install()
+    target = f"app:retried_{tmp_path.name}"
+    task = ScheduledDescriptor(
+        target=target,
+        lock_name=target,
+        lock_ttl=30.0,
+        cron="0 * * * *",
+        retries=2,
+        retry_backoff=1.0,
+        retry_backoff_max=1.0,
+    )
+    instant = datetime(2026, 6, 3, 12, 0, tzinfo=UTC)
+    now = [instant]
+    fires = FireRunner(InMemoryLock(), history=history, clock=lambda: now[0])
+
+    def body() -> None:
+        raise RuntimeError("boom")
+
+    try:
+        failed = fires.run(Fire.at(task, instant), body)
+        assert failed.retry is not None
+        now[0] = failed.retry.due
+        again = fires.run(failed.retry, body)
+        assert again.retry is not None  # retry 2 of 2 follows: left pending here
+    finally:
+        fires.close()
+        history.close()
+    monkeypatch.setenv("FIREFLY_SCHEDULING_HISTORY_URL", url)
+    listed = runner.invoke(main, ["runs", "--json"])
+    assert listed.exit_code == 0, listed.output
+    [row] = [json.loads(line) for line in listed.output.splitlines()]
+    assert (row["state"], row["attempt"]) == ("failed", 2)
+    assert row["error"].startswith("retry 1 of 2; RuntimeError: boom; retry 2 of 2 due ")
+    table = runner.invoke(main, ["runs"], env={"COLUMNS": "400"})
+    assert table.exit_code == 0, table.output
+    assert "retry 1 of 2; RuntimeError: boom; retry 2 of 2 due" in " ".join(table.output.split())
+
+
 # -- structured logs ------------------------------------------------------------------
 
 

@@ -187,6 +187,51 @@ def test_lock_required_refuses_a_lock_that_excludes_nothing(scratch: dict[str, s
     assert bodies(scratch) == []
 
 
+def test_the_admin_shows_which_retry_a_run_was(scratch: dict[str, str]) -> None:
+    """A fire failed, then its retry succeeded: written by the fire runner itself."""
+    pytest.importorskip("firefly_scheduling_database")
+    from firefly_scheduling.fires.outcome import Fire  # noqa: PLC0415 - after the skip
+    from firefly_scheduling.fires.runner import FireRunner  # noqa: PLC0415
+    from firefly_scheduling.locks import InMemoryLock  # noqa: PLC0415
+    from firefly_scheduling.tasks.descriptor import ScheduledDescriptor  # noqa: PLC0415
+    from firefly_scheduling_database.sql_history.store import SqlRunHistory  # noqa: PLC0415
+
+    locks = Path(scratch["FIREFLY_DJANGO_TEST_DIR"]) / "locks.db"
+    history = SqlRunHistory(f"sqlite:///{locks}")
+    history.install()
+    target = "shop.tasks:flaky"
+    task = ScheduledDescriptor(
+        target=target,
+        lock_name=target,
+        lock_ttl=30.0,
+        cron="0 * * * *",
+        retries=2,
+        retry_backoff=1.0,
+        retry_backoff_max=1.0,
+    )
+    instant = datetime(2030, 1, 1, tzinfo=UTC)
+    now = [instant]
+    runner = FireRunner(InMemoryLock(), history=history, clock=lambda: now[0])
+    runs: list[int] = []
+
+    def body() -> None:
+        runs.append(1)
+        if len(runs) == 1:
+            raise RuntimeError("the first run fails")
+
+    try:
+        failed = runner.run(Fire.at(task, instant), body)
+        assert failed.retry is not None
+        now[0] = failed.retry.due
+        assert runner.run(failed.retry, body).verdict.value == "succeeded"
+    finally:
+        runner.close()
+        history.close()
+    admin = check_admin(scratch)
+    assert admin.returncode == 0, admin.stderr
+    assert "<td>retry 1 of 2</td>" in admin.stdout
+
+
 def check_admin(scratch: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """The project's admin pages, fetched by its `check_admin.py` in a process of its own."""
     return subprocess.run(

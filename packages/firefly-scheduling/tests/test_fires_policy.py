@@ -24,6 +24,7 @@ from firefly_scheduling.fires.policy import (
     DefaultPolicy,
     LockHeld,
     Run,
+    RunAgain,
     RunWithin,
     Skip,
 )
@@ -62,7 +63,7 @@ class RecordingPolicy(DefaultPolicy):
         self.asked.append(("before_body", fire, facts))
         return super().before_body(fire, facts)
 
-    def after_body(self, fire: Fire, facts: BodyEnded) -> Run:
+    def after_body(self, fire: Fire, facts: BodyEnded) -> Run | RunAgain | Skip:
         self.asked.append(("after_body", fire, facts))
         return super().after_body(fire, facts)
 
@@ -87,9 +88,9 @@ class TestTheSeamIsConsulted:
         fire = Fire.at(task(), T0, TriggerKind.MANUAL)
         result = runner(policy, history, now=T0 + SECOND / 2).run(fire, lambda: None)
         assert result.verdict is Verdict.SUCCEEDED
-        assert policy.points == ["before_claim", "before_body", "at_record", "after_body"]
+        assert policy.points == ["before_claim", "before_body", "after_body", "at_record"]
         assert all(asked is fire for _, asked, _ in policy.asked)  # one value, never rebuilt
-        claim, body, recorded, ended = (facts for _, _, facts in policy.asked)
+        claim, body, ended, recorded = (facts for _, _, facts in policy.asked)
         assert claim == BeforeClaim(late_seconds=0.5)
         assert body == BeforeBody(attempt=1, token=result.token)
         assert recorded is ended
@@ -197,7 +198,7 @@ class TestTheSeamIsConsulted:
             return (await runner.run(fire, body)).verdict
 
         assert asyncio.run(scenario()) is Verdict.SUCCEEDED
-        assert policy.points == ["before_claim", "before_body", "at_record", "after_body"]
+        assert policy.points == ["before_claim", "before_body", "after_body", "at_record"]
         assert all(asked is fire for _, asked, _ in policy.asked)
 
 

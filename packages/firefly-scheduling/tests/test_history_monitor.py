@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -197,3 +198,51 @@ class TestDeploymentsSharingAHistory:
         assert [p.reason for p in problems] == ["no successful run recorded"]
         self._fire(history, production, 1, fails=False)
         assert health_problems([production], history, NOW) == []
+
+
+class TestRetriedFires:
+    """`monitor` on a task with `retries=`, its records written by the fire runner."""
+
+    def _runner(self, history: MemoryRunHistory, now: list[datetime]) -> FireRunner:
+        return FireRunner(InMemoryLock(), history=history, clock=lambda: now[0])
+
+    def test_a_failed_retry_is_reported_as_retry_k_of_n(self) -> None:
+        task = replace(locked("app:retried", fixed_rate=3600.0), retries=1, retry_backoff=1.0)
+        history = MemoryRunHistory()
+        record(history, "app:retried", NOW - 70 * MINUTE, RunState.SUCCEEDED)
+        instant = NOW - 10 * MINUTE
+        now = [instant]
+        runner = self._runner(history, now)
+
+        def body() -> None:
+            raise RuntimeError("boom")
+
+        failed = runner.run(Fire.at(task, instant), body)
+        assert failed.retry is not None
+        now[0] = failed.retry.due
+        assert runner.run(failed.retry, body).retry is None  # the last retry failed
+        [problem] = health_problems([task], history, NOW)
+        assert "(attempt 2 on " in problem.reason
+        assert problem.reason.endswith("retry 1 of 1; RuntimeError: boom")
+
+    def test_a_retry_that_succeeded_clears_the_failure(self) -> None:
+        task = replace(locked("app:recovered", fixed_rate=3600.0), retries=2, retry_backoff=1.0)
+        history = MemoryRunHistory()
+        record(history, "app:recovered", NOW - 70 * MINUTE, RunState.SUCCEEDED)
+        instant = NOW - 10 * MINUTE
+        now = [instant]
+        runner = self._runner(history, now)
+        runs: list[int] = []
+
+        def body() -> None:
+            runs.append(1)
+            if len(runs) == 1:
+                raise RuntimeError("boom")
+
+        failed = runner.run(Fire.at(task, instant), body)
+        assert failed.retry is not None
+        [problem] = health_problems([task], history, NOW)  # failed, its retry pending
+        assert "retry 1 of 2 due" in problem.reason
+        now[0] = failed.retry.due
+        runner.run(failed.retry, body)
+        assert health_problems([task], history, NOW) == []

@@ -135,6 +135,29 @@ def test_a_timed_out_body_is_counted_and_marks_its_span_as_an_error(collected: C
     assert verdicts == {"timed_out", "succeeded"}
 
 
+def test_retries_that_ran_are_counted_and_their_spans_say_which(collected: Collected) -> None:
+    """A fire failing twice, then succeeding: 3 spans, 2 of them retries, counted."""
+    tasks.FLAKY_FAILURES = 2
+    descriptor = ScheduledDescriptor(
+        target=f"{MODULE}:flaky",
+        cron="* * * * *",
+        lock_name="flaky-telemetry",
+        lock_ttl=30.0,
+        retries=3,
+        retry_backoff=0.2,
+        retry_backoff_max=0.4,
+    )
+    run_minute([descriptor], collected)
+    spans = sorted(collected.spans.get_finished_spans(), key=lambda span: span.start_time or 0)
+    attributes = [dict(span.attributes or {}) for span in spans]
+    assert [a.get("firefly.fire.retry") for a in attributes] == [None, 1, 2]
+    assert [a["firefly.fire.attempt"] for a in attributes] == [1, 2, 3]
+    assert [a["firefly.fire.verdict"] for a in attributes] == ["failed", "failed", "succeeded"]
+    points = collected.points()
+    retries = {p.attributes["firefly.task"]: p.value for p in points["firefly.fire.retries"]}
+    assert retries == {f"{MODULE}:flaky": 2}
+
+
 def test_fires_lateness_duration_and_claim_latency_are_recorded(collected: Collected) -> None:
     descriptors = [
         ScheduledDescriptor(target=f"{MODULE}:ping", fixed_rate=15.0, lock_name="p", lock_ttl=30.0),

@@ -18,6 +18,10 @@ STAMPED: list[tuple[datetime, float]] = []
 _MUTEX = threading.Lock()
 #: How long `slow` sleeps; tests may change it.
 SLOW_SECONDS = 0.3
+#: `flaky` runs: (the fire's instant, its attempt), in order.
+ATTEMPTS: list[tuple[datetime, int]] = []
+#: How many runs of each fire `flaky` fails before it succeeds; tests may change it.
+FLAKY_FAILURES = 1
 
 
 def _record(name: str, started: float) -> None:
@@ -31,9 +35,23 @@ def calls(name: str) -> list[tuple[str, float, float]]:
 
 
 def reset() -> None:
+    global FLAKY_FAILURES  # noqa: PLW0603 - a test knob, reset between tests
     with _MUTEX:
         CALLS.clear()
         STAMPED.clear()
+        ATTEMPTS.clear()
+        FLAKY_FAILURES = 1
+
+
+def flaky() -> None:
+    """Fails the first `FLAKY_FAILURES` runs of each fire, then succeeds."""
+    fire = current_fire()
+    assert fire is not None
+    with _MUTEX:
+        ATTEMPTS.append((fire.instant, fire.attempt))
+        runs = sum(1 for instant, _ in ATTEMPTS if instant == fire.instant)
+    if runs <= FLAKY_FAILURES:
+        raise RuntimeError(f"flaky: run {runs} of the fire fails")
 
 
 def stamped() -> None:

@@ -21,7 +21,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 
 from firefly_scheduling.history.base import RunStart, WholeRun
-from firefly_scheduling.history.port import FINISHED_STATES, RunState
+from firefly_scheduling.history.port import FINISHED_STATES, RETRIED_STATES, RunState
 from firefly_scheduling.schedule.instants import as_utc
 from firefly_scheduling_database.sql_history.array_statements import (
     finish_from_arrays,
@@ -152,6 +152,30 @@ def is_key(runs: sa.Table, key: dict[str, Any]) -> sa.ColumnElement[bool]:
 def key_parameters(lock: str, task: str, instant: datetime) -> dict[str, Any]:
     """The key of a record as the `p_<column>` parameters of `HotStatements`."""
     return {"p_lock_name": lock, "p_task": task, "p_instant": as_utc(instant)}
+
+
+def retry_takeover(
+    runs: sa.Table, begin: RunStart, key: dict[str, Any], *, after_attempt: int, note: str | None
+) -> sa.Update:
+    """`start_retry`: the record of a failed attempt `after_attempt` becomes the retry's
+    running one, attempt `after_attempt + 1`; nothing else is taken over."""
+    return (
+        runs.update()
+        .where(
+            is_key(runs, key),
+            runs.c.state.in_(sorted(state.value for state in RETRIED_STATES)),
+            runs.c.attempt == after_attempt,
+        )
+        .values(
+            node=begin.node,
+            attempt=after_attempt + 1,
+            state=RunState.RUNNING.value,
+            started_at=begin.at,
+            ended_at=None,
+            error=note,
+            token=begin.token,
+        )
+    )
 
 
 def takeover(runs: sa.Table, begin: RunStart, key: dict[str, Any]) -> sa.Update:

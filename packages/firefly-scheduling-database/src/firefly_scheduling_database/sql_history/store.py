@@ -62,6 +62,7 @@ from firefly_scheduling.history.port import (
     Recorded,
     RunRecord,
     RunState,
+    clip_error,
 )
 from firefly_scheduling.schedule.instants import as_utc
 from firefly_scheduling.urls.redaction import scrub
@@ -89,6 +90,7 @@ from firefly_scheduling_database.sql_history.statements import (
     is_key,
     key_of,
     key_parameters,
+    retry_takeover,
     single_statements,
     takeover,
     whole_run_update,
@@ -197,6 +199,27 @@ class SqlRunHistory(BaseRunHistory):
                 return int(attempt)
 
         return self._call("starting a run", write)
+
+    def start_retry(
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        token: int | None,
+        after_attempt: int,
+        note: str | None,
+        at: datetime,
+    ) -> int | None:
+        """`RetryStartingHistory.start_retry`: one conditional `UPDATE`."""
+        begin = RunStart(lock, task, as_utc(instant), node, token, as_utc(at))
+        key = key_of(lock, task, begin.instant)
+        update = retry_takeover(
+            self._table, begin, key, after_attempt=after_attempt, note=clip_error(note)
+        )
+        taken = self._call("starting a retry", lambda: self._rowcount(update) == 1)
+        return after_attempt + 1 if taken else None
 
     def start_new_many(self, runs: Sequence[NewRun], *, node: str, at: datetime) -> list[bool]:
         """`BatchStartingHistory.start_new_many`: one statement on PostgreSQL, two

@@ -47,6 +47,7 @@ from firefly_scheduling.schedule.next_fire import HOSTS, Host, cron_schedule_of
 from firefly_scheduling.schedule.next_fire import next_fire as next_fire_under
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling.tasks.retry_arguments import retry_json
 
 _NONE = "-"
 #: The lock column of a `lock=False` task: it runs on every node, and says so.
@@ -205,7 +206,9 @@ def schedule_json(
     `lock=False` task, `every node`), `initial_delay`, `first_run_from` (the earliest
     first run its delay allows, null when it has no delay or is not seen yet),
     `jitter` and `timeout` (seconds, null without), `next_fire` (null when the
-    interval starts when the host does; the instant, not the jittered start).
+    interval starts when the host does; the instant, not the jittered start),
+    `retries` (null without), `retry_backoff` and `retry_backoff_max` (seconds, their
+    defaults filled in; null without retries).
     """
     row = schedule_row(descriptor, now, host, first_run)
     cron = cron_schedule_of(descriptor) if descriptor.cron is not None else None
@@ -227,6 +230,7 @@ def schedule_json(
         "jitter": descriptor.jitter,
         "timeout": descriptor.timeout,
         "next_fire": iso(upcoming),
+        **retry_json(descriptor),
     }
 
 

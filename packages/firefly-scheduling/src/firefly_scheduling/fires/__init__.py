@@ -33,7 +33,8 @@ behaviour. Where each policy plugs in:
   today (later buffer_one, buffer_all, cancel_other, allow_all);
 * `before_body` (running, the lock confirmed): the task's `timeout=` (`RunWithin`:
   a coroutine body cancelled at it, a plain one told through `current_fire()`);
-* `after_body` (recording, the end of a finished body recorded): retries;
+* `after_body` (recording, a finished body's end about to be written): retries
+  (`RunAgain`: the retry the host runs at its due time, `fires.retries`);
 * `at_record` (recording, before the end is written): the outcome committed in the
   task's own transaction (`atomic`: `current_fire().atomic(...)`; the record stage
   then checks the end instead of writing it).

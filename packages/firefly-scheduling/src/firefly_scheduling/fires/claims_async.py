@@ -71,7 +71,7 @@ _HASHED = "sha256:"
 _STAMP_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 
 
-def claim_name(target: str, lock_name: str, instant: datetime) -> str:
+def claim_name(target: str, lock_name: str, instant: datetime, retry: int = 0) -> str:
     """The lock name claiming the fire of `target` at `instant`; identical on every node.
 
     `firefly:fire:<UTC instant to the microsecond>:<task>`. `instant` is a fire's,
@@ -83,25 +83,35 @@ def claim_name(target: str, lock_name: str, instant: datetime) -> str:
     each per instant, and a lock name shared by two deployments' different tasks
     never merges their claims. A readable part never starts with `sha256:`, so the two
     forms cannot collide; a target that is not valid Unicode is hashed too.
+
+    Retry `retry` of the fire (`fires.retries`; 0: the fire itself) is claimed as
+    `firefly:fire:<instant>~retry<k>:<task>`: a claim of its own, so each retry runs
+    once across the fleet, and no name of a fire's own claim (its stamp is followed
+    by `:`) is ever one.
     """
     if instant.tzinfo is not UTC:
         raise ValueError(f"a claim names a fire's instant in UTC, got {instant.isoformat()}")
     stamp = instant.strftime(_STAMP_FORMAT)
+    if retry:
+        stamp = f"{stamp}~retry{retry}"
+        return f"{CLAIM_PREFIX}{stamp}:{_task_part(target, lock_name, len(stamp) - _STAMP_WIDTH)}"
     return f"{CLAIM_PREFIX}{stamp}:{_task_part(target, lock_name)}"
 
 
 # The stamp has a fixed width, so the prefix's length is known without an instant.
-_PREFIX_LENGTH = len(CLAIM_PREFIX) + len("20000101T000000.000000Z:")
+_STAMP_WIDTH = len("20000101T000000.000000Z")
+_PREFIX_LENGTH = len(CLAIM_PREFIX) + _STAMP_WIDTH + len(":")
 
 
 @functools.lru_cache(maxsize=4096)
-def _task_part(target: str, lock_name: str) -> str:
+def _task_part(target: str, lock_name: str, longer: int = 0) -> str:
     """The part of `claim_name` after the instant; the same for every fire of a task,
-    so it is worked out once per task (a hash, or the checks of the readable form)."""
+    so it is worked out once per task (a hash, or the checks of the readable form).
+    `longer`: how much longer than a fire's the stamp before it is (a retry's)."""
     if (
         lock_name == target
         and not target.startswith(_HASHED)
-        and _PREFIX_LENGTH + len(target) <= MAX_LOCK_NAME_LENGTH
+        and _PREFIX_LENGTH + longer + len(target) <= MAX_LOCK_NAME_LENGTH
         and _is_text(target)
     ):
         return target
@@ -192,7 +202,7 @@ class AsyncFireClaimer:
             for fire in fires
         ]
         requests = [
-            (claim_name(fire.target, fire.task.lock_name or "", fire.instant), seconds)
+            (_claim_name_of(fire), seconds)
             for fire, seconds in zip(fires, windows, strict=True)
             if seconds > 0
         ]
@@ -237,3 +247,9 @@ class AsyncFireClaimer:
             except LockBackendError as err:
                 answers.append(err)
         return answers
+
+
+def _claim_name_of(fire: Fire) -> str:
+    """The name of `fire`'s claim: its instant's, and its retry's for a retry."""
+    retry = 0 if fire.retry is None else fire.retry.number
+    return claim_name(fire.target, fire.task.lock_name or "", fire.instant, retry)

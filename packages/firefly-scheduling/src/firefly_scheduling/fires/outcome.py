@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Final
 
 from firefly_scheduling.errors import LockBackendError
+from firefly_scheduling.fires.retries import RetryOf
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.schedule.instants import as_utc
 from firefly_scheduling.schedule.jitter import jitter_offset
@@ -61,6 +62,8 @@ class Fire:
     task: ScheduledDescriptor
     instant: datetime
     trigger: TriggerKind = TriggerKind.SCHEDULED
+    #: Set on a retry (trigger `retry`): which retry, and when it is due (`fires.retries`).
+    retry: RetryOf | None = None
 
     def __post_init__(self) -> None:
         if self.instant.tzinfo is not UTC:
@@ -87,7 +90,9 @@ class Fire:
     def due(self) -> datetime:
         """When the fire may start: its instant, plus its jitter offset for a scheduled
         fire of a task with `jitter=` (`schedule.jitter`). Grace counts from here; the
-        fire is still named by its instant."""
+        fire is still named by its instant. A retry is due at its own time."""
+        if self.retry is not None:
+            return self.retry.due
         jitter = self.task.jitter
         if jitter is None or self.trigger is not TriggerKind.SCHEDULED:
             return self.instant
@@ -236,6 +241,7 @@ class FireResult:
     * `adopted`: the died runs of earlier fires this fire ran again (adopted) or
       closed as expired before running its own body, one result each, in order;
       `adoption`: this result is one of those, not a fire the host triggered.
+    * `retry`: the retry of this fire to run at `retry.due` (its task's `retries=`).
     """
 
     fire: Fire
@@ -251,6 +257,9 @@ class FireResult:
     claim_seconds: float | None = None
     adopted: tuple[FireResult, ...] = ()
     adoption: bool = False
+    #: The retry this fire's failed run asks for (`fires.retries`), for the host to run
+    #: at its due time; None when none follows.
+    retry: Fire | None = None
 
     @property
     def ran(self) -> bool:

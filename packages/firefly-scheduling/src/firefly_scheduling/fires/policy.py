@@ -19,16 +19,18 @@ The points, the stage that asks and when, what it acts on today, and what plugs 
   Next: the overlap policies buffer_one, buffer_all, cancel_other, allow_all.
 * `before_body`: running, the lock confirmed, just before the body. `Run`, or
   `RunWithin` (the task's `timeout=`: the body is bounded, see `fires.running`).
-* `after_body`: recording, once the end of a body that finished (returned or raised)
-  is recorded. `Run` (the run stands).
-  Next: retries (run again later, attempt k of n).
+* `after_body`: recording, when a body finished (returned or raised), just before its
+  end is written (so the record says what comes next). `Run` (the run stands),
+  `RunAgain` (the task's `retries=`: retry k of n, due at a time, `fires.retries`),
+  or `Skip` (the retry that was due is skipped: its reason goes into the record).
 * `at_record`: recording, just before the run's end is written. None (write it),
   or `InTransaction`: the body's `current_fire().atomic(...)` block wrote the
   success through its own connection (`fires.atomic`), so the end is checked, not
   written again.
 
 `DefaultPolicy` is today's behaviour: every fire runs, within its task's `timeout=`
-when it has one, and a fire whose task lock is held is skipped as overlapping. A
+when it has one, a fire whose task lock is held is skipped as overlapping, and a
+failed fire of a task with `retries=` is run again (`fires.retry_policy`). A
 policy is asked on every fire, from several threads at once: it keeps no per-fire
 state, and what it needs from a server (pause's control store) is read by the stage
 with its own round trip (the claim), never by the policy.
@@ -41,6 +43,8 @@ from datetime import datetime
 from typing import Final, Protocol
 
 from firefly_scheduling.fires.outcome import Fire, Verdict
+from firefly_scheduling.fires.retries import RetryOf, RetrySkipped
+from firefly_scheduling.fires.retry_policy import next_retry
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,14 @@ class RunWithin:
     """Run the body, bounded: past `seconds` it times out (`fires.running` says how)."""
 
     seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunAgain:
+    """Run the fire again later: `retry` says which retry, of how many, and when it is
+    due (`fires.retries`). The run that ended stands as recorded."""
+
+    retry: RetryOf
 
 
 #: The one `Run` answer.
@@ -139,8 +151,8 @@ class FirePolicy(Protocol):
         """The body is about to run under a confirmed lock: unbounded, or within a time."""
         ...
 
-    def after_body(self, fire: Fire, facts: BodyEnded) -> Run:
-        """The body ended and its end is recorded: the run stands."""
+    def after_body(self, fire: Fire, facts: BodyEnded) -> Run | RunAgain | Skip:
+        """The body ended: the run stands, the fire runs again, or its retry is skipped."""
         ...
 
     def at_record(self, fire: Fire, facts: BodyEnded) -> InTransaction | None:
@@ -150,7 +162,8 @@ class FirePolicy(Protocol):
 
 
 class DefaultPolicy:
-    """Today's behaviour: run every fire; skip one whose task lock is held, as overlapping."""
+    """Today's behaviour: run every fire; skip one whose task lock is held, as overlapping;
+    run a failed fire again as its task's `retries=` says."""
 
     def before_claim(self, fire: Fire, facts: BeforeClaim) -> Run | Skip:
         return RUN
@@ -162,8 +175,13 @@ class DefaultPolicy:
         timeout = fire.task.timeout
         return RUN if timeout is None else RunWithin(timeout)
 
-    def after_body(self, fire: Fire, facts: BodyEnded) -> Run:
-        return RUN
+    def after_body(self, fire: Fire, facts: BodyEnded) -> Run | RunAgain | Skip:
+        if not fire.task.retries:  # a task without retries costs one test
+            return RUN
+        retry = next_retry(fire, facts.verdict, attempt=facts.attempt, ended_at=facts.ended_at)
+        if isinstance(retry, RetrySkipped):
+            return Skip(Verdict.OVERLAPPING, retry.reason)
+        return RUN if retry is None else RunAgain(retry)
 
     def at_record(self, fire: Fire, facts: BodyEnded) -> InTransaction | None:
         return IN_TRANSACTION if facts.in_transaction else None

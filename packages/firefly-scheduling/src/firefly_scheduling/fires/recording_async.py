@@ -48,6 +48,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TypeAlias, TypeVar
 
+from firefly_scheduling.fires.after_body import NO_RETRY, after_run
 from firefly_scheduling.fires.history_calls_async import off_loop
 from firefly_scheduling.fires.outcome import (
     BodyNotRun,
@@ -56,7 +57,8 @@ from firefly_scheduling.fires.outcome import (
     Started,
     Verdict,
 )
-from firefly_scheduling.fires.policy import BodyEnded, FirePolicy, InTransaction
+from firefly_scheduling.fires.policy import RUN, BodyEnded, FirePolicy, InTransaction
+from firefly_scheduling.fires.retries import record_text
 from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedSkip, UnrecordedWrites
 from firefly_scheduling.history.port import HistoryError, Recorded, RunHistory, RunState
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
@@ -131,8 +133,9 @@ class AsyncRunRecorder:
         started: Started,
         claim_seconds: float | None,
     ) -> FireResult:
-        """Record how the run of `fire` ended, ask the policy after a finished body,
-        and say what happened to the fire: the run stage's last step.
+        """Ask the policy after a finished body, record how the run of `fire` ended
+        (with which retry it was, and what comes next: `fires.retries`), and say what
+        happened to the fire, with the retry to run: the run stage's last step.
 
         `started`: how the start stage left the run. A body that never ran (its task
         lock lost first) closes the started record, or records a skip where nothing
@@ -155,11 +158,20 @@ class AsyncRunRecorder:
                 error=ended.error,
                 claim_seconds=claim_seconds,
             )
-        recorded = await self.end_of_run(fire, ended, started=started.recorded)
+        # An interrupted body is no run to judge: it propagates; nor is one whose
+        # `atomic` block wrote its success (committed, the fire is done). The answer
+        # is asked before the end is written, so the record says what comes next.
+        judged = ended.finished and not ended.in_transaction
+        answer = self._policy.after_body(fire, ended) if judged else RUN
+        retry = NO_RETRY if answer is RUN and fire.retry is None else after_run(fire, ended, answer)
+        if retry is not NO_RETRY or fire.retry is not None:  # the common fire: no new text
+            text = record_text(fire.retry, ended.error, retry.next_step)
+            ended_as_written = replace(ended, error=text)
+        else:
+            ended_as_written = ended
+        recorded = await self.end_of_run(fire, ended_as_written, started=started.recorded)
         if ended.in_transaction and recorded is Recorded.ALREADY:
             ended = committed(fire, ended)
-        if ended.finished:  # an interrupted body is no run to judge: it propagates
-            self._policy.after_body(fire, ended)
         return FireResult(
             fire,
             self._node,
@@ -172,6 +184,7 @@ class AsyncRunRecorder:
             fenced=recorded is Recorded.FENCED,
             error=ended.error,
             claim_seconds=claim_seconds,
+            retry=retry.fire,
         )
 
     async def end_of_run(self, fire: Fire, ended: BodyEnded, *, started: bool) -> Recorded | None:

@@ -16,6 +16,10 @@ this stage writes the run's start and hands the fire on to the run stage
 * **A failed start still runs.** A history that fails or times out never stops a
   run: the body is told the attempt it would have had, and the record stage writes
   the whole record at its end.
+* **A retry takes its fire's record over.** A retry (`fires.retries`) starts on the
+  record its failed attempt left (`RetryStartingHistory.start_retry`), as the next
+  attempt; refused (another node started this retry, or the record moved on), it is
+  not run. A history that cannot start retries runs it with its start unrecorded.
 * **Starts taken with claims.** A host that claims fires together starts their runs
   with the claims, in one request where the history takes batches (`starts_ahead`);
   such a fire comes here already started.
@@ -43,7 +47,14 @@ from firefly_scheduling.fires.outcome import (
     TaskLockAhead,
     Verdict,
 )
-from firefly_scheduling.history.port import BatchStartingHistory, HistoryError, NewRun, RunHistory
+from firefly_scheduling.fires.retries import RetryOf
+from firefly_scheduling.history.port import (
+    BatchStartingHistory,
+    HistoryError,
+    NewRun,
+    RetryStartingHistory,
+    RunHistory,
+)
 from firefly_scheduling.locks.holding import Holding
 
 if TYPE_CHECKING:
@@ -73,6 +84,7 @@ class AsyncRunStarter:
         self._node = node
         store: object = history  # mypy does not intersect two protocols
         self._batch_starts = store if isinstance(store, BatchStartingHistory) else None
+        self._retry_starts = store if isinstance(store, RetryStartingHistory) else None
 
     async def start_then_run(
         self,
@@ -117,7 +129,11 @@ class AsyncRunStarter:
         refuses it (the fire is finished, or a newer attempt owns it: not run)."""
         history, lock = self._history, fire.task.lock_name
         if history is None or lock is None:
-            return UNRECORDED
+            # Nothing recorded: a retry is still the attempt after the one it follows.
+            retry = fire.retry
+            return UNRECORDED if retry is None else Started(retry.after_attempt + 1, False)
+        if fire.retry is not None:
+            return await self._start_retry(fire, fire.retry, token=token, lock=lock)
         try:
             attempt = await off_loop(
                 history.start,
@@ -144,6 +160,47 @@ class AsyncRunStarter:
             )
             return None
         return FIRST_ATTEMPT if attempt == 1 else Started(attempt, recorded=True)
+
+    async def _start_retry(
+        self, fire: Fire, retry: RetryOf, *, token: int | None, lock: str
+    ) -> Started | None:
+        """Start `retry` (`fire.retry`) on its fire's failed record: its attempt, or None
+        (not run)."""
+        unrecorded = Started(retry.after_attempt + 1, recorded=False)
+        history = self._retry_starts
+        if history is None:
+            return unrecorded
+        try:
+            attempt = await off_loop(
+                history.start_retry,
+                fire.target,
+                fire.instant,
+                lock=lock,
+                node=self._node,
+                token=token,
+                after_attempt=retry.after_attempt,
+                note=str(retry),
+                at=self._clock(),
+            )
+        except HistoryError as err:
+            logger.warning(
+                "%s: fire %s, %s runs unrecorded (recorded whole at its end): %s",
+                fire.target,
+                fire.instant.isoformat(),
+                retry,
+                err,
+            )
+            return unrecorded
+        if attempt is None:
+            logger.info(
+                "%s: fire %s, %s not run: its record is no longer attempt %d failed",
+                fire.target,
+                fire.instant.isoformat(),
+                retry,
+                retry.after_attempt,
+            )
+            return None
+        return Started(attempt, recorded=True)
 
     async def starts_ahead(
         self, fires: Sequence[Fire], ahead: dict[int, TaskLockAhead]

@@ -25,6 +25,7 @@ from firefly_scheduling.history.base import (
 from firefly_scheduling.history.port import (
     EXPIRED_BY_PRUNE,
     FAILURE_STATES,
+    RETRIED_STATES,
     NewRun,
     Recorded,
     RunRecord,
@@ -76,6 +77,32 @@ class MemoryRunHistory(BaseRunHistory):
                     busy.add((run.lock, run.task))
                 started.append(new)
         return started
+
+    def start_retry(
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        token: int | None,
+        after_attempt: int,
+        note: str | None,
+        at: datetime,
+    ) -> int | None:
+        """`RetryStartingHistory.start_retry`, under the one mutex."""
+        key = (lock, task, as_utc(instant))
+        with self._mutex:
+            current = self._records.get(key)
+            if (
+                current is None
+                or current.state not in RETRIED_STATES
+                or current.attempt != after_attempt
+            ):
+                return None
+            begin = RunStart(lock, task, key[2], node, token, as_utc(at))
+            self._records[key] = replace(_running(begin, after_attempt + 1), error=clip_error(note))
+            return after_attempt + 1
 
     def _finish(self, end: RunEnd) -> bool:
         key = (end.lock, end.task, end.instant)

@@ -284,6 +284,42 @@ class BatchStartingHistory(Protocol):
         ...
 
 
+#: The states a retry's start takes over (`RetryStartingHistory.start_retry`).
+RETRIED_STATES = frozenset({RunState.FAILED, RunState.TIMED_OUT})
+
+
+@runtime_checkable
+class RetryStartingHistory(Protocol):
+    """A history that starts a retry of a failed fire on the fire's own record.
+
+    A fire's record is keyed by the fire; its retries (`fires.retries`) are further
+    attempts at it, so a retry's start takes the finished record over as the next
+    attempt, as an adoption takes over a died run. The record then holds the newest
+    attempt of the fire; the earlier attempts' errors are in the log.
+    """
+
+    def start_retry(
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        token: int | None,
+        after_attempt: int,
+        note: str | None,
+        at: datetime,
+    ) -> int | None:
+        """Record the retry as running on `node`: attempt `after_attempt + 1`, or None.
+
+        One conditional write: it takes the record over only while it is `failed` or
+        `timed_out` at attempt `after_attempt`, so of two starts of the same retry at
+        most one is written, and a retry never reopens a fire that succeeded or that
+        a newer attempt owns. `note` is the record's text while it runs (which retry).
+        """
+        ...
+
+
 def clip_error(text: str | None) -> str | None:
     """`text` cut to `MAX_ERROR_LENGTH` characters, marked when cut."""
     if text is None or len(text) <= MAX_ERROR_LENGTH:

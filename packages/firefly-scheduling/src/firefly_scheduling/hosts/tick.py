@@ -21,6 +21,12 @@ previous run is still going is skipped. The process waits for running bodies,
 then returns; a failing body is logged by the fire runner and does not change the
 exit code. Time comes from a `Clock`, so tests do not wait for real minutes.
 
+A task with `retries=` has its retries run in the same pass: the fire's worker
+sleeps until each retry is due and runs it (`fires.retries`), so a pass may last
+until the last retry; a retry is due before the task's next fire or not at all, so
+at most until then. A stop request drops the retries not yet started. A fire whose
+last retry failed makes the pass exit 1; a failure followed by its retry does not.
+
 A stop request (SIGTERM/SIGINT, see `hosts.runtime.shutdown`) ends the pass early: no
 further slot starts, running bodies get `grace_period` seconds to finish, then the
 report says what was not started and what was abandoned.
@@ -145,12 +151,13 @@ class TickReport:
         """Results an operator must hear about: a body failed or timed out, or the backend failed.
 
         A fire claimed elsewhere, not due, too late, held back or overlapping was
-        legitimately not run here, and is no problem.
+        legitimately not run here, and is no problem; a failure its retry followed in
+        the pass is judged by the retry.
         """
         return [
             result
             for result in self.every_result()
-            if result.verdict in PROBLEM_VERDICTS or result.lost
+            if (result.verdict in PROBLEM_VERDICTS and result.retry is None) or result.lost
         ]
 
     @property
@@ -309,8 +316,8 @@ class TickHost:
     def _run_slots(self, pending: list[TickSlot], report: TickReport) -> None:
         targets = {slot.fire.target for slot in pending}
         workers = worker_count(self.max_workers, len(targets), TICK_MAX_WORKERS)
-        running: dict[str, Future[FireResult]] = {}
-        submitted: list[tuple[Future[FireResult], Fire]] = []
+        running: dict[str, Future[list[FireResult]]] = {}
+        submitted: list[tuple[Future[list[FireResult]], Fire]] = []
         pool = ThreadPoolExecutor(workers, thread_name_prefix="firefly-tick")
         try:
             for index, slot in enumerate(pending):
@@ -328,7 +335,7 @@ class TickHost:
                     report.overlapping.append(slot)
                     self._record_overlapping(slot)
                     continue
-                future = pool.submit(execute_fire, slot.fire, self.runtime)
+                future = pool.submit(self._fire_with_retries, slot.fire)
                 running[slot.fire.target] = future
                 submitted.append((future, slot.fire))
             while not self.stop.requested:
@@ -346,10 +353,31 @@ class TickHost:
                 continue
             error = future.exception()
             if error is None:
-                report.results.append(future.result())
+                report.results.extend(future.result())
             else:  # logged, counted, never the whole pass's end
                 logger.error("a fire failed outside its task body: %s", error, exc_info=error)
                 report.crashed_fires.append((fire, f"{type(error).__name__}: {error}"))
+
+    def _fire_with_retries(self, fire: Fire) -> list[FireResult]:
+        """Run `fire`, then each retry its failures ask for, once due; every result.
+
+        A stop request drops the retry not yet started: the last result then asks for
+        none, so the pass reports its failure.
+        """
+        results = [execute_fire(fire, self.runtime)]
+        while (retry := results[-1].retry) is not None:
+            self.clock.sleep((retry.due - self.clock.now()).total_seconds())
+            if self.stop.requested:
+                logger.warning(
+                    "%s: fire %s: %s not run: the pass was asked to stop",
+                    retry.target,
+                    retry.instant.isoformat(),
+                    retry.retry,
+                )
+                results[-1] = replace(results[-1], retry=None)
+                break
+            results.append(execute_fire(retry, self.runtime))
+        return results
 
     def _record_overlapping(self, slot: TickSlot) -> None:
         """Record the slot as skipped: a fire no node runs must still say why."""

@@ -40,6 +40,9 @@ def scheduled(
     dst_fold: str | None = None,
     jitter: Duration | None = None,
     timeout: Duration | None = None,
+    retries: int | None = None,
+    retry_backoff: Duration | None = None,
+    retry_backoff_max: Duration | None = None,
 ) -> Callable[[TaskFunction], TaskFunction]:
     """Schedule the decorated function or method.
 
@@ -61,6 +64,10 @@ def scheduled(
     then; a plain one sees `current_fire().timed_out` become True and keeps its lock
     until it returns. Either way the run is recorded `timed_out`. It may exceed
     `lock_ttl`: the lock is renewed while the body runs.
+    `retries` (a whole number) runs a failed or timed-out fire again up to that many
+    times, retry `k` after a delay drawn in `[0, min(retry_backoff_max, retry_backoff
+    * 2**(k-1)))` (defaults 10s and 10m), the same on every node; a retry due after
+    the task's next fire is skipped (see `firefly_scheduling.fires.retries`).
     """
     given = [
         name
@@ -105,6 +112,9 @@ def scheduled(
             dst_fold=dst_fold,
             jitter=_optional_seconds(jitter, target, "jitter"),
             timeout=_optional_seconds(timeout, target, "timeout"),
+            retries=retries,
+            retry_backoff=_optional_seconds(retry_backoff, target, "retry_backoff"),
+            retry_backoff_max=_optional_seconds(retry_backoff_max, target, "retry_backoff_max"),
         )
         setattr(function, SCHEDULE_ATTRIBUTE, validate_descriptor(descriptor))
         return task

@@ -26,6 +26,8 @@ class ScheduledDescriptor:
     `jitter` (seconds, None: none) delays each fire's start by an offset in
     `[0, jitter)` derived from the task and the instant (`schedule.jitter`).
     `timeout` (seconds, None: none) bounds each run's body (`fires.running`).
+    `retries` (None: none), `retry_backoff` and `retry_backoff_max` (seconds, None:
+    their defaults) run a failed fire again (`tasks.retry_arguments`).
     """
 
     target: str
@@ -40,6 +42,9 @@ class ScheduledDescriptor:
     dst_fold: str | None = None
     jitter: float | None = None
     timeout: float | None = None
+    retries: int | None = None
+    retry_backoff: float | None = None
+    retry_backoff_max: float | None = None
 
     @property
     def module(self) -> str:

@@ -51,6 +51,9 @@ SCHEDULE_FIELDS = (
     "lock_ttl",
     "jitter",
     "timeout",
+    "retries",
+    "retry_backoff",
+    "retry_backoff_max",
 )
 _SCHEDULE_FIELD_SET = frozenset(SCHEDULE_FIELDS)
 # Descriptors may be built without __init__ only while __init__ merely assigns fields.

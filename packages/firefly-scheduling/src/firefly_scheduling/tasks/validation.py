@@ -32,6 +32,7 @@ from firefly_scheduling.schedule.cron import CronSchedule
 from firefly_scheduling.schedule.durations import format_duration, parse_duration
 from firefly_scheduling.schedule.jitter import shortest_cron_gap
 from firefly_scheduling.tasks.descriptor import DEFAULT_LOCK_TTL_SECONDS, ScheduledDescriptor
+from firefly_scheduling.tasks.retry_arguments import check_retry_arguments
 
 TRIGGERS = ("cron", "fixed_rate", "fixed_delay")
 DURATION_FIELDS = (
@@ -41,6 +42,8 @@ DURATION_FIELDS = (
     "lock_ttl",
     "jitter",
     "timeout",
+    "retry_backoff",
+    "retry_backoff_max",
 )
 
 
@@ -142,6 +145,12 @@ def _shape(descriptor: ScheduledDescriptor) -> tuple[object, ...]:
         descriptor.jitter,
         type(descriptor.timeout),
         descriptor.timeout,
+        type(descriptor.retries),
+        descriptor.retries,
+        type(descriptor.retry_backoff),
+        descriptor.retry_backoff,
+        type(descriptor.retry_backoff_max),
+        descriptor.retry_backoff_max,
     )
 
 
@@ -178,6 +187,7 @@ def _check_shape(descriptor: ScheduledDescriptor, target: str) -> dict[str, Any]
                 changes[name] = float(value)
     if descriptor.jitter is not None:
         _check_jitter(descriptor, float(descriptor.jitter), schedule, target)
+    check_retry_arguments(descriptor, target)
     return changes
 
 

@@ -3,7 +3,8 @@
 A store plugs in by subclassing `RunHistoryContract` and supplying the fixture
 `history`: a new, EMPTY store (`prune` and `expire_dead` act on every task), closed
 by the fixture afterwards. The writing rules are here; `record_run` and the queries
-have modules of their own (`history_record_run_contract`, `history_reading_contract`)::
+have modules of their own (`history_record_run_contract`, `history_reading_contract`,
+`history_retry_contract`)::
 
     class TestMyHistory(RunHistoryContract):
         @pytest.fixture
@@ -36,9 +37,10 @@ from firefly_scheduling.testing.history_record_run_contract import (
     TASK,
     RecordRunContract,
 )
+from firefly_scheduling.testing.history_retry_contract import RetryStartContract
 
 
-class RunHistoryContract(RecordRunContract, RunHistoryReadingContract):
+class RunHistoryContract(RecordRunContract, RunHistoryReadingContract, RetryStartContract):
     """Cases every `RunHistory` implementation must pass (`record_run` and queries included)."""
 
     # -- start ----------------------------------------------------------------------

@@ -13,6 +13,9 @@ Each task becomes one APScheduler job whose function builds the `Fire` and calls
 * `fixed_delay`: end to start. The job is a one-shot `DateTrigger`; when a run ends,
   the job re-adds itself for `end + delay`. The first run is as soon as the host
   starts.
+* `retries=`: a fire whose run failed adds a one-shot job for its retry
+  (`hosts.apscheduler.retries`), and every node learns of the fleet's pending
+  retries from the run history (`hosts.apscheduler.retry_sweep`).
 * `jitter=`: the trigger wakes the job at each instant plus its offset
   (`JitteredTrigger`; a `fixed_delay` job's `DateTrigger` likewise), and the fire is
   still named by its instant.
@@ -56,6 +59,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from firefly_scheduling.fires.outcome import Fire
+from firefly_scheduling.hosts.apscheduler.retries import schedule_retry
+from firefly_scheduling.hosts.apscheduler.retry_sweep import RetrySweep
 from firefly_scheduling.hosts.apscheduler.triggers import (
     CronScheduleTrigger,
     EpochAlignedRateTrigger,
@@ -124,11 +129,21 @@ class RecurringFire:
     """The job function of a `fixed_rate` or cron task."""
 
     def __init__(
-        self, descriptor: ScheduledDescriptor, trigger: FireTrigger, runtime: TaskRuntime
+        self,
+        descriptor: ScheduledDescriptor,
+        trigger: FireTrigger,
+        runtime: TaskRuntime,
+        *,
+        scheduler: Any = None,
     ) -> None:
         self.descriptor = descriptor
         self.trigger = trigger
         self.runtime = runtime
+        #: Where a retry's one-shot job is added (`retries`); None: the job is called
+        #: on its own (tests), and a task with `retries=` is refused here.
+        self.scheduler = scheduler
+        if scheduler is None and descriptor.retries:
+            raise ValueError(f"{descriptor.target}: a task with retries= needs the scheduler")
         self._last: datetime | None = None
         self._preclaimed: PreclaimedFire | None = None
 
@@ -159,7 +174,8 @@ class RecurringFire:
             fire = Fire.at(self.descriptor, self.due_instant())
         passed = self._named_before(fire.instant)
         try:
-            execute_fire(fire, self.runtime, preclaimed=preclaimed)
+            result = execute_fire(fire, self.runtime, preclaimed=preclaimed)
+            schedule_retry(self.scheduler, result, self.runtime)
         finally:
             if passed is not None:
                 self._record_passed_over(passed, fire.instant)
@@ -270,7 +286,8 @@ class FixedDelayFire:
 
     def __call__(self, instant: datetime) -> None:
         try:
-            execute_fire(Fire.at(self.descriptor, instant), self.runtime)
+            result = execute_fire(Fire.at(self.descriptor, instant), self.runtime)
+            schedule_retry(self.scheduler, result, self.runtime)
         finally:
             # The previous one-shot job is already gone: APScheduler removes it when it
             # submits the run, under the job-store lock that `add_job` also takes.
@@ -299,7 +316,7 @@ def attach_tasks(
         else:
             trigger = trigger_for(descriptor)
             scheduler.add_job(
-                job_function(RecurringFire(descriptor, trigger, runtime)),
+                job_function(RecurringFire(descriptor, trigger, runtime, scheduler=scheduler)),
                 trigger,
                 id=job_id,
                 name=descriptor.target,
@@ -307,6 +324,8 @@ def attach_tasks(
                 **JOB_OPTIONS,
             )
         job_ids.append(job_id)
+    # Retries pending anywhere in the fleet, read from the history (none: no job).
+    RetrySweep(scheduler, descriptors, runtime).attach()
     return job_ids
 
 

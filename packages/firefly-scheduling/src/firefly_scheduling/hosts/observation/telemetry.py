@@ -26,6 +26,9 @@ Metrics (names are stable; see docs/monitoring.md for a Grafana-ready list):
 * `firefly.fire.timeouts` (counter, `{fire}`): fires whose body ran past its task's
   `timeout=`, by `firefly.task` (they are in `firefly.fires` too, as `timed_out`);
 * `firefly.lock.lost` (counter, `{lock}`): task locks lost while a body ran;
+* `firefly.fire.retries` (counter, `{fire}`): retries of failed fires (the task's
+  `retries=`) whose body ran, by `firefly.task` (their span carries
+  `firefly.fire.retry`, the retry's number);
 * `firefly.keepalive.failures` (counter, `{renewal}`): renewals that failed and
   will be retried (a lost lock is counted once more, in `firefly.lock.lost`).
 """
@@ -132,6 +135,11 @@ class OpenTelemetry:
         self._lost = meter.create_counter(
             "firefly.lock.lost", unit="{lock}", description="Task locks lost while a body ran"
         )
+        self._retries = meter.create_counter(
+            "firefly.fire.retries",
+            unit="{fire}",
+            description="Retries of failed fires whose body ran",
+        )
         meter.create_observable_counter(
             "firefly.keepalive.failures",
             callbacks=[self._observe_renewal_failures],
@@ -199,6 +207,8 @@ class OpenTelemetry:
             span.set_attribute("firefly.fire.attempt", result.attempt)
         if result.token is not None:
             span.set_attribute("firefly.fire.token", result.token)
+        if result.fire.retry is not None:
+            span.set_attribute("firefly.fire.retry", result.fire.retry.number)
         if result.verdict in _ERROR_VERDICTS or result.lost:
             detail = result.error or verdict
             if result.lost:
@@ -220,6 +230,8 @@ class OpenTelemetry:
             self._timeouts.add(1, labels)
         if result.lost:
             self._lost.add(1, labels)
+        if result.fire.retry is not None and result.ran:
+            self._retries.add(1, labels)
 
     @staticmethod
     def _observe_renewal_failures(options: Any) -> Iterator[Any]:

@@ -1,0 +1,59 @@
+"""Two locked tasks with `retries=` whose bodies write what they ran to a shared witness.
+
+`always_fails` fails every run (2 retries); `fails_once` fails the first attempt of
+each fire and succeeds after (3 retries). Each run appends one line to the file named
+by `FIREFLY_HOSTAPP_WITNESS`, opened with `O_APPEND` so that lines of concurrent
+processes never interleave: `node task instant attempt start end` (epoch seconds).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from firefly_hostapps.record import node, seconds
+from firefly_scheduling import current_fire, scheduled
+
+_LOCK = os.environ.get("FIREFLY_HOSTAPP_LOCK", "hostapps-retrying")
+_RATE = seconds("FIREFLY_HOSTAPP_RATE", 10.0)
+#: How long each run's body takes, so that an overlap would show.
+BODY_SECONDS = 0.2
+
+
+def _witnessed(task: str, fails: bool) -> None:
+    fire = current_fire()
+    assert fire is not None
+    start = time.time()
+    time.sleep(BODY_SECONDS)
+    end = time.time()
+    line = f"{node()} {task} {fire.instant.isoformat()} {fire.attempt} {start:.6f} {end:.6f}\n"
+    fd = os.open(os.environ["FIREFLY_HOSTAPP_WITNESS"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+    if fails:
+        raise RuntimeError(f"{task} fails (attempt {fire.attempt})")
+
+
+@scheduled(
+    fixed_rate=_RATE,
+    lock=f"{_LOCK}-always",
+    retries=2,
+    retry_backoff="300ms",
+    retry_backoff_max="600ms",
+)
+def always_fails() -> None:
+    _witnessed("always_fails", fails=True)
+
+
+@scheduled(
+    fixed_rate=_RATE,
+    lock=f"{_LOCK}-once",
+    retries=3,
+    retry_backoff="300ms",
+    retry_backoff_max="600ms",
+)
+def fails_once() -> None:
+    fire = current_fire()
+    _witnessed("fails_once", fails=fire is not None and fire.attempt == 1)
