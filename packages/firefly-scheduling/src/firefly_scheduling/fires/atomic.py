@@ -255,8 +255,8 @@ class AtomicBlock:
         history = seat.history
         if not isinstance(history, TransactionalHistory):
             raise ConfigurationError(
-                f"{context.target}: current_fire().atomic() needs the run history in the "
-                f"task's own SQL database (PostgreSQL, MySQL/MariaDB or SQLite); this "
+                f"{context.target}: current_fire().atomic() needs a run history kept where "
+                f"the task's own connection writes (docs/effectively-once.md); this "
                 f"runner's history is a {type(history).__qualname__}, which cannot write "
                 "through the task's connection"
             )
