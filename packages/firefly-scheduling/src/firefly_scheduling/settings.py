@@ -383,8 +383,10 @@ def _parse_store_url(env: Mapping[str, str], key: str) -> str:
     raw = (env.get(env_var(key)) or "").strip()
     scheme, separator, _ = raw.partition("://")
     if raw and (not separator or not scheme or not scheme.replace("+", "").isalnum()):
+        # No URL to redact by its rules: a password may be anywhere in it, so it is not shown.
+        shown = repr(redact_url(raw)) if separator else f"{len(raw)} characters with no scheme://"
         raise ConfigurationError(
             f"{env_var(key)} ({key}) must be a URL such as redis://host:6379/0, "
-            f"etcd://host:2379 or postgresql://user:password@host/db, got {redact_url(raw)!r}"
+            f"etcd://host:2379 or postgresql://user:password@host/db, got {shown}"
         )
     return raw

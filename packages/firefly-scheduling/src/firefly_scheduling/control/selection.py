@@ -25,7 +25,13 @@ from firefly_scheduling.providers.building import (
     store_url_advice,
     store_url_at_lock,
 )
-from firefly_scheduling.providers.registry import store_factory, store_keepers, store_schemes
+from firefly_scheduling.providers.registry import (
+    installed_providers,
+    store_factory,
+    store_keepers,
+    store_schemes,
+    url_scheme,
+)
 from firefly_scheduling.settings import CONTROL_URL_KEY, Settings, env_var
 from firefly_scheduling.urls.redaction import redact_url
 
@@ -69,6 +75,7 @@ def _factory(settings: Settings | None, slot: _Slot) -> tuple[str, Any]:
         if explicit
         else lock_store_source(settings)
     )
+    _refuse_undurable_scheme(url, source)
     build: Callable[[str], Any] = store_factory(
         url,
         slot=slot,
@@ -77,3 +84,16 @@ def _factory(settings: Settings | None, slot: _Slot) -> tuple[str, Any]:
         advice="" if explicit else store_url_advice(url, settings),
     )
     return url, build(url)
+
+
+def _refuse_undurable_scheme(url: str, source: str) -> None:
+    """Refuse a URL of an installed backend that keeps no control store, saying so."""
+    scheme = url_scheme(url).partition("+")[0]
+    servers = [p for p in installed_providers() if p.serves_scheme(scheme)]
+    if servers and not any(p.control_store for p in servers):
+        names = ", ".join(repr(p.name) for p in servers)
+        durable = ", ".join(store_schemes("control_store")) or "(none installed)"
+        raise ConfigurationError(
+            f"the {names} provider keeps no control store ({source}): a control store must "
+            f"keep what it is told durably, and this server may drop it; name one of: {durable}"
+        )
