@@ -76,9 +76,7 @@ def _delete_etcd_prefix(url: str, prefix: str) -> None:
     store = EtcdControlStore(url, prefix=prefix)
     try:
         for kind in ("pause", "trigger", "backfill", "schedule"):
-            for value in store._values(kind):  # noqa: SLF001 - the test's own cleanup
-                del value
-            store._post(  # noqa: SLF001 - the test's own cleanup
+            store._post(
                 "kv/deleterange",
                 {
                     "key": _b64(store.kind_prefix(kind)),
