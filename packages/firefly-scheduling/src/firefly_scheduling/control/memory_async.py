@@ -11,9 +11,7 @@ processes see nothing, so a host never picks it by itself. Written once, for asy
 
 from __future__ import annotations
 
-import threading
-from typing import ClassVar
-
+from firefly_scheduling.control.process_tables import MUTEX, TABLES
 from firefly_scheduling.control.records import RecordKind
 from firefly_scheduling.control.store_async import AsyncControlStore
 from firefly_scheduling.errors import ConfigurationError
@@ -28,10 +26,7 @@ class AsyncMemoryControlStore(AsyncControlStore):
     shared_across_processes = False
     driver_errors = ()
 
-    _tables: ClassVar[dict[str, dict[tuple[str, str], str]]] = {}
-    # A threading lock: the synchronous twin is shared by threads, and the asyncio
-    # flavour never awaits while holding it.
-    _mutex: ClassVar[threading.Lock] = threading.Lock()
+    _mutex = MUTEX
 
     def __init__(self, url: str = SCHEME) -> None:
         if not url.startswith(SCHEME):
@@ -39,7 +34,7 @@ class AsyncMemoryControlStore(AsyncControlStore):
         name = url[len(SCHEME) :]
         super().__init__(target=f"process memory {name!r}")
         with self._mutex:
-            self._table = self._tables.setdefault(name, {})
+            self._table = TABLES.setdefault(name, {})
 
     async def _put(self, kind: RecordKind, key: str, value: str) -> None:
         with self._mutex:
