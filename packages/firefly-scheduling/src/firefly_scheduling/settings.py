@@ -386,7 +386,7 @@ def _parse_store_url(env: Mapping[str, str], key: str) -> str:
         # No URL to redact by its rules: a password may be anywhere in it, so it is not shown.
         shown = repr(redact_url(raw)) if separator else f"{len(raw)} characters with no scheme://"
         raise ConfigurationError(
-            f"{env_var(key)} ({key}) must be a URL such as redis://host:6379/0, "
-            f"etcd://host:2379 or postgresql://user:password@host/db, got {shown}"
+            f"{env_var(key)} ({key}) must be a URL, scheme://..., of a store an installed "
+            f"provider serves, got {shown}"
         )
     return raw
