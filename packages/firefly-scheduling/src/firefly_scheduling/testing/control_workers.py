@@ -12,6 +12,8 @@ from collections.abc import Callable
 from multiprocessing.synchronize import Event
 from typing import Any
 
+from firefly_scheduling.testing.workers import child_processes
+
 #: Seconds a racer or the parent waits for the others before giving up (a hung
 #: server), never a measure of speed.
 PATIENCE_SECONDS = 60.0
@@ -37,7 +39,7 @@ def take_once(
 
 def race_in_processes(factory: Callable[[], Any], task: str, racers: int) -> list[str | None]:
     """What each of `racers` processes took of `task`'s triggers, racing."""
-    context = multiprocessing.get_context("spawn")
+    context = child_processes()
     start = context.Event()
     results: multiprocessing.Queue[Any] = context.Queue()
     processes = [
