@@ -8,6 +8,7 @@ are independent and the isolation case has something to leak into.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -237,3 +238,39 @@ def _contract_classes() -> dict[str, type]:
 
 
 globals().update(_contract_classes())
+
+
+@pytest.mark.parametrize("backend_name", [name for name in BACKENDS if name != "memory"])
+def test_the_two_flavours_read_each_others_records(
+    backend_name: str, request: pytest.FixtureRequest
+) -> None:
+    """A sync node and an async node of one fleet share one store: same keys, same records."""
+    backend = BACKENDS[backend_name]
+    url: str = request.getfixturevalue(backend.url_fixture)
+    namespace = backend.fresh()
+    keyword = {} if backend.namespace_keyword is None else {backend.namespace_keyword: namespace}
+    task = f"app.flavours_{uuid.uuid4().hex}:job"
+    sync_store = backend.sync_store(url, **keyword)
+    try:
+        paused = sync_store.pause(task, by="sync-node", note="from sync")
+        trigger = sync_store.request_trigger(task, by="sync-node")
+
+        async def from_async() -> tuple[Any, Any, Any]:
+            store = backend.async_store(url, **keyword)
+            try:
+                seen = await store.pause_of(task)
+                taken = await store.take_trigger(task)
+                await store.pause_all(by="async-node")
+                return seen, taken, await store.take_trigger(task)
+            finally:
+                await store.aclose()
+
+        seen, taken, again = asyncio.run(from_async())
+        assert seen == paused
+        assert taken == trigger
+        assert again is None
+        assert [pause.by for pause in sync_store.pauses()] == ["async-node", "sync-node"]
+        assert sync_store.triggers(task) == []
+    finally:
+        sync_store.close()
+        backend.remove(url, namespace)
