@@ -22,7 +22,7 @@ from decimal import Decimal
 from typing import Final
 
 import sqlalchemy as sa
-from sqlalchemy import URL, Engine
+from sqlalchemy import URL
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.schema import CreateTable
@@ -30,7 +30,10 @@ from sqlalchemy.schema import CreateTable
 from firefly_scheduling.control.records import ControlStoreError, RecordKind
 from firefly_scheduling.control.store import ControlStore
 from firefly_scheduling_database.control_table import DEFAULT_TABLE, control_table
-from firefly_scheduling_database.engine import lock_engine
+from firefly_scheduling_database.engine import (
+    release_store_engine,
+    store_engine,
+)
 from firefly_scheduling_database.url import describe_url
 
 _SERVER_CLOCK: Final[dict[str, str]] = {
@@ -44,9 +47,10 @@ class DatabaseControlStore(ControlStore):
     """Control records as rows, shared by every process that reaches the database.
 
     `url` is a URL the database lock accepts (bare `postgresql://` and `mysql://`
-    included); `table` keeps two deployments sharing a database apart. The store
-    owns its engine (two connections at most; operator commands and one pause check
-    per claim are rare next to the lock's traffic); construction does not connect.
+    included); `table` keeps two deployments sharing a database apart. The
+    synchronous store shares the run history's and the anchors' engine, within the
+    stores' share of the node's connection budget (`max_connections`); the asyncio
+    store has an engine of that share of its own. Construction does not connect.
     """
 
     store_name = "database"
@@ -54,7 +58,9 @@ class DatabaseControlStore(ControlStore):
 
     def __init__(self, url: str | URL, *, table: str = DEFAULT_TABLE) -> None:
         self.table = control_table(table)
-        self._engine: Engine = lock_engine(url, share="stores", max_connections=4)
+        # The engine the run history and the anchors share: one stores' share.
+        self._engine = store_engine(url)
+        self._closed = False
         target, secrets = describe_url(url)
         super().__init__(target=target, secrets=secrets)
         self._dialect = self._engine.dialect.name
@@ -137,7 +143,10 @@ class DatabaseControlStore(ControlStore):
         return float(value) if isinstance(value, int | float | Decimal) else float(str(value))
 
     def _close(self) -> None:
-        self._engine.dispose()
+        if self._closed:
+            return
+        self._closed = True
+        release_store_engine(self._engine)
 
     def _ensure_table(self) -> None:
         """Create the table once per instance; a concurrent creator elsewhere is fine."""

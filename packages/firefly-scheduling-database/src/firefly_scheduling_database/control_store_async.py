@@ -31,10 +31,15 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine  # sync: drop
 from sqlalchemy.schema import CreateTable
 
+from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
 from firefly_scheduling.control.records import ControlStoreError, RecordKind
 from firefly_scheduling.control.store_async import AsyncControlStore
 from firefly_scheduling_database.control_table import DEFAULT_TABLE, control_table
-from firefly_scheduling_database.engine import async_lock_engine
+from firefly_scheduling_database.engine import (
+    async_lock_engine,
+    release_store_engine,
+    store_engine,
+)
 from firefly_scheduling_database.url import describe_url
 
 # sync: from sqlalchemy import Engine
@@ -50,9 +55,10 @@ class AsyncDatabaseControlStore(AsyncControlStore):
     """Control records as rows, shared by every process that reaches the database.
 
     `url` is a URL the database lock accepts (bare `postgresql://` and `mysql://`
-    included); `table` keeps two deployments sharing a database apart. The store
-    owns its engine (two connections at most; operator commands and one pause check
-    per claim are rare next to the lock's traffic); construction does not connect.
+    included); `table` keeps two deployments sharing a database apart. The
+    synchronous store shares the run history's and the anchors' engine, within the
+    stores' share of the node's connection budget (`max_connections`); the asyncio
+    store has an engine of that share of its own. Construction does not connect.
     """
 
     store_name = "database"
@@ -60,7 +66,14 @@ class AsyncDatabaseControlStore(AsyncControlStore):
 
     def __init__(self, url: str | URL, *, table: str = DEFAULT_TABLE) -> None:
         self.table = control_table(table)
-        self._engine: AsyncEngine = async_lock_engine(url, share="stores", max_connections=4)
+        if ASYNC:
+            # Its own engine, of the stores' share of the node's budget: the run history
+            # and the anchors are synchronous, on `store_engine`'s.
+            self._engine: AsyncEngine = async_lock_engine(url, share="stores")
+        else:
+            # The engine the run history and the anchors share: one stores' share.
+            self._engine = store_engine(url)
+        self._closed = False
         target, secrets = describe_url(url)
         super().__init__(target=target, secrets=secrets)
         self._dialect = self._engine.dialect.name
@@ -143,7 +156,13 @@ class AsyncDatabaseControlStore(AsyncControlStore):
         return float(value) if isinstance(value, int | float | Decimal) else float(str(value))
 
     async def _close(self) -> None:
-        await self._engine.dispose()
+        if self._closed:
+            return
+        self._closed = True
+        if ASYNC:
+            await self._engine.dispose()
+        else:
+            release_store_engine(self._engine)
 
     async def _ensure_table(self) -> None:
         """Create the table once per instance; a concurrent creator elsewhere is fine."""
