@@ -27,11 +27,17 @@ import redis.retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException, RedisError
 
+from firefly_scheduling.concurrency.pool_gate import PoolGate, gated
 from firefly_scheduling.control.records import RecordKind
 from firefly_scheduling.control.store import ControlStore
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling_redis.client import close_built_client
-from firefly_scheduling_redis.url import CLIENT_DEFAULTS, ServerUrl, parse_url
+from firefly_scheduling_redis.url import (
+    CLIENT_DEFAULTS,
+    POOL_WAIT_SECONDS,
+    ServerUrl,
+    parse_url,
+)
 
 #: The prefix of the hashes when none is given.
 DEFAULT_PREFIX: Final = "firefly:scheduling"
@@ -66,37 +72,45 @@ class RedisControlStore(ControlStore):
         self._prefix = prefix
         self._client: Client | None = None
         self._connecting = threading.Lock()
+        # Callers beyond the pool wait here for a connection (redis-py would refuse them).
+        self._gate = PoolGate(POOL_SIZE, wait_seconds=POOL_WAIT_SECONDS)
 
     def hash_key(self, kind: RecordKind) -> str:
         """The hash that holds the records of `kind` (all in the prefix's slot)."""
         return f"{{{self._prefix}}}:control:{kind}"
 
     def _put(self, kind: RecordKind, key: str, value: str) -> None:
-        client = self._redis()
-        client.hset(self.hash_key(kind), key, value)
+        with gated(self._gate):
+            client = self._redis()
+            client.hset(self.hash_key(kind), key, value)
 
     def _add(self, kind: RecordKind, key: str, value: str) -> bool:
-        client = self._redis()
-        return bool(client.hsetnx(self.hash_key(kind), key, value))
+        with gated(self._gate):
+            client = self._redis()
+            return bool(client.hsetnx(self.hash_key(kind), key, value))
 
     def _get(self, kind: RecordKind, key: str) -> str | None:
-        client = self._redis()
-        value = client.hget(self.hash_key(kind), key)
+        with gated(self._gate):
+            client = self._redis()
+            value = client.hget(self.hash_key(kind), key)
         return None if value is None else str(value)
 
     def _delete(self, kind: RecordKind, key: str) -> bool:
-        client = self._redis()
-        return int(client.hdel(self.hash_key(kind), key)) == 1
+        with gated(self._gate):
+            client = self._redis()
+            return int(client.hdel(self.hash_key(kind), key)) == 1
 
     def _values(self, kind: RecordKind) -> list[str]:
-        client = self._redis()
-        return [str(value) for value in client.hvals(self.hash_key(kind))]
+        with gated(self._gate):
+            client = self._redis()
+            return [str(value) for value in client.hvals(self.hash_key(kind))]
 
     def _now(self) -> float:
         # A script keyed by the prefix's hash runs on the primary that owns its slot, so
         # every node of the fleet reads one clock, on a cluster as on one server.
-        client = self._redis()
-        seconds, microseconds = client.eval(_TIME_SCRIPT, 1, self.hash_key("pause"))
+        with gated(self._gate):
+            client = self._redis()
+            seconds, microseconds = client.eval(_TIME_SCRIPT, 1, self.hash_key("pause"))
         return float(seconds) + float(microseconds) / 1_000_000
 
     def _close(self) -> None:

@@ -19,6 +19,7 @@ for the lock. Written once, for asyncio; `control_store.py` is generated from it
 # async-to-sync: rename redis.asyncio.Redis redis.Redis
 # async-to-sync: rename redis.asyncio.RedisCluster redis.cluster.RedisCluster
 # async-to-sync: rename redis.asyncio.retry.Retry redis.retry.Retry
+# async-to-sync: rename AsyncPoolGate PoolGate
 
 from __future__ import annotations
 
@@ -31,10 +32,16 @@ import redis.asyncio.retry  # sync: import redis.retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException, RedisError
 
+from firefly_scheduling.concurrency.pool_gate_async import AsyncPoolGate, gated
 from firefly_scheduling.control.records import RecordKind
 from firefly_scheduling.control.store_async import AsyncControlStore
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling_redis.url import CLIENT_DEFAULTS, ServerUrl, parse_url
+from firefly_scheduling_redis.url import (
+    CLIENT_DEFAULTS,
+    POOL_WAIT_SECONDS,
+    ServerUrl,
+    parse_url,
+)
 
 # sync: from firefly_scheduling_redis.client import close_built_client
 
@@ -71,37 +78,45 @@ class AsyncRedisControlStore(AsyncControlStore):
         self._prefix = prefix
         self._client: Client | None = None
         self._connecting = asyncio.Lock()  # sync: self._connecting = threading.Lock()
+        # Callers beyond the pool wait here for a connection (redis-py would refuse them).
+        self._gate = AsyncPoolGate(POOL_SIZE, wait_seconds=POOL_WAIT_SECONDS)
 
     def hash_key(self, kind: RecordKind) -> str:
         """The hash that holds the records of `kind` (all in the prefix's slot)."""
         return f"{{{self._prefix}}}:control:{kind}"
 
     async def _put(self, kind: RecordKind, key: str, value: str) -> None:
-        client = await self._redis()
-        await client.hset(self.hash_key(kind), key, value)
+        async with gated(self._gate):
+            client = await self._redis()
+            await client.hset(self.hash_key(kind), key, value)
 
     async def _add(self, kind: RecordKind, key: str, value: str) -> bool:
-        client = await self._redis()
-        return bool(await client.hsetnx(self.hash_key(kind), key, value))
+        async with gated(self._gate):
+            client = await self._redis()
+            return bool(await client.hsetnx(self.hash_key(kind), key, value))
 
     async def _get(self, kind: RecordKind, key: str) -> str | None:
-        client = await self._redis()
-        value = await client.hget(self.hash_key(kind), key)
+        async with gated(self._gate):
+            client = await self._redis()
+            value = await client.hget(self.hash_key(kind), key)
         return None if value is None else str(value)
 
     async def _delete(self, kind: RecordKind, key: str) -> bool:
-        client = await self._redis()
-        return int(await client.hdel(self.hash_key(kind), key)) == 1
+        async with gated(self._gate):
+            client = await self._redis()
+            return int(await client.hdel(self.hash_key(kind), key)) == 1
 
     async def _values(self, kind: RecordKind) -> list[str]:
-        client = await self._redis()
-        return [str(value) for value in await client.hvals(self.hash_key(kind))]
+        async with gated(self._gate):
+            client = await self._redis()
+            return [str(value) for value in await client.hvals(self.hash_key(kind))]
 
     async def _now(self) -> float:
         # A script keyed by the prefix's hash runs on the primary that owns its slot, so
         # every node of the fleet reads one clock, on a cluster as on one server.
-        client = await self._redis()
-        seconds, microseconds = await client.eval(_TIME_SCRIPT, 1, self.hash_key("pause"))
+        async with gated(self._gate):
+            client = await self._redis()
+            seconds, microseconds = await client.eval(_TIME_SCRIPT, 1, self.hash_key("pause"))
         return float(seconds) + float(microseconds) / 1_000_000
 
     async def _close(self) -> None:

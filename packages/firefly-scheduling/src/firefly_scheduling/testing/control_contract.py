@@ -32,6 +32,8 @@ from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 #: How many clients race for one trigger.
 RACERS = 8
+#: How many callers share one instance at once (more than any store's connections).
+SHARED_CALLERS = 16
 
 StoreFactory = Callable[[], ControlStore]
 
@@ -197,6 +199,31 @@ class ControlStoreContract:
         won = [trigger_id for trigger_id in taken if trigger_id is not None]
         assert sorted(won) == sorted(t.id for t in asked), f"taken: {taken}"
         assert stores().triggers(task) == [], "a taken trigger is still pending"
+
+    def test_one_instance_serves_many_threads_at_once(
+        self, stores: ControlStores, task: str
+    ) -> None:
+        shared = stores()
+        shared.pause(task, by="alice")
+        start = threading.Barrier(SHARED_CALLERS)
+        seen: list[object] = []
+        failures: list[BaseException] = []
+
+        def read() -> None:
+            start.wait()
+            try:
+                seen.append(shared.pause_of(task))
+            except Exception as err:  # noqa: BLE001 - every failure is reported below
+                failures.append(err)
+
+        threads = [threading.Thread(target=read) for _ in range(SHARED_CALLERS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert failures == []
+        assert len(seen) == SHARED_CALLERS
+        assert all(pause is not None for pause in seen)
 
     # -- backfills -----------------------------------------------------------------------
 
