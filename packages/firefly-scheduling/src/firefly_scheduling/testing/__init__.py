@@ -44,10 +44,8 @@ from firefly_scheduling.locks.port import LockCapabilities
 from firefly_scheduling.testing.contract import LockContract
 from firefly_scheduling.testing.contract_async import AsyncLockContract
 from firefly_scheduling.testing.control_contract import ControlStoreContract
-from firefly_scheduling.testing.control_contract_async import (
-    AsyncControlStoreContract,
-    AsyncControlStores,
-)
+from firefly_scheduling.testing.control_contract_async import AsyncControlStoreContract
+from firefly_scheduling.testing.control_nodes_async import AsyncControlStores
 from firefly_scheduling.testing.hostile import HostileNamesContract
 from firefly_scheduling.testing.hostile_async import AsyncHostileNamesContract
 from firefly_scheduling.testing.nodes_async import AsyncNodes

@@ -17,82 +17,24 @@ password in its URL or None) for the failure case. Written once, for asyncio;
 # async-to-sync: rename AsyncControlStoreContract ControlStoreContract
 # async-to-sync: rename AsyncControlStores ControlStores
 # async-to-sync: rename AsyncControlStore ControlStore
+# async-to-sync: rename AsyncControlConcurrencyContract ControlConcurrencyContract
 
 from __future__ import annotations
 
-import asyncio  # sync: drop
-import threading
 import uuid
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
 from firefly_scheduling.control.records import ALL_TASKS, ControlStoreError, ScheduleConflict
-from firefly_scheduling.control.store_async import AsyncControlStore
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
-
-#: How many clients race for one trigger.
-RACERS = 8
-#: How many callers share one instance at once (more than any store's connections).
-SHARED_CALLERS = 16
-
-StoreFactory = Callable[[], AsyncControlStore]
+from firefly_scheduling.testing.control_nodes_async import AsyncControlStores
+from firefly_scheduling.testing.control_races_async import AsyncControlConcurrencyContract
 
 
-class AsyncControlStores:
-    """Makes independent store instances; `close_all()` closes every one made."""
-
-    def __init__(self, factory: StoreFactory) -> None:
-        self._factory = factory
-        self._made: list[AsyncControlStore] = []
-
-    def __call__(self) -> AsyncControlStore:
-        self._made.append(self._factory())
-        return self._made[-1]
-
-    async def close_all(self) -> None:
-        for store in self._made:
-            await store.aclose()
-
-
-class AsyncControlStoreContract:
+class AsyncControlStoreContract(AsyncControlConcurrencyContract):
     """Every operation of the control store, across independent instances of one server."""
-
-    pytestmark = pytest.mark.firefly_asyncio  # sync: drop
-
-    if ASYNC:
-
-        @pytest.fixture
-        def stores(self, control_store_factory: StoreFactory) -> AsyncControlStores:
-            """Independent instances, closed on the case's own event loop when it ends."""
-            return AsyncControlStores(control_store_factory)
-
-        @pytest.fixture
-        def neighbours(self, neighbour_store_factory: StoreFactory) -> AsyncControlStores:
-            return AsyncControlStores(neighbour_store_factory)
-
-    else:
-
-        @pytest.fixture
-        def stores(self, control_store_factory: StoreFactory) -> Iterator[AsyncControlStores]:
-            """Independent instances, all closed after the case."""
-            made = AsyncControlStores(control_store_factory)
-            yield made
-            made.close_all()
-
-        @pytest.fixture
-        def neighbours(self, neighbour_store_factory: StoreFactory) -> Iterator[AsyncControlStores]:
-            made = AsyncControlStores(neighbour_store_factory)
-            yield made
-            made.close_all()
-
-    @pytest.fixture
-    def task(self) -> str:
-        """A task target no other case uses."""
-        return f"app.control_{uuid.uuid4().hex}:job"
 
     # -- pause ----------------------------------------------------------------------
 
@@ -176,107 +118,6 @@ class AsyncControlStoreContract:
         assert await node.take_trigger(task) == second
         assert await node.take_trigger(task) is None
         assert await node.triggers() == [elsewhere]
-
-    if ASYNC:
-
-        async def test_a_trigger_is_taken_exactly_once_by_racing_clients(
-            self, stores: AsyncControlStores, task: str
-        ) -> None:
-            operator = stores()
-            racers = [stores() for _ in range(RACERS)]
-            for racer in racers:
-                await racer.now()  # connected, so the race is the take alone
-            for round_ in range(3):
-                asked = await operator.request_trigger(task, by=f"round{round_}")
-                taken = await asyncio.gather(*(racer.take_trigger(task) for racer in racers))
-                won = [trigger for trigger in taken if trigger is not None]
-                assert won == [asked], f"round {round_}: {len(won)} clients took the trigger"
-                assert await stores().triggers(task) == [], "a taken trigger is still pending"
-
-    else:
-
-        def test_a_trigger_is_taken_exactly_once_by_racing_threads(
-            self, stores: AsyncControlStores, task: str
-        ) -> None:
-            operator = stores()
-            racers = [stores() for _ in range(RACERS)]
-            for racer in racers:
-                racer.now()  # connected, so the race is the take alone
-            for round_ in range(3):
-                asked = operator.request_trigger(task, by=f"round{round_}")
-                start = threading.Barrier(RACERS)
-                taken: list[object] = []
-
-                def take(
-                    racer: AsyncControlStore, start: threading.Barrier, taken: list[object]
-                ) -> None:
-                    start.wait()
-                    taken.append(racer.take_trigger(task))
-
-                threads = [
-                    threading.Thread(target=take, args=(racer, start, taken)) for racer in racers
-                ]
-                for thread in threads:
-                    thread.start()
-                for thread in threads:
-                    thread.join(timeout=60)
-                assert not any(thread.is_alive() for thread in threads), "a take hung"
-                won = [trigger for trigger in taken if trigger is not None]
-                assert won == [asked], f"round {round_}: {len(won)} threads took the trigger"
-                assert stores().triggers(task) == [], "a taken trigger is still pending"
-
-        def test_a_trigger_is_taken_exactly_once_by_racing_processes(
-            self, stores: AsyncControlStores, control_store_factory: StoreFactory, task: str
-        ) -> None:
-            from firefly_scheduling.testing.control_workers import (  # noqa: PLC0415
-                race_in_processes,  # spawns processes: imported by the case that needs it
-            )
-
-            operator = stores()
-            if not operator.shared_across_processes:
-                pytest.skip(f"{operator!r} keeps its records in one process")
-            asked = [operator.request_trigger(task, by="alice") for _ in range(2)]
-            taken = race_in_processes(control_store_factory, task, RACERS)
-            won = [trigger_id for trigger_id in taken if trigger_id is not None]
-            assert sorted(won) == sorted(t.id for t in asked), f"taken: {taken}"
-            assert stores().triggers(task) == [], "a taken trigger is still pending"
-
-    if ASYNC:
-
-        async def test_one_instance_serves_many_coroutines_at_once(
-            self, stores: AsyncControlStores, task: str
-        ) -> None:
-            shared = stores()
-            await shared.pause(task, by="alice")
-            seen = await asyncio.gather(*(shared.pause_of(task) for _ in range(SHARED_CALLERS)))
-            assert {pause.by if pause else None for pause in seen} == {"alice"}
-
-    else:
-
-        def test_one_instance_serves_many_threads_at_once(
-            self, stores: AsyncControlStores, task: str
-        ) -> None:
-            shared = stores()
-            shared.pause(task, by="alice")
-            start = threading.Barrier(SHARED_CALLERS)
-            seen: list[object] = []
-            failures: list[BaseException] = []
-
-            def read() -> None:
-                start.wait()
-                try:
-                    seen.append(shared.pause_of(task))
-                except Exception as err:  # noqa: BLE001 - every failure is reported below
-                    failures.append(err)
-
-            threads = [threading.Thread(target=read) for _ in range(SHARED_CALLERS)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(timeout=60)
-            assert failures == []
-            assert len(seen) == SHARED_CALLERS
-            assert all(pause is not None for pause in seen)
 
     # -- backfills -----------------------------------------------------------------------
 
