@@ -16,11 +16,13 @@ from typing import Any
 import psycopg
 import pymysql
 import pytest
+import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from firefly_scheduling.control import ControlStoreError
 from firefly_scheduling_database.control_store import DatabaseControlStore
 from firefly_scheduling_database.control_store_async import AsyncDatabaseControlStore
+from firefly_scheduling_database.engine import lock_engine
 
 
 def _end_postgres_sessions(url: str) -> int:
@@ -64,6 +66,15 @@ SERVERS: dict[str, tuple[str, Callable[[str], int]]] = {
 }
 
 
+def _drop(url: str, table: str) -> None:
+    engine = lock_engine(url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))  # a fresh identifier
+    finally:
+        engine.dispose()
+
+
 def _outcomes(calls: list[Callable[[], Any]]) -> list[str]:
     outcomes = []
     for call in calls:
@@ -83,7 +94,8 @@ def test_the_sync_store_reconnects_after_its_sessions_end(
     fixture, end_sessions = SERVERS[server]
     url: str = request.getfixturevalue(fixture)
     task = f"app.reconnect_{uuid.uuid4().hex}:job"
-    store = DatabaseControlStore(url, table=f"control_{uuid.uuid4().hex[:12]}")
+    table = f"control_{uuid.uuid4().hex[:12]}"
+    store = DatabaseControlStore(url, table=table)
     try:
         store.pause(task, by="alice")
         assert end_sessions(url) >= 1, "the store held no session to end"
@@ -92,6 +104,7 @@ def test_the_sync_store_reconnects_after_its_sessions_end(
         assert store.pause_of(task) is not None
     finally:
         store.close()
+        _drop(url, table)
 
 
 @pytest.mark.parametrize("server", sorted(SERVERS))
@@ -102,8 +115,10 @@ def test_the_async_store_reconnects_after_its_sessions_end(
     url: str = request.getfixturevalue(fixture)
     task = f"app.reconnect_{uuid.uuid4().hex}:job"
 
+    table = f"control_{uuid.uuid4().hex[:12]}"
+
     async def case() -> list[str]:
-        store = AsyncDatabaseControlStore(url, table=f"control_{uuid.uuid4().hex[:12]}")
+        store = AsyncDatabaseControlStore(url, table=table)
         try:
             await store.pause(task, by="alice")
             assert await asyncio.to_thread(end_sessions, url) >= 1, "no session to end"
@@ -119,5 +134,8 @@ def test_the_async_store_reconnects_after_its_sessions_end(
         finally:
             await store.aclose()
 
-    outcomes = asyncio.run(case())
+    try:
+        outcomes = asyncio.run(case())
+    finally:
+        _drop(url, table)
     assert outcomes[1:] == ["ok", "ok"], outcomes
