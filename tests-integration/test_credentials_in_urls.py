@@ -27,20 +27,24 @@ from typing import Any
 import pytest
 
 from firefly_scheduling import Settings
+from firefly_scheduling.control.selection import resolve_control_store
 from firefly_scheduling.errors import ConfigurationError, FireflySchedulingError
 from firefly_scheduling.history.selection import resolve_history
 from firefly_scheduling.initial_delay.selection import resolve_anchor_store
 from firefly_scheduling.locks.providers import resolve_lock
 from firefly_scheduling_database import AsyncDatabaseLeaseLock, DatabaseLeaseLock
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
+from firefly_scheduling_database.control_store import DatabaseControlStore
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_etcd import EtcdLock
+from firefly_scheduling_etcd.control_store import EtcdControlStore
 from firefly_scheduling_memcached import MemcachedLock
 from firefly_scheduling_memcached.anchor_store import MemcachedAnchorStore
 from firefly_scheduling_mysql import MySqlNamedLock
 from firefly_scheduling_postgres import PgAdvisoryLock
 from firefly_scheduling_redis import RedisLock
 from firefly_scheduling_redis.anchor_store import RedisAnchorStore
+from firefly_scheduling_redis.control_store import RedisControlStore
 
 # Two distinctive halves: a special character between them must not let either out.
 LEFT, RIGHT = "Alpha7Secret", "Omega9Secret"
@@ -166,6 +170,28 @@ ENTRY_PATHS = [
         "history setting", "postgresql", lambda url: resolve_history(Settings(history_url=url))
     ),
     EntryPath("Settings repr", "postgresql", lambda url: Settings(lock_urls={"postgres": url})),
+    EntryPath("DatabaseControlStore on PostgreSQL", "postgresql", DatabaseControlStore),
+    EntryPath("DatabaseControlStore on MariaDB", "mysql", DatabaseControlStore),
+    EntryPath("RedisControlStore", "redis", RedisControlStore),
+    EntryPath("RedisControlStore on a cluster", "redis+cluster", RedisControlStore),
+    EntryPath("EtcdControlStore", "etcd", EtcdControlStore),
+    EntryPath(
+        "control store setting",
+        "redis",
+        lambda url: resolve_control_store(Settings(control_url=url)),
+    ),
+    EntryPath(
+        "control store environment setting",
+        "postgresql",
+        lambda url: resolve_control_store(
+            Settings.from_env(
+                {
+                    "FIREFLY_SCHEDULING_LOCK_PROVIDER": "memcached",
+                    "FIREFLY_SCHEDULING_CONTROL_URL": url,
+                }
+            )
+        ),
+    ),
 ]
 
 
@@ -177,6 +203,8 @@ def _exercise(built: Any) -> None:
         built.add("report", "anchor")
     elif hasattr(built, "runs"):
         built.runs()
+    elif hasattr(built, "pause_of"):
+        built.pause_of("app.jobs:report")
 
 
 def _texts_of(error: BaseException) -> Iterator[str]:

@@ -18,6 +18,7 @@ from firefly_scheduling.history.port import RunState
 from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
 from firefly_scheduling_database.cli import migrate
+from firefly_scheduling_database.control_store import DatabaseControlStore
 from firefly_scheduling_database.engine import lock_engine
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
 
@@ -25,6 +26,7 @@ EVERY_TABLE = {
     "firefly_scheduling_locks",
     "firefly_scheduling_locks_fences",
     "firefly_scheduling_anchors",
+    "firefly_scheduling_control",
     "firefly_scheduling_runs",
 }
 
@@ -43,7 +45,10 @@ def _migrate_twice_then_use(url: str) -> None:
     for _ in range(2):
         result = runner.invoke(migrate, ["--url", url])
         assert result.exit_code == 0, result.output
-        assert "firefly_scheduling_anchors and firefly_scheduling_runs are ready" in result.output
+        assert (
+            "firefly_scheduling_anchors, firefly_scheduling_control and firefly_scheduling_runs "
+            "are ready" in result.output
+        )
         assert _tables(url) == EVERY_TABLE
 
     lock = DatabaseLeaseLock(url)
@@ -76,6 +81,12 @@ def _migrate_twice_then_use(url: str) -> None:
         assert [record.state for record in history.runs("pkg:task")] == [RunState.SUCCEEDED]
     finally:
         history.close()
+    control = DatabaseControlStore(url)
+    try:
+        control.pause("pkg:task", by="migrate-test")
+        assert control.pause_of("pkg:task") is not None
+    finally:
+        control.close()
     assert _tables(url) == EVERY_TABLE  # nothing else was created on first use
 
 
@@ -87,13 +98,17 @@ def test_migrate_creates_every_table_on_mysql(mysql_database_url: str) -> None:
     _migrate_twice_then_use(mysql_database_url)
 
 
-STORE_TABLES = {"firefly_scheduling_anchors", "firefly_scheduling_runs"}
+STORE_TABLES = {
+    "firefly_scheduling_anchors",
+    "firefly_scheduling_control",
+    "firefly_scheduling_runs",
+}
 
 
 def test_migrate_under_the_postgres_provider_creates_its_stores_tables(
     postgres_schema_url: str,
 ) -> None:
-    # The postgres provider keeps its anchors and run history in its own database,
+    # The postgres provider keeps its anchors, control store and run history in its own database,
     # through this package's stores; it has no lease table.
     result = CliRunner().invoke(
         migrate,

@@ -14,7 +14,11 @@ from firefly_scheduling_database.engine import lock_engine
 
 SECRET = "s3cr3t-pw"
 #: Every table the database package uses besides the lease pair.
-STORE_TABLES = {"firefly_scheduling_anchors", "firefly_scheduling_runs"}
+STORE_TABLES = {
+    "firefly_scheduling_anchors",
+    "firefly_scheduling_control",
+    "firefly_scheduling_runs",
+}
 LEASE_TABLES = {"firefly_scheduling_locks", "firefly_scheduling_locks_fences"}
 
 
@@ -33,7 +37,8 @@ def test_migrate_creates_every_table_and_can_run_again(tmp_path: Path) -> None:
     assert first.exit_code == 0, first.output
     assert (
         "tables firefly_scheduling_locks, firefly_scheduling_locks_fences, "
-        "firefly_scheduling_anchors and firefly_scheduling_runs are ready" in first.output
+        "firefly_scheduling_anchors, firefly_scheduling_control and firefly_scheduling_runs "
+        "are ready" in first.output
     )
     assert _tables(url) == LEASE_TABLES | STORE_TABLES
     again = runner.invoke(migrate, ["--url", url])

@@ -6,9 +6,10 @@ Exposed as the click command `migrate`; the core CLI group picks it up through t
 * the lease table and its fence table (`DatabaseLeaseLock.install`), which the lock
   never creates by itself;
 * the initial-delay anchors table (`DatabaseAnchorStore.install`);
-* the run-history table (`SqlRunHistory.install`).
+* the run-history table (`SqlRunHistory.install`);
+* the control store's table (`DatabaseControlStore.install`).
 
-The last two are also created on first use, but only where the application's role
+The last three are also created on first use, but only where the application's role
 may run `CREATE TABLE`; `migrate` lets a deployment create all of them ahead of time
 with a privileged role. Every statement is `CREATE TABLE IF NOT EXISTS`, so it is
 safe to run again, and on several nodes at once.
@@ -49,6 +50,8 @@ from firefly_scheduling.settings import Settings, env_var
 from firefly_scheduling.urls.redaction import scrub
 from firefly_scheduling_database.anchor_store import TABLE_NAME as ANCHORS_TABLE
 from firefly_scheduling_database.anchor_store import DatabaseAnchorStore
+from firefly_scheduling_database.control_store import DatabaseControlStore
+from firefly_scheduling_database.control_table import DEFAULT_TABLE as CONTROL_TABLE
 from firefly_scheduling_database.lock import DatabaseLeaseLock
 from firefly_scheduling_database.provider import PROVIDER
 from firefly_scheduling_database.schema import DEFAULT_TABLE, FENCES_SUFFIX
@@ -92,13 +95,14 @@ def migrate(url: str | None, table: str, history_only: bool) -> None:
         url = url or settings.url_for("database")
         _install(lambda: DatabaseLeaseLock(url, table=table))
         _install(lambda: DatabaseAnchorStore(url))
+        _install(lambda: DatabaseControlStore(url))
         done = _upgrade_history(url)
         where, _ = describe_url(url)
     except ConfigurationError as err:
         raise ConfigurationFailure(str(err)) from err  # exit 2, as in every command
     except FireflySchedulingError as err:
         raise click.ClickException(str(err)) from err
-    tables = (table, table + FENCES_SUFFIX, ANCHORS_TABLE, RUNS_TABLE)
+    tables = (table, table + FENCES_SUFFIX, ANCHORS_TABLE, CONTROL_TABLE, RUNS_TABLE)
     click.echo(f"tables {', '.join(tables[:-1])} and {tables[-1]} are ready in {where}")
     if done == "upgraded":
         click.echo(f"run-history table {RUNS_TABLE} upgraded to the (lock_name, task, instant) key")
@@ -119,6 +123,8 @@ def _migrate_stores_of(provider: LockProvider, settings: Settings) -> None:
     try:
         if "anchor_store" in provider.stores_at_lock_url:
             _install(lambda: DatabaseAnchorStore(url))
+        if "control_store" in provider.stores_at_lock_url:
+            _install(lambda: DatabaseControlStore(url))
         done = _upgrade_history(url) if "history_store" in provider.stores_at_lock_url else None
     except ConfigurationError as err:
         raise ConfigurationError(
@@ -128,12 +134,17 @@ def _migrate_stores_of(provider: LockProvider, settings: Settings) -> None:
     where, _ = describe_url(url)
     tables = [
         name
-        for slot, name in (("anchor_store", ANCHORS_TABLE), ("history_store", RUNS_TABLE))
+        for slot, name in (
+            ("anchor_store", ANCHORS_TABLE),
+            ("control_store", CONTROL_TABLE),
+            ("history_store", RUNS_TABLE),
+        )
         if slot in provider.stores_at_lock_url
     ]
     click.echo(
-        f"tables {' and '.join(tables)} are ready in {where}: the {provider.name!r} lock "
-        "provider keeps its initial-delay anchors and run history there (it has no lease table)"
+        f"tables {', '.join(tables[:-1])} and {tables[-1]} are ready in {where}: the "
+        f"{provider.name!r} lock provider keeps its initial-delay anchors, control store and "
+        "run history there (it has no lease table)"
     )
     if done == "upgraded":
         click.echo(f"run-history table {RUNS_TABLE} upgraded to the (lock_name, task, instant) key")

@@ -1,6 +1,6 @@
 """The `database` provider's descriptor (entry point `firefly_scheduling.lock_providers`).
 
-It keeps its own anchors and run history, at the lock's SQLAlchemy URL by default,
+It keeps its own anchors, run history and control store, at the lock's SQLAlchemy URL by default,
 and serves every SQL URL it accepts, including the `postgres` and `mysql` providers'
 (`url.DRIVERS` maps the bare schemes to the drivers this package is tested with).
 """
@@ -24,9 +24,11 @@ PROVIDER = LockProvider(
     url_fallbacks=("DATABASE_URL",),
     anchor_store="firefly_scheduling_database.anchor_store:create_anchor_store",
     history_store="firefly_scheduling_database.sql_history.store:create_history_store",
+    control_store="firefly_scheduling_database.control_store:create_control_store",
+    async_control_store="firefly_scheduling_database.control_store_async:create_control_store",
     # The base schemes of url.DRIVERS, written out: this module imports no driver.
     store_schemes=("sqlite", "postgresql", "postgres", "mysql", "mariadb"),
-    stores_at_lock_url=("anchor_store", "history_store"),
+    stores_at_lock_url=("anchor_store", "history_store", "control_store"),
     local_file_url="sqlite:///{path}",
     extra="firefly-scheduling[database]",
     async_install=ASYNC_INSTALL,

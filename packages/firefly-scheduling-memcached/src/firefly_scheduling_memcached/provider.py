@@ -1,7 +1,8 @@
 """The `memcached` provider's descriptor (entry point `firefly_scheduling.lock_providers`).
 
 Its URL defaults to the local server; it keeps the initial-delay anchors at the
-lock's URL by default. No run history of its own.
+lock's URL by default. No run history and no control store of its own: memcached
+may evict any item, and an evicted pause would lift itself.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The `postgres` provider's descriptor (entry point `firefly_scheduling.lock_providers`).
 
-Its anchors and run history default to its own server, kept by the `database`
+Its anchors, run history and control store default to its own server, kept by the `database`
 provider's stores (the `[postgres]` extra installs them): they accept its URL as is.
 """
 
@@ -13,7 +13,7 @@ PROVIDER = LockProvider(
     lock="firefly_scheduling_postgres.lock:PgAdvisoryLock",
     async_lock="firefly_scheduling_postgres.lock_async:AsyncPgAdvisoryLock",
     url_fallbacks=("DATABASE_URL",),
-    stores_at_lock_url=("anchor_store", "history_store"),
+    stores_at_lock_url=("anchor_store", "history_store", "control_store"),
     extra="firefly-scheduling[postgres]",
     # Its lock also reads libpq key=value strings; its stores need this form.
     url_example="postgresql://user:password@host:5432/dbname",

@@ -59,6 +59,7 @@ KNOWN_KEYS: tuple[str, ...] = (
     "firefly.scheduling.node",
     "firefly.scheduling.wait-for-backend",
     "firefly.scheduling.strict",
+    "firefly.scheduling.control.url",
 )
 #: Variables of the test suites and benchmarks, never read by a host, never checked:
 #: `FIREFLY_TEST_` is the shipped contract plugin's (`FIREFLY_TEST_<BACKEND>_URL`,
@@ -73,6 +74,7 @@ RESERVED_PREFIXES: tuple[str, ...] = (
     "FIREFLY_DJANGO_TEST_",
 )
 STRICT_KEY = "firefly.scheduling.strict"
+CONTROL_URL_KEY = "firefly.scheduling.control.url"
 _FAMILY = "FIREFLY_"
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -113,6 +115,9 @@ class Settings:
     #: Refuse what is otherwise a warning: an unknown `FIREFLY_*` variable, a manifest
     #: that may be stale.
     strict: bool = False
+    #: Where the control store lives (pauses, triggers, backfills, runtime schedules):
+    #: '' means the lock backend's own durable store (`control.selection`).
+    control_url: str = ""
     #: The environment the providers' URL fallbacks (`DATABASE_URL`, ...) are read
     #: from; empty for settings built by hand, which then name every URL they use.
     fallback_env: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -152,6 +157,7 @@ class Settings:
             node=configured_node(env),
             wait_for_backend=_parse_wait(env),
             strict=strict,
+            control_url=_parse_store_url(env, CONTROL_URL_KEY),
             fallback_env=dict(env),
         )
 
@@ -209,7 +215,8 @@ class Settings:
             f"scan_packages={self.scan_packages!r}, manifest_path={str(self.manifest_path)!r}, "
             f"history_url={shown(self.history_url)!r}, grace={self.grace!r}, "
             f"clock_skew={self.clock_skew!r}, node={self.node!r}, "
-            f"wait_for_backend={self.wait_for_backend!r}, strict={self.strict!r})"
+            f"wait_for_backend={self.wait_for_backend!r}, strict={self.strict!r}, "
+            f"control_url={shown(self.control_url)!r})"
         )
 
 
@@ -365,3 +372,21 @@ def _descriptor(provider: LockProvider | str) -> LockProvider | str:
     from firefly_scheduling.providers.registry import load_provider  # noqa: PLC0415
 
     return load_provider(name, source=f"a URL lookup for {name!r}")
+
+
+def _parse_store_url(env: Mapping[str, str], key: str) -> str:
+    """The store URL under `key`, '' when unset; refused when it is no `scheme://` URL.
+
+    Which schemes a store serves depends on what is installed, so that is checked when
+    the store is resolved; the form is checked here, with the other settings.
+    """
+    raw = (env.get(env_var(key)) or "").strip()
+    scheme, separator, _ = raw.partition("://")
+    if raw and (not separator or not scheme or not scheme.replace("+", "").isalnum()):
+        # No URL to redact by its rules: a password may be anywhere in it, so it is not shown.
+        shown = repr(redact_url(raw)) if separator else f"{len(raw)} characters with no scheme://"
+        raise ConfigurationError(
+            f"{env_var(key)} ({key}) must be a URL, scheme://..., of a store an installed "
+            f"provider serves, got {shown}"
+        )
+    return raw

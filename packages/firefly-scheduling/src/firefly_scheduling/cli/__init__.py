@@ -12,6 +12,7 @@ import click
 
 from firefly_scheduling.cli.cache import cache
 from firefly_scheduling.cli.common import FireflyGroup
+from firefly_scheduling.cli.control import pause, resume, status
 from firefly_scheduling.cli.demo import demo
 from firefly_scheduling.cli.monitor import monitor
 from firefly_scheduling.cli.prune import prune
@@ -38,5 +39,8 @@ main.add_command(demo)
 main.add_command(runs)
 main.add_command(monitor)
 main.add_command(prune)
+main.add_command(pause)
+main.add_command(resume)
+main.add_command(status)
 
 __all__ = ["main"]

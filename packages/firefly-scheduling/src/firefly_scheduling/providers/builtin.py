@@ -1,6 +1,6 @@
 """Core's own providers, `none` and `memory`, registered like any adapter's.
 
-They take no URL. `memory` also serves `memory://` anchor and history stores, so an
+They take no URL. `memory` also serves `memory://` anchor, history and control stores, so an
 explicit `memory://` store is found by the same loader as every other store.
 """
 
@@ -35,5 +35,7 @@ MEMORY = LockProvider(
     takes_url=False,
     anchor_store=memory_anchor_store,
     history_store=memory_run_history,
+    control_store="firefly_scheduling.control.memory:create_control_store",
+    async_control_store="firefly_scheduling.control.memory_async:create_control_store",
     store_schemes=("memory",),
 )

@@ -11,6 +11,8 @@ An adapter distribution registers ONE object under the entry-point group
   called with the URL;
 * its own initial-delay anchor store and run-history store, if it has any, each
   called with a store URL of one of `store_schemes`;
+* its own control store, synchronous (`control_store`) and asyncio
+  (`async_control_store`), if it keeps one durably, called the same way;
 * which stores, when none is configured, default to the lock's own URL
   (`stores_at_lock_url`), built by whichever installed provider serves its scheme;
 * its pip `extra`, for messages, and `async_install`, what to install for its asyncio
@@ -34,8 +36,9 @@ from typing import Any, Literal
 
 from firefly_scheduling.errors import ConfigurationError
 
-#: A store slot of the descriptor: the initial-delay anchors, or the run history.
-StoreSlot = Literal["anchor_store", "history_store"]
+#: A store slot of the descriptor: the initial-delay anchors, the run history, or the
+#: control store (synchronous and asyncio).
+StoreSlot = Literal["anchor_store", "history_store", "control_store", "async_control_store"]
 
 #: A factory: a callable, or the `"module:attribute"` path of one, imported on first use.
 Factory = str | Callable[..., Any]
@@ -53,6 +56,8 @@ class LockProvider:
     default_url: str | None = None
     anchor_store: Factory | None = None
     history_store: Factory | None = None
+    control_store: Factory | None = None
+    async_control_store: Factory | None = None
     store_schemes: tuple[str, ...] = ()
     stores_at_lock_url: tuple[StoreSlot, ...] = ()
     #: A URL template with `{path}` under which processes of one host share a lock in

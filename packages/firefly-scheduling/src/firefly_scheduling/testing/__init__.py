@@ -19,6 +19,10 @@ exclude each other); its cases are coroutines, run here on a fresh event loop ea
 (no pytest plugin needed). Capabilities are read through `capabilities_of`, so each
 case runs only where it applies. Server URLs come from `server_url()`.
 
+A control store runs `ControlStoreContract` (`AsyncControlStoreContract`) with two
+fixtures: `control_store_factory` and `neighbour_store_factory`, independent
+instances on one namespace and on another of the same server.
+
 A lease backend runs `OutageContract` on a server of its own that the cases stop and
 start. A session backend runs `SessionLossContract` (`AsyncSessionLossContract`):
 what its lock does when the server ends its session, given a `session_killer`.
@@ -39,6 +43,9 @@ import pytest
 from firefly_scheduling.locks.port import LockCapabilities
 from firefly_scheduling.testing.contract import LockContract
 from firefly_scheduling.testing.contract_async import AsyncLockContract
+from firefly_scheduling.testing.control_contract import ControlStoreContract
+from firefly_scheduling.testing.control_contract_async import AsyncControlStoreContract
+from firefly_scheduling.testing.control_nodes_async import AsyncControlStores
 from firefly_scheduling.testing.hostile import HostileNamesContract
 from firefly_scheduling.testing.hostile_async import AsyncHostileNamesContract
 from firefly_scheduling.testing.nodes_async import AsyncNodes
@@ -51,9 +58,11 @@ from firefly_scheduling.testing.session_loss_contract import SessionLossContract
 from firefly_scheduling.testing.session_loss_contract_async import AsyncSessionLossContract
 
 __all__ = [
+    "AsyncControlStoreContract",
     "AsyncHostileNamesContract",
     "AsyncLockContract",
     "AsyncSessionLossContract",
+    "ControlStoreContract",
     "HostileNamesContract",
     "LockCapabilities",
     "LockContract",
@@ -92,7 +101,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
             await function(**arguments)
         finally:
             for value in arguments.values():
-                if isinstance(value, AsyncNodes):
+                if isinstance(value, AsyncNodes | AsyncControlStores):
                     await value.close_all()
 
     asyncio.run(case())

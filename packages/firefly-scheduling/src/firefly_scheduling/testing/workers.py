@@ -13,7 +13,11 @@ from multiprocessing.context import ForkServerContext
 from firefly_scheduling.locks.port import DistributedLock
 
 #: The modules whose functions the children run.
-_CHILD_CODE = ("firefly_scheduling.testing.workers", "firefly_scheduling.testing.leader_workers")
+_CHILD_CODE = (
+    "firefly_scheduling.testing.workers",
+    "firefly_scheduling.testing.leader_workers",
+    "firefly_scheduling.testing.control_workers",
+)
 
 
 def child_processes() -> ForkServerContext:

@@ -1,0 +1,196 @@
+"""`AsyncDatabaseControlStore`: control records as rows of one SQL table.
+
+PostgreSQL, MySQL/MariaDB and SQLite, through SQLAlchemy (`control_table`). A pause
+is an upsert, a trigger, backfill or schedule an INSERT that ignores a duplicate key
+(`ON CONFLICT DO NOTHING` on PostgreSQL and SQLite, `INSERT IGNORE` on MySQL), a
+resume or a take a `DELETE` whose row count is 1 for exactly one of any number of
+racing transactions. Times are the server's clock on PostgreSQL and MySQL (one
+`SELECT`), and this host's on SQLite, whose clock is this host's anyway.
+
+The table is created by `install()` (which `firefly-scheduling migrate` runs), or
+else on first use (`CREATE TABLE IF NOT EXISTS`) where the role may create tables.
+Written once, for asyncio; `control_store.py` is generated from it by
+`tools/async_to_sync.py`, and the two read and write the same rows.
+"""
+
+# async-to-sync: rename AsyncDatabaseControlStore DatabaseControlStore
+# async-to-sync: rename AsyncControlStore ControlStore
+# async-to-sync: rename AsyncEngine Engine
+# async-to-sync: rename async_lock_engine lock_engine
+
+from __future__ import annotations
+
+import asyncio  # sync: import threading
+from decimal import Decimal
+from typing import Final
+
+import sqlalchemy as sa
+from sqlalchemy import URL
+from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine  # sync: drop
+from sqlalchemy.schema import CreateTable
+
+from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
+from firefly_scheduling.control.records import ControlStoreError, RecordKind
+from firefly_scheduling.control.store_async import AsyncControlStore
+from firefly_scheduling_database.control_table import DEFAULT_TABLE, control_table
+from firefly_scheduling_database.engine import (
+    async_lock_engine,
+    release_store_engine,
+    store_engine,
+)
+from firefly_scheduling_database.url import describe_url
+
+# sync: from sqlalchemy import Engine
+
+_SERVER_CLOCK: Final[dict[str, str]] = {
+    "postgresql": "SELECT EXTRACT(EPOCH FROM clock_timestamp())",
+    "mysql": "SELECT UNIX_TIMESTAMP(NOW(6))",
+    "mariadb": "SELECT UNIX_TIMESTAMP(NOW(6))",
+}
+
+
+class AsyncDatabaseControlStore(AsyncControlStore):
+    """Control records as rows, shared by every process that reaches the database.
+
+    `url` is a URL the database lock accepts (bare `postgresql://` and `mysql://`
+    included); `table` keeps two deployments sharing a database apart. The
+    synchronous store shares the run history's and the anchors' engine, within the
+    stores' share of the node's connection budget (`max_connections`); the asyncio
+    store has an engine of that share of its own. Construction does not connect.
+    """
+
+    store_name = "database"
+    driver_errors = (SQLAlchemyError, OSError)
+
+    def __init__(self, url: str | URL, *, table: str = DEFAULT_TABLE) -> None:
+        self.table = control_table(table)
+        if ASYNC:
+            # Its own engine, of the stores' share of the node's budget: the run history
+            # and the anchors are synchronous, on `store_engine`'s.
+            self._engine: AsyncEngine = async_lock_engine(url, share="stores")
+        else:
+            # The engine the run history and the anchors share: one stores' share.
+            self._engine = store_engine(url)
+        self._closed = False
+        target, secrets = describe_url(url)
+        super().__init__(target=target, secrets=secrets)
+        self._dialect = self._engine.dialect.name
+        self._table_ready = False
+        self._table_mutex = asyncio.Lock()  # sync: self._table_mutex = threading.Lock()
+
+    async def install(self) -> None:
+        """Create the table if absent; safe to run again, and on several nodes at once."""
+        try:
+            await self._ensure_table()
+        except self.driver_errors as err:
+            raise ControlStoreError(
+                f"database control store {self._target} could not create table "
+                f"{self.table.name!r}: {type(err).__name__}"
+            ) from err
+
+    async def _put(self, kind: RecordKind, key: str, value: str) -> None:
+        await self._ensure_table()
+        row = {"kind": kind, "record_key": key, "record_value": value}
+        statement: sa.Executable
+        if self._dialect in {"mysql", "mariadb"}:
+            insert = mysql.insert(self.table).values(row)
+            statement = insert.on_duplicate_key_update(record_value=insert.inserted.record_value)
+        else:
+            dialect_insert = postgresql.insert if self._dialect == "postgresql" else sqlite.insert
+            upsert = dialect_insert(self.table).values(row)
+            statement = upsert.on_conflict_do_update(
+                index_elements=[self.table.c.kind, self.table.c.record_key],
+                set_={"record_value": upsert.excluded.record_value},
+            )
+        async with self._engine.begin() as connection:
+            await connection.execute(statement)
+
+    async def _add(self, kind: RecordKind, key: str, value: str) -> bool:
+        await self._ensure_table()
+        row = {"kind": kind, "record_key": key, "record_value": value}
+        async with self._engine.begin() as connection:
+            if self._dialect in {"mysql", "mariadb"}:
+                ignore = mysql.insert(self.table).values(row).prefix_with("IGNORE")
+                return (await connection.execute(ignore)).rowcount == 1
+            # RETURNING says whether the row was ours; psycopg's rowcount may be -1 here.
+            dialect_insert = postgresql.insert if self._dialect == "postgresql" else sqlite.insert
+            statement = (
+                dialect_insert(self.table)
+                .values(row)
+                .on_conflict_do_nothing()
+                .returning(self.table.c.record_key)
+            )
+            return (await connection.execute(statement)).first() is not None
+
+    async def _get(self, kind: RecordKind, key: str) -> str | None:
+        await self._ensure_table()
+        query = sa.select(self.table.c.record_value).where(
+            self.table.c.kind == kind, self.table.c.record_key == key
+        )
+        async with self._engine.connect() as connection:
+            value = (await connection.execute(query)).scalar_one_or_none()
+        return None if value is None else str(value)
+
+    async def _delete(self, kind: RecordKind, key: str) -> bool:
+        await self._ensure_table()
+        statement = self.table.delete().where(
+            self.table.c.kind == kind, self.table.c.record_key == key
+        )
+        async with self._engine.begin() as connection:
+            return (await connection.execute(statement)).rowcount == 1
+
+    async def _values(self, kind: RecordKind) -> list[str]:
+        await self._ensure_table()
+        query = sa.select(self.table.c.record_value).where(self.table.c.kind == kind)
+        async with self._engine.connect() as connection:
+            return [str(value) for value in (await connection.execute(query)).scalars()]
+
+    async def _now(self) -> float:
+        query = _SERVER_CLOCK.get(self._dialect)
+        if query is None:
+            return await super()._now()
+        async with self._engine.connect() as connection:
+            value = (await connection.execute(sa.text(query))).scalar_one()
+        return float(value) if isinstance(value, int | float | Decimal) else float(str(value))
+
+    async def _close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if ASYNC:
+            await self._engine.dispose()
+        else:
+            release_store_engine(self._engine)
+
+    async def _ensure_table(self) -> None:
+        """Create the table once per instance; a concurrent creator elsewhere is fine."""
+        async with self._table_mutex:
+            if self._table_ready:
+                return
+            if not await self._table_exists():
+                create = CreateTable(self.table, if_not_exists=True)
+                try:
+                    async with self._engine.begin() as connection:
+                        await connection.execute(create)
+                except DBAPIError:
+                    # Another process created it between our check and our CREATE
+                    # (PostgreSQL reports that race as a duplicate type).
+                    if not await self._table_exists():
+                        raise
+            self._table_ready = True
+
+    async def _table_exists(self) -> bool:
+        """Whether the table answers a query (MySQL warns on `CREATE … IF NOT EXISTS`)."""
+        try:
+            async with self._engine.connect() as connection:
+                await connection.execute(sa.select(self.table.c.kind).limit(0))
+        except DBAPIError:
+            return False
+        return True
+
+
+def create_control_store(url: str) -> AsyncDatabaseControlStore:
+    """The control-store factory of this provider's descriptor, of this flavour."""
+    return AsyncDatabaseControlStore(url)

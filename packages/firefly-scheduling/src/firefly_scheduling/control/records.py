@@ -1,0 +1,273 @@
+"""What the control store keeps: pauses, triggers, backfills and runtime schedules.
+
+Each record is a frozen value that travels as one JSON document, so an adapter
+stores opaque text under an opaque key and never parses it: the rules of the
+records (who, when, which task, which window) live here once. Keys are SHA-256 hex
+digests of a record's identity (`record_key`), 64 ASCII characters whatever the
+task's target, so every server holds them as they are, and two nodes that ask for
+the same backfill or schedule write the same key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final, Literal
+
+from firefly_scheduling.errors import ConfigurationError, FireflySchedulingError
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling.tasks.validation import validate_descriptor, validate_target
+
+#: The kinds of record, each its own namespace in every adapter.
+RecordKind = Literal["pause", "trigger", "backfill", "schedule"]
+KINDS: Final[tuple[RecordKind, ...]] = ("pause", "trigger", "backfill", "schedule")
+#: The task name a fleet-wide pause is kept under (no task target can be `*`).
+ALL_TASKS: Final = "*"
+#: Longest `by`, `note` and schedule name accepted, in characters.
+MAX_TEXT_LENGTH: Final = 1000
+
+
+class ControlStoreError(FireflySchedulingError):
+    """The control store could not be reached or answered with an error.
+
+    The message names the store and a redacted address, never a password.
+    """
+
+
+class ControlRecordError(ControlStoreError):
+    """A stored record cannot be read back (written by a newer version, or damaged)."""
+
+
+class ScheduleConflict(ControlStoreError, ValueError):
+    """A runtime schedule of that name exists with other arguments: remove it first."""
+
+
+def record_key(*parts: str) -> str:
+    """The server key of a record: a digest of its identity, the same on every node."""
+    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Pause:
+    """A task (or `ALL_TASKS`) paused by `by` at `since` (epoch seconds, the store's clock)."""
+
+    task: str
+    by: str
+    since: float
+    note: str = ""
+
+    @property
+    def all_tasks(self) -> bool:
+        return self.task == ALL_TASKS
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """One extra run of `task` asked by `by` at `requested_at`; `id` tells two apart."""
+
+    task: str
+    by: str
+    requested_at: float
+    id: str
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """The fires of `task` in `[start, end)` (UTC), asked by `by` at `requested_at`.
+
+    Identified by `(task, start, end)`: asking again for the same window is the same
+    request, and keeps the first asker and time.
+    """
+
+    task: str
+    start: datetime
+    end: datetime
+    by: str
+    requested_at: float
+
+    @property
+    def key(self) -> str:
+        return record_key(self.task, self.start.isoformat(), self.end.isoformat())
+
+
+@dataclass(frozen=True)
+class RuntimeSchedule:
+    """A schedule defined at runtime: `name` -> a validated `ScheduledDescriptor`."""
+
+    name: str
+    descriptor: ScheduledDescriptor
+    by: str
+    added_at: float
+
+
+# -- checks of what an operator asks --------------------------------------------------
+
+
+def checked_task(task: object, *, allow_all: bool = False) -> str:
+    """`task` if it is a task target (or `ALL_TASKS` where allowed), else a `ConfigurationError`."""
+    if allow_all and task == ALL_TASKS:
+        return ALL_TASKS
+    return validate_target(task)
+
+
+def checked_text(value: object, what: str, *, required: bool) -> str:
+    """`value` as given, if it is a string short enough (and non-blank when `required`)."""
+    if not isinstance(value, str):
+        raise ConfigurationError(f"{what} must be a str, got {value!r}")
+    if required and not value.strip():
+        raise ConfigurationError(f"{what} must not be empty, got {value!r}")
+    if len(value) > MAX_TEXT_LENGTH or "\x00" in value:
+        raise ConfigurationError(
+            f"{what} must be at most {MAX_TEXT_LENGTH} characters with no NUL, "
+            f"got {len(value)} characters"
+        )
+    return value
+
+
+def checked_window(start: object, end: object) -> tuple[datetime, datetime]:
+    """`[start, end)` as aware UTC datetimes, `start` before `end`; refused otherwise."""
+    for label, value in (("start", start), ("end", end)):
+        if not isinstance(value, datetime) or value.tzinfo is None:
+            raise ConfigurationError(
+                f"a backfill's {label} must be a timezone-aware datetime, got {value!r}"
+            )
+    assert isinstance(start, datetime)  # checked just above
+    assert isinstance(end, datetime)
+    start_utc, end_utc = start.astimezone(UTC), end.astimezone(UTC)
+    if not start_utc < end_utc:
+        raise ConfigurationError(
+            f"a backfill's window [start, end) must not be empty: start {start_utc.isoformat()} "
+            f"is not before end {end_utc.isoformat()}"
+        )
+    return start_utc, end_utc
+
+
+def checked_schedule(name: object, descriptor: object) -> tuple[str, ScheduledDescriptor]:
+    """The schedule's name and its descriptor, validated as a `@scheduled` task at boot is."""
+    name = checked_text(name, "a runtime schedule's name", required=True)
+    if not isinstance(descriptor, ScheduledDescriptor):
+        raise ConfigurationError(
+            f"runtime schedule {name!r} must be a ScheduledDescriptor, got {descriptor!r}"
+        )
+    try:
+        return name, validate_descriptor(descriptor)
+    except ConfigurationError as err:
+        raise ConfigurationError(f"runtime schedule {name!r}: {err}") from err
+
+
+# -- the JSON of each record ----------------------------------------------------------
+
+
+def encode(record: Pause | Trigger | Backfill | RuntimeSchedule) -> str:
+    """The record as compact JSON (keys sorted, so equal records are equal text)."""
+    if isinstance(record, Backfill):
+        document: dict[str, Any] = {
+            "task": record.task,
+            "start": record.start.isoformat(),
+            "end": record.end.isoformat(),
+            "by": record.by,
+            "requested_at": record.requested_at,
+        }
+    elif isinstance(record, RuntimeSchedule):
+        document = {
+            "name": record.name,
+            "descriptor": descriptor_fields(record.descriptor),
+            "by": record.by,
+            "added_at": record.added_at,
+        }
+    else:
+        document = dataclasses.asdict(record)
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def descriptor_fields(descriptor: ScheduledDescriptor) -> dict[str, Any]:
+    """The descriptor's set fields, as the manifest writes a schedule (None left out)."""
+    return {
+        field.name: getattr(descriptor, field.name)
+        for field in dataclasses.fields(descriptor)
+        if getattr(descriptor, field.name) is not None
+    }
+
+
+def decode_pause(text: str) -> Pause:
+    document = _document(text, "pause")
+    return Pause(
+        task=_str(document, "task"),
+        by=_str(document, "by"),
+        since=_seconds(document, "since"),
+        note=_str(document, "note"),
+    )
+
+
+def decode_trigger(text: str) -> Trigger:
+    document = _document(text, "trigger")
+    return Trigger(
+        task=_str(document, "task"),
+        by=_str(document, "by"),
+        requested_at=_seconds(document, "requested_at"),
+        id=_str(document, "id"),
+    )
+
+
+def decode_backfill(text: str) -> Backfill:
+    document = _document(text, "backfill")
+    try:
+        start = datetime.fromisoformat(_str(document, "start"))
+        end = datetime.fromisoformat(_str(document, "end"))
+    except ValueError as err:
+        raise ControlRecordError(f"a stored backfill has an unreadable window: {err}") from err
+    return Backfill(
+        task=_str(document, "task"),
+        start=start,
+        end=end,
+        by=_str(document, "by"),
+        requested_at=_seconds(document, "requested_at"),
+    )
+
+
+def decode_schedule(text: str) -> RuntimeSchedule:
+    document = _document(text, "runtime schedule")
+    name = _str(document, "name")
+    fields = document.get("descriptor")
+    if not isinstance(fields, dict):
+        raise ControlRecordError(f"stored runtime schedule {name!r} has no descriptor")
+    try:
+        descriptor = validate_descriptor(ScheduledDescriptor(**fields))
+    except (TypeError, ConfigurationError) as err:
+        raise ControlRecordError(
+            f"stored runtime schedule {name!r} cannot be read back: {err}"
+        ) from err
+    return RuntimeSchedule(
+        name=name,
+        descriptor=descriptor,
+        by=_str(document, "by"),
+        added_at=_seconds(document, "added_at"),
+    )
+
+
+def _document(text: str, kind: str) -> dict[str, Any]:
+    try:
+        document = json.loads(text)
+    except ValueError as err:
+        raise ControlRecordError(f"a stored {kind} record is not JSON: {err}") from err
+    if not isinstance(document, dict):
+        raise ControlRecordError(f"a stored {kind} record is not a JSON object")
+    return document
+
+
+def _str(document: dict[str, Any], name: str) -> str:
+    value = document.get(name)
+    if not isinstance(value, str):
+        raise ControlRecordError(f"a stored control record's {name!r} is not text: {value!r}")
+    return value
+
+
+def _seconds(document: dict[str, Any], name: str) -> float:
+    value = document.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ControlRecordError(f"a stored control record's {name!r} is not a time: {value!r}")
+    return float(value)

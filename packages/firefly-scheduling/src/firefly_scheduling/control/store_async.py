@@ -1,0 +1,316 @@
+"""`AsyncControlStore`: the state operators change at runtime, on a durable server.
+
+Written once, for asyncio; the synchronous `ControlStore` in `store.py` is generated
+from it by `tools/async_to_sync.py`. Both keep the same records (`records`) under the
+same keys, so sync and async nodes of one fleet read each other's writes.
+
+The rules of every operation live here; an adapter implements six round trips on
+one namespace per record kind (`_put`, `_add`, `_get`, `_delete`, `_values`,
+`_now`), each atomic on its server, and nothing else:
+
+* a pause is `_put` (the last pause of a task wins), a resume `_delete`;
+* a trigger is `_add` under a fresh random key; `take_trigger` reads the task's
+  triggers, oldest first, and `_delete`s them in turn until one delete removes a
+  record: the server answers "removed" to exactly one of any number of racing
+  takers, so each trigger is taken once across the fleet;
+* a backfill and a runtime schedule are `_add` under a digest of their identity,
+  so asking twice, from any node, stores one record.
+
+Nothing is cached: every read is a round trip, so a pause written by one node is
+seen by the next read of any other. Times (`since`, `requested_at`) come from the
+store's clock (`_now`): the server's where it has one, this host's otherwise.
+"""
+
+# async-to-sync: rename AsyncControlStore ControlStore
+
+from __future__ import annotations
+
+import secrets
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from functools import partial
+from typing import ClassVar, TypeAlias, TypeVar
+
+from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
+from firefly_scheduling.control.records import (
+    ALL_TASKS,
+    Backfill,
+    ControlStoreError,
+    Pause,
+    RecordKind,
+    RuntimeSchedule,
+    ScheduleConflict,
+    Trigger,
+    checked_schedule,
+    checked_task,
+    checked_text,
+    checked_window,
+    decode_backfill,
+    decode_pause,
+    decode_schedule,
+    decode_trigger,
+    descriptor_fields,
+    encode,
+    record_key,
+)
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling.urls.redaction import scrub
+
+_T = TypeVar("_T")
+
+if ASYNC:
+    #: One round trip of an adapter, its arguments bound.
+    _Operation: TypeAlias = Callable[[], Awaitable[_T]]
+else:
+    _Operation: TypeAlias = Callable[[], _T]
+
+
+class AsyncControlStore(ABC):
+    """Pauses, triggers, backfills and runtime schedules; subclasses supply the I/O."""
+
+    #: How messages name the store ("redis", "database", ...).
+    store_name: ClassVar[str] = "control"
+    #: Whether other processes see the records (False for process memory).
+    shared_across_processes: ClassVar[bool] = True
+    #: Driver exceptions that mean "the store failed"; translated to `ControlStoreError`.
+    driver_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError,)
+
+    def __init__(self, *, target: str = "", secrets: tuple[str, ...] = ()) -> None:
+        # `target` is an already-redacted description of where the server is.
+        self._target = target
+        self._secrets = secrets
+
+    # -- pause ------------------------------------------------------------------------
+
+    async def pause(self, task: str, *, by: str, note: str = "") -> Pause:
+        """Pause `task` (or `ALL_TASKS`); pausing again replaces who, when and the note."""
+        task = checked_task(task, allow_all=True)
+        pause = Pause(
+            task=task,
+            by=checked_text(by, "who pauses", required=True),
+            since=await self.now(),
+            note=checked_text(note, "a pause's note", required=False),
+        )
+        await self._call(
+            "pausing", task, partial(self._put, "pause", record_key(task), encode(pause))
+        )
+        return pause
+
+    async def pause_all(self, *, by: str, note: str = "") -> Pause:
+        """Pause every task of the fleet; `resume_all` lifts it (task pauses stay)."""
+        return await self.pause(ALL_TASKS, by=by, note=note)
+
+    async def resume(self, task: str) -> bool:
+        """Lift `task`'s own pause (or `ALL_TASKS`'); whether there was one."""
+        task = checked_task(task, allow_all=True)
+        return await self._call("resuming", task, partial(self._delete, "pause", record_key(task)))
+
+    async def resume_all(self) -> bool:
+        """Lift the fleet-wide pause; whether there was one."""
+        return await self.resume(ALL_TASKS)
+
+    async def pause_of(self, task: str) -> Pause | None:
+        """The pause that holds `task` now: the fleet-wide one first, else its own, else None."""
+        task = checked_task(task)
+        for name in (ALL_TASKS, task):
+            text = await self._call(
+                "reading the pause of", name, partial(self._get, "pause", record_key(name))
+            )
+            if text is not None:
+                return decode_pause(text)
+        return None
+
+    async def pauses(self) -> list[Pause]:
+        """Every pause in force, the fleet-wide one first, then by task."""
+        texts = await self._call("listing", "pauses", partial(self._values, "pause"))
+        found = [decode_pause(text) for text in texts]
+        return sorted(found, key=lambda pause: (not pause.all_tasks, pause.task))
+
+    # -- triggers ---------------------------------------------------------------------
+
+    async def request_trigger(self, task: str, *, by: str) -> Trigger:
+        """Ask for one extra run of `task`, now; it stays pending until a node takes it."""
+        trigger = Trigger(
+            task=checked_task(task),
+            by=checked_text(by, "who triggers", required=True),
+            requested_at=await self.now(),
+            id=secrets.token_hex(16),
+        )
+        key = record_key(trigger.id)
+        added = await self._call(
+            "adding a trigger of", task, partial(self._add, "trigger", key, encode(trigger))
+        )
+        if not added:  # pragma: no cover - 128 random bits never collide
+            raise ControlStoreError(f"trigger id {trigger.id} already exists in {self._target}")
+        return trigger
+
+    async def take_trigger(self, task: str) -> Trigger | None:
+        """Take the oldest pending trigger of `task`, or None: each is taken exactly once.
+
+        Racing takers each try to remove the oldest first; the server says "removed"
+        to one of them, and the others move on to the next trigger or return None.
+        """
+        for trigger in await self.triggers(task):
+            key = record_key(trigger.id)
+            if await self._call("taking a trigger of", task, partial(self._delete, "trigger", key)):
+                return trigger
+        return None
+
+    async def triggers(self, task: str | None = None) -> list[Trigger]:
+        """The pending triggers (of `task`, or all), oldest first."""
+        wanted = None if task is None else checked_task(task)
+        texts = await self._call("listing", "triggers", partial(self._values, "trigger"))
+        found = [decode_trigger(text) for text in texts]
+        return sorted(
+            (trigger for trigger in found if wanted is None or trigger.task == wanted),
+            key=lambda trigger: (trigger.requested_at, trigger.id),
+        )
+
+    # -- backfills --------------------------------------------------------------------
+
+    async def request_backfill(
+        self, task: str, start: datetime, end: datetime, *, by: str
+    ) -> Backfill:
+        """Ask for the fires of `task` in `[start, end)`; the same window twice is one request.
+
+        Returns the stored request: the first asker's, when the window was asked before.
+        """
+        task = checked_task(task)
+        start_utc, end_utc = checked_window(start, end)
+        backfill = Backfill(
+            task=task,
+            start=start_utc,
+            end=end_utc,
+            by=checked_text(by, "who backfills", required=True),
+            requested_at=await self.now(),
+        )
+        added = await self._call(
+            "adding a backfill of",
+            task,
+            partial(self._add, "backfill", backfill.key, encode(backfill)),
+        )
+        if added:
+            return backfill
+        text = await self._call(
+            "reading a backfill of", task, partial(self._get, "backfill", backfill.key)
+        )
+        return backfill if text is None else decode_backfill(text)
+
+    async def backfills(self, task: str | None = None) -> list[Backfill]:
+        """The stored backfill requests (of `task`, or all), by task then window."""
+        wanted = None if task is None else checked_task(task)
+        texts = await self._call("listing", "backfills", partial(self._values, "backfill"))
+        found = [decode_backfill(text) for text in texts]
+        return sorted(
+            (backfill for backfill in found if wanted is None or backfill.task == wanted),
+            key=lambda backfill: (backfill.task, backfill.start, backfill.end),
+        )
+
+    async def cancel_backfill(self, task: str, start: datetime, end: datetime) -> bool:
+        """Forget the request for `[start, end)` of `task`; whether there was one."""
+        task = checked_task(task)
+        start_utc, end_utc = checked_window(start, end)
+        key = record_key(task, start_utc.isoformat(), end_utc.isoformat())
+        return await self._call(
+            "cancelling a backfill of", task, partial(self._delete, "backfill", key)
+        )
+
+    # -- runtime schedules --------------------------------------------------------------
+
+    async def add_schedule(self, name: str, descriptor: ScheduledDescriptor, *, by: str) -> bool:
+        """Define schedule `name`; True when added, False when the same one exists.
+
+        The descriptor is validated as a `@scheduled` task is at boot. A schedule of
+        that name with other arguments raises `ScheduleConflict`: remove it first.
+        """
+        name, checked = checked_schedule(name, descriptor)
+        schedule = RuntimeSchedule(
+            name=name,
+            descriptor=checked,
+            by=checked_text(by, "who adds a schedule", required=True),
+            added_at=await self.now(),
+        )
+        key = record_key(name)
+        if await self._call(
+            "adding schedule", name, partial(self._add, "schedule", key, encode(schedule))
+        ):
+            return True
+        text = await self._call("reading schedule", name, partial(self._get, "schedule", key))
+        if text is None:  # removed between the two calls: add it again
+            return await self.add_schedule(name, descriptor, by=by)
+        existing = decode_schedule(text)
+        if descriptor_fields(existing.descriptor) == descriptor_fields(checked):
+            return False
+        raise ScheduleConflict(
+            f"runtime schedule {name!r} already exists with other arguments "
+            f"({descriptor_fields(existing.descriptor)}, added by {existing.by!r}); "
+            "remove it first to change it"
+        )
+
+    async def remove_schedule(self, name: str) -> bool:
+        """Remove schedule `name`; whether it existed."""
+        name = checked_text(name, "a runtime schedule's name", required=True)
+        return await self._call(
+            "removing schedule", name, partial(self._delete, "schedule", record_key(name))
+        )
+
+    async def schedules(self) -> list[RuntimeSchedule]:
+        """Every runtime schedule, by name."""
+        texts = await self._call("listing", "schedules", partial(self._values, "schedule"))
+        return sorted((decode_schedule(text) for text in texts), key=lambda item: item.name)
+
+    # -- clock and lifetime -------------------------------------------------------------
+
+    async def now(self) -> float:
+        """Seconds since the epoch on the store's clock (the server's where it has one)."""
+        return await self._call("reading the clock of", "the store", self._now)
+
+    async def aclose(self) -> None:
+        """Drop connections; safe to call twice."""
+        await self._close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._target!r})"
+
+    # -- hooks for subclasses -------------------------------------------------------------
+
+    @abstractmethod
+    async def _put(self, kind: RecordKind, key: str, value: str) -> None:
+        """Write `value` under `key`, replacing any."""
+
+    @abstractmethod
+    async def _add(self, kind: RecordKind, key: str, value: str) -> bool:
+        """Write `value` unless `key` exists; whether it was written (one atomic step)."""
+
+    @abstractmethod
+    async def _get(self, kind: RecordKind, key: str) -> str | None:
+        """The value under `key`, or None."""
+
+    @abstractmethod
+    async def _delete(self, kind: RecordKind, key: str) -> bool:
+        """Remove `key`; True to exactly one of any number of racing callers."""
+
+    @abstractmethod
+    async def _values(self, kind: RecordKind) -> list[str]:
+        """Every value of `kind`, in any order."""
+
+    async def _now(self) -> float:
+        """This host's wall clock; override with the server's where it is one round trip."""
+        return time.time()
+
+    async def _close(self) -> None:  # noqa: B027 - optional hook; process memory holds nothing
+        """Drop connections; the default has none."""
+
+    # -- shared machinery -------------------------------------------------------------------
+
+    async def _call(self, doing: str, subject: str, operation: _Operation[_T]) -> _T:
+        try:
+            return await operation()
+        except self.driver_errors as err:
+            detail = scrub(str(err), self._secrets) or "no detail"
+            raise ControlStoreError(
+                f"{self.store_name} control store {self._target} failed while {doing} "
+                f"{subject!r}: {type(err).__name__}: {detail}"
+            ) from err

@@ -1,0 +1,141 @@
+"""A control store whose server ended its connections fails one call at most, then works.
+
+The sessions are ended from a second client of the server (`pg_terminate_backend`
+on PostgreSQL, `KILL` on MariaDB), only those of the test's own database. A call
+that meets the dead connection raises `ControlStoreError`, never a driver error;
+the next call reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pymysql
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from firefly_scheduling.control import ControlStoreError
+from firefly_scheduling_database.control_store import DatabaseControlStore
+from firefly_scheduling_database.control_store_async import AsyncDatabaseControlStore
+from firefly_scheduling_database.engine import lock_engine
+
+
+def _end_postgres_sessions(url: str) -> int:
+    parsed = make_url(url)
+    with psycopg.connect(url, autocommit=True) as connection:
+        ended = connection.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            (parsed.database,),
+        ).fetchall()
+    return len(ended)
+
+
+def _end_mysql_sessions(url: str) -> int:
+    parsed = make_url(url)
+    connection = pymysql.connect(
+        host=parsed.host or "127.0.0.1",
+        port=parsed.port or 3306,
+        user=parsed.username or "root",
+        password=parsed.password or "",
+        autocommit=True,
+    )
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id FROM information_schema.processlist "
+                "WHERE db = %s AND id <> CONNECTION_ID()",
+                (parsed.database,),
+            )
+            sessions = [int(session) for (session,) in cursor.fetchall()]
+            for session in sessions:
+                cursor.execute(f"KILL {session}")
+    finally:
+        connection.close()
+    return len(sessions)
+
+
+SERVERS: dict[str, tuple[str, Callable[[str], int]]] = {
+    "postgres": ("postgres_url", _end_postgres_sessions),
+    "mariadb": ("mysql_url", _end_mysql_sessions),
+}
+
+
+def _drop(url: str, table: str) -> None:
+    engine = lock_engine(url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))  # a fresh identifier
+    finally:
+        engine.dispose()
+
+
+def _outcomes(calls: list[Callable[[], Any]]) -> list[str]:
+    outcomes = []
+    for call in calls:
+        try:
+            call()
+        except ControlStoreError:
+            outcomes.append("error")
+        else:
+            outcomes.append("ok")
+    return outcomes
+
+
+@pytest.mark.parametrize("server", sorted(SERVERS))
+def test_the_sync_store_reconnects_after_its_sessions_end(
+    server: str, request: pytest.FixtureRequest
+) -> None:
+    fixture, end_sessions = SERVERS[server]
+    url: str = request.getfixturevalue(fixture)
+    task = f"app.reconnect_{uuid.uuid4().hex}:job"
+    table = f"control_{uuid.uuid4().hex[:12]}"
+    store = DatabaseControlStore(url, table=table)
+    try:
+        store.pause(task, by="alice")
+        assert end_sessions(url) >= 1, "the store held no session to end"
+        outcomes = _outcomes([lambda: store.pause_of(task)] * 3)
+        assert outcomes[1:] == ["ok", "ok"], outcomes
+        assert store.pause_of(task) is not None
+    finally:
+        store.close()
+        _drop(url, table)
+
+
+@pytest.mark.parametrize("server", sorted(SERVERS))
+def test_the_async_store_reconnects_after_its_sessions_end(
+    server: str, request: pytest.FixtureRequest
+) -> None:
+    fixture, end_sessions = SERVERS[server]
+    url: str = request.getfixturevalue(fixture)
+    task = f"app.reconnect_{uuid.uuid4().hex}:job"
+
+    table = f"control_{uuid.uuid4().hex[:12]}"
+
+    async def case() -> list[str]:
+        store = AsyncDatabaseControlStore(url, table=table)
+        try:
+            await store.pause(task, by="alice")
+            assert await asyncio.to_thread(end_sessions, url) >= 1, "no session to end"
+            outcomes = []
+            for _ in range(3):
+                try:
+                    await store.pause_of(task)
+                except ControlStoreError:
+                    outcomes.append("error")
+                else:
+                    outcomes.append("ok")
+            return outcomes
+        finally:
+            await store.aclose()
+
+    try:
+        outcomes = asyncio.run(case())
+    finally:
+        _drop(url, table)
+    assert outcomes[1:] == ["ok", "ok"], outcomes
