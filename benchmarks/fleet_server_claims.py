@@ -72,7 +72,7 @@ def claim_probe(
         return RedisSlowlog(provider_env["FIREFLY_SCHEDULING_LOCK_REDIS_URL"], module)
     if backend == "postgres":
         return PostgresStatementLog(
-            provider_env["FIREFLY_SCHEDULING_LOCK_POSTGRES_URL"], postgres_log
+            provider_env["FIREFLY_SCHEDULING_LOCK_POSTGRES_URL"], module, postgres_log
         )
     return None
 
@@ -139,13 +139,14 @@ _CLAIM_SQL = "INSERT INTO firefly_scheduling_claims"
 class PostgresStatementLog:
     """Every claim statement of the fleet's database, from the server's statement log."""
 
-    def __init__(self, url: str, log: Path | None) -> None:
+    def __init__(self, url: str, module: str, log: Path | None) -> None:
         import psycopg  # noqa: PLC0415 - only the PostgreSQL fleet needs it
 
         self._connection = psycopg.connect(
             url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True
         )
         self._database = str(self._scalar("SELECT current_database()"))
+        self._module = module
         self._log = log or self._server_log()
         self._offset = 0
         self._set = False
@@ -186,7 +187,7 @@ class PostgresStatementLog:
             handle.seek(self._offset)
             text = handle.read().decode(errors="replace")
         self.close()
-        return parse_statement_log(text, self._database), True
+        return parse_statement_log(text, self._database, self._module), True
 
     def close(self) -> None:
         if self._set:
@@ -194,28 +195,32 @@ class PostgresStatementLog:
             self._set = False
 
 
-def parse_statement_log(text: str, database: str) -> list[ServerClaim]:
-    """The claim statements of `database` in a statement log: parse, bind and execute of
-    one statement (one backend pid) summed; the claims it carried counted from its
-    parameters (`DETAIL`: a batch's names), 1 when the parameters are not logged."""
+def parse_statement_log(text: str, database: str, module: str) -> list[ServerClaim]:
+    """The claim statements of `module`'s tasks in `database`'s statement log.
+
+    A statement's parse, bind and execute (one backend pid) are summed; it counts when
+    the parameters logged right after its execute (`DETAIL`) name the module's claims,
+    and carries as many claims as they name (a batch names several). Another client's
+    claims on the same database (the same SQL) are left out that way.
+    """
     pending: dict[str, float] = {}
+    executed: dict[str, tuple[float, float]] = {}
     claims: list[ServerClaim] = []
-    last: dict[str, int] = {}
     for line in text.splitlines():
         match = _LINE.match(line)
         if match is None or match["database"] != database:
             continue
         pid = match["pid"]
         if match["level"] == "DETAIL":
-            index = last.pop(pid, None)
-            if index is not None and match["message"].startswith("parameters:"):
-                carried = max(1, match["message"].count(CLAIM_PREFIX))
-                claim = claims[index]
-                claims[index] = ServerClaim(claim.at, claim.ms, carried)
+            done = executed.pop(pid, None)
+            carried = match["message"].count(f":{module}:")
+            if done is not None and match["message"].startswith("parameters:") and carried:
+                claims.append(ServerClaim(done[0], done[1], carried))
             continue
+        executed.pop(pid, None)
         duration = _DURATION.match(match["message"])
         if duration is None or _CLAIM_SQL not in duration["sql"]:
-            last.pop(pid, None)
+            pending.pop(pid, None)
             continue
         if match["zone"] not in ("UTC", "GMT"):
             raise SystemExit(
@@ -224,6 +229,5 @@ def parse_statement_log(text: str, database: str) -> list[ServerClaim]:
         pending[pid] = pending.get(pid, 0.0) + float(duration["ms"])
         if duration["phase"] in ("execute", "statement"):
             at = datetime.fromisoformat(match["at"] + "+00:00").timestamp()
-            claims.append(ServerClaim(at, pending.pop(pid), 1))
-            last[pid] = len(claims) - 1
+            executed[pid] = (at, pending.pop(pid))
     return claims
