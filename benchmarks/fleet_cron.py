@@ -73,6 +73,8 @@ class CronResult:
     start_after_instant_s: tuple[float, float, float]
     #: False when the server's log dropped entries of the window (a full slow log).
     server_log_complete: bool = True
+    #: The machine's 1-minute load average when the window began.
+    load: float = math.nan
 
     @property
     def variant(self) -> str:
@@ -98,6 +100,7 @@ class CronResult:
             "peak_claims_per_second": self.peak_claims_per_second,
             "start_after_instant_s_p50_p99_max": self.start_after_instant_s,
             "server_log_complete": self.server_log_complete,
+            "load_average": self.load,
         }
 
     def row(self) -> str:
@@ -113,15 +116,16 @@ class CronResult:
             f"| {server} ({self.server_requests:,} requests, {self.server_claims:,} claims) "
             f"| {'{:.1f} / {:.1f} / {:.1f}'.format(*self.client_claim_ms)} "
             f"| {self.peak_claims_per_second if self.peak_claims_per_second is not None else '-'} "
-            f"| {'{:.1f} / {:.1f} / {:.1f}'.format(*self.start_after_instant_s)} |"
+            f"| {'{:.1f} / {:.1f} / {:.1f}'.format(*self.start_after_instant_s)} "
+            f"| {self.load:.1f} |"
         )
 
 
 HEADER = (
     "| backend | variant | ran | duplicates | missed (reasons) "
     "| server claim ms p50 / p99 / max | client claim ms p50 / p99 / max "
-    "| peak claims/s | body start after instant s p50 / p99 / max |\n"
-    "|---|---|---:|---:|---|---|---|---:|---|"
+    "| peak claims/s | body start after instant s p50 / p99 / max | load |\n"
+    "|---|---|---:|---:|---|---|---|---:|---|---:|"
 )
 
 
@@ -161,6 +165,7 @@ def run_cron_fleet(
                 time.sleep(max(first - 1 - time.time(), 0))
                 if probe is not None:
                     probe.begin()
+                load = os.getloadavg()[0]
                 last = first + 60 * (minutes - 1)
                 wait_until_handled(scratch, witness, tasks, nodes, first, last, jitter, grace)
                 if probe is not None:
@@ -171,6 +176,7 @@ def run_cron_fleet(
         window = range(first, last + 1, 60)
         result = analyse_cron(backend, jitter, tasks, nodes, window, scratch, witness, server)
         result.server_log_complete = complete
+        result.load = load
         return result
 
 

@@ -36,6 +36,7 @@ COLUMNS = [
     "client claim p99, ms",
     "peak claims per second",
     "body start after instant p99, s",
+    "load average, per round",
 ]
 
 
@@ -89,7 +90,7 @@ def run_jitter(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Non
         f"{args.tasks:,} locked `* * * * *` tasks on {args.nodes} nodes, "
         f'with and without `jitter="{args.jitter_seconds}s"`',
         COLUMNS,
-        align="llllllllr",
+        align="llllllllrl",
     )
     table.rows = [row(rounds) for rounds in results.values()]
     run.write(
@@ -120,6 +121,7 @@ def row(rounds: Sequence[CronResult]) -> list[str]:
         if first.peak_claims_per_second is not None
         else "-",
         _spread([r.start_after_instant_s[1] for r in rounds], 1),
+        ", ".join(f"{r.load:.1f}" for r in rounds),
     ]
 
 
@@ -179,4 +181,6 @@ def notes(args: argparse.Namespace) -> list[str]:
         "Body start after instant: when each body started, after its fire's instant: "
         "the spread the jitter buys (and, without jitter, how long the burst takes to "
         "drain).",
+        "Load average: the machine's 1-minute load average as each fleet's window began "
+        "(2 cores, shared with other work: the client-side figures move with it).",
     ]
