@@ -17,6 +17,7 @@ import argparse
 import math
 import statistics
 from collections.abc import Sequence
+from pathlib import Path
 
 from benchmark_results import Run, Table, servers_of, spread, summary
 from firefly_scheduling.settings import DEFAULT_GRACE_SECONDS
@@ -54,6 +55,7 @@ def add_jitter_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--postgres-log",
+        type=Path,
         metavar="FILE",
         help="--jitter: the PostgreSQL server's log (default: a local server's stderr)",
     )
