@@ -87,8 +87,10 @@ def redact(value: Any) -> Any:
     return value
 
 
-#: Options that choose where results go, not what is measured.
-_OUTPUT_OPTIONS = frozenset({"results", "no_results", "short", "profile_dir", "workdir", "json"})
+#: Options that choose where results go (or where a server log is read), not what is measured.
+_OUTPUT_OPTIONS = frozenset(
+    {"results", "no_results", "short", "profile_dir", "workdir", "json", "postgres_log"}
+)
 
 
 def shorten(args: argparse.Namespace, parser: argparse.ArgumentParser, **short: Any) -> None:
@@ -256,7 +258,7 @@ class Run:
         return json_path, markdown_path
 
 
-_PATH_OPTIONS = ("--results", "--workdir", "--json", "--profile-dir")
+_PATH_OPTIONS = ("--results", "--workdir", "--json", "--profile-dir", "--postgres-log")
 
 
 def _without_paths(words: Sequence[str]) -> list[str]:

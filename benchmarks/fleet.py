@@ -23,6 +23,8 @@ Over a window of whole seconds, once every node is up:
         [--nodes 2] [--seconds 30] [--warmup 5] [--runs 3]
     uv run python benchmarks/fleet.py --find-max [--backends postgres]   # largest T
     uv run python benchmarks/fleet.py --backends postgres --outage 300   # boot catch-up
+    uv run python benchmarks/fleet.py --jitter [--backends redis postgres] [--tasks 2000]
+        [--runs 3] [--minutes 1] [--jitter-seconds 30]   # cron minute, with/without jitter=
 
 Backends: postgres, mysql, redis, redis-cluster, memcached, etcd, database-sqlite,
 database-postgres, database-mysql; URLs from the `FIREFLY_TEST_*_URL` variables
@@ -30,7 +32,10 @@ database-postgres, database-mysql; URLs from the `FIREFLY_TEST_*_URL` variables
 (0 missed, 0 duplicates, lateness p99 < 250 ms) fails, then bisects. The figures go
 to `docs/results/fleet.md` (`fleet-largest-t.md` with `--find-max`) and their JSON
 twins (see `benchmark_results`). A fleet's nodes run in `fleet_nodes`, on the
-environments of `fleet_backends`; `fleet_evidence` counts its figures.
+environments of `fleet_backends`; `fleet_evidence` counts its figures. `--jitter`
+(`fleet_jitter`, `fleet_cron`, `fleet_server_claims`) runs cron-minute fleets instead,
+with and without `jitter=`, and writes `docs/results/fleet_jitter.md`: its defaults are
+its own (2,000 tasks, Redis and PostgreSQL).
 """
 
 from __future__ import annotations
@@ -38,11 +43,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 from collections import Counter
 from datetime import UTC, datetime
 
 from benchmark_results import Run, Table, add_arguments, servers_of, shorten, spread, summary
 from fleet_evidence import HEADER, Result
+from fleet_jitter import JITTER_BACKENDS, JITTER_TASKS, add_jitter_arguments, run_jitter
 from fleet_nodes import run_fleet
 
 #: Backends whose run history is SQL by default (the lock's own database): the ones a
@@ -175,10 +182,15 @@ def size_row(found: dict[str, object]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    jitter = "--jitter" in sys.argv[1:]  # its own defaults: see fleet_jitter
     parser.add_argument(
-        "--backends", "--backend", nargs="+", choices=BACKENDS, default=list(BACKENDS)
+        "--backends",
+        "--backend",
+        nargs="+",
+        choices=BACKENDS,
+        default=list(JITTER_BACKENDS if jitter else BACKENDS),
     )
-    parser.add_argument("--tasks", type=int, default=200)
+    parser.add_argument("--tasks", type=int, default=JITTER_TASKS if jitter else 200)
     parser.add_argument("--nodes", type=int, default=2)
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5, help="seconds after every node fired")
@@ -200,8 +212,15 @@ def main() -> None:
         metavar="N",
         help="each node's `run --max-workers` (default: the host's, one thread per task up to 64)",
     )
+    add_jitter_arguments(parser)
     add_arguments(parser)
     args = parser.parse_args()
+    if args.jitter:
+        if args.find_max:
+            parser.error("--jitter and --find-max measure different fleets: give one")
+        shorten(args, parser, tasks=20, runs=1)
+        run_jitter(args, parser)
+        return
     shorten(args, parser, seconds=5, warmup=1, runs=1, tasks=20, max_tasks=40)
     run = Run(
         "fleet-largest-t" if args.find_max else "fleet",

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -67,35 +69,8 @@ def run_fleet(
             migrate(provider_env)
         if outage is not None:
             end_outage(provider_env, tasks, outage)
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("FIREFLY_SCHEDULING_")},
-            **provider_env,
-            "FLEET_WITNESS": str(witness),
-            "PYTHONPATH": str(scratch),
-        }
-        command = [str(Path(sys.executable).parent / "firefly-scheduling"), "run"]
-        if max_workers is not None:
-            command += ["--max-workers", str(max_workers)]
-        processes = [
-            subprocess.Popen(
-                [
-                    *command,
-                    "--app",
-                    module.stem,
-                    "--node",
-                    f"node{n}",
-                    "--fire-log",
-                    str(scratch / f"node{n}.jsonl"),
-                    "--log-level",
-                    "WARNING",
-                ],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=(scratch / f"node{n}.err").open("w"),
-            )
-            for n in range(nodes)
-        ]
-        try:
+        env = fleet_env(provider_env, witness, scratch)
+        with nodes_running(scratch, module.stem, env, nodes, max_workers=max_workers) as processes:
             wait_until_up(scratch, processes)
             time.sleep(warmup)
             for process in processes:
@@ -113,15 +88,59 @@ def run_fleet(
                 time.sleep(1.0)
             cpu = sum(_cpu(h) for h in handles) - sum(cpu_before)
             time.sleep(3)  # let the last window fires finish and log
-        finally:
-            for process in processes:
-                process.terminate()
-            for process in processes:
-                try:
-                    process.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    process.kill()
         return analyse(backend, tasks, nodes, seconds, start, scratch, witness, cpu, connections)
+
+
+def fleet_env(provider_env: dict[str, str], witness: Path, scratch: Path) -> dict[str, str]:
+    """The nodes' environment: this one without its own provider settings, the backend's,
+    the witness file, and the scratch folder (the generated task module) on the path."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("FIREFLY_SCHEDULING_")},
+        **provider_env,
+        "FLEET_WITNESS": str(witness),
+        "PYTHONPATH": str(scratch),
+    }
+
+
+@contextmanager
+def nodes_running(
+    scratch: Path,
+    app: str,
+    env: dict[str, str],
+    nodes: int,
+    *,
+    max_workers: int | None = None,
+    log_level: str = "WARNING",
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """N `firefly-scheduling run` nodes on the task module `app`, stopped (SIGTERM, then
+    SIGKILL after 60 s) on the way out. Node n writes `node<n>.jsonl` (its fire log)
+    and `node<n>.err` (its stderr) under `scratch`."""
+    command = [str(Path(sys.executable).parent / "firefly-scheduling"), "run"]
+    if max_workers is not None:
+        command += ["--max-workers", str(max_workers)]
+    processes = [
+        subprocess.Popen(
+            [
+                *command,
+                *("--app", app, "--node", f"node{n}"),
+                *("--fire-log", str(scratch / f"node{n}.jsonl"), "--log-level", log_level),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=(scratch / f"node{n}.err").open("w"),
+        )
+        for n in range(nodes)
+    ]
+    try:
+        yield processes
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
 
 
 def wait_until_up(scratch: Path, processes: list[subprocess.Popen[bytes]]) -> None:

@@ -124,6 +124,28 @@ def test_the_fire_log_records_the_verdict(
     assert not any(record.adoption for record in records)
 
 
+def test_the_fire_log_records_how_long_a_claim_took_and_none_without_one(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "fires.jsonl"
+    locked = ScheduledDescriptor(
+        target=f"{MODULE}:ping", cron="* * * * *", lock_name="timed", lock_ttl=30.0
+    )
+    unlocked = ScheduledDescriptor(target=f"{MODULE}:ping", cron="* * * * *")
+    instant = datetime.now(UTC).replace(second=0, microsecond=0)
+    runtime = runtime_with(MemoryRunHistory(), FireLog(log))
+    won = execute_fire(Fire(locked, instant), runtime)
+    lost = execute_fire(Fire(locked, instant), runtime)  # its claim is taken now
+    execute_fire(Fire(unlocked, instant), runtime)
+    records, _ = read_fire_log(log)
+    assert [r.status for r in records] == ["succeeded", "claimed_elsewhere", "succeeded"]
+    assert won.claim_seconds is not None
+    assert lost.claim_seconds is not None
+    assert [r.claim_seconds for r in records] == [won.claim_seconds, lost.claim_seconds, None]
+    assert won.claim_seconds > 0
+    assert lost.claim_seconds > 0
+
+
 def test_a_fire_log_line_of_0_1_0_still_reads(tmp_path: Path) -> None:
     log = tmp_path / "old.jsonl"
     old = {

@@ -28,6 +28,8 @@ class FireRecord:
     `status` is the verdict's lower-cased name (`succeeded`, `claimed_elsewhere`,
     `too_late`, `overlapping`, `held_back`...: `fires.outcome.Verdict`).
     `adoption`: the run of a died node's fire, taken over here.
+    `claim_seconds`: how long this node waited for the fire's claim, round trip
+    included (a batch's, when the claim went in one); None without a claim.
     """
 
     target: str
@@ -39,6 +41,7 @@ class FireRecord:
     ended_at: str | None
     status: str = ""
     adoption: bool = False
+    claim_seconds: float | None = None
 
     @classmethod
     def of(cls, result: FireResult) -> FireRecord:
@@ -55,6 +58,7 @@ class FireRecord:
             ended_at=iso(result.ended_at),
             status=result.verdict.name.lower(),
             adoption=result.adoption,
+            claim_seconds=result.claim_seconds,
         )
 
 
