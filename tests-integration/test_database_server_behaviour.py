@@ -6,7 +6,6 @@ Fault tests only ever kill this test's own connections.
 from __future__ import annotations
 
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from firefly_scheduling_database.engine import lock_engine
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fresh_tables import installed_lease_table
 from session_killers import CONNECTION_KILLS, kill_connection
+from threads_together import run_together
 
 DB_NOW = {
     "sqlite": "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
@@ -198,22 +198,7 @@ def test_install_is_safe_when_several_nodes_run_it_at_once(
 ) -> None:
     table = f"ff_server_{uuid.uuid4().hex[:12]}"
     nodes = [DatabaseLeaseLock(database_url, table=table) for _ in range(6)]
-    start = threading.Barrier(len(nodes))
-    failures: list[BaseException] = []
-
-    def install(node: DatabaseLeaseLock) -> None:
-        start.wait()
-        try:
-            node.install()
-        except BaseException as err:  # noqa: BLE001 - collected and asserted on below
-            failures.append(err)
-
-    threads = [threading.Thread(target=install, args=(node,)) for node in nodes]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert failures == []
+    assert run_together(DatabaseLeaseLock.install, nodes, timeout=60) == []
     assert nodes[0].try_acquire("installed", 30)
     assert nodes[1].try_acquire("installed", 30) is False
     nodes[0].release("installed")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import random
 import sys
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from firefly_scheduling_redis.url import parse_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from private_servers import redis_server
+from threads_together import run_together
 
 Client = redis.Redis | redis.cluster.RedisCluster
 
@@ -164,29 +164,16 @@ def test_concurrent_writers_with_interleaved_tokens_leave_the_highest_tokens_val
     random.Random(20261207).shuffle(tokens)
     shares = [tokens[n::6] for n in range(6)]
     clients = [connect() for _ in shares]
-    start = threading.Barrier(len(shares))
     results: dict[int, bool] = {}
-    errors: list[BaseException] = []
 
-    def writer(client: Client, share: list[int]) -> None:
-        try:
-            start.wait()
-            for token in share:
-                results[token] = fenced_set(client, key, f"v{token}", token)
-        except BaseException as err:  # noqa: BLE001 - handed to the main thread
-            errors.append(err)
+    def writer(client_and_share: tuple[Client, list[int]]) -> None:
+        client, share = client_and_share
+        for token in share:
+            results[token] = fenced_set(client, key, f"v{token}", token)
 
-    threads = [
-        threading.Thread(target=writer, args=(client, share))
-        for client, share in zip(clients, shares, strict=True)
-    ]
     reader = connect()
     try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert errors == []
+        assert run_together(writer, list(zip(clients, shares, strict=True))) == []
         assert results[120] is True
         assert _stored(reader, key) == {b"value": b"v120", b"fence_token": b"120"}
         assert any(not written for written in results.values()), "no write was ever refused"

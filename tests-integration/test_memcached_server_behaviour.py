@@ -8,10 +8,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pymemcache.client.base import Client
@@ -19,6 +20,9 @@ from pymemcache.client.base import Client
 from firefly_scheduling import LockBackendError
 from firefly_scheduling_memcached import AsyncMemcachedLock, MemcachedLock
 from firefly_scheduling_memcached.url import memcached_server
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from threads_together import run_together
 
 HEX_TOKEN_LENGTH = 32
 DAY = 24 * 3600
@@ -177,19 +181,13 @@ def test_nodes_racing_to_seed_a_missing_counter_get_distinct_tokens(
     memcached_url: str, name: str
 ) -> None:
     racers = [MemcachedLock(memcached_url) for _ in range(8)]
-    start = threading.Barrier(len(racers))
     tokens: list[int] = []
 
     def race(lock: MemcachedLock) -> None:
-        start.wait()
         # The fence hook on its own: acquisitions would serialise the racers.
         tokens.append(lock._fence(name))
 
-    threads = [threading.Thread(target=race, args=(lock,)) for lock in racers]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
+    assert run_together(race, racers, timeout=30) == []
     assert len(set(tokens)) == len(racers), tokens
     assert max(tokens) - min(tokens) == len(racers) - 1, "one seed, then increments"
     for lock in racers:

@@ -4,10 +4,11 @@ and the lazily created fence table."""
 from __future__ import annotations
 
 import itertools
-import threading
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -15,6 +16,9 @@ from psycopg import sql
 
 from firefly_scheduling_postgres import PgAdvisoryLock
 from firefly_scheduling_postgres.protocol import FENCE_TABLE
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from threads_together import run_together
 
 Admin = psycopg.Connection[tuple[object, ...]]
 
@@ -186,22 +190,11 @@ def test_fence_table_is_created_once_by_racing_first_users(
     threads = 8
     locks = [make_lock(scratch_schema) for _ in range(threads)]
     tokens: list[int | None] = [None] * threads
-    errors: list[BaseException] = []
-    start = threading.Barrier(threads)
 
     def first_fenced_use(index: int) -> None:
-        start.wait()
-        try:
-            tokens[index] = locks[index].try_acquire_fenced(f"{name}:{index}", 30)
-        except BaseException as err:  # noqa: BLE001 - collected and asserted on below
-            errors.append(err)
+        tokens[index] = locks[index].try_acquire_fenced(f"{name}:{index}", 30)
 
-    workers = [threading.Thread(target=first_fenced_use, args=(i,)) for i in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(timeout=30)
-    assert errors == []
+    assert run_together(first_fenced_use, range(threads), timeout=30) == []
     assert tokens == [1] * threads
     schema = scratch_schema.rsplit("%3D", 1)[1]
     row = admin.execute("SELECT to_regclass(%s)::text", (f"{schema}.{FENCE_TABLE}",)).fetchone()
