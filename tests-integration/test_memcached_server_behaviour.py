@@ -29,16 +29,19 @@ DAY = 24 * 3600
 
 
 @pytest.fixture
-def name() -> str:
-    return f"memcached-behaviour:{uuid.uuid4().hex}"
-
-
-@pytest.fixture
 def server(memcached_url: str) -> Iterator[Client]:
     """A plain client for looking at the server, as an operator would."""
     client = Client(memcached_server(memcached_url), default_noreply=False, timeout=3)
     yield client
     client.close()
+
+
+@pytest.fixture
+def name(server: Client) -> Iterator[str]:
+    """A lock name of the test's own; its lock and fence items are deleted afterwards."""
+    fresh = f"memcached-behaviour:{uuid.uuid4().hex}"
+    yield fresh
+    server.delete_many([MemcachedLock.key(fresh), MemcachedLock.fence_key(fresh)])
 
 
 @pytest.fixture
@@ -132,7 +135,6 @@ def test_release_leaves_an_item_holding_another_token(
         lock.release(name)
     assert server.get(MemcachedLock.key(name)) == b"another-node-token"
     assert "lost before release" in caplog.text
-    server.delete(MemcachedLock.key(name))
 
 
 def test_renew_extends_the_item_and_fails_once_another_token_holds_it(
@@ -146,7 +148,6 @@ def test_renew_extends_the_item_and_fails_once_another_token_holds_it(
     assert lock.renew(name, 60) is False
     assert lock.is_lost(name)
     assert server.get(MemcachedLock.key(name)) == b"another-node-token"
-    server.delete(MemcachedLock.key(name))
 
 
 def test_the_fence_counter_never_expires_and_starts_from_the_clock(
@@ -159,7 +160,6 @@ def test_the_fence_counter_never_expires_and_starts_from_the_clock(
     assert before <= token <= time.time_ns() // 1000
     assert remaining_seconds(server, MemcachedLock.fence_key(name)) == -1
     lock.release(name)
-    server.delete(MemcachedLock.fence_key(name))
 
 
 def test_fence_tokens_keep_increasing_when_the_counter_is_lost(
@@ -209,7 +209,6 @@ def test_a_refused_fenced_attempt_leaves_the_holder_untouched(
     assert later is not None
     assert later > first
     contender.release(name)
-    server.delete(MemcachedLock.fence_key(name))
 
 
 def test_a_counter_that_cannot_count_frees_the_new_holding(
@@ -223,7 +222,6 @@ def test_a_counter_that_cannot_count_frees_the_new_holding(
     assert server.get(MemcachedLock.key(name)) is None
     assert other.try_acquire(name, 30)
     other.release(name)
-    server.delete(MemcachedLock.fence_key(name))
 
 
 def test_cancelled_async_operations_never_leave_a_connection_out_of_step(

@@ -137,22 +137,21 @@ def _setting(lock: PgAdvisoryLock, name: str, setting: str) -> str:
     return str(row[0])
 
 
-def test_an_unbounded_statement_timeout_is_bounded(
-    make_lock: Callable[[str], PgAdvisoryLock], postgres_url: str, name: str
+@pytest.mark.parametrize(
+    ("in_the_url", "in_the_session"),
+    [("0", "5s"), ("7s", "7s")],  # unbounded: bounded; a bound of the URL's own: kept
+)
+def test_the_statement_timeout_of_the_url_is_kept_unless_unbounded(
+    make_lock: Callable[[str], PgAdvisoryLock],
+    postgres_url: str,
+    name: str,
+    in_the_url: str,
+    in_the_session: str,
 ) -> None:
-    lock = make_lock(with_options(postgres_url, "-c statement_timeout=0"))
+    lock = make_lock(with_options(postgres_url, f"-c statement_timeout={in_the_url}"))
     assert lock.try_acquire(name, 30)
-    assert _setting(lock, name, "statement_timeout") == "5s"
+    assert _setting(lock, name, "statement_timeout") == in_the_session
     assert _setting(lock, name, "application_name") == "firefly-scheduling"
-    lock.release(name)
-
-
-def test_a_statement_timeout_from_the_url_is_kept(
-    make_lock: Callable[[str], PgAdvisoryLock], postgres_url: str, name: str
-) -> None:
-    lock = make_lock(with_options(postgres_url, "-c statement_timeout=7s"))
-    assert lock.try_acquire(name, 30)
-    assert _setting(lock, name, "statement_timeout") == "7s"
     lock.release(name)
 
 
