@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
 
+from firefly_scheduling.fires.context import FireContext
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
@@ -133,6 +134,21 @@ class WritesSeen:
             return answer
 
         return noted
+
+
+def adopted_by_node_b(
+    adopter: SqlRunHistory, running: FireContext, token: int | None
+) -> int | None:
+    """Node B adopts the running fire through `adopter` (a second client of its history),
+    as an adopter's start does: the record is taken over. The attempt B got (None: refused)."""
+    return adopter.start(
+        running.target,
+        running.instant,
+        lock=running.target,
+        node="B",
+        token=token,
+        at=datetime.now(UTC),
+    )
 
 
 def sqlite_url(tmp_path: Path) -> str:

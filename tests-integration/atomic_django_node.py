@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import UTC, datetime
+from datetime import datetime
 
 import django
 from django.conf import settings
 
+from atomic_clients import adopted_by_node_b
 from firefly_scheduling import current_fire
 from firefly_scheduling.fires.outcome import Fire
 from firefly_scheduling.fires.runner import FireRunner
@@ -46,14 +47,7 @@ def main() -> None:
             with running.atomic(using="default"):
                 if orders["mode"] == "stale":
                     assert running.token is not None
-                    adopter.start(
-                        running.target,
-                        running.instant,
-                        lock=running.target,
-                        node="B",
-                        token=running.token + 1,
-                        at=datetime.now(UTC),
-                    )
+                    adopted_by_node_b(adopter, running, token=running.token + 1)
                 with connection.cursor() as cursor:
                     cursor.execute(
                         f"INSERT INTO {orders['app_table']} (fire, attempt) VALUES (%s, %s)",

@@ -8,8 +8,10 @@ missing and a Docker engine answers, testcontainers starts the server instead.
 from __future__ import annotations
 
 import signal
+import sys
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -23,6 +25,9 @@ from firefly_scheduling_database.engine import lock_engine
 from firefly_scheduling_database.sql_history.migration import upgrade_history_table
 from firefly_scheduling_database.sql_history.schema import DEFAULT_TABLE as DEFAULT_HISTORY_TABLE
 from firefly_scheduling_redis.url import parse_url as parse_redis_url
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from session_killers import CONNECTION_KILLS, KillableServer
 
 
 def _container(kind: str) -> Callable[[], str]:
@@ -119,6 +124,12 @@ def memcached_url() -> str:
 def etcd_url() -> str:
     """`etcd://` URL of a real etcd member (no container image is wired up for it)."""
     return server_url("etcd")
+
+
+@pytest.fixture(params=sorted(CONNECTION_KILLS))
+def killable_server(request: pytest.FixtureRequest) -> KillableServer:
+    """Each SQL server whose connections a test ends from a second client."""
+    return KillableServer(request.param, str(request.getfixturevalue(request.param)))
 
 
 @pytest.fixture

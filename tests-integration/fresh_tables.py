@@ -2,14 +2,17 @@
 
 Each test (or contract class) that writes leases or run records works in a table of
 its own, created as `firefly-scheduling migrate` would and dropped afterwards with
-everything the store created beside it (a lease table's fence table).
+everything the store created beside it (a lease table's fence table). The fencing
+tests write to an application's table of their own (`fenced_table`).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+
+from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table, create_engine
 
 from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.engine import lock_engine
@@ -42,3 +45,29 @@ def installed_history(url: str) -> Iterator[SqlRunHistory]:
     finally:
         history.table.drop(history.engine, checkfirst=True)
         history.close()
+
+
+@contextmanager
+def fenced_table(url: str, prefix: str, column: str, rows: Mapping[int, str]) -> Iterator[Table]:
+    """A new application table on the database of `url` (a SQLAlchemy URL), dropped on
+    exit: an integer `id`, one text `column` and a nullable BIGINT `fence_token`, as
+    `fenced_update` wants. It holds `rows` (id to text), none of them fenced yet."""
+    table = Table(
+        f"{prefix}_{uuid.uuid4().hex[:12]}",
+        MetaData(),
+        Column("id", Integer, primary_key=True, autoincrement=False),
+        Column(column, String(64)),
+        Column("fence_token", BigInteger, nullable=True),
+    )
+    engine = create_engine(url)
+    table.create(engine)
+    try:
+        with engine.begin() as connection:
+            for row_id, text in rows.items():
+                connection.execute(
+                    table.insert().values(id=row_id, fence_token=None, **{column: text})
+                )
+        yield table
+    finally:
+        table.drop(engine)
+        engine.dispose()

@@ -63,6 +63,24 @@ def kill_connection(killer: Engine, how: ConnectionKill, victim: int) -> None:
         time.sleep(0.05)
 
 
+@dataclass(frozen=True)
+class KillableServer:
+    """A SQL server (its URL fixture's name in `CONNECTION_KILLS`) whose connections a
+    test ends from a second client of its own."""
+
+    server: str
+    url: str
+
+    @property
+    def whoami(self) -> str:
+        """The statement a connection asks its own id with."""
+        return CONNECTION_KILLS[self.server].whoami
+
+    def end(self, victim: int) -> None:
+        """End connection `victim`; return once the server ended it."""
+        end_session(self.server, self.url, victim)
+
+
 def pg_holder(url: str, name: str) -> int | None:
     """The backend pid holding the advisory lock of `name` in the URL's database."""
     with psycopg.connect(url, autocommit=True, connect_timeout=5) as admin:

@@ -40,7 +40,7 @@ from firefly_scheduling.history.port import Recorded
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from atomic_clients import Place, WritesSeen, database_url, place_on
+from atomic_clients import Place, WritesSeen, adopted_by_node_b, database_url, place_on
 
 #: A client's transaction: yields what `atomic` takes, and how to insert an app row.
 Client = Callable[[Place], AbstractContextManager[tuple[object, Callable[[str, int], None]]]]
@@ -198,19 +198,8 @@ def test_a_stale_run_gets_an_error_and_its_writes_roll_back(
         assert running.token is not None  # the lease lock is fenced
         try:
             with client(place) as (handle, insert), running.atomic(handle):
-                # Another node adopts the fire: its start takes the record over.
-                newer = running.token + 1
-                assert (
-                    adopter.start(
-                        target,
-                        fire.instant,
-                        lock=target,
-                        node="B",
-                        token=newer,
-                        at=datetime.now(UTC),
-                    )
-                    == 2
-                )
+                # Another node adopts the fire, with a newer token.
+                assert adopted_by_node_b(adopter, running, token=running.token + 1) == 2
                 insert(running.idempotency_key, running.attempt)
         except StaleFireError as err:
             raised.append(err)
@@ -304,15 +293,7 @@ def test_a_run_without_a_token_is_fenced_by_its_attempt(postgres_url: str, tmp_p
             assert running.token is None
             try:
                 with in_a_session(place) as (session, insert), running.atomic(session):
-                    taken = adopter.start(
-                        target,
-                        fire.instant,
-                        lock=target,
-                        node="B",
-                        token=None,
-                        at=datetime.now(UTC),
-                    )
-                    assert taken == 2
+                    assert adopted_by_node_b(adopter, running, token=None) == 2
                     insert(running.idempotency_key, running.attempt)
             except StaleFireError as err:
                 raised.append(err)

@@ -33,7 +33,7 @@ from firefly_scheduling_database import AsyncDatabaseLeaseLock
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from atomic_clients import Place, WritesSeen, app_url, place_on, sqlite_url
+from atomic_clients import Place, WritesSeen, adopted_by_node_b, app_url, place_on, sqlite_url
 
 Insert = Callable[[str, int], object]
 Client = Callable[[Place, AsyncEngine], AbstractAsyncContextManager[tuple[object, Insert]]]
@@ -182,17 +182,7 @@ async def _a_stale_run_gets_an_error_and_no_row(case: tuple[Place, Client]) -> N
         assert running.token is not None
         try:
             async with client(place, engine) as (handle, insert), running.atomic(handle):
-                assert (
-                    adopter.start(
-                        running.target,
-                        running.instant,
-                        lock=running.target,
-                        node="B",
-                        token=running.token + 1,
-                        at=datetime.now(UTC),
-                    )
-                    == 2
-                )
+                assert adopted_by_node_b(adopter, running, token=running.token + 1) == 2
                 await insert(running.idempotency_key, running.attempt)  # type: ignore[misc]
         except StaleFireError as err:
             raised.append(err)

@@ -12,8 +12,6 @@ neither (the record `failed`); stale, `StaleFireError`, no row, the adopter's re
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -25,6 +23,7 @@ from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from atomic_clients import Place, database_url, place_on
+from python_runs import orders_env, run_python
 
 NODE_SCRIPT = Path(__file__).resolve().parent / "atomic_django_node.py"
 
@@ -64,14 +63,8 @@ def run_node(place: Place, mode: str) -> tuple[str, datetime, dict[str, Any]]:
         "instant": instant.isoformat(),
         "mode": mode,
     }
-    done = subprocess.run(
-        [sys.executable, str(NODE_SCRIPT)],
-        env={**os.environ, "FIREFLY_ATOMIC_DJANGO": json.dumps(orders)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    done = run_python([str(NODE_SCRIPT)], env=orders_env("FIREFLY_ATOMIC_DJANGO", orders))
+    assert done.returncode == 0, done.stderr + done.stdout
     return target, instant, json.loads(done.stdout.strip().splitlines()[-1])
 
 

@@ -13,7 +13,6 @@ row and the success together.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from firefly_scheduling.fires.runner import FireRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from atomic_clients import Place, database_url, place_on
+from python_runs import orders_env, start_python
 
 NODE_SCRIPT = Path(__file__).resolve().parent / "atomic_killed_node.py"
 LOCK_TTL = 2.0
@@ -73,10 +73,7 @@ def test_a_node_killed_inside_the_block_leaves_nothing_and_its_fire_is_adopted(
         "lock_ttl": LOCK_TTL,
         "marker": str(marker),
     }
-    node_a = subprocess.Popen(
-        [sys.executable, str(NODE_SCRIPT)],
-        env={**os.environ, "FIREFLY_ATOMIC_NODE": json.dumps(orders)},
-    )
+    node_a = start_python(NODE_SCRIPT, env=orders_env("FIREFLY_ATOMIC_NODE", orders))
     try:
         inside = wait_for(marker, node_a, 60)
     finally:

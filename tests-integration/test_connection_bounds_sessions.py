@@ -44,6 +44,7 @@ from firefly_scheduling_postgres import AsyncPgAdvisoryLock, PgAdvisoryLock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from session_killers import mysql_killer, pg_killer
+from threads_together import run_together
 
 THREADS = 64
 ROUNDS = 5
@@ -133,26 +134,19 @@ class Peak:
         self.most = max(self.most, self._count())
 
 
-def _hammer(work: Callable[[int, int], None]) -> None:
-    """`work(thread, round)` on `THREADS` threads at once; re-raise the first failure."""
-    failures: list[BaseException] = []
-    start = threading.Barrier(THREADS)
+def _peak_under_hammer(server: Server, work: Callable[[int, int], None]) -> int:
+    """The most sessions `server` showed while `work(thread, round)` ran on `THREADS`
+    threads at once; the first failure of any thread is raised here."""
 
     def run(thread: int) -> None:
-        try:
-            start.wait()
-            for each in range(ROUNDS):
-                work(thread, each)
-        except BaseException as err:  # noqa: BLE001 - reported below, in the test's thread
-            failures.append(err)
+        for each in range(ROUNDS):
+            work(thread, each)
 
-    threads = [threading.Thread(target=run, args=(index,)) for index in range(THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with Peak(server.count) as peak:
+        failures = run_together(run, range(THREADS))
     if failures:
         raise failures[0]
+    return peak.most
 
 
 def _lock_work(lock: BaseLock, prefix: str) -> Callable[[int, int], None]:
@@ -190,11 +184,10 @@ def test_a_session_lock_under_64_threads_opens_its_share_and_no_more(server: Ser
     lock = _session_lock(server.url)
     assert lock.pool_size == 2, "half of the default budget of 4"
     try:
-        with Peak(server.count) as peak:
-            _hammer(_lock_work(lock, f"bounds:{uuid.uuid4().hex}"))
+        most = _peak_under_hammer(server, _lock_work(lock, f"bounds:{uuid.uuid4().hex}"))
     finally:
         lock.close()
-    assert peak.most == 2, f"the lock's pool is 2 sessions, the server saw {peak.most}"
+    assert most == 2, f"the lock's pool is 2 sessions, the server saw {most}"
 
 
 def _node_peak(lock: BaseLock, server: Server) -> int:
@@ -203,13 +196,13 @@ def _node_peak(lock: BaseLock, server: Server) -> int:
     anchors = DatabaseAnchorStore(server.url)
     history.install()
     try:
-        with Peak(server.count) as peak:
-            _hammer(_node_work(lock, history, anchors, f"bounds:{uuid.uuid4().hex}"))
+        return _peak_under_hammer(
+            server, _node_work(lock, history, anchors, f"bounds:{uuid.uuid4().hex}")
+        )
     finally:
         lock.close()
         history.close()
         anchors.close()
-    return peak.most
 
 
 def test_a_whole_node_under_64_threads_stays_within_the_default_budget(server: Server) -> None:
@@ -233,11 +226,10 @@ def test_max_connections_in_the_url_sets_the_budget(server: Server) -> None:
     lock = _session_lock(_with_query(server.url, "max_connections=6"))
     assert lock.pool_size == 3
     try:
-        with Peak(server.count) as peak:
-            _hammer(_lock_work(lock, f"bounds:{uuid.uuid4().hex}"))
+        most = _peak_under_hammer(server, _lock_work(lock, f"bounds:{uuid.uuid4().hex}"))
     finally:
         lock.close()
-    assert peak.most == 3, f"a budget of 6 gives the lock 3 sessions; the server saw {peak.most}"
+    assert most == 3, f"a budget of 6 gives the lock 3 sessions; the server saw {most}"
 
 
 def test_the_stores_share_one_engine_and_hand_it_back(postgres_server: Server) -> None:

@@ -29,7 +29,7 @@ from firefly_scheduling_database.engine import async_lock_engine, lock_engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fresh_tables import installed_lease_table
-from session_killers import CONNECTION_KILLS, kill_connection
+from session_killers import KillableServer
 
 SERVERS = ["postgres_url", "mysql_url"]
 
@@ -113,19 +113,13 @@ def test_a_cancelled_acquisition_discards_its_connection_and_the_next_call_works
     blocker_engine.dispose()
 
 
-@pytest.mark.parametrize("server", sorted(CONNECTION_KILLS))
 @pytest.mark.parametrize("built_from", ["url", "engine"])
 def test_a_killed_connection_raises_once_then_the_next_call_reconnects(
-    request: pytest.FixtureRequest, server: str, built_from: str
+    killable_server: KillableServer, built_from: str
 ) -> None:
-    url: str = request.getfixturevalue(server)
-    how = CONNECTION_KILLS[server]
-    table = f"ff_aio_{uuid.uuid4().hex[:12]}"
-    installer = DatabaseLeaseLock(url, table=table)
-    installer.install()
-    killer = lock_engine(url)
+    url = killable_server.url
 
-    async def scenario() -> None:
+    async def scenario(table: str) -> None:
         if built_from == "url":  # statements go straight to the async driver's connection
             lock = AsyncDatabaseLeaseLock(url, table=table)
             engine: AsyncEngine = lock._bind  # type: ignore[assignment] # the pool, for the kill
@@ -134,8 +128,8 @@ def test_a_killed_connection_raises_once_then_the_next_call_reconnects(
             lock = AsyncDatabaseLeaseLock(engine, table=table)
         assert await lock.try_acquire("before", 30)
         async with engine.connect() as pooled:  # the pool's only connection: the lock's own
-            victim = int((await pooled.execute(sql(how.whoami))).scalar_one())
-        kill_connection(killer, how, victim)
+            victim = int((await pooled.execute(sql(killable_server.whoami))).scalar_one())
+        killable_server.end(victim)
         with pytest.raises(LockBackendError, match="database lock backend"):
             await lock.try_acquire("during", 30)
         assert await lock.try_acquire("after", 30), "the next call must reconnect"
@@ -144,11 +138,8 @@ def test_a_killed_connection_raises_once_then_the_next_call_reconnects(
         await lock.aclose()
         await engine.dispose()
 
-    asyncio.run(scenario())
-    for created in installer.tables.all:
-        created.drop(killer)
-    killer.dispose()
-    installer.close()
+    with installed_lease_table(url, "ff_aio") as table:
+        asyncio.run(scenario(table))
 
 
 def test_mariadb_async_engine_with_sqlalchemys_found_rows_still_tells_won_from_held(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
 from click.testing import CliRunner
 from sqlalchemy import inspect
 
@@ -105,38 +106,26 @@ STORE_TABLES = {
 }
 
 
-def test_migrate_under_the_postgres_provider_creates_its_stores_tables(
-    postgres_schema_url: str,
+@pytest.mark.parametrize(
+    ("provider", "url_fixture"),
+    [("postgres", "postgres_schema_url"), ("mysql", "mysql_database_url")],
+)
+def test_migrate_under_a_session_lock_provider_creates_its_stores_tables(
+    provider: str, url_fixture: str, request: pytest.FixtureRequest
 ) -> None:
-    # The postgres provider keeps its anchors, control store and run history in its own database,
-    # through this package's stores; it has no lease table.
+    # The postgres and mysql providers keep their anchors, control store and run history
+    # in their own database, through this package's stores; they have no lease table.
+    url = str(request.getfixturevalue(url_fixture))
     result = CliRunner().invoke(
         migrate,
         [],
         env={
-            "FIREFLY_SCHEDULING_LOCK_PROVIDER": "postgres",
-            "FIREFLY_SCHEDULING_LOCK_POSTGRES_URL": postgres_schema_url,
+            "FIREFLY_SCHEDULING_LOCK_PROVIDER": provider,
+            f"FIREFLY_SCHEDULING_LOCK_{provider.upper()}_URL": url,
             "FIREFLY_SCHEDULING_LOCK_DATABASE_URL": None,
             "DATABASE_URL": None,
         },
     )
     assert result.exit_code == 0, result.output
-    assert "'postgres' lock provider" in result.output
-    assert _tables(postgres_schema_url) == STORE_TABLES
-
-
-def test_migrate_under_the_mysql_provider_creates_its_stores_tables(
-    mysql_database_url: str,
-) -> None:
-    result = CliRunner().invoke(
-        migrate,
-        [],
-        env={
-            "FIREFLY_SCHEDULING_LOCK_PROVIDER": "mysql",
-            "FIREFLY_SCHEDULING_LOCK_MYSQL_URL": mysql_database_url,
-            "FIREFLY_SCHEDULING_LOCK_DATABASE_URL": None,
-            "DATABASE_URL": None,
-        },
-    )
-    assert result.exit_code == 0, result.output
-    assert _tables(mysql_database_url) == STORE_TABLES
+    assert f"'{provider}' lock provider" in result.output
+    assert _tables(url) == STORE_TABLES

@@ -6,7 +6,6 @@ Fault tests only ever kill this test's own connections.
 from __future__ import annotations
 
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,7 +24,8 @@ from firefly_scheduling_database.engine import lock_engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fresh_tables import installed_lease_table
-from session_killers import CONNECTION_KILLS, kill_connection
+from session_killers import KillableServer
+from threads_together import run_together
 
 DB_NOW = {
     "sqlite": "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
@@ -161,34 +161,29 @@ def test_mariadb_engine_with_sqlalchemys_found_rows_still_tells_won_from_held(
 # -- faults -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("server", sorted(CONNECTION_KILLS))
 @pytest.mark.parametrize("built_from", ["url", "engine"])
 def test_a_killed_connection_raises_once_then_the_next_call_reconnects(
-    request: pytest.FixtureRequest, server: str, built_from: str
+    killable_server: KillableServer, built_from: str
 ) -> None:
-    url: str = request.getfixturevalue(server)
-    how = CONNECTION_KILLS[server]
     table = f"ff_server_{uuid.uuid4().hex[:12]}"
     if built_from == "url":  # statements go straight to the pooled driver connection
-        lock = DatabaseLeaseLock(url, table=table)
+        lock = DatabaseLeaseLock(killable_server.url, table=table)
         engine: Engine = lock._bind  # type: ignore[assignment] # the pool's identity, for the kill
     else:  # statements go through SQLAlchemy's execution layer
-        engine = lock_engine(url)
+        engine = lock_engine(killable_server.url)
         lock = DatabaseLeaseLock(engine, table=table)
     lock.install()
     assert lock.try_acquire("before", 30)
     with engine.connect() as pooled:  # the pool's only connection: the lock's own
-        victim = int(pooled.scalar(sql(how.whoami)))
-    killer = lock_engine(url)
-    kill_connection(killer, how, victim)
+        victim = int(pooled.scalar(sql(killable_server.whoami)))
+    killable_server.end(victim)
     with pytest.raises(LockBackendError, match="database lock backend"):
         lock.try_acquire("during", 30)
     assert lock.try_acquire("after", 30), "the next call must reconnect"
     lock.release("after")
     lock.release("before")
     for created in lock.tables.all:
-        created.drop(killer)
-    killer.dispose()
+        created.drop(engine)
     engine.dispose()
     lock.close()
 
@@ -198,22 +193,7 @@ def test_install_is_safe_when_several_nodes_run_it_at_once(
 ) -> None:
     table = f"ff_server_{uuid.uuid4().hex[:12]}"
     nodes = [DatabaseLeaseLock(database_url, table=table) for _ in range(6)]
-    start = threading.Barrier(len(nodes))
-    failures: list[BaseException] = []
-
-    def install(node: DatabaseLeaseLock) -> None:
-        start.wait()
-        try:
-            node.install()
-        except BaseException as err:  # noqa: BLE001 - collected and asserted on below
-            failures.append(err)
-
-    threads = [threading.Thread(target=install, args=(node,)) for node in nodes]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert failures == []
+    assert run_together(DatabaseLeaseLock.install, nodes, timeout=60) == []
     assert nodes[0].try_acquire("installed", 30)
     assert nodes[1].try_acquire("installed", 30) is False
     nodes[0].release("installed")

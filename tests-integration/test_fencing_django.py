@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,6 +21,9 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 from psycopg import sql
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from python_runs import run_python
 
 pytest.importorskip("django")
 
@@ -75,15 +77,7 @@ def test_the_migration_adds_the_column_and_only_newer_or_equal_tokens_write(
     project: tuple[dict[str, str], Query],
 ) -> None:
     env, query = project
-    done = subprocess.run(
-        [sys.executable, "check_fencing.py"],
-        env=env,
-        cwd=PROJECT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_python(["check_fencing.py"], env=env, cwd=PROJECT)
     assert done.returncode == 0, done.stderr + done.stdout
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["model_matches_migrations"] is True
@@ -111,15 +105,7 @@ def test_the_migration_adds_the_column_and_only_newer_or_equal_tokens_write(
 
 def test_the_fence_column_is_a_nullable_bigint(project: tuple[dict[str, str], Query]) -> None:
     env, query = project
-    migrate = subprocess.run(
-        [sys.executable, "-m", "django", "migrate", "--verbosity", "0"],
-        env=env,
-        cwd=PROJECT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    migrate = run_python(["-m", "django", "migrate", "--verbosity", "0"], env=env, cwd=PROJECT)
     assert migrate.returncode == 0, migrate.stderr
     if "FIREFLY_FENCING_SQLITE" in env:
         columns = {row[1]: (row[2], row[3]) for row in query("PRAGMA table_info(ledger_account)")}

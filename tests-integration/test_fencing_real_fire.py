@@ -10,16 +10,18 @@ resource, whatever the writer believes. The tokens come from the backend itself.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 import redis.asyncio
-from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table, create_engine, select
+from sqlalchemy import Table, create_engine, select
 
 from firefly_scheduling import current_fire
 from firefly_scheduling.fencing import afenced_set, fenced_set, fenced_update
@@ -30,6 +32,9 @@ from firefly_scheduling.locks.port import DistributedLock
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling_postgres import PgAdvisoryLock
 from firefly_scheduling_redis import AsyncRedisLock, RedisLock
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fresh_tables import fenced_table
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 T1 = T0 + timedelta(seconds=60)
@@ -85,22 +90,8 @@ def _run_two_nodes(
 
 @pytest.fixture
 def accounts(postgres_url: str) -> Iterator[Table]:
-    table = Table(
-        f"fenced_fire_{uuid.uuid4().hex[:12]}",
-        MetaData(),
-        Column("id", Integer, primary_key=True, autoincrement=False),
-        Column("owner", String(32)),
-        Column("fence_token", BigInteger, nullable=True),
-    )
-    engine = create_engine(_sqlalchemy(postgres_url))
-    table.create(engine)
-    with engine.begin() as connection:
-        connection.execute(table.insert().values(id=1, owner="nobody", fence_token=None))
-    try:
+    with fenced_table(_sqlalchemy(postgres_url), "fenced_fire", "owner", {1: "nobody"}) as table:
         yield table
-    finally:
-        table.drop(engine)
-        engine.dispose()
 
 
 def _sqlalchemy(postgres_url: str) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import random
 import sys
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from firefly_scheduling_redis.url import parse_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from private_servers import redis_server
+from threads_together import run_together
 
 Client = redis.Redis | redis.cluster.RedisCluster
 
@@ -58,63 +58,62 @@ def _key() -> str:
     return f"fencing-test:{uuid.uuid4().hex}"
 
 
+@pytest.fixture
+def key(connect: Callable[[], Client]) -> Iterator[str]:
+    """A key no other run used, deleted afterwards."""
+    fresh = _key()
+    yield fresh
+    connect().delete(fresh)
+
+
 def _stored(client: Client, key: str) -> dict[bytes, bytes]:
     return client.hgetall(key)  # type: ignore[return-value]
 
 
 def test_newer_and_equal_tokens_write_an_older_one_is_refused(
-    connect: Callable[[], Client],
+    connect: Callable[[], Client], key: str
 ) -> None:
     writer, reader = connect(), connect()
-    key = _key()
-    try:
-        assert fenced_set(writer, key, "five", 5)  # no key: any token, and it is stored
-        assert _stored(reader, key) == {b"value": b"five", b"fence_token": b"5"}
-        assert fenced_set(writer, key, "five again", 5)
-        assert fenced_set(writer, key, b"seven", 7)
-        assert not fenced_set(writer, key, "six", 6)
-        assert not fenced_set(writer, key, "zero", 0)
-        assert _stored(reader, key) == {b"value": b"seven", b"fence_token": b"7"}
-        # Decimal strings compare by length first: 10 is newer than 9, not older.
-        assert fenced_set(writer, key, 10, 10)
-        assert not fenced_set(writer, key, 9.5, 9)
-        assert _stored(reader, key) == {b"value": b"10", b"fence_token": b"10"}
-        big = 2**63 - 1  # past a Lua double's exactness: compared exactly all the same
-        assert fenced_set(writer, key, "big", big)
-        assert not fenced_set(writer, key, "big - 1", big - 1)
-        assert _stored(reader, key)[b"value"] == b"big"
-    finally:
-        reader.delete(key)
+    assert fenced_set(writer, key, "five", 5)  # no key: any token, and it is stored
+    assert _stored(reader, key) == {b"value": b"five", b"fence_token": b"5"}
+    assert fenced_set(writer, key, "five again", 5)
+    assert fenced_set(writer, key, b"seven", 7)
+    assert not fenced_set(writer, key, "six", 6)
+    assert not fenced_set(writer, key, "zero", 0)
+    assert _stored(reader, key) == {b"value": b"seven", b"fence_token": b"7"}
+    # Decimal strings compare by length first: 10 is newer than 9, not older.
+    assert fenced_set(writer, key, 10, 10)
+    assert not fenced_set(writer, key, 9.5, 9)
+    assert _stored(reader, key) == {b"value": b"10", b"fence_token": b"10"}
+    big = 2**63 - 1  # past a Lua double's exactness: compared exactly all the same
+    assert fenced_set(writer, key, "big", big)
+    assert not fenced_set(writer, key, "big - 1", big - 1)
+    assert _stored(reader, key)[b"value"] == b"big"
 
 
 def test_a_hash_without_a_token_takes_any_and_then_stores_it(
-    connect: Callable[[], Client],
+    connect: Callable[[], Client], key: str
 ) -> None:
     writer, reader = connect(), connect()
-    key = _key()
-    try:
-        reader.hset(key, "value", "written before fencing")
-        assert fenced_set(writer, key, "fenced", 0)
-        assert _stored(reader, key) == {b"value": b"fenced", b"fence_token": b"0"}
-    finally:
-        reader.delete(key)
+    reader.hset(key, "value", "written before fencing")
+    assert fenced_set(writer, key, "fenced", 0)
+    assert _stored(reader, key) == {b"value": b"fenced", b"fence_token": b"0"}
 
 
-def test_a_key_of_another_type_fails_and_is_left_alone(connect: Callable[[], Client]) -> None:
+def test_a_key_of_another_type_fails_and_is_left_alone(
+    connect: Callable[[], Client], key: str
+) -> None:
     client = connect()
-    key = _key()
     client.set(key, "plain string")
-    try:
-        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
-            fenced_set(client, key, "v", 1)
-        assert client.get(key) == b"plain string"
-    finally:
-        client.delete(key)
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        fenced_set(client, key, "v", 1)
+    assert client.get(key) == b"plain string"
 
 
-def test_the_asyncio_flavour(connect: Callable[[], Client], request: pytest.FixtureRequest) -> None:
+def test_the_asyncio_flavour(
+    connect: Callable[[], Client], key: str, request: pytest.FixtureRequest
+) -> None:
     reader = connect()
-    key = _key()
     cluster = isinstance(reader, redis.cluster.RedisCluster)
 
     async def scenario() -> list[bool]:
@@ -133,11 +132,8 @@ def test_the_asyncio_flavour(connect: Callable[[], Client], request: pytest.Fixt
         finally:
             await client.aclose()
 
-    try:
-        assert asyncio.run(scenario()) == [True, True, False]
-        assert _stored(reader, key) == {b"value": b"b", b"fence_token": b"3"}
-    finally:
-        reader.delete(key)
+    assert asyncio.run(scenario()) == [True, True, False]
+    assert _stored(reader, key) == {b"value": b"b", b"fence_token": b"3"}
 
 
 def test_on_the_cluster_keys_on_every_master_are_guarded(redis_cluster_url: str) -> None:
@@ -156,42 +152,25 @@ def test_on_the_cluster_keys_on_every_master_are_guarded(redis_cluster_url: str)
 
 
 def test_concurrent_writers_with_interleaved_tokens_leave_the_highest_tokens_value(
-    connect: Callable[[], Client],
+    connect: Callable[[], Client], key: str
 ) -> None:
     """Six threads, each with its own client, write 120 tokens in a shuffled order."""
-    key = _key()
     tokens = list(range(1, 121))
     random.Random(20261207).shuffle(tokens)
     shares = [tokens[n::6] for n in range(6)]
     clients = [connect() for _ in shares]
-    start = threading.Barrier(len(shares))
     results: dict[int, bool] = {}
-    errors: list[BaseException] = []
 
-    def writer(client: Client, share: list[int]) -> None:
-        try:
-            start.wait()
-            for token in share:
-                results[token] = fenced_set(client, key, f"v{token}", token)
-        except BaseException as err:  # noqa: BLE001 - handed to the main thread
-            errors.append(err)
+    def writer(client_and_share: tuple[Client, list[int]]) -> None:
+        client, share = client_and_share
+        for token in share:
+            results[token] = fenced_set(client, key, f"v{token}", token)
 
-    threads = [
-        threading.Thread(target=writer, args=(client, share))
-        for client, share in zip(clients, shares, strict=True)
-    ]
     reader = connect()
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert errors == []
-        assert results[120] is True
-        assert _stored(reader, key) == {b"value": b"v120", b"fence_token": b"120"}
-        assert any(not written for written in results.values()), "no write was ever refused"
-    finally:
-        reader.delete(key)
+    assert run_together(writer, list(zip(clients, shares, strict=True))) == []
+    assert results[120] is True
+    assert _stored(reader, key) == {b"value": b"v120", b"fence_token": b"120"}
+    assert any(not written for written in results.values()), "no write was ever refused"
 
 
 def test_bad_input_is_refused_naming_it_and_nothing_is_written(

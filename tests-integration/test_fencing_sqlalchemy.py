@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-import threading
-import uuid
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,15 +18,9 @@ from typing import Any
 
 import pytest
 from sqlalchemy import (
-    BigInteger,
-    Column,
     Engine,
-    Integer,
-    MetaData,
-    String,
     Table,
     create_engine,
-    insert,
     select,
 )
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -35,6 +28,10 @@ from sqlalchemy.orm import DeclarativeBase, Session
 
 from firefly_scheduling.fencing import FencingTokenError, afenced_update, fenced_update
 from firefly_scheduling.fires.context import FireContext, entered
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fresh_tables import fenced_table
+from threads_together import run_together
 
 SERVERS = ["postgres", "mysql", "sqlite"]
 
@@ -78,23 +75,12 @@ def _urls(server: str, request: pytest.FixtureRequest, tmp_path: Path) -> tuple[
 @pytest.fixture(params=SERVERS)
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
     url, async_url = _urls(request.param, request, tmp_path)
-    table = Table(
-        f"fenced_{uuid.uuid4().hex[:12]}",
-        MetaData(),
-        Column("id", Integer, primary_key=True, autoincrement=False),
-        Column("value", String(64)),
-        Column("fence_token", BigInteger, nullable=True),
-    )
-    engine = create_engine(url)
-    table.create(engine)
-    with engine.begin() as connection:
-        connection.execute(insert(table).values(id=1, value="initial", fence_token=None))
-        connection.execute(insert(table).values(id=2, value="other", fence_token=None))
-    try:
-        yield Database(url, async_url, table, engine)
-    finally:
-        table.drop(engine)
-        engine.dispose()
+    with fenced_table(url, "fenced", "value", {1: "initial", 2: "other"}) as table:
+        engine = create_engine(url)
+        try:
+            yield Database(url, async_url, table, engine)
+        finally:
+            engine.dispose()
 
 
 def _write(database: Database, value: str, token: Any, **options: Any) -> bool:
@@ -196,28 +182,18 @@ def test_concurrent_writers_with_interleaved_tokens_leave_the_highest_tokens_val
     tokens = list(range(1, 61))
     random.Random(20261207).shuffle(tokens)
     shares = [tokens[n::6] for n in range(6)]
-    start = threading.Barrier(len(shares))
     results: dict[int, bool] = {}
-    errors: list[BaseException] = []
     table = database.table
     engine = create_engine(database.url, pool_size=len(shares))
 
     def writer(share: list[int]) -> None:
-        try:
-            start.wait()
-            for token in share:
-                with engine.begin() as connection:
-                    results[token] = fenced_update(
-                        connection, table, table.c.id == 1, {"value": f"v{token}"}, token
-                    )
-        except BaseException as err:  # noqa: BLE001 - handed to the main thread
-            errors.append(err)
+        for token in share:
+            with engine.begin() as connection:
+                results[token] = fenced_update(
+                    connection, table, table.c.id == 1, {"value": f"v{token}"}, token
+                )
 
-    threads = [threading.Thread(target=writer, args=(share,)) for share in shares]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    errors = run_together(writer, shares)
     engine.dispose()
     assert errors == []
     assert results[60] is True

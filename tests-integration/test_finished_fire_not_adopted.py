@@ -18,9 +18,6 @@ kernel's monotonic clock, and a second client reads the history.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 import time
 import uuid
@@ -45,6 +42,7 @@ from firefly_scheduling_redis import RedisLock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fresh_tables import installed_history
+from python_runs import orders_env, start_python
 
 NODE_SCRIPT = Path(__file__).resolve().parent / "finish_outage_node.py"
 #: A's window for retrying a finish, and the outage of its history: longer.
@@ -118,10 +116,7 @@ def test_a_finished_fire_is_not_run_again_while_its_history_is_down(
         "instant": instant.isoformat(),
         "finish_retry_seconds": FINISH_RETRY_SECONDS,
     }
-    node_a = subprocess.Popen(
-        [sys.executable, str(NODE_SCRIPT)],
-        env={**os.environ, "FIREFLY_OUTAGE_NODE": json.dumps(orders)},
-    )
+    node_a = start_python(NODE_SCRIPT, env=orders_env("FIREFLY_OUTAGE_NODE", orders))
     evidence = EvidenceLog(evidence_path)
     lock = RedisLock(redis_url)
     history = SqlRunHistory(mysql_url, table=table)

@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from python_runs import run_python
+
 pytestmark = pytest.mark.slow
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -32,15 +35,7 @@ def demo(
     temporary.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("FIREFLY_")}
     env.update(COLUMNS="200", TMPDIR=str(temporary))
-    return subprocess.run(
-        [python, "-c", _CLI, "demo", *arguments],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_python(["-c", _CLI, "demo", *arguments], env=env, cwd=cwd, python=python)
 
 
 def test_the_demo_runs_from_any_directory_with_no_duplicate_and_names_every_verdict(
@@ -112,13 +107,7 @@ def test_without_the_database_extra_the_demo_names_the_extra_and_exits_2(
 
 
 def test_version_lists_the_core_alone_when_no_sibling_is_installed(core_only_python: str) -> None:
-    done = subprocess.run(
-        [core_only_python, "-c", _CLI, "--version"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_python(["-c", _CLI, "--version"], python=core_only_python, timeout=60)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == 1, done.stdout

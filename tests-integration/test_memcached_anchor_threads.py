@@ -8,13 +8,18 @@ from the server.
 
 from __future__ import annotations
 
+import sys
 import threading
 import uuid
+from pathlib import Path
 
 from pymemcache.client.base import Client
 
 from firefly_scheduling_memcached.anchor_store import MemcachedAnchorStore
 from firefly_scheduling_memcached.url import memcached_server
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from threads_together import run_together
 
 THREADS = 16
 ROUNDS = 60
@@ -25,33 +30,22 @@ def test_sixteen_threads_share_one_store_without_errors_or_crossed_replies(
 ) -> None:
     store = MemcachedAnchorStore(memcached_url)
     prefix = f"firefly-test:anchors:{uuid.uuid4().hex}"
-    errors: list[BaseException] = []
     wins: dict[int, list[int]] = {round_: [] for round_ in range(ROUNDS)}
     mutex = threading.Lock()
-    barrier = threading.Barrier(THREADS)
 
     def work(thread: int) -> None:
-        try:
-            barrier.wait()
-            for round_ in range(ROUNDS):
-                own = f"{prefix}:own:{thread}:{round_}"
-                assert store.add(own, f"{thread}.{round_}")
-                assert store.get(own) == f"{thread}.{round_}"
-                assert store.replace(own, f"{thread}.{round_}", f"{thread}.{round_}.b")
-                assert store.get(own) == f"{thread}.{round_}.b"
-                # Every thread races for the same key each round: one add wins.
-                if store.add(f"{prefix}:race:{round_}", str(thread)):
-                    with mutex:
-                        wins[round_].append(thread)
-        except BaseException as err:  # noqa: BLE001 - collected and reported below
-            with mutex:
-                errors.append(err)
+        for round_ in range(ROUNDS):
+            own = f"{prefix}:own:{thread}:{round_}"
+            assert store.add(own, f"{thread}.{round_}")
+            assert store.get(own) == f"{thread}.{round_}"
+            assert store.replace(own, f"{thread}.{round_}", f"{thread}.{round_}.b")
+            assert store.get(own) == f"{thread}.{round_}.b"
+            # Every thread races for the same key each round: one add wins.
+            if store.add(f"{prefix}:race:{round_}", str(thread)):
+                with mutex:
+                    wins[round_].append(thread)
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    errors = run_together(work, range(THREADS), timeout=120)
     store.close()
 
     assert errors == [], f"{len(errors)} errors, first: {errors[0]!r}"

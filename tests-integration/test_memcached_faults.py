@@ -10,11 +10,13 @@ import asyncio
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from functools import partial
+from pathlib import Path
 
 import pytest
 from pymemcache.client.base import Client
@@ -24,6 +26,9 @@ from firefly_scheduling import LockBackendError
 from firefly_scheduling.testing import OutageContract
 from firefly_scheduling.testing.local_server import LocalServer, running_as_root
 from firefly_scheduling_memcached import AsyncMemcachedLock, MemcachedLock
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from threads_together import run_together
 
 NAME = "memcached-faults:job"
 #: Enough same-sized items to cycle a 2 MB server's memory several times over.
@@ -245,23 +250,15 @@ def test_threads_share_at_most_pool_size_connections(
     private_server: LocalServer, observer: Client
 ) -> None:
     lock = MemcachedLock(url_of(private_server), pool_size=3)
-    failures: list[BaseException] = []
 
     def worker(index: int) -> None:
-        try:
-            for round_ in range(20):
-                name = f"pool:{index}:{round_}"
-                assert lock.try_acquire(name, 30)
-                lock.release(name)
-        except BaseException as err:  # noqa: BLE001 - reported by the main thread
-            failures.append(err)
+        for round_ in range(20):
+            name = f"pool:{index}:{round_}"
+            assert lock.try_acquire(name, 30)
+            lock.release(name)
 
     before = connections_accepted_once_settled(observer)
-    threads = [threading.Thread(target=worker, args=(index,)) for index in range(20)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    failures = run_together(worker, range(20), timeout=60)
     lock.close()
     assert failures == []
     opened = connections_accepted(observer) - before

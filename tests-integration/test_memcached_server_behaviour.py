@@ -8,10 +8,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pymemcache.client.base import Client
@@ -20,13 +21,11 @@ from firefly_scheduling import LockBackendError
 from firefly_scheduling_memcached import AsyncMemcachedLock, MemcachedLock
 from firefly_scheduling_memcached.url import memcached_server
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from threads_together import run_together
+
 HEX_TOKEN_LENGTH = 32
 DAY = 24 * 3600
-
-
-@pytest.fixture
-def name() -> str:
-    return f"memcached-behaviour:{uuid.uuid4().hex}"
 
 
 @pytest.fixture
@@ -35,6 +34,14 @@ def server(memcached_url: str) -> Iterator[Client]:
     client = Client(memcached_server(memcached_url), default_noreply=False, timeout=3)
     yield client
     client.close()
+
+
+@pytest.fixture
+def name(server: Client) -> Iterator[str]:
+    """A lock name of the test's own; its lock and fence items are deleted afterwards."""
+    fresh = f"memcached-behaviour:{uuid.uuid4().hex}"
+    yield fresh
+    server.delete_many([MemcachedLock.key(fresh), MemcachedLock.fence_key(fresh)])
 
 
 @pytest.fixture
@@ -128,7 +135,6 @@ def test_release_leaves_an_item_holding_another_token(
         lock.release(name)
     assert server.get(MemcachedLock.key(name)) == b"another-node-token"
     assert "lost before release" in caplog.text
-    server.delete(MemcachedLock.key(name))
 
 
 def test_renew_extends_the_item_and_fails_once_another_token_holds_it(
@@ -142,7 +148,6 @@ def test_renew_extends_the_item_and_fails_once_another_token_holds_it(
     assert lock.renew(name, 60) is False
     assert lock.is_lost(name)
     assert server.get(MemcachedLock.key(name)) == b"another-node-token"
-    server.delete(MemcachedLock.key(name))
 
 
 def test_the_fence_counter_never_expires_and_starts_from_the_clock(
@@ -155,7 +160,6 @@ def test_the_fence_counter_never_expires_and_starts_from_the_clock(
     assert before <= token <= time.time_ns() // 1000
     assert remaining_seconds(server, MemcachedLock.fence_key(name)) == -1
     lock.release(name)
-    server.delete(MemcachedLock.fence_key(name))
 
 
 def test_fence_tokens_keep_increasing_when_the_counter_is_lost(
@@ -177,19 +181,13 @@ def test_nodes_racing_to_seed_a_missing_counter_get_distinct_tokens(
     memcached_url: str, name: str
 ) -> None:
     racers = [MemcachedLock(memcached_url) for _ in range(8)]
-    start = threading.Barrier(len(racers))
     tokens: list[int] = []
 
     def race(lock: MemcachedLock) -> None:
-        start.wait()
         # The fence hook on its own: acquisitions would serialise the racers.
         tokens.append(lock._fence(name))
 
-    threads = [threading.Thread(target=race, args=(lock,)) for lock in racers]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
+    assert run_together(race, racers, timeout=30) == []
     assert len(set(tokens)) == len(racers), tokens
     assert max(tokens) - min(tokens) == len(racers) - 1, "one seed, then increments"
     for lock in racers:
@@ -211,7 +209,6 @@ def test_a_refused_fenced_attempt_leaves_the_holder_untouched(
     assert later is not None
     assert later > first
     contender.release(name)
-    server.delete(MemcachedLock.fence_key(name))
 
 
 def test_a_counter_that_cannot_count_frees_the_new_holding(
@@ -225,7 +222,6 @@ def test_a_counter_that_cannot_count_frees_the_new_holding(
     assert server.get(MemcachedLock.key(name)) is None
     assert other.try_acquire(name, 30)
     other.release(name)
-    server.delete(MemcachedLock.fence_key(name))
 
 
 def test_cancelled_async_operations_never_leave_a_connection_out_of_step(

@@ -62,10 +62,14 @@ def _named(url: str, application: str) -> str:
     return f"{url}{separator}application_name={application}"
 
 
-def _require_local(url: str) -> None:
-    host = urlsplit(url).hostname
+@pytest.fixture
+def application(postgres_url: str) -> str:
+    """A new `application_name` for the test's sessions, which a test freezes by it:
+    skipped unless the server runs on this machine, where its processes can be stopped."""
+    host = urlsplit(postgres_url).hostname
     if host not in {"127.0.0.1", "localhost", "::1"}:
         pytest.skip(f"freezing a server process needs the server on this machine, not {host}")
+    return f"frozen-{uuid.uuid4().hex[:12]}"
 
 
 @contextlib.contextmanager
@@ -127,10 +131,8 @@ def _assert_ended_by_the_bound(took: float, result: Any) -> None:
 
 @pytest.mark.parametrize("backend", sorted(LOCKS))
 def test_a_call_to_a_frozen_server_ends_within_the_reply_bound(
-    backend: str, postgres_url: str
+    backend: str, postgres_url: str, application: str
 ) -> None:
-    _require_local(postgres_url)
-    application = f"frozen-{uuid.uuid4().hex[:12]}"
     lock = LOCKS[backend](_named(postgres_url, application))
     try:
         if isinstance(lock, DatabaseLeaseLock):
@@ -148,10 +150,8 @@ def test_a_call_to_a_frozen_server_ends_within_the_reply_bound(
 
 @pytest.mark.parametrize("backend", sorted(ASYNC_LOCKS))
 def test_an_asyncio_call_to_a_frozen_server_ends_within_the_reply_bound(
-    backend: str, postgres_url: str
+    backend: str, postgres_url: str, application: str
 ) -> None:
-    _require_local(postgres_url)
-    application = f"frozen-{uuid.uuid4().hex[:12]}"
     name = f"frozen-{uuid.uuid4().hex[:8]}"
 
     async def scenario() -> tuple[float, Any]:

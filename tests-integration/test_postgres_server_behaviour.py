@@ -4,10 +4,11 @@ and the lazily created fence table."""
 from __future__ import annotations
 
 import itertools
-import threading
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -15,6 +16,9 @@ from psycopg import sql
 
 from firefly_scheduling_postgres import PgAdvisoryLock
 from firefly_scheduling_postgres.protocol import FENCE_TABLE
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from threads_together import run_together
 
 Admin = psycopg.Connection[tuple[object, ...]]
 
@@ -133,22 +137,21 @@ def _setting(lock: PgAdvisoryLock, name: str, setting: str) -> str:
     return str(row[0])
 
 
-def test_an_unbounded_statement_timeout_is_bounded(
-    make_lock: Callable[[str], PgAdvisoryLock], postgres_url: str, name: str
+@pytest.mark.parametrize(
+    ("in_the_url", "in_the_session"),
+    [("0", "5s"), ("7s", "7s")],  # unbounded: bounded; a bound of the URL's own: kept
+)
+def test_the_statement_timeout_of_the_url_is_kept_unless_unbounded(
+    make_lock: Callable[[str], PgAdvisoryLock],
+    postgres_url: str,
+    name: str,
+    in_the_url: str,
+    in_the_session: str,
 ) -> None:
-    lock = make_lock(with_options(postgres_url, "-c statement_timeout=0"))
+    lock = make_lock(with_options(postgres_url, f"-c statement_timeout={in_the_url}"))
     assert lock.try_acquire(name, 30)
-    assert _setting(lock, name, "statement_timeout") == "5s"
+    assert _setting(lock, name, "statement_timeout") == in_the_session
     assert _setting(lock, name, "application_name") == "firefly-scheduling"
-    lock.release(name)
-
-
-def test_a_statement_timeout_from_the_url_is_kept(
-    make_lock: Callable[[str], PgAdvisoryLock], postgres_url: str, name: str
-) -> None:
-    lock = make_lock(with_options(postgres_url, "-c statement_timeout=7s"))
-    assert lock.try_acquire(name, 30)
-    assert _setting(lock, name, "statement_timeout") == "7s"
     lock.release(name)
 
 
@@ -186,22 +189,11 @@ def test_fence_table_is_created_once_by_racing_first_users(
     threads = 8
     locks = [make_lock(scratch_schema) for _ in range(threads)]
     tokens: list[int | None] = [None] * threads
-    errors: list[BaseException] = []
-    start = threading.Barrier(threads)
 
     def first_fenced_use(index: int) -> None:
-        start.wait()
-        try:
-            tokens[index] = locks[index].try_acquire_fenced(f"{name}:{index}", 30)
-        except BaseException as err:  # noqa: BLE001 - collected and asserted on below
-            errors.append(err)
+        tokens[index] = locks[index].try_acquire_fenced(f"{name}:{index}", 30)
 
-    workers = [threading.Thread(target=first_fenced_use, args=(i,)) for i in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(timeout=30)
-    assert errors == []
+    assert run_together(first_fenced_use, range(threads), timeout=30) == []
     assert tokens == [1] * threads
     schema = scratch_schema.rsplit("%3D", 1)[1]
     row = admin.execute("SELECT to_regclass(%s)::text", (f"{schema}.{FENCE_TABLE}",)).fetchone()

@@ -13,9 +13,11 @@ lock lost before the body closes its record, never leaving it `running`.
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -24,21 +26,13 @@ from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, Verdict
 from firefly_scheduling.fires.runner import TOO_LATE_FOR_A_WORKER, FireRunner
 from firefly_scheduling.history import RunRecord, RunState
 from firefly_scheduling.locks.holding import Holding
-from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_postgres import PgAdvisoryLock
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from claimed_fires import Clock, one_task, tasks
+
 GRACE = 5.0
-
-
-class Clock:
-    """A wall clock the test moves: the runner reads it for grace and the records."""
-
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 class CountingHistory(SqlRunHistory):
@@ -94,14 +88,6 @@ def lock(postgres_url: str) -> Iterator[PgAdvisoryLock]:
     built.close()
 
 
-def tasks(count: int) -> list[ScheduledDescriptor]:
-    prefix = f"tests.started_{uuid.uuid4().hex}"
-    return [
-        ScheduledDescriptor(target=f"{prefix}:job{i}", lock_name=f"{prefix}:job{i}", fixed_rate=1.0)
-        for i in range(count)
-    ]
-
-
 def started_ahead(outcome: ClaimOutcome) -> bool:
     """Whether the batch started the fire's run; the fire must have its task lock."""
     assert outcome.task_lock is not None, outcome
@@ -147,8 +133,7 @@ def test_a_died_run_is_not_started_over_and_is_adopted_by_the_worker(
     lock: PgAdvisoryLock, history: CountingHistory, reader: SqlRunHistory
 ) -> None:
     clock = Clock()
-    [descriptor] = tasks(1)
-    target, name = descriptor.target, descriptor.lock_name or ""
+    descriptor, target, name = one_task()
     earlier = clock.now - timedelta(seconds=1)
     assert reader.start(target, earlier, lock=name, node="dead", token=None, at=earlier) == 1
     runner = FireRunner(lock, history=history, clock=clock, grace=GRACE)
@@ -169,8 +154,7 @@ def test_a_fire_another_node_recorded_as_skipped_still_runs(
     lock: PgAdvisoryLock, history: CountingHistory, reader: SqlRunHistory
 ) -> None:
     clock = Clock()
-    [descriptor] = tasks(1)
-    target, name = descriptor.target, descriptor.lock_name or ""
+    descriptor, target, name = one_task()
     reader.skip(target, clock.now, lock=name, node="late", reason="too late there", at=clock.now)
     runner = FireRunner(lock, history=history, clock=clock, grace=GRACE)
     [outcome] = runner.claim_fires([Fire.at(descriptor, clock.now)])
@@ -184,8 +168,7 @@ def test_a_fire_started_with_its_claim_but_too_late_for_a_worker_is_closed(
     lock: PgAdvisoryLock, history: CountingHistory, reader: SqlRunHistory
 ) -> None:
     clock = Clock()
-    [descriptor] = tasks(1)
-    target, name = descriptor.target, descriptor.lock_name or ""
+    descriptor, target, name = one_task()
     instant = clock.now
     runner = FireRunner(lock, history=history, clock=clock, grace=GRACE)
     [outcome] = runner.claim_fires([Fire.at(descriptor, instant)])
@@ -211,8 +194,7 @@ def test_a_lock_lost_between_the_batch_and_the_body_closes_the_started_record(
     connection) after the runs were started: the pre-body check must find the lock
     gone, skip the body, and close the record rather than leave it `running`."""
     clock = Clock()
-    [descriptor] = tasks(1)
-    target, name = descriptor.target, descriptor.lock_name or ""
+    descriptor, target, name = one_task()
     runner = FireRunner(lock, history=history, clock=clock, grace=GRACE)
     [outcome] = runner.claim_fires([Fire.at(descriptor, clock.now)])
     assert started_ahead(outcome)

@@ -12,9 +12,9 @@ the fire, and a holding whose fire never runs is released, never leaked.
 
 from __future__ import annotations
 
-import uuid
+import sys
 from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,6 @@ from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import MemoryRunHistory, RunState
 from firefly_scheduling.locks.base import BaseLock
 from firefly_scheduling.locks.holding import Holding
-from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_memcached import MemcachedLock
 from firefly_scheduling_mysql import MySqlNamedLock
@@ -36,29 +35,14 @@ from firefly_scheduling_mysql.url import connection_arguments
 from firefly_scheduling_postgres import PgAdvisoryLock
 from firefly_scheduling_redis import RedisLock
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from claimed_fires import Clock, tasks
+
 GRACE = 5.0
 BATCHING = (
     *("redis", "redis-cluster", "memcached", "postgres", "mysql"),
     *("database-postgres", "database-mysql", "database-sqlite"),
 )
-
-
-class Clock:
-    """A wall clock the test moves: the runner reads it for grace."""
-
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-def tasks(count: int) -> list[ScheduledDescriptor]:
-    prefix = f"tests.ahead_{uuid.uuid4().hex}"
-    return [
-        ScheduledDescriptor(target=f"{prefix}:job{i}", lock_name=f"{prefix}:job{i}", fixed_rate=1.0)
-        for i in range(count)
-    ]
 
 
 def installed(lock: DatabaseLeaseLock) -> DatabaseLeaseLock:
