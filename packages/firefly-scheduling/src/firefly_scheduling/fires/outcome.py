@@ -236,6 +236,8 @@ class FireResult:
     * `adopted`: the died runs of earlier fires this fire ran again (adopted) or
       closed as expired before running its own body, one result each, in order;
       `adoption`: this result is one of those, not a fire the host triggered.
+    * `buffered_seconds`: how long the fire waited, buffered, for an earlier run of
+      its task to end (`overlap="buffer_one"`); None when it did not wait.
     """
 
     fire: Fire
@@ -251,6 +253,7 @@ class FireResult:
     claim_seconds: float | None = None
     adopted: tuple[FireResult, ...] = ()
     adoption: bool = False
+    buffered_seconds: float | None = None
 
     @property
     def ran(self) -> bool:

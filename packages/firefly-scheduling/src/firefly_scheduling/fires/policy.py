@@ -15,8 +15,10 @@ The points, the stage that asks and when, what it acts on today, and what plugs 
   store read with the claim, on the backend), catch-up (fires missed while the
   fleet was down). Jitter is no policy: a fire's `due` time carries it, and
   `late_seconds` counts from there.
-* `when_held`: locking, the task lock held by an earlier run. `Skip` (overlapping).
-  Next: the overlap policies buffer_one, buffer_all, cancel_other, allow_all.
+* `when_held`: locking, the task lock held by an earlier run. `Skip` (overlapping),
+  `RunAlongside` (the task's `overlap="allow_all"`: run without the task lock) or
+  `WaitTurn` (`overlap="buffer_one"`: wait for the lock in the task's one waiting
+  slot; see `fires.overlap_wait`). Next: buffer_all, cancel_other.
 * `before_body`: running, the lock confirmed, just before the body. `Run`, or
   `RunWithin` (the task's `timeout=`: the body is bounded, see `fires.running`).
 * `after_body`: recording, once the end of a body that finished (returned or raised)
@@ -26,7 +28,8 @@ The points, the stage that asks and when, what it acts on today, and what plugs 
   Next: the outcome committed inside the task's own transaction.
 
 `DefaultPolicy` is today's behaviour: every fire runs, within its task's `timeout=`
-when it has one, and a fire whose task lock is held is skipped as overlapping. A
+when it has one, and a fire whose task lock is held is skipped as overlapping, or
+run alongside or buffered as its task's `overlap=` says. A
 policy is asked on every fire, from several threads at once: it keeps no per-fire
 state, and what it needs from a server (pause's control store) is read by the stage
 with its own round trip (the claim), never by the policy.
@@ -39,6 +42,7 @@ from datetime import datetime
 from typing import Final, Protocol
 
 from firefly_scheduling.fires.outcome import Fire, Verdict
+from firefly_scheduling.tasks.overlap import OVERLAP_SLOT_PREFIX, Overlap
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +67,30 @@ class RunWithin:
 
 #: The one `Run` answer.
 RUN: Final = Run()
+
+
+@dataclass(frozen=True, slots=True)
+class RunAlongside:
+    """Run the body although the task lock is held: without it (no token, no keep-alive).
+
+    The fire's claim still makes it run once in the fleet; the task lock serialises
+    nothing for this fire (`overlap="allow_all"`).
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class WaitTurn:
+    """Wait for the task lock, holding the fleet's one waiting slot `slot` meanwhile.
+
+    A fire that cannot take the slot (another fire waits in it) is skipped as
+    overlapping (`overlap="buffer_one"`; `fires.overlap_wait`).
+    """
+
+    slot: str
+
+
+#: The one `RunAlongside` answer.
+RUN_ALONGSIDE: Final = RunAlongside()
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +144,8 @@ class FirePolicy(Protocol):
         """Claim the fire (`Run`), or skip it before anything is taken."""
         ...
 
-    def when_held(self, fire: Fire, facts: LockHeld) -> Skip:
-        """The task lock is held by another run: how the fire is skipped."""
+    def when_held(self, fire: Fire, facts: LockHeld) -> Skip | RunAlongside | WaitTurn:
+        """The task lock is held by another run: skip the fire, run it alongside, or wait."""
         ...
 
     def before_body(self, fire: Fire, facts: BeforeBody) -> Run | RunWithin:
@@ -134,13 +162,14 @@ class FirePolicy(Protocol):
 
 
 class DefaultPolicy:
-    """Today's behaviour: run every fire; skip one whose task lock is held, as overlapping."""
+    """Today's behaviour: run every fire; one whose task lock is held as its task's
+    `overlap=` says (by default skipped, as overlapping)."""
 
     def before_claim(self, fire: Fire, facts: BeforeClaim) -> Run | Skip:
         return RUN
 
-    def when_held(self, fire: Fire, facts: LockHeld) -> Skip:
-        return Skip(Verdict.OVERLAPPING, facts.why)
+    def when_held(self, fire: Fire, facts: LockHeld) -> Skip | RunAlongside | WaitTurn:
+        return overlap_answer(fire, facts.why)
 
     def before_body(self, fire: Fire, facts: BeforeBody) -> Run | RunWithin:
         timeout = fire.task.timeout
@@ -155,3 +184,13 @@ class DefaultPolicy:
 
 #: The policy a runner asks when it is given none.
 DEFAULT_POLICY: Final = DefaultPolicy()
+
+
+def overlap_answer(fire: Fire, why: str) -> Skip | RunAlongside | WaitTurn:
+    """What `fire`'s task's `overlap=` says of a fire whose task lock is held (`why`)."""
+    overlap = fire.task.overlap
+    if overlap == Overlap.ALLOW_ALL:
+        return RUN_ALONGSIDE
+    if overlap == Overlap.BUFFER_ONE:
+        return WaitTurn(OVERLAP_SLOT_PREFIX + (fire.task.lock_name or fire.target))
+    return Skip(Verdict.OVERLAPPING, why)

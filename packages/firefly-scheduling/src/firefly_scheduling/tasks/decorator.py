@@ -40,6 +40,7 @@ def scheduled(
     dst_fold: str | None = None,
     jitter: Duration | None = None,
     timeout: Duration | None = None,
+    overlap: str = "skip",
 ) -> Callable[[TaskFunction], TaskFunction]:
     """Schedule the decorated function or method.
 
@@ -61,6 +62,10 @@ def scheduled(
     then; a plain one sees `current_fire().timed_out` become True and keeps its lock
     until it returns. Either way the run is recorded `timed_out`. It may exceed
     `lock_ttl`: the lock is renewed while the body runs.
+    `overlap` says what a fire does while an earlier run of the task still runs
+    anywhere in the fleet: `"skip"` (the default), `"allow_all"` (run alongside,
+    without the task lock) or `"buffer_one"` (wait for it, one waiting fire per task
+    in the fleet); see `firefly_scheduling.tasks.overlap`.
     """
     given = [
         name
@@ -105,6 +110,7 @@ def scheduled(
             dst_fold=dst_fold,
             jitter=_optional_seconds(jitter, target, "jitter"),
             timeout=_optional_seconds(timeout, target, "timeout"),
+            overlap=overlap,
         )
         setattr(function, SCHEDULE_ATTRIBUTE, validate_descriptor(descriptor))
         return task

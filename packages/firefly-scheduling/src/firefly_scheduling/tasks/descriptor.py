@@ -26,6 +26,8 @@ class ScheduledDescriptor:
     `jitter` (seconds, None: none) delays each fire's start by an offset in
     `[0, jitter)` derived from the task and the instant (`schedule.jitter`).
     `timeout` (seconds, None: none) bounds each run's body (`fires.running`).
+    `overlap` (None: `skip`) is what a fire does while an earlier run of the task
+    still runs anywhere in the fleet (`tasks.overlap`).
     """
 
     target: str
@@ -40,6 +42,7 @@ class ScheduledDescriptor:
     dst_fold: str | None = None
     jitter: float | None = None
     timeout: float | None = None
+    overlap: str | None = None
 
     @property
     def module(self) -> str:

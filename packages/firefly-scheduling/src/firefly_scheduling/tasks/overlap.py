@@ -1,0 +1,74 @@
+"""`overlap=`: what a fire does when an earlier run of its task still runs, fleet-wide.
+
+The names a task may give, and the boot check of one (`check_overlap`, called by
+`tasks.validation`). What each name does is the `when_held` answer of the policy
+seam (`fires.policy.overlap_answer`) and, for `buffer_one`, `fires.overlap_wait`.
+
+Only a locked, recurring task can ask for anything but `skip`: the task lock is how
+a node learns that an earlier run still runs anywhere in the fleet, and the fire
+claim is what keeps a fire run once when runs may overlap. An unlocked task runs on
+every node and a `fixed_delay` task starts each run when the previous one ended,
+so neither has fires that meet an earlier run.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Final
+
+from firefly_scheduling.errors import ConfigurationError
+
+
+class Overlap(enum.StrEnum):
+    """The overlap policies; the value is what `@scheduled(overlap=...)` takes."""
+
+    #: The fire is skipped, recorded as overlapping (the default).
+    SKIP = "skip"
+    #: The fire runs alongside the earlier run, without the task lock.
+    ALLOW_ALL = "allow_all"
+    #: The fire waits for the earlier run to end, if no other fire waits already.
+    BUFFER_ONE = "buffer_one"
+    #: Every fire waits its turn, oldest first (not supported yet).
+    BUFFER_ALL = "buffer_all"
+    #: The earlier run is asked to stop, then the fire runs (not supported yet).
+    CANCEL_OTHER = "cancel_other"
+
+
+#: The policies this release runs; the others are refused at boot.
+SUPPORTED_OVERLAPS: Final = (Overlap.SKIP, Overlap.ALLOW_ALL, Overlap.BUFFER_ONE)
+#: The lock name of a task's one waiting slot (`buffer_one`) is this plus its lock name.
+OVERLAP_SLOT_PREFIX: Final = "firefly:overlap-waiting:"
+
+
+def check_overlap(
+    overlap: object, target: str, *, locked: bool, fixed_delay: bool
+) -> Overlap | None:
+    """The task's overlap policy, None for the default `skip`; else a `ConfigurationError`
+    naming the task, the value and the allowed values."""
+    if overlap is None:
+        return None
+    allowed = ", ".join(repr(each.value) for each in Overlap)
+    if not isinstance(overlap, str) or overlap not in Overlap.__members__.values():
+        raise ConfigurationError(
+            f"{target}: overlap={overlap!r} is not an overlap policy; expected one of {allowed}"
+        )
+    policy = Overlap(overlap)
+    if policy is Overlap.SKIP:
+        return None
+    if policy not in SUPPORTED_OVERLAPS:
+        supported = ", ".join(repr(each.value) for each in SUPPORTED_OVERLAPS)
+        raise ConfigurationError(
+            f"{target}: overlap={overlap!r} is not supported yet; supported: {supported}"
+        )
+    if not locked:
+        raise ConfigurationError(
+            f"{target}: overlap={overlap!r} needs a locked task: an unlocked task (lock=False) "
+            "runs on every node and takes no lock, so no fire ever meets an earlier run; "
+            "pass lock=True or a lock name, or drop overlap="
+        )
+    if fixed_delay:
+        raise ConfigurationError(
+            f"{target}: overlap={overlap!r} does not apply to a fixed_delay task: each run "
+            "starts when the previous one ended; use fixed_rate or cron, or drop overlap="
+        )
+    return policy
