@@ -1,0 +1,229 @@
+"""`overlap=` across two nodes sharing a Redis server (the locks) and PostgreSQL (the history).
+
+Each node is a `FireRunner` with its own clients (its own Redis connection, its own
+history engine), as on two machines. The bodies write what they did to a witness
+file opened with `O_APPEND` (one line per start and end, stamped with the kernel's
+monotonic clock), and a third client reads the history and the Redis server, so what
+is checked is what ran, not what the runners say:
+
+* `allow_all`: a fire that comes while the run of an earlier fire holds the task
+  lock on the other node runs at once, alongside it, and each fire still runs once
+  (the second node given the same fire finds it claimed);
+* `buffer_one`: the fire that comes while the other node runs waits, holding the
+  task's one waiting slot on the Redis server; a third fire, on the first node, is
+  skipped and recorded with why; the waiting fire runs after the first run ended,
+  never during it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import redis
+
+from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
+from firefly_scheduling.fires.overlap_wait import ANOTHER_FIRE_WAITS
+from firefly_scheduling.fires.runner import FireRunner
+from firefly_scheduling.history import RunState
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling.tasks.overlap import OVERLAP_SLOT_PREFIX
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
+from firefly_scheduling_redis import RedisLock
+from firefly_scheduling_redis.protocol import LOCK_KEY_PREFIX
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fresh_tables import installed_history
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+MINUTE = timedelta(minutes=1)
+LOCK_TTL = 1.0
+#: How long a body or the test waits for the other node before giving up (a loaded machine).
+PATIENCE = 30.0
+
+
+@pytest.fixture
+def history(postgres_url: str) -> Iterator[SqlRunHistory]:
+    """The history as a third client reads it (an operator's `runs`)."""
+    with installed_history(postgres_url) as history:
+        yield history
+
+
+class Witness:
+    """The bodies' own account: `start`/`end` lines appended with O_APPEND."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.touch()
+
+    def write(self, event: str, fire: int, node: str) -> None:
+        line = f"{event} {fire} {node} {time.monotonic_ns()}\n".encode()
+        descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(descriptor, line)
+        finally:
+            os.close(descriptor)
+
+    def events(self) -> list[tuple[str, int, str, int]]:
+        found = []
+        for line in self.path.read_text().splitlines():
+            event, fire, node, stamp = line.split()
+            found.append((event, int(fire), node, int(stamp)))
+        return found
+
+    def stamp(self, event: str, fire: int) -> int:
+        [stamp] = [at for kind, each, _, at in self.events() if (kind, each) == (event, fire)]
+        return stamp
+
+    def wait_for(self, event: str, fire: int) -> None:
+        give_up = time.monotonic() + PATIENCE
+        while not any((kind, each) == (event, fire) for kind, each, _, _ in self.events()):
+            assert time.monotonic() < give_up, f"no {event} of fire {fire} in the witness"
+            time.sleep(0.01)
+
+
+class Node:
+    """One node: a runner with its own Redis client and its own history engine."""
+
+    def __init__(self, name: str, redis_url: str, postgres_url: str, table: str) -> None:
+        self.name = name
+        self.history = SqlRunHistory(postgres_url, table=table)
+        self.runner = FireRunner(
+            RedisLock(redis_url),
+            history=self.history,
+            clock=lambda: T0,
+            node=name,
+            keepalive_interval=0.2,
+        )
+
+    def run(self, fire: Fire, body: Callable[[], object]) -> FireResult:
+        return self.runner.run(fire, body)
+
+    def close(self) -> None:
+        self.runner.close()
+        self.history.close()
+
+
+@pytest.fixture
+def nodes(redis_url: str, postgres_url: str, history: SqlRunHistory) -> Iterator[tuple[Node, Node]]:
+    table = history.table.name
+    pair = (Node("a", redis_url, postgres_url, table), Node("b", redis_url, postgres_url, table))
+    try:
+        yield pair
+    finally:
+        for node in pair:
+            node.close()
+
+
+def _task(overlap: str) -> ScheduledDescriptor:
+    name = f"tests.overlap_{uuid.uuid4().hex}:job"
+    return ScheduledDescriptor(
+        target=name, lock_name=name, lock_ttl=LOCK_TTL, fixed_rate=60.0, overlap=overlap
+    )
+
+
+def _fire(task: ScheduledDescriptor, number: int) -> Fire:
+    return Fire.at(task, T0 + (number - 1) * MINUTE)
+
+
+def test_allow_all_runs_a_fire_alongside_the_run_on_another_node_and_each_fire_once(
+    nodes: tuple[Node, Node], history: SqlRunHistory, tmp_path: Path
+) -> None:
+    a, b = nodes
+    task = _task("allow_all")
+    witness = Witness(tmp_path / "witness")
+
+    def first() -> None:
+        witness.write("start", 1, "a")
+        witness.wait_for("end", 2)  # only a fire run alongside can end first
+        witness.write("end", 1, "a")
+
+    def second() -> None:
+        witness.write("start", 2, "b")
+        witness.write("end", 2, "b")
+
+    with ThreadPoolExecutor(2) as pool:
+        running = pool.submit(a.run, _fire(task, 1), first)
+        witness.wait_for("start", 1)
+        alongside = b.run(_fire(task, 2), second)
+        again = b.run(_fire(task, 1), second)  # the same fire, on the other node
+        ran = running.result(timeout=PATIENCE)
+
+    assert (ran.verdict, alongside.verdict) == (Verdict.SUCCEEDED, Verdict.SUCCEEDED)
+    assert again.verdict is Verdict.CLAIMED_ELSEWHERE
+    assert ran.token is not None
+    assert alongside.token is None
+    assert witness.stamp("start", 1) < witness.stamp("start", 2) < witness.stamp("end", 1)
+    assert [(kind, fire) for kind, fire, _, _ in witness.events()].count(("start", 1)) == 1
+    records = {record.instant: record for record in history.runs(task.target)}
+    assert {at: (r.state, r.node) for at, r in records.items()} == {
+        T0: (RunState.SUCCEEDED, "a"),
+        T0 + MINUTE: (RunState.SUCCEEDED, "b"),
+    }
+
+
+def _until_buffered(caplog: pytest.LogCaptureFixture, fire: Fire) -> None:
+    """Wait for the log line saying `fire` took the waiting slot."""
+    give_up = time.monotonic() + PATIENCE
+    needle = f"fire {fire.instant.isoformat()} buffered"
+    while not any(needle in record.getMessage() for record in caplog.records):
+        assert time.monotonic() < give_up, f"{needle!r} never logged"
+        time.sleep(0.01)
+
+
+def test_buffer_one_runs_the_waiting_fire_after_the_run_on_another_node_and_skips_a_third(
+    nodes: tuple[Node, Node],
+    history: SqlRunHistory,
+    tmp_path: Path,
+    redis_client: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    a, b = nodes
+    task = _task("buffer_one")
+    witness = Witness(tmp_path / "witness")
+    go = threading.Event()
+    caplog.set_level(logging.INFO, logger="firefly_scheduling.fires")
+
+    def body(number: int, node: str) -> Callable[[], None]:
+        def run() -> None:
+            witness.write("start", number, node)
+            if number == 1:
+                assert go.wait(PATIENCE), "the test never let the first run end"
+            witness.write("end", number, node)
+
+        return run
+
+    with ThreadPoolExecutor(2) as pool:
+        running = pool.submit(a.run, _fire(task, 1), body(1, "a"))
+        witness.wait_for("start", 1)
+        buffered: Future[FireResult] = pool.submit(b.run, _fire(task, 2), body(2, "b"))
+        _until_buffered(caplog, _fire(task, 2))
+        slot_key = LOCK_KEY_PREFIX + OVERLAP_SLOT_PREFIX + task.target
+        assert redis_client.exists(slot_key) == 1  # the server holds the one waiting slot
+        third = a.run(_fire(task, 3), body(3, "a"))
+        go.set()
+        ran, waited = running.result(timeout=PATIENCE), buffered.result(timeout=PATIENCE)
+
+    assert (ran.verdict, waited.verdict) == (Verdict.SUCCEEDED, Verdict.SUCCEEDED)
+    assert third.verdict is Verdict.OVERLAPPING
+    assert waited.buffered_seconds is not None
+    assert waited.buffered_seconds > 0
+    assert witness.stamp("end", 1) < witness.stamp("start", 2)
+    assert 3 not in {fire for _, fire, _, _ in witness.events()}
+    assert redis_client.exists(slot_key) == 0  # given back once it held the task lock
+    records = {record.instant: record for record in history.runs(task.target)}
+    assert {at: (r.state, r.node) for at, r in records.items()} == {
+        T0: (RunState.SUCCEEDED, "a"),
+        T0 + MINUTE: (RunState.SUCCEEDED, "b"),
+        T0 + 2 * MINUTE: (RunState.SKIPPED, "a"),
+    }
+    assert records[T0 + 2 * MINUTE].error == ANOTHER_FIRE_WAITS
