@@ -38,6 +38,20 @@ class Overlap(enum.StrEnum):
 SUPPORTED_OVERLAPS: Final = (Overlap.SKIP, Overlap.ALLOW_ALL, Overlap.BUFFER_ONE)
 #: The lock name of a task's one waiting slot (`buffer_one`) is this plus its lock name.
 OVERLAP_SLOT_PREFIX: Final = "firefly:overlap-waiting:"
+#: The most runs of one `allow_all` task a node starts at once; a fire that comes to a
+#: node running that many is passed over there (recorded when no node runs it).
+ALLOW_ALL_RUNS_PER_NODE: Final = 16
+
+
+def runs_per_node(overlap: str | None) -> int:
+    """How many fires of a task with this `overlap` a host lets go at once on one node:
+    one (`skip`), the running one and the one waiting (`buffer_one`), or
+    `ALLOW_ALL_RUNS_PER_NODE`. A host counts a worker thread for each."""
+    if overlap == Overlap.BUFFER_ONE:
+        return 2
+    if overlap == Overlap.ALLOW_ALL:
+        return ALLOW_ALL_RUNS_PER_NODE
+    return 1
 
 
 def check_overlap(
