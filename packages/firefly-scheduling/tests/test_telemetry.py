@@ -237,3 +237,22 @@ def test_global_providers_set_after_the_host_started_are_used_within_a_second() 
         "after True ['fire m:ping']",
         "metrics True",
     ]
+
+
+def test_a_fire_that_waited_buffered_is_counted_with_its_verdict(collected: Collected) -> None:
+    descriptor = ScheduledDescriptor(
+        target=f"{MODULE}:ping", fixed_rate=60.0, lock_name="p", overlap="buffer_one"
+    )
+    fire = Fire(descriptor, MINUTE)
+    for verdict, waited in (
+        (Verdict.SUCCEEDED, 2.0),
+        (Verdict.OVERLAPPING, 1.5),
+        (Verdict.OVERLAPPING, None),
+    ):
+        with collected.telemetry.fire(fire, "n1") as ended:
+            ended(FireResult(fire, "n1", verdict, buffered_seconds=waited))
+    buffered = {
+        p.attributes["firefly.fire.verdict"]: p.value
+        for p in collected.points()["firefly.fire.buffered"]
+    }
+    assert buffered == {"succeeded": 1, "overlapping": 1}

@@ -90,6 +90,7 @@ class TaskLocker:
         self._holders = LockHolders()
         self._waiter = OverlapWaiter(
             holdings,
+            record=record,
             fenced=capabilities.fenced,
             renewable=capabilities.renewable,
             keepalive_interval=keepalive_interval,

@@ -94,6 +94,7 @@ class AsyncTaskLocker:
         self._holders = LockHolders()
         self._waiter = AsyncOverlapWaiter(
             holdings,
+            record=record,
             fenced=capabilities.fenced,
             renewable=capabilities.renewable,
             keepalive_interval=keepalive_interval,

@@ -18,8 +18,10 @@ holds the task lock, so the next fire may wait while this one runs.
 
 Faults: a waiting node that dies (or stalls past the slot's TTL) stops renewing
 the slot, which lapses after `lock_ttl`: the next fire may wait in it; the fire
-that waited is never run (its claim is the dead node's). A slot whose renewal fails
-ends the wait: the fire is skipped, recorded, never run without its lock.
+that waited is never run (its claim is the dead node's), and its record stays
+`buffered` (written when it began to wait; its start would have replaced it). A slot
+whose renewal fails ends the wait: the fire is never run without its lock, and its
+record likewise stays `buffered`, the skip logged.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.fires.outcome import Fire, Verdict
@@ -35,10 +38,15 @@ from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.keepalive import KeepAlive
 from firefly_scheduling.locks.port import HoldingLock
 
+if TYPE_CHECKING:
+    from firefly_scheduling.fires.recording import RunRecorder
+
 logger = logging.getLogger("firefly_scheduling.fires")
 
 #: Why a fire of a `buffer_one` task is skipped when another fire waits already.
 ANOTHER_FIRE_WAITS = "another fire of the task is already buffered (overlap='buffer_one')"
+#: The reason a buffered fire's record holds while it waits, before the lock's name.
+WAITS_FOR = "buffered: it waits for the earlier run holding the task lock"
 #: Why a buffered fire is skipped when its waiting slot was lost.
 SLOT_LOST = "its waiting slot was lost while it was buffered (the backend failed or it stalled)"
 
@@ -46,7 +54,8 @@ SLOT_LOST = "its waiting slot was lost while it was buffered (the backend failed
 class OverlapWaiter:
     """Waits for a held task lock in its task's one waiting slot; thread-safe.
 
-    `holdings` is the runner's lock (the task lock's), `fenced` whether its task
+    `holdings` is the runner's lock (the task lock's), `record` where the fire is
+    marked `buffered` while it waits, `fenced` whether its task
     locks are taken fenced, `renewable` whether a slot can be kept alive (a backend
     that cannot renew keeps the slot for one `lock_ttl` per round only).
     """
@@ -55,11 +64,13 @@ class OverlapWaiter:
         self,
         holdings: HoldingLock,
         *,
+        record: RunRecorder,
         fenced: bool,
         renewable: bool,
         keepalive_interval: float | None,
     ) -> None:
         self._holdings = holdings
+        self._record = record
         self._fenced = fenced
         self._renewable = renewable
         self._keepalive_interval = keepalive_interval
@@ -89,6 +100,7 @@ class OverlapWaiter:
         lost = threading.Event()
         keepalive = self._keep_alive(fire, slot, ttl, lost)
         try:
+            self._record.buffered(fire, f"{WAITS_FOR} {lock_name!r}")
             answer = self._wait_for_lock(lock_name, ttl, lost)
         finally:
             if keepalive is not None:

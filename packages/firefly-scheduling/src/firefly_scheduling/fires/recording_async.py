@@ -57,7 +57,13 @@ from firefly_scheduling.fires.outcome import (
 )
 from firefly_scheduling.fires.policy import BodyEnded, FirePolicy
 from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedSkip, UnrecordedWrites
-from firefly_scheduling.history.port import HistoryError, Recorded, RunHistory, RunState
+from firefly_scheduling.history.port import (
+    BufferingHistory,
+    HistoryError,
+    Recorded,
+    RunHistory,
+    RunState,
+)
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 logger = logging.getLogger("firefly_scheduling.fires")
@@ -299,6 +305,30 @@ class AsyncRunRecorder:
                 err,
             )
             self._unrecorded.remember(skipped)
+
+    async def buffered(self, fire: Fire, reason: str) -> None:
+        """Mark `fire` as waiting for an earlier run (`buffered`, with `reason`), where
+        the history can (`BufferingHistory`). Written once: a failure is logged, not
+        remembered, since the fire's start replaces the mark anyway."""
+        history: object = self._history  # a `RunHistory` that may buffer too
+        lock = fire.task.lock_name
+        if lock is None or not isinstance(history, BufferingHistory):
+            return
+        at = self._clock()
+        try:
+            await off_loop(
+                history.buffer,
+                fire.target,
+                fire.instant,
+                lock=lock,
+                node=self._node,
+                reason=reason,
+                at=at,
+            )
+        except HistoryError as err:
+            logger.warning(
+                "%s: fire %s buffered, unrecorded: %s", fire.target, fire.instant.isoformat(), err
+            )
 
     async def passed_over(self, fires: Sequence[Fire], reason: str) -> int:
         """Record the fires of one task a host passed over as skipped, where nothing is

@@ -3,12 +3,14 @@
 A record is keyed by `(lock, task, instant)`, the fire's identity, and moves through
 
     running -> succeeded | failed | expired        skipped (no run at all)
+    buffered -> running (a fire that waited for an earlier run, then started)
 
 Every write that could race is a single atomic, conditional operation on the store:
 
 * `start` inserts the record, or takes over a `running` record carrying an OLDER
   fencing token (adoption of a died run: `attempt + 1`), or replaces a `skipped`
-  record (a node that was too late by its clock does not stop one that is not). It
+  or `buffered` record (a node that was too late by its clock does not stop one
+  that is not; a fire that waited starts). It
   refuses anything else: a finished fire is never run again through the history.
 * `finish` closes a `running` record only while the record's token is not newer
   than the writer's. A zombie that wakes up after its fire was adopted writes with
@@ -70,6 +72,10 @@ class RunState(enum.StrEnum):
     #: The body ran past its task's `timeout=`: an `async def` body was cancelled
     #: there; a plain one ran to its end, its task lock held until then.
     TIMED_OUT = "timed_out"
+    #: It waited for an earlier run of its task (`overlap="buffer_one"`): written when
+    #: it began to wait, replaced by its run's record when it starts. One that stays
+    #: `buffered` never ran: its node died or stalled while it waited.
+    BUFFERED = "buffered"
 
     @property
     def terminal(self) -> bool:
@@ -98,6 +104,8 @@ FINISHED_STATES = frozenset(
 )
 #: The states `failures_since` lists: a run that ended and did not do its work.
 FAILURE_STATES = frozenset({RunState.FAILED, RunState.EXPIRED, RunState.TIMED_OUT})
+#: The records no run owns, which a start (or `record_run`) replaces as attempt 1.
+PLACEHOLDER_STATES = frozenset({RunState.SKIPPED, RunState.BUFFERED})
 
 
 @dataclass(frozen=True)
@@ -281,6 +289,21 @@ class BatchStartingHistory(Protocol):
         started one is then refused by the caller's `start`, and its record,
         `running`, is adopted by the task's next fire, as any died run is.
         """
+        ...
+
+
+@runtime_checkable
+class BufferingHistory(Protocol):
+    """A history that marks a fire waiting for an earlier run of its task.
+
+    The lock stage writes it when a fire of an `overlap="buffer_one"` task begins to
+    wait (`fires.overlap_wait`); the fire's start replaces it, as it replaces a skip.
+    """
+
+    def buffer(
+        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+    ) -> bool:
+        """Record the fire as `buffered` with `reason`, unless something is recorded."""
         ...
 
 

@@ -27,6 +27,7 @@ from firefly_scheduling.history.port import (
     RunHistory,
     RunState,
 )
+from firefly_scheduling.testing.history_buffer_contract import BufferedRecordContract
 from firefly_scheduling.testing.history_reading_contract import RunHistoryReadingContract
 from firefly_scheduling.testing.history_record_run_contract import (
     LOCK,
@@ -38,7 +39,7 @@ from firefly_scheduling.testing.history_record_run_contract import (
 )
 
 
-class RunHistoryContract(RecordRunContract, RunHistoryReadingContract):
+class RunHistoryContract(RecordRunContract, RunHistoryReadingContract, BufferedRecordContract):
     """Cases every `RunHistory` implementation must pass (`record_run` and queries included)."""
 
     # -- start ----------------------------------------------------------------------

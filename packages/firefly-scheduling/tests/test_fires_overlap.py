@@ -1,0 +1,194 @@
+"""`overlap=` in the fire path, on the memory lock and history (two runners = two nodes).
+
+The memory lock's table is process-wide, so two runners on two `InMemoryLock`s
+exclude each other as two nodes would. The history is read as an operator reads it
+(`runs`), the `runs` command and the Django admin show a buffered record, and
+telemetry counts buffered fires. Bodies wait on events with a generous bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from firefly_scheduling.aio import AsyncInMemoryLock
+from firefly_scheduling.cli import main
+from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
+from firefly_scheduling.fires.overlap_wait import WAITS_FOR
+from firefly_scheduling.fires.policy import RunAlongside, Skip, WaitTurn
+from firefly_scheduling.fires.policy import overlap_answer as answer_of
+from firefly_scheduling.fires.runner import FireRunner
+from firefly_scheduling.fires.runner_async import AsyncFireRunner
+from firefly_scheduling.history import MemoryRunHistory, RunState
+from firefly_scheduling.locks import InMemoryLock
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+MINUTE = timedelta(minutes=1)
+PATIENCE = 30.0
+
+
+def task(overlap: str | None) -> ScheduledDescriptor:
+    target = f"tests.overlap_{uuid.uuid4().hex}:job"
+    return ScheduledDescriptor(
+        target=target, lock_name=target, lock_ttl=30.0, fixed_rate=60.0, overlap=overlap
+    )
+
+
+def node(name: str, history: MemoryRunHistory) -> FireRunner:
+    return FireRunner(InMemoryLock(), history=history, clock=lambda: T0, node=name)
+
+
+def until(check: Callable[[], bool], what: str) -> None:
+    give_up = time.monotonic() + PATIENCE
+    while not check():
+        assert time.monotonic() < give_up, what
+        time.sleep(0.01)
+
+
+def state_of(history: MemoryRunHistory, target: str, instant: datetime) -> RunState | None:
+    found = [r.state for r in history.runs(target, limit=100) if r.instant == instant]
+    return found[0] if found else None
+
+
+@pytest.mark.parametrize(
+    ("overlap", "expected"),
+    [
+        (None, Skip),
+        ("allow_all", RunAlongside),
+        ("buffer_one", WaitTurn),
+    ],
+)
+def test_when_held_answers_as_the_task_s_overlap_says(overlap: str | None, expected: type) -> None:
+    fire = Fire.at(task(overlap), T0)
+    answer = answer_of(fire, "held")
+    assert isinstance(answer, expected)
+    if isinstance(answer, WaitTurn):
+        assert answer.slot == f"firefly:overlap-waiting:{fire.target}"
+
+
+def test_a_buffered_fire_is_recorded_buffered_while_it_waits_then_runs_as_attempt_1() -> None:
+    history = MemoryRunHistory()
+    described = task("buffer_one")
+    a, b = node("a", history), node("b", history)
+    release = threading.Event()
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(a.run, Fire.at(described, T0), lambda: release.wait(PATIENCE))
+        until(lambda: state_of(history, described.target, T0) is RunState.RUNNING, "no run")
+        waiting = pool.submit(b.run, Fire.at(described, T0 + MINUTE), lambda: None)
+        until(
+            lambda: state_of(history, described.target, T0 + MINUTE) is RunState.BUFFERED,
+            "the waiting fire was never recorded buffered",
+        )
+        [record] = [r for r in history.runs(described.target) if r.instant == T0 + MINUTE]
+        assert (record.node, record.started_at) == ("b", None)
+        assert record.error == f"{WAITS_FOR} {described.target!r}"
+        assert not waiting.done()
+        release.set()
+        ran, waited = first.result(PATIENCE), waiting.result(PATIENCE)
+    assert (ran.verdict, waited.verdict) == (Verdict.SUCCEEDED, Verdict.SUCCEEDED)
+    assert waited.buffered_seconds is not None
+    [record] = [r for r in history.runs(described.target) if r.instant == T0 + MINUTE]
+    assert (record.state, record.attempt, record.error) == (RunState.SUCCEEDED, 1, None)
+
+
+def test_allow_all_never_adopts_a_run_alongside_that_is_still_running() -> None:
+    history = MemoryRunHistory()
+    described = task("allow_all")
+    a, b = node("a", history), node("b", history)
+    first_may_end, second_may_end = threading.Event(), threading.Event()
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(a.run, Fire.at(described, T0), lambda: first_may_end.wait(PATIENCE))
+        until(lambda: state_of(history, described.target, T0) is RunState.RUNNING, "no run")
+        second = pool.submit(
+            b.run, Fire.at(described, T0 + MINUTE), lambda: second_may_end.wait(PATIENCE)
+        )
+        until(
+            lambda: state_of(history, described.target, T0 + MINUTE) is RunState.RUNNING,
+            "the fire never ran alongside",
+        )
+        first_may_end.set()
+        assert first.result(PATIENCE).verdict is Verdict.SUCCEEDED
+        third = a.run(Fire.at(described, T0 + 2 * MINUTE), lambda: None)  # takes the lock
+        assert third.verdict is Verdict.SUCCEEDED
+        assert third.adopted == ()  # the run alongside is alive: not adopted, not expired
+        assert state_of(history, described.target, T0 + MINUTE) is RunState.RUNNING
+        second_may_end.set()
+        alongside = second.result(PATIENCE)
+    assert alongside.verdict is Verdict.SUCCEEDED
+    assert alongside.token is None
+    records = {r.instant: (r.state, r.attempt) for r in history.runs(described.target)}
+    assert records == {
+        T0: (RunState.SUCCEEDED, 1),
+        T0 + MINUTE: (RunState.SUCCEEDED, 1),
+        T0 + 2 * MINUTE: (RunState.SUCCEEDED, 1),
+    }
+
+
+def test_the_asyncio_runner_buffers_one_fire_and_skips_the_next_with_why() -> None:
+    history = MemoryRunHistory()
+    described = task("buffer_one")
+
+    async def scenario() -> tuple[FireResult, FireResult, FireResult]:
+        a = AsyncFireRunner(AsyncInMemoryLock(), history=history, clock=lambda: T0, node="a")
+        b = AsyncFireRunner(AsyncInMemoryLock(), history=history, clock=lambda: T0, node="b")
+        release = asyncio.Event()
+
+        async def long_body() -> None:
+            await asyncio.wait_for(release.wait(), PATIENCE)
+
+        async def short_body() -> None:
+            return None
+
+        first = asyncio.create_task(a.run(Fire.at(described, T0), long_body))
+        while state_of(history, described.target, T0) is not RunState.RUNNING:
+            await asyncio.sleep(0.01)
+        second = asyncio.create_task(b.run(Fire.at(described, T0 + MINUTE), short_body))
+        while state_of(history, described.target, T0 + MINUTE) is not RunState.BUFFERED:
+            await asyncio.sleep(0.01)
+        third = await a.run(Fire.at(described, T0 + 2 * MINUTE), short_body)
+        release.set()
+        results = (await first, await second, third)
+        await a.aclose()
+        await b.aclose()
+        return results
+
+    ran, waited, skipped = asyncio.run(asyncio.wait_for(scenario(), PATIENCE))
+    assert [r.verdict for r in (ran, waited, skipped)] == [
+        Verdict.SUCCEEDED,
+        Verdict.SUCCEEDED,
+        Verdict.OVERLAPPING,
+    ]
+    records = {r.instant: r.state for r in history.runs(described.target)}
+    assert records[T0 + 2 * MINUTE] is RunState.SKIPPED
+
+
+def test_runs_shows_a_buffered_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("firefly_scheduling_database")
+    from firefly_scheduling_database.sql_history.store import SqlRunHistory  # noqa: PLC0415
+
+    url = f"sqlite:///{tmp_path / 'history.db'}"
+    history = SqlRunHistory(url)
+    try:
+        history.install()
+        assert history.buffer("app:job", T0, lock="app:job", node="n1", reason="waits", at=T0)
+    finally:
+        history.close()
+    monkeypatch.setenv("FIREFLY_SCHEDULING_HISTORY_URL", url)
+    listed = CliRunner().invoke(main, ["runs", "--json"])
+    assert listed.exit_code == 0, listed.output
+    [row] = [json.loads(line) for line in listed.output.splitlines()]
+    assert (row["state"], row["error"], row["node"]) == ("buffered", "waits", "n1")
+    table = CliRunner().invoke(main, ["runs"], env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.output
+    assert "buffered" in table.output
