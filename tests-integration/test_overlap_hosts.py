@@ -11,7 +11,10 @@ from PostgreSQL afterwards:
   recorded `succeeded` in the history by the node that ran it;
 * `buffer_one`: no two runs ever overlap, anywhere in the fleet; fires ran after
   waiting (started a period or more after their instant), and the fires that came
-  while one waited are recorded skipped, with why.
+  while one waited are recorded skipped, with why;
+* `buffer_all` (a 1.5 s body): no two runs overlap, the runs start in the order of
+  their instants, and no fire between the first and the last run is skipped: every
+  one waited its turn (the queue stays below its bound of 10).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from firefly_scheduling.fires.overlap_wait import ANOTHER_FIRE_WAITS
+from firefly_scheduling.fires.policy import ANOTHER_FIRE_WAITS
 from firefly_scheduling.history import RunState
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
 
@@ -58,7 +61,9 @@ def _read(log: Path) -> list[tuple[datetime, Run]]:
     return sorted(found, key=lambda each: each[1].start)
 
 
-def _fleet(overlap: str, redis_url: str, postgres_url: str, workdir: Path) -> Fleet:
+def _fleet(
+    overlap: str, redis_url: str, postgres_url: str, workdir: Path, body: float = 2.5
+) -> Fleet:
     log = workdir / "runs.log"
     lock = f"hostapps-overlap-{uuid.uuid4().hex}"
     env = node_env(
@@ -66,6 +71,7 @@ def _fleet(overlap: str, redis_url: str, postgres_url: str, workdir: Path) -> Fl
         FIREFLY_HOSTAPP_LOG=str(log),
         FIREFLY_HOSTAPP_LOCK=lock,
         FIREFLY_HOSTAPP_OVERLAP=overlap,
+        FIREFLY_HOSTAPP_BODY=str(body),
         FIREFLY_SCHEDULING_HISTORY_URL=postgres_url,
         FIREFLY_SCHEDULING_LOCK_PROVIDER="redis",
         FIREFLY_SCHEDULING_LOCK_REDIS_URL=redis_url,
@@ -134,3 +140,23 @@ def test_buffer_one_never_overlaps_runs_fires_that_waited_and_records_the_rest_s
     assert ANOTHER_FIRE_WAITS in skipped
     for instant, run in fleet.runs:
         assert records[instant][:2] == (RunState.SUCCEEDED, run.node)
+
+
+def test_buffer_all_runs_every_fire_in_order_never_overlapping(
+    redis_url: str, postgres_url: str, history: SqlRunHistory, tmp_path: Path
+) -> None:
+    fleet = _fleet("buffer_all", redis_url, postgres_url, tmp_path, body=1.5)
+    runs = [run for _, run in fleet.runs]
+    assert len(runs) >= 4, fleet.outputs
+    assert overlaps(runs) == [], "two runs overlapped"
+    instants = [instant for instant, _ in fleet.runs]  # in order of start
+    assert instants == sorted(instants), "a fire ran before an older one"
+    assert len(set(instants)) == len(instants), "a fire ran twice"
+    waited = [run for instant, run in fleet.runs if run.start - instant.timestamp() >= 1.0]
+    assert waited, "no run waited for the one before it"
+    records = _records(history, fleet.lock)
+    between = {
+        at: state for at, (state, _, _) in records.items() if instants[0] <= at <= instants[-1]
+    }
+    assert set(between.values()) == {RunState.SUCCEEDED}, between
+    assert sorted(between) == instants  # every fire in the span ran, each once

@@ -34,12 +34,12 @@ import pytest
 import redis
 
 from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
-from firefly_scheduling.fires.overlap_wait import ANOTHER_FIRE_WAITS
+from firefly_scheduling.fires.overlap_names import waiting_slots
+from firefly_scheduling.fires.policy import ANOTHER_FIRE_WAITS
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import RunState
 from firefly_scheduling.locks.port import DistributedLock
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
-from firefly_scheduling.tasks.overlap import OVERLAP_SLOT_PREFIX
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_postgres import PgAdvisoryLock
 from firefly_scheduling_redis import RedisLock
@@ -242,7 +242,7 @@ def test_buffer_one_runs_the_waiting_fire_after_the_run_on_another_node_and_skip
         witness.wait_for("start", 1)
         buffered: Future[FireResult] = pool.submit(b.run, _fire(task, 2), body(2, "b"))
         _until_buffered(caplog, _fire(task, 2))
-        slot = OVERLAP_SLOT_PREFIX + task.target
+        [slot] = waiting_slots(task.target, 1)
         if backend == "redis":  # read, as an operator would, without taking anything
             assert redis_client.exists(LOCK_KEY_PREFIX + slot) == 1
         assert not _taken(new_lock, slot)  # the server holds the one waiting slot
@@ -264,3 +264,46 @@ def test_buffer_one_runs_the_waiting_fire_after_the_run_on_another_node_and_skip
         T0 + 2 * MINUTE: (RunState.SKIPPED, "a"),
     }
     assert records[T0 + 2 * MINUTE].error == ANOTHER_FIRE_WAITS
+
+
+def test_buffer_all_runs_the_waiting_fires_of_both_nodes_one_by_one_oldest_first(
+    nodes: tuple[Node, Node],
+    history: SqlRunHistory,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    a, b = nodes
+    task = _task("buffer_all")
+    witness = Witness(tmp_path / "witness")
+    go = threading.Event()
+    caplog.set_level(logging.INFO, logger="firefly_scheduling.fires")
+
+    def body(number: int, node: str) -> Callable[[], None]:
+        def run() -> None:
+            witness.write("start", number, node)
+            if number == 1:
+                assert go.wait(PATIENCE), "the test never let the first run end"
+            witness.write("end", number, node)
+
+        return run
+
+    with ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(a.run, _fire(task, 1), body(1, "a"))]
+        witness.wait_for("start", 1)
+        for number in (4, 3, 2):  # the newest comes first, on alternate nodes
+            on = b if number % 2 == 0 else a
+            futures.append(pool.submit(on.run, _fire(task, number), body(number, on.name)))
+            _until_buffered(caplog, _fire(task, number))
+        go.set()
+        results = [future.result(timeout=PATIENCE) for future in futures]
+
+    assert [result.verdict for result in results] == [Verdict.SUCCEEDED] * 4
+    starts = [fire for kind, fire, _, _ in witness.events() if kind == "start"]
+    assert starts == [1, 2, 3, 4]
+    for number in (2, 3, 4):  # each after the one before it ended: never overlapping
+        assert witness.stamp("end", number - 1) < witness.stamp("start", number)
+    records = {record.instant: record for record in history.runs(task.target)}
+    assert {at: r.state for at, r in records.items()} == {
+        T0 + n * MINUTE: RunState.SUCCEEDED for n in range(4)
+    }
+    assert {records[T0 + n * MINUTE].node for n in (1, 3)} == {"b"}

@@ -25,13 +25,14 @@ from firefly_scheduling.aio import AsyncInMemoryLock
 from firefly_scheduling.cli import main
 from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
 from firefly_scheduling.fires.overlap_wait import WAITS_FOR
-from firefly_scheduling.fires.policy import RunAlongside, Skip, WaitTurn
+from firefly_scheduling.fires.policy import QUEUE_FULL, RunAlongside, Skip, WaitTurn
 from firefly_scheduling.fires.policy import overlap_answer as answer_of
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.fires.runner_async import AsyncFireRunner
 from firefly_scheduling.history import MemoryRunHistory, RunState
 from firefly_scheduling.locks import InMemoryLock
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling.tasks.overlap import BUFFER_ALL_MAX_WAITING
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
@@ -74,7 +75,7 @@ def test_when_held_answers_as_the_task_s_overlap_says(overlap: str | None, expec
     answer = answer_of(fire, "held")
     assert isinstance(answer, expected)
     if isinstance(answer, WaitTurn):
-        assert answer.slot == f"firefly:overlap-waiting:{fire.target}"
+        assert answer.slots == (f"firefly:overlap-waiting:0:{fire.target}",)
 
 
 def test_a_buffered_fire_is_recorded_buffered_while_it_waits_then_runs_as_attempt_1() -> None:
@@ -192,3 +193,70 @@ def test_runs_shows_a_buffered_record(tmp_path: Path, monkeypatch: pytest.Monkey
     table = CliRunner().invoke(main, ["runs"], env={"COLUMNS": "200"})
     assert table.exit_code == 0, table.output
     assert "buffered" in table.output
+
+
+def test_buffer_all_runs_every_waiting_fire_oldest_first_whatever_order_they_came_in() -> None:
+    history = MemoryRunHistory()
+    described = task("buffer_all")
+    a, b = node("a", history), node("b", history)
+    release = threading.Event()
+    started: list[int] = []
+
+    def body(number: int) -> Callable[[], object]:
+        def run() -> None:
+            started.append(number)
+            if number == 1:
+                assert release.wait(PATIENCE)
+
+        return run
+
+    with ThreadPoolExecutor(4) as pool:
+        first = pool.submit(a.run, Fire.at(described, T0), body(1))
+        until(lambda: started == [1], "the first fire never ran")
+        waiting = []
+        for number in (4, 3, 2):  # the newest comes first
+            at = T0 + (number - 1) * MINUTE
+            runner = a if number % 2 else b
+            waiting.append(pool.submit(runner.run, Fire.at(described, at), body(number)))
+            until(
+                lambda at=at: state_of(history, described.target, at) is RunState.BUFFERED,
+                f"fire {number} was never buffered",
+            )
+        release.set()
+        results = [first.result(PATIENCE), *(each.result(PATIENCE) for each in waiting)]
+    assert [result.verdict for result in results] == [Verdict.SUCCEEDED] * 4
+    assert started == [1, 2, 3, 4]
+    states = {r.instant: r.state for r in history.runs(described.target)}
+    assert set(states.values()) == {RunState.SUCCEEDED}
+
+
+def test_buffer_all_skips_a_fire_past_its_bound_and_records_why() -> None:
+    history = MemoryRunHistory()
+    described = task("buffer_all")
+    nodes = [node(name, history) for name in ("a", "b")]
+    release = threading.Event()
+    bound = BUFFER_ALL_MAX_WAITING
+    with ThreadPoolExecutor(bound + 1) as pool:
+        first = pool.submit(nodes[0].run, Fire.at(described, T0), lambda: release.wait(PATIENCE))
+        until(lambda: state_of(history, described.target, T0) is RunState.RUNNING, "no run")
+        waiting = [
+            pool.submit(nodes[n % 2].run, Fire.at(described, T0 + n * MINUTE), lambda: None)
+            for n in range(1, bound + 1)
+        ]
+        until(
+            lambda: (
+                sum(r.state is RunState.BUFFERED for r in history.runs(described.target, limit=100))
+                == bound
+            ),
+            "the queue never filled",
+        )
+        over = nodes[1].run(Fire.at(described, T0 + (bound + 1) * MINUTE), lambda: None)
+        release.set()
+        ran = [first.result(PATIENCE), *(each.result(PATIENCE) for each in waiting)]
+    assert {result.verdict for result in ran} == {Verdict.SUCCEEDED}
+    assert over.verdict is Verdict.OVERLAPPING
+    [record] = [
+        r for r in history.runs(described.target, limit=100) if r.instant == over.fire.instant
+    ]
+    assert (record.state, record.error) == (RunState.SKIPPED, QUEUE_FULL)
+    assert f"{bound} fires of the task are already buffered" in QUEUE_FULL

@@ -45,15 +45,15 @@ def write_app(isolated: Path, package: str, source: str) -> None:
             "wrongcase:bad: overlap='Allow_All' is not an overlap policy",
         ),
         (
-            "bufferall",
-            'fixed_rate="1m", overlap="buffer_all"',
-            "bufferall:bad: overlap='buffer_all' is not supported yet; supported: "
-            "'skip', 'allow_all', 'buffer_one'",
-        ),
-        (
             "cancelother",
             'cron="* * * * *", overlap="cancel_other"',
-            "cancelother:bad: overlap='cancel_other' is not supported yet",
+            "cancelother:bad: overlap='cancel_other' is not supported yet; supported: "
+            "'skip', 'allow_all', 'buffer_one', 'buffer_all'",
+        ),
+        (
+            "unlockedall",
+            'cron="* * * * *", lock=False, overlap="buffer_all"',
+            "unlockedall:bad: overlap='buffer_all' needs a locked task",
         ),
         (
             "unlocked",

@@ -2,28 +2,38 @@
 # async-to-sync: rename AsyncKeepAlive KeepAlive
 # async-to-sync: rename AsyncRunRecorder RunRecorder
 # async-to-sync: rename firefly_scheduling.locks.asyncio_keepalive firefly_scheduling.locks.keepalive  # noqa: E501
-"""`buffer_one`: a fire that waits, fleet-wide alone, for the run of its task to end.
+"""`buffer_one` and `buffer_all`: a fire that waits for the runs of its task to end.
 
 Written once, for asyncio, in `fires/overlap_wait_async.py`; `fires/overlap_wait.py`
 is generated from it by `tools/async_to_sync.py`.
 
 The lock stage (`fires.locking`) hands a fire here when its task lock is held and
-the policy answers `WaitTurn` (`overlap="buffer_one"`). The fire first takes its
-task's one **waiting slot**: an ordinary lock, `firefly:overlap-waiting:<lock>`,
-on the same backend as the task lock, so "at most one waiting fire per task" holds
-across the fleet exactly as the task lock does. A fire that finds the slot taken is
-skipped as overlapping. The slot's holder waits for the task lock with the
-backend's own waiting acquisition (`acquire(wait=...)`: the server's queue, a
-release notification, or a capped backoff), in rounds of one `lock_ttl`, and keeps
-the slot renewed meanwhile (`locks.keepalive`). It gives the slot back the moment it
-holds the task lock, so the next fire may wait while this one runs.
+the policy answers `WaitTurn`. Every name below is an ordinary lock on the task
+lock's own backend (`fires.overlap_names`), so what it bounds holds across the
+fleet exactly as the task lock does:
 
-Faults: a waiting node that dies (or stalls past the slot's TTL) stops renewing
-the slot, which lapses after `lock_ttl`: the next fire may wait in it; the fire
-that waited is never run (its claim is the dead node's), and its record stays
-`buffered` (written when it began to wait; its start would have replaced it). A slot
-whose renewal fails ends the wait: the fire is never run without its lock, and its
-record likewise stays `buffered`, the skip logged.
+* **A waiting slot.** The fire takes the first free one of its task's slots (one
+  for `buffer_one`, `BUFFER_ALL_MAX_WAITING` for `buffer_all`); a fire that finds
+  every slot taken is skipped as overlapping, recorded with why.
+* **Its place in the queue** (`buffer_all`). It holds a marker named by its
+  instant while it waits, and waits for the marker of the fire scheduled just
+  before it to be free (that fire started, or never waited) before it waits for
+  the task lock; holding the lock, it looks once more, and lets the lock go again
+  if that fire came meanwhile: fires run oldest first, whatever order they came in.
+* **The task lock**, waited for with the backend's own waiting acquisition
+  (`acquire(wait=...)`: the server's queue, a release notification, or a capped
+  backoff), in rounds of one `lock_ttl`.
+
+What it holds is renewed while it waits (`locks.keepalive`) and given back the
+moment it holds the task lock (or gives up), so the next fire may wait while this
+one runs.
+
+Faults: a waiting node that dies (or stalls past `lock_ttl`) stops renewing, and
+its slot and marker lapse after `lock_ttl`: the next fires go on; the fire that
+waited is never run (its claim is the dead node's), and its record stays `buffered`
+(written when it began to wait; its start would have replaced it). A renewal that
+fails ends the wait: the fire is never run without its lock, and its record
+likewise stays `buffered`, the skip logged.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from firefly_scheduling.errors import LockBackendError
@@ -45,8 +56,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("firefly_scheduling.fires")
 
-#: Why a fire of a `buffer_one` task is skipped when another fire waits already.
-ANOTHER_FIRE_WAITS = "another fire of the task is already buffered (overlap='buffer_one')"
 #: The reason a buffered fire's record holds while it waits, before the lock's name.
 WAITS_FOR = "buffered: it waits for the earlier run holding the task lock"
 #: Why a buffered fire is skipped when its waiting slot was lost.
@@ -54,12 +63,12 @@ SLOT_LOST = "its waiting slot was lost while it was buffered (the backend failed
 
 
 class AsyncOverlapWaiter:
-    """Waits for a held task lock in its task's one waiting slot; thread-safe.
+    """Waits for a held task lock in one of its task's waiting slots; thread-safe.
 
     `holdings` is the runner's lock (the task lock's), `record` where the fire is
-    marked `buffered` while it waits, `fenced` whether its task
-    locks are taken fenced, `renewable` whether a slot can be kept alive (a backend
-    that cannot renew keeps the slot for one `lock_ttl` per round only).
+    marked `buffered` while it waits, `fenced` whether its task locks are taken
+    fenced, `renewable` whether a slot can be kept alive (a backend that cannot renew
+    keeps a slot for one `lock_ttl` only, so a fire waits one round at most).
     """
 
     def __init__(
@@ -80,18 +89,19 @@ class AsyncOverlapWaiter:
     async def wait_turn(
         self, fire: Fire, turn: WaitTurn, ttl: float
     ) -> tuple[Holding | Skip | LockBackendError, float]:
-        """`fire`'s task lock once the run holding it ended, taken with the waiting slot
-        `turn.slot` held; or why the fire does not wait (`Skip`) or the backend's error.
+        """`fire`'s task lock once the runs before it ended, taken while holding a
+        waiting slot (and its queue marker); or why the fire does not wait (`Skip`),
+        or the backend's error.
 
         The second value is how many seconds the fire waited (0.0: it did not).
         """
         lock_name = fire.task.lock_name or fire.target
         try:
-            slot = await self._holdings.acquire(turn.slot, ttl)
+            slot = await self._first_free(turn.slots, ttl)
         except LockBackendError as err:
             return err, 0.0
         if slot is None:
-            return Skip(Verdict.OVERLAPPING, ANOTHER_FIRE_WAITS), 0.0
+            return Skip(Verdict.OVERLAPPING, turn.full), 0.0
         logger.info(
             "%s: fire %s buffered: it waits for the run holding %r",
             fire.target,
@@ -99,43 +109,99 @@ class AsyncOverlapWaiter:
             lock_name,
         )
         began = time.monotonic()
-        lost = threading.Event()
-        keepalive = self._keep_alive(fire, slot, ttl, lost)
+        waiting = _Waiting()
+        self._keep(fire, slot, ttl, waiting)
         try:
             await self._record.buffered(fire, f"{WAITS_FOR} {lock_name!r}")
-            answer = await self._wait_for_lock(lock_name, ttl, lost)
+            answer = await self._in_turn(fire, turn, ttl, waiting)
         finally:
-            if keepalive is not None:
+            for keepalive in waiting.keepalives:
                 await keepalive.stop()
-            await self._holdings.release_holding(slot)
+            for holding in waiting.held:
+                await self._holdings.release_holding(holding)
         return answer, time.monotonic() - began
 
-    async def _wait_for_lock(
-        self, lock_name: str, ttl: float, lost: threading.Event
+    async def _first_free(self, slots: tuple[str, ...], ttl: float) -> Holding | None:
+        """The first of `slots` this fire could take, in order; None when all are held."""
+        for name in slots:
+            slot = await self._holdings.acquire(name, ttl)
+            if slot is not None:
+                return slot
+        return None
+
+    async def _in_turn(
+        self, fire: Fire, turn: WaitTurn, ttl: float, waiting: _Waiting
     ) -> Holding | Skip | LockBackendError:
-        """Rounds of one `ttl` of waiting for `lock_name`, while the slot is kept."""
+        """The task lock, once no fire before this one waits: its own marker taken, then
+        the lock, given back and waited for again while the fire before it waits."""
+        lock_name = fire.task.lock_name or fire.target
+        lost = waiting.lost
+        try:
+            if turn.marker is not None:
+                marker = await self._take(turn.marker, ttl, lost, fenced=False)
+                if not isinstance(marker, Holding):
+                    return marker
+                self._keep(fire, marker, ttl, waiting)
+            while True:
+                if turn.after is not None:
+                    before = await self._take(turn.after, ttl, lost, fenced=False)
+                    if not isinstance(before, Holding):
+                        return before
+                    await self._holdings.release_holding(before)  # it waits no more
+                holding = await self._take(lock_name, ttl, lost, fenced=self._fenced)
+                if not isinstance(holding, Holding) or turn.after is None:
+                    return holding
+                if await self._nobody_holds(turn.after, ttl, holding):
+                    return holding
+                # The fire before it came while this one waited for the lock: it goes first.
+                await self._holdings.release_holding(holding)
+        except LockBackendError as err:
+            return err
+
+    async def _nobody_holds(self, name: str, ttl: float, holding: Holding) -> bool:
+        """Whether `name` is free (tried, and given back at once); `holding` is given
+        back if the backend fails meanwhile."""
+        try:
+            probe = await self._holdings.acquire(name, ttl)
+        except LockBackendError:
+            await self._holdings.release_holding(holding)
+            raise
+        if probe is None:
+            return False
+        await self._holdings.release_holding(probe)
+        return True
+
+    async def _take(
+        self, name: str, ttl: float, lost: threading.Event, *, fenced: bool
+    ) -> Holding | Skip:
+        """`name`, waited for in rounds of one `ttl` while this fire's slot is kept."""
         while True:
-            try:
-                holding = await self._holdings.acquire(
-                    lock_name, ttl, wait=ttl, fenced=self._fenced
-                )
-            except LockBackendError as err:
-                return err
+            holding = await self._holdings.acquire(name, ttl, wait=ttl, fenced=fenced)
             if holding is not None:
                 return holding
             if lost.is_set() or not self._renewable:
                 return Skip(Verdict.OVERLAPPING, SLOT_LOST)
 
-    def _keep_alive(
-        self, fire: Fire, slot: Holding, ttl: float, lost: threading.Event
-    ) -> AsyncKeepAlive | None:
-        if not self._renewable:
-            return None
-        return AsyncKeepAlive(
-            self._holdings,
-            slot,
-            ttl,
-            interval=self._keepalive_interval,
-            lost=lost,
-            label=f"{fire.target} @ {fire.instant.isoformat()} (waiting slot)",
-        ).start()
+    def _keep(self, fire: Fire, holding: Holding, ttl: float, waiting: _Waiting) -> None:
+        """Hold `holding` until the wait ends, renewed where the backend can."""
+        waiting.held.append(holding)
+        if self._renewable:
+            keepalive = AsyncKeepAlive(
+                self._holdings,
+                holding,
+                ttl,
+                interval=self._keepalive_interval,
+                lost=waiting.lost,
+                label=f"{fire.target} @ {fire.instant.isoformat()} ({holding.name})",
+            )
+            waiting.keepalives.append(keepalive.start())
+
+
+@dataclass
+class _Waiting:
+    """What a waiting fire holds (given back when the wait ends), and whether a
+    renewal of any of it failed (`lost`)."""
+
+    lost: threading.Event = field(default_factory=threading.Event)
+    held: list[Holding] = field(default_factory=list)
+    keepalives: list[AsyncKeepAlive] = field(default_factory=list)

@@ -42,7 +42,8 @@ from datetime import datetime
 from typing import Final, Protocol
 
 from firefly_scheduling.fires.outcome import Fire, Verdict
-from firefly_scheduling.tasks.overlap import OVERLAP_SLOT_PREFIX, Overlap
+from firefly_scheduling.fires.overlap_names import previous_instant, queue_marker, waiting_slots
+from firefly_scheduling.tasks.overlap import BUFFER_ALL_MAX_WAITING, Overlap
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,13 +81,18 @@ class RunAlongside:
 
 @dataclass(frozen=True, slots=True)
 class WaitTurn:
-    """Wait for the task lock, holding the fleet's one waiting slot `slot` meanwhile.
+    """Wait for the task lock, holding one of the waiting `slots` meanwhile.
 
-    A fire that cannot take the slot (another fire waits in it) is skipped as
-    overlapping (`overlap="buffer_one"`; `fires.overlap_wait`).
+    A fire that finds every slot taken is skipped as overlapping, with `full` as the
+    reason. With a `marker` (`buffer_all`), the fire holds it while it waits, and
+    first waits for the fire before it to stop holding its own (`after`), so fires
+    take the lock oldest first (`fires.overlap_wait`).
     """
 
-    slot: str
+    slots: tuple[str, ...]
+    full: str
+    marker: str | None = None
+    after: str | None = None
 
 
 #: The one `RunAlongside` answer.
@@ -191,6 +197,23 @@ def overlap_answer(fire: Fire, why: str) -> Skip | RunAlongside | WaitTurn:
     overlap = fire.task.overlap
     if overlap == Overlap.ALLOW_ALL:
         return RUN_ALONGSIDE
+    lock = fire.task.lock_name or fire.target
     if overlap == Overlap.BUFFER_ONE:
-        return WaitTurn(OVERLAP_SLOT_PREFIX + (fire.task.lock_name or fire.target))
+        return WaitTurn(waiting_slots(lock, 1), ANOTHER_FIRE_WAITS)
+    if overlap == Overlap.BUFFER_ALL:
+        return WaitTurn(
+            waiting_slots(lock, BUFFER_ALL_MAX_WAITING),
+            QUEUE_FULL,
+            marker=queue_marker(lock, fire.instant),
+            after=queue_marker(lock, previous_instant(fire)),
+        )
     return Skip(Verdict.OVERLAPPING, why)
+
+
+#: Why a fire of a `buffer_one` task is skipped when another fire waits already.
+ANOTHER_FIRE_WAITS = "another fire of the task is already buffered (overlap='buffer_one')"
+#: Why a fire of a `buffer_all` task is skipped when its queue is full.
+QUEUE_FULL = (
+    f"{BUFFER_ALL_MAX_WAITING} fires of the task are already buffered, the most "
+    "overlap='buffer_all' keeps waiting"
+)

@@ -28,16 +28,22 @@ class Overlap(enum.StrEnum):
     ALLOW_ALL = "allow_all"
     #: The fire waits for the earlier run to end, if no other fire waits already.
     BUFFER_ONE = "buffer_one"
-    #: Every fire waits its turn, oldest first (not supported yet).
+    #: Every fire waits its turn, oldest first, up to `BUFFER_ALL_MAX_WAITING` at once.
     BUFFER_ALL = "buffer_all"
     #: The earlier run is asked to stop, then the fire runs (not supported yet).
     CANCEL_OTHER = "cancel_other"
 
 
 #: The policies this release runs; the others are refused at boot.
-SUPPORTED_OVERLAPS: Final = (Overlap.SKIP, Overlap.ALLOW_ALL, Overlap.BUFFER_ONE)
-#: The lock name of a task's one waiting slot (`buffer_one`) is this plus its lock name.
-OVERLAP_SLOT_PREFIX: Final = "firefly:overlap-waiting:"
+SUPPORTED_OVERLAPS: Final = (
+    Overlap.SKIP,
+    Overlap.ALLOW_ALL,
+    Overlap.BUFFER_ONE,
+    Overlap.BUFFER_ALL,
+)
+#: The most fires of one `buffer_all` task that wait at once, fleet-wide; a fire that
+#: comes while that many wait is skipped, recorded with why.
+BUFFER_ALL_MAX_WAITING: Final = 10
 #: The most runs of one `allow_all` task a node starts at once; a fire that comes to a
 #: node running that many is passed over there (recorded when no node runs it).
 ALLOW_ALL_RUNS_PER_NODE: Final = 16
@@ -45,10 +51,12 @@ ALLOW_ALL_RUNS_PER_NODE: Final = 16
 
 def runs_per_node(overlap: str | None) -> int:
     """How many fires of a task with this `overlap` a host lets go at once on one node:
-    one (`skip`), the running one and the one waiting (`buffer_one`), or
+    one (`skip`), the running one and those waiting (`buffer_one`, `buffer_all`), or
     `ALLOW_ALL_RUNS_PER_NODE`. A host counts a worker thread for each."""
     if overlap == Overlap.BUFFER_ONE:
         return 2
+    if overlap == Overlap.BUFFER_ALL:
+        return 1 + BUFFER_ALL_MAX_WAITING
     if overlap == Overlap.ALLOW_ALL:
         return ALLOW_ALL_RUNS_PER_NODE
     return 1
