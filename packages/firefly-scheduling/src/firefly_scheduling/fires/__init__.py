@@ -31,7 +31,7 @@ behaviour. Where each policy plugs in:
   hosts' wake-ups count from.)
 * `when_held` (locking, the task lock held by an earlier run): the task's
   `overlap=`: skipped, run alongside (allow_all), or buffered until the lock is free
-  (buffer_one, `overlap_wait`); later buffer_all, cancel_other;
+  (buffer_one, buffer_all, `overlap_wait`); later cancel_other;
 * `before_body` (running, the lock confirmed): the task's `timeout=` (`RunWithin`:
   a coroutine body cancelled at it, a plain one told through `current_fire()`);
 * `after_body` (recording, the end of a finished body recorded): retries;

@@ -14,10 +14,10 @@ fire ends here, its skip recorded:
 
 * **Held by another run.** The policy says what the fire does (`FirePolicy.when_held`,
   the task's `overlap=`): skipped, run alongside without the lock (`allow_all`), or
-  buffered until the lock is free (`buffer_one`, `fires.overlap_wait`). It is told
-  why the lock is held: the backends keep an owner
-  token, not a task, so the holder is known only when it is this process (`LockHolders`:
-  every fire notes the task lock it takes). With `lock=True` the holder can only be
+  buffered until the lock is free (`buffer_one`, `buffer_all`: `fires.overlap_wait`).
+  It is told why the lock is held: the backends keep an owner token, not a task, so
+  the holder is known only when it is this process (`LockHolders`: every fire notes
+  the task lock it takes). With `lock=True` the holder can only be
   an earlier fire of the task; a lock name shared by several tasks, which then starve
   each other, must say which task holds it.
 * **The backend failed.** A `LockBackendError` skips the fire: never a body unlocked.

@@ -237,7 +237,7 @@ class FireResult:
       closed as expired before running its own body, one result each, in order;
       `adoption`: this result is one of those, not a fire the host triggered.
     * `buffered_seconds`: how long the fire waited, buffered, for an earlier run of
-      its task to end (`overlap="buffer_one"`); None when it did not wait.
+      its task to end (`buffer_one`, `buffer_all`); None when it did not wait.
     """
 
     fire: Fire

@@ -17,8 +17,8 @@ The points, the stage that asks and when, what it acts on today, and what plugs 
   `late_seconds` counts from there.
 * `when_held`: locking, the task lock held by an earlier run. `Skip` (overlapping),
   `RunAlongside` (the task's `overlap="allow_all"`: run without the task lock) or
-  `WaitTurn` (`overlap="buffer_one"`: wait for the lock in the task's one waiting
-  slot; see `fires.overlap_wait`). Next: buffer_all, cancel_other.
+  `WaitTurn` (`overlap="buffer_one"` or `"buffer_all"`: wait for the lock in one of
+  the task's waiting slots; see `fires.overlap_wait`). Next: cancel_other.
 * `before_body`: running, the lock confirmed, just before the body. `Run`, or
   `RunWithin` (the task's `timeout=`: the body is bounded, see `fires.running`).
 * `after_body`: recording, once the end of a body that finished (returned or raised)

@@ -72,9 +72,9 @@ class RunState(enum.StrEnum):
     #: The body ran past its task's `timeout=`: an `async def` body was cancelled
     #: there; a plain one ran to its end, its task lock held until then.
     TIMED_OUT = "timed_out"
-    #: It waited for an earlier run of its task (`overlap="buffer_one"`): written when
-    #: it began to wait, replaced by its run's record when it starts. One that stays
-    #: `buffered` never ran: its node died or stalled while it waited.
+    #: It waits for an earlier run of its task (`buffer_one`, `buffer_all`): written
+    #: when it began to wait, replaced by its run's record when it starts. One that
+    #: stays `buffered` never ran: its node died or stalled while it waited.
     BUFFERED = "buffered"
 
     @property
@@ -296,7 +296,7 @@ class BatchStartingHistory(Protocol):
 class BufferingHistory(Protocol):
     """A history that marks a fire waiting for an earlier run of its task.
 
-    The lock stage writes it when a fire of an `overlap="buffer_one"` task begins to
+    The lock stage writes it when a fire of a `buffer_one` or `buffer_all` task begins to
     wait (`fires.overlap_wait`); the fire's start replaces it, as it replaces a skip.
     """
 

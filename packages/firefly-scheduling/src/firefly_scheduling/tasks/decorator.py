@@ -64,8 +64,9 @@ def scheduled(
     `lock_ttl`: the lock is renewed while the body runs.
     `overlap` says what a fire does while an earlier run of the task still runs
     anywhere in the fleet: `"skip"` (the default), `"allow_all"` (run alongside,
-    without the task lock) or `"buffer_one"` (wait for it, one waiting fire per task
-    in the fleet); see `firefly_scheduling.tasks.overlap`.
+    without the task lock), `"buffer_one"` (wait for it, one waiting fire per task
+    in the fleet) or `"buffer_all"` (every fire waits its turn, oldest first, at most
+    10 waiting); see `firefly_scheduling.tasks.overlap`.
     """
     given = [
         name

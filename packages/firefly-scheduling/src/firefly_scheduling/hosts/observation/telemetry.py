@@ -26,8 +26,9 @@ Metrics (names are stable; see docs/monitoring.md for a Grafana-ready list):
 * `firefly.fire.timeouts` (counter, `{fire}`): fires whose body ran past its task's
   `timeout=`, by `firefly.task` (they are in `firefly.fires` too, as `timed_out`);
 * `firefly.fire.buffered` (counter, `{fire}`): fires that waited, buffered, for an
-  earlier run of their task (`overlap="buffer_one"`), by `firefly.task`, with
-  `firefly.fire.verdict` (ran, or skipped when their wait ended without the lock);
+  earlier run of their task (`overlap="buffer_one"` or `"buffer_all"`), by
+  `firefly.task`, with `firefly.fire.verdict` (ran, or skipped when their wait ended
+  without the lock);
 * `firefly.lock.lost` (counter, `{lock}`): task locks lost while a body ran;
 * `firefly.keepalive.failures` (counter, `{renewal}`): renewals that failed and
   will be retried (a lost lock is counted once more, in `firefly.lock.lost`).
