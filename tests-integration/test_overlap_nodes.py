@@ -19,6 +19,7 @@ is checked is what ran, not what the runners say:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import sys
@@ -33,16 +34,19 @@ from pathlib import Path
 import pytest
 import redis
 
+from firefly_scheduling import current_fire
 from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
 from firefly_scheduling.fires.overlap_names import waiting_slots
 from firefly_scheduling.fires.policy import ANOTHER_FIRE_WAITS
 from firefly_scheduling.fires.runner import FireRunner
+from firefly_scheduling.fires.runner_async import AsyncFireRunner
+from firefly_scheduling.fires.running import CANCELLED_BY_A_NEWER_FIRE
 from firefly_scheduling.history import RunState
 from firefly_scheduling.locks.port import DistributedLock
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
-from firefly_scheduling_postgres import PgAdvisoryLock
-from firefly_scheduling_redis import RedisLock
+from firefly_scheduling_postgres import AsyncPgAdvisoryLock, PgAdvisoryLock
+from firefly_scheduling_redis import AsyncRedisLock, RedisLock
 from firefly_scheduling_redis.protocol import LOCK_KEY_PREFIX
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -307,3 +311,96 @@ def test_buffer_all_runs_the_waiting_fires_of_both_nodes_one_by_one_oldest_first
         T0 + n * MINUTE: RunState.SUCCEEDED for n in range(4)
     }
     assert {records[T0 + n * MINUTE].node for n in (1, 3)} == {"b"}
+
+
+def _cancel_task() -> ScheduledDescriptor:
+    """A `cancel_other` task: its runs look for a request every 0.2 s (a third of the TTL)."""
+    name = f"tests.overlap_{uuid.uuid4().hex}:job"
+    return ScheduledDescriptor(
+        target=name, lock_name=name, lock_ttl=0.6, fixed_rate=60.0, overlap="cancel_other"
+    )
+
+
+def test_cancel_other_asks_a_plain_body_on_the_other_node_to_stop_then_runs_the_newer_fire(
+    nodes: tuple[Node, Node], history: SqlRunHistory, tmp_path: Path
+) -> None:
+    a, b = nodes
+    task = _cancel_task()
+    witness = Witness(tmp_path / "witness")
+
+    def running() -> None:
+        witness.write("start", 1, "a")
+        context = current_fire()
+        assert context is not None
+        give_up = time.monotonic() + PATIENCE
+        while not context.cancel_requested:  # only the backend can tell it
+            assert time.monotonic() < give_up, "the request never reached the body"
+            time.sleep(0.01)
+        witness.write("end", 1, "a")
+
+    def newer() -> None:
+        witness.write("start", 2, "b")
+        witness.write("end", 2, "b")
+
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(a.run, _fire(task, 1), running)
+        witness.wait_for("start", 1)
+        replaced = b.run(_fire(task, 2), newer)
+        stopped = first.result(timeout=PATIENCE)
+
+    assert (stopped.verdict, replaced.verdict) == (Verdict.CANCELLED, Verdict.SUCCEEDED)
+    assert witness.stamp("end", 1) < witness.stamp("start", 2)
+    records = {record.instant: record for record in history.runs(task.target)}
+    assert {at: (r.state, r.node) for at, r in records.items()} == {
+        T0: (RunState.CANCELLED, "a"),
+        T0 + MINUTE: (RunState.SUCCEEDED, "b"),
+    }
+    assert records[T0].error == CANCELLED_BY_A_NEWER_FIRE
+
+
+def test_cancel_other_cancels_a_coroutine_body_on_an_asyncio_node(
+    backend: str,
+    redis_url: str,
+    postgres_url: str,
+    nodes: tuple[Node, Node],
+    history: SqlRunHistory,
+    tmp_path: Path,
+) -> None:
+    _, b = nodes
+    task = _cancel_task()
+    witness = Witness(tmp_path / "witness")
+
+    async def coroutine_body() -> None:
+        witness.write("start", 1, "async")
+        try:
+            await asyncio.sleep(PATIENCE)
+        except asyncio.CancelledError:
+            witness.write("cancelled", 1, "async")
+            raise
+
+    async def on_asyncio() -> FireResult:
+        lock = (
+            AsyncRedisLock(redis_url) if backend == "redis" else AsyncPgAdvisoryLock(postgres_url)
+        )
+        node = AsyncFireRunner(
+            lock,
+            history=SqlRunHistory(postgres_url, table=history.table.name),
+            clock=lambda: T0,
+            node="async",
+            owns_history=True,
+        )
+        try:
+            return await node.run(_fire(task, 1), coroutine_body)
+        finally:
+            await node.aclose()
+
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(asyncio.run, on_asyncio())
+        witness.wait_for("start", 1)
+        replaced = b.run(_fire(task, 2), lambda: witness.write("start", 2, "b"))
+        stopped = first.result(timeout=PATIENCE)
+
+    assert (stopped.verdict, replaced.verdict) == (Verdict.CANCELLED, Verdict.SUCCEEDED)
+    assert witness.stamp("cancelled", 1) < witness.stamp("start", 2)
+    states = {record.instant: record.state for record in history.runs(task.target)}
+    assert states == {T0: RunState.CANCELLED, T0 + MINUTE: RunState.SUCCEEDED}

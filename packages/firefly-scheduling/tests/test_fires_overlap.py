@@ -21,15 +21,25 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from firefly_scheduling import current_fire
 from firefly_scheduling.aio import AsyncInMemoryLock
 from firefly_scheduling.cli import main
 from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
 from firefly_scheduling.fires.overlap_wait import WAITS_FOR
-from firefly_scheduling.fires.policy import QUEUE_FULL, RunAlongside, Skip, WaitTurn
+from firefly_scheduling.fires.policy import (
+    ANOTHER_FIRE_REPLACES,
+    QUEUE_FULL,
+    RunAlongside,
+    Skip,
+    WaitTurn,
+)
 from firefly_scheduling.fires.policy import overlap_answer as answer_of
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.fires.runner_async import AsyncFireRunner
+from firefly_scheduling.fires.running import CANCELLED_BY_A_NEWER_FIRE
 from firefly_scheduling.history import MemoryRunHistory, RunState
+from firefly_scheduling.hosts.runtime.coroutine_loop import CoroutineLoop
+from firefly_scheduling.hosts.runtime.task_calls import call_task
 from firefly_scheduling.locks import InMemoryLock
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling.tasks.overlap import BUFFER_ALL_MAX_WAITING
@@ -260,3 +270,132 @@ def test_buffer_all_skips_a_fire_past_its_bound_and_records_why() -> None:
     ]
     assert (record.state, record.error) == (RunState.SKIPPED, QUEUE_FULL)
     assert f"{bound} fires of the task are already buffered" in QUEUE_FULL
+
+
+def cancel_task() -> ScheduledDescriptor:
+    """A `cancel_other` task whose runs are watched every 0.2 s (a third of its TTL)."""
+    target = f"tests.overlap_{uuid.uuid4().hex}:job"
+    return ScheduledDescriptor(
+        target=target, lock_name=target, lock_ttl=0.6, fixed_rate=60.0, overlap="cancel_other"
+    )
+
+
+def test_cancel_other_tells_a_plain_body_to_stop_then_runs_the_newer_fire() -> None:
+    history = MemoryRunHistory()
+    described = cancel_task()
+    a, b = node("a", history), node("b", history)
+    seen: list[str] = []
+
+    def running_body() -> None:
+        context = current_fire()
+        assert context is not None
+        seen.append("started")
+        give_up = time.monotonic() + PATIENCE
+        while not context.cancel_requested:
+            assert time.monotonic() < give_up, "the body was never asked to stop"
+            time.sleep(0.01)
+        seen.append("asked to stop")
+        assert may_return.wait(PATIENCE)  # a plain body stops when it can
+
+    may_return = threading.Event()
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(a.run, Fire.at(described, T0), running_body)
+        until(lambda: seen == ["started"], "the first fire never ran")
+        newer = pool.submit(b.run, Fire.at(described, T0 + MINUTE), lambda: seen.append("newer"))
+        until(lambda: "asked to stop" in seen, "the request never reached the body")
+        third = a.run(Fire.at(described, T0 + 2 * MINUTE), lambda: seen.append("third"))
+        may_return.set()
+        stopped, replaced = first.result(PATIENCE), newer.result(PATIENCE)
+    assert seen == ["started", "asked to stop", "newer"]
+    assert third.verdict is Verdict.OVERLAPPING  # one fire at a time waits to replace a run
+    assert stopped.verdict is Verdict.CANCELLED
+    assert stopped.error == CANCELLED_BY_A_NEWER_FIRE
+    assert replaced.verdict is Verdict.SUCCEEDED
+    assert replaced.buffered_seconds is not None
+    records = {r.instant: (r.state, r.error) for r in history.runs(described.target)}
+    assert records == {
+        T0: (RunState.CANCELLED, CANCELLED_BY_A_NEWER_FIRE),
+        T0 + MINUTE: (RunState.SUCCEEDED, None),
+        T0 + 2 * MINUTE: (RunState.SKIPPED, ANOTHER_FIRE_REPLACES),
+    }
+
+
+def test_cancel_other_cancels_a_coroutine_body_on_the_asyncio_runner() -> None:
+    history = MemoryRunHistory()
+    described = cancel_task()
+
+    async def scenario() -> tuple[FireResult, FireResult, FireResult, list[str]]:
+        a = AsyncFireRunner(AsyncInMemoryLock(), history=history, clock=lambda: T0, node="a")
+        b = AsyncFireRunner(AsyncInMemoryLock(), history=history, clock=lambda: T0, node="b")
+        seen: list[str] = []
+
+        async def long_body() -> None:
+            seen.append("started")
+            try:
+                await asyncio.sleep(PATIENCE)
+            except asyncio.CancelledError:
+                seen.append("cancelled")
+                raise
+
+        async def newer_body() -> None:
+            seen.append("newer")
+
+        first = asyncio.create_task(a.run(Fire.at(described, T0), long_body))
+        while seen != ["started"]:
+            await asyncio.sleep(0.01)
+        newer = asyncio.create_task(b.run(Fire.at(described, T0 + MINUTE), newer_body))
+        results = (await first, await newer, seen)
+        await a.aclose()
+        await b.aclose()
+        return results
+
+    stopped, replaced, seen = asyncio.run(asyncio.wait_for(scenario(), PATIENCE))
+    assert seen == ["started", "cancelled", "newer"]
+    assert (stopped.verdict, stopped.error) == (Verdict.CANCELLED, CANCELLED_BY_A_NEWER_FIRE)
+    assert replaced.verdict is Verdict.SUCCEEDED
+    states = {r.instant: r.state for r in history.runs(described.target)}
+    assert states == {T0: RunState.CANCELLED, T0 + MINUTE: RunState.SUCCEEDED}
+
+
+def test_cancel_other_cancels_a_coroutine_body_run_by_a_threaded_host() -> None:
+    history = MemoryRunHistory()
+    described = cancel_task()
+    a, b = node("a", history), node("b", history)
+    seen: list[str] = []
+
+    async def long_body() -> None:
+        seen.append("started")
+        try:
+            await asyncio.sleep(PATIENCE)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    coroutines = CoroutineLoop()
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(
+                a.run, Fire.at(described, T0), lambda: call_task(long_body, coroutines)
+            )
+            until(lambda: seen == ["started"], "the first fire never ran")
+            newer = pool.submit(
+                b.run, Fire.at(described, T0 + MINUTE), lambda: seen.append("newer")
+            )
+            stopped, replaced = first.result(PATIENCE), newer.result(PATIENCE)
+    finally:
+        coroutines.close()
+    assert seen == ["started", "cancelled", "newer"]
+    assert (stopped.verdict, replaced.verdict) == (Verdict.CANCELLED, Verdict.SUCCEEDED)
+
+
+def test_a_run_of_a_task_that_cannot_be_asked_to_stop_never_sees_the_request() -> None:
+    history = MemoryRunHistory()
+    flags: list[bool] = []
+
+    def body() -> None:
+        context = current_fire()
+        assert context is not None
+        flags.append(context.cancel_requested)
+
+    node("a", history).run(Fire.at(task("buffer_one"), T0), body)
+    assert flags == [False]

@@ -45,10 +45,9 @@ def write_app(isolated: Path, package: str, source: str) -> None:
             "wrongcase:bad: overlap='Allow_All' is not an overlap policy",
         ),
         (
-            "cancelother",
-            'cron="* * * * *", overlap="cancel_other"',
-            "cancelother:bad: overlap='cancel_other' is not supported yet; supported: "
-            "'skip', 'allow_all', 'buffer_one', 'buffer_all'",
+            "cancelunlocked",
+            'cron="* * * * *", lock=None, overlap="cancel_other"',
+            "cancelunlocked:bad: overlap='cancel_other' needs a locked task",
         ),
         (
             "unlockedall",

@@ -37,6 +37,7 @@ _STATE_STYLE = {
     RunState.SKIPPED: "yellow",
     RunState.TIMED_OUT: "bold red",
     RunState.BUFFERED: "blue",
+    RunState.CANCELLED: "magenta",
 }
 
 

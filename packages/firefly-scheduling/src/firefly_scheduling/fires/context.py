@@ -8,8 +8,8 @@ own, and code outside any fire sees None.
 Limit: a thread the body starts itself does not inherit context variables (Python
 starts every thread with an empty context). Hand it the body's context explicitly,
 e.g. `executor.submit(contextvars.copy_context().run, work)`, or pass the
-`FireContext` object along: it is immutable except for the live `lost` and
-`timed_out` flags.
+`FireContext` object along: it is immutable except for the live `lost`,
+`timed_out` and `cancel_requested` flags.
 """
 
 from __future__ import annotations
@@ -47,6 +47,10 @@ class FireContext:
       cannot stop a thread, so a plain `def` body that can stop early should look at
       it; the run is recorded `timed_out` whenever it returns, and its task lock stays
       held (and renewed) until then. An `async def` body is cancelled at that moment.
+    * `cancel_requested`: live. True once a newer fire of an `overlap="cancel_other"`
+      task asked this run to stop, from any node (`fires.cancel_watch`). A plain `def`
+      body should stop early; an `async def` body is cancelled at that moment. Either
+      way the run is recorded `cancelled`, and the newer fire runs once it returned.
     """
 
     target: str
@@ -59,6 +63,8 @@ class FireContext:
     #: When the body times out, on the `time.monotonic()` clock (a clock no wall-clock
     #: step moves); None: the task has no `timeout=`.
     deadline: float | None = field(default=None, repr=False)
+    #: Set when a newer fire asks this run to stop; None: the task cannot be asked.
+    cancel_signal: threading.Event | None = field(default=None, repr=False)
 
     @property
     def lost(self) -> bool:
@@ -70,6 +76,12 @@ class FireContext:
         """Whether the body has run past its task's `timeout=` (never, without one)."""
         deadline = self.deadline
         return deadline is not None and time.monotonic() >= deadline
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether a newer fire asked this run to stop (`overlap="cancel_other"` only)."""
+        signal = self.cancel_signal
+        return signal is not None and signal.is_set()
 
     def seconds_left(self) -> float | None:
         """Seconds until the body times out (0.0 once it has); None without a timeout."""

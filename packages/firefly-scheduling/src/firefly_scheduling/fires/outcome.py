@@ -107,6 +107,8 @@ class Verdict(enum.StrEnum):
     FAILED = "failed"
     #: The body ran here past its task's `timeout=` (cancelled there, if `async def`).
     TIMED_OUT = "timed out"
+    #: The body ran here and a newer fire asked it to stop (`overlap="cancel_other"`).
+    CANCELLED = "cancelled"
     #: Another node (or an earlier attempt) holds this fire's claim.
     CLAIMED_ELSEWHERE = "claimed elsewhere"
     #: The history refused the start: the fire is finished, or a newer attempt owns it.
@@ -136,7 +138,7 @@ class Verdict(enum.StrEnum):
         return self in _RAN
 
 
-_RAN = frozenset({Verdict.SUCCEEDED, Verdict.FAILED, Verdict.TIMED_OUT})
+_RAN = frozenset({Verdict.SUCCEEDED, Verdict.FAILED, Verdict.TIMED_OUT, Verdict.CANCELLED})
 
 
 @dataclass(frozen=True, slots=True)

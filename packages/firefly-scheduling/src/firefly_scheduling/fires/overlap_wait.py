@@ -95,7 +95,7 @@ class OverlapWaiter:
         """
         lock_name = fire.task.lock_name or fire.target
         try:
-            slot = self._first_free(turn.slots, ttl)
+            slot = self._first_free(turn.slots, ttl, turn.patience)
         except LockBackendError as err:
             return err, 0.0
         if slot is None:
@@ -119,10 +119,11 @@ class OverlapWaiter:
                 self._holdings.release_holding(holding)
         return answer, time.monotonic() - began
 
-    def _first_free(self, slots: tuple[str, ...], ttl: float) -> Holding | None:
-        """The first of `slots` this fire could take, in order; None when all are held."""
+    def _first_free(self, slots: tuple[str, ...], ttl: float, patience: float) -> Holding | None:
+        """The first of `slots` this fire could take, in order, waiting up to
+        `patience` seconds for each; None when all are held."""
         for name in slots:
-            slot = self._holdings.acquire(name, ttl)
+            slot = self._holdings.acquire(name, ttl, wait=patience)
             if slot is not None:
                 return slot
         return None

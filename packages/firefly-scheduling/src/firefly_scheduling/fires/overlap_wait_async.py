@@ -97,7 +97,7 @@ class AsyncOverlapWaiter:
         """
         lock_name = fire.task.lock_name or fire.target
         try:
-            slot = await self._first_free(turn.slots, ttl)
+            slot = await self._first_free(turn.slots, ttl, turn.patience)
         except LockBackendError as err:
             return err, 0.0
         if slot is None:
@@ -121,10 +121,13 @@ class AsyncOverlapWaiter:
                 await self._holdings.release_holding(holding)
         return answer, time.monotonic() - began
 
-    async def _first_free(self, slots: tuple[str, ...], ttl: float) -> Holding | None:
-        """The first of `slots` this fire could take, in order; None when all are held."""
+    async def _first_free(
+        self, slots: tuple[str, ...], ttl: float, patience: float
+    ) -> Holding | None:
+        """The first of `slots` this fire could take, in order, waiting up to
+        `patience` seconds for each; None when all are held."""
         for name in slots:
-            slot = await self._holdings.acquire(name, ttl)
+            slot = await self._holdings.acquire(name, ttl, wait=patience)
             if slot is not None:
                 return slot
         return None

@@ -17,8 +17,9 @@ The points, the stage that asks and when, what it acts on today, and what plugs 
   `late_seconds` counts from there.
 * `when_held`: locking, the task lock held by an earlier run. `Skip` (overlapping),
   `RunAlongside` (the task's `overlap="allow_all"`: run without the task lock) or
-  `WaitTurn` (`overlap="buffer_one"` or `"buffer_all"`: wait for the lock in one of
-  the task's waiting slots; see `fires.overlap_wait`). Next: cancel_other.
+  `WaitTurn` (`overlap="buffer_one"`, `"buffer_all"` or `"cancel_other"`: wait for
+  the lock in one of the task's waiting slots; see `fires.overlap_wait`; under
+  `cancel_other` the slot held is the request to stop, `fires.cancel_watch`).
 * `before_body`: running, the lock confirmed, just before the body. `Run`, or
   `RunWithin` (the task's `timeout=`: the body is bounded, see `fires.running`).
 * `after_body`: recording, once the end of a body that finished (returned or raised)
@@ -43,6 +44,7 @@ from typing import Final, Protocol
 
 from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.overlap_names import previous_instant, queue_marker, waiting_slots
+from firefly_scheduling.tasks.descriptor import DEFAULT_LOCK_TTL_SECONDS
 from firefly_scheduling.tasks.overlap import BUFFER_ALL_MAX_WAITING, Overlap
 
 
@@ -93,6 +95,9 @@ class WaitTurn:
     full: str
     marker: str | None = None
     after: str | None = None
+    #: Seconds a fire may wait for a slot before it finds them full: a slot is also
+    #: tried, briefly, by the run it asks to stop (`cancel_other`).
+    patience: float = 0.0
 
 
 #: The one `RunAlongside` answer.
@@ -207,9 +212,17 @@ def overlap_answer(fire: Fire, why: str) -> Skip | RunAlongside | WaitTurn:
             marker=queue_marker(lock, fire.instant),
             after=queue_marker(lock, previous_instant(fire)),
         )
+    if overlap == Overlap.CANCEL_OTHER:
+        ttl = fire.task.lock_ttl or DEFAULT_LOCK_TTL_SECONDS
+        return WaitTurn(waiting_slots(lock, 1), ANOTHER_FIRE_REPLACES, patience=ttl)
     return Skip(Verdict.OVERLAPPING, why)
 
 
+#: Why a fire of a `cancel_other` task is skipped when another fire waits to replace
+#: the run already.
+ANOTHER_FIRE_REPLACES = (
+    "another fire of the task already waits for the run it asked to stop (overlap='cancel_other')"
+)
 #: Why a fire of a `buffer_one` task is skipped when another fire waits already.
 ANOTHER_FIRE_WAITS = "another fire of the task is already buffered (overlap='buffer_one')"
 #: Why a fire of a `buffer_all` task is skipped when its queue is full.

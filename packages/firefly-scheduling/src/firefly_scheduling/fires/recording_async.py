@@ -79,6 +79,7 @@ _CLOSING_STATES = {
     Verdict.SUCCEEDED: RunState.SUCCEEDED,
     Verdict.FAILED: RunState.FAILED,
     Verdict.TIMED_OUT: RunState.TIMED_OUT,
+    Verdict.CANCELLED: RunState.CANCELLED,
     Verdict.EXPIRED: RunState.EXPIRED,
     # Started, then found without its lock before the body: closed, never run.
     Verdict.LOCK_LOST: RunState.EXPIRED,
@@ -89,7 +90,7 @@ def closing_state(verdict: Verdict) -> RunState:
     """The `RunState` a started run's record is closed with when it ends as `verdict`.
 
     A verdict reached before any record was started is written with
-    `RunHistory.skip` instead (stored as `skipped`, the reason as text); only the five
+    `RunHistory.skip` instead (stored as `skipped`, the reason as text); only the six
     verdicts that can end a started run close one.
     """
     try:

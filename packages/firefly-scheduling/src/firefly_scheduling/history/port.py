@@ -76,6 +76,9 @@ class RunState(enum.StrEnum):
     #: when it began to wait, replaced by its run's record when it starts. One that
     #: stays `buffered` never ran: its node died or stalled while it waited.
     BUFFERED = "buffered"
+    #: The body ran, and a newer fire asked it to stop (`overlap="cancel_other"`): an
+    #: `async def` body was cancelled there; a plain one returned when it could.
+    CANCELLED = "cancelled"
 
     @property
     def terminal(self) -> bool:
@@ -100,7 +103,13 @@ EXPIRED_BY_PRUNE = "closed by prune: still running long after it started; its no
 
 #: The states `finish` may write.
 FINISHED_STATES = frozenset(
-    {RunState.SUCCEEDED, RunState.FAILED, RunState.EXPIRED, RunState.TIMED_OUT}
+    {
+        RunState.SUCCEEDED,
+        RunState.FAILED,
+        RunState.EXPIRED,
+        RunState.TIMED_OUT,
+        RunState.CANCELLED,
+    }
 )
 #: The states `failures_since` lists: a run that ended and did not do its work.
 FAILURE_STATES = frozenset({RunState.FAILED, RunState.EXPIRED, RunState.TIMED_OUT})

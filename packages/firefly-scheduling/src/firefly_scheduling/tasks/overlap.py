@@ -30,17 +30,10 @@ class Overlap(enum.StrEnum):
     BUFFER_ONE = "buffer_one"
     #: Every fire waits its turn, oldest first, up to `BUFFER_ALL_MAX_WAITING` at once.
     BUFFER_ALL = "buffer_all"
-    #: The earlier run is asked to stop, then the fire runs (not supported yet).
+    #: The earlier run is asked to stop, then the fire runs.
     CANCEL_OTHER = "cancel_other"
 
 
-#: The policies this release runs; the others are refused at boot.
-SUPPORTED_OVERLAPS: Final = (
-    Overlap.SKIP,
-    Overlap.ALLOW_ALL,
-    Overlap.BUFFER_ONE,
-    Overlap.BUFFER_ALL,
-)
 #: The most fires of one `buffer_all` task that wait at once, fleet-wide; a fire that
 #: comes while that many wait is skipped, recorded with why.
 BUFFER_ALL_MAX_WAITING: Final = 10
@@ -51,9 +44,10 @@ ALLOW_ALL_RUNS_PER_NODE: Final = 16
 
 def runs_per_node(overlap: str | None) -> int:
     """How many fires of a task with this `overlap` a host lets go at once on one node:
-    one (`skip`), the running one and those waiting (`buffer_one`, `buffer_all`), or
+    one (`skip`), the running one and those waiting (`buffer_one`, `buffer_all`, and
+    `cancel_other`'s replacement), or
     `ALLOW_ALL_RUNS_PER_NODE`. A host counts a worker thread for each."""
-    if overlap == Overlap.BUFFER_ONE:
+    if overlap in {Overlap.BUFFER_ONE, Overlap.CANCEL_OTHER}:
         return 2
     if overlap == Overlap.BUFFER_ALL:
         return 1 + BUFFER_ALL_MAX_WAITING
@@ -77,11 +71,6 @@ def check_overlap(
     policy = Overlap(overlap)
     if policy is Overlap.SKIP:
         return None
-    if policy not in SUPPORTED_OVERLAPS:
-        supported = ", ".join(repr(each.value) for each in SUPPORTED_OVERLAPS)
-        raise ConfigurationError(
-            f"{target}: overlap={overlap!r} is not supported yet; supported: {supported}"
-        )
     if not locked:
         raise ConfigurationError(
             f"{target}: overlap={overlap!r} needs a locked task: an unlocked task (lock=False) "

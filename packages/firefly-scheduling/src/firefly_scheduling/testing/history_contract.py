@@ -70,7 +70,13 @@ class RunHistoryContract(RecordRunContract, RunHistoryReadingContract, BufferedR
         assert record.started_at == T0 + 2 * SECOND
 
     def test_a_finished_fire_is_never_started_again(self, history: RunHistory) -> None:
-        finished = (RunState.SUCCEEDED, RunState.FAILED, RunState.EXPIRED, RunState.TIMED_OUT)
+        finished = (
+            RunState.SUCCEEDED,
+            RunState.FAILED,
+            RunState.EXPIRED,
+            RunState.TIMED_OUT,
+            RunState.CANCELLED,
+        )
         for minutes, state in enumerate(finished, start=1):
             instant = T0 + timedelta(minutes=minutes)
             history.start(TASK, instant, lock=LOCK, node="a", token=1, at=instant)

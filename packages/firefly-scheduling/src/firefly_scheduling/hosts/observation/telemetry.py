@@ -29,6 +29,9 @@ Metrics (names are stable; see docs/monitoring.md for a Grafana-ready list):
   earlier run of their task (`overlap="buffer_one"` or `"buffer_all"`), by
   `firefly.task`, with `firefly.fire.verdict` (ran, or skipped when their wait ended
   without the lock);
+* `firefly.fire.cancelled` (counter, `{fire}`): runs a newer fire asked to stop
+  (`overlap="cancel_other"`), by `firefly.task` (in `firefly.fires` too, as
+  `cancelled`);
 * `firefly.lock.lost` (counter, `{lock}`): task locks lost while a body ran;
 * `firefly.keepalive.failures` (counter, `{renewal}`): renewals that failed and
   will be retried (a lost lock is counted once more, in `firefly.lock.lost`).
@@ -138,6 +141,11 @@ class OpenTelemetry:
             unit="{fire}",
             description="Fires that waited for an earlier run of their task",
         )
+        self._cancelled = meter.create_counter(
+            "firefly.fire.cancelled",
+            unit="{fire}",
+            description="Runs a newer fire of their task asked to stop",
+        )
         self._lost = meter.create_counter(
             "firefly.lock.lost", unit="{lock}", description="Task locks lost while a body ran"
         )
@@ -227,6 +235,8 @@ class OpenTelemetry:
             self._claim.record(result.claim_seconds, labels)
         if result.verdict is Verdict.TIMED_OUT:
             self._timeouts.add(1, labels)
+        if result.verdict is Verdict.CANCELLED:
+            self._cancelled.add(1, labels)
         if result.buffered_seconds is not None:
             verdict = result.verdict.name.lower()
             self._buffered.add(1, {**labels, "firefly.fire.verdict": verdict})
