@@ -184,7 +184,9 @@ def test_the_asyncio_runner_buffers_one_fire_and_skips_the_next_with_why() -> No
     assert records[T0 + 2 * MINUTE] is RunState.SKIPPED
 
 
-def test_runs_shows_a_buffered_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_runs_shows_a_buffered_record_and_a_cancelled_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("firefly_scheduling_database")
     from firefly_scheduling_database.sql_history.store import SqlRunHistory  # noqa: PLC0415
 
@@ -193,16 +195,30 @@ def test_runs_shows_a_buffered_record(tmp_path: Path, monkeypatch: pytest.Monkey
     try:
         history.install()
         assert history.buffer("app:job", T0, lock="app:job", node="n1", reason="waits", at=T0)
+        history.start("app:job", T0 - MINUTE, lock="app:job", node="n2", token=3, at=T0)
+        assert history.finish(
+            "app:job",
+            T0 - MINUTE,
+            lock="app:job",
+            token=3,
+            state=RunState.CANCELLED,
+            error="asked",
+            at=T0,
+        )
     finally:
         history.close()
     monkeypatch.setenv("FIREFLY_SCHEDULING_HISTORY_URL", url)
     listed = CliRunner().invoke(main, ["runs", "--json"])
     assert listed.exit_code == 0, listed.output
-    [row] = [json.loads(line) for line in listed.output.splitlines()]
-    assert (row["state"], row["error"], row["node"]) == ("buffered", "waits", "n1")
+    rows = [json.loads(line) for line in listed.output.splitlines()]
+    assert [(row["state"], row["error"], row["node"]) for row in rows] == [
+        ("buffered", "waits", "n1"),
+        ("cancelled", "asked", "n2"),
+    ]
     table = CliRunner().invoke(main, ["runs"], env={"COLUMNS": "200"})
     assert table.exit_code == 0, table.output
     assert "buffered" in table.output
+    assert "cancelled" in table.output
 
 
 def test_buffer_all_runs_every_waiting_fire_oldest_first_whatever_order_they_came_in() -> None:

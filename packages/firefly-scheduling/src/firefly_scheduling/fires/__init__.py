@@ -31,7 +31,8 @@ behaviour. Where each policy plugs in:
   hosts' wake-ups count from.)
 * `when_held` (locking, the task lock held by an earlier run): the task's
   `overlap=`: skipped, run alongside (allow_all), or buffered until the lock is free
-  (buffer_one, buffer_all, `overlap_wait`); later cancel_other;
+  (buffer_one, buffer_all, `overlap_wait`), or the run holding it asked to stop
+  (cancel_other: `overlap_wait`, and `cancel_watch` in the run stage);
 * `before_body` (running, the lock confirmed): the task's `timeout=` (`RunWithin`:
   a coroutine body cancelled at it, a plain one told through `current_fire()`);
 * `after_body` (recording, the end of a finished body recorded): retries;

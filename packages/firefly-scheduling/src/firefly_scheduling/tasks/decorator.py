@@ -66,7 +66,8 @@ def scheduled(
     anywhere in the fleet: `"skip"` (the default), `"allow_all"` (run alongside,
     without the task lock), `"buffer_one"` (wait for it, one waiting fire per task
     in the fleet) or `"buffer_all"` (every fire waits its turn, oldest first, at most
-    10 waiting); see `firefly_scheduling.tasks.overlap`.
+    10 waiting) or `"cancel_other"` (ask the running one to stop, through the
+    backend, then run); see `firefly_scheduling.tasks.overlap`.
     """
     given = [
         name

@@ -2,7 +2,8 @@
 
 The names a task may give, and the boot check of one (`check_overlap`, called by
 `tasks.validation`). What each name does is the `when_held` answer of the policy
-seam (`fires.policy.overlap_answer`) and, for the buffers, `fires.overlap_wait`.
+seam (`fires.policy.overlap_answer`), `fires.overlap_wait` for the fires that wait,
+and `fires.cancel_watch` for the runs `cancel_other` may ask to stop.
 
 Only a locked, recurring task can ask for anything but `skip`: the task lock is how
 a node learns that an earlier run still runs anywhere in the fleet, and the fire
