@@ -14,7 +14,10 @@ from PostgreSQL afterwards:
   while one waited are recorded skipped, with why;
 * `buffer_all` (a 1.5 s body): no two runs overlap, the runs start in the order of
   their instants, and no fire between the first and the last run is skipped: every
-  one waited its turn (the queue stays below its bound of 10).
+  one waited its turn (the queue stays below its bound of 10);
+* `cancel_other`: no two runs overlap; runs stopped early when a newer fire asked
+  them to (each body watches `current_fire().cancel_requested`), on either node,
+  and the history records exactly those runs `cancelled`.
 """
 
 from __future__ import annotations
@@ -48,17 +51,21 @@ class Fleet:
     """What the two nodes did: the bodies' log, the history, the nodes' output."""
 
     runs: list[tuple[datetime, Run]]
+    #: The instants of the runs that stopped early, asked to by a newer fire.
+    asked: set[datetime]
     lock: str
     outputs: str
 
 
-def _read(log: Path) -> list[tuple[datetime, Run]]:
-    found = []
+def _read(log: Path) -> tuple[list[tuple[datetime, Run]], set[datetime]]:
+    found, asked = [], set()
     for line in log.read_text().splitlines() if log.exists() else []:
-        node, instant, start, end = line.split()
+        node, instant, start, end, stopped = line.split()
         at = datetime.fromtimestamp(float(instant), UTC)
         found.append((at, Run(node, float(start), float(end))))
-    return sorted(found, key=lambda each: each[1].start)
+        if stopped == "1":
+            asked.add(at)
+    return sorted(found, key=lambda each: each[1].start), asked
 
 
 def _fleet(
@@ -90,7 +97,8 @@ def _fleet(
     codes = [node.stop() for node in nodes]
     outputs = "\n".join(f"--- {node.name}\n{node.text()[-3000:]}" for node in nodes)
     assert codes == [0, 0], outputs
-    return Fleet(_read(log), lock, outputs)
+    runs, asked = _read(log)
+    return Fleet(runs, asked, lock, outputs)
 
 
 @pytest.fixture
@@ -160,3 +168,20 @@ def test_buffer_all_runs_every_fire_in_order_never_overlapping(
     }
     assert set(between.values()) == {RunState.SUCCEEDED}, between
     assert sorted(between) == instants  # every fire in the span ran, each once
+
+
+def test_cancel_other_stops_the_running_fire_for_the_newer_one_across_the_fleet(
+    redis_url: str, postgres_url: str, history: SqlRunHistory, tmp_path: Path
+) -> None:
+    fleet = _fleet("cancel_other", redis_url, postgres_url, tmp_path)
+    runs = [run for _, run in fleet.runs]
+    assert len(runs) >= 4, fleet.outputs
+    assert overlaps(runs) == [], "two runs overlapped"
+    assert fleet.asked, "no run was asked to stop"
+    records = _records(history, fleet.lock)
+    cancelled = {at for at, (state, _, _) in records.items() if state is RunState.CANCELLED}
+    assert cancelled == fleet.asked
+    for instant, run in fleet.runs:
+        state, node, _ = records[instant]
+        assert node == run.node
+        assert state is (RunState.CANCELLED if instant in fleet.asked else RunState.SUCCEEDED)

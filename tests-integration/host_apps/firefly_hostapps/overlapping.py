@@ -1,7 +1,9 @@
 """A locked task whose body outlasts its period, with the `overlap=` the test chose.
 
-Each run appends `node instant start end` (epoch seconds) to the shared log, so the
-test sees which fire ran where and when, from the bodies themselves.
+Each run appends `node instant start end asked` (epoch seconds; `asked` is 1 when a
+newer fire asked it to stop, `overlap="cancel_other"`, and it stopped early) to the
+shared log, so the test sees which fire ran where and when, from the bodies
+themselves.
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ def overlapping() -> None:
     context = current_fire()
     assert context is not None
     start = time.time()
-    time.sleep(seconds("FIREFLY_HOSTAPP_BODY", 2.5))
+    until = time.monotonic() + seconds("FIREFLY_HOSTAPP_BODY", 2.5)
+    while time.monotonic() < until and not context.cancel_requested:
+        time.sleep(0.01)
     end = time.time()
-    line = f"{node()} {context.instant.timestamp():.6f} {start:.6f} {end:.6f}\n".encode()
+    asked = int(context.cancel_requested)
+    line = f"{node()} {context.instant.timestamp():.6f} {start:.6f} {end:.6f} {asked}\n".encode()
     fd = os.open(os.environ["FIREFLY_HOSTAPP_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         os.write(fd, line)
