@@ -93,25 +93,17 @@ class OverlapWaiter:
 
         The second value is how many seconds the fire waited (0.0: it did not).
         """
-        lock_name = fire.task.lock_name or fire.target
         try:
             slot = self._first_free(turn.slots, ttl, turn.patience)
         except LockBackendError as err:
             return err, 0.0
         if slot is None:
             return Skip(Verdict.OVERLAPPING, turn.full), 0.0
-        logger.info(
-            "%s: fire %s buffered: it waits for the run holding %r",
-            fire.target,
-            fire.instant.isoformat(),
-            lock_name,
-        )
         began = time.monotonic()
         waiting = _Waiting()
         self._keep(fire, slot, ttl, waiting)
         try:
-            self._record.buffered(fire, f"{WAITS_FOR} {lock_name!r}")
-            answer = self._in_turn(fire, turn, ttl, waiting)
+            answer = self._queued(fire, turn, ttl, waiting)
         finally:
             for keepalive in waiting.keepalives:
                 keepalive.stop()
@@ -128,19 +120,37 @@ class OverlapWaiter:
                 return slot
         return None
 
+    def _queued(
+        self, fire: Fire, turn: WaitTurn, ttl: float, waiting: _Waiting
+    ) -> Holding | Skip | LockBackendError:
+        """Its marker taken (`buffer_all`), then it is buffered: logged and recorded, so
+        a fire recorded `buffered` holds its place; then the task lock in its turn."""
+        lock_name = fire.task.lock_name or fire.target
+        if turn.marker is not None:
+            try:
+                marker = self._take(turn.marker, ttl, waiting.lost, fenced=False)
+            except LockBackendError as err:
+                return err
+            if not isinstance(marker, Holding):
+                return marker
+            self._keep(fire, marker, ttl, waiting)
+        logger.info(
+            "%s: fire %s buffered: it waits for the run holding %r",
+            fire.target,
+            fire.instant.isoformat(),
+            lock_name,
+        )
+        self._record.buffered(fire, f"{WAITS_FOR} {lock_name!r}")
+        return self._in_turn(fire, turn, ttl, waiting)
+
     def _in_turn(
         self, fire: Fire, turn: WaitTurn, ttl: float, waiting: _Waiting
     ) -> Holding | Skip | LockBackendError:
-        """The task lock, once no fire before this one waits: its own marker taken, then
-        the lock, given back and waited for again while the fire before it waits."""
+        """The task lock, once no fire before this one waits: the lock is given back
+        and waited for again while the fire before it still waits."""
         lock_name = fire.task.lock_name or fire.target
         lost = waiting.lost
         try:
-            if turn.marker is not None:
-                marker = self._take(turn.marker, ttl, lost, fenced=False)
-                if not isinstance(marker, Holding):
-                    return marker
-                self._keep(fire, marker, ttl, waiting)
             while True:
                 if turn.after is not None:
                     before = self._take(turn.after, ttl, lost, fenced=False)
