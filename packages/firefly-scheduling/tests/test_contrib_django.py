@@ -243,3 +243,44 @@ def check_admin(scratch: dict[str, str]) -> subprocess.CompletedProcess[str]:
         timeout=TIMEOUT,
         check=False,
     )
+
+
+def test_the_admin_shows_a_buffered_fire_with_why_it_waits(scratch: dict[str, str]) -> None:
+    from firefly_scheduling_database.sql_history.store import SqlRunHistory  # noqa: PLC0415
+
+    at = datetime(2030, 1, 1, tzinfo=UTC)
+    history = SqlRunHistory(f"sqlite:///{Path(scratch['FIREFLY_DJANGO_TEST_DIR']) / 'locks.db'}")
+    try:
+        history.install()
+        reason = "buffered: it waits for the earlier run"
+        assert history.buffer(
+            "shop.tasks:slow", at, lock="shop.tasks:slow", node="n2", reason=reason, at=at
+        )
+    finally:
+        history.close()
+    admin = check_admin(scratch)
+    assert admin.returncode == 0, admin.stderr
+    assert '<tr class="firefly-run firefly-buffered">' in admin.stdout
+    assert "<td>buffered</td>" in admin.stdout
+    assert "<td>buffered: it waits for the earlier run</td>" in admin.stdout
+
+
+def test_the_admin_shows_a_cancelled_run_with_why(scratch: dict[str, str]) -> None:
+    from firefly_scheduling.history import RunState  # noqa: PLC0415
+    from firefly_scheduling_database.sql_history.store import SqlRunHistory  # noqa: PLC0415
+
+    at = datetime(2030, 1, 1, tzinfo=UTC)
+    target = "shop.tasks:slow"
+    history = SqlRunHistory(f"sqlite:///{Path(scratch['FIREFLY_DJANGO_TEST_DIR']) / 'locks.db'}")
+    try:
+        history.install()
+        history.start(target, at, lock=target, node="n1", token=3, at=at)
+        assert history.finish(
+            target, at, lock=target, token=3, state=RunState.CANCELLED, error="asked", at=at
+        )
+    finally:
+        history.close()
+    admin = check_admin(scratch)
+    assert admin.returncode == 0, admin.stderr
+    assert '<tr class="firefly-run firefly-cancelled">' in admin.stdout
+    assert "<td>cancelled</td>" in admin.stdout

@@ -16,6 +16,7 @@ def test_the_verdict_keys_that_json_and_the_fire_log_print_are_those_of_0_1_0() 
         "succeeded",
         "failed",
         "timed_out",
+        "cancelled",
         "claimed_elsewhere",
         "already_recorded",
         "overlapping",
@@ -40,6 +41,7 @@ def test_only_the_body_running_counts_as_ran() -> None:
         Verdict.SUCCEEDED,
         Verdict.FAILED,
         Verdict.TIMED_OUT,
+        Verdict.CANCELLED,
     }
 
 
@@ -49,6 +51,7 @@ def test_only_the_body_running_counts_as_ran() -> None:
         (Verdict.SUCCEEDED, RunState.SUCCEEDED),
         (Verdict.FAILED, RunState.FAILED),
         (Verdict.TIMED_OUT, RunState.TIMED_OUT),
+        (Verdict.CANCELLED, RunState.CANCELLED),
         (Verdict.EXPIRED, RunState.EXPIRED),
         (Verdict.LOCK_LOST, RunState.EXPIRED),
     ],

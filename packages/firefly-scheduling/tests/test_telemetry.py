@@ -260,3 +260,37 @@ def test_global_providers_set_after_the_host_started_are_used_within_a_second() 
         "after True ['fire m:ping']",
         "metrics True",
     ]
+
+
+def test_a_fire_that_waited_buffered_is_counted_with_its_verdict(collected: Collected) -> None:
+    descriptor = ScheduledDescriptor(
+        target=f"{MODULE}:ping", fixed_rate=60.0, lock_name="p", overlap="buffer_one"
+    )
+    fire = Fire(descriptor, MINUTE)
+    for verdict, waited in (
+        (Verdict.SUCCEEDED, 2.0),
+        (Verdict.OVERLAPPING, 1.5),
+        (Verdict.OVERLAPPING, None),
+    ):
+        with collected.telemetry.fire(fire, "n1") as ended:
+            ended(FireResult(fire, "n1", verdict, buffered_seconds=waited))
+    buffered = {
+        p.attributes["firefly.fire.verdict"]: p.value
+        for p in collected.points()["firefly.fire.buffered"]
+    }
+    assert buffered == {"succeeded": 1, "overlapping": 1}
+
+
+def test_a_run_a_newer_fire_asked_to_stop_is_counted_as_cancelled(collected: Collected) -> None:
+    descriptor = ScheduledDescriptor(
+        target=f"{MODULE}:ping", fixed_rate=60.0, lock_name="p", overlap="cancel_other"
+    )
+    fire = Fire(descriptor, MINUTE)
+    for verdict in (Verdict.CANCELLED, Verdict.SUCCEEDED):
+        with collected.telemetry.fire(fire, "n1") as ended:
+            ended(FireResult(fire, "n1", verdict))
+    points = collected.points()
+    cancelled = {p.attributes["firefly.task"]: p.value for p in points["firefly.fire.cancelled"]}
+    assert cancelled == {f"{MODULE}:ping": 1}
+    verdicts = {p.attributes["firefly.fire.verdict"]: p.value for p in points["firefly.fires"]}
+    assert verdicts == {"cancelled": 1, "succeeded": 1}

@@ -16,16 +16,24 @@ from firefly_scheduling.schedule.instants import as_utc
 
 
 def skipped_row(
-    lock: str, task: str, instant: datetime, *, node: str, reason: str, at: datetime
+    lock: str,
+    task: str,
+    instant: datetime,
+    *,
+    node: str,
+    reason: str,
+    at: datetime,
+    state: RunState = RunState.SKIPPED,
 ) -> dict[str, Any]:
-    """The row of a fire nobody ran: the record `skip` and `skip_many` insert."""
+    """The row of a fire nobody ran: the record `skip` and `skip_many` insert (and
+    `buffer`, as `state` buffered)."""
     return {
         "lock_name": lock,
         "task": task,
         "instant": instant,
         "node": node,
         "attempt": 1,
-        "state": RunState.SKIPPED.value,
+        "state": state.value,
         "started_at": None,
         "ended_at": as_utc(at),
         "error": clip_error(reason),

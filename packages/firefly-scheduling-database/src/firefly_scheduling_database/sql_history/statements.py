@@ -21,7 +21,12 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 
 from firefly_scheduling.history.base import RunStart, WholeRun
-from firefly_scheduling.history.port import FINISHED_STATES, RETRIED_STATES, RunState
+from firefly_scheduling.history.port import (
+    FINISHED_STATES,
+    PLACEHOLDER_STATES,
+    RETRIED_STATES,
+    RunState,
+)
 from firefly_scheduling.schedule.instants import as_utc
 from firefly_scheduling_database.sql_history.array_statements import (
     finish_from_arrays,
@@ -191,7 +196,7 @@ def takeover(runs: sa.Table, begin: RunStart, key: dict[str, Any]) -> sa.Update:
         .where(
             is_key(runs, key),
             sa.or_(
-                runs.c.state == RunState.SKIPPED.value,
+                runs.c.state.in_(sorted(state.value for state in PLACEHOLDER_STATES)),
                 sa.and_(runs.c.state == RunState.RUNNING.value, older),
             ),
         )
@@ -219,7 +224,7 @@ def whole_run_update(runs: sa.Table, run: WholeRun, key: dict[str, Any]) -> sa.U
     `state` and `token`.
     """
     token = run.token
-    skipped = runs.c.state == RunState.SKIPPED.value
+    skipped = runs.c.state.in_(sorted(state.value for state in PLACEHOLDER_STATES))
     running = runs.c.state == RunState.RUNNING.value
     finished = runs.c.state.in_(sorted(state.value for state in FINISHED_STATES))
     if token is None:

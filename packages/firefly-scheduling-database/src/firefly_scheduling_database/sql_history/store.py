@@ -298,6 +298,14 @@ class SqlRunHistory(BaseRunHistory):
 
         return self._call("recording a skip", lambda: self._inserted_if_absent(row))
 
+    def buffer(
+        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+    ) -> bool:
+        row = skipped_row(
+            lock, task, as_utc(instant), node=node, reason=reason, at=at, state=RunState.BUFFERED
+        )
+        return self._call("recording a buffered fire", lambda: self._inserted_if_absent(row))
+
     def skip_many(
         self,
         task: str,

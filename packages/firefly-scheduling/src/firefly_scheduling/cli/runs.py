@@ -36,6 +36,8 @@ _STATE_STYLE = {
     RunState.EXPIRED: "red",
     RunState.SKIPPED: "yellow",
     RunState.TIMED_OUT: "bold red",
+    RunState.BUFFERED: "blue",
+    RunState.CANCELLED: "magenta",
 }
 
 

@@ -205,10 +205,10 @@ def schedule_json(
     table shows it for `host`), `lock`, `lock_ttl`, `runs_on` (`one node` or, for a
     `lock=False` task, `every node`), `initial_delay`, `first_run_from` (the earliest
     first run its delay allows, null when it has no delay or is not seen yet),
-    `jitter` and `timeout` (seconds, null without), `next_fire` (null when the
-    interval starts when the host does; the instant, not the jittered start),
-    `retries` (null without), `retry_backoff` and `retry_backoff_max` (seconds, their
-    defaults filled in; null without retries).
+    `jitter` and `timeout` (seconds, null without), `overlap` (the policy's name,
+    `skip` by default), `next_fire` (null when the interval starts when the host does;
+    the instant, not the jittered start), `retries` (null without), `retry_backoff`
+    and `retry_backoff_max` (seconds, their defaults filled in; null without retries).
     """
     row = schedule_row(descriptor, now, host, first_run)
     cron = cron_schedule_of(descriptor) if descriptor.cron is not None else None
@@ -229,6 +229,7 @@ def schedule_json(
         "first_run_from": iso(first_run),
         "jitter": descriptor.jitter,
         "timeout": descriptor.timeout,
+        "overlap": descriptor.overlap or "skip",
         "next_fire": iso(upcoming),
         **retry_json(descriptor),
     }

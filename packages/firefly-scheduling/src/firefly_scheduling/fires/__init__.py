@@ -29,8 +29,10 @@ behaviour. Where each policy plugs in:
 * `before_claim` (deciding, within grace): pause, catch-up. (Jitter needs no
   policy: it is part of the fire, `Fire.due`, which grace, the claim window and the
   hosts' wake-ups count from.)
-* `when_held` (locking, the task lock held by an earlier run): overlap, skipped
-  today (later buffer_one, buffer_all, cancel_other, allow_all);
+* `when_held` (locking, the task lock held by an earlier run): the task's
+  `overlap=`: skipped, run alongside (allow_all), or buffered until the lock is free
+  (buffer_one, buffer_all, `overlap_wait`), or the run holding it asked to stop
+  (cancel_other: `overlap_wait`, and `cancel_watch` in the run stage);
 * `before_body` (running, the lock confirmed): the task's `timeout=` (`RunWithin`:
   a coroutine body cancelled at it, a plain one told through `current_fire()`);
 * `after_body` (recording, a finished body's end about to be written): retries

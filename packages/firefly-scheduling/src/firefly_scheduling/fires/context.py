@@ -8,8 +8,8 @@ own, and code outside any fire sees None.
 Limit: a thread the body starts itself does not inherit context variables (Python
 starts every thread with an empty context). Hand it the body's context explicitly,
 e.g. `executor.submit(contextvars.copy_context().run, work)`, or pass the
-`FireContext` object along: it is immutable except for the live `lost` and
-`timed_out` flags.
+`FireContext` object along: it is immutable except for the live `lost`,
+`timed_out` and `cancel_requested` flags.
 """
 
 from __future__ import annotations
@@ -58,6 +58,10 @@ class FireContext:
     * `idempotency_key`: `"<target>@<instant>"`, the same on every attempt and node.
     * `atomic(...)`: the fire's success committed in the task's own transaction, or
       not at all (`fires.atomic`).
+    * `cancel_requested`: live. True once a newer fire of an `overlap="cancel_other"`
+      task asked this run to stop, from any node (`fires.cancel_watch`). A plain `def`
+      body should stop early; an `async def` body is cancelled at that moment. Either
+      way the run is recorded `cancelled`, and the newer fire runs once it returned.
     """
 
     target: str
@@ -75,6 +79,8 @@ class FireContext:
     deadline: float | None = field(default=None, repr=False)
     #: Where `atomic` writes the fire's success (None: no history records this fire).
     outcome: OutcomeSeat | None = field(default=None, repr=False)
+    #: Set when a newer fire asks this run to stop; None: the task cannot be asked.
+    cancel_signal: threading.Event | None = field(default=None, repr=False)
 
     @property
     def lost(self) -> bool:
@@ -97,6 +103,12 @@ class FireContext:
         """Whether the body has run past its task's `timeout=` (never, without one)."""
         deadline = self.deadline
         return deadline is not None and time.monotonic() >= deadline
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether a newer fire asked this run to stop (`overlap="cancel_other"` only)."""
+        signal = self.cancel_signal
+        return signal is not None and signal.is_set()
 
     def seconds_left(self) -> float | None:
         """Seconds until the body times out (0.0 once it has); None without a timeout."""

@@ -16,7 +16,9 @@ it; in between, this stage:
   (its zombie's late writes are then refused); older ones are closed as `expired`.
   At most one extra run per fire, never a flood. A fire this node finished but could
   not record is never adopted: it ran (`RunRecorder.finished_here`). A fire started
-  with its claim (`claim_many`) had no running record to adopt;
+  with its claim (`claim_many`) had no running record to adopt. A task with
+  `overlap="allow_all"` adopts nothing: its runs alongside hold no task lock, so a
+  `running` record may be a live run (a died one is closed by `prune`);
 * checks the lease once more, and hands the fire to the start stage
   (`fires.starting`), and on to the run stage: a lock lost by now skips the fire,
   recorded.
@@ -34,6 +36,7 @@ from firefly_scheduling.fires.history_calls_async import off_loop
 from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
 from firefly_scheduling.history.port import HistoryError, RunHistory
 from firefly_scheduling.locks.holding import Holding
+from firefly_scheduling.tasks.overlap import Overlap
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -103,7 +106,8 @@ class AsyncLockedRun:
         """
         adopted: tuple[FireResult, ...] = ()
         if holding is not None and not started_ahead:
-            adopted = await self._adopt_or_expire(fire, body, holding, lost)
+            if fire.task.overlap != Overlap.ALLOW_ALL:  # else running records may be alive
+                adopted = await self._adopt_or_expire(fire, body, holding, lost)
             if not await self._body.still_held(holding, lost):
                 reason = f"the task lock {holding.name!r} was lost before it ran"
                 await self._record.skip(fire, reason)

@@ -12,10 +12,12 @@ here, fenced where the backend can, or the one taken ahead with its claim
 run is over: the task lock is taken, kept and given back in one place. Not held, the
 fire ends here, its skip recorded:
 
-* **Held by another run.** The policy says how the fire is skipped
-  (`FirePolicy.when_held`), with why the lock is held: the backends keep an owner
-  token, not a task, so the holder is known only when it is this process (`LockHolders`:
-  every fire notes the task lock it takes). With `lock=True` the holder can only be
+* **Held by another run.** The policy says what the fire does (`FirePolicy.when_held`,
+  the task's `overlap=`): skipped, run alongside without the lock (`allow_all`), or
+  buffered until the lock is free (`buffer_one`, `buffer_all`: `fires.overlap_wait`).
+  It is told why the lock is held: the backends keep an owner token, not a task, so
+  the holder is known only when it is this process (`LockHolders`: every fire notes
+  the task lock it takes). With `lock=True` the holder can only be
   an earlier fire of the task; a lock name shared by several tasks, which then starve
   each other, must say which task holds it.
 * **The backend failed.** A `LockBackendError` skips the fire: never a body unlocked.
@@ -35,7 +37,8 @@ from typing import TYPE_CHECKING
 
 from firefly_scheduling.errors import LockBackendError
 from firefly_scheduling.fires.outcome import Fire, FireResult, TaskLockAhead, Verdict
-from firefly_scheduling.fires.policy import FirePolicy, LockHeld
+from firefly_scheduling.fires.overlap_wait import OverlapWaiter
+from firefly_scheduling.fires.policy import FirePolicy, LockHeld, RunAlongside, Skip
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.keepalive import KeepAlive
 from firefly_scheduling.locks.port import (
@@ -85,6 +88,13 @@ class TaskLocker:
         self._policy = policy
         self._node = node
         self._holders = LockHolders()
+        self._waiter = OverlapWaiter(
+            holdings,
+            record=record,
+            fenced=capabilities.fenced,
+            renewable=capabilities.renewable,
+            keepalive_interval=keepalive_interval,
+        )
 
     def lock_then_run(
         self, fire: Fire, body: Body, ahead: TaskLockAhead | None, claim_seconds: float | None
@@ -95,13 +105,62 @@ class TaskLocker:
         `claim_seconds` is the claim's round trip (None: no claim), for the result.
         """
         lock_name = fire.task.lock_name
-        holding: Holding | None = None
-        if lock_name is not None:  # else an unlocked task: it runs on every node
-            answer = ahead.answer if ahead is not None else self._acquire(fire)
-            if not isinstance(answer, Holding):
-                return self._skip(fire, lock_name, answer, claim_seconds)
-            holding = answer
-            self._holders.note(lock_name, fire.target)
+        if lock_name is None:  # an unlocked task: it runs on every node
+            return self._run(fire, body, None, started_ahead=False, claim=claim_seconds)
+        answer = ahead.answer if ahead is not None else self._acquire(fire)
+        if isinstance(answer, Holding):
+            started_ahead = ahead is not None and ahead.started
+            return self._run(fire, body, answer, started_ahead=started_ahead, claim=claim_seconds)
+        if answer is not None:
+            return self._skip(fire, answer, claim_seconds)
+        return self._when_held(fire, body, lock_name, claim_seconds)
+
+    def _when_held(
+        self, fire: Fire, body: Body, lock_name: str, claim_seconds: float | None
+    ) -> FireResult:
+        """What the policy says of `fire`, whose task lock `lock_name` is held: skipped
+        (recorded), run alongside without the lock, or run once the lock is free."""
+        why = self._holders.why_held(lock_name, fire.target)
+        answer = self._policy.when_held(fire, LockHeld(lock_name, why))
+        if isinstance(answer, RunAlongside):
+            logger.info(
+                "%s: fire %s runs alongside the run holding %r (overlap='allow_all')",
+                fire.target,
+                fire.instant.isoformat(),
+                lock_name,
+            )
+            return self._run(fire, body, None, started_ahead=False, claim=claim_seconds)
+        waited = 0.0
+        if not isinstance(answer, Skip):
+            turn, waited = self._waiter.wait_turn(fire, answer, lock_ttl(fire))
+            if isinstance(turn, Holding):
+                outcome = self._run(fire, body, turn, started_ahead=False, claim=claim_seconds)
+                return replace(outcome, buffered_seconds=waited)
+            if not isinstance(turn, Skip):
+                return self._skip(fire, turn, claim_seconds)
+            answer = turn
+        logger.info("%s: fire %s skipped: %s", fire.target, fire.instant.isoformat(), answer.reason)
+        self._record.skip(fire, answer.reason)
+        return FireResult(
+            fire,
+            self._node,
+            answer.verdict,
+            claim_seconds=claim_seconds,
+            buffered_seconds=waited or None,
+        )
+
+    def _run(
+        self,
+        fire: Fire,
+        body: Body,
+        holding: Holding | None,
+        *,
+        started_ahead: bool,
+        claim: float | None,
+    ) -> FireResult:
+        """Run `fire` under `holding` (None: without the task lock), then release it."""
+        if holding is not None:
+            self._holders.note(holding.name, fire.target)
         lost = threading.Event()
         keepalive = None if holding is None else self._keep_alive(fire, holding, lost)
         try:
@@ -110,8 +169,8 @@ class TaskLocker:
                 body,
                 holding,
                 lost,
-                started_ahead=ahead is not None and ahead.started,
-                claim_seconds=claim_seconds,
+                started_ahead=started_ahead,
+                claim_seconds=claim,
             )
         finally:
             if keepalive is not None:
@@ -131,34 +190,23 @@ class TaskLocker:
         return outcome
 
     def _skip(
-        self,
-        fire: Fire,
-        lock_name: str,
-        failed: LockBackendError | None,
-        claim_seconds: float | None,
+        self, fire: Fire, failed: LockBackendError, claim_seconds: float | None
     ) -> FireResult:
-        """The result of a fire whose task lock is held elsewhere (`failed` None) or
-        could not be taken, its skip recorded."""
-        if failed is not None:
-            logger.warning(
-                "%s: fire %s skipped: the task lock failed: %s",
-                fire.target,
-                fire.instant.isoformat(),
-                failed,
-            )
-            self._record.skip(fire, f"the lock backend failed: {failed}")
-            return FireResult(
-                fire,
-                self._node,
-                Verdict.BACKEND_ERROR,
-                error=str(failed),
-                claim_seconds=claim_seconds,
-            )
-        why = self._holders.why_held(lock_name, fire.target)
-        skip = self._policy.when_held(fire, LockHeld(lock_name, why))
-        logger.info("%s: fire %s skipped: %s", fire.target, fire.instant.isoformat(), skip.reason)
-        self._record.skip(fire, skip.reason)
-        return FireResult(fire, self._node, skip.verdict, claim_seconds=claim_seconds)
+        """The result of a fire whose task lock could not be taken, its skip recorded."""
+        logger.warning(
+            "%s: fire %s skipped: the task lock failed: %s",
+            fire.target,
+            fire.instant.isoformat(),
+            failed,
+        )
+        self._record.skip(fire, f"the lock backend failed: {failed}")
+        return FireResult(
+            fire,
+            self._node,
+            Verdict.BACKEND_ERROR,
+            error=str(failed),
+            claim_seconds=claim_seconds,
+        )
 
     def _keep_alive(self, fire: Fire, holding: Holding, lost: threading.Event) -> KeepAlive | None:
         """Renew `holding` while `fire`'s bodies run; None where the backend cannot."""

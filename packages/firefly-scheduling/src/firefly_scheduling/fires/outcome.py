@@ -112,6 +112,8 @@ class Verdict(enum.StrEnum):
     FAILED = "failed"
     #: The body ran here past its task's `timeout=` (cancelled there, if `async def`).
     TIMED_OUT = "timed out"
+    #: The body ran here and a newer fire asked it to stop (`overlap="cancel_other"`).
+    CANCELLED = "cancelled"
     #: Another node (or an earlier attempt) holds this fire's claim.
     CLAIMED_ELSEWHERE = "claimed elsewhere"
     #: The history refused the start: the fire is finished, or a newer attempt owns it.
@@ -141,7 +143,7 @@ class Verdict(enum.StrEnum):
         return self in _RAN
 
 
-_RAN = frozenset({Verdict.SUCCEEDED, Verdict.FAILED, Verdict.TIMED_OUT})
+_RAN = frozenset({Verdict.SUCCEEDED, Verdict.FAILED, Verdict.TIMED_OUT, Verdict.CANCELLED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +244,8 @@ class FireResult:
       closed as expired before running its own body, one result each, in order;
       `adoption`: this result is one of those, not a fire the host triggered.
     * `retry`: the retry of this fire to run at `retry.due` (its task's `retries=`).
+    * `buffered_seconds`: how long the fire waited, buffered, for an earlier run of
+      its task to end (`buffer_one`, `buffer_all`); None when it did not wait.
     """
 
     fire: Fire
@@ -260,6 +264,7 @@ class FireResult:
     #: The retry this fire's failed run asks for (`fires.retries`), for the host to run
     #: at its due time; None when none follows.
     retry: Fire | None = None
+    buffered_seconds: float | None = None
 
     @property
     def ran(self) -> bool:

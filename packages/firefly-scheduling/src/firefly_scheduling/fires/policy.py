@@ -15,8 +15,11 @@ The points, the stage that asks and when, what it acts on today, and what plugs 
   store read with the claim, on the backend), catch-up (fires missed while the
   fleet was down). Jitter is no policy: a fire's `due` time carries it, and
   `late_seconds` counts from there.
-* `when_held`: locking, the task lock held by an earlier run. `Skip` (overlapping).
-  Next: the overlap policies buffer_one, buffer_all, cancel_other, allow_all.
+* `when_held`: locking, the task lock held by an earlier run. `Skip` (overlapping),
+  `RunAlongside` (the task's `overlap="allow_all"`: run without the task lock) or
+  `WaitTurn` (`overlap="buffer_one"`, `"buffer_all"` or `"cancel_other"`: wait for
+  the lock in one of the task's waiting slots; see `fires.overlap_wait`; under
+  `cancel_other` the slot held is the request to stop, `fires.cancel_watch`).
 * `before_body`: running, the lock confirmed, just before the body. `Run`, or
   `RunWithin` (the task's `timeout=`: the body is bounded, see `fires.running`).
 * `after_body`: recording, when a body finished (returned or raised), just before its
@@ -29,8 +32,9 @@ The points, the stage that asks and when, what it acts on today, and what plugs 
   written again.
 
 `DefaultPolicy` is today's behaviour: every fire runs, within its task's `timeout=`
-when it has one, a fire whose task lock is held is skipped as overlapping, and a
-failed fire of a task with `retries=` is run again (`fires.retry_policy`). A
+when it has one, a fire whose task lock is held is skipped as overlapping, or run
+alongside or buffered as its task's `overlap=` says, and a failed fire of a task with
+`retries=` is run again (`fires.retry_policy`). A
 policy is asked on every fire, from several threads at once: it keeps no per-fire
 state, and what it needs from a server (pause's control store) is read by the stage
 with its own round trip (the claim), never by the policy.
@@ -43,8 +47,11 @@ from datetime import datetime
 from typing import Final, Protocol
 
 from firefly_scheduling.fires.outcome import Fire, Verdict
+from firefly_scheduling.fires.overlap_names import previous_instant, queue_marker, waiting_slots
 from firefly_scheduling.fires.retries import RetryOf, RetrySkipped
 from firefly_scheduling.fires.retry_policy import next_retry
+from firefly_scheduling.tasks.descriptor import DEFAULT_LOCK_TTL_SECONDS
+from firefly_scheduling.tasks.overlap import BUFFER_ALL_MAX_WAITING, Overlap
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +94,38 @@ class InTransaction:
 
 #: The one `InTransaction` answer.
 IN_TRANSACTION: Final = InTransaction()
+
+
+@dataclass(frozen=True, slots=True)
+class RunAlongside:
+    """Run the body although the task lock is held: without it (no token, no keep-alive).
+
+    The fire's claim still makes it run once in the fleet; the task lock serialises
+    nothing for this fire (`overlap="allow_all"`).
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class WaitTurn:
+    """Wait for the task lock, holding one of the waiting `slots` meanwhile.
+
+    A fire that finds every slot taken is skipped as overlapping, with `full` as the
+    reason. With a `marker` (`buffer_all`), the fire holds it while it waits, and
+    first waits for the fire before it to stop holding its own (`after`), so fires
+    take the lock oldest first (`fires.overlap_wait`).
+    """
+
+    slots: tuple[str, ...]
+    full: str
+    marker: str | None = None
+    after: str | None = None
+    #: Seconds a fire may wait for a slot before it finds them full: a slot is also
+    #: tried, briefly, by the run it asks to stop (`cancel_other`).
+    patience: float = 0.0
+
+
+#: The one `RunAlongside` answer.
+RUN_ALONGSIDE: Final = RunAlongside()
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,8 +182,8 @@ class FirePolicy(Protocol):
         """Claim the fire (`Run`), or skip it before anything is taken."""
         ...
 
-    def when_held(self, fire: Fire, facts: LockHeld) -> Skip:
-        """The task lock is held by another run: how the fire is skipped."""
+    def when_held(self, fire: Fire, facts: LockHeld) -> Skip | RunAlongside | WaitTurn:
+        """The task lock is held by another run: skip the fire, run it alongside, or wait."""
         ...
 
     def before_body(self, fire: Fire, facts: BeforeBody) -> Run | RunWithin:
@@ -162,14 +201,15 @@ class FirePolicy(Protocol):
 
 
 class DefaultPolicy:
-    """Today's behaviour: run every fire; skip one whose task lock is held, as overlapping;
-    run a failed fire again as its task's `retries=` says."""
+    """Today's behaviour: run every fire; one whose task lock is held as its task's
+    `overlap=` says (by default skipped, as overlapping); a failed fire again as its
+    task's `retries=` says."""
 
     def before_claim(self, fire: Fire, facts: BeforeClaim) -> Run | Skip:
         return RUN
 
-    def when_held(self, fire: Fire, facts: LockHeld) -> Skip:
-        return Skip(Verdict.OVERLAPPING, facts.why)
+    def when_held(self, fire: Fire, facts: LockHeld) -> Skip | RunAlongside | WaitTurn:
+        return overlap_answer(fire, facts.why)
 
     def before_body(self, fire: Fire, facts: BeforeBody) -> Run | RunWithin:
         timeout = fire.task.timeout
@@ -189,3 +229,38 @@ class DefaultPolicy:
 
 #: The policy a runner asks when it is given none.
 DEFAULT_POLICY: Final = DefaultPolicy()
+
+
+def overlap_answer(fire: Fire, why: str) -> Skip | RunAlongside | WaitTurn:
+    """What `fire`'s task's `overlap=` says of a fire whose task lock is held (`why`)."""
+    overlap = fire.task.overlap
+    if overlap == Overlap.ALLOW_ALL:
+        return RUN_ALONGSIDE
+    lock = fire.task.lock_name or fire.target
+    if overlap == Overlap.BUFFER_ONE:
+        return WaitTurn(waiting_slots(lock, 1), ANOTHER_FIRE_WAITS)
+    if overlap == Overlap.BUFFER_ALL:
+        return WaitTurn(
+            waiting_slots(lock, BUFFER_ALL_MAX_WAITING),
+            QUEUE_FULL,
+            marker=queue_marker(lock, fire.instant),
+            after=queue_marker(lock, previous_instant(fire)),
+        )
+    if overlap == Overlap.CANCEL_OTHER:
+        ttl = fire.task.lock_ttl or DEFAULT_LOCK_TTL_SECONDS
+        return WaitTurn(waiting_slots(lock, 1), ANOTHER_FIRE_REPLACES, patience=ttl)
+    return Skip(Verdict.OVERLAPPING, why)
+
+
+#: Why a fire of a `cancel_other` task is skipped when another fire waits to replace
+#: the run already.
+ANOTHER_FIRE_REPLACES = (
+    "another fire of the task already waits for the run it asked to stop (overlap='cancel_other')"
+)
+#: Why a fire of a `buffer_one` task is skipped when another fire waits already.
+ANOTHER_FIRE_WAITS = "another fire of the task is already buffered (overlap='buffer_one')"
+#: Why a fire of a `buffer_all` task is skipped when its queue is full.
+QUEUE_FULL = (
+    f"{BUFFER_ALL_MAX_WAITING} fires of the task are already buffered, the most "
+    "overlap='buffer_all' keeps waiting"
+)

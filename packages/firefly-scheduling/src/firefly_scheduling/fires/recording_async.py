@@ -60,7 +60,13 @@ from firefly_scheduling.fires.outcome import (
 from firefly_scheduling.fires.policy import RUN, BodyEnded, FirePolicy, InTransaction
 from firefly_scheduling.fires.retries import record_text
 from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedSkip, UnrecordedWrites
-from firefly_scheduling.history.port import HistoryError, Recorded, RunHistory, RunState
+from firefly_scheduling.history.port import (
+    BufferingHistory,
+    HistoryError,
+    Recorded,
+    RunHistory,
+    RunState,
+)
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 logger = logging.getLogger("firefly_scheduling.fires")
@@ -76,6 +82,7 @@ _CLOSING_STATES = {
     Verdict.SUCCEEDED: RunState.SUCCEEDED,
     Verdict.FAILED: RunState.FAILED,
     Verdict.TIMED_OUT: RunState.TIMED_OUT,
+    Verdict.CANCELLED: RunState.CANCELLED,
     Verdict.EXPIRED: RunState.EXPIRED,
     # Started, then found without its lock before the body: closed, never run.
     Verdict.LOCK_LOST: RunState.EXPIRED,
@@ -86,7 +93,7 @@ def closing_state(verdict: Verdict) -> RunState:
     """The `RunState` a started run's record is closed with when it ends as `verdict`.
 
     A verdict reached before any record was started is written with
-    `RunHistory.skip` instead (stored as `skipped`, the reason as text); only the five
+    `RunHistory.skip` instead (stored as `skipped`, the reason as text); only the six
     verdicts that can end a started run close one.
     """
     try:
@@ -332,6 +339,30 @@ class AsyncRunRecorder:
                 err,
             )
             self._unrecorded.remember(skipped)
+
+    async def buffered(self, fire: Fire, reason: str) -> None:
+        """Mark `fire` as waiting for an earlier run (`buffered`, with `reason`), where
+        the history can (`BufferingHistory`). Written once: a failure is logged, not
+        remembered, since the fire's start replaces the mark anyway."""
+        history: object = self._history  # a `RunHistory` that may buffer too
+        lock = fire.task.lock_name
+        if lock is None or not isinstance(history, BufferingHistory):
+            return
+        at = self._clock()
+        try:
+            await off_loop(
+                history.buffer,
+                fire.target,
+                fire.instant,
+                lock=lock,
+                node=self._node,
+                reason=reason,
+                at=at,
+            )
+        except HistoryError as err:
+            logger.warning(
+                "%s: fire %s buffered, unrecorded: %s", fire.target, fire.instant.isoformat(), err
+            )
 
     async def passed_over(self, fires: Sequence[Fire], reason: str) -> int:
         """Record the fires of one task a host passed over as skipped, where nothing is

@@ -1,5 +1,6 @@
 # async-to-sync: rename AsyncBodyRunner BodyRunner
 # async-to-sync: rename AsyncRunRecorder RunRecorder
+# async-to-sync: rename AsyncCancelWatch CancelWatch
 """`AsyncBodyRunner`: the run stage of a fire: its body, under a task lock it watches.
 
 Written once, for asyncio, in `fires/running_async.py`; `fires/running.py` is
@@ -30,6 +31,12 @@ once per call to `execute`; its end goes on to the record stage
   `timed_out`; its task lock is kept, and renewed, until the body has returned.
   A task without `timeout=` costs no timer, thread or allocation: a few `is None`
   tests. The deadline is read from `time.monotonic()`, which no clock step moves.
+* **A request to stop** (`overlap="cancel_other"`). While the body of such a task
+  runs, `fires.cancel_watch` watches the backend for a newer fire waiting to replace
+  it: then `current_fire().cancel_requested` becomes True, and in the asyncio
+  flavour a coroutine body is cancelled (in the threaded flavour a coroutine
+  function's body is, by `hosts.runtime.task_calls`). A body that ends after the
+  request, however it ends, ends the run as `cancelled`.
 * **Lost detection.** The lock stage renews the task lock while bodies run
   (`fires.locking`, `locks.keepalive`); a lease that lapsed, or a lock reported lost,
   while the body ran marks the run lost at its end: another node may have run
@@ -51,13 +58,16 @@ from typing import TypeAlias
 
 from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
 from firefly_scheduling.fires.atomic import OutcomeSeat
+from firefly_scheduling.fires.cancel_watch_async import AsyncCancelWatch
 from firefly_scheduling.fires.context import FireContext, entered
 from firefly_scheduling.fires.outcome import BodyNotRun, Fire, FireResult, Started, Verdict
+from firefly_scheduling.fires.overlap_names import waiting_slots
 from firefly_scheduling.fires.policy import BeforeBody, BodyEnded, FirePolicy, RunWithin
 from firefly_scheduling.fires.recording_async import AsyncRunRecorder
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.port import AsyncHoldingLock, LockCapabilities
 from firefly_scheduling.schedule.durations import format_duration
+from firefly_scheduling.tasks.overlap import Overlap
 
 logger = logging.getLogger("firefly_scheduling.fires")
 
@@ -68,6 +78,8 @@ Body: TypeAlias = Callable[[], Awaitable[object]]  # sync: Body: TypeAlias = Cal
 BODY_LEASE_MARGIN = 0.5
 #: Why a fire is not run when its task lock was lost before its body could start.
 LOST_BEFORE_THE_BODY = "the task lock lapsed or was lost before the body started"
+#: The error of a run a newer fire asked to stop (`overlap="cancel_other"`).
+CANCELLED_BY_A_NEWER_FIRE = "cancelled: a newer fire asked it to stop (overlap='cancel_other')"
 
 
 class AsyncBodyRunner:
@@ -145,6 +157,9 @@ class AsyncBodyRunner:
         seat = None
         if history is not None and fire.task.lock_name is not None:
             seat = OutcomeSeat(history, self._clock, start_recorded=started.recorded)
+        cancel = None
+        if holding is not None and fire.task.overlap == Overlap.CANCEL_OTHER:
+            cancel = threading.Event()
         context = FireContext(
             fire.target,
             fire.instant,
@@ -156,6 +171,7 @@ class AsyncBodyRunner:
             holding=holding,
             deadline=None if timeout is None else time.monotonic() + timeout,
             outcome=seat,
+            cancel_signal=cancel,
         )
         verdict = Verdict.FAILED
         error: str | None = "interrupted: the body did not return"
@@ -164,7 +180,9 @@ class AsyncBodyRunner:
         started_at = self._clock()
         try:
             with entered(context):
-                if timeout is None:
+                if cancel is not None and holding is not None:
+                    await self._cancellable(fire, body, timeout, holding, cancel)
+                elif timeout is None:
                     await body()
                 else:
                     await _within(body, timeout)
@@ -188,6 +206,13 @@ class AsyncBodyRunner:
         except BaseException as err:  # noqa: BLE001 - interrupted: recorded, then raised again
             interrupted = err
         ended_at = self._clock()
+        if finished and cancel is not None and cancel.is_set():
+            verdict = Verdict.CANCELLED
+            error = (
+                CANCELLED_BY_A_NEWER_FIRE
+                if error is None
+                else f"{CANCELLED_BY_A_NEWER_FIRE}; then: {error}"
+            )
         if holding is not None and not lost.is_set() and (holding.lost or holding.lapsed()):
             lost.set()
             logger.error(
@@ -209,6 +234,50 @@ class AsyncBodyRunner:
             in_transaction=seat is not None and seat.written,
         )
         return ended, interrupted
+
+    async def _cancellable(
+        self,
+        fire: Fire,
+        body: Body,
+        timeout: float | None,
+        holding: Holding,
+        cancel: threading.Event,
+    ) -> None:
+        """Run `body` (within `timeout`) while the backend is watched for a newer fire
+        asking this run to stop; a coroutine body is cancelled then (asyncio flavour).
+
+        Returns normally when the request cancelled it; a cancellation of this fire
+        from elsewhere (the host) propagates.
+        """
+        [slot] = waiting_slots(holding.name, 1)
+        label = f"{fire.target} @ {fire.instant.isoformat()}"
+        interval = holding.ttl_seconds / 3
+        if ASYNC:
+            task = asyncio.ensure_future(_bounded(body, timeout))
+            watch = AsyncCancelWatch(
+                self._holdings,
+                slot,
+                interval=interval,
+                requested=cancel,
+                on_request=task.cancel,
+                label=label,
+            ).start()
+            try:
+                await task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if not cancel.is_set() or (current is not None and current.cancelling()):
+                    raise
+            finally:
+                await watch.stop()
+        else:
+            watch = AsyncCancelWatch(
+                self._holdings, slot, interval=interval, requested=cancel, label=label
+            ).start()
+            try:
+                await _bounded(body, timeout)
+            finally:
+                await watch.stop()
 
     async def still_held(
         self, holding: Holding, lost: threading.Event, *, before_body: bool = False
@@ -265,6 +334,14 @@ class AsyncBodyRunner:
             renewed = await self._holdings.renew_holding(holding, holding.ttl_seconds)
             return renewed and holding.remaining() >= margin
         return not holding.lapsed()  # nothing can refresh it: what is left is all there is
+
+
+async def _bounded(body: Body, seconds: float | None) -> None:
+    """Run `body`, within `seconds` when there is a bound (see `_within`)."""
+    if seconds is None:
+        await body()
+    else:
+        await _within(body, seconds)
 
 
 async def _within(body: Body, seconds: float) -> None:

@@ -17,7 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from firefly_scheduling.history.port import FINISHED_STATES, Recorded, RunState, clip_error
+from firefly_scheduling.history.port import (
+    FINISHED_STATES,
+    PLACEHOLDER_STATES,
+    Recorded,
+    RunState,
+    clip_error,
+)
 from firefly_scheduling.schedule.instants import as_utc
 
 
@@ -91,7 +97,7 @@ def newer_run(token: int | None, recorded: int | None) -> bool:
 def refusal(state: RunState, recorded: int | None, token: int | None) -> Recorded | None:
     """Why `record_run` of a run with `token` wrote nothing over a record in `state`
     holding `recorded`; None when it would write now (the record changed meanwhile)."""
-    if state is RunState.SKIPPED:
+    if state in PLACEHOLDER_STATES:
         return None
     if state is RunState.RUNNING:
         return None if may_close(token, recorded) else Recorded.FENCED
@@ -104,7 +110,7 @@ def whole_run_attempt(
     state: RunState, attempt: int, recorded: int | None, token: int | None
 ) -> int:
     """The attempt `record_run` writes over a record it may replace (see `history.port`)."""
-    if state is RunState.SKIPPED:
+    if state in PLACEHOLDER_STATES:
         return 1
     return attempt + 1 if newer_run(token, recorded) else attempt
 

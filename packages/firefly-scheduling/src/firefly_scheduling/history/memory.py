@@ -25,6 +25,7 @@ from firefly_scheduling.history.base import (
 from firefly_scheduling.history.port import (
     EXPIRED_BY_PRUNE,
     FAILURE_STATES,
+    PLACEHOLDER_STATES,
     RETRIED_STATES,
     NewRun,
     Recorded,
@@ -49,7 +50,7 @@ class MemoryRunHistory(BaseRunHistory):
         key = (begin.lock, begin.task, begin.instant)
         with self._mutex:
             current = self._records.get(key)
-            if current is None or current.state is RunState.SKIPPED:
+            if current is None or current.state in PLACEHOLDER_STATES:
                 attempt = 1
             elif current.state is RunState.RUNNING and takes_over(begin.token, current.token):
                 attempt = current.attempt + 1
@@ -146,6 +147,26 @@ class MemoryRunHistory(BaseRunHistory):
     def skip(
         self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
     ) -> bool:
+        return self._mark(task, instant, lock=lock, node=node, reason=reason, at=at)
+
+    def buffer(
+        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+    ) -> bool:
+        state = RunState.BUFFERED
+        return self._mark(task, instant, lock=lock, node=node, reason=reason, at=at, state=state)
+
+    def _mark(
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        reason: str,
+        at: datetime,
+        state: RunState = RunState.SKIPPED,
+    ) -> bool:
+        """Insert a record no run owns (`state`) where the fire has none."""
         key = (lock, task, as_utc(instant))
         with self._mutex:
             if key in self._records:
@@ -155,7 +176,7 @@ class MemoryRunHistory(BaseRunHistory):
                 instant=key[2],
                 node=node,
                 attempt=1,
-                state=RunState.SKIPPED,
+                state=state,
                 started_at=None,
                 ended_at=as_utc(at),
                 error=clip_error(reason),

@@ -3,12 +3,14 @@
 A record is keyed by `(lock, task, instant)`, the fire's identity, and moves through
 
     running -> succeeded | failed | expired        skipped (no run at all)
+    buffered -> running (a fire that waited for an earlier run, then started)
 
 Every write that could race is a single atomic, conditional operation on the store:
 
 * `start` inserts the record, or takes over a `running` record carrying an OLDER
   fencing token (adoption of a died run: `attempt + 1`), or replaces a `skipped`
-  record (a node that was too late by its clock does not stop one that is not). It
+  or `buffered` record (a node that was too late by its clock does not stop one
+  that is not; a fire that waited starts). It
   refuses anything else: a finished fire is never run again through the history.
 * `finish` closes a `running` record only while the record's token is not newer
   than the writer's. A zombie that wakes up after its fire was adopted writes with
@@ -70,6 +72,13 @@ class RunState(enum.StrEnum):
     #: The body ran past its task's `timeout=`: an `async def` body was cancelled
     #: there; a plain one ran to its end, its task lock held until then.
     TIMED_OUT = "timed_out"
+    #: It waits for an earlier run of its task (`buffer_one`, `buffer_all`): written
+    #: when it began to wait, replaced by its run's record when it starts. One that
+    #: stays `buffered` never ran: its node died or stalled while it waited.
+    BUFFERED = "buffered"
+    #: The body ran, and a newer fire asked it to stop (`overlap="cancel_other"`): an
+    #: `async def` body was cancelled there; a plain one returned when it could.
+    CANCELLED = "cancelled"
 
     @property
     def terminal(self) -> bool:
@@ -94,10 +103,18 @@ EXPIRED_BY_PRUNE = "closed by prune: still running long after it started; its no
 
 #: The states `finish` may write.
 FINISHED_STATES = frozenset(
-    {RunState.SUCCEEDED, RunState.FAILED, RunState.EXPIRED, RunState.TIMED_OUT}
+    {
+        RunState.SUCCEEDED,
+        RunState.FAILED,
+        RunState.EXPIRED,
+        RunState.TIMED_OUT,
+        RunState.CANCELLED,
+    }
 )
 #: The states `failures_since` lists: a run that ended and did not do its work.
 FAILURE_STATES = frozenset({RunState.FAILED, RunState.EXPIRED, RunState.TIMED_OUT})
+#: The records no run owns, which a start (or `record_run`) replaces as attempt 1.
+PLACEHOLDER_STATES = frozenset({RunState.SKIPPED, RunState.BUFFERED})
 
 
 @dataclass(frozen=True)
@@ -317,6 +334,20 @@ class RetryStartingHistory(Protocol):
         most one is written, and a retry never reopens a fire that succeeded or that
         a newer attempt owns. `note` is the record's text while it runs (which retry).
         """
+
+
+@runtime_checkable
+class BufferingHistory(Protocol):
+    """A history that marks a fire waiting for an earlier run of its task.
+
+    The lock stage writes it when a fire of a `buffer_one` or `buffer_all` task begins to
+    wait (`fires.overlap_wait`); the fire's start replaces it, as it replaces a skip.
+    """
+
+    def buffer(
+        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+    ) -> bool:
+        """Record the fire as `buffered` with `reason`, unless something is recorded."""
         ...
 
 

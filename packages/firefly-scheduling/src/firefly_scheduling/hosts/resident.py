@@ -46,6 +46,7 @@ from firefly_scheduling.hosts.runtime.workers import (
     worker_count,
 )
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling.tasks.overlap import runs_per_node
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 
@@ -69,7 +70,9 @@ class ResidentHost:
         self.grace_period = grace_period
         self.stop = stop or StopRequest()
         workers = worker_count(
-            checked_max_workers(max_workers), len(self.descriptors), RESIDENT_MAX_WORKERS
+            checked_max_workers(max_workers),
+            sum(runs_per_node(descriptor.overlap) for descriptor in self.descriptors),
+            RESIDENT_MAX_WORKERS,
         )
         self.scheduler = BackgroundScheduler(
             timezone=UTC,

@@ -17,9 +17,10 @@ meanwhile; claims keep each fire to one node). The slot's width counts from ther
 A slot that passed entirely before the process started is skipped (a tick started
 at :25 runs a 10 s task at :20, :30, :40 and :50); a minute-or-longer task's slot is
 the whole minute. Runs of one task never overlap in a process: a slot whose
-previous run is still going is skipped. The process waits for running bodies,
-then returns; a failing body is logged by the fire runner and does not change the
-exit code. Time comes from a `Clock`, so tests do not wait for real minutes.
+previous run is still going is skipped (a task with `overlap=` other than `skip`
+hands it to the fire runner instead, whose policy decides, fleet-wide). The process
+waits for running bodies, then returns; a failing body is logged by the fire runner
+and does not change the exit code. Time comes from a `Clock`, so tests do not wait for real minutes.
 
 A task with `retries=` has its retries run in the same pass: the fire's worker
 sleeps until each retry is due and runs it (`fires.retries`), so a pass may last
@@ -68,6 +69,7 @@ from firefly_scheduling.schedule.cron_prefilter import MinutePrefilter, WallCloc
 from firefly_scheduling.schedule.fire_instants import minute_start
 from firefly_scheduling.schedule.next_fire import cadence_of, cron_schedule_of
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling.tasks.overlap import runs_per_node
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 
@@ -314,8 +316,9 @@ class TickHost:
         return report
 
     def _run_slots(self, pending: list[TickSlot], report: TickReport) -> None:
-        targets = {slot.fire.target for slot in pending}
-        workers = worker_count(self.max_workers, len(targets), TICK_MAX_WORKERS)
+        tasks = {slot.fire.target: slot.fire.task.overlap for slot in pending}
+        threads = sum(runs_per_node(overlap) for overlap in tasks.values())
+        workers = worker_count(self.max_workers, threads, TICK_MAX_WORKERS)
         running: dict[str, Future[list[FireResult]]] = {}
         submitted: list[tuple[Future[list[FireResult]], Fire]] = []
         pool = ThreadPoolExecutor(workers, thread_name_prefix="firefly-tick")
@@ -326,7 +329,8 @@ class TickHost:
                     report.not_started = pending[index:]
                     break
                 previous = running.get(slot.fire.target)
-                if previous is not None and not previous.done():
+                alone = runs_per_node(slot.fire.task.overlap) == 1  # else the runner decides
+                if alone and previous is not None and not previous.done():
                     logger.info(
                         "%s: slot %s skipped, the previous run is still going",
                         slot.fire.target,

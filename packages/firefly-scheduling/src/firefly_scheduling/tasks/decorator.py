@@ -43,6 +43,7 @@ def scheduled(
     retries: int | None = None,
     retry_backoff: Duration | None = None,
     retry_backoff_max: Duration | None = None,
+    overlap: str = "skip",
 ) -> Callable[[TaskFunction], TaskFunction]:
     """Schedule the decorated function or method.
 
@@ -68,6 +69,12 @@ def scheduled(
     times, retry `k` after a delay drawn in `[0, min(retry_backoff_max, retry_backoff
     * 2**(k-1)))` (defaults 10s and 10m), the same on every node; a retry due after
     the task's next fire is skipped (see `firefly_scheduling.fires.retries`).
+    `overlap` says what a fire does while an earlier run of the task still runs
+    anywhere in the fleet: `"skip"` (the default), `"allow_all"` (run alongside,
+    without the task lock), `"buffer_one"` (wait for it, one waiting fire per task
+    in the fleet) or `"buffer_all"` (every fire waits its turn, oldest first, at most
+    10 waiting) or `"cancel_other"` (ask the running one to stop, through the
+    backend, then run); see `firefly_scheduling.tasks.overlap`.
     """
     given = [
         name
@@ -115,6 +122,7 @@ def scheduled(
             retries=retries,
             retry_backoff=_optional_seconds(retry_backoff, target, "retry_backoff"),
             retry_backoff_max=_optional_seconds(retry_backoff_max, target, "retry_backoff_max"),
+            overlap=overlap,
         )
         setattr(function, SCHEDULE_ATTRIBUTE, validate_descriptor(descriptor))
         return task

@@ -28,6 +28,8 @@ class ScheduledDescriptor:
     `timeout` (seconds, None: none) bounds each run's body (`fires.running`).
     `retries` (None: none), `retry_backoff` and `retry_backoff_max` (seconds, None:
     their defaults) run a failed fire again (`tasks.retry_arguments`).
+    `overlap` (None: `skip`) is what a fire does while an earlier run of the task
+    still runs anywhere in the fleet (`tasks.overlap`).
     """
 
     target: str
@@ -45,6 +47,7 @@ class ScheduledDescriptor:
     retries: int | None = None
     retry_backoff: float | None = None
     retry_backoff_max: float | None = None
+    overlap: str | None = None
 
     @property
     def module(self) -> str:

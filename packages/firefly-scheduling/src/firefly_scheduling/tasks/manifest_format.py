@@ -54,6 +54,7 @@ SCHEDULE_FIELDS = (
     "retries",
     "retry_backoff",
     "retry_backoff_max",
+    "overlap",
 )
 _SCHEDULE_FIELD_SET = frozenset(SCHEDULE_FIELDS)
 # Descriptors may be built without __init__ only while __init__ merely assigns fields.

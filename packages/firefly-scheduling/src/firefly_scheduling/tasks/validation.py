@@ -32,6 +32,7 @@ from firefly_scheduling.schedule.cron import CronSchedule
 from firefly_scheduling.schedule.durations import format_duration, parse_duration
 from firefly_scheduling.schedule.jitter import shortest_cron_gap
 from firefly_scheduling.tasks.descriptor import DEFAULT_LOCK_TTL_SECONDS, ScheduledDescriptor
+from firefly_scheduling.tasks.overlap import check_overlap
 from firefly_scheduling.tasks.retry_arguments import check_retry_arguments
 
 TRIGGERS = ("cron", "fixed_rate", "fixed_delay")
@@ -151,6 +152,8 @@ def _shape(descriptor: ScheduledDescriptor) -> tuple[object, ...]:
         descriptor.retry_backoff,
         type(descriptor.retry_backoff_max),
         descriptor.retry_backoff_max,
+        type(descriptor.overlap),
+        descriptor.overlap,
     )
 
 
@@ -188,6 +191,14 @@ def _check_shape(descriptor: ScheduledDescriptor, target: str) -> dict[str, Any]
     if descriptor.jitter is not None:
         _check_jitter(descriptor, float(descriptor.jitter), schedule, target)
     check_retry_arguments(descriptor, target)
+    overlap = check_overlap(
+        descriptor.overlap,
+        target,
+        locked=descriptor.lock_name is not None,
+        fixed_delay=descriptor.fixed_delay is not None,
+    )
+    if overlap is None and descriptor.overlap is not None:  # "skip" is the default
+        changes["overlap"] = None
     return changes
 
 

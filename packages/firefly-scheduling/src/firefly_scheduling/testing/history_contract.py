@@ -28,6 +28,7 @@ from firefly_scheduling.history.port import (
     RunHistory,
     RunState,
 )
+from firefly_scheduling.testing.history_buffer_contract import BufferedRecordContract
 from firefly_scheduling.testing.history_reading_contract import RunHistoryReadingContract
 from firefly_scheduling.testing.history_record_run_contract import (
     LOCK,
@@ -40,7 +41,9 @@ from firefly_scheduling.testing.history_record_run_contract import (
 from firefly_scheduling.testing.history_retry_contract import RetryStartContract
 
 
-class RunHistoryContract(RecordRunContract, RunHistoryReadingContract, RetryStartContract):
+class RunHistoryContract(
+    RecordRunContract, RunHistoryReadingContract, RetryStartContract, BufferedRecordContract
+):
     """Cases every `RunHistory` implementation must pass (`record_run` and queries included)."""
 
     # -- start ----------------------------------------------------------------------
@@ -71,7 +74,13 @@ class RunHistoryContract(RecordRunContract, RunHistoryReadingContract, RetryStar
         assert record.started_at == T0 + 2 * SECOND
 
     def test_a_finished_fire_is_never_started_again(self, history: RunHistory) -> None:
-        finished = (RunState.SUCCEEDED, RunState.FAILED, RunState.EXPIRED, RunState.TIMED_OUT)
+        finished = (
+            RunState.SUCCEEDED,
+            RunState.FAILED,
+            RunState.EXPIRED,
+            RunState.TIMED_OUT,
+            RunState.CANCELLED,
+        )
         for minutes, state in enumerate(finished, start=1):
             instant = T0 + timedelta(minutes=minutes)
             history.start(TASK, instant, lock=LOCK, node="a", token=1, at=instant)

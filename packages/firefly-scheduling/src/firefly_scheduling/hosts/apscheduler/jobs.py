@@ -8,7 +8,9 @@ Each task becomes one APScheduler job whose function builds the `Fire` and calls
 * `fixed_rate`: an `EpochAlignedRateTrigger`, start to start, with
   `max_instances=1` (a run longer than the rate makes the next fires skip rather
   than overlap on this node) and `coalesce=True` (fires missed while the process
-  stalled run once, not as a burst).
+  stalled run once, not as a burst). A task with `overlap=` other than `skip` lets
+  as many go as its policy needs (`tasks.overlap.runs_per_node`): its fire reaches
+  the fire runner, whose `when_held` policy decides, fleet-wide.
 * cron: a `CronScheduleTrigger` with the same two settings.
 * `fixed_delay`: end to start. The job is a one-shot `DateTrigger`; when a run ends,
   the job re-adds itself for `end + delay`. The first run is as soon as the host
@@ -53,6 +55,7 @@ scheduler's event loop), in `hosts/apscheduler/jobs_async.py`; the synchronous f
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -72,6 +75,7 @@ from firefly_scheduling.hosts.runtime.execute import execute_fire
 from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
 from firefly_scheduling.schedule.next_fire import cron_schedule_of
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling.tasks.overlap import runs_per_node
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 
@@ -145,7 +149,8 @@ class RecurringFire:
         if scheduler is None and descriptor.retries:
             raise ValueError(f"{descriptor.target}: a task with retries= needs the scheduler")
         self._last: datetime | None = None
-        self._preclaimed: PreclaimedFire | None = None
+        # Fires claimed by the host, oldest first; each is taken by the next call.
+        self._preclaimed: deque[PreclaimedFire] = deque()
 
     @property
     def claimable_ahead(self) -> bool:
@@ -160,14 +165,14 @@ class RecurringFire:
     def hand(self, preclaimed: PreclaimedFire) -> None:
         """Make the next call run `preclaimed`, claimed by the host already.
 
-        Only `max_instances=1` calls run at once, and the host hands a fire to the job
-        just before it calls it, so one slot is enough.
+        The host hands a fire to the job just before it calls it, so each call takes
+        the oldest fire handed (calls of an `overlap=` task may run at once).
         """
-        self._preclaimed = preclaimed
+        self._preclaimed.append(preclaimed)
 
     def __call__(self) -> None:
         # APScheduler does not pass the scheduled time to the job; the trigger names it.
-        preclaimed, self._preclaimed = self._preclaimed, None
+        preclaimed = self._preclaimed.popleft() if self._preclaimed else None
         if preclaimed is not None:
             fire = preclaimed.fire
         else:
@@ -194,7 +199,9 @@ class RecurringFire:
         fleet was down says which fires nobody ran, even where a `tick` host recorded
         later ones meanwhile. A skip writes only where nothing is recorded, so an
         instant another node is running right now keeps its run.
-        Only `max_instances=1` calls run at once, so `_last` needs no lock.
+        Only `max_instances=1` calls run at once (more for an `overlap=` task, whose
+        calls may then read the same `_last`: an instant passed over twice is
+        recorded once, a skip writes only where nothing is), so `_last` needs no lock.
         """
         last, self._last = self._last, instant
         if last is not None:
@@ -321,7 +328,7 @@ def attach_tasks(
                 id=job_id,
                 name=descriptor.target,
                 replace_existing=True,
-                **JOB_OPTIONS,
+                **{**JOB_OPTIONS, "max_instances": runs_per_node(descriptor.overlap)},
             )
         job_ids.append(job_id)
     # Retries pending anywhere in the fleet, read from the history (none: no job).

@@ -25,6 +25,13 @@ Metrics (names are stable; see docs/monitoring.md for a Grafana-ready list):
 * `firefly.fire.claim.duration` (histogram, `s`): claiming the fire, round trip included;
 * `firefly.fire.timeouts` (counter, `{fire}`): fires whose body ran past its task's
   `timeout=`, by `firefly.task` (they are in `firefly.fires` too, as `timed_out`);
+* `firefly.fire.buffered` (counter, `{fire}`): fires that waited, buffered, for an
+  earlier run of their task (`overlap="buffer_one"` or `"buffer_all"`), by
+  `firefly.task`, with `firefly.fire.verdict` (ran, or skipped when their wait ended
+  without the lock);
+* `firefly.fire.cancelled` (counter, `{fire}`): runs a newer fire asked to stop
+  (`overlap="cancel_other"`), by `firefly.task` (in `firefly.fires` too, as
+  `cancelled`);
 * `firefly.lock.lost` (counter, `{lock}`): task locks lost while a body ran;
 * `firefly.fire.retries` (counter, `{fire}`): retries of failed fires (the task's
   `retries=`) whose body ran, by `firefly.task` (their span carries
@@ -132,6 +139,16 @@ class OpenTelemetry:
             unit="{fire}",
             description="Fires whose body ran past its task's timeout",
         )
+        self._buffered = meter.create_counter(
+            "firefly.fire.buffered",
+            unit="{fire}",
+            description="Fires that waited for an earlier run of their task",
+        )
+        self._cancelled = meter.create_counter(
+            "firefly.fire.cancelled",
+            unit="{fire}",
+            description="Runs a newer fire of their task asked to stop",
+        )
         self._lost = meter.create_counter(
             "firefly.lock.lost", unit="{lock}", description="Task locks lost while a body ran"
         )
@@ -228,6 +245,11 @@ class OpenTelemetry:
             self._claim.record(result.claim_seconds, labels)
         if result.verdict is Verdict.TIMED_OUT:
             self._timeouts.add(1, labels)
+        if result.verdict is Verdict.CANCELLED:
+            self._cancelled.add(1, labels)
+        if result.buffered_seconds is not None:
+            verdict = result.verdict.name.lower()
+            self._buffered.add(1, {**labels, "firefly.fire.verdict": verdict})
         if result.lost:
             self._lost.add(1, labels)
         if result.fire.retry is not None and result.ran:

@@ -1,0 +1,98 @@
+# Generated from cancel_watch_async.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
+"""`cancel_other`: the running fire learns, through the backend, that a newer one waits.
+
+Written once, for asyncio, in `fires/cancel_watch_async.py`; `fires/cancel_watch.py`
+is generated from it by `tools/async_to_sync.py`.
+
+A newer fire of an `overlap="cancel_other"` task that finds the task lock held
+takes the task's waiting slot (`fires.overlap_wait`) and waits for the lock. That
+slot held **is** the request to stop: it is an ordinary lock on the task lock's own
+backend, so it reaches the running body on any node, through any backend, with
+nothing the lock port lacks. While the body runs, this watch tries the slot every
+`interval` seconds (a third of `lock_ttl` by default, the keep-alive's pace): taken,
+nobody asks and it is given back at once; refused, a newer fire waits, so the run's
+`cancel_requested` is set and `on_request` called (the asyncio flavour cancels a
+coroutine body there). A try that fails (the backend is unreachable) is logged and
+tried again at the next interval: an outage never cancels a run.
+
+The asyncio flavour is one task on the body's loop; the synchronous one a daemon
+thread per watched run (only runs of `cancel_other` tasks are watched).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from firefly_scheduling.errors import LockBackendError
+from firefly_scheduling.locks.port import HoldingLock
+
+logger = logging.getLogger("firefly_scheduling.fires")
+
+#: How long a stopping watch waits for a try already on the wire.
+STOP_SECONDS = 5.0
+
+
+class CancelWatch:
+    """Tries `slot` on `holdings` every `interval` seconds until stopped; sets
+    `requested` (and calls `on_request`, once) when a newer fire holds it."""
+
+    def __init__(
+        self,
+        holdings: HoldingLock,
+        slot: str,
+        *,
+        interval: float,
+        requested: threading.Event,
+        on_request: Callable[[], object] | None = None,
+        label: str,
+    ) -> None:
+        self._holdings = holdings
+        self._slot = slot
+        self._interval = interval
+        self._requested = requested
+        self._on_request = on_request
+        self._label = label
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> CancelWatch:
+        name = f"firefly-cancel {self._label}"
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching; a try on the wire is let finish (at most `STOP_SECONDS`)."""
+        self._stopped.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join(STOP_SECONDS)
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            self._stopped.wait(self._interval)
+            if self._stopped.is_set():
+                return
+            if self._asked():
+                logger.warning(
+                    "%s: a newer fire asked this run to stop (overlap='cancel_other')",
+                    self._label,
+                )
+                self._requested.set()
+                if self._on_request is not None:
+                    self._on_request()
+                return
+
+    def _asked(self) -> bool:
+        """Whether a newer fire holds the slot (tried, and given back when taken)."""
+        try:
+            probe = self._holdings.acquire(self._slot, self._interval * 3)
+            if probe is None:
+                return True
+            self._holdings.release_holding(probe)
+        except LockBackendError as err:
+            logger.warning("%s: the cancel request could not be read: %s", self._label, err)
+        return False
