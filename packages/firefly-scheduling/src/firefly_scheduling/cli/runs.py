@@ -36,6 +36,7 @@ _STATE_STYLE = {
     RunState.EXPIRED: "red",
     RunState.SKIPPED: "yellow",
     RunState.TIMED_OUT: "bold red",
+    RunState.CAUGHT_UP: "cyan",
 }
 
 

@@ -204,7 +204,8 @@ def schedule_json(
     table shows it for `host`), `lock`, `lock_ttl`, `runs_on` (`one node` or, for a
     `lock=False` task, `every node`), `initial_delay`, `first_run_from` (the earliest
     first run its delay allows, null when it has no delay or is not seen yet),
-    `jitter` and `timeout` (seconds, null without), `next_fire` (null when the
+    `jitter` and `timeout` (seconds, null without), `catchup` (seconds) and
+    `catchup_limit` (fires; both null without catch-up), `next_fire` (null when the
     interval starts when the host does; the instant, not the jittered start).
     """
     row = schedule_row(descriptor, now, host, first_run)
@@ -226,6 +227,8 @@ def schedule_json(
         "first_run_from": iso(first_run),
         "jitter": descriptor.jitter,
         "timeout": descriptor.timeout,
+        "catchup": descriptor.catchup,
+        "catchup_limit": descriptor.catchup_limit,
         "next_fire": iso(upcoming),
     }
 

@@ -47,6 +47,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TypeAlias, TypeVar
 
+from firefly_scheduling.fires.catching_up import caught_up_state
 from firefly_scheduling.fires.history_calls_async import off_loop
 from firefly_scheduling.fires.outcome import (
     BodyNotRun,
@@ -179,7 +180,8 @@ class AsyncRunRecorder:
         if history is None or lock is None:
             return None
         self._policy.at_record(fire, ended)
-        state = closing_state(ended.verdict)
+        late = (ended.started_at - fire.due).total_seconds()
+        state, error = caught_up_state(fire, closing_state(ended.verdict), ended.error, late)
         left = (fire.due + self._adoptable - self._clock()).total_seconds()
         patience = max(FINISH_RETRY_SECONDS, left) if ended.finished else FINISH_RETRY_SECONDS
         deadline = time.monotonic() + patience
@@ -189,7 +191,7 @@ class AsyncRunRecorder:
             self._node,
             ended.token,
             state,
-            ended.error,
+            error,
             ended.started_at,
             ended.ended_at,
         )
@@ -203,7 +205,7 @@ class AsyncRunRecorder:
                         lock=lock,
                         token=ended.token,
                         state=state,
-                        error=ended.error,
+                        error=error,
                         at=ended.ended_at,
                     ),
                     deadline,

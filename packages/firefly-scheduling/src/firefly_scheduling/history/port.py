@@ -70,6 +70,9 @@ class RunState(enum.StrEnum):
     #: The body ran past its task's `timeout=`: an `async def` body was cancelled
     #: there; a plain one ran to its end, its task lock held until then.
     TIMED_OUT = "timed_out"
+    #: A fire missed while the whole fleet was down, run late within its task's
+    #: `catchup=` window, and its body returned (one that raised is `failed`).
+    CAUGHT_UP = "caught_up"
 
     @property
     def terminal(self) -> bool:
@@ -94,10 +97,12 @@ EXPIRED_BY_PRUNE = "closed by prune: still running long after it started; its no
 
 #: The states `finish` may write.
 FINISHED_STATES = frozenset(
-    {RunState.SUCCEEDED, RunState.FAILED, RunState.EXPIRED, RunState.TIMED_OUT}
+    {RunState.SUCCEEDED, RunState.FAILED, RunState.EXPIRED, RunState.TIMED_OUT, RunState.CAUGHT_UP}
 )
 #: The states `failures_since` lists: a run that ended and did not do its work.
 FAILURE_STATES = frozenset({RunState.FAILED, RunState.EXPIRED, RunState.TIMED_OUT})
+#: The states `last_success` finds: a run that ended and did its work.
+SUCCESS_STATES = frozenset({RunState.SUCCEEDED, RunState.CAUGHT_UP})
 
 
 @dataclass(frozen=True)
@@ -225,7 +230,18 @@ class RunHistory(Protocol):
         ...
 
     def last_success(self, task: str, *, lock: str) -> RunRecord | None:
-        """The newest `succeeded` record of `task` under `lock`."""
+        """The newest `succeeded` (or `caught_up`) record of `task` under `lock`."""
+        ...
+
+    def recorded_instants(
+        self, task: str, *, lock: str, after: datetime, until: datetime
+    ) -> set[datetime]:
+        """The instants (aware UTC) of every record of `task` under `lock`, whatever
+        its state, with `after < instant <= until`: one read, however many.
+
+        Catch-up (`fires.catching_up`) reads here which fires of its window were
+        run or recorded by some node; every other instant of the window was missed.
+        """
         ...
 
     def failures_since(self, since: datetime) -> list[RunRecord]:

@@ -21,6 +21,10 @@ previous run is still going is skipped. The process waits for running bodies,
 then returns; a failing body is logged by the fire runner and does not change the
 exit code. Time comes from a `Clock`, so tests do not wait for real minutes.
 
+A task with `catchup=` has the fires the whole fleet missed before the pass's minute
+run once, oldest first, in a thread beside the slots (`hosts.runtime.catch_up`);
+the pass waits for it, and their results are the pass's.
+
 A stop request (SIGTERM/SIGINT, see `hosts.runtime.shutdown`) ends the pass early: no
 further slot starts, running bodies get `grace_period` seconds to finish, then the
 report says what was not started and what was abandoned.
@@ -37,11 +41,13 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
+from firefly_scheduling.hosts.runtime.catch_up import CatchUpReport, catch_up
 from firefly_scheduling.hosts.runtime.clock import Clock, SystemClock
 from firefly_scheduling.hosts.runtime.execute import execute_fire
 from firefly_scheduling.hosts.runtime.shutdown import (
@@ -66,6 +72,7 @@ from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 logger = logging.getLogger("firefly_scheduling.hosts")
 
 _MINUTE = timedelta(minutes=1)
+_MICROSECOND = timedelta(microseconds=1)
 #: Verdicts that make `tick` exit 1: a body failed or ran past its timeout, or the
 #: backend failed (the lock, its lease, the anchor store). A run found expired is the
 #: history's news of an earlier pass, reported by `monitor`, not a failure of this one.
@@ -256,6 +263,7 @@ class TickHost:
             tuple[MinutePrefilter, list[ScheduledDescriptor]],
         ] = {}
         self._cadences: dict[Cadence, list[ScheduledDescriptor]] = defaultdict(list)
+        self._catching_up = [d for d in descriptors if d.catchup is not None]
         for descriptor in descriptors:
             if descriptor.cron is not None:
                 key = (descriptor.cron, descriptor.zone, descriptor.dst_gap, descriptor.dst_fold)
@@ -296,6 +304,7 @@ class TickHost:
         """
         now = self.clock.now()
         report = TickReport(minute_start(now))
+        catching_up = self._start_catch_up(report.minute)
         slots = self.plan(report.minute)
         report.missed = [slot for slot in slots if slot.ends_at <= now]
         pending = [slot for slot in slots if slot.ends_at > now]
@@ -303,8 +312,34 @@ class TickHost:
             self._run_slots(pending, report)
         elif self.stop.requested:
             log_stop_request(self.stop)
+        if catching_up is not None:
+            self._end_catch_up(catching_up, report)
         report.stopped = self.stop.requested
         return report
+
+    def _start_catch_up(self, minute: datetime) -> Future[list[CatchUpReport]] | None:
+        """Catch up the missed fires of the `catchup=` tasks before `minute` (the
+        pass's own slots are its own), in a thread beside the slots."""
+        if not self._catching_up:
+            return None
+        pool = ThreadPoolExecutor(1, thread_name_prefix="firefly-catch-up")
+        until = minute - _MICROSECOND
+        try:
+            return pool.submit(catch_up, self._catching_up, self.runtime, until=until)
+        finally:
+            pool.shutdown(wait=False)
+
+    def _end_catch_up(self, catching_up: Future[list[CatchUpReport]], report: TickReport) -> None:
+        """Wait for the catch-up (a stop request ends it between two fires); its
+        fires' results join the pass's."""
+        while not catching_up.done():
+            try:
+                catching_up.result(timeout=POLL_SECONDS)
+            except FutureTimeout:
+                if self.stop.requested:
+                    self.runtime.stop_accepting()
+        for caught_up in catching_up.result():
+            report.results.extend(caught_up.results)
 
     def _run_slots(self, pending: list[TickSlot], report: TickReport) -> None:
         targets = {slot.fire.target for slot in pending}

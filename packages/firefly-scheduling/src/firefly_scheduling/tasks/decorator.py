@@ -40,6 +40,8 @@ def scheduled(
     dst_fold: str | None = None,
     jitter: Duration | None = None,
     timeout: Duration | None = None,
+    catchup: Duration | None = None,
+    catchup_limit: int | None = None,
 ) -> Callable[[TaskFunction], TaskFunction]:
     """Schedule the decorated function or method.
 
@@ -61,6 +63,10 @@ def scheduled(
     then; a plain one sees `current_fire().timed_out` become True and keeps its lock
     until it returns. Either way the run is recorded `timed_out`. It may exceed
     `lock_ttl`: the lock is renewed while the body runs.
+    `catchup` (a duration) runs, once each and oldest first, the fires of the last
+    `catchup` that no node ran because the whole fleet was down; at most
+    `catchup_limit` (default 100) of them, the newest, the older ones recorded as
+    skipped. It needs a run history (see `firefly_scheduling.fires.catching_up`).
     """
     given = [
         name
@@ -105,6 +111,8 @@ def scheduled(
             dst_fold=dst_fold,
             jitter=_optional_seconds(jitter, target, "jitter"),
             timeout=_optional_seconds(timeout, target, "timeout"),
+            catchup=_optional_seconds(catchup, target, "catchup"),
+            catchup_limit=catchup_limit,
         )
         setattr(function, SCHEDULE_ATTRIBUTE, validate_descriptor(descriptor))
         return task

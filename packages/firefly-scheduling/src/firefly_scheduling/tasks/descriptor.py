@@ -26,6 +26,9 @@ class ScheduledDescriptor:
     `jitter` (seconds, None: none) delays each fire's start by an offset in
     `[0, jitter)` derived from the task and the instant (`schedule.jitter`).
     `timeout` (seconds, None: none) bounds each run's body (`fires.running`).
+    `catchup` (seconds, None: none) is the window within which fires missed while the
+    fleet was down run late, at most `catchup_limit` of them, the newest
+    (`fires.catching_up`); validation sets the limit to 100 when `catchup` is given.
     """
 
     target: str
@@ -40,6 +43,8 @@ class ScheduledDescriptor:
     dst_fold: str | None = None
     jitter: float | None = None
     timeout: float | None = None
+    catchup: float | None = None
+    catchup_limit: int | None = None
 
     @property
     def module(self) -> str:

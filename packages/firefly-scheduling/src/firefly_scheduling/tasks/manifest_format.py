@@ -51,6 +51,8 @@ SCHEDULE_FIELDS = (
     "lock_ttl",
     "jitter",
     "timeout",
+    "catchup",
+    "catchup_limit",
 )
 _SCHEDULE_FIELD_SET = frozenset(SCHEDULE_FIELDS)
 # Descriptors may be built without __init__ only while __init__ merely assigns fields.

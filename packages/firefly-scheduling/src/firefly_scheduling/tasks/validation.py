@@ -31,6 +31,7 @@ from firefly_scheduling.locks.validation import RESERVED_LOCK_PREFIX, validate_l
 from firefly_scheduling.schedule.cron import CronSchedule
 from firefly_scheduling.schedule.durations import format_duration, parse_duration
 from firefly_scheduling.schedule.jitter import shortest_cron_gap
+from firefly_scheduling.tasks.catch_up_validation import check_catch_up
 from firefly_scheduling.tasks.descriptor import DEFAULT_LOCK_TTL_SECONDS, ScheduledDescriptor
 
 TRIGGERS = ("cron", "fixed_rate", "fixed_delay")
@@ -41,6 +42,7 @@ DURATION_FIELDS = (
     "lock_ttl",
     "jitter",
     "timeout",
+    "catchup",
 )
 
 
@@ -142,6 +144,10 @@ def _shape(descriptor: ScheduledDescriptor) -> tuple[object, ...]:
         descriptor.jitter,
         type(descriptor.timeout),
         descriptor.timeout,
+        type(descriptor.catchup),
+        descriptor.catchup,
+        type(descriptor.catchup_limit),
+        descriptor.catchup_limit,
     )
 
 
@@ -178,6 +184,9 @@ def _check_shape(descriptor: ScheduledDescriptor, target: str) -> dict[str, Any]
                 changes[name] = float(value)
     if descriptor.jitter is not None:
         _check_jitter(descriptor, float(descriptor.jitter), schedule, target)
+    limit = check_catch_up(descriptor, target)
+    if limit != descriptor.catchup_limit:
+        changes["catchup_limit"] = limit
     return changes
 
 

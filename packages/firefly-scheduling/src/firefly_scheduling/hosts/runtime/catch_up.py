@@ -1,0 +1,143 @@
+# Generated from catch_up_async.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
+"""`catch_up`: run the fires of `catchup=` tasks that the whole fleet missed, once each.
+
+A host calls it where fires may have been missed: a resident host (threaded or
+asyncio) once as it starts, beside its scheduler; `tick` in every pass, for the
+instants before its minute. For each task with `catchup=`:
+
+1. one read of the run history: the instants of the window `(until - catchup,
+   until]` some node ran or recorded (`RunHistory.recorded_instants`);
+2. the plan (`fires.catch_up_plan`): every other scheduled instant of the window
+   was missed; the newest `catchup_limit` run, the older ones are recorded as
+   skipped with the reason, in one batch write (`RunHistory.skip_many`);
+3. the fires to run, oldest first, as `TriggerKind.CATCH_UP` fires, in batches of
+   `CLAIM_BATCH`: each batch claimed in one request where the backend takes batches
+   (`FireRunner.claim_fires`), each fire won then run through `execute_fire` like
+   any fire (task lock, adoption, start, body, end), one after the other, since
+   they share the task lock. A fire claimed by another node starting at the same
+   time is that node's.
+
+A stop request ends it between two fires: the fires of the batch it claimed but
+did not run are recorded as skipped (`NOT_RUN_REASON`); nobody else could claim them
+within their window. A failure of the history read or of the claims is logged and
+leaves the task's missed fires to the next host that starts. Without a history
+there is nothing to read: boot refuses `catchup=` then (`check_catch_up_history`).
+
+Written once, for asyncio, in `hosts/runtime/catch_up_async.py`; the synchronous
+flavour in `hosts/runtime/catch_up.py` is generated from it by `tools/async_to_sync.py`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.fires.catch_up_plan import CatchUpPlan, plan_catch_up, window_start
+from firefly_scheduling.fires.history_calls import off_loop
+from firefly_scheduling.fires.outcome import Fire, FireResult, TriggerKind, Verdict
+from firefly_scheduling.hosts.observation.observers import PreclaimedFire
+from firefly_scheduling.hosts.runtime.execute import execute_fire
+from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+
+logger = logging.getLogger("firefly_scheduling.hosts")
+
+#: How many missed fires one claim request takes.
+CLAIM_BATCH = 200
+#: Why a fire this node claimed for catch-up, then did not run, is recorded as skipped.
+NOT_RUN_REASON = "claimed for catch-up, then this node stopped before running it"
+
+
+@dataclass
+class CatchUpReport:
+    """What catching up one task did on this node."""
+
+    target: str
+    plan: CatchUpPlan | None = None
+    results: list[FireResult] = field(default_factory=list)
+    #: Fires claimed here and not run (a stop came first); recorded as skipped.
+    not_run: int = 0
+
+
+def catch_up(
+    descriptors: Sequence[ScheduledDescriptor],
+    runtime: TaskRuntime,
+    *,
+    until: datetime | None = None,
+) -> list[CatchUpReport]:
+    """Catch up each task of `descriptors` with `catchup=`, one after the other.
+
+    `until` (default: now, by the runtime's clock) is the end of each window. Never
+    raises for one task's failure: it is logged and the next task goes on.
+    """
+    reports: list[CatchUpReport] = []
+    for descriptor in descriptors:
+        if descriptor.catchup is None:
+            continue
+        if not runtime.accepting:
+            break
+        report = CatchUpReport(descriptor.target)
+        reports.append(report)
+        try:
+            _catch_up_task(descriptor, runtime, until or runtime.wall_now(), report)
+        except Exception:  # one task's failure (the history, the backend) stops only it
+            logger.exception("%s: catch-up failed", descriptor.target)
+    return reports
+
+
+def _catch_up_task(
+    descriptor: ScheduledDescriptor,
+    runtime: TaskRuntime,
+    until: datetime,
+    report: CatchUpReport,
+) -> None:
+    runner = runtime.fire_runner.get()
+    history, lock = runner.history, descriptor.lock_name
+    if history is None or lock is None:  # refused at boot; a caller of its own
+        raise ConfigurationError(f"{descriptor.target}: catchup= needs a run history")
+    recorded = off_loop(
+        history.recorded_instants,
+        descriptor.target,
+        lock=lock,
+        after=window_start(descriptor, until),
+        until=until,
+    )
+    plan = report.plan = plan_catch_up(descriptor, until, recorded)
+    runtime.telemetry.missed(descriptor.target, plan.missed)
+    if not plan.missed:
+        return
+    logger.info(
+        "%s: %d missed fire(s) in its catch-up window: running %d, oldest first%s",
+        descriptor.target,
+        plan.missed,
+        len(plan.run),
+        f"; {len(plan.skipped)} beyond catchup_limit recorded as skipped" if plan.skipped else "",
+    )
+    if plan.skipped:
+        skipped = [Fire.at(descriptor, at, TriggerKind.CATCH_UP) for at in plan.skipped]
+        runner.record_passed_over(skipped, plan.skip_reason)
+    for start in range(0, len(plan.run), CLAIM_BATCH):
+        batch = [
+            Fire.at(descriptor, at, TriggerKind.CATCH_UP)
+            for at in plan.run[start : start + CLAIM_BATCH]
+        ]
+        if not runtime.accepting:
+            return
+        claims = runner.claim_fires(batch, task_locks=False)
+        for index, (fire, claim) in enumerate(zip(batch, claims, strict=True)):
+            ticket = runtime.admit(fire)
+            if ticket is None:  # stopping: the fires claimed here are nobody's now
+                unrun = [
+                    each
+                    for each, won in zip(batch[index:], claims[index:], strict=True)
+                    if won.verdict is Verdict.SUCCEEDED
+                ]
+                report.not_run = len(unrun)
+                runner.record_passed_over(unrun, NOT_RUN_REASON)
+                return
+            preclaimed = PreclaimedFire(fire, claim, ticket)
+            report.results.append(execute_fire(fire, runtime, preclaimed=preclaimed))
