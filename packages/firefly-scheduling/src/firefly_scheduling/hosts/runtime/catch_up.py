@@ -31,14 +31,15 @@ flavour in `hosts/runtime/catch_up.py` is generated from it by `tools/async_to_s
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.catch_up_plan import CatchUpPlan, plan_catch_up, window_start
 from firefly_scheduling.fires.history_calls import off_loop
-from firefly_scheduling.fires.outcome import Fire, FireResult, TriggerKind, Verdict
+from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult, TriggerKind, Verdict
 from firefly_scheduling.hosts.observation.observers import PreclaimedFire
 from firefly_scheduling.hosts.runtime.execute import execute_fire
 from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
@@ -48,6 +49,12 @@ logger = logging.getLogger("firefly_scheduling.hosts")
 
 #: How many missed fires one claim request takes.
 CLAIM_BATCH = 200
+#: The first and the longest pause before a missed fire whose task lock was held is
+#: tried again.
+FIRST_PAUSE_SECONDS = 0.02
+LAST_PAUSE_SECONDS = 1.0
+#: A claim this node won.
+WON = Verdict.SUCCEEDED
 #: Why a fire this node claimed for catch-up, then did not run, is recorded as skipped.
 NOT_RUN_REASON = "claimed for catch-up, then this node stopped before running it"
 
@@ -128,16 +135,41 @@ def _catch_up_task(
         if not runtime.accepting:
             return
         claims = runner.claim_fires(batch, task_locks=False)
-        for index, (fire, claim) in enumerate(zip(batch, claims, strict=True)):
-            ticket = runtime.admit(fire)
-            if ticket is None:  # stopping: the fires claimed here are nobody's now
-                unrun = [
-                    each
-                    for each, won in zip(batch[index:], claims[index:], strict=True)
-                    if won.verdict is Verdict.SUCCEEDED
-                ]
-                report.not_run = len(unrun)
-                runner.record_passed_over(unrun, NOT_RUN_REASON)
+        won = [fire for fire, claim in zip(batch, claims, strict=True) if claim.verdict is WON]
+        for index, fire in enumerate(won):
+            if not _run_won(fire, ClaimOutcome(WON, claims[0].seconds), runtime, report):
+                # Stopping: the fires claimed here are nobody's now.
+                report.not_run = len(won) - index
+                runner.record_passed_over(won[index:], NOT_RUN_REASON)
                 return
-            preclaimed = PreclaimedFire(fire, claim, ticket)
-            report.results.append(execute_fire(fire, runtime, preclaimed=preclaimed))
+        if len(won) < len(batch):
+            logger.info(
+                "%s: %d of its missed fires are claimed by another node: the rest of its "
+                "catch-up is that node's",
+                descriptor.target,
+                len(batch) - len(won),
+            )
+            return
+
+
+def _run_won(fire: Fire, claim: ClaimOutcome, runtime: TaskRuntime, report: CatchUpReport) -> bool:
+    """Run `fire`, claimed here; False (not run) when the host is stopping.
+
+    Its task lock may be held: by this task's live fire, or by another node's catch-up
+    run of a neighbouring missed fire (two nodes started together). The fire is
+    this node's to run, so it is tried again, backing off, until its window ends;
+    each try held off is recorded as overlapping, and the run replaces that record.
+    """
+    window_end = fire.instant + timedelta(seconds=fire.task.catchup or 0.0)
+    deadline = time.monotonic() + (window_end - runtime.wall_now()).total_seconds()
+    pause = FIRST_PAUSE_SECONDS
+    while True:
+        ticket = runtime.admit(fire)
+        if ticket is None:
+            return False
+        result = execute_fire(fire, runtime, preclaimed=PreclaimedFire(fire, claim, ticket))
+        if result.verdict is not Verdict.OVERLAPPING or time.monotonic() >= deadline:
+            report.results.append(result)
+            return True
+        time.sleep(pause)
+        pause = min(pause * 2, LAST_PAUSE_SECONDS)
