@@ -59,6 +59,9 @@ class FireContext:
     #: When the body times out, on the `time.monotonic()` clock (a clock no wall-clock
     #: step moves); None: the task has no `timeout=`.
     deadline: float | None = field(default=None, repr=False)
+    #: True for a fire missed while the whole fleet was down, run late within its
+    #: task's `catchup=` window (`fires.catching_up`).
+    caught_up: bool = False
 
     @property
     def lost(self) -> bool:

@@ -49,7 +49,14 @@ from datetime import datetime
 from typing import TypeAlias
 
 from firefly_scheduling.fires.context import FireContext, entered
-from firefly_scheduling.fires.outcome import BodyNotRun, Fire, FireResult, Started, Verdict
+from firefly_scheduling.fires.outcome import (
+    BodyNotRun,
+    Fire,
+    FireResult,
+    Started,
+    TriggerKind,
+    Verdict,
+)
 from firefly_scheduling.fires.policy import BeforeBody, BodyEnded, FirePolicy, RunWithin
 from firefly_scheduling.fires.recording import RunRecorder
 from firefly_scheduling.locks.holding import Holding
@@ -145,6 +152,7 @@ class BodyRunner:
             fire.task.lock_name,
             lost,
             deadline=None if timeout is None else time.monotonic() + timeout,
+            caught_up=fire.trigger is TriggerKind.CATCH_UP,
         )
         verdict = Verdict.FAILED
         error: str | None = "interrupted: the body did not return"

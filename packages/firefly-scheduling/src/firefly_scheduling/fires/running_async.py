@@ -51,7 +51,14 @@ from typing import TypeAlias
 
 from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
 from firefly_scheduling.fires.context import FireContext, entered
-from firefly_scheduling.fires.outcome import BodyNotRun, Fire, FireResult, Started, Verdict
+from firefly_scheduling.fires.outcome import (
+    BodyNotRun,
+    Fire,
+    FireResult,
+    Started,
+    TriggerKind,
+    Verdict,
+)
 from firefly_scheduling.fires.policy import BeforeBody, BodyEnded, FirePolicy, RunWithin
 from firefly_scheduling.fires.recording_async import AsyncRunRecorder
 from firefly_scheduling.locks.holding import Holding
@@ -149,6 +156,7 @@ class AsyncBodyRunner:
             fire.task.lock_name,
             lost,
             deadline=None if timeout is None else time.monotonic() + timeout,
+            caught_up=fire.trigger is TriggerKind.CATCH_UP,
         )
         verdict = Verdict.FAILED
         error: str | None = "interrupted: the body did not return"
