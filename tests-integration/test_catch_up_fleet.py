@@ -141,7 +141,8 @@ def test_missed_fires_beyond_the_limit_are_recorded_as_skipped_with_the_reason(
             time.sleep(1.0)
         finally:
             _stop(nodes)
-        caught_up = [i for _, trigger, i in _witness(tmp_path / "witness.log") if trigger == "catch-up"]
+        witness = _witness(tmp_path / "witness.log")
+        caught_up = [instant for _, trigger, instant in witness if trigger == "catch-up"]
         assert caught_up[:10] == missed[15:]
         records = _records(reader, lock)
         for instant in missed[:15]:
