@@ -16,7 +16,8 @@ instants before its minute. For each task with `catchup=`:
    (`FireRunner.claim_fires`), each fire won then run through `execute_fire` like
    any fire (task lock, adoption, start, body, end), one after the other, since
    they share the task lock. A fire claimed by another node starting at the same
-   time is that node's.
+   time is that node's: this one waits for its records before it claims its next
+   batch, so the fleet runs the missed fires oldest first (`_wait_for_their_records`).
 
 A stop request ends it between two fires: the fires of the batch it claimed but
 did not run are recorded as skipped (`NOT_RUN_REASON`); nobody else could claim them
@@ -41,6 +42,7 @@ from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.catch_up_plan import CatchUpPlan, plan_catch_up, window_start
 from firefly_scheduling.fires.history_calls_async import off_loop
 from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult, TriggerKind, Verdict
+from firefly_scheduling.history.port import RunHistory
 from firefly_scheduling.hosts.observation.observers import PreclaimedFire
 from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
 from firefly_scheduling.hosts.runtime.execute_async import execute_fire
@@ -58,6 +60,12 @@ LAST_PAUSE_SECONDS = 1.0
 WON = Verdict.SUCCEEDED
 #: Why a fire this node claimed for catch-up, then did not run, is recorded as skipped.
 NOT_RUN_REASON = "claimed for catch-up, then this node stopped before running it"
+#: Why a missed fire another node claimed, then did not run, is recorded as skipped.
+CLAIMED_NOT_RUN_REASON = (
+    "claimed for catch-up by another node, which did not run it within the task lock's "
+    "TTL (it stopped or stalled); its claim keeps any other node from running it"
+)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 @dataclass
@@ -143,14 +151,58 @@ async def _catch_up_task(
                 report.not_run = len(won) - index
                 await runner.record_passed_over(won[index:], NOT_RUN_REASON)
                 return
-        if len(won) < len(batch):
-            logger.info(
-                "%s: %d of its missed fires are claimed by another node: the rest of its "
-                "catch-up is that node's",
-                descriptor.target,
-                len(batch) - len(won),
-            )
-            return
+        theirs = [
+            fire
+            for fire, claim in zip(batch, claims, strict=True)
+            if claim.verdict is Verdict.CLAIMED_ELSEWHERE
+        ]
+        if theirs:
+            unrun = await _wait_for_their_records(theirs, runtime, history, lock)
+            if unrun:
+                logger.warning(
+                    "%s: %d missed fire(s) claimed by another node show no run after %gs "
+                    "without progress: recorded as skipped",
+                    descriptor.target,
+                    len(unrun),
+                    descriptor.lock_ttl or 0.0,
+                )
+                await runner.record_passed_over(unrun, CLAIMED_NOT_RUN_REASON)
+
+
+async def _wait_for_their_records(
+    theirs: list[Fire], runtime: AsyncTaskRuntime, history: RunHistory, lock: str
+) -> list[Fire]:
+    """Wait while another node runs `theirs` (missed fires it claimed); the ones still
+    without a record once no new one came for the task lock's TTL.
+
+    Two nodes that start together claim the same oldest fires: the one that wins a
+    batch runs it, the other waits for its records before it claims the next batch,
+    so the fires run oldest first across the fleet. A node that died holding the
+    claims shows no progress: its fires are then recorded as skipped (its claims
+    keep every other node from running them), and the catch-up goes on.
+    """
+    pending = {fire.instant for fire in theirs}
+    first, last = min(pending), max(pending)
+    stall = theirs[0].task.lock_ttl or 0.0
+    progress = time.monotonic()
+    pause = FIRST_PAUSE_SECONDS
+    while pending and runtime.accepting:
+        await asyncio.sleep(pause)
+        recorded = await off_loop(
+            history.recorded_instants,
+            theirs[0].target,
+            lock=lock,
+            after=first - _MICROSECOND,
+            until=last,
+        )
+        if pending & recorded:
+            pending -= recorded
+            progress, pause = time.monotonic(), FIRST_PAUSE_SECONDS
+        elif time.monotonic() - progress > stall:
+            break
+        else:
+            pause = min(pause * 2, LAST_PAUSE_SECONDS)
+    return [fire for fire in theirs if fire.instant in pending] if runtime.accepting else []
 
 
 async def _run_won(
