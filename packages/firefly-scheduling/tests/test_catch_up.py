@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -269,3 +270,26 @@ def test_a_tick_pass_catches_up_the_fires_before_its_minute_and_counts_them(
     )
     assert records[MINUTE].state is RunState.SUCCEEDED
     assert _counters(meter[1]) == {"firefly.fire.missed": 10, "firefly.fire.caught_up": 4}
+
+
+def test_the_library_host_catches_up_when_the_applications_scheduler_starts() -> None:
+    from apscheduler.schedulers.background import BackgroundScheduler  # noqa: PLC0415
+
+    from firefly_scheduling import register  # noqa: PLC0415
+
+    tasks.reset()
+    descriptor = ScheduledDescriptor(
+        target=f"{MODULE}:ping", fixed_rate=3600.0, lock_name="ping-lib", catchup=3 * 3600
+    )
+    history_settings = Settings(lock_provider="memory", history_url="memory://")
+    scheduler = BackgroundScheduler(timezone=UTC)
+    register(scheduler, descriptors=[descriptor], settings=history_settings)
+    assert scheduler.get_job("firefly-scheduling:catch-up") is not None
+    scheduler.start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(tasks.calls("ping")) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        scheduler.shutdown()
+    assert len(tasks.calls("ping")) == 3  # the three hourly fires of the window
