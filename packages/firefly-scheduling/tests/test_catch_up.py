@@ -293,3 +293,30 @@ def test_the_library_host_catches_up_when_the_applications_scheduler_starts() ->
     finally:
         scheduler.shutdown()
     assert len(tasks.calls("ping")) == 3  # the three hourly fires of the window
+
+
+def test_the_asyncio_host_catches_up_as_it_starts() -> None:
+    import asyncio  # noqa: PLC0415
+
+    from firefly_scheduling.hosts.asyncio_host import AsyncHost  # noqa: PLC0415
+    from firefly_scheduling.hosts.runtime.asyncio_boot import build_async_runtime  # noqa: PLC0415
+
+    tasks.reset()
+    descriptor = validate_descriptor(
+        ScheduledDescriptor(
+            target=f"{MODULE}:ping", fixed_rate=3600.0, lock_name="ping-aio", catchup=2 * 3600
+        )
+    )
+    settings = Settings(lock_provider="memory", history_url="memory://")
+
+    async def scenario() -> None:
+        runtime = build_async_runtime([descriptor], settings, host="asyncio")
+        host = AsyncHost([descriptor], runtime)
+        host.start()
+        assert host.catch_up is not None
+        [report] = await asyncio.wait_for(host.catch_up, 30)
+        assert [result.verdict for result in report.results] == [Verdict.SUCCEEDED] * 2
+        assert await host.stop() == []
+
+    asyncio.run(scenario())
+    assert len(tasks.calls("ping")) == 2
