@@ -320,3 +320,24 @@ def test_the_asyncio_host_catches_up_as_it_starts() -> None:
 
     asyncio.run(scenario())
     assert len(tasks.calls("ping")) == 2
+
+
+def test_monitor_counts_a_caught_up_run_as_a_success_and_its_row_says_so() -> None:
+    from firefly_scheduling.cli.monitor import health_problems, health_rows  # noqa: PLC0415
+
+    descriptor = validate_descriptor(_task(fixed_rate=60.0, catchup=3600))
+    history = MemoryRunHistory()
+    failed = MINUTE - timedelta(minutes=3)
+    history.start(TARGET, failed, lock=TARGET, node="n1", token=1, at=failed)
+    history.finish(
+        TARGET, failed, lock=TARGET, token=1, state=RunState.FAILED, error="x", at=failed
+    )
+    late = MINUTE - timedelta(minutes=1)
+    history.start(TARGET, late, lock=TARGET, node="n1", token=2, at=MINUTE)
+    history.finish(
+        TARGET, late, lock=TARGET, token=2, state=RunState.CAUGHT_UP, error="caught up", at=MINUTE
+    )
+    problems = health_problems([descriptor], history, MINUTE)
+    assert problems == []  # the caught-up run is a later success than the failure
+    [row] = health_rows([descriptor], problems, history, MINUTE)
+    assert (row["last_success"], row["last_success_state"]) == (late.isoformat(), "caught_up")

@@ -22,8 +22,9 @@ then returns; a failing body is logged by the fire runner and does not change th
 exit code. Time comes from a `Clock`, so tests do not wait for real minutes.
 
 A task with `catchup=` has the fires the whole fleet missed before the pass's minute
-run once, oldest first, in a thread beside the slots (`hosts.runtime.catch_up`);
-the pass waits for it, and their results are the pass's.
+run once, oldest first (`hosts.runtime.catch_up`), once the pass's slots are done
+(so a catch-up run never holds a task lock when its slot comes); their results are
+the pass's.
 
 A stop request (SIGTERM/SIGINT, see `hosts.runtime.shutdown`) ends the pass early: no
 further slot starts, running bodies get `grace_period` seconds to finish, then the
@@ -304,7 +305,6 @@ class TickHost:
         """
         now = self.clock.now()
         report = TickReport(minute_start(now))
-        catching_up = self._start_catch_up(report.minute)
         slots = self.plan(report.minute)
         report.missed = [slot for slot in slots if slot.ends_at <= now]
         pending = [slot for slot in slots if slot.ends_at > now]
@@ -312,6 +312,7 @@ class TickHost:
             self._run_slots(pending, report)
         elif self.stop.requested:
             log_stop_request(self.stop)
+        catching_up = None if self.stop.requested else self._start_catch_up(report.minute)
         if catching_up is not None:
             self._end_catch_up(catching_up, report)
         report.stopped = self.stop.requested
@@ -319,7 +320,8 @@ class TickHost:
 
     def _start_catch_up(self, minute: datetime) -> Future[list[CatchUpReport]] | None:
         """Catch up the missed fires of the `catchup=` tasks before `minute` (the
-        pass's own slots are its own), in a thread beside the slots."""
+        pass's own slots are its own), once the slots are done: a catch-up run holding
+        a task lock would make the slot of that task skip as overlapping."""
         if not self._catching_up:
             return None
         pool = ThreadPoolExecutor(1, thread_name_prefix="firefly-catch-up")

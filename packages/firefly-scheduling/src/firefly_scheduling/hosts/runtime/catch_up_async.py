@@ -3,7 +3,8 @@
 """`catch_up`: run the fires of `catchup=` tasks that the whole fleet missed, once each.
 
 A host calls it where fires may have been missed: a resident host (threaded or
-asyncio) once as it starts, beside its scheduler; `tick` in every pass, for the
+asyncio) once as it starts, beside its scheduler; `tick` in every pass, once its
+slots are done, for the
 instants before its minute. For each task with `catchup=`:
 
 1. one read of the run history: the instants of the window `(until - catchup,
