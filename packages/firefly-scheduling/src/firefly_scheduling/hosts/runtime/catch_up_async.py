@@ -4,8 +4,7 @@
 
 A host calls it where fires may have been missed: a resident host (threaded or
 asyncio) once as it starts, beside its scheduler; `tick` in every pass, once its
-slots are done, for the
-instants before its minute. For each task with `catchup=`:
+slots are done, for the instants before its minute. For each task with `catchup=`:
 
 1. one read of the run history: the instants of the window `(until - catchup,
    until]` some node ran or recorded (`RunHistory.recorded_instants`);
