@@ -341,3 +341,38 @@ def test_monitor_counts_a_caught_up_run_as_a_success_and_its_row_says_so() -> No
     assert problems == []  # the caught-up run is a later success than the failure
     [row] = health_rows([descriptor], problems, history, MINUTE)
     assert (row["last_success"], row["last_success_state"]) == (late.isoformat(), "caught_up")
+
+
+def test_a_restarted_job_leaves_the_instants_of_its_catch_up_window_to_catch_up() -> None:
+    """The first run of a job records as passed over only the instants older than the
+    task's window: the ones inside are catch-up's, and a skip there would hide them."""
+    from firefly_scheduling.hosts.apscheduler.jobs import RecurringFire, trigger_for  # noqa: PLC0415
+
+    tasks.reset()
+    start = datetime(2026, 3, 4, 12, 0, 0, tzinfo=UTC)
+    descriptor = validate_descriptor(
+        ScheduledDescriptor(
+            target=f"{MODULE}:ping", fixed_rate=1.0, lock_name="ping-window", catchup=2.0
+        )
+    )
+    settings = Settings(lock_provider="memory", history_url="memory://")
+    runtime = build_runtime([descriptor], settings, host="run", node="unit")
+    now = start
+    runtime.now = lambda: now
+    try:
+        RecurringFire(descriptor, trigger_for(descriptor), runtime)()
+        now = start + timedelta(seconds=5.2)
+        RecurringFire(descriptor, trigger_for(descriptor), runtime)()
+        history = runtime.fire_runner.get().history
+        assert history is not None
+        records = {r.instant: r.state for r in history.runs(descriptor.target, limit=10)}
+    finally:
+        runtime.close()
+    second = timedelta(seconds=1)
+    assert records == {
+        start: RunState.SUCCEEDED,
+        start + second: RunState.SKIPPED,
+        start + 2 * second: RunState.SKIPPED,
+        start + 3 * second: RunState.SKIPPED,  # 5.2 - 2 = 3.2: older than the window
+        start + 5 * second: RunState.SUCCEEDED,
+    }
