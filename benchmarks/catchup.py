@@ -30,12 +30,14 @@ from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import sqlalchemy as sa
+
 from benchmark_results import Run, Table, add_arguments, servers_of, shorten, spread, summary
 from firefly_scheduling import ScheduledDescriptor, Settings, current_fire
 from firefly_scheduling.history.port import RunState
 from firefly_scheduling.hosts.runtime.boot import build_runtime, validated
 from firefly_scheduling.hosts.runtime.catch_up import catch_up
-from firefly_scheduling_database.sql_history.store import SqlRunHistory
+from firefly_scheduling_database.sql_history.store import DEFAULT_TABLE, SqlRunHistory
 
 MODULE = "firefly_bench_catchup"
 TARGET = f"{MODULE}:every_second"
@@ -119,6 +121,23 @@ def one_round(backend: str, fires: int, witness: Path) -> dict[str, float | int]
     }
 
 
+def history_table_note(postgres: str) -> str:
+    """Whether the history table has this version's index of running records: a table
+    created by an older version lacks it, and each fire's read of its task's running
+    records then scans every record of the task."""
+    engine = sa.create_engine(postgres.replace("postgresql://", "postgresql+psycopg://", 1))
+    try:
+        names = {index["name"] for index in sa.inspect(engine).get_indexes(DEFAULT_TABLE)}
+    finally:
+        engine.dispose()
+    if f"{DEFAULT_TABLE}_running" in names:
+        return f"The history table `{DEFAULT_TABLE}` as this version creates it (indexes included)."
+    return (
+        f"The history table `{DEFAULT_TABLE}` lacks this version's index of running records "
+        "(created by an older version): each fire scans its task's records."
+    )
+
+
 def checked(figures: dict[str, float | int], fires: int) -> bool:
     return (
         figures["planned"] == fires
@@ -143,6 +162,12 @@ def main() -> None:
     servers = servers_of(["postgres", *arguments.backends])
     run = Run("catchup", arguments, parser, servers=servers)
     install_task_module()
+    postgres = url("postgres", "postgresql://postgres@127.0.0.1:5432/test")
+    installer = SqlRunHistory(postgres)
+    installer.install()  # a missing table is created as this version creates it
+    installer.close()
+    table_note = history_table_note(postgres)
+    print(table_note)
     measured: dict[str, list[dict[str, float | int]]] = {}
     with tempfile.TemporaryDirectory(prefix="firefly-bench-catchup-") as directory:
         witness = Path(directory) / "witness.log"
@@ -195,6 +220,7 @@ def main() -> None:
             for backend, rounds in measured.items()
         },
         notes=[
+            table_note,
             "Each fire takes the path of any fire: its claim (one request per 200 fires), "
             "the task lock, the history's read of the task's running records, the start, "
             "the body, the end, the release. Fires of one task share its task lock, so "
