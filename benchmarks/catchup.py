@@ -1,6 +1,6 @@
 """Catch-up of 10,000 fires one task missed while its fleet was down, each run once.
 
-    uv run python benchmarks/catchup.py [--fires 10000] [--rounds 3] [--backends postgres redis]
+    uv run python benchmarks/catchup.py [--fires 10000] [--rounds 5] [--backends postgres redis]
 
 Each round is a fleet that was down for `--fires` fires of a one-second task with
 `catchup=` as long and `catchup_limit=` as large: a new lock name, so the run
@@ -152,7 +152,7 @@ def checked(figures: dict[str, float | int], fires: int) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fires", type=int, default=10_000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument(
         "--backends", nargs="+", default=["postgres", "redis"], choices=["postgres", "redis"]
     )
