@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -138,6 +139,14 @@ def history_table_note(postgres: str) -> str:
     )
 
 
+def goal(seconds: list[float]) -> str:
+    """Whether the median round met the goal, and how many rounds did not (a shared
+    machine's load shows in the slowest rounds)."""
+    over = sum(1 for each in seconds if each >= GOAL_SECONDS)
+    verdict = "met" if statistics.median(seconds) < GOAL_SECONDS else "**not met**"
+    return f"{verdict} (median); {over} of {len(seconds)} rounds over" if over else verdict
+
+
 def checked(figures: dict[str, float | int], fires: int) -> bool:
     return (
         figures["planned"] == fires
@@ -197,13 +206,13 @@ def main() -> None:
                 spread([arguments.fires / s for s in seconds], 0, thousands=True),
                 spread([s / arguments.fires * 1000 for s in seconds], 2),
                 "0 / 0",
-                "met" if max(seconds) < GOAL_SECONDS else "**not met**",
+                goal(seconds),
             ]
         )
     table = Table(
         f"Catch-up of {arguments.fires:,} missed fires of one task, one node "
         f"({arguments.rounds} rounds; median (range))",
-        ["setup", "fires", "seconds", "fires/s", "ms per fire", "duplicates / missing", "< 60 s"],
+        ["setup", "fires", "seconds", "fires/s", "ms per fire", "duplicates / missing", "goal < 60 s"],
         rows=rows,
         align="lrrrrrl",
     )
