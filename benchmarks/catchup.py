@@ -212,7 +212,15 @@ def main() -> None:
     table = Table(
         f"Catch-up of {arguments.fires:,} missed fires of one task, one node "
         f"({arguments.rounds} rounds; median (range))",
-        ["setup", "fires", "seconds", "fires/s", "ms per fire", "duplicates / missing", "goal < 60 s"],
+        [
+            "setup",
+            "fires",
+            "seconds",
+            "fires/s",
+            "ms per fire",
+            "duplicates / missing",
+            "goal < 60 s",
+        ],
         rows=rows,
         align="lrrrrrl",
     )
