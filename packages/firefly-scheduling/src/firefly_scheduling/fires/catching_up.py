@@ -5,11 +5,11 @@ hands each to the runner as a `Fire` whose trigger is `TriggerKind.CATCH_UP`. Su
 fire is late beyond grace by design, so the stages measure it against its task's
 window instead:
 
-* deciding lets it through while it is at most `max(grace, catchup)` late
+* deciding lets it through while it is at most `catchup + grace` late
   (`allowed_lateness`), and the policy (`FirePolicy.before_claim`) skips a catch-up
   fire of a task without `catchup=` (`without_window`: a caller's mistake, recorded,
   never run);
-* its claim lives until `instant + max(grace, catchup) + clock_skew`: any node that
+* its claim lives until `instant + catchup + grace + clock_skew`: any node that
   could still catch the fire up finds it claimed, as for any fire within grace;
 * its run, when its body returns, is recorded `caught_up` with a reason saying how
   late it ran (`caught_up_state`), so `runs`, `monitor` and the Django admin show
@@ -31,18 +31,27 @@ NO_CATCHUP_WINDOW = "a catch-up fire of a task without catchup=: nothing allows 
 
 
 def allowed_lateness(fire: Fire, grace: float) -> float:
-    """How many seconds past its `due` time `fire` may still be claimed and started."""
+    """How many seconds past its `due` time `fire` may still be claimed and started.
+
+    A catch-up fire: its task's window, plus grace. A fire was planned while it was in
+    the window, and it waits its turn behind the older ones; the grace it gets on top
+    is the grace any fire gets, so the oldest fire of a window is not lost to the
+    milliseconds between the plan and its run.
+    """
     window = fire.task.catchup
     if fire.trigger is TriggerKind.CATCH_UP and window is not None:
-        return max(grace, window)
+        return window + grace
     return grace
 
 
 def beyond_allowed(fire: Fire, late: float, grace: float) -> str:
     """Why `fire`, `late` seconds late, is skipped: beyond grace, or its catch-up window."""
     window = fire.task.catchup
-    if fire.trigger is TriggerKind.CATCH_UP and window is not None and window > grace:
-        return f"{late:.3f}s late, beyond its catchup window of {_readable(window)}"
+    if fire.trigger is TriggerKind.CATCH_UP and window is not None:
+        return (
+            f"{late:.3f}s late, beyond its catchup window of {_readable(window)} "
+            f"and the grace of {grace:g}s"
+        )
     return f"{late:.3f}s late, beyond the grace of {grace:g}s"
 
 

@@ -172,14 +172,8 @@ class FireDecider:
         return True
 
     def _too_late(self, fire: Fire, late: float, patience: float | None) -> Skip:
-        logger.warning(
-            "%s: fire %s skipped: %.3fs late, beyond the grace of %gs",
-            fire.target,
-            _at(fire),
-            late,
-            self._grace,
-        )
         reason = beyond_allowed(fire, late, self._grace)
+        logger.warning("%s: fire %s skipped: %s", fire.target, _at(fire), reason)
         self._record.skip(fire, reason, patience=patience)
         return Skip(Verdict.TOO_LATE, reason)
 
