@@ -245,7 +245,7 @@ def test_a_tick_pass_catches_up_the_fires_before_its_minute_and_counts_them(
         ScheduledDescriptor(
             target=f"{MODULE}:ping",
             cron="* * * * *",
-            lock_name="ping",
+            lock_name="ping-catch-up-tick",
             catchup=600,
             catchup_limit=4,
         )
@@ -257,7 +257,9 @@ def test_a_tick_pass_catches_up_the_fires_before_its_minute_and_counts_them(
         report = TickHost([descriptor], runtime, clock=FakeClock(MINUTE), grace_period=5.0).run()
         history = runtime.fire_runner.get().history
         assert history is not None
-        records = {r.instant: r for r in history.runs(f"{MODULE}:ping", 100, lock="ping")}
+        records = {
+            r.instant: r for r in history.runs(f"{MODULE}:ping", 100, lock="ping-catch-up-tick")
+        }
     finally:
         runtime.close()
     missed = [MINUTE - timedelta(minutes=back) for back in range(10, 0, -1)]
