@@ -1,8 +1,9 @@
 """`catchup=` on real servers, with real node processes: the fires a downed fleet missed.
 
-PostgreSQL holds the task lock, the fire claims and the run history. The fleet ran a
-one-minute task until some minutes ago, then went down as a whole (the history's
-records stop there); two `firefly-scheduling run` nodes then start together. Each
+PostgreSQL holds the run history, and the task lock and the fire claims (the two-node
+case runs a second time with those on Redis). The fleet ran a one-minute task until
+some minutes ago, then went down as a whole (the history's records stop there); two
+`firefly-scheduling run` nodes then start together. Each
 missed fire must run exactly once between them, oldest first, as each body's own
 line in a witness file shows; the ones beyond `catchup_limit` are recorded as
 skipped with the reason. Without a run history, boot refuses `catchup=` (exit 2).
@@ -52,11 +53,15 @@ def _fleet_ran_until(history: SqlRunHistory, lock: str, down_at: datetime) -> No
         )
 
 
-def _start_fleet(postgres_url: str, tmp_path: Path, lock: str, limit: int) -> list[Node]:
+def _start_fleet(
+    postgres_url: str, tmp_path: Path, lock: str, limit: int, redis_url: str | None = None
+) -> list[Node]:
+    """Two `run` nodes: the lock and claims on PostgreSQL, or on Redis when given."""
+    provider = "postgres" if redis_url is None else "redis"
     env = node_env(
         tmp_path,
-        FIREFLY_SCHEDULING_LOCK_PROVIDER="postgres",
-        FIREFLY_SCHEDULING_LOCK_POSTGRES_URL=postgres_url,
+        FIREFLY_SCHEDULING_LOCK_PROVIDER=provider,
+        **{f"FIREFLY_SCHEDULING_LOCK_{provider.upper()}_URL": redis_url or postgres_url},
         FIREFLY_SCHEDULING_HISTORY_URL=postgres_url,
         FIREFLY_HOSTAPP_LOCK=lock,
         FIREFLY_HOSTAPP_CATCHUP="1h",
@@ -88,10 +93,12 @@ def _stop(nodes: list[Node]) -> None:
         node.wait(30)
 
 
-@pytest.mark.parametrize("missed", [40])
+@pytest.mark.parametrize("backend", ["postgres", "redis"])
 def test_two_nodes_starting_after_the_fleet_was_down_run_each_missed_fire_once_oldest_first(
-    missed: int, postgres_url: str, tmp_path: Path
+    backend: str, postgres_url: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    missed = 40
+    redis_url = str(request.getfixturevalue("redis_url")) if backend == "redis" else None
     wait_for_early_minute()  # the nodes start within the minute the test computes
     lock = f"catch-up-fleet-{uuid.uuid4().hex[:12]}"
     now = _minute(datetime.now(UTC))
@@ -100,7 +107,7 @@ def test_two_nodes_starting_after_the_fleet_was_down_run_each_missed_fire_once_o
     reader = SqlRunHistory(postgres_url)
     try:
         _fleet_ran_until(reader, lock, down_at)
-        nodes = _start_fleet(postgres_url, tmp_path, lock, limit=100)
+        nodes = _start_fleet(postgres_url, tmp_path, lock, limit=100, redis_url=redis_url)
         try:
             assert wait_for(tmp_path / "witness.log", missed, PATIENCE), [n.text() for n in nodes]
             time.sleep(1.0)  # a duplicate run, were there one, would show by now
