@@ -340,6 +340,11 @@ class FlakyHistory:
     def failures_since(self, since: datetime) -> list[RunRecord]:
         return self._inner.failures_since(since)
 
+    def recorded_instants(
+        self, task: str, *, lock: str, after: datetime, until: datetime
+    ) -> set[datetime]:
+        return self._inner.recorded_instants(task, lock=lock, after=after, until=until)
+
     def expire_dead(self, started_before: datetime, *, at: datetime) -> int:
         return self._inner.expire_dead(started_before, at=at)
 

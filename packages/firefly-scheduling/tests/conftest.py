@@ -73,3 +73,33 @@ def timed_out_run() -> WriteTimedOutRun:
             history.close()
 
     return write
+
+
+@pytest.fixture
+def caught_up_run() -> WriteTimedOutRun:
+    """How the history's readers (`runs`, the Django admin) are given a caught-up run:
+    a missed fire run late under `catchup=`, written as its node writes it."""
+    pytest.importorskip("firefly_scheduling_database")
+    from firefly_scheduling.history import RunState  # noqa: PLC0415 - after the skip
+    from firefly_scheduling_database.sql_history.store import SqlRunHistory  # noqa: PLC0415
+
+    reason = "caught up: missed while the fleet was down; ran 5400.000s late, within catchup=6h"
+
+    def write(url: str, target: str, instant: datetime) -> None:
+        history = SqlRunHistory(url)
+        try:
+            history.install()
+            history.start(target, instant, lock=target, node="n1", token=3, at=instant)
+            assert history.finish(
+                target,
+                instant,
+                lock=target,
+                token=3,
+                state=RunState.CAUGHT_UP,
+                error=reason,
+                at=instant,
+            )
+        finally:
+            history.close()
+
+    return write

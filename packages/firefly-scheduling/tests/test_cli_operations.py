@@ -247,6 +247,25 @@ def test_runs_shows_which_retry_a_run_was(
     assert "retry 1 of 2; RuntimeError: boom; retry 2 of 2 due" in " ".join(table.output.split())
 
 
+def test_runs_shows_a_caught_up_run_with_its_reason(
+    runner: CliRunner,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caught_up_run: Callable[[str, str, datetime], None],
+) -> None:
+    url = f"sqlite:///{tmp_path / 'history.db'}"
+    caught_up_run(url, "app:job", datetime(2026, 6, 3, 12, 0, tzinfo=UTC))
+    monkeypatch.setenv("FIREFLY_SCHEDULING_HISTORY_URL", url)
+    listed = runner.invoke(main, ["runs", "--json"])
+    assert listed.exit_code == 0, listed.output
+    [row] = [json.loads(line) for line in listed.output.splitlines()]
+    assert row["state"] == "caught_up"
+    assert row["error"].startswith("caught up: missed while the fleet was down")
+    table = runner.invoke(main, ["runs"])
+    assert table.exit_code == 0, table.output
+    assert "caught_up" in table.output
+
+
 # -- structured logs ------------------------------------------------------------------
 
 

@@ -123,6 +123,18 @@ def test_the_admin_shows_a_timed_out_run_with_its_error(
     assert "<td>timed out after 30s</td>" in admin.stdout
 
 
+def test_the_admin_shows_a_caught_up_run_with_its_reason(
+    scratch: dict[str, str], caught_up_run: Callable[[str, str, datetime], None]
+) -> None:
+    locks = Path(scratch["FIREFLY_DJANGO_TEST_DIR"]) / "locks.db"
+    caught_up_run(f"sqlite:///{locks}", "shop.tasks:late", datetime(2030, 1, 1, tzinfo=UTC))
+    admin = check_admin(scratch)
+    assert admin.returncode == 0, admin.stderr
+    assert '<tr class="firefly-run firefly-caught_up">' in admin.stdout
+    assert "<td>caught_up</td>" in admin.stdout
+    assert "<td>caught up: missed while the fleet was down" in admin.stdout
+
+
 def test_firefly_run_runs_until_sigterm_and_exits_0(scratch: dict[str, str]) -> None:
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))

@@ -11,7 +11,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from firefly_scheduling.history.port import EXPIRED_BY_PRUNE, FAILURE_STATES, RunState
+from firefly_scheduling.history.port import (
+    EXPIRED_BY_PRUNE,
+    FAILURE_STATES,
+    SUCCESS_STATES,
+    RunState,
+)
 from firefly_scheduling.schedule.instants import as_utc
 
 
@@ -46,6 +51,18 @@ def newest(runs: sa.Table, task: str | None, limit: int, *, lock: str | None) ->
     return query.limit(max(limit, 0))
 
 
+def instants_between(
+    runs: sa.Table, task: str, *, lock: str, after: datetime, until: datetime
+) -> sa.Select[Any]:
+    """The instants of `task`'s records under `lock` in `(after, until]`, any state."""
+    return sa.select(runs.c.instant).where(
+        runs.c.lock_name == lock,
+        runs.c.task == task,
+        runs.c.instant > as_utc(after),
+        runs.c.instant <= as_utc(until),
+    )
+
+
 def last_success(runs: sa.Table, task: str, *, lock: str) -> sa.Select[Any]:
     """The newest succeeded run of `task` under `lock`."""
     return (
@@ -53,7 +70,7 @@ def last_success(runs: sa.Table, task: str, *, lock: str) -> sa.Select[Any]:
         .where(
             runs.c.lock_name == lock,
             runs.c.task == task,
-            runs.c.state == RunState.SUCCEEDED.value,
+            runs.c.state.in_(sorted(state.value for state in SUCCESS_STATES)),
         )
         .order_by(runs.c.instant.desc())
         .limit(1)

@@ -137,6 +137,11 @@ def runs_table(name: str = DEFAULT_TABLE, *, indexes: bool = True) -> sa.Table:
         columns += [
             sa.Index(f"{name}_by_instant", "instant"),
             sa.Index(f"{name}_by_state_ended", "state", "ended_at"),
+            # A fire's read of its task's running records (`unfinished`): without it,
+            # that read scans every record of the task, so each fire costs more the
+            # more records its task has (a catch-up of thousands of fires, a fast
+            # task's day of records).
+            sa.Index(f"{name}_running", "lock_name", "task", "state"),
         ]
     return sa.Table(name, sa.MetaData(), *columns)
 

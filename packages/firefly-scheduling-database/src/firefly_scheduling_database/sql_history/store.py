@@ -370,6 +370,17 @@ class SqlRunHistory(BaseRunHistory):
         found = self._call("reading the last success", lambda: self._records(query))
         return found[0] if found else None
 
+    def recorded_instants(
+        self, task: str, *, lock: str, after: datetime, until: datetime
+    ) -> set[datetime]:
+        query = queries.instants_between(self._table, task, lock=lock, after=after, until=until)
+
+        def read() -> set[datetime]:
+            with self._single.connect() as connection:
+                return {as_utc(instant) for instant in connection.execute(query).scalars()}
+
+        return self._call("reading recorded instants", read)
+
     def failures_since(self, since: datetime) -> list[RunRecord]:
         query = queries.failures_since(self._table, since)
         return self._call("reading failures", lambda: self._records(query))

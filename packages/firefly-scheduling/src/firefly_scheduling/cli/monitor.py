@@ -43,7 +43,7 @@ from firefly_scheduling.cli.backend_check import BACKEND_TARGET, backend_problem
 from firefly_scheduling.cli.common import discover_tasks, settings_for, task_source_options
 from firefly_scheduling.cli.first_sightings import first_sightings
 from firefly_scheduling.cli.output import echo_json_lines, iso, json_option
-from firefly_scheduling.history import HistoryError, RunHistory, require_history
+from firefly_scheduling.history import HistoryError, RunHistory, RunState, require_history
 from firefly_scheduling.initial_delay.port import AnchorStoreError
 from firefly_scheduling.initial_delay.selection import resolve_anchor_store
 from firefly_scheduling.schedule.cron import CronSchedule
@@ -196,6 +196,8 @@ def health_rows(
                 "first_due": None if seen is None else iso(first_fire_due(descriptor, seen)),
                 "last_success": None if success is None else iso(success.instant),
                 "problems": reasons,
+                # `caught_up`: the last success was a missed fire run late (`catchup=`).
+                "last_success_state": None if success is None else success.state.value,
             }
         )
     return rows
@@ -261,4 +263,8 @@ def monitor(
     if not discovered.descriptors:
         click.echo(f"OK, but nothing to check: {discovered.explanation}")
         return
+    caught_up = sum(1 for row in rows if row["last_success_state"] == RunState.CAUGHT_UP.value)
+    if caught_up:
+        note += f"; {caught_up} whose last success was a missed fire caught up late"
+
     click.echo(f"OK: {checked} task(s) healthy{note}")

@@ -38,6 +38,7 @@ _STATE_STYLE = {
     RunState.TIMED_OUT: "bold red",
     RunState.BUFFERED: "blue",
     RunState.CANCELLED: "magenta",
+    RunState.CAUGHT_UP: "cyan",
 }
 
 

@@ -206,7 +206,8 @@ def schedule_json(
     `lock=False` task, `every node`), `initial_delay`, `first_run_from` (the earliest
     first run its delay allows, null when it has no delay or is not seen yet),
     `jitter` and `timeout` (seconds, null without), `overlap` (the policy's name,
-    `skip` by default), `next_fire` (null when the interval starts when the host does;
+    `skip` by default), `catchup` (seconds) and `catchup_limit` (fires; both null
+    without catch-up), `next_fire` (null when the interval starts when the host does;
     the instant, not the jittered start), `retries` (null without), `retry_backoff`
     and `retry_backoff_max` (seconds, their defaults filled in; null without retries).
     """
@@ -230,6 +231,8 @@ def schedule_json(
         "jitter": descriptor.jitter,
         "timeout": descriptor.timeout,
         "overlap": descriptor.overlap or "skip",
+        "catchup": descriptor.catchup,
+        "catchup_limit": descriptor.catchup_limit,
         "next_fire": iso(upcoming),
         **retry_json(descriptor),
     }

@@ -26,7 +26,8 @@ five points, with the facts they know, and act on its answer (`Run`; `RunWithin`
 the body bounded; or `Skip` with a verdict and a reason). `DefaultPolicy` is today's
 behaviour. Where each policy plugs in:
 
-* `before_claim` (deciding, within grace): pause, catch-up. (Jitter needs no
+* `before_claim` (deciding, within grace, or a catch-up fire's window:
+  `fires.catching_up`): catch-up; pause next. (Jitter needs no
   policy: it is part of the fire, `Fire.due`, which grace, the claim window and the
   hosts' wake-ups count from.)
 * `when_held` (locking, the task lock held by an earlier run): the task's

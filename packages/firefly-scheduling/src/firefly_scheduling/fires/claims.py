@@ -15,7 +15,8 @@ claim back before the fire's window has passed:
 * Its window is `due + grace + clock_skew` on the claiming node's clock
   (`claim_seconds`), `due` being the instant plus the task's jitter offset
   (`Fire.due`; the instant itself without jitter). A node attempts a fire only
-  while it is at most `grace` late by ITS clock; a node whose clock runs `d`
+  while it is at most `grace` late by ITS clock (a catch-up fire: its task's
+  `catchup=` window, when longer, `fires.catching_up`); a node whose clock runs `d`
   seconds slower than the claimer's may still attempt it `d` seconds after the
   claimer's window, so the window carries `clock_skew`, the largest clock
   difference between two nodes the fleet tolerates.
@@ -50,6 +51,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from firefly_scheduling.errors import LockBackendError
+from firefly_scheduling.fires.catching_up import allowed_lateness
 from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult, Verdict
 from firefly_scheduling.locks.port import BatchClaimingLock, ClaimingLock
 from firefly_scheduling.locks.validation import MAX_LOCK_NAME_LENGTH
@@ -195,7 +197,12 @@ class FireClaimer:
         """
         now = self._clock()
         windows = [
-            claim_seconds(fire.due, now, grace=self._grace, clock_skew=self._clock_skew)
+            claim_seconds(
+                fire.due,
+                now,
+                grace=allowed_lateness(fire, self._grace),
+                clock_skew=self._clock_skew,
+            )
             for fire in fires
         ]
         requests = [

@@ -81,6 +81,9 @@ class FireContext:
     outcome: OutcomeSeat | None = field(default=None, repr=False)
     #: Set when a newer fire asks this run to stop; None: the task cannot be asked.
     cancel_signal: threading.Event | None = field(default=None, repr=False)
+    #: True for a fire missed while the whole fleet was down, run late within its
+    #: task's `catchup=` window (`fires.catching_up`).
+    caught_up: bool = False
 
     @property
     def lost(self) -> bool:

@@ -16,7 +16,8 @@ and leaves it as it is:
   handed over earlier (a host's clock a little ahead, a caller of its own) waits
   here until `due`, at most the task's jitter, so it never starts before it.
 * **Grace.** A fire more than `grace` seconds late by this node's clock is skipped
-  and the skip recorded: no catch-up flood after a stall.
+  and the skip recorded: no catch-up flood after a stall. A catch-up fire is
+  measured against its task's `catchup=` window instead (`fires.catching_up`).
 * **The policy, before the claim** (`FirePolicy.before_claim`), with how late it is.
 
 A fire let through goes on to the claim stage (`fires.claims`), which hands a fire
@@ -36,6 +37,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from firefly_scheduling.fires.catching_up import allowed_lateness, beyond_allowed
 from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult, Verdict
 from firefly_scheduling.fires.policy import BeforeClaim, FirePolicy, Skip
 from firefly_scheduling.locks.holding import Holding
@@ -100,14 +102,18 @@ class AsyncFireDecider:
             return FireResult(fire, self._node, Verdict.TOO_LATE, claim_seconds=claim.seconds)
         return await self._claimer.claim_then_run(fire, body, claim)
 
-    async def claim_many(self, batch: Sequence[Fire]) -> list[ClaimOutcome]:
+    async def claim_many(
+        self, batch: Sequence[Fire], *, task_locks: bool = True
+    ) -> list[ClaimOutcome]:
         """Claim the fires of locked recurring tasks together (`FireRunner.claim_fires`).
 
         The checks and records are `before_claim`'s, each skip record tried once (the
         batch's other fires wait for these writes; a failed one is remembered). Where
         the backend batches acquisitions, the task locks of the fires won are taken
         as one more request, and where the history starts runs in batches, their runs
-        are started with them (`TaskLockAhead`).
+        are started with them (`TaskLockAhead`). `task_locks=False` takes the claims
+        alone: the fires of one task caught up in a batch share a task lock, which
+        each run takes in turn.
         """
         started = time.perf_counter()
         for fire in batch:
@@ -117,7 +123,9 @@ class AsyncFireDecider:
         pending = [fire for fire, skip in zip(batch, skips, strict=True) if skip is None]
         claimed = iter(await self._claimer.claim_all(pending, patience=0.0))
         answers = [(skip.verdict, None) if skip else next(claimed) for skip in skips]
-        ahead = await self._locker.take_ahead(batch, [verdict for verdict, _ in answers])
+        ahead = {}
+        if task_locks:
+            ahead = await self._locker.take_ahead(batch, [verdict for verdict, _ in answers])
         if ahead:
             ahead = await self._starter.starts_ahead(batch, ahead)
         took = time.perf_counter() - started
@@ -136,7 +144,7 @@ class AsyncFireDecider:
         if late < 0 and jitter is not None:  # woken before its offset: wait for it
             await asyncio.sleep(min(-late, jitter))
             late = (self._clock() - fire.due).total_seconds()
-        if late > self._grace:
+        if late > allowed_lateness(fire, self._grace):
             return await self._too_late(fire, late, patience)
         decision = self._policy.before_claim(fire, BeforeClaim(late))
         if isinstance(decision, Skip):
@@ -154,7 +162,7 @@ class AsyncFireDecider:
         claim's window.
         """
         late = (self._clock() - fire.due).total_seconds()
-        if late <= self._grace:
+        if late <= allowed_lateness(fire, self._grace):
             return False
         await self._too_late(fire, late, None)
         ahead = claim.task_lock
@@ -170,14 +178,8 @@ class AsyncFireDecider:
         return True
 
     async def _too_late(self, fire: Fire, late: float, patience: float | None) -> Skip:
-        logger.warning(
-            "%s: fire %s skipped: %.3fs late, beyond the grace of %gs",
-            fire.target,
-            _at(fire),
-            late,
-            self._grace,
-        )
-        reason = f"{late:.3f}s late, beyond the grace of {self._grace:g}s"
+        reason = beyond_allowed(fire, late, self._grace)
+        logger.warning("%s: fire %s skipped: %s", fire.target, _at(fire), reason)
         await self._record.skip(fire, reason, patience=patience)
         return Skip(Verdict.TOO_LATE, reason)
 

@@ -12,9 +12,10 @@ The points, the stage that asks and when, what it acts on today, and what plugs 
 
 * `before_claim`: deciding, within grace, before the claim (or the task lock, or
   the body, where the fire has none). `Run` or `Skip`. Next: pause (its control
-  store read with the claim, on the backend), catch-up (fires missed while the
-  fleet was down). Jitter is no policy: a fire's `due` time carries it, and
-  `late_seconds` counts from there.
+  store read with the claim, on the backend). Catch-up (fires missed while the
+  fleet was down, `fires.catching_up`): grace does not skip a catch-up fire within
+  its task's window, and a catch-up fire of a task without one is skipped. Jitter is
+  no policy: a fire's `due` time carries it, and `late_seconds` counts from there.
 * `when_held`: locking, the task lock held by an earlier run. `Skip` (overlapping),
   `RunAlongside` (the task's `overlap="allow_all"`: run without the task lock) or
   `WaitTurn` (`overlap="buffer_one"`, `"buffer_all"` or `"cancel_other"`: wait for
@@ -46,6 +47,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Protocol
 
+from firefly_scheduling.fires.catching_up import NO_CATCHUP_WINDOW, without_window
 from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.overlap_names import previous_instant, queue_marker, waiting_slots
 from firefly_scheduling.fires.retries import RetryOf, RetrySkipped
@@ -206,6 +208,8 @@ class DefaultPolicy:
     task's `retries=` says."""
 
     def before_claim(self, fire: Fire, facts: BeforeClaim) -> Run | Skip:
+        if without_window(fire):
+            return Skip(Verdict.TOO_LATE, NO_CATCHUP_WINDOW)
         return RUN
 
     def when_held(self, fire: Fire, facts: LockHeld) -> Skip | RunAlongside | WaitTurn:

@@ -202,14 +202,16 @@ class FireRunner:
         self._record.retry_unrecorded()
         return self._decide.take(fire, body, claim)
 
-    def claim_fires(self, batch: Sequence[Fire]) -> list[ClaimOutcome]:
+    def claim_fires(self, batch: Sequence[Fire], *, task_locks: bool = True) -> list[ClaimOutcome]:
         """Claim several fires of locked recurring tasks together, ahead of their runs.
 
         The checks and records of `run` are the same, but the claims go to the backend
         as one batch where it takes batches (`FireDecider.claim_many`). Pass each
         outcome to `run(..., claim=)`: a won claim not run is a fire lost.
+        `task_locks=False` claims the fires alone, without their task locks: for
+        several fires of one task (a catch-up), run one after the other.
         """
-        return self._decide.claim_many(batch)
+        return self._decide.claim_many(batch, task_locks=task_locks)
 
     def recent_recorded_instants(
         self, descriptor: ScheduledDescriptor, limit: int

@@ -57,7 +57,14 @@ from typing import TypeAlias
 from firefly_scheduling.fires.atomic import OutcomeSeat
 from firefly_scheduling.fires.cancel_watch import CancelWatch
 from firefly_scheduling.fires.context import FireContext, entered
-from firefly_scheduling.fires.outcome import BodyNotRun, Fire, FireResult, Started, Verdict
+from firefly_scheduling.fires.outcome import (
+    BodyNotRun,
+    Fire,
+    FireResult,
+    Started,
+    TriggerKind,
+    Verdict,
+)
 from firefly_scheduling.fires.overlap_names import waiting_slots
 from firefly_scheduling.fires.policy import BeforeBody, BodyEnded, FirePolicy, RunWithin
 from firefly_scheduling.fires.recording import RunRecorder
@@ -167,6 +174,7 @@ class BodyRunner:
             deadline=None if timeout is None else time.monotonic() + timeout,
             outcome=seat,
             cancel_signal=cancel,
+            caught_up=fire.trigger is TriggerKind.CATCH_UP,
         )
         verdict = Verdict.FAILED
         error: str | None = "interrupted: the body did not return"

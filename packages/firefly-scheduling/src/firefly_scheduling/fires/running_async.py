@@ -60,7 +60,14 @@ from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
 from firefly_scheduling.fires.atomic import OutcomeSeat
 from firefly_scheduling.fires.cancel_watch_async import AsyncCancelWatch
 from firefly_scheduling.fires.context import FireContext, entered
-from firefly_scheduling.fires.outcome import BodyNotRun, Fire, FireResult, Started, Verdict
+from firefly_scheduling.fires.outcome import (
+    BodyNotRun,
+    Fire,
+    FireResult,
+    Started,
+    TriggerKind,
+    Verdict,
+)
 from firefly_scheduling.fires.overlap_names import waiting_slots
 from firefly_scheduling.fires.policy import BeforeBody, BodyEnded, FirePolicy, RunWithin
 from firefly_scheduling.fires.recording_async import AsyncRunRecorder
@@ -172,6 +179,7 @@ class AsyncBodyRunner:
             deadline=None if timeout is None else time.monotonic() + timeout,
             outcome=seat,
             cancel_signal=cancel,
+            caught_up=fire.trigger is TriggerKind.CATCH_UP,
         )
         verdict = Verdict.FAILED
         error: str | None = "interrupted: the body did not return"

@@ -27,6 +27,7 @@ from firefly_scheduling.history.port import (
     FAILURE_STATES,
     PLACEHOLDER_STATES,
     RETRIED_STATES,
+    SUCCESS_STATES,
     NewRun,
     Recorded,
     RunRecord,
@@ -211,9 +212,20 @@ class MemoryRunHistory(BaseRunHistory):
             found = [
                 r
                 for r in self._records.values()
-                if r.task == task and r.lock == lock and r.state is RunState.SUCCEEDED
+                if r.task == task and r.lock == lock and r.state in SUCCESS_STATES
             ]
         return max(found, key=lambda record: record.instant, default=None)
+
+    def recorded_instants(
+        self, task: str, *, lock: str, after: datetime, until: datetime
+    ) -> set[datetime]:
+        after, until = as_utc(after), as_utc(until)
+        with self._mutex:
+            return {
+                r.instant
+                for r in self._records.values()
+                if r.task == task and r.lock == lock and after < r.instant <= until
+            }
 
     def failures_since(self, since: datetime) -> list[RunRecord]:
         since = as_utc(since)

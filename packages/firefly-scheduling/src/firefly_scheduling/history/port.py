@@ -79,6 +79,9 @@ class RunState(enum.StrEnum):
     #: The body ran, and a newer fire asked it to stop (`overlap="cancel_other"`): an
     #: `async def` body was cancelled there; a plain one returned when it could.
     CANCELLED = "cancelled"
+    #: A fire missed while the whole fleet was down, run late within its task's
+    #: `catchup=` window, and its body returned (one that raised is `failed`).
+    CAUGHT_UP = "caught_up"
 
     @property
     def terminal(self) -> bool:
@@ -109,12 +112,15 @@ FINISHED_STATES = frozenset(
         RunState.EXPIRED,
         RunState.TIMED_OUT,
         RunState.CANCELLED,
+        RunState.CAUGHT_UP,
     }
 )
 #: The states `failures_since` lists: a run that ended and did not do its work.
 FAILURE_STATES = frozenset({RunState.FAILED, RunState.EXPIRED, RunState.TIMED_OUT})
 #: The records no run owns, which a start (or `record_run`) replaces as attempt 1.
 PLACEHOLDER_STATES = frozenset({RunState.SKIPPED, RunState.BUFFERED})
+#: The states `last_success` finds: a run that ended and did its work.
+SUCCESS_STATES = frozenset({RunState.SUCCEEDED, RunState.CAUGHT_UP})
 
 
 @dataclass(frozen=True)
@@ -242,7 +248,18 @@ class RunHistory(Protocol):
         ...
 
     def last_success(self, task: str, *, lock: str) -> RunRecord | None:
-        """The newest `succeeded` record of `task` under `lock`."""
+        """The newest `succeeded` (or `caught_up`) record of `task` under `lock`."""
+        ...
+
+    def recorded_instants(
+        self, task: str, *, lock: str, after: datetime, until: datetime
+    ) -> set[datetime]:
+        """The instants (aware UTC) of every record of `task` under `lock`, whatever
+        its state, with `after < instant <= until`: one read, however many.
+
+        Catch-up (`fires.catching_up`) reads here which fires of its window were
+        run or recorded by some node; every other instant of the window was missed.
+        """
         ...
 
     def failures_since(self, since: datetime) -> list[RunRecord]:

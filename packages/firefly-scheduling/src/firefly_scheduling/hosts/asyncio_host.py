@@ -29,6 +29,7 @@ from typing import Any
 from firefly_scheduling.hosts.apscheduler.jobs_async import attach_tasks
 from firefly_scheduling.hosts.observation.passed_over_report import scheduler_logger
 from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
+from firefly_scheduling.hosts.runtime.catch_up_async import CatchUpReport, catch_up
 from firefly_scheduling.hosts.runtime.shutdown import DEFAULT_GRACE_PERIOD_SECONDS, describe_fires
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
@@ -54,6 +55,9 @@ class AsyncHost:
         self.runtime = runtime
         self.grace_period = grace_period
         self.scheduler: Any = None
+        #: Catching up missed fires at start (`hosts.runtime.catch_up_async`), when a
+        #: task has `catchup=`; a stop ends it between two fires.
+        self.catch_up: asyncio.Task[list[CatchUpReport]] | None = None
 
     def start(self) -> None:
         """Start scheduling on the running loop (call it from a coroutine)."""
@@ -66,6 +70,11 @@ class AsyncHost:
         attach_tasks(scheduler, self.descriptors, self.runtime)
         scheduler.start()
         self.scheduler = scheduler
+        if any(d.catchup is not None for d in self.descriptors):
+            # Beside the scheduler: the fires due from now on do not wait for it.
+            self.catch_up = asyncio.get_running_loop().create_task(
+                catch_up(self.descriptors, self.runtime), name="firefly-catch-up"
+            )
         logger.info(
             "asyncio host started on node %s with %d task(s)",
             self.runtime.node,
@@ -90,6 +99,8 @@ class AsyncHost:
                 describe_fires(in_flight),
             )
         cancelled: list[object] = []
+        if self.catch_up is not None and not self.catch_up.done():
+            await asyncio.wait([self.catch_up], timeout=self.grace_period)
         if not await self.runtime.wait_idle_async(self.grace_period):
             cancelled = self.runtime.in_flight()
             logger.error(

@@ -14,11 +14,16 @@ from firefly_scheduling.hosts.apscheduler.jobs import attach_tasks
 from firefly_scheduling.hosts.apscheduler.jobs_async import attach_tasks as attach_async_tasks
 from firefly_scheduling.hosts.runtime.asyncio_boot import build_async_runtime
 from firefly_scheduling.hosts.runtime.boot import build_runtime, synchronous_lock, validated
+from firefly_scheduling.hosts.runtime.catch_up import catch_up
+from firefly_scheduling.hosts.runtime.catch_up_async import catch_up as catch_up_async
 from firefly_scheduling.locks.port import AsyncDistributedLock, DistributedLock
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.tasks.callables import Resolver
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling.tasks.discovery import resolve_descriptors
+
+#: The id of the one-shot job that catches up missed fires when the scheduler starts.
+CATCH_UP_JOB_ID = "firefly-scheduling:catch-up"
 
 
 def register(
@@ -49,7 +54,9 @@ def register(
     and the tasks' modules are reached on the first fire, so registering costs
     nothing in a process whose scheduler never starts. Jobs hold live objects: keep
     them in a memory job store (APScheduler's default). Every fire goes through the
-    same initial-delay gate and fire runner as `firefly-scheduling run`.
+    same initial-delay gate and fire runner as `firefly-scheduling run`. With a task
+    with `catchup=`, a one-shot job (`CATCH_UP_JOB_ID`, not among the ids returned)
+    catches up its missed fires when the scheduler starts.
     """
     settings = Settings.from_env() if settings is None else settings
     if descriptors is None:
@@ -59,6 +66,7 @@ def register(
         async_runtime = build_async_runtime(
             tasks, settings, host="library", lock=lock, resolver=resolver, eager=False
         )
+        _catch_up_at_start(scheduler, tasks, catch_up_async, async_runtime)
         return attach_async_tasks(scheduler, tasks, async_runtime)
     runtime = build_runtime(
         tasks,
@@ -68,7 +76,24 @@ def register(
         resolver=resolver,
         eager=False,
     )
+    _catch_up_at_start(scheduler, tasks, catch_up, runtime)
     return attach_tasks(scheduler, tasks, runtime)
+
+
+def _catch_up_at_start(
+    scheduler: Any, tasks: Sequence[ScheduledDescriptor], job: Any, runtime: Any
+) -> None:
+    """A one-shot job catching up the `catchup=` tasks' missed fires when the scheduler
+    starts (`hosts.runtime.catch_up`), however late after `register` that is."""
+    if any(task.catchup is not None for task in tasks):
+        scheduler.add_job(
+            job,
+            args=(tasks, runtime),
+            id=CATCH_UP_JOB_ID,
+            name="firefly-scheduling catch-up",
+            replace_existing=True,
+            misfire_grace_time=None,
+        )
 
 
 def _is_asyncio_scheduler(scheduler: object) -> bool:

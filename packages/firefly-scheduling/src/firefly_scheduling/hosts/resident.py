@@ -8,6 +8,9 @@ and no-burst rules of `fixed_rate`. What it lacks (crontab day-of-week semantics
 epoch-aligned fire instants, end-to-start delays) is supplied by `jobs` and
 `triggers`.
 
+A task with `catchup=` has the fires the whole fleet missed run once, oldest first,
+in a thread started with the scheduler (`hosts.runtime.catch_up`).
+
 Shutdown (SIGTERM or SIGINT) follows `firefly_scheduling.hosts.runtime.shutdown`: no new
 fire starts, the scheduler stops, running bodies get `grace_period` seconds to finish
 and release their locks, then the lock backend is closed and the process exits 0.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Sequence
 from datetime import UTC
 
@@ -30,6 +34,7 @@ from firefly_scheduling.hosts.apscheduler.claim_first import ClaimFirstExecutor
 from firefly_scheduling.hosts.apscheduler.jobs import attach_tasks
 from firefly_scheduling.hosts.observation.health import HEARTBEAT_SECONDS, Heartbeat
 from firefly_scheduling.hosts.observation.passed_over_report import scheduler_logger
+from firefly_scheduling.hosts.runtime.catch_up import catch_up
 from firefly_scheduling.hosts.runtime.shutdown import (
     DEFAULT_GRACE_PERIOD_SECONDS,
     StopRequest,
@@ -69,6 +74,8 @@ class ResidentHost:
         self.runtime = runtime
         self.grace_period = grace_period
         self.stop = stop or StopRequest()
+        #: The thread catching up missed fires at start, when a task has `catchup=`.
+        self.catch_up: threading.Thread | None = None
         workers = worker_count(
             checked_max_workers(max_workers),
             sum(runs_per_node(descriptor.overlap) for descriptor in self.descriptors),
@@ -95,11 +102,25 @@ class ResidentHost:
 
     def start(self) -> None:
         self.scheduler.start()
+        self._start_catch_up()
         logger.info(
             "resident host started on node %s with %d task(s)",
             self.runtime.node,
             len(self.descriptors),
         )
+
+    def _start_catch_up(self) -> None:
+        """Catch up the `catchup=` tasks' missed fires in a thread of their own
+        (`hosts.runtime.catch_up`), beside the scheduler: the fires due from now on do
+        not wait for them. A stop ends it between two fires."""
+        if any(d.catchup is not None for d in self.descriptors):
+            self.catch_up = threading.Thread(
+                target=catch_up,
+                args=(self.descriptors, self.runtime),
+                name="firefly-catch-up",
+                daemon=True,
+            )
+            self.catch_up.start()
 
     def request_stop(self) -> None:
         """Ask the host to stop (what SIGTERM/SIGINT do); a second call skips the grace."""

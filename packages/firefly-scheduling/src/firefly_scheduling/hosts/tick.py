@@ -28,6 +28,11 @@ until the last retry; a retry is due before the task's next fire or not at all, 
 at most until then. A stop request drops the retries not yet started. A fire whose
 last retry failed makes the pass exit 1; a failure followed by its retry does not.
 
+A task with `catchup=` has the fires the whole fleet missed before the pass's minute
+run once, oldest first (`hosts.runtime.catch_up`), once the pass's slots are done
+(so a catch-up run never holds a task lock when its slot comes); their results are
+the pass's.
+
 A stop request (SIGTERM/SIGINT, see `hosts.runtime.shutdown`) ends the pass early: no
 further slot starts, running bodies get `grace_period` seconds to finish, then the
 report says what was not started and what was abandoned.
@@ -44,11 +49,13 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
+from firefly_scheduling.hosts.runtime.catch_up import CatchUpReport, catch_up
 from firefly_scheduling.hosts.runtime.clock import Clock, SystemClock
 from firefly_scheduling.hosts.runtime.execute import execute_fire
 from firefly_scheduling.hosts.runtime.shutdown import (
@@ -74,6 +81,7 @@ from firefly_scheduling.tasks.overlap import runs_per_node
 logger = logging.getLogger("firefly_scheduling.hosts")
 
 _MINUTE = timedelta(minutes=1)
+_MICROSECOND = timedelta(microseconds=1)
 #: Verdicts that make `tick` exit 1: a body failed or ran past its timeout, or the
 #: backend failed (the lock, its lease, the anchor store). A run found expired is the
 #: history's news of an earlier pass, reported by `monitor`, not a failure of this one.
@@ -265,6 +273,7 @@ class TickHost:
             tuple[MinutePrefilter, list[ScheduledDescriptor]],
         ] = {}
         self._cadences: dict[Cadence, list[ScheduledDescriptor]] = defaultdict(list)
+        self._catching_up = [d for d in descriptors if d.catchup is not None]
         for descriptor in descriptors:
             if descriptor.cron is not None:
                 key = (descriptor.cron, descriptor.zone, descriptor.dst_gap, descriptor.dst_fold)
@@ -312,8 +321,36 @@ class TickHost:
             self._run_slots(pending, report)
         elif self.stop.requested:
             log_stop_request(self.stop)
+        catching_up = None if self.stop.requested else self._start_catch_up(report.minute)
+        if catching_up is not None:
+            self._end_catch_up(catching_up, report)
         report.stopped = self.stop.requested
         return report
+
+    def _start_catch_up(self, minute: datetime) -> Future[list[CatchUpReport]] | None:
+        """Catch up the missed fires of the `catchup=` tasks before `minute` (the
+        pass's own slots are its own), once the slots are done: a catch-up run holding
+        a task lock would make the slot of that task skip as overlapping."""
+        if not self._catching_up:
+            return None
+        pool = ThreadPoolExecutor(1, thread_name_prefix="firefly-catch-up")
+        until = minute - _MICROSECOND
+        try:
+            return pool.submit(catch_up, self._catching_up, self.runtime, until=until)
+        finally:
+            pool.shutdown(wait=False)
+
+    def _end_catch_up(self, catching_up: Future[list[CatchUpReport]], report: TickReport) -> None:
+        """Wait for the catch-up (a stop request ends it between two fires); its
+        fires' results join the pass's."""
+        while not catching_up.done():
+            try:
+                catching_up.result(timeout=POLL_SECONDS)
+            except FutureTimeout:
+                if self.stop.requested:
+                    self.runtime.stop_accepting()
+        for caught_up in catching_up.result():
+            report.results.extend(caught_up.results)
 
     def _run_slots(self, pending: list[TickSlot], report: TickReport) -> None:
         tasks = {slot.fire.target: slot.fire.task.overlap for slot in pending}

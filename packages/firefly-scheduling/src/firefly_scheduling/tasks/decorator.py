@@ -44,6 +44,8 @@ def scheduled(
     retry_backoff: Duration | None = None,
     retry_backoff_max: Duration | None = None,
     overlap: str = "skip",
+    catchup: Duration | None = None,
+    catchup_limit: int | None = None,
 ) -> Callable[[TaskFunction], TaskFunction]:
     """Schedule the decorated function or method.
 
@@ -75,6 +77,10 @@ def scheduled(
     in the fleet) or `"buffer_all"` (every fire waits its turn, oldest first, at most
     10 waiting) or `"cancel_other"` (ask the running one to stop, through the
     backend, then run); see `firefly_scheduling.tasks.overlap`.
+    `catchup` (a duration) runs, once each and oldest first, the fires of the last
+    `catchup` that no node ran because the whole fleet was down; at most
+    `catchup_limit` (default 100) of them, the newest, the older ones recorded as
+    skipped. It needs a run history (see `firefly_scheduling.fires.catching_up`).
     """
     given = [
         name
@@ -123,6 +129,8 @@ def scheduled(
             retry_backoff=_optional_seconds(retry_backoff, target, "retry_backoff"),
             retry_backoff_max=_optional_seconds(retry_backoff_max, target, "retry_backoff_max"),
             overlap=overlap,
+            catchup=_optional_seconds(catchup, target, "catchup"),
+            catchup_limit=catchup_limit,
         )
         setattr(function, SCHEDULE_ATTRIBUTE, validate_descriptor(descriptor))
         return task

@@ -30,6 +30,9 @@ class ScheduledDescriptor:
     their defaults) run a failed fire again (`tasks.retry_arguments`).
     `overlap` (None: `skip`) is what a fire does while an earlier run of the task
     still runs anywhere in the fleet (`tasks.overlap`).
+    `catchup` (seconds, None: none) is the window within which fires missed while the
+    fleet was down run late, at most `catchup_limit` of them, the newest
+    (`fires.catching_up`); validation sets the limit to 100 when `catchup` is given.
     """
 
     target: str
@@ -48,6 +51,8 @@ class ScheduledDescriptor:
     retry_backoff: float | None = None
     retry_backoff_max: float | None = None
     overlap: str | None = None
+    catchup: float | None = None
+    catchup_limit: int | None = None
 
     @property
     def module(self) -> str:

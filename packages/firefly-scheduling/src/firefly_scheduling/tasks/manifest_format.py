@@ -55,6 +55,8 @@ SCHEDULE_FIELDS = (
     "retry_backoff",
     "retry_backoff_max",
     "overlap",
+    "catchup",
+    "catchup_limit",
 )
 _SCHEDULE_FIELD_SET = frozenset(SCHEDULE_FIELDS)
 # Descriptors may be built without __init__ only while __init__ merely assigns fields.

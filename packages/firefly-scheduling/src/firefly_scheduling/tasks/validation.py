@@ -31,6 +31,7 @@ from firefly_scheduling.locks.validation import RESERVED_LOCK_PREFIX, validate_l
 from firefly_scheduling.schedule.cron import CronSchedule
 from firefly_scheduling.schedule.durations import format_duration, parse_duration
 from firefly_scheduling.schedule.jitter import shortest_cron_gap
+from firefly_scheduling.tasks.catch_up_validation import check_catch_up
 from firefly_scheduling.tasks.descriptor import DEFAULT_LOCK_TTL_SECONDS, ScheduledDescriptor
 from firefly_scheduling.tasks.overlap import check_overlap
 from firefly_scheduling.tasks.retry_arguments import check_retry_arguments
@@ -45,6 +46,7 @@ DURATION_FIELDS = (
     "timeout",
     "retry_backoff",
     "retry_backoff_max",
+    "catchup",
 )
 
 
@@ -154,6 +156,10 @@ def _shape(descriptor: ScheduledDescriptor) -> tuple[object, ...]:
         descriptor.retry_backoff_max,
         type(descriptor.overlap),
         descriptor.overlap,
+        type(descriptor.catchup),
+        descriptor.catchup,
+        type(descriptor.catchup_limit),
+        descriptor.catchup_limit,
     )
 
 
@@ -199,6 +205,9 @@ def _check_shape(descriptor: ScheduledDescriptor, target: str) -> dict[str, Any]
     )
     if overlap is None and descriptor.overlap is not None:  # "skip" is the default
         changes["overlap"] = None
+    limit = check_catch_up(descriptor, target)
+    if limit != descriptor.catchup_limit:
+        changes["catchup_limit"] = limit
     return changes
 
 

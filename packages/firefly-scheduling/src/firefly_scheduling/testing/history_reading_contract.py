@@ -112,3 +112,32 @@ class RunHistoryReadingContract:
             (T0 + timedelta(hours=3), RunState.FAILED),
             (T0 + timedelta(hours=1), RunState.EXPIRED),
         ]
+
+    def test_recorded_instants_are_every_record_of_the_task_in_the_window(
+        self, history: RunHistory
+    ) -> None:
+        history.start(TASK, T0 + SECOND, lock=LOCK, node="a", token=1, at=T0)
+        history.finish(
+            TASK, T0 + SECOND, lock=LOCK, token=1, state=RunState.CAUGHT_UP, error=None, at=T0
+        )
+        history.start(TASK, T0 + 2 * SECOND, lock=LOCK, node="a", token=2, at=T0)
+        history.skip(TASK, T0 + 3 * SECOND, lock=LOCK, node="a", reason="late", at=T0)
+        history.skip(TASK, T0 + 9 * SECOND, lock=LOCK, node="a", reason="late", at=T0)
+        history.skip(TASK, T0 + 2 * SECOND, lock="other-deployment", node="a", reason="x", at=T0)
+        history.skip("app.jobs:other", T0 + 2 * SECOND, lock=LOCK, node="a", reason="x", at=T0)
+        found = history.recorded_instants(TASK, lock=LOCK, after=T0 + SECOND, until=T0 + 3 * SECOND)
+        assert found == {T0 + 2 * SECOND, T0 + 3 * SECOND}
+        everything = history.recorded_instants(TASK, lock=LOCK, after=T0, until=T0 + 9 * SECOND)
+        assert everything == {T0 + offset * SECOND for offset in (1, 2, 3, 9)}
+        assert all(instant.tzinfo is not None for instant in everything)
+
+    def test_last_success_counts_a_caught_up_run(self, history: RunHistory) -> None:
+        history.start(TASK, T0, lock=LOCK, node="a", token=1, at=T0)
+        history.finish(TASK, T0, lock=LOCK, token=1, state=RunState.SUCCEEDED, error=None, at=T0)
+        history.start(TASK, T0 + SECOND, lock=LOCK, node="a", token=2, at=T0)
+        history.finish(
+            TASK, T0 + SECOND, lock=LOCK, token=2, state=RunState.CAUGHT_UP, error="late", at=T0
+        )
+        found = history.last_success(TASK, lock=LOCK)
+        assert found is not None
+        assert (found.instant, found.state) == (T0 + SECOND, RunState.CAUGHT_UP)

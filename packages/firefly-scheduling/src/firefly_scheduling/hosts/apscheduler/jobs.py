@@ -38,7 +38,8 @@ fire runner's grace (`firefly.scheduling.fires.grace`):
   every scheduled instant without a record in the span of the task's newest history
   records, and after the newest: the fires of an outage of the whole fleet (every
   node stopped, stalled or restarting) are recorded by the first node back, even
-  where a `tick` host recorded later fires meanwhile;
+  where a `tick` host recorded later fires meanwhile (for a task with `catchup=`,
+  only those older than its window: the ones inside are catch-up's);
 * `misfire_grace_time=None`: APScheduler never drops a late run by itself; a
   second limit there would skip fires unrecorded, by another rule than the one
   every host and the run history share. A `fixed_delay` run stalled beyond grace
@@ -227,6 +228,11 @@ class RecurringFire:
         instants = [
             at for at in self._instants_between(passed.since, instant) if at not in passed.recorded
         ]
+        window = self.descriptor.catchup
+        if window is not None and passed.reason == UNRECORDED_BEFORE_START_REASON:
+            # The instants of its catch-up window are catch-up's (`hosts.runtime.catch_up`).
+            start = self.runtime.wall_now() - timedelta(seconds=window)
+            instants = [at for at in instants if at <= start]
         if not instants:
             return
         if passed.reason == PASSED_OVER_REASON:

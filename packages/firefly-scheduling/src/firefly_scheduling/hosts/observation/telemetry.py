@@ -37,7 +37,12 @@ Metrics (names are stable; see docs/monitoring.md for a Grafana-ready list):
   `retries=`) whose body ran, by `firefly.task` (their span carries
   `firefly.fire.retry`, the retry's number);
 * `firefly.keepalive.failures` (counter, `{renewal}`): renewals that failed and
-  will be retried (a lost lock is counted once more, in `firefly.lock.lost`).
+  will be retried (a lost lock is counted once more, in `firefly.lock.lost`);
+* `firefly.fire.missed` (counter, `{fire}`): fires of a task with `catchup=` that no
+  node ran nor recorded, as this node found them at catch-up, by `firefly.task`
+  (the ones beyond `catchup_limit` included);
+* `firefly.fire.caught_up` (counter, `{fire}`): missed fires whose body ran here,
+  late, by `firefly.task` (they are in `firefly.fires` too, by their verdict).
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from firefly_scheduling.fires.outcome import Verdict
+from firefly_scheduling.fires.outcome import TriggerKind, Verdict
 from firefly_scheduling.locks.keepalive import KEEPALIVE_STATS
 from firefly_scheduling.version import __version__
 
@@ -71,6 +76,10 @@ class Telemetry(Protocol):
     """What a host asks of telemetry: a context around each fire."""
 
     def fire(self, fire: Fire, node: str) -> AbstractContextManager[FinishFire]: ...
+
+    def missed(self, target: str, count: int) -> None:
+        """Catch-up found `count` fires of `target` that no node ran nor recorded."""
+        ...
 
 
 def _ignore(result: FireResult) -> None:
@@ -95,6 +104,9 @@ class NoTelemetry:
 
     def fire(self, fire: Fire, node: str) -> AbstractContextManager[FinishFire]:
         return _IGNORED
+
+    def missed(self, target: str, count: int) -> None:
+        return None
 
 
 NO_TELEMETRY = NoTelemetry()
@@ -149,6 +161,16 @@ class OpenTelemetry:
             unit="{fire}",
             description="Runs a newer fire of their task asked to stop",
         )
+        self._missed = meter.create_counter(
+            "firefly.fire.missed",
+            unit="{fire}",
+            description="Fires no node ran nor recorded, found at catch-up",
+        )
+        self._caught_up = meter.create_counter(
+            "firefly.fire.caught_up",
+            unit="{fire}",
+            description="Missed fires run late, within their task's catchup window",
+        )
         self._lost = meter.create_counter(
             "firefly.lock.lost", unit="{lock}", description="Task locks lost while a body ran"
         )
@@ -168,6 +190,10 @@ class OpenTelemetry:
         if self._explicit or self._configured():
             return self._fire(fire, node)
         return _IGNORED
+
+    def missed(self, target: str, count: int) -> None:
+        if count > 0 and (self._explicit or self._configured()):
+            self._missed.add(count, {"firefly.task": target})
 
     def _configured(self) -> bool:
         """Whether the application set a global tracer or meter provider by now.
@@ -250,6 +276,8 @@ class OpenTelemetry:
         if result.buffered_seconds is not None:
             verdict = result.verdict.name.lower()
             self._buffered.add(1, {**labels, "firefly.fire.verdict": verdict})
+        if result.ran and result.fire.trigger is TriggerKind.CATCH_UP:
+            self._caught_up.add(1, labels)
         if result.lost:
             self._lost.add(1, labels)
         if result.fire.retry is not None and result.ran:

@@ -19,6 +19,7 @@ from firefly_scheduling.hosts.observation.observers import FireObserver
 from firefly_scheduling.hosts.runtime.asyncio_lock_selection import configured_async_lock
 from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
 from firefly_scheduling.hosts.runtime.boot import initial_delay_gate
+from firefly_scheduling.hosts.runtime.catch_up_history import check_catch_up_history
 from firefly_scheduling.hosts.runtime.lock_safety import check_lock_guards, check_task_locks
 from firefly_scheduling.hosts.runtime.probe_async import wait_for_backend
 from firefly_scheduling.hosts.runtime.task_objects import build_task_objects
@@ -48,6 +49,7 @@ def build_async_runtime(
     lock, the store and the history to the first fire (the library host).
     """
     check_task_locks(descriptors, settings)
+    check_catch_up_history(descriptors, settings)
     gate = initial_delay_gate(descriptors, settings, host=host)
     lock_value: Lazy[AsyncDistributedLock] = (
         Lazy.of(asyncio_lock(lock))

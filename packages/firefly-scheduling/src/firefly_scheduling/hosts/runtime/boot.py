@@ -18,6 +18,7 @@ from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history.selection import history_factory
 from firefly_scheduling.hosts.observation.backend_watch import BackendWatch
 from firefly_scheduling.hosts.observation.observers import FireObserver
+from firefly_scheduling.hosts.runtime.catch_up_history import check_catch_up_history
 from firefly_scheduling.hosts.runtime.lock_safety import check_lock_guards, check_task_locks
 from firefly_scheduling.hosts.runtime.probe import wait_for_backend
 from firefly_scheduling.hosts.runtime.task_objects import build_task_objects
@@ -65,6 +66,7 @@ def build_runtime(
     for a lock backend that does not answer yet: `BackendUnavailable` after it.
     """
     check_task_locks(descriptors, settings)
+    check_catch_up_history(descriptors, settings)
     gate = initial_delay_gate(descriptors, settings, host=host)
     lock_value: Lazy[DistributedLock] = (
         Lazy.of(lock) if lock is not None else Lazy(lambda: configured_lock(settings))
