@@ -98,6 +98,15 @@ class Fire:
             return self.instant
         return self.instant + jitter_offset(self.task.target, self.instant, jitter)
 
+    @property
+    def catchup_window(self) -> float:
+        """Seconds this fire may start late on top of grace: its task's `catchup`
+        window for a catch-up fire (planned while inside it), else 0."""
+        window = self.task.catchup
+        if self.trigger is TriggerKind.CATCH_UP and window is not None:
+            return window
+        return 0.0
+
 
 class Verdict(enum.StrEnum):
     """What happened to one fire on this node. The value is the verdict in words.
