@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from firefly_scheduling.fires.outcome import Verdict, verdict_words
-from firefly_scheduling.fires.recording import closing_state
+from firefly_scheduling.fires.run_end import closing_state
 from firefly_scheduling.history.port import RunState
 
 

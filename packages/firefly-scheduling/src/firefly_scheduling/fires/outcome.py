@@ -13,7 +13,7 @@ expired, skipped, timed_out): a record's place in its life across nodes, not one
 verdict. `running` is no verdict at all, every verdict that ran nothing is stored as
 `skipped` with its reason as text, and the stored words are a table's contents that
 must not change when a verdict is added or renamed. The record stage's
-`closing_state` (`fires.recording`) is the only place a verdict becomes a stored
+`closing_state` (`fires.run_end`) is the only place a verdict becomes a stored
 state.
 """
 

@@ -44,12 +44,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TypeAlias, TypeVar
 
-from firefly_scheduling.fires.after_body import NO_RETRY, after_run
-from firefly_scheduling.fires.catching_up import caught_up_state
 from firefly_scheduling.fires.history_calls import off_loop
 from firefly_scheduling.fires.outcome import (
     BodyNotRun,
@@ -59,14 +56,13 @@ from firefly_scheduling.fires.outcome import (
     Verdict,
 )
 from firefly_scheduling.fires.policy import RUN, BodyEnded, FirePolicy, InTransaction
-from firefly_scheduling.fires.retries import record_text
+from firefly_scheduling.fires.run_end import WrittenEnd, closing_state, committed, written_end
 from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedSkip, UnrecordedWrites
 from firefly_scheduling.history.port import (
     BufferingHistory,
     HistoryError,
     Recorded,
     RunHistory,
-    RunState,
 )
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
@@ -76,31 +72,6 @@ logger = logging.getLogger("firefly_scheduling.fires")
 FINISH_RETRY_SECONDS = 10.0
 #: How long the record of a skipped fire is retried.
 SKIP_RETRY_SECONDS = 2.0
-
-
-#: The stored state a started run's record is closed with, by the verdict that ends it.
-_CLOSING_STATES = {
-    Verdict.SUCCEEDED: RunState.SUCCEEDED,
-    Verdict.FAILED: RunState.FAILED,
-    Verdict.TIMED_OUT: RunState.TIMED_OUT,
-    Verdict.CANCELLED: RunState.CANCELLED,
-    Verdict.EXPIRED: RunState.EXPIRED,
-    # Started, then found without its lock before the body: closed, never run.
-    Verdict.LOCK_LOST: RunState.EXPIRED,
-}
-
-
-def closing_state(verdict: Verdict) -> RunState:
-    """The `RunState` a started run's record is closed with when it ends as `verdict`.
-
-    A verdict reached before any record was started is written with
-    `RunHistory.skip` instead (stored as `skipped`, the reason as text); only the six
-    verdicts that can end a started run close one.
-    """
-    try:
-        return _CLOSING_STATES[verdict]
-    except KeyError:
-        raise ValueError(f"the verdict {verdict.name} never closes a started run") from None
 
 
 class RunRecorder:
@@ -169,13 +140,8 @@ class RunRecorder:
         # is asked before the end is written, so the record says what comes next.
         judged = ended.finished and not ended.in_transaction
         answer = self._policy.after_body(fire, ended) if judged else RUN
-        retry = NO_RETRY if answer is RUN and fire.retry is None else after_run(fire, ended, answer)
-        if retry is not NO_RETRY or fire.retry is not None:  # the common fire: no new text
-            text = record_text(fire.retry, ended.error, retry.next_step)
-            ended_as_written = replace(ended, error=text)
-        else:
-            ended_as_written = ended
-        recorded = self.end_of_run(fire, ended_as_written, started=started.recorded)
+        end = written_end(fire, ended, answer)
+        recorded = self.end_of_run(fire, end, started=started.recorded)
         if ended.in_transaction and recorded is Recorded.ALREADY:
             ended = committed(fire, ended)
         return FireResult(
@@ -190,11 +156,12 @@ class RunRecorder:
             fenced=recorded is Recorded.FENCED,
             error=ended.error,
             claim_seconds=claim_seconds,
-            retry=retry.fire,
+            retry=end.retry.fire,
         )
 
-    def end_of_run(self, fire: Fire, ended: BodyEnded, *, started: bool) -> Recorded | None:
-        """Write the end of a run of `fire` whose body ran; whose the record is now.
+    def end_of_run(self, fire: Fire, end: WrittenEnd, *, started: bool) -> Recorded | None:
+        """Write the end of a run of `fire` whose body ran (`fires.run_end`); whose the
+        record is now.
 
         `started`: the history recorded the run's start. A body interrupted
         (`KeyboardInterrupt`, `SystemExit`, cancelled: not `ended.finished`) did not
@@ -211,9 +178,8 @@ class RunRecorder:
         history, lock = self._history, fire.task.lock_name
         if history is None or lock is None:
             return None
+        ended, state, error = end.ended, end.state, end.text
         in_transaction = isinstance(self._policy.at_record(fire, ended), InTransaction)
-        late = (ended.started_at - fire.due).total_seconds()
-        state, error = caught_up_state(fire, closing_state(ended.verdict), ended.error, late)
         left = (fire.due + self._adoptable - self._clock()).total_seconds()
         patience = max(FINISH_RETRY_SECONDS, left) if ended.finished else FINISH_RETRY_SECONDS
         deadline = time.monotonic() + patience
@@ -430,24 +396,6 @@ class RunRecorder:
         """Write what is remembered (see `UnrecordedWrites.retry`)."""
         if len(self._unrecorded):  # the common case costs no thread hop
             off_loop(self._unrecorded.retry, self._history, self._clock, immediately=immediately)
-
-
-def committed(fire: Fire, ended: BodyEnded) -> BodyEnded:
-    """The end of a run whose success committed in the task's transaction: succeeded.
-
-    The record says so, and the fire is done; a body that raised after its block
-    (logged already) does not make it a failed fire, to retry or count as one.
-    """
-    if ended.verdict is Verdict.SUCCEEDED:
-        return ended
-    logger.warning(
-        "%s: fire %s: the body ended %s after its outcome committed in its transaction; "
-        "the fire stands succeeded",
-        fire.target,
-        fire.instant.isoformat(),
-        ended.verdict.value,
-    )
-    return replace(ended, verdict=Verdict.SUCCEEDED, error=None)
 
 
 _T = TypeVar("_T")
