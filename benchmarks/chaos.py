@@ -137,6 +137,9 @@ _BACKEND_OF = {
     "database-postgres": "postgres",
     "database-mariadb": "mysql",
     "database-sqlite": "sqlite",
+    "effects-postgres": "postgres",
+    "effects-mysql": "mysql",
+    "effects-sqlite": "sqlite",
 }
 
 COLUMNS = [
@@ -194,6 +197,7 @@ def write_results(run: Run, results: list[SetupResult], seed: int) -> None:
                 "misses": r.misses,
                 "faults": r.faults,
                 "history_refusals": r.history_refusals,
+                "effects": r.effects,
             }
         )
     tables = [table]

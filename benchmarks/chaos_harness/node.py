@@ -69,7 +69,8 @@ from firefly_scheduling.hosts.tick import TickHost
 
 _T = TypeVar("_T")
 
-APP = "chaos_harness.tasks"
+#: The task module: the task mix, or the effects setups' tasks.
+APP = os.environ.get("FIREFLY_CHAOS_APP", "chaos_harness.tasks")
 BENCHMARKS = Path(__file__).resolve().parent.parent
 POLL_SECONDS = 0.05
 GRACE_PERIOD = 10.0

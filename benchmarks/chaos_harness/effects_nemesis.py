@@ -1,0 +1,125 @@
+"""Faults aimed at an open `atomic` block, for the `effects` setups.
+
+The effects bodies stamp each phase of their block on the evidence log
+(`effects_tasks`); `BlockWatcher` tails the log and knows which node process has a
+block open, and in which phase. The aimed kinds:
+
+* `block_kill`: SIGKILL a node while a block's row is sent and not committed;
+* `block_pause`: SIGSTOP it there, for longer than the lease, so another node may
+  adopt the fire before it wakes and tries to commit;
+* `commit_kill`: SIGKILL it once the block has written the fire's success, just
+  before the commit;
+* `commit_session`: end its server sessions (`pg_terminate_backend`, `KILL`) there,
+  so the commit finds its session gone.
+
+A kind waits a little for a calm node in the phase it needs; finding none, it is
+tried again at the next slot.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from chaos_harness.servers import end_sessions
+
+if TYPE_CHECKING:
+    from chaos_harness.cluster import ChaosNode
+    from chaos_harness.nemesis import Nemesis
+    from chaos_harness.setups import Backend
+
+#: The phase each aimed kind needs its victim in.
+PHASE_OF = {
+    "block_kill": "inside",
+    "block_pause": "inside",
+    "commit_kill": "committing",
+    "commit_session": "committing",
+}
+EFFECTS_KINDS = tuple(PHASE_OF)
+#: The tasks' lease (`effects_tasks.LOCK_TTL`): a pause must outlive it.
+LEASE_SECONDS = 1.0
+#: How long (seconds) a kind waits for a victim in its phase before it is put off.
+AIM_SECONDS = 0.5
+_POLL_SECONDS = 0.01
+
+
+def effects_kinds(backend: Backend) -> tuple[str, ...]:
+    """The aimed kinds that apply: ending a session needs a server with sessions."""
+    if not backend.effects:
+        return ()
+    return tuple(k for k in EFFECTS_KINDS if k != "commit_session" or backend.sessions)
+
+
+class BlockWatcher:
+    """Which node processes have an `atomic` block open, read from the evidence log."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._offset = 0
+        self._partial = b""
+        #: pid -> the open blocks' phases, by (target, instant, attempt).
+        self._open: dict[int, dict[tuple[str, str, int], str]] = {}
+
+    def refresh(self) -> None:
+        try:
+            with self._path.open("rb") as log:
+                log.seek(self._offset)
+                chunk = log.read()
+        except OSError:
+            return
+        self._offset += len(chunk)
+        *lines, self._partial = (self._partial + chunk).split(b"\n")
+        for line in lines:
+            if b'"ev": "block"' not in line:
+                continue
+            event = json.loads(line)
+            blocks = self._open.setdefault(int(event["pid"]), {})
+            fire = (str(event["target"]), str(event["instant"]), int(event["attempt"] or 0))
+            if event["phase"] in {"committed", "failed"}:
+                blocks.pop(fire, None)
+            else:
+                blocks[fire] = str(event["phase"])
+
+    def in_phase(self, pid: int, phase: str) -> bool:
+        return phase in self._open.get(pid, {}).values()
+
+
+def inject_aimed(nemesis: Nemesis, kind: str) -> None:
+    """Inject `kind` on a calm node whose block is in its phase, or put it off."""
+    victim = _victim(nemesis, PHASE_OF[kind])
+    if victim is None:
+        nemesis._first_round.append(kind)  # tried again at the next slot
+        return
+    duration, detail = 0.0, ""
+    if kind == "block_pause":
+        duration = LEASE_SECONDS + nemesis.rng.uniform(0.2, 2.5)
+        victim.pause()
+        nemesis.later(duration, victim.resume)
+    elif kind == "commit_session":
+        dialect = nemesis.backend.sessions
+        assert dialect is not None
+        assert victim.proxy is not None
+        ended = end_sessions(dialect, nemesis.backend.url, victim.proxy.upstream_ports())
+        detail = f"{ended} session(s)"
+    else:
+        duration = nemesis.rng.uniform(0.3, 2.0)
+        victim.kill()
+        nemesis.later(duration, victim.spawn)
+    victim.disturbed_until = max(victim.disturbed_until, time.monotonic() + duration + 0.5)
+    nemesis._record(kind, victim.name, duration, detail)
+
+
+def _victim(nemesis: Nemesis, phase: str) -> ChaosNode | None:
+    """A calm resident node with a block in `phase`, waited for up to `AIM_SECONDS`."""
+    deadline = time.monotonic() + AIM_SECONDS
+    while True:
+        nemesis.blocks.refresh()
+        calm = nemesis._calm()  # the rule every disturbing kind obeys
+        aimed = [node for node in calm if nemesis.blocks.in_phase(node.pid, phase)]
+        if aimed:
+            return nemesis.rng.choice(aimed)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(_POLL_SECONDS)
