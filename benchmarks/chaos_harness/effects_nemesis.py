@@ -12,8 +12,9 @@ block open, and in which phase. The aimed kinds:
 * `commit_session`: end its server sessions (`pg_terminate_backend`, `KILL`) there,
   so the commit finds its session gone.
 
-A kind waits a little for a calm node in the phase it needs; finding none, it is
-tried again at the next slot.
+A kind waits a little for a calm node in the phase it needs. Finding none, it is
+put off: behind the rest of the first round until it has been injected once, and
+dropped after that (the slot passes without a fault).
 """
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ def inject_aimed(nemesis: Nemesis, kind: str) -> None:
     """Inject `kind` on a calm node whose block is in its phase, or put it off."""
     victim = _victim(nemesis, PHASE_OF[kind])
     if victim is None:
-        nemesis._first_round.append(kind)  # tried again at the next slot
+        if nemesis.injected[kind] == 0:  # every kind at least once: after the others
+            nemesis._first_round.insert(0, kind)
         return
     duration, detail = 0.0, ""
     if kind == "block_pause":

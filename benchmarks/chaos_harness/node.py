@@ -46,6 +46,12 @@ import apscheduler.schedulers.base as apscheduler_base
 from chaos_harness.claim_stamps import stamping_claims
 from chaos_harness.evidence import EvidenceLog
 from firefly_scheduling.cli.host_options import configure_logging, prepare_host
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.fires.atomic import (
+    AsyncCallerTransaction,
+    CallerTransaction,
+    TransactionalHistory,
+)
 from firefly_scheduling.fires.outcome import FireResult
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history.port import (
@@ -326,6 +332,18 @@ class FlakyHistory:
                 raise
 
         return self._through("skip", task, instants, write) if instants else write()
+
+    def caller_transaction(
+        self, connection: object | None, *, using: str | None
+    ) -> CallerTransaction | AsyncCallerTransaction:
+        """The configured history's, unfaulted: the write goes through the task's own
+        transaction, which the nemesis faults through the proxy and the session."""
+        if not isinstance(self._inner, TransactionalHistory):
+            raise ConfigurationError(
+                f"the chaos node's history ({type(self._inner).__qualname__}) cannot write "
+                "through the task's connection"
+            )
+        return self._inner.caller_transaction(connection, using=using)
 
     def unfinished(self, task: str, *, lock: str) -> list[RunRecord]:
         return self._inner.unfinished(task, lock=lock)
