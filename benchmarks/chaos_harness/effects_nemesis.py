@@ -4,6 +4,8 @@ The effects bodies stamp each phase of their block on the evidence log
 (`effects_tasks`); `BlockWatcher` tails the log and knows which node process has a
 block open, and in which phase. The aimed kinds:
 
+* `guard_pause`: SIGSTOP a node about to make its guarded write, past the lease, so
+  a newer holder may write first and the woken write must be refused;
 * `block_kill`: SIGKILL a node while a block's row is sent and not committed;
 * `block_pause`: SIGSTOP it there, for longer than the lease, so another node may
   adopt the fire before it wakes and tries to commit;
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
 
 #: The phase each aimed kind needs its victim in.
 PHASE_OF = {
+    "guard_pause": "guarding",
     "block_kill": "inside",
     "block_pause": "inside",
     "commit_kill": "committing",
@@ -95,7 +98,7 @@ def inject_aimed(nemesis: Nemesis, kind: str) -> None:
             nemesis._first_round.insert(0, kind)
         return
     duration, detail = 0.0, ""
-    if kind == "block_pause":
+    if kind in {"block_pause", "guard_pause"}:
         duration = LEASE_SECONDS + nemesis.rng.uniform(0.2, 2.5)
         victim.pause()
         nemesis.later(duration, victim.resume)

@@ -12,11 +12,11 @@ Each fire of a task does two things to the database its run history lives in
    at all.
 
 The body stamps the evidence log as the other chaos tasks do (`start`, `end`), and
-announces each phase of its atomic block (`block`: `inside` once its row is sent,
-`committing` once the block has written the success and the commit is next,
-`committed`, or `failed`). It lingers a little in the first two, so that the nemesis,
-which reads these stamps, can aim a SIGKILL, a SIGSTOP or the end of the session at
-an open block (`effects_nemesis`).
+announces each phase of its work (`block`: `guarding` before its guarded write,
+`inside` once its effect row is sent, `committing` once the block has written the
+success and the commit is next, `committed`, or `failed`). It lingers a little in
+the first three, so that the nemesis, which reads these stamps, can aim a SIGKILL, a
+SIGSTOP or the end of the session at them (`effects_nemesis`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ PREFIX = os.environ.get("FIREFLY_CHAOS_PREFIX", "chaos")
 #: Every task's lease: short, so a SIGSTOP of a few seconds outlives it.
 LOCK_TTL = "1s"
 #: Seconds between fires at pace 1, epoch-aligned.
-RATES = {"effect_a": 0.5, "effect_b": 1.0}
+RATES = {"effect_a": 1.0, "effect_b": 1.5}
 PACE = float(os.environ.get("FIREFLY_CHAOS_PACE", "1"))
 #: The longest linger (seconds) inside an open block: SQLite's single writer is held
 #: for all of it, so its setup asks for less.
@@ -96,6 +96,7 @@ def _body() -> None:
         _guarded_write(fire, fields)
         _effect(fire, fields)
     except BaseException as err:
+        _log().append("block", phase="failed", error=type(err).__name__, **fields)
         # The body's end all the same: the exclusion rule ends a run at its end event.
         _log().append("end", lost=fire.lost, raised=type(err).__name__, **fields)
         raise
@@ -106,6 +107,8 @@ def _guarded_write(fire: FireContext, fields: dict[str, Any]) -> None:
     """One `fenced_update` of the lock's guarded row, and its attempt appended."""
     _, guarded, writes = _tables()
     name = fire.lock_name
+    _log().append("block", phase="guarding", **fields)
+    time.sleep(random.uniform(0.0, DWELL / 2))
     with _engine().begin() as connection:
         found = sa.select(guarded.c.fence_token).where(guarded.c.name == name).with_for_update()
         previous = connection.execute(found).scalar_one()
@@ -130,35 +133,31 @@ def _guarded_write(fire: FireContext, fields: dict[str, Any]) -> None:
 def _effect(fire: FireContext, fields: dict[str, Any]) -> None:
     """The fire's effect row, committed with its success inside `atomic`."""
     effects, _, _ = _tables()
-    try:
-        with Session(_engine()) as session, session.begin():
-            with fire.atomic(session):
-                session.execute(
-                    sa.insert(effects).values(
-                        task=fire.target,
-                        instant=fields["instant"],
-                        attempt=fire.attempt,
-                        token=fire.token,
-                        node=fire.node,
-                    )
+    with Session(_engine()) as session, session.begin():
+        with fire.atomic(session):
+            session.execute(
+                sa.insert(effects).values(
+                    task=fire.target,
+                    instant=fields["instant"],
+                    attempt=fire.attempt,
+                    token=fire.token,
+                    node=fire.node,
                 )
-                _log().append("block", phase="inside", **fields)
-                time.sleep(random.uniform(0.0, DWELL))
-            _log().append("block", phase="committing", **fields)
-            time.sleep(random.uniform(0.0, DWELL / 2))
-    except BaseException as err:
-        _log().append("block", phase="failed", error=type(err).__name__, **fields)
-        raise
+            )
+            _log().append("block", phase="inside", **fields)
+            time.sleep(random.uniform(0.0, DWELL))
+        _log().append("block", phase="committing", **fields)
+        time.sleep(random.uniform(0.0, DWELL / 2))
     _log().append("block", phase="committed", **fields)
 
 
 @scheduled(fixed_rate=_rate("effect_a"), lock=lock_of(PREFIX, "effect_a"), lock_ttl=LOCK_TTL)
 def effect_a() -> None:
-    """Two fires a second (at pace 1), each an effect and a guarded write."""
+    """One fire a second (at pace 1), each an effect and a guarded write."""
     _body()
 
 
 @scheduled(fixed_rate=_rate("effect_b"), lock=lock_of(PREFIX, "effect_b"), lock_ttl=LOCK_TTL)
 def effect_b() -> None:
-    """One fire a second (at pace 1), each an effect and a guarded write."""
+    """A fire every 1.5 s (at pace 1), each an effect and a guarded write."""
     _body()
