@@ -1,13 +1,15 @@
 """The CI lane of the randomized fault checker: a short seeded run of every setup.
 
-`benchmarks/chaos.py` with a fixed seed, all eight setups at once, two resident
-nodes and a `tick` each, 45 s of faults (the full runs and their figures are in
-docs/guarantees.md). Asserts no overlap and no fire run twice, that the fires were
+`benchmarks/chaos.py` with a fixed seed, every setup at once (the effects setups
+among them), two resident nodes and a `tick` each, 45 s of faults (the full runs and
+their figures are in docs/guarantees.md). Asserts no overlap and no fire run twice, that the fires were
 real (some ran), and that every fault kind that applies to a setup was actually
 injected: the nemesis's count, and for failing history writes a refusal logged by a
 node, of a `start` and of a run's end among them; that every fire ran or is
 recorded as skipped, with a reason; and that every run that ran is recorded with its
-real outcome.
+real outcome; and that the effects setups committed effects and guarded writes (their
+rules, effect once and guarded writes in token order, are among the violations the
+first test refuses).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 from chaos import run_all
+from chaos_harness.effects_setup import EFFECTS_SETUPS
 from chaos_harness.run import SetupResult, table
 from chaos_harness.setups import SETUPS
 
@@ -26,7 +29,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.alone]
 SEED = 8
 FAULT_SECONDS = 45.0
 NODES = 2
-#: Every task rate stretched 3 times: eight setups share the CI machine.
+#: Every task rate stretched 3 times: eleven setups share the CI machine.
 PACE = 3.0
 
 
@@ -90,3 +93,12 @@ def test_every_applicable_fault_kind_was_injected(
     refused = result.refused_writes
     assert refused.get("start", 0) > 0, f"no start failed: {refused}"
     assert refused.get("finish", 0) + refused.get("record_run", 0) > 0, f"no end failed: {refused}"
+
+
+@pytest.mark.parametrize("setup", EFFECTS_SETUPS)
+def test_the_effects_setups_committed_effects_and_guarded_writes(
+    results: dict[str, SetupResult], setup: str
+) -> None:
+    effects = results[setup].effects
+    assert effects["effect rows"] > 0, f"seed {SEED}: {effects}"
+    assert effects["guarded writes"] > 0, f"seed {SEED}: {effects}"
