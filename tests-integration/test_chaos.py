@@ -1,15 +1,15 @@
 """The CI lane of the randomized fault checker: a short seeded run of every setup.
 
 `benchmarks/chaos.py` with a fixed seed, every setup at once (the effects setups
-among them), two resident nodes and a `tick` each, 45 s of faults (the full runs and
-their figures are in docs/guarantees.md). Asserts no overlap and no fire run twice, that the fires were
-real (some ran), and that every fault kind that applies to a setup was actually
-injected: the nemesis's count, and for failing history writes a refusal logged by a
-node, of a `start` and of a run's end among them; that every fire ran or is
-recorded as skipped, with a reason; and that every run that ran is recorded with its
-real outcome; and that the effects setups committed effects and guarded writes (their
-rules, effect once and guarded writes in token order, are among the violations the
-first test refuses).
+among them), two resident nodes and a `tick` each, 45 s of faults (the full runs
+and their figures are in docs/guarantees.md). Asserts no overlap and no fire run
+twice, that the fires were real (some ran), and that every fault kind that applies
+to a setup was actually injected: the nemesis's count, and for failing history
+writes a refusal logged by a node, of a `start` and of a run's end among them; that
+every fire ran or is recorded as skipped, with a reason; that every run that ran is
+recorded with its real outcome; and that the effects setups committed effects and
+guarded writes (their rules, effect once and guarded writes in token order, are
+among the violations the first test refuses).
 """
 
 from __future__ import annotations
