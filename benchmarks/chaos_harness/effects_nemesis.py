@@ -14,9 +14,10 @@ block open, and in which phase. The aimed kinds:
 * `commit_session`: end its server sessions (`pg_terminate_backend`, `KILL`) there,
   so the commit finds its session gone.
 
-A kind waits a little for a calm node in the phase it needs. Finding none, it is
-put off: behind the rest of the first round until it has been injected once, and
-dropped after that (the slot passes without a fault).
+A kind waits a little for a calm node in the phase it needs (longer, the harness
+loop held meanwhile, until it has been injected once). Finding none, it is put off:
+behind the rest of the first round until it has been injected once, and dropped
+after that (the slot passes without a fault).
 """
 
 from __future__ import annotations
@@ -44,8 +45,10 @@ PHASE_OF = {
 EFFECTS_KINDS = tuple(PHASE_OF)
 #: The tasks' lease (`effects_tasks.LOCK_TTL`): a pause must outlive it.
 LEASE_SECONDS = 1.0
-#: How long (seconds) a kind waits for a victim in its phase before it is put off.
+#: How long (seconds) a kind waits for a victim in its phase before it is put off;
+#: until it has been injected once, long enough for a fire of a stretched pace.
 AIM_SECONDS = 0.5
+FIRST_AIM_SECONDS = 6.0
 _POLL_SECONDS = 0.01
 
 
@@ -92,7 +95,8 @@ class BlockWatcher:
 
 def inject_aimed(nemesis: Nemesis, kind: str) -> None:
     """Inject `kind` on a calm node whose block is in its phase, or put it off."""
-    victim = _victim(nemesis, PHASE_OF[kind])
+    patience = AIM_SECONDS if nemesis.injected[kind] else FIRST_AIM_SECONDS
+    victim = _victim(nemesis, PHASE_OF[kind], patience)
     if victim is None:
         if nemesis.injected[kind] == 0:  # every kind at least once: after the others
             nemesis._first_round.insert(0, kind)
@@ -116,9 +120,9 @@ def inject_aimed(nemesis: Nemesis, kind: str) -> None:
     nemesis._record(kind, victim.name, duration, detail)
 
 
-def _victim(nemesis: Nemesis, phase: str) -> ChaosNode | None:
-    """A calm resident node with a block in `phase`, waited for up to `AIM_SECONDS`."""
-    deadline = time.monotonic() + AIM_SECONDS
+def _victim(nemesis: Nemesis, phase: str, patience: float) -> ChaosNode | None:
+    """A calm resident node with a block in `phase`, waited for up to `patience` s."""
+    deadline = time.monotonic() + patience
     while True:
         nemesis.blocks.refresh()
         calm = nemesis._calm()  # the rule every disturbing kind obeys

@@ -44,9 +44,10 @@ LOCK_TTL = "1s"
 #: Seconds between fires at pace 1, epoch-aligned.
 RATES = {"effect_a": 1.0, "effect_b": 1.5}
 PACE = float(os.environ.get("FIREFLY_CHAOS_PACE", "1"))
-#: The longest linger (seconds) inside an open block: SQLite's single writer is held
+#: The longest linger (seconds) inside an open block, stretched with the pace as the
+#: rates are (the nemesis finds blocks open as often): SQLite's single writer is held
 #: for all of it, so its setup asks for less.
-DWELL = float(os.environ.get("FIREFLY_CHAOS_EFFECTS_DWELL", "0.3"))
+DWELL = float(os.environ.get("FIREFLY_CHAOS_EFFECTS_DWELL", "0.3")) * PACE
 
 
 def schedules(pace: float) -> dict[str, float]:
