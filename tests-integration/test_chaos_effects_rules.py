@@ -115,7 +115,9 @@ def _outcome(pid: int, instant: float, attempt: int, token: int, verdict: str) -
     }
 
 
-def _success_then_a_failed_adopter(*, start_refused: bool) -> list[str]:
+def _success_then_a_failed_adopter(
+    *, start_refused: bool, applied: bool | None = False
+) -> list[str]:
     """Fire 1 succeeded (attempt 1, token 2); a newer run (token 3) failed after it."""
     fire_1 = key_of("app:a", T0 + timedelta(seconds=1))
     events = [e for e in every_fire_ran() if not e["instant"].endswith("01+00:00")]
@@ -124,7 +126,7 @@ def _success_then_a_failed_adopter(*, start_refused: bool) -> list[str]:
     events += run(1, 1.1, 1.2, pid=2, attempt=2, token=3)
     events += [_outcome(2, 1, 2, 3, "FAILED")]
     if start_refused:
-        events.append(refused_start(2, 1, 1.1))
+        events.append(refused_start(2, 1, 1.1) | {"applied": applied})
     history = {}
     for i in (0, 2):  # the other fires, as every_fire_ran ran them
         key = key_of("app:a", T0 + timedelta(seconds=i))
@@ -136,5 +138,8 @@ def _success_then_a_failed_adopter(*, start_refused: bool) -> list[str]:
 
 def test_an_older_success_stands_over_a_newer_failed_run_the_history_never_saw_start() -> None:
     assert _success_then_a_failed_adopter(start_refused=True) == []
+    # The real store's failure (not injected): whether it wrote is unknown, and the
+    # run was told no attempt all the same.
+    assert _success_then_a_failed_adopter(start_refused=True, applied=None) == []
     [message] = _success_then_a_failed_adopter(start_refused=False)
     assert "is no newer attempt's" in message

@@ -215,11 +215,17 @@ class FlakyHistory:
         raise HistoryError(f"chaos: injected failure of history.{write} ({fault.mode})")
 
     def _refused(
-        self, write: str, task: str, instant: datetime, *, injected: bool, applied: bool = False
+        self,
+        write: str,
+        task: str,
+        instant: datetime,
+        *,
+        injected: bool,
+        applied: bool | None = False,
     ) -> None:
         """Log a failed write: injected here, or the real store's (SQLite contention).
 
-        `applied`: the write was made and only its reply lost (`late`).
+        `applied`: the write was made and only its reply lost (`late`); None: unknown.
         """
         self._evidence.append(
             "history_refused",
@@ -240,12 +246,16 @@ class FlakyHistory:
         token: int | None,
         at: datetime,
     ) -> int | None:
-        return self._through(
-            "start",
-            task,
-            [instant],
-            lambda: self._inner.start(task, instant, lock=lock, node=node, token=token, at=at),
-        )
+        def write() -> int | None:
+            try:
+                return self._inner.start(task, instant, lock=lock, node=node, token=token, at=at)
+            except HistoryError:
+                # The real store's failure (SQLite contention, a cut connection): whether
+                # the write was made is unknown, so it never excuses a repeated attempt.
+                self._refused("start", task, instant, injected=False, applied=None)
+                raise
+
+        return self._through("start", task, [instant], write)
 
     def finish(
         self,
