@@ -35,6 +35,14 @@ on the servers of `fire_cost_servers`.
     uv run python benchmarks/fire_cost.py --backends redis --modes win
         --profile-dir fire-profiles   # py-spy collapsed stacks of the node, no figures
 
+`--modes insert atomic` (on `database-postgres` only) gives each task a body that
+inserts one row in a transaction of its own, without and with `current_fire().atomic`,
+and counts every statement on the wire (`fire_cost_bodies`): a second table gives
+how many statements each task transaction held, and the statements per fire of the
+task's and of the node's connections.
+
+    uv run python benchmarks/fire_cost.py --backends database-postgres --modes insert atomic
+
 `--profile-dir` samples the node with py-spy (`pip install py-spy`, not a project
 dependency) over the window instead of measuring it (py-spy's pauses would count).
 """

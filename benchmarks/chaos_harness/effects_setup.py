@@ -3,7 +3,8 @@ back what the run left, with a second client.
 
 `effects-postgres`, `effects-mysql` and `effects-sqlite` keep the task lock (a lease
 table), the run history and the application tables in one database, as a task using
-`current_fire().atomic(...)` must. On the SQL servers each node reaches all three
+`current_fire().atomic(...)` must (on SQLite the lock has a file of its own, so its
+renewals never wait for an open block). On the SQL servers each node reaches all three
 through its own proxy, so a stall or a reset hits the task's transaction as it hits
 the lock and the history. Afterwards the tables and the history's records of this
 run are read with the plain driver (psycopg, PyMySQL, sqlite3), never through the
