@@ -2,17 +2,17 @@
 
 The effects bodies stamp each phase of their block on the evidence log
 (`effects_tasks`); `BlockWatcher` tails the log and knows which node process has a
-block open, and in which phase. The aimed kinds:
+block open, and in which phase. The aimed kinds, each on a node in one of its
+phases (the one hit is in the fault's detail):
 
-* `guard_pause`: SIGSTOP a node about to make its guarded write, past the lease, so
-  a newer holder may write first and the woken write must be refused;
-* `block_kill`: SIGKILL a node while a block's row is sent and not committed;
-* `block_pause`: SIGSTOP it there, for longer than the lease, so another node may
-  adopt the fire before it wakes and tries to commit;
-* `commit_kill`: SIGKILL it once the block has written the fire's success, just
-  before the commit;
-* `commit_session`: end its server sessions (`pg_terminate_backend`, `KILL`) there,
-  so the commit finds its session gone.
+* `block_pause`: SIGSTOP past the lease, about to make its guarded write (a newer
+  holder may write first, and the woken write must be refused) or with its effect
+  row sent and uncommitted (another node may adopt the fire before it wakes and
+  tries to commit);
+* `block_kill`: SIGKILL with the row sent and uncommitted, or once the block has
+  written the fire's success, just before the commit;
+* `commit_session`: end its server sessions (`pg_terminate_backend`, `KILL`) just
+  before the commit, so the commit finds its session gone.
 
 A kind waits a little for a calm node in the phase it needs (longer, the harness
 loop held meanwhile, until it has been injected once). Finding none, it is put off:
@@ -34,15 +34,13 @@ if TYPE_CHECKING:
     from chaos_harness.nemesis import Nemesis
     from chaos_harness.setups import Backend
 
-#: The phase each aimed kind needs its victim in.
-PHASE_OF = {
-    "guard_pause": "guarding",
-    "block_kill": "inside",
-    "block_pause": "inside",
-    "commit_kill": "committing",
-    "commit_session": "committing",
+#: The phases each aimed kind may find its victim in.
+PHASES_OF = {
+    "block_pause": ("guarding", "inside"),
+    "block_kill": ("inside", "committing"),
+    "commit_session": ("committing",),
 }
-EFFECTS_KINDS = tuple(PHASE_OF)
+EFFECTS_KINDS = tuple(PHASES_OF)
 #: The tasks' lease (`effects_tasks.LOCK_TTL`): a pause must outlive it.
 LEASE_SECONDS = 1.0
 #: How long (seconds) a kind waits for a victim in its phase before it is put off;
@@ -89,20 +87,22 @@ class BlockWatcher:
             else:
                 blocks[fire] = str(event["phase"])
 
-    def in_phase(self, pid: int, phase: str) -> bool:
-        return phase in self._open.get(pid, {}).values()
+    def phase(self, pid: int, phases: tuple[str, ...]) -> str | None:
+        """One of `phases` that a block of process `pid` is in, if any."""
+        return next((p for p in self._open.get(pid, {}).values() if p in phases), None)
 
 
 def inject_aimed(nemesis: Nemesis, kind: str) -> None:
     """Inject `kind` on a calm node whose block is in its phase, or put it off."""
     patience = AIM_SECONDS if nemesis.injected[kind] else FIRST_AIM_SECONDS
-    victim = _victim(nemesis, PHASE_OF[kind], patience)
-    if victim is None:
+    aimed = _victim(nemesis, PHASES_OF[kind], patience)
+    if aimed is None:
         if nemesis.injected[kind] == 0:  # every kind at least once: after the others
             nemesis._first_round.insert(0, kind)
         return
-    duration, detail = 0.0, ""
-    if kind in {"block_pause", "guard_pause"}:
+    victim, phase = aimed
+    duration, detail = 0.0, phase
+    if kind == "block_pause":
         duration = LEASE_SECONDS + nemesis.rng.uniform(0.2, 2.5)
         victim.pause()
         nemesis.later(duration, victim.resume)
@@ -111,7 +111,7 @@ def inject_aimed(nemesis: Nemesis, kind: str) -> None:
         assert dialect is not None
         assert victim.proxy is not None
         ended = end_sessions(dialect, nemesis.backend.url, victim.proxy.upstream_ports())
-        detail = f"{ended} session(s)"
+        detail = f"{phase}: {ended} session(s)"
     else:
         duration = nemesis.rng.uniform(0.3, 2.0)
         victim.kill()
@@ -120,13 +120,20 @@ def inject_aimed(nemesis: Nemesis, kind: str) -> None:
     nemesis._record(kind, victim.name, duration, detail)
 
 
-def _victim(nemesis: Nemesis, phase: str, patience: float) -> ChaosNode | None:
-    """A calm resident node with a block in `phase`, waited for up to `patience` s."""
+def _victim(
+    nemesis: Nemesis, phases: tuple[str, ...], patience: float
+) -> tuple[ChaosNode, str] | None:
+    """A calm resident node with a block in one of `phases`, and that phase; waited
+    for up to `patience` seconds."""
     deadline = time.monotonic() + patience
     while True:
         nemesis.blocks.refresh()
         calm = nemesis._calm()  # the rule every disturbing kind obeys
-        aimed = [node for node in calm if nemesis.blocks.in_phase(node.pid, phase)]
+        aimed = [
+            (node, phase)
+            for node in calm
+            if (phase := nemesis.blocks.phase(node.pid, phases)) is not None
+        ]
         if aimed:
             return nemesis.rng.choice(aimed)
         if time.monotonic() >= deadline:
