@@ -47,7 +47,10 @@ and the run history read with a second client. Four rules:
    `succeeded` when the body's end was stamped) and its attempt the one the body
    was told (or a greater one, where the history never answered the run's `start`:
    the node guessed it), and no other run may carry a newer token (the newest
-   attempt that ran owns the record). Otherwise it must be a newer attempt's than every one of them
+   attempt that ran owns the record; one exception: an older attempt's `succeeded`
+   record stands over a newer run that did not succeed and whose start the history
+   never took, since a success is replaced by a success only). Otherwise it must be
+   a newer attempt's than every one of them
    (one that was killed, or never reached its body). A run whose node reported it
    `fenced` needs a record with a newer token than its own. Token order is not
    judged across a restart of a server that keeps nothing (its counters start

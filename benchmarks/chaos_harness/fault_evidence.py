@@ -73,13 +73,14 @@ def failed_history_starts(
     events: list[Event], *, applied: bool | None = None
 ) -> set[tuple[int, HistoryKey]]:
     """The (pid, fire) of every history `start` that failed on its node; `applied=False`:
-    only those the history never took (not a lost reply of a write it made)."""
+    only those the history surely never took (not a lost reply of a write it made, nor
+    a real failure, logged `applied: null`, whose write may have been made)."""
     return {
         (int(e["pid"]), key_of(e["target"], parse_instant(e["instant"])))
         for e in events
         if e["ev"] == "history_refused"
         and e["write"] == "start"
-        and (applied is None or bool(e.get("applied")) == applied)
+        and (applied is None or e.get("applied", False) is applied)
     }
 
 

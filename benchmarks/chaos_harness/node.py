@@ -46,6 +46,12 @@ import apscheduler.schedulers.base as apscheduler_base
 from chaos_harness.claim_stamps import stamping_claims
 from chaos_harness.evidence import EvidenceLog
 from firefly_scheduling.cli.host_options import configure_logging, prepare_host
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.fires.atomic import (
+    AsyncCallerTransaction,
+    CallerTransaction,
+    TransactionalHistory,
+)
 from firefly_scheduling.fires.outcome import FireResult
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history.port import (
@@ -69,7 +75,8 @@ from firefly_scheduling.hosts.tick import TickHost
 
 _T = TypeVar("_T")
 
-APP = "chaos_harness.tasks"
+#: The task module: the task mix, or the effects setups' tasks.
+APP = os.environ.get("FIREFLY_CHAOS_APP", "chaos_harness.tasks")
 BENCHMARKS = Path(__file__).resolve().parent.parent
 POLL_SECONDS = 0.05
 GRACE_PERIOD = 10.0
@@ -208,11 +215,17 @@ class FlakyHistory:
         raise HistoryError(f"chaos: injected failure of history.{write} ({fault.mode})")
 
     def _refused(
-        self, write: str, task: str, instant: datetime, *, injected: bool, applied: bool = False
+        self,
+        write: str,
+        task: str,
+        instant: datetime,
+        *,
+        injected: bool,
+        applied: bool | None = False,
     ) -> None:
         """Log a failed write: injected here, or the real store's (SQLite contention).
 
-        `applied`: the write was made and only its reply lost (`late`).
+        `applied`: the write was made and only its reply lost (`late`); None: unknown.
         """
         self._evidence.append(
             "history_refused",
@@ -233,12 +246,16 @@ class FlakyHistory:
         token: int | None,
         at: datetime,
     ) -> int | None:
-        return self._through(
-            "start",
-            task,
-            [instant],
-            lambda: self._inner.start(task, instant, lock=lock, node=node, token=token, at=at),
-        )
+        def write() -> int | None:
+            try:
+                return self._inner.start(task, instant, lock=lock, node=node, token=token, at=at)
+            except HistoryError:
+                # The real store's failure (SQLite contention, a cut connection): whether
+                # the write was made is unknown, so it never excuses a repeated attempt.
+                self._refused("start", task, instant, injected=False, applied=None)
+                raise
+
+        return self._through("start", task, [instant], write)
 
     def finish(
         self,
@@ -325,6 +342,18 @@ class FlakyHistory:
                 raise
 
         return self._through("skip", task, instants, write) if instants else write()
+
+    def caller_transaction(
+        self, connection: object | None, *, using: str | None
+    ) -> CallerTransaction | AsyncCallerTransaction:
+        """The configured history's, unfaulted: the write goes through the task's own
+        transaction, which the nemesis faults through the proxy and the session."""
+        if not isinstance(self._inner, TransactionalHistory):
+            raise ConfigurationError(
+                f"the chaos node's history ({type(self._inner).__qualname__}) cannot write "
+                "through the task's connection"
+            )
+        return self._inner.caller_transaction(connection, using=using)
 
     def unfinished(self, task: str, *, lock: str) -> list[RunRecord]:
         return self._inner.unfinished(task, lock=lock)

@@ -107,8 +107,17 @@ def _recorded_problems(
         if run is holder and run.fenced:
             problems.append(f"{run.describe()} was reported fenced, and {described}")
         elif run is not holder and ordered and not _newer(record, run):
+            if _success_stands(record, run, told):
+                continue
             problems.append(f"{run.describe()} ran, and {described}")
     return problems
+
+
+def _success_stands(record: HistoryRow, run: BodyRun, told: set[int]) -> bool:
+    """Whether `record`, an older attempt's success, rightly outlives `run`'s end: a
+    success is replaced by a success only (it may have committed with the task's
+    writes), and `run`, whose start the history never took, did not succeed."""
+    return record.state == "succeeded" and run.pid not in told and run.verdict != "SUCCEEDED"
 
 
 def _newer(record: HistoryRow, run: BodyRun) -> bool:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from chaos_harness.checker import CheckReport, Violation, Window, check
 from chaos_harness.cluster import ChaosNode, node_env, wait_booted
+from chaos_harness.effects_setup import check_effects, collect, load, node_variables, prepare
+from chaos_harness.effects_tasks import schedules as effects_schedules
 from chaos_harness.evidence import EvidenceLog, read_events
 from chaos_harness.history import read_history
 from chaos_harness.nemesis import Nemesis
@@ -54,6 +56,8 @@ class SetupResult:
     #: Injected history failures, by the write they failed (`start`, `finish`, ...).
     refused_writes: dict[str, int] = field(default_factory=dict)
     workdir: str = ""
+    #: The effects setups' tables: effect rows, guarded writes made and refused.
+    effects: dict[str, int] = field(default_factory=dict)
     #: What the checker was given besides the files: to check a run again (`recheck`).
     checked: dict[str, object] = field(default_factory=dict)
 
@@ -91,13 +95,18 @@ def run_setup(
     history_path = history_dir / "history.db"
     cluster: list[ChaosNode] = []
     proxies: list[FaultyProxy] = []
+    prefix = f"chaos-{uuid.uuid4().hex[:12]}"
+    # The effects setups' tables live with their history: on the server, or in its file.
+    home = backend.url if backend.proxied else f"sqlite:///{history_path}"
     try:
+        if backend.effects:
+            prepare(home, prefix)
         base_env = node_env(
             workdir,
             FIREFLY_SCHEDULING_LOCK_PROVIDER=backend.provider,
             FIREFLY_SCHEDULING_HISTORY_URL=f"sqlite:///{history_path}",
             FIREFLY_CHAOS_EVIDENCE=str(evidence_path),
-            FIREFLY_CHAOS_PREFIX=f"chaos-{uuid.uuid4().hex[:12]}",
+            FIREFLY_CHAOS_PREFIX=prefix,
             FIREFLY_CHAOS_PACE=str(pace),
         )
         url_variable = f"FIREFLY_SCHEDULING_LOCK_{backend.provider.upper()}_URL"
@@ -107,11 +116,14 @@ def run_setup(
             if proxy is not None:
                 proxies.append(proxy)
             url = backend.via(proxy.port) if proxy is not None else backend.url
+            env = {**base_env, url_variable: url}
+            if backend.effects:
+                env |= node_variables(setup, url if backend.proxied else home)
             node = ChaosNode(
                 name,
                 "tick" if name.endswith("-tick") else "run",
                 workdir,
-                {**base_env, url_variable: url},
+                env,
                 evidence,
                 proxy=proxy,
                 offset=round(rng.uniform(-2.0, 2.0), 3),
@@ -162,14 +174,20 @@ def run_setup(
             "anchor": [window.wall.isoformat(), window.mono],
             "ended": ended,
         }
+        if backend.effects:
+            history, effects = collect(home, prefix, workdir)
+        else:
+            history, effects = read_history(history_path), None
         report = check(
             events,
-            read_history(history_path),
-            schedules(pace),
+            history,
+            effects_schedules(pace) if backend.effects else schedules(pace),
             window,
             ended,
             volatile_server=setup in VOLATILE_SERVERS,
         )
+        if effects is not None:
+            result.effects = check_effects(effects, history, report)
         return SetupResult.of(result, report)
     finally:
         for node in cluster:
@@ -199,6 +217,7 @@ def table(results: list[SetupResult]) -> str:
         "runs checked in the history",
         "violations",
         "misses",
+        "effect rows / guarded writes / refused",
     ]
     lines = [
         "| " + " | ".join(header + kinds) + " |",
@@ -211,6 +230,7 @@ def table(results: list[SetupResult]) -> str:
         cells.append(r.recorded_fires)
         cells.append(len(r.violations))
         cells.append(misses)
+        cells.append(" / ".join(str(n) for n in r.effects.values()) if r.effects else "")
         cells += [r.faults.get(kind, 0) if kind in r.applicable else "n/a" for kind in kinds]
         lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
     reasons: Counter[str] = Counter()
@@ -235,13 +255,19 @@ def recheck(workdir: Path) -> SetupResult:
     )
     result = SetupResult(**{key: value for key, value in saved.items() if key != "violations"})
     events = read_events(workdir / "evidence.jsonl")
-    history = read_history(workdir / "history.db")
+    effects = None
+    if (workdir / "effects.json").exists():
+        history, effects = load(workdir)
+    else:
+        history = read_history(workdir / "history.db")
     report = check(
         events,
         history,
-        schedules(result.pace),
+        effects_schedules(result.pace) if effects is not None else schedules(result.pace),
         window,
         int(checked["ended"]),
         volatile_server=result.setup in VOLATILE_SERVERS,
     )
+    if effects is not None:
+        result.effects = check_effects(effects, history, report)
     return SetupResult.of(result, report)

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 
-from firefly_scheduling.history.base import RunStart, WholeRun
+from firefly_scheduling.history.base import RunStart, WholeRun, replaces_finished
 from firefly_scheduling.history.port import (
     FINISHED_STATES,
     PLACEHOLDER_STATES,
@@ -218,7 +218,8 @@ def takeover(runs: sa.Table, begin: RunStart, key: dict[str, Any]) -> sa.Update:
 
 def whole_run_update(runs: sa.Table, run: WholeRun, key: dict[str, Any]) -> sa.Update:
     """`record_run` over an existing row: a skip, a `running` row the run may close,
-    or a finished row of an older token; the attempt as `history.port` numbers it.
+    or a finished row of an older token (a success only by a success); the attempt as
+    `history.port` numbers it.
 
     `attempt` is assigned first: MySQL's later assignments would see the new
     `state` and `token`.
@@ -226,7 +227,9 @@ def whole_run_update(runs: sa.Table, run: WholeRun, key: dict[str, Any]) -> sa.U
     token = run.token
     skipped = runs.c.state.in_(sorted(state.value for state in PLACEHOLDER_STATES))
     running = runs.c.state == RunState.RUNNING.value
-    finished = runs.c.state.in_(sorted(state.value for state in FINISHED_STATES))
+    # A success is replaced by a success only (`history.base.replaces_finished`).
+    replaced = [state for state in FINISHED_STATES if replaces_finished(state, run.state)]
+    finished = runs.c.state.in_(sorted(state.value for state in replaced))
     if token is None:
         replaceable = sa.or_(skipped, sa.and_(running, runs.c.token.is_(None)))
         attempt = sa.case((skipped, 1), else_=runs.c.attempt)

@@ -261,7 +261,7 @@ class SqlRunHistory(BaseRunHistory):
                         sa.select(runs.c.state, runs.c.token).where(is_key(runs, key))
                     ).first()
                 if found is not None:
-                    refused = refusal(RunState(found.state), found.token, run.token)
+                    refused = refusal(RunState(found.state), found.token, run.token, run.state)
                     if refused is not None:
                         return refused
             raise HistoryError(

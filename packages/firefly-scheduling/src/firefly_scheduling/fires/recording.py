@@ -231,6 +231,15 @@ class RunRecorder:
                 state,
                 ended.token,
             )
+        elif recorded is Recorded.SUCCEEDED:
+            logger.warning(
+                "%s: fire %s: this run's end (%s, token %s) is not recorded: an earlier "
+                "attempt's success stands (its writes may have committed with it)",
+                fire.target,
+                fire.instant.isoformat(),
+                state,
+                ended.token,
+            )
         elif in_transaction and recorded is Recorded.ALREADY:
             logger.debug(
                 "%s: fire %s: its success committed in the task's transaction",

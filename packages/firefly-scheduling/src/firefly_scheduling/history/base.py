@@ -94,15 +94,26 @@ def newer_run(token: int | None, recorded: int | None) -> bool:
     return token is not None and (recorded is None or token > recorded)
 
 
-def refusal(state: RunState, recorded: int | None, token: int | None) -> Recorded | None:
-    """Why `record_run` of a run with `token` wrote nothing over a record in `state`
-    holding `recorded`; None when it would write now (the record changed meanwhile)."""
+def replaces_finished(recorded_state: RunState, ending: RunState) -> bool:
+    """Whether a newer run that ended as `ending` may replace a finished record in
+    `recorded_state`: a success only by a success. A success may have committed with
+    the task's own writes (`current_fire().atomic`), and a newer run whose start the
+    history never learnt of (so the success was not fenced) cannot unsay it."""
+    return recorded_state is not RunState.SUCCEEDED or ending is RunState.SUCCEEDED
+
+
+def refusal(
+    state: RunState, recorded: int | None, token: int | None, ending: RunState
+) -> Recorded | None:
+    """Why `record_run` of a run with `token` that ended as `ending` wrote nothing over
+    a record in `state` holding `recorded`; None when it would write now (the record
+    changed meanwhile)."""
     if state in PLACEHOLDER_STATES:
         return None
     if state is RunState.RUNNING:
         return None if may_close(token, recorded) else Recorded.FENCED
     if newer_run(token, recorded):
-        return None
+        return None if replaces_finished(state, ending) else Recorded.SUCCEEDED
     return Recorded.ALREADY if recorded == token else Recorded.FENCED
 
 

@@ -125,7 +125,7 @@ class MemoryRunHistory(BaseRunHistory):
             current = self._records.get(key)
             attempt = 1
             if current is not None:
-                refused = refusal(current.state, current.token, run.token)
+                refused = refusal(current.state, current.token, run.token, run.state)
                 if refused is not None:
                     return refused
                 attempt = whole_run_attempt(

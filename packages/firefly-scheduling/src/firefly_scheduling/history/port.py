@@ -22,8 +22,10 @@ Every write that could race is a single atomic, conditional operation on the sto
   closes a `running` record as `finish` would (taking it over as the next attempt
   when its token is older), and replaces a finished record only for a strictly
   newer token: the newest attempt that ran owns the record, as in `start`. A
-  refusal says why (`Recorded`): the record is this run's already, or a newer
-  attempt's.
+  `succeeded` record is replaced by a success only: it may have committed with the
+  task's own writes (`current_fire().atomic`), and a failure of a run the history
+  never saw start cannot unsay it. A refusal says why (`Recorded`): the record is
+  this run's already, a newer attempt's, or an older attempt's success.
 
 The lock name is part of the key because it is what names a deployment's fires: two
 deployments sharing one history database (staging and production, two tenants) run
@@ -99,6 +101,9 @@ class Recorded(enum.Enum):
     #: A newer attempt's: the record carries a newer token (or a token, where this
     #: run has none), so this run was fenced. Nothing written.
     FENCED = "fenced"
+    #: An older attempt's success: a success is replaced by a newer success only, so
+    #: this run's failure is not written over it. Nothing written.
+    SUCCEEDED = "succeeded"
 
 
 #: The error text of a record closed by `expire_dead`.
@@ -206,9 +211,9 @@ class RunHistory(Protocol):
         record is written where there is none or a skip (attempt 1), a `running`
         one is closed when `finish` would close it (the next attempt when its token
         is older), and a finished one is replaced only for a strictly newer token
-        (its attempt + 1). Otherwise nothing is written and the answer says whose
-        the record is (`Recorded`). Raises `ValueError` for a state that is not a
-        finished one.
+        (its attempt + 1), a `succeeded` one only by a success. Otherwise nothing is
+        written and the answer says whose the record is (`Recorded`). Raises
+        `ValueError` for a state that is not a finished one.
         """
         ...
 
