@@ -129,12 +129,10 @@ def new_lock(
     request: pytest.FixtureRequest, redis_url: str, postgres_url: str
 ) -> Iterator[Callable[[], DistributedLock]]:
     """A lock client of its own per runner, as on separate nodes."""
-    made: list[DistributedLock] = []
+    made: list[RedisLock | PgAdvisoryLock] = []
 
     def make() -> DistributedLock:
-        lock: DistributedLock = (
-            RedisLock(redis_url) if request.param == "redis" else PgAdvisoryLock(postgres_url)
-        )
+        lock = RedisLock(redis_url) if request.param == "redis" else PgAdvisoryLock(postgres_url)
         made.append(lock)
         return lock
 

@@ -1,7 +1,8 @@
 """One chaos node: `python node.py run|tick NAME`, the real hosts with two chaos seams.
 
 It boots exactly as `firefly-scheduling run` / `tick` do (`prepare_host`,
-`build_runtime`, `ResidentHost` / `TickHost`) on `chaos_harness.tasks`, and adds,
+`build_runtime`, `ResidentHost` / `TickHost`) on `chaos_harness.tasks` and
+`chaos_harness.policy_tasks`, and adds,
 through the hosts' public seams only:
 
 * **a clock offset**: the runtime's wall clock (`TaskRuntime.now`, the `Clock` of
@@ -17,7 +18,7 @@ through the hosts' public seams only:
   even when the window is short (every injected fault is felt, not only those that
   meet a write); each failure is stamped on the evidence log (`history_refused`);
 * **claim stamps**: every fire claim the runner wins is stamped on the evidence log
-  (`claim_stamps`);
+  (`claim_stamps`), and every waiting slot it holds (`slot_stamps`);
 * **an observer** appending every fire's verdict to the evidence log.
 
 The control file (`FIREFLY_CHAOS_CONTROL`, JSON `{"offset": s, "history": {writes:
@@ -45,6 +46,7 @@ import apscheduler.schedulers.base as apscheduler_base
 
 from chaos_harness.claim_stamps import stamping_claims
 from chaos_harness.evidence import EvidenceLog
+from chaos_harness.slot_stamps import stamping_slots
 from firefly_scheduling.cli.host_options import configure_logging, prepare_host
 from firefly_scheduling.fires.outcome import FireResult
 from firefly_scheduling.fires.runner import FireRunner
@@ -69,7 +71,8 @@ from firefly_scheduling.hosts.tick import TickHost
 
 _T = TypeVar("_T")
 
-APP = "chaos_harness.tasks"
+#: The task mix, and the tasks of the fire policies.
+APPS = ("chaos_harness.tasks", "chaos_harness.policy_tasks")
 BENCHMARKS = Path(__file__).resolve().parent.parent
 POLL_SECONDS = 0.05
 GRACE_PERIOD = 10.0
@@ -382,7 +385,7 @@ def main(host: str, name: str) -> int:
     control = Control(Path(os.environ["FIREFLY_CHAOS_CONTROL"]))
     control.watch()
     with stop_on_signals(StopRequest()) as stop:
-        settings, descriptors = prepare_host((APP,), None, (BENCHMARKS,), None, name)
+        settings, descriptors = prepare_host(APPS, None, (BENCHMARKS,), None, name)
         configure_logging("WARNING", name)
         runtime = build_runtime(
             descriptors, settings, host=host, observers=(EvidenceObserver(evidence, name),)
@@ -392,7 +395,7 @@ def main(host: str, name: str) -> int:
         flaky = None if history is None else FlakyHistory(history, control, evidence)
         runtime.fire_runner = Lazy.of(
             FireRunner(
-                stamping_claims(runtime.lock.get(), evidence),
+                stamping_slots(stamping_claims(runtime.lock.get(), evidence), evidence),
                 history=flaky,
                 clock=runtime.wall_now,
                 grace=settings.grace,

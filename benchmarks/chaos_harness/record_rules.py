@@ -142,7 +142,10 @@ def check_accounted(
     window: Window,
     events: list[Event],
     report: CheckReport,
+    excused: dict[HistoryKey, str] | None = None,
 ) -> None:
+    """Rule 3; `excused`: fires no node could record, with why (a miss, not a violation)."""
+    excused = excused or {}
     ran = {run.key for run in runs}
     refused_skips = {
         key_of(event["target"], parse_instant(event["instant"]))
@@ -170,6 +173,9 @@ def check_accounted(
             continue
         if key in shutting_down:
             report.misses["unrecorded: reached a node that was shutting down"] += 1
+            continue
+        if key in excused:
+            report.misses[excused[key]] += 1
             continue
         at = window.monotonic(key.instant)
         if any(at + before <= kill <= at + after for kill in kills):
