@@ -8,6 +8,7 @@ the targets of each policy are the tests' own (`POLICIES`).
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -201,3 +202,15 @@ class TestJitter:
         report = checked(run(1, start, start + 0.01, target="app:jit", lock="J"))
         assert rules(report) == []
         assert report.policy["jittered runs"] == 1
+
+
+def test_a_caught_up_run_recorded_caught_up_is_recorded_with_its_real_outcome() -> None:
+    events = caught_up(run(0, 2.0, 2.1, pid=2, target="app:late", lock="C", token=2))
+    events.append(outcome(2, "app:late", 0, 1, "SUCCEEDED"))
+    history = {
+        key: HistoryRow(key, row.lock_name, "caught_up", 1, "n2", 2, None)
+        for key, row in recorded_as_run(events).items()
+    }
+    assert rules(checked(events, history=history)) == []
+    history = {key: replace(row, state="failed") for key, row in history.items()}
+    assert rules(checked(events, history=history)) == ["recorded"]

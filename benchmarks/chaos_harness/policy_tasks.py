@@ -30,8 +30,10 @@ from firefly_scheduling import current_fire, scheduled
 RATES = {"buffered": 1.0, "alongside": 0.5, "retried": 1.0, "caught_up": 1.0, "jittered": 4.0}
 #: A jittered fire's offset is drawn in `[0, this share of its rate)`.
 JITTER_SHARE = 0.75
-#: How far back a node that boots after the fleet was down catches fires up.
-CATCHUP_WINDOW = "10m"
+#: How far back a node that boots after the fleet was down catches fires up, and how
+#: many of those it runs: a node's first boot also catches up the fires before the run.
+CATCHUP_WINDOW = "1m"
+CATCHUP_LIMIT = 20
 #: The share of the first attempts of `retried` that fail (a second attempt fails
 #: half as often).
 FAILING_SHARE = 0.5
@@ -120,6 +122,7 @@ def retried() -> None:
     lock=f"{PREFIX}-caught-up",
     lock_ttl=LOCK_TTL,
     catchup=CATCHUP_WINDOW,
+    catchup_limit=CATCHUP_LIMIT,
 )
 def caught_up() -> None:
     _body(random.uniform(0.01, 0.1))
