@@ -5,7 +5,9 @@ fire it does not run, so catch-up (`catchup=`), which runs the fires no node rec
 would never act. Once per run, from the middle of it, every node is SIGKILLed (each
 kill stamped, as the nemesis stamps its own), kept down for `seconds` (a node the
 nemesis brings back meanwhile is killed again, and no fault is injected), then
-started again. `fleet_down` and `fleet_up` bound the span on the evidence log: the
+started again; faults resume once every resident node has booted, and the run's
+faults last that much longer. `fleet_down` and `fleet_up` bound the span on the
+evidence log: the
 checker excuses the fires of that span that no node recorded, except a catch-up
 task's, which the first node back must run (`policy_rules`).
 """
@@ -31,11 +33,23 @@ class FleetDown:
     evidence: EvidenceLog
     at: float
     seconds: float
+    #: `pending`, `down`, `booting` (started again, not every resident node booted), `done`.
     state: str = "pending"
+    #: When every resident node had booted again (monotonic seconds).
+    booted_at: float | None = None
 
     @property
     def active(self) -> bool:
-        return self.state == "down"
+        """Down, or booting again: no fault is injected, and no `tick` started."""
+        return self.state in {"down", "booting"}
+
+    @property
+    def outage(self) -> float:
+        """Seconds from going down until every resident node booted again (so far): the
+        run's faults go on that much longer, so that every fault kind still comes."""
+        if self.state == "pending":
+            return 0.0
+        return (self.booted_at or time.monotonic()) - self.at
 
     def step(self) -> None:
         """Called from the run's loop: go down, keep down, or come back, as due."""
@@ -43,6 +57,10 @@ class FleetDown:
         if self.state == "pending" and now >= self.at:
             self.evidence.append("fleet_down", node="fleet", seconds=self.seconds)
             self.state = "down"
+        if self.state == "booting":
+            if all(node.booted for node in self.nodes if node.host == "run"):
+                self.booted_at, self.state = now, "done"
+            return
         if self.state != "down":
             return
         for node in self.nodes:
@@ -54,4 +72,4 @@ class FleetDown:
                 if node.host == "run":
                     node.spawn()
                     node.disturbed_until = time.monotonic() + BOOT_SECONDS
-            self.state = "done"
+            self.state = "booting"

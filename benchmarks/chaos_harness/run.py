@@ -34,7 +34,7 @@ END_MARGIN_SECONDS = 10.0
 #: How long the nodes may take to boot: minutes on a machine with a load of 100.
 BOOT_SECONDS = 300.0
 #: The whole fleet stays down this many periods of the catch-up task (`fleet_down`).
-FLEET_DOWN_PERIODS = 3
+FLEET_DOWN_PERIODS = 2
 
 
 @dataclass
@@ -142,7 +142,7 @@ def run_setup(
             at=started + seconds / 2,
             seconds=FLEET_DOWN_PERIODS * POLICY_RATES["caught_up"] * pace,
         )
-        while time.monotonic() - started < seconds:
+        while time.monotonic() - started < seconds + fleet.outage:
             nemesis.run_due()
             fleet.step()
             for node in cluster:
