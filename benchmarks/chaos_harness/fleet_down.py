@@ -2,14 +2,14 @@
 
 The nemesis always keeps one resident node up, and a fleet that is up records every
 fire it does not run, so catch-up (`catchup=`), which runs the fires no node recorded,
-would never act. Once per run, from the middle of it, every node is SIGKILLed (each
-kill stamped, as the nemesis stamps its own), kept down for `seconds` (a node the
-nemesis brings back meanwhile is killed again, and no fault is injected), then
-started again; faults resume once every resident node has booted, and the run's
-faults last that much longer. `fleet_down` and `fleet_up` bound the span on the
-evidence log: the
-checker excuses the fires of that span that no node recorded, except a catch-up
-task's, which the first node back must run (`policy_rules`).
+would never act. Once per run, from the middle of it and once every fault kind was
+injected (the nemesis's first round), every node is SIGKILLed (each kill stamped, as
+the nemesis stamps its own), kept down for `seconds` (a node the nemesis brings back
+meanwhile is killed again, and no fault is injected), then started again; faults
+resume once every resident node has booted. `fleet_down` and `fleet_up` bound the
+span on the evidence log: the checker excuses the fires of that span that no node
+recorded, except a catch-up task's, which the first node back must run
+(`policy_rules`).
 """
 
 from __future__ import annotations
@@ -35,31 +35,22 @@ class FleetDown:
     seconds: float
     #: `pending`, `down`, `booting` (started again, not every resident node booted), `done`.
     state: str = "pending"
-    #: When every resident node had booted again (monotonic seconds).
-    booted_at: float | None = None
 
     @property
     def active(self) -> bool:
         """Down, or booting again: no fault is injected, and no `tick` started."""
         return self.state in {"down", "booting"}
 
-    @property
-    def outage(self) -> float:
-        """Seconds from going down until every resident node booted again (so far): the
-        run's faults go on that much longer, so that every fault kind still comes."""
-        if self.state == "pending":
-            return 0.0
-        return (self.booted_at or time.monotonic()) - self.at
-
-    def step(self) -> None:
-        """Called from the run's loop: go down, keep down, or come back, as due."""
+    def step(self, *, ready: bool) -> None:
+        """Called from the run's loop: go down (once `at` has come and the run is
+        `ready`: every fault kind was injected once), keep down, or come back."""
         now = time.monotonic()
-        if self.state == "pending" and now >= self.at:
+        if self.state == "pending" and now >= self.at and ready:
             self.evidence.append("fleet_down", node="fleet", seconds=self.seconds)
-            self.state = "down"
+            self.at, self.state = now, "down"
         if self.state == "booting":
             if all(node.booted for node in self.nodes if node.host == "run"):
-                self.booted_at, self.state = now, "done"
+                self.state = "done"
             return
         if self.state != "down":
             return

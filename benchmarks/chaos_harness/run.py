@@ -142,9 +142,9 @@ def run_setup(
             at=started + seconds / 2,
             seconds=FLEET_DOWN_PERIODS * POLICY_RATES["caught_up"] * pace,
         )
-        while time.monotonic() - started < seconds + fleet.outage:
+        while time.monotonic() - started < seconds:
             nemesis.run_due()
-            fleet.step()
+            fleet.step(ready=all(nemesis.injected[kind] for kind in nemesis.kinds))
             for node in cluster:
                 if node.host == "tick" and not node.alive and not node.paused and not fleet.active:
                     node.spawn()  # cron starts the next minute's tick
