@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chaos_evidence import T0, WINDOW, mono_at, recorded_as_run, rules, run
+from chaos_evidence import T0, WINDOW, mono_at, recorded_as_run, rules, run, server_restart
 from chaos_harness.body_runs import CheckReport
 from chaos_harness.checker import check
 from chaos_harness.history import HistoryKey, HistoryRow
@@ -37,11 +37,21 @@ def checked(
     events: list[dict[str, Any]],
     schedules: dict[str, float] | None = None,
     history: dict[HistoryKey, HistoryRow] | None = None,
+    *,
+    volatile_server: bool = False,
 ) -> CheckReport:
     """`check` with the tests' policies; every fire that ran recorded as it ran."""
     events = sorted(events, key=lambda e: int(e["t"]))
     recorded = recorded_as_run(events) if history is None else history
-    return check(events, recorded, schedules or {}, WINDOW, ended=mono_at(60), policies=POLICIES)
+    return check(
+        events,
+        recorded,
+        schedules or {},
+        WINDOW,
+        ended=mono_at(60),
+        volatile_server=volatile_server,
+        policies=POLICIES,
+    )
 
 
 def slot(kind: str, pid: int, at: float, owner: str, **fields: Any) -> dict[str, Any]:
@@ -121,6 +131,16 @@ class TestAllowAll:
         events = run(0, 0.0, 0.5, pid=1, target="app:along", lock="A", token=None)
         events += run(0, 1.0, 1.2, pid=2, target="app:along", lock="A", token=None)
         assert "alongside-once" in rules(checked(events))
+
+    def test_a_rerun_after_a_restart_of_a_server_that_keeps_nothing_is_counted(
+        self,
+    ) -> None:
+        events = run(0, 0.0, 1.5, pid=1, target="app:along", lock="A", token=None)
+        events += server_restart(0.5, down_after=0.1)
+        events += run(0, 1.0, 1.2, pid=2, target="app:along", lock="A", token=None, attempt=2)
+        report = checked(events, volatile_server=True)
+        assert rules(report) == []
+        assert report.policy["alongside reruns after a restart"] == 1
 
     def test_the_same_runs_of_a_locked_task_break_exclusion(self) -> None:
         events = run(0, 0.0, 1.5, pid=1, target="app:other", lock="A", token=None)

@@ -122,7 +122,7 @@ def check(
     restarts = restart_spans(events) if volatile_server else []
     locked = [run for run in runs if run.target not in policies.alongside]
     check_exclusion(locked, events, report, restarts)
-    check_at_most_once(runs, events, report, restarts, policies.retried)
+    check_at_most_once(runs, events, report, restarts, policies.retried, policies.alongside)
     excused = fleet_down_misses(events, schedules, window, policies)
     check_accounted(runs, history, schedules, window, events, report, excused)
     check_recorded(runs, history, events, report, restarts)

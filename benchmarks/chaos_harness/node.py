@@ -12,8 +12,8 @@ through the hosts' public seams only:
   real node whose system clock is off fires its jobs by that clock;
 * **failing history writes**: the fire runner gets the configured history wrapped
   (`FlakyHistory`) so that its writes raise `HistoryError` while the control file
-  says so: every write (`all`), the `start` of runs (failing at once, after a hang,
-  or after a hang in which it was written: a lost reply), or the end of runs
+  says so: every write (`all`), the `start` of runs and retries (failing at once,
+  after a hang, or after a hang in which it was written: a lost reply), or the end of runs
   (`finish`, `record_run`). The node's first such write after each injection fails
   even when the window is short (every injected fault is felt, not only those that
   meet a write); each failure is stamped on the evidence log (`history_refused`);
@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -51,8 +51,10 @@ from firefly_scheduling.cli.host_options import configure_logging, prepare_host
 from firefly_scheduling.fires.outcome import FireResult
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history.port import (
+    BufferingHistory,
     HistoryError,
     Recorded,
+    RetryStartingHistory,
     RunHistory,
     RunRecord,
     RunState,
@@ -102,6 +104,7 @@ FAULTS_OF = {
     "finish": ("all", "finish"),
     "record_run": ("all", "finish"),
     "skip": ("all",),
+    "buffer": ("all",),
 }
 
 
@@ -328,6 +331,50 @@ class FlakyHistory:
                 raise
 
         return self._through("skip", task, instants, write) if instants else write()
+
+    def start_retry(
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        token: int | None,
+        after_attempt: int,
+        note: str | None,
+        at: datetime,
+    ) -> int | None:
+        """A retry's conditional start: a `start` as far as the faults go. Without it
+        the runner would take this history for one that cannot start retries, and run
+        every retry unrecorded."""
+        return self._through(
+            "start",
+            task,
+            [instant],
+            lambda: cast(RetryStartingHistory, self._inner).start_retry(
+                task,
+                instant,
+                lock=lock,
+                node=node,
+                token=token,
+                after_attempt=after_attempt,
+                note=note,
+                at=at,
+            ),
+        )
+
+    def buffer(
+        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+    ) -> bool:
+        """A buffered fire's mark (`all` faults)."""
+        return self._through(
+            "buffer",
+            task,
+            [instant],
+            lambda: cast(BufferingHistory, self._inner).buffer(
+                task, instant, lock=lock, node=node, reason=reason, at=at
+            ),
+        )
 
     def unfinished(self, task: str, *, lock: str) -> list[RunRecord]:
         return self._inner.unfinished(task, lock=lock)

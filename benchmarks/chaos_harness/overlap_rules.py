@@ -85,8 +85,10 @@ def check_at_most_once(
     report: CheckReport,
     restarts: list[Restart],
     retried: frozenset[str] = frozenset(),
+    alongside: frozenset[str] = frozenset(),
 ) -> None:
-    """Rule 2; a task of `retried` (its `retries=`) runs a fire again after a failure."""
+    """Rule 2; a task of `retried` (its `retries=`) runs a fire again after a failure,
+    and a rerun of an `alongside` (`allow_all`) fire is judged by `policy_rules`."""
     by_fire: dict[HistoryKey, list[BodyRun]] = defaultdict(list)
     for run in runs:
         by_fire[run.key].append(run)
@@ -105,6 +107,8 @@ def check_at_most_once(
             if taken_over and grew:
                 report.adoptions += 1
                 continue
+            if run.target in alongside and restart_between(restarts, previous.start, run.start):
+                continue  # `alongside-once` counts it: the restart emptied the claim
             if run.target in retried and previous.verdict in RETRIED_VERDICTS and grew:
                 report.retries += 1
                 continue

@@ -11,7 +11,8 @@ and excuses only what the fault evidence explains:
   that keeps nothing restarted in between.
 * **alongside-once** (`allow_all`): runs of the task overlap, yet each fire's body
   runs once. Such a run is never adopted; only a restart of a server that keeps
-  nothing (its claims emptied) between the two starts excuses a second run.
+  nothing between the two starts excuses a second run: it emptied the fire's claim,
+  and the history refuses to start a finished fire only, not a running one.
 * **retry-apart** (`retries=`): a retry (an attempt after the first) never runs while
   another run of its task does, excused as exclusion excuses an overlap
   (`overlap_rules.overlap_excused`: the earlier lost and fenced, or a late zombie).
