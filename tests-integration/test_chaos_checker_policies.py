@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chaos_evidence import T0, WINDOW, mono_at, recorded_as_run, rules, run, server_restart
 from chaos_harness.body_runs import CheckReport
 from chaos_harness.checker import check
-from chaos_harness.history import HistoryKey, HistoryRow
+from chaos_harness.history import HistoryKey, HistoryRow, key_of
 from chaos_harness.nemesis import CLOCK_OFFSET_SECONDS
 from chaos_harness.policy_rules import FLEET_DOWN
 from chaos_harness.policy_tasks import PolicyTargets
@@ -234,3 +234,15 @@ def test_a_caught_up_run_recorded_caught_up_is_recorded_with_its_real_outcome() 
     assert rules(checked(events, history=history)) == []
     history = {key: replace(row, state="failed") for key, row in history.items()}
     assert rules(checked(events, history=history)) == ["recorded"]
+
+
+def test_a_fire_left_buffered_by_its_stopped_node_is_accounted_for() -> None:
+    ran = run(0, 0.0, 0.1, target="app:a") + run(2, 2.0, 2.1, target="app:a")
+    history = recorded_as_run(ran)
+    key = key_of("app:a", T0 + timedelta(seconds=1))
+    history[key] = HistoryRow(key, "L", "buffered", 1, "n2", None, "buffered: it waits")
+    report = checked(ran, {"app:a": 1.0}, history)
+    assert rules(report) == []
+    assert report.misses["buffered: buffered: it waits"] == 1
+    del history[key]
+    assert rules(checked(ran, {"app:a": 1.0}, history)) == ["accounted"]

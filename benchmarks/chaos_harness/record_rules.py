@@ -167,7 +167,8 @@ def check_accounted(
             report.ran += 1
             continue
         record = history.get(key)
-        if record is not None and record.state in {"skipped", "expired", "failed"}:
+        # `buffered`: its node stopped while the fire waited (`fires.overlap_wait`).
+        if record is not None and record.state in {"skipped", "expired", "failed", "buffered"}:
             report.misses[f"{record.state}: {normalise_reason(record.error)}"] += 1
             continue
         if key in refused_skips:
