@@ -4,12 +4,12 @@ The nemesis always keeps one resident node up, and a fleet that is up records ev
 fire it does not run, so catch-up (`catchup=`), which runs the fires no node recorded,
 would never act. Once per run long enough (`run.FLEET_DOWN_MIN_SECONDS`), from the
 middle of it and once every fault kind was injected (the nemesis's first round),
-every node is SIGKILLed (each kill stamped, as the nemesis stamps its own), kept down for `seconds` (a node the nemesis brings back
-meanwhile is killed again, and no fault is injected), then started again; faults
-resume once every resident node has booted. `fleet_down` and `fleet_up` bound the
-span on the evidence log: the checker excuses the fires of that span that no node
-recorded, except a catch-up task's, which the first node back must run
-(`policy_rules`).
+every node is SIGKILLed (each kill stamped, as the nemesis stamps its own), kept down
+for `seconds` (a node the nemesis brings back meanwhile is killed again, and no fault
+is injected), then started again; faults resume once every resident node has
+booted. `fleet_down` and `fleet_up` bound the span on the evidence log: the checker
+excuses the fires of that span that no node recorded, except a catch-up task's,
+which the first node back must run (`policy_rules`).
 """
 
 from __future__ import annotations

@@ -107,13 +107,13 @@ def check_at_most_once(
             if taken_over and grew:
                 report.adoptions += 1
                 continue
-            if run.target in alongside and restart_between(restarts, previous.start, run.start):
+            claimed = claimed_before(claims, previous) or group[0].start
+            if run.target in alongside and restart_between(restarts, claimed, run.start):
                 continue  # `alongside-once` counts it: the restart emptied the claim
             if run.target in retried and previous.verdict in RETRIED_VERDICTS and grew:
                 report.retries += 1
                 continue
             unrecorded = {(run.pid, run.key), (previous.pid, previous.key)} & failed_starts
-            claimed = claimed_before(claims, previous) or group[0].start
             if unrecorded and restart_between(restarts, claimed, run.start):
                 # The double fault of rule 2's exception: the server restart emptied the
                 # claims, and the history, which would have refused a finished fire,

@@ -11,7 +11,8 @@ and excuses only what the fault evidence explains:
   that keeps nothing restarted in between.
 * **alongside-once** (`allow_all`): runs of the task overlap, yet each fire's body
   runs once. Such a run is never adopted; only a restart of a server that keeps
-  nothing between the two starts excuses a second run: it emptied the fire's claim,
+  nothing between the first run's claim and the second run excuses a second: it
+  emptied the fire's claim,
   and the history refuses to start a finished fire only, not a running one.
 * **retry-apart** (`retries=`): a retry (an attempt after the first) never runs while
   another run of its task does, excused as exclusion excuses an overlap
@@ -42,7 +43,13 @@ from chaos_harness.body_runs import (
     violation_context,
 )
 from chaos_harness.evidence import Event
-from chaos_harness.fault_evidence import delay_spans, pause_spans, restart_between
+from chaos_harness.fault_evidence import (
+    claimed_before,
+    claims_won,
+    delay_spans,
+    pause_spans,
+    restart_between,
+)
 from chaos_harness.fleet_down import BOOT_SECONDS
 from chaos_harness.history import HistoryKey, key_of, parse_instant
 from chaos_harness.nemesis import CLOCK_OFFSET_SECONDS
@@ -162,10 +169,13 @@ def check_alongside_once(
             report.policy["runs alongside another"] += 1
         running[run.target] = [*others, run]
         by_fire[run.key].append(run)
+    claims = claims_won(events)
     for group in by_fire.values():
         first = group[0]
+        # The claim that guarded the first run was won before its body started.
+        claimed = claimed_before(claims, first) or first.start
         for again in group[1:]:
-            if restart_between(restarts, first.start, again.start):
+            if restart_between(restarts, claimed, again.start):
                 report.policy["alongside reruns after a restart"] += 1
                 continue
             report.violations.append(

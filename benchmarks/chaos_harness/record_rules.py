@@ -20,7 +20,12 @@ from chaos_harness.body_runs import (
     violation_context,
 )
 from chaos_harness.evidence import Event
-from chaos_harness.fault_evidence import failed_history_starts, restart_between
+from chaos_harness.fault_evidence import (
+    claimed_before,
+    claims_won,
+    failed_history_starts,
+    restart_between,
+)
 from chaos_harness.history import HistoryKey, HistoryRow, key_of, parse_instant
 
 #: A node killed this close (seconds) to an instant may have held its claim.
@@ -53,9 +58,12 @@ def check_recorded(
         if not run.killed:
             by_fire[run.key].append(run)
     failed_starts = failed_history_starts(events)
+    claims = claims_won(events)
     for key, alive in by_fire.items():
         report.recorded_fires += 1
-        ordered = not restart_between(restarts, alive[0].start, alive[-1].start)
+        # From the first run's claim: a restart after it may have let a second node in.
+        claimed = claimed_before(claims, alive[0]) or alive[0].start
+        ordered = not restart_between(restarts, claimed, alive[-1].start)
         record = history.get(key)
         told = {run.pid for run in alive if (run.pid, key) not in failed_starts}
         for problem in _recorded_problems(record, alive, ordered=ordered, told=told):
