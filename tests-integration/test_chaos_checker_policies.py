@@ -21,6 +21,7 @@ from chaos_harness.history import HistoryKey, HistoryRow, key_of
 from chaos_harness.nemesis import CLOCK_OFFSET_SECONDS
 from chaos_harness.policy_rules import FLEET_DOWN
 from chaos_harness.policy_tasks import PolicyTargets
+from firefly_scheduling.fires.claims import claim_name
 from firefly_scheduling.schedule.jitter import jitter_offset
 
 JITTER = 0.9
@@ -141,6 +142,19 @@ class TestAllowAll:
         report = checked(events, volatile_server=True)
         assert rules(report) == []
         assert report.policy["alongside reruns after a restart"] == 1
+
+    def test_a_claim_answered_late_after_a_restart_may_predate_it(self) -> None:
+        """The claim's answer came after the restart through a delaying proxy: it may
+        have been written before it, on the server that lost it."""
+        claim = {"ev": "claimed", "t": mono_at(0.7), "pid": 1, "name": "x"}
+        events = [*server_restart(0.5, down_after=0.1), claim]
+        events += run(0, 0.8, 1.5, pid=1, target="app:along", lock="A", token=None)
+        events += run(0, 1.0, 1.2, pid=2, target="app:along", lock="A", token=None)
+        claim["name"] = claim_name("app:along", "A", T0)
+        assert "alongside-once" in rules(checked(events, volatile_server=True))
+        latency = {"ev": "fault", "t": mono_at(0.0), "pid": 0, "kind": "latency"}
+        events.append({**latency, "node": "n1", "duration": 2.0})
+        assert rules(checked(events, volatile_server=True)) == []
 
     def test_the_same_runs_of_a_locked_task_break_exclusion(self) -> None:
         events = run(0, 0.0, 1.5, pid=1, target="app:other", lock="A", token=None)

@@ -12,6 +12,7 @@ from collections import defaultdict
 from chaos_harness.body_runs import BodyRun, CheckReport, Restart, Violation, violation_context
 from chaos_harness.evidence import Event
 from chaos_harness.fault_evidence import (
+    claim_written_after,
     claimed_before,
     claims_won,
     delay_spans,
@@ -107,13 +108,14 @@ def check_at_most_once(
             if taken_over and grew:
                 report.adoptions += 1
                 continue
-            claimed = claimed_before(claims, previous) or group[0].start
-            if run.target in alongside and restart_between(restarts, claimed, run.start):
+            written = claim_written_after(claims, previous, delays)
+            if run.target in alongside and restart_between(restarts, written, run.start):
                 continue  # `alongside-once` counts it: the restart emptied the claim
             if run.target in retried and previous.verdict in RETRIED_VERDICTS and grew:
                 report.retries += 1
                 continue
             unrecorded = {(run.pid, run.key), (previous.pid, previous.key)} & failed_starts
+            claimed = claimed_before(claims, previous) or group[0].start
             if unrecorded and restart_between(restarts, claimed, run.start):
                 # The double fault of rule 2's exception: the server restart emptied the
                 # claims, and the history, which would have refused a finished fire,

@@ -11,8 +11,8 @@ and excuses only what the fault evidence explains:
   that keeps nothing restarted in between.
 * **alongside-once** (`allow_all`): runs of the task overlap, yet each fire's body
   runs once. Such a run is never adopted; only a restart of a server that keeps
-  nothing between the first run's claim and the second run excuses a second: it
-  emptied the fire's claim,
+  nothing between the first run's claim (`claim_written_after`) and the second run
+  excuses a second: it emptied the fire's claim,
   and the history refuses to start a finished fire only, not a running one.
 * **retry-apart** (`retries=`): a retry (an attempt after the first) never runs while
   another run of its task does, excused as exclusion excuses an overlap
@@ -44,7 +44,7 @@ from chaos_harness.body_runs import (
 )
 from chaos_harness.evidence import Event
 from chaos_harness.fault_evidence import (
-    claimed_before,
+    claim_written_after,
     claims_won,
     delay_spans,
     pause_spans,
@@ -170,10 +170,10 @@ def check_alongside_once(
         running[run.target] = [*others, run]
         by_fire[run.key].append(run)
     claims = claims_won(events)
+    delays = delay_spans(events)
     for group in by_fire.values():
         first = group[0]
-        # The claim that guarded the first run was won before its body started.
-        claimed = claimed_before(claims, first) or first.start
+        claimed = claim_written_after(claims, first, delays)
         for again in group[1:]:
             if restart_between(restarts, claimed, again.start):
                 report.policy["alongside reruns after a restart"] += 1

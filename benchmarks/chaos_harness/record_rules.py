@@ -21,8 +21,9 @@ from chaos_harness.body_runs import (
 )
 from chaos_harness.evidence import Event
 from chaos_harness.fault_evidence import (
-    claimed_before,
+    claim_written_after,
     claims_won,
+    delay_spans,
     failed_history_starts,
     restart_between,
 )
@@ -59,11 +60,12 @@ def check_recorded(
             by_fire[run.key].append(run)
     failed_starts = failed_history_starts(events)
     claims = claims_won(events)
+    delays = delay_spans(events)
     for key, alive in by_fire.items():
         report.recorded_fires += 1
         # From the first run's claim: a restart after it may have let a second node in.
-        claimed = claimed_before(claims, alive[0]) or alive[0].start
-        ordered = not restart_between(restarts, claimed, alive[-1].start)
+        written = claim_written_after(claims, alive[0], delays)
+        ordered = not restart_between(restarts, written, alive[-1].start)
         record = history.get(key)
         told = {run.pid for run in alive if (run.pid, key) not in failed_starts}
         for problem in _recorded_problems(record, alive, ordered=ordered, told=told):
