@@ -88,7 +88,7 @@ def test_a_caught_up_run_whose_end_fails_a_while_is_not_closed_expired(
         task, now.replace(second=0, microsecond=0) - timedelta(minutes=10), TriggerKind.CATCH_UP
     )
     flaky = EndsFailFor(SqlRunHistory(postgres_url, table=HISTORY_TABLE), FAILING_SECONDS)
-    first = FireRunner(RedisLock(redis_url), history=flaky, node="first")  # type: ignore[arg-type]
+    first = FireRunner(RedisLock(redis_url), history=flaky, node="first")
     try:
         caught_up = first.run(missed, lambda: None)
     finally:
