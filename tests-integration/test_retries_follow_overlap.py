@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import redis
 
 from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
 from firefly_scheduling.fires.runner import FireRunner
@@ -36,6 +37,7 @@ from firefly_scheduling.tasks.validation import validate_descriptor
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_postgres import PgAdvisoryLock
 from firefly_scheduling_redis import RedisLock
+from firefly_scheduling_redis.protocol import LOCK_KEY_PREFIX
 
 pytestmark = pytest.mark.slow
 
@@ -261,3 +263,27 @@ def test_under_allow_all_the_retry_runs_alongside_the_next_fire(
     assert stamps[("next", "start")] < stamps[("retry", "start")] < stamps[("next", "end")]
     record = record_of(history, task, failed.fire.instant)
     assert (record.state, record.attempt, record.error) == (RunState.SUCCEEDED, 2, "retry 1 of 1")
+
+
+def test_a_run_that_lost_its_task_lock_asks_for_no_retry(
+    redis_url: str, redis_client: redis.Redis, postgres_url: str, history: SqlRunHistory
+) -> None:
+    """Found by the fault checker: a node whose lock lapsed while its body failed
+    asked for a retry although another node had adopted the fire and run it to a
+    success; with its history start failing, the retry ran the fire once more. The
+    lock is taken away here by a second Redis client, as a lapse would."""
+    task = retrying_task("buffer_one")  # its retry is asked for, wherever it falls
+    runner_ = runner(RedisLock(redis_url), postgres_url, "lost")
+
+    def body() -> None:
+        assert redis_client.delete(f"{LOCK_KEY_PREFIX}{task.target}") == 1
+        time.sleep(2.0)  # the keep-alive finds the lock gone
+        raise RuntimeError("fails after its lock was lost")
+
+    try:
+        result = runner_.run(Fire.at(task, datetime.now(UTC)), body)
+    finally:
+        runner_.close()
+    assert result.verdict is Verdict.FAILED
+    assert result.lost
+    assert result.retry is None
