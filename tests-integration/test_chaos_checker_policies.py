@@ -109,6 +109,16 @@ class TestOneFireWaiting:
         assert rules(report) == []
         assert report.policy["slots taken after a lost one"] == 1
 
+    def test_a_slot_not_renewed_within_its_ttl_had_lapsed(self) -> None:
+        events = [
+            slot("slot_taken", 1, 1.0, "a", ttl=0.3),
+            slot("slot_renewed", 1, 1.1, "a", ttl=0.3),
+            slot("slot_taken", 2, 1.5, "b", ttl=0.3),  # 0.4 s after its last renewal
+        ]
+        assert rules(checked(events)) == []
+        events.append(slot("slot_renewed", 1, 1.4, "a", ttl=0.3))
+        assert rules(checked(events)) == ["one-waiting"]
+
     def test_a_killed_holder_holds_its_slot_until_the_kill(self) -> None:
         events = [
             slot("slot_taken", 1, 1.0, "a"),

@@ -6,9 +6,10 @@ and excuses only what the fault evidence explains:
 * **one-waiting** (`buffer_one`): a waiting slot never has two holders at once, so
   never two fires wait at once, fleet-wide. From `slot_stamps`: a slot is held from
   its `slot_taken` stamp to its `slot_given` stamp, or its node's kill. An overlap is
-  excused when the earlier holding was lost: a renewal failed (`slot_lost`), its
-  release found it lost or lapsed, its node was SIGSTOPped meanwhile, or a server
-  that keeps nothing restarted in between.
+  excused when the earlier holding was lost: a renewal failed (`slot_lost`), no grant
+  or renewal of it was answered within its TTL before (it lapsed: its holder stalled
+  or was killed), its release found it lost or lapsed, its node was SIGSTOPped
+  meanwhile, or a server that keeps nothing restarted in between.
 * **alongside-once** (`allow_all`): runs of the task overlap, yet each fire's body
   runs once. Such a run is never adopted; only a restart of a server that keeps
   nothing between the first run's claim (`claim_written_after`) and the second run
@@ -32,7 +33,7 @@ and excuses only what the fault evidence explains:
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from chaos_harness.body_runs import (
     BodyRun,
@@ -89,6 +90,15 @@ class SlotHeld:
     taken: int
     given: int | None = None
     lost: bool = False
+    #: The lease's TTL (ns), and the stamps of its grant and of each renewal.
+    ttl: int = 0
+    confirmed: list[int] = field(default_factory=list)
+
+    def lapsed_by(self, at: int) -> bool:
+        """Whether its lease had surely lapsed by `at`: no grant or renewal was answered
+        within its TTL before (the server set it before each answer's stamp)."""
+        last = max((stamp for stamp in self.confirmed if stamp <= at), default=None)
+        return self.ttl > 0 and last is not None and last + self.ttl < at
 
 
 def slot_holdings(events: list[Event], ended: int) -> list[SlotHeld]:
@@ -100,7 +110,12 @@ def slot_holdings(events: list[Event], ended: int) -> list[SlotHeld]:
         kind = event["ev"]
         if kind == "slot_taken":
             owner = str(event["owner"])
-            held[owner] = SlotHeld(str(event["slot"]), owner, int(event["pid"]), int(event["t"]))
+            holding = SlotHeld(str(event["slot"]), owner, int(event["pid"]), int(event["t"]))
+            holding.ttl = int(float(event.get("ttl", 0.0)) * 1e9)
+            holding.confirmed.append(holding.taken)
+            held[owner] = holding
+        elif kind == "slot_renewed" and str(event["owner"]) in held:
+            held[str(event["owner"])].confirmed.append(int(event["t"]))
         elif kind in {"slot_given", "slot_lost"} and str(event["owner"]) in held:
             holding = held[str(event["owner"])]
             holding.lost = holding.lost or kind == "slot_lost" or bool(event.get("lost"))
@@ -134,6 +149,7 @@ def check_one_waiting(
                 )
                 if (
                     earlier.lost
+                    or earlier.lapsed_by(holding.taken)
                     or paused
                     or restart_between(restarts, earlier.taken, holding.taken)
                 ):

@@ -6,7 +6,9 @@ holds a waiting slot (`firefly:overlap-waiting:<n>:<lock>`, `fires.overlap_wait`
 slot held is stamped twice: `slot_taken` once the server's answer granted it (it was
 held from before that stamp) and `slot_given` before the release is sent (it was
 still held, unless lost, up to that stamp). A renewal the server refused or could not
-answer is stamped `slot_lost`: from then on the slot may be another fire's.
+answer is stamped `slot_lost`: from then on the slot may be another fire's; one
+renewed is stamped `slot_renewed` (a lease lapses at the latest its TTL after the
+stamp of its last grant or renewal, whether or not its holder learnt it).
 
 Everything else reaches the real lock unchanged (attribute lookup falls through), as
 `claim_stamps` does; this wraps the lock `claim_stamps` returns.
@@ -40,7 +42,7 @@ class SlotStamps:
     ) -> Holding | None:
         holding = self._lock.acquire(name, ttl_seconds, wait=wait, fenced=fenced)
         if holding is not None and name.startswith(SLOT_PREFIX):
-            self._evidence.append("slot_taken", slot=name, owner=holding.owner)
+            self._evidence.append("slot_taken", slot=name, owner=holding.owner, ttl=ttl_seconds)
         return holding
 
     def release_holding(self, holding: Holding) -> None:
@@ -57,8 +59,9 @@ class SlotStamps:
             if slot:
                 self._evidence.append("slot_lost", slot=holding.name, owner=holding.owner)
             raise
-        if slot and not renewed:
-            self._evidence.append("slot_lost", slot=holding.name, owner=holding.owner)
+        if slot:
+            kind = "slot_renewed" if renewed else "slot_lost"
+            self._evidence.append(kind, slot=holding.name, owner=holding.owner, ttl=ttl_seconds)
         return renewed
 
 
