@@ -69,6 +69,15 @@ def _result_of(setup: str, seed: int, seconds: float, future: Future[SetupResult
         return failed
 
 
+def policy_lines(results: list[SetupResult]) -> str:
+    """What the policy rules saw per setup: proof each policy was exercised."""
+    return "\n".join(
+        f"{r.setup}: retries {r.retries}; "
+        + ", ".join(f"{what} {count}" for what, count in sorted(r.policy.items()))
+        for r in results
+    )
+
+
 def report_violations(results: list[SetupResult]) -> int:
     count = 0
     for result in results:
@@ -128,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     results = run_all(setups, seed, args.seconds, args.nodes, args.parallel, root, args.pace)
     print(table(results))
+    print(policy_lines(results))
     if args.json is not None:
         args.json.write_text(json.dumps([r.__dict__ for r in results], default=str, indent=1))
     violations = report_violations(results)

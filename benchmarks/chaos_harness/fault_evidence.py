@@ -146,6 +146,23 @@ def delay_spans(events: list[Event]) -> dict[str, list[tuple[int, int]]]:
     return spans
 
 
+#: The longest a reply may be held back by its node's proxy: a `stall`'s longest.
+DELAYED_REPLY_NS = 2_500_000_000
+
+
+def claim_written_after(
+    claims: dict[str, list[int]], run: BodyRun, delays: dict[str, list[tuple[int, int]]]
+) -> int:
+    """A lower bound of when the claim that guarded `run` was written on the server:
+    its stamp (or the body's start, unstamped), less the longest delay of a reply
+    when the node's proxy was delaying its traffic then (a claim stamped after a
+    restart may have been written on the server before it, its answer held back)."""
+    claimed = claimed_before(claims, run) or run.start
+    if any(began <= claimed <= ended for began, ended in delays.get(run.node, ())):
+        return claimed - DELAYED_REPLY_NS
+    return claimed
+
+
 def restart_spans(events: list[Event]) -> list[Restart]:
     """Each server restart: its span, from its `restarting` stamp to the loss of its
     data, and when the new server answered (the `fault` stamp).

@@ -1,7 +1,8 @@
 """One chaos node: `python node.py run|tick NAME`, the real hosts with two chaos seams.
 
 It boots exactly as `firefly-scheduling run` / `tick` do (`prepare_host`,
-`build_runtime`, `ResidentHost` / `TickHost`) on `chaos_harness.tasks`, and adds,
+`build_runtime`, `ResidentHost` / `TickHost`) on `chaos_harness.tasks` and
+`chaos_harness.policy_tasks`, and adds,
 through the hosts' public seams only:
 
 * **a clock offset**: the runtime's wall clock (`TaskRuntime.now`, the `Clock` of
@@ -11,13 +12,13 @@ through the hosts' public seams only:
   real node whose system clock is off fires its jobs by that clock;
 * **failing history writes**: the fire runner gets the configured history wrapped
   (`FlakyHistory`) so that its writes raise `HistoryError` while the control file
-  says so: every write (`all`), the `start` of runs (failing at once, after a hang,
-  or after a hang in which it was written: a lost reply), or the end of runs
+  says so: every write (`all`), the `start` of runs and retries (failing at once,
+  after a hang, or after a hang in which it was written: a lost reply), or the end of runs
   (`finish`, `record_run`). The node's first such write after each injection fails
   even when the window is short (every injected fault is felt, not only those that
   meet a write); each failure is stamped on the evidence log (`history_refused`);
 * **claim stamps**: every fire claim the runner wins is stamped on the evidence log
-  (`claim_stamps`);
+  (`claim_stamps`), and every waiting slot it holds (`slot_stamps`);
 * **an observer** appending every fire's verdict to the evidence log.
 
 The control file (`FIREFLY_CHAOS_CONTROL`, JSON `{"offset": s, "history": {writes:
@@ -37,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -45,6 +46,7 @@ import apscheduler.schedulers.base as apscheduler_base
 
 from chaos_harness.claim_stamps import stamping_claims
 from chaos_harness.evidence import EvidenceLog
+from chaos_harness.slot_stamps import stamping_slots
 from firefly_scheduling.cli.host_options import configure_logging, prepare_host
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.atomic import (
@@ -55,8 +57,10 @@ from firefly_scheduling.fires.atomic import (
 from firefly_scheduling.fires.outcome import FireResult
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history.port import (
+    BufferingHistory,
     HistoryError,
     Recorded,
+    RetryStartingHistory,
     RunHistory,
     RunRecord,
     RunState,
@@ -75,8 +79,11 @@ from firefly_scheduling.hosts.tick import TickHost
 
 _T = TypeVar("_T")
 
-#: The task module: the task mix, or the effects setups' tasks.
-APP = os.environ.get("FIREFLY_CHAOS_APP", "chaos_harness.tasks")
+#: The task modules: the task mix and the fire policies' tasks, or (an effects
+#: setup) the modules `FIREFLY_CHAOS_APP` names, comma-separated.
+APPS = tuple(
+    os.environ.get("FIREFLY_CHAOS_APP", "chaos_harness.tasks,chaos_harness.policy_tasks").split(",")
+)
 BENCHMARKS = Path(__file__).resolve().parent.parent
 POLL_SECONDS = 0.05
 GRACE_PERIOD = 10.0
@@ -106,6 +113,7 @@ FAULTS_OF = {
     "finish": ("all", "finish"),
     "record_run": ("all", "finish"),
     "skip": ("all",),
+    "buffer": ("all",),
 }
 
 
@@ -355,6 +363,50 @@ class FlakyHistory:
             )
         return self._inner.caller_transaction(connection, using=using)
 
+    def start_retry(
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        token: int | None,
+        after_attempt: int,
+        note: str | None,
+        at: datetime,
+    ) -> int | None:
+        """A retry's conditional start: a `start` as far as the faults go. Without it
+        the runner would take this history for one that cannot start retries, and run
+        every retry unrecorded."""
+        return self._through(
+            "start",
+            task,
+            [instant],
+            lambda: cast(RetryStartingHistory, self._inner).start_retry(
+                task,
+                instant,
+                lock=lock,
+                node=node,
+                token=token,
+                after_attempt=after_attempt,
+                note=note,
+                at=at,
+            ),
+        )
+
+    def buffer(
+        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+    ) -> bool:
+        """A buffered fire's mark (`all` faults)."""
+        return self._through(
+            "buffer",
+            task,
+            [instant],
+            lambda: cast(BufferingHistory, self._inner).buffer(
+                task, instant, lock=lock, node=node, reason=reason, at=at
+            ),
+        )
+
     def unfinished(self, task: str, *, lock: str) -> list[RunRecord]:
         return self._inner.unfinished(task, lock=lock)
 
@@ -411,7 +463,7 @@ def main(host: str, name: str) -> int:
     control = Control(Path(os.environ["FIREFLY_CHAOS_CONTROL"]))
     control.watch()
     with stop_on_signals(StopRequest()) as stop:
-        settings, descriptors = prepare_host((APP,), None, (BENCHMARKS,), None, name)
+        settings, descriptors = prepare_host(APPS, None, (BENCHMARKS,), None, name)
         configure_logging("WARNING", name)
         runtime = build_runtime(
             descriptors, settings, host=host, observers=(EvidenceObserver(evidence, name),)
@@ -421,7 +473,7 @@ def main(host: str, name: str) -> int:
         flaky = None if history is None else FlakyHistory(history, control, evidence)
         runtime.fire_runner = Lazy.of(
             FireRunner(
-                stamping_claims(runtime.lock.get(), evidence),
+                stamping_slots(stamping_claims(runtime.lock.get(), evidence), evidence),
                 history=flaky,
                 clock=runtime.wall_now,
                 grace=settings.grace,

@@ -222,6 +222,10 @@ class DefaultPolicy:
     def after_body(self, fire: Fire, facts: BodyEnded) -> Run | RunAgain | Skip:
         if not fire.task.retries:  # a task without retries costs one test
             return RUN
+        if facts.lost:
+            # Its task lock lapsed while it ran: another node may have adopted the fire
+            # and run it meanwhile, and a retry would run it once more.
+            return RUN
         retry = next_retry(fire, facts.verdict, attempt=facts.attempt, ended_at=facts.ended_at)
         if isinstance(retry, RetrySkipped):
             return Skip(Verdict.OVERLAPPING, retry.reason)

@@ -25,7 +25,8 @@ What it holds to (docs/guarantees.md, "What the run history records"):
   that ran is retried while the caller keeps the task lock renewed: until it is
   written, or until the fire is past `grace + clock_skew` by this node's clock, when
   no node adopts it any more (an adopter must find it within `grace` by its own
-  clock, at most `clock_skew` off); and for `FINISH_RETRY_SECONDS` at least. Still
+  clock, at most `clock_skew` off), counted from the run's start for a caught-up
+  fire (due long before); and for `FINISH_RETRY_SECONDS` at least. Still
   unwritten then, it is remembered (`fires.unrecorded`), written before later fires
   and at shutdown, and never adopted by this node.
 * **`fenced` means fenced.** A run's end is reported fenced only when a newer attempt
@@ -53,6 +54,7 @@ from firefly_scheduling.fires.outcome import (
     Fire,
     FireResult,
     Started,
+    TriggerKind,
     Verdict,
 )
 from firefly_scheduling.fires.policy import RUN, BodyEnded, FirePolicy, InTransaction
@@ -180,7 +182,12 @@ class RunRecorder:
             return None
         ended, state, error = end.ended, end.state, end.text
         in_transaction = isinstance(self._policy.at_record(fire, ended), InTransaction)
-        left = (fire.due + self._adoptable - self._clock()).total_seconds()
+        # A caught-up fire is due long before it runs: counted from its due time it
+        # would get the shortest retry, and the next fire, finding its record still
+        # `running`, would close it `expired`. It is retried as long as an on-time
+        # fire's end, counted from its start.
+        since = ended.started_at if fire.trigger is TriggerKind.CATCH_UP else fire.due
+        left = (since + self._adoptable - self._clock()).total_seconds()
         patience = max(FINISH_RETRY_SECONDS, left) if ended.finished else FINISH_RETRY_SECONDS
         deadline = time.monotonic() + patience
         run = UnrecordedFinish(
