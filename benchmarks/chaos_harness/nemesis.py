@@ -77,10 +77,11 @@ class Nemesis:
         self.injected: Counter[str] = Counter()
         self._first_round = list(self.kinds)
         rng.shuffle(self._first_round)
-        # Popped from the end: the kill comes last in the first round, because a
-        # killed node takes a while to boot again and nothing else that needs a
-        # calm node can be injected meanwhile.
-        self._first_round.sort(key=lambda kind: kind != "kill")
+        # Popped from the end: the kinds aimed at an open block come first in the
+        # first round, while every node is calm and running fires, and the kill
+        # last, because a killed node takes a while to boot again and nothing else
+        # that needs a calm node can be injected meanwhile.
+        self._first_round.sort(key=lambda kind: (kind != "kill", kind in EFFECTS_KINDS))
         self._undo: list[tuple[float, int, Callable[[], object]]] = []
         self._sequence = 0
         #: Which nodes have an `atomic` block open (aimed kinds of the effects setups).
