@@ -146,9 +146,7 @@ def schedule_descriptor(target: str, **arguments: Unpack[ScheduleArguments]) -> 
     target = validate_target(target)
     cron = arguments.get("cron")
     given = [
-        name
-        for name in ("cron", "fixed_rate", "fixed_delay")
-        if arguments.get(name) is not None
+        name for name in ("cron", "fixed_rate", "fixed_delay") if arguments.get(name) is not None
     ]
     if len(given) != 1:
         raise ConfigurationError(
