@@ -130,6 +130,8 @@ class Verdict(enum.StrEnum):
     EXPIRED = "expired"
     #: The task lock was reported lost (or lapsed) before this fire's body could start.
     LOCK_LOST = "lock lost"
+    #: An operator paused the task (or the whole fleet): the fire was not started.
+    PAUSED = "paused"
     #: The host held it back: the task's initial delay has not elapsed.
     HELD_BACK = "held back"
     #: The host is shutting down: the fire was not started.

@@ -10,6 +10,10 @@ The locked-run stage (`fires.locked_run`) hands a fire here, under its task lock
 this stage writes the run's start and hands the fire on to the run stage
 (`fires.running`) with the attempt the history gave it:
 
+* **Paused first.** With a control store, the pauses are read (`fires.pausing`,
+  one round trip; one per batch for the starts taken with claims), and the policy
+  asked (`FirePolicy.before_start`): a skipped fire is recorded with its reason
+  (`paused`), its start never written, its body never run.
 * **A refused start is not run.** The history refuses a start where the fire is
   finished, or owned by a newer attempt (its record's token): the fire ends as
   `already recorded`.
@@ -47,6 +51,7 @@ from firefly_scheduling.fires.outcome import (
     TaskLockAhead,
     Verdict,
 )
+from firefly_scheduling.fires.policy import NOT_PAUSED, FirePolicy, Skip
 from firefly_scheduling.fires.retries import RetryOf
 from firefly_scheduling.history.port import (
     BatchStartingHistory,
@@ -58,6 +63,8 @@ from firefly_scheduling.history.port import (
 from firefly_scheduling.locks.holding import Holding
 
 if TYPE_CHECKING:
+    from firefly_scheduling.fires.pausing import PauseReader
+    from firefly_scheduling.fires.recording import RunRecorder
     from firefly_scheduling.fires.running import Body, BodyRunner
 
 logger = logging.getLogger("firefly_scheduling.fires")
@@ -67,7 +74,9 @@ class RunStarter:
     """The start stage of one runner; thread-safe. Without a history, starts nothing.
 
     Started runs go on to `body_runner`; `clock` is the runner's wall clock (aware
-    UTC), the start's time; results carry `node`.
+    UTC), the start's time; results carry `node`. `pauses` reads the control store
+    (None: no store, nothing is paused); `policy` decides with what it read, and
+    skips are written through `record`.
     """
 
     def __init__(
@@ -75,11 +84,17 @@ class RunStarter:
         body_runner: BodyRunner,
         history: RunHistory | None,
         *,
+        record: RunRecorder,
+        policy: FirePolicy,
+        pauses: PauseReader | None,
         clock: Callable[[], datetime],
         node: str,
     ) -> None:
         self._body = body_runner
         self._history = history
+        self._record = record
+        self._policy = policy
+        self._pauses = pauses
         self._clock = clock
         self._node = node
         store: object = history  # mypy does not intersect two protocols
@@ -107,7 +122,18 @@ class RunStarter:
         """
         token = None if holding is None else holding.fence
         started = FIRST_ATTEMPT
-        if not started_ahead:
+        if not started_ahead:  # a start taken ahead was checked with its batch
+            [skip] = self._skips([fire])
+            if skip is not None:
+                self._record.skip(fire, skip.reason)
+                return FireResult(
+                    fire,
+                    self._node,
+                    skip.verdict,
+                    token=token,
+                    error=skip.reason,
+                    claim_seconds=claim_seconds,
+                )
             maybe = self._start(fire, token=token, unrecorded_attempt=unrecorded_attempt)
             if maybe is None:
                 return FireResult(
@@ -200,6 +226,22 @@ class RunStarter:
             return None
         return Started(attempt, recorded=True)
 
+    def _skips(self, fires: Sequence[Fire]) -> list[Skip | None]:
+        """The policy's skip of each of `fires`, with the pauses read in one round trip
+        (none without a control store); None for a fire that starts."""
+        reader = self._pauses
+        facts = [NOT_PAUSED for _ in fires] if reader is None else reader.facts(fires)
+        answers = [self._policy.before_start(f, fact) for f, fact in zip(fires, facts, strict=True)]
+        for fire, answer in zip(fires, answers, strict=True):
+            if isinstance(answer, Skip):
+                logger.info(
+                    "%s: fire %s not started: %s",
+                    fire.target,
+                    fire.instant.isoformat(),
+                    answer.reason,
+                )
+        return [answer if isinstance(answer, Skip) else None for answer in answers]
+
     def starts_ahead(
         self, fires: Sequence[Fire], ahead: dict[int, TaskLockAhead]
     ) -> dict[int, TaskLockAhead]:
@@ -218,6 +260,11 @@ class RunStarter:
             index: lock.answer for index, lock in ahead.items() if isinstance(lock.answer, Holding)
         }
         if history is None or not held:
+            return ahead
+        # A fire to skip is left to its worker, which reads its pause again, and skips it.
+        skips = self._skips([fires[index] for index in held])
+        held = {index: h for (index, h), skip in zip(held.items(), skips, strict=True) if not skip}
+        if not held:
             return ahead
         runs = [
             NewRun(holding.name, fires[index].target, fires[index].instant, holding.fence)
