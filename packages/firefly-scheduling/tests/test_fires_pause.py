@@ -50,9 +50,7 @@ def fleet() -> tuple[ScheduleControl, MemoryControlStore, str]:
 
 
 def node(store: MemoryControlStore, history: MemoryRunHistory, now: datetime) -> FireRunner:
-    return FireRunner(
-        InMemoryLock(), history=history, clock=lambda: now, pauses=PauseReader(store)
-    )
+    return FireRunner(InMemoryLock(), history=history, clock=lambda: now, pauses=PauseReader(store))
 
 
 class TestAPausedTaskIsSkipped:
@@ -141,7 +139,8 @@ class TestAStoreThatFailsFailsClosed:
         finally:
             runner.close()
         assert result.verdict is Verdict.BACKEND_ERROR
-        assert result.error is not None and result.error.startswith(PAUSE_UNKNOWN)
+        assert result.error is not None
+        assert result.error.startswith(PAUSE_UNKNOWN)
         [record] = history.runs(descriptor.target, 10)
         assert record.state is RunState.SKIPPED
 
