@@ -29,7 +29,12 @@ def test_pause_status_resume_round_trip() -> None:
     shown = runner.invoke(main, ["status", "--json"], env=env)
     assert shown.exit_code == 0, shown.output
     [row] = [json.loads(line) for line in shown.output.splitlines()]
-    assert (row["task"], row["by"], row["note"]) == ("app.jobs:nightly", "alice", "db")
+    assert (row["target"], row["paused"], row["by"], row["note"]) == (
+        "app.jobs:nightly",
+        True,
+        "alice",
+        "db",
+    )
     resumed = runner.invoke(main, ["resume", "app.jobs:nightly"], env=env)
     assert resumed.output.strip() == "app.jobs:nightly resumed"
     again = runner.invoke(main, ["resume", "app.jobs:nightly"], env=env)

@@ -28,8 +28,8 @@ def default_operator() -> str:
 class TaskState:
     """Whether `target` is paused, and by which pause: its own, or the fleet-wide one.
 
-    `note`, `by` and `since` (epoch seconds, the store's clock) are the pause's
-    that holds the task (the fleet-wide one first); empty and None when it runs.
+    `note`, `by` and `since` (epoch seconds, the store's clock) are those of the
+    task's own pause, else of the fleet-wide one; empty and None when it runs.
     """
 
     target: str
@@ -77,7 +77,7 @@ def note_text(note: str | None) -> str:
 
 
 def _state(target: str, everything: Pause | None, own: Pause | None) -> TaskState:
-    holding = everything or own
+    holding = own or everything
     if holding is None:
         return TaskState(target, paused=False)
     return TaskState(
