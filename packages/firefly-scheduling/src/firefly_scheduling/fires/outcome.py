@@ -209,11 +209,14 @@ class TaskLockAhead:
 
     `started` is True when the history also recorded the fire's run as started
     (attempt 1) with the batch (`BatchStartingHistory`): its worker then neither
-    reads the task's running records nor writes the start.
+    reads the task's running records nor writes the start. `pause_checked` is True
+    when the batch read the pauses and found the fire free to start
+    (`fires.pausing`): its worker reads them no more.
     """
 
     answer: Holding | LockBackendError | None
     started: bool = False
+    pause_checked: bool = False
 
 
 def verdict_words(key: str) -> str:

@@ -11,9 +11,9 @@ this stage writes the run's start and hands the fire on to the run stage
 (`fires.running`) with the attempt the history gave it:
 
 * **Paused first.** With a control store, the pauses are read (`fires.pausing`,
-  one round trip; one per batch for the starts taken with claims), and the policy
-  asked (`FirePolicy.before_start`): a skipped fire is recorded with its reason
-  (`paused`), its start never written, its body never run.
+  one round trip; one per batch of fires whose task locks were taken with their
+  claims), and the policy asked (`FirePolicy.before_start`): a skipped fire is
+  recorded with its reason (`paused`), its start never written, its body never run.
 * **A refused start is not run.** The history refuses a start where the fire is
   finished, or owned by a newer attempt (its record's token): the fire ends as
   `already recorded`.
@@ -111,6 +111,7 @@ class RunStarter:
         started_ahead: bool = False,
         unrecorded_attempt: int = 1,
         claim_seconds: float | None = None,
+        pause_checked: bool = False,
     ) -> FireResult:
         """Start the run of `fire` in the history, then hand it to the run stage.
 
@@ -118,11 +119,12 @@ class RunStarter:
         keep-alive sets. `started_ahead`: the history has this run started, attempt
         1, with its claim. `unrecorded_attempt` is the attempt the body is told when
         the history cannot record the start: an adoption is attempt `n + 1` even then.
-        `claim_seconds`: the claim's round trip, for the result.
+        `claim_seconds`: the claim's round trip, for the result. `pause_checked`:
+        the batch of its claim read the pauses already (`starts_ahead`).
         """
         token = None if holding is None else holding.fence
         started = FIRST_ATTEMPT
-        if not started_ahead:  # a start taken ahead was checked with its batch
+        if not (started_ahead or pause_checked):  # else its batch read the pauses
             [skip] = self._skips([fire])
             if skip is not None:
                 self._record.skip(fire, skip.reason)
@@ -255,16 +257,21 @@ class RunStarter:
         its worker, as is every fire when the history fails here: its worker meets
         the failure again, and logs it.
         """
-        history = self._batch_starts
         held = {
             index: lock.answer for index, lock in ahead.items() if isinstance(lock.answer, Holding)
         }
-        if history is None or not held:
-            return ahead
-        # A fire to skip is left to its worker, which reads its pause again, and skips it.
-        skips = self._skips([fires[index] for index in held])
-        held = {index: h for (index, h), skip in zip(held.items(), skips, strict=True) if not skip}
         if not held:
+            return ahead
+        if self._pauses is not None:  # one read for the batch; a worker reads no more
+            # A fire to skip is left to its worker, which reads its pause again, and skips it.
+            skips = self._skips([fires[index] for index in held])
+            held = {i: h for (i, h), skip in zip(held.items(), skips, strict=True) if not skip}
+            ahead = {
+                index: replace(lock, pause_checked=True) if index in held else lock
+                for index, lock in ahead.items()
+            }
+        history = self._batch_starts
+        if history is None or not held:
             return ahead
         runs = [
             NewRun(holding.name, fires[index].target, fires[index].instant, holding.fence)
