@@ -4,8 +4,9 @@ A runner given a pause reader skips the fires of a paused task after winning the
 claim, before their start: the history says `skipped`, reason `paused`, and the body
 never runs. The fleet-wide pause holds every task; a manual fire runs anyway; resume
 lets the next fire run; a store that cannot be read skips the fire (fail closed);
-the batch of the resident host reads once for the fires it starts ahead. Real
-servers and real nodes: `tests-integration/test_pause_nodes.py`.
+a fire claimed with a batch is checked too. Real servers and real nodes:
+`tests-integration/test_pause_nodes.py`; one read per batch:
+`tests-integration/test_pause_batch_reads.py`.
 """
 
 from __future__ import annotations
