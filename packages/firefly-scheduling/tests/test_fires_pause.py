@@ -148,10 +148,19 @@ class TestAStoreThatFailsFailsClosed:
 
 class TestWithoutADurableStore:
     def test_a_host_warns_once_and_checks_nothing(self, caplog: pytest.LogCaptureFixture) -> None:
-        with caplog.at_level(logging.WARNING, logger="firefly_scheduling.fires"):
-            assert pause_reader(Settings(lock_provider="memory")) is None
+        pytest.importorskip("firefly_scheduling_memcached")
+        settings = Settings(lock_provider="memcached")
+        with caplog.at_level(logging.INFO, logger="firefly_scheduling.fires"):
+            assert pause_reader(settings) is None
         [warning] = [r for r in caplog.records if "durable control store" in r.getMessage()]
+        assert warning.levelno == logging.WARNING
         assert "FIREFLY_SCHEDULING_CONTROL_URL" in warning.getMessage()
+
+    def test_an_in_process_lock_says_so_at_info(self, caplog: pytest.LogCaptureFixture) -> None:
+        with caplog.at_level(logging.INFO, logger="firefly_scheduling.fires"):
+            assert pause_reader(Settings(lock_provider="none")) is None
+        [line] = [r for r in caplog.records if "durable control store" in r.getMessage()]
+        assert line.levelno == logging.INFO
 
     def test_schedule_control_refuses_naming_the_setting(self) -> None:
         with pytest.raises(ConfigurationError, match="FIREFLY_SCHEDULING_CONTROL_URL"):

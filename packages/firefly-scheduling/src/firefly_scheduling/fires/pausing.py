@@ -17,8 +17,9 @@ finishes.
 A store that fails the read leaves the pauses unknown; the policy then skips the
 fire (fail closed, `policy.pause_answer`). Without a durable control store
 (`control.selection` refuses one: memcached, `none`, `memory` with no
-`firefly.scheduling.control.url`), `pause_reader` logs once that steering needs one,
-and nothing is read.
+`firefly.scheduling.control.url`), `pause_reader` logs once that steering needs one
+(a warning on a lock server's provider, such as memcached; an info line for the
+in-process `none` and `memory`, which coordinate no fleet), and nothing is read.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from firefly_scheduling.control.store import ControlStore
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.outcome import Fire
 from firefly_scheduling.fires.policy import NOT_PAUSED, BeforeStart
+from firefly_scheduling.providers.building import registered_provider
 from firefly_scheduling.settings import Settings
 
 logger = logging.getLogger("firefly_scheduling.fires")
@@ -81,7 +83,10 @@ def pause_reader(settings: Settings) -> PauseReader | None:
         try:
             control_store_url(settings)
         except ConfigurationError as err:
-            logger.warning(
+            provider = registered_provider(settings)
+            on_a_server = provider is not None and provider.takes_url
+            logger.log(
+                logging.WARNING if on_a_server else logging.INFO,
                 "steering (pause, resume, trigger, backfill) needs a durable control store; "
                 "this host has none, so no fire is checked for a pause: %s",
                 err,
