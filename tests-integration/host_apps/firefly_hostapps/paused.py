@@ -21,7 +21,9 @@ from firefly_scheduling import current_fire, scheduled
 )
 def paused_task() -> None:
     started = time.clock_gettime(time.CLOCK_REALTIME)
-    instant = current_fire().instant.timestamp()
+    fire = current_fire()
+    assert fire is not None  # a host runs the body inside its fire's context
+    instant = fire.instant.timestamp()
     line = f"{node()} {instant:.6f} {started:.6f}\n".encode()
     fd = os.open(os.environ["FIREFLY_HOSTAPP_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
