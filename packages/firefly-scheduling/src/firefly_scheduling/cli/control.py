@@ -20,6 +20,7 @@ import click
 from firefly_scheduling.cli.output import echo_json_lines, json_option
 from firefly_scheduling.control import ALL_TASKS, ControlStoreError, Pause, TaskState
 from firefly_scheduling.control.steering import ScheduleControl
+from firefly_scheduling.control.steering_state import operator
 from firefly_scheduling.errors import ConfigurationError
 
 _BY_HELP = "Who makes the change [default: <login>@<host>]."
@@ -95,7 +96,12 @@ def pause(
 @click.command()
 @click.argument("task", required=False, metavar="TARGET")
 @click.option("--all", "all_tasks", is_flag=True, help="Lift the fleet-wide pause.")
-@click.option("--by", default=None, help=_BY_HELP)
+@click.option(
+    "--by",
+    default=None,
+    help="Who resumes, echoed in --json [default: <login>@<host>]; a resume deletes the "
+    "pause, and the store keeps no record of it.",
+)
 @json_option
 def resume(task: str | None, all_tasks: bool, by: str | None, as_json: bool) -> None:
     """Resume TARGET (or lift the fleet-wide pause, with --all) from now.
@@ -110,7 +116,7 @@ def resume(task: str | None, all_tasks: bool, by: str | None, as_json: bool) -> 
             raise click.ClickException(str(err)) from err
     shown = "every task" if name == ALL_TASKS else name
     if as_json:
-        echo_json_lines([{"target": name, "resumed": lifted, "by": by}])
+        echo_json_lines([{"target": name, "resumed": lifted, "by": operator(by)}])
     else:
         click.echo(f"{shown} resumed" if lifted else f"{shown} was not paused")
 
