@@ -23,6 +23,7 @@ from firefly_scheduling.aio import AsyncInMemoryLock, AsyncScheduleControl
 from firefly_scheduling.control.memory import MemoryControlStore
 from firefly_scheduling.control.memory_async import AsyncMemoryControlStore
 from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.fires.catch_up_plan import plan_catch_up, window_start
 from firefly_scheduling.fires.outcome import Fire, TriggerKind, Verdict
 from firefly_scheduling.fires.pausing import PauseReader, pause_reader
 from firefly_scheduling.fires.pausing_async import AsyncPauseReader
@@ -33,6 +34,7 @@ from firefly_scheduling.history import MemoryRunHistory, RunState
 from firefly_scheduling.locks import InMemoryLock
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling.tasks.validation import validate_descriptor
 
 T0 = datetime(2030, 1, 1, 0, 0, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
@@ -107,6 +109,30 @@ class TestAPausedTaskIsSkipped:
             T0: (RunState.SKIPPED, "paused"),
             T0 + SECOND: (RunState.SUCCEEDED, None),
         }
+
+    def test_the_fires_skipped_while_paused_are_not_caught_up_after_resume(self) -> None:
+        control, store, _ = fleet()
+        history = MemoryRunHistory()
+        target = task().target
+        descriptor = validate_descriptor(
+            ScheduledDescriptor(
+                target=target, lock_name=target, lock_ttl=30.0, fixed_rate=1.0, catchup=60.0
+            )
+        )
+        control.pause(target, by="ops@test")
+        for second in range(5):
+            at = T0 + second * SECOND
+            node(store, history, at).run(Fire.at(descriptor, at), lambda: None)
+        control.resume(target)
+        now = T0 + 4 * SECOND
+        recorded = history.recorded_instants(
+            target, lock=target, after=window_start(descriptor, now), until=now
+        )
+        plan = plan_catch_up(descriptor, now, recorded)
+        paused = {T0 + second * SECOND for second in range(5)}
+        assert paused <= recorded
+        assert paused.isdisjoint(plan.run)  # not even with catchup=: each is recorded
+        assert {r.error for r in history.runs(target, 10)} == {"paused"}
 
     def test_a_fire_claimed_ahead_with_its_batch_is_skipped_too(self) -> None:
         control, store, _ = fleet()
