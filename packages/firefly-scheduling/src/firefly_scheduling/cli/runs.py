@@ -25,8 +25,10 @@ from firefly_scheduling.cli.output import (
     target_column,
     text_column,
 )
+from firefly_scheduling.cli.pause_state import current_pauses, paused_line
 from firefly_scheduling.history import HistoryError, RunRecord, RunState, require_history
 from firefly_scheduling.schedule.durations import format_elapsed
+from firefly_scheduling.settings import Settings
 
 _NONE = "-"
 _STATE_STYLE = {
@@ -71,13 +73,19 @@ def runs(task: str | None, lock: str | None, limit: int, as_json: bool) -> None:
         echo_json_lines(run_json(record) for record in records)
         return
     render_runs(records, console(), task)
+    targets = {record.task for record in records} | ({task} if task else set())
+    pauses = current_pauses(Settings.from_env(), targets) if targets else None
+    for state in () if pauses is None else pauses.tasks:
+        if state.paused:
+            click.echo(paused_line(state))
 
 
 def run_json(record: RunRecord) -> dict[str, object]:
     """One fire as a JSON object with stable keys; instants ISO 8601, durations in seconds.
 
     Keys: `target`, `lock`, `instant`, `state`, `attempt`, `node`, `started_at`,
-    `ended_at`, `duration`, `token`, `error`.
+    `ended_at`, `duration`, `token`, `error`, and `reason` (why a skipped fire was
+    not run, `paused` for a paused task's; null for any other state).
     """
     return {
         "target": record.task,
@@ -91,6 +99,7 @@ def run_json(record: RunRecord) -> dict[str, object]:
         "duration": record.duration,
         "token": record.token,
         "error": record.error,
+        "reason": record.error if record.state is RunState.SKIPPED else None,
     }
 
 

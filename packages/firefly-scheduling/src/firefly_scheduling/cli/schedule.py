@@ -36,6 +36,7 @@ from firefly_scheduling.cli.output import (
     target_column,
     text_column,
 )
+from firefly_scheduling.cli.pause_state import current_pauses, paused_json, paused_line
 from firefly_scheduling.cli.schedule_next import render_upcoming, upcoming_fires, upcoming_json
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.initial_delay.gate import first_run_from
@@ -284,15 +285,24 @@ def schedule(  # noqa: PLR0917 - click passes one parameter per option
         else:
             console().print(f"[bold yellow]{discovered.explanation}[/]", soft_wrap=True)
         return
-    first_run = first_runs(discovered.descriptors, settings_for(manifest))
+    settings = settings_for(manifest)
+    first_run = first_runs(discovered.descriptors, settings)
+    pauses = current_pauses(settings, (d.target for d in discovered.descriptors))
     if as_json:
         echo_json_lines(
-            schedule_json(d, now, host, first_run.get(d.target)) for d in discovered.descriptors
+            {
+                **schedule_json(d, now, host, first_run.get(d.target)),
+                "paused": paused_json(pauses, d.target),
+            }
+            for d in discovered.descriptors
         )
         return
     render_schedule(
         discovered.descriptors, discovered.explanation, console(), now, host, first_run=first_run
     )
+    for state in () if pauses is None else pauses.tasks:
+        if state.paused:
+            click.echo(paused_line(state))
 
 
 def _instant(text: str | None) -> datetime | None:

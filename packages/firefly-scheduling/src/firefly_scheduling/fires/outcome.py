@@ -139,6 +139,8 @@ class Verdict(enum.StrEnum):
     EXPIRED = "expired"
     #: The task lock was reported lost (or lapsed) before this fire's body could start.
     LOCK_LOST = "lock lost"
+    #: An operator paused the task (or the whole fleet): the fire was not started.
+    PAUSED = "paused"
     #: The host held it back: the task's initial delay has not elapsed.
     HELD_BACK = "held back"
     #: The host is shutting down: the fire was not started.
@@ -216,11 +218,14 @@ class TaskLockAhead:
 
     `started` is True when the history also recorded the fire's run as started
     (attempt 1) with the batch (`BatchStartingHistory`): its worker then neither
-    reads the task's running records nor writes the start.
+    reads the task's running records nor writes the start. `pause_checked` is True
+    when the batch read the pauses and found the fire free to start
+    (`fires.pausing`): its worker reads them no more.
     """
 
     answer: Holding | LockBackendError | None
     started: bool = False
+    pause_checked: bool = False
 
 
 def verdict_words(key: str) -> str:
