@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from firefly_scheduling.history.base import RunStart, WholeRun
-from firefly_scheduling.history.port import NewRun, RunRecord, RunState, clip_error
+from firefly_scheduling.history.port import SCHEDULED, NewRun, RunRecord, RunState, clip_error
 from firefly_scheduling.schedule.instants import as_utc
 
 
@@ -24,6 +24,7 @@ def skipped_row(
     reason: str,
     at: datetime,
     state: RunState = RunState.SKIPPED,
+    trigger: str = SCHEDULED,
 ) -> dict[str, Any]:
     """The row of a fire nobody ran: the record `skip` and `skip_many` insert (and
     `buffer`, as `state` buffered)."""
@@ -38,6 +39,7 @@ def skipped_row(
         "ended_at": as_utc(at),
         "error": clip_error(reason),
         "token": None,
+        "trigger_kind": trigger,
     }
 
 
@@ -54,6 +56,7 @@ def running_row(run: NewRun, *, node: str, at: datetime) -> dict[str, Any]:
         "ended_at": None,
         "error": None,
         "token": run.token,
+        "trigger_kind": SCHEDULED,
     }
 
 
@@ -107,6 +110,7 @@ def record(row: Mapping[Any, Any]) -> RunRecord:
         error=row["error"],
         token=row["token"],
         lock=row["lock_name"],
+        trigger=row.get("trigger_kind") or SCHEDULED,
     )
 
 
@@ -121,6 +125,7 @@ def started_row(begin: RunStart, key: dict[str, Any]) -> dict[str, Any]:
         "ended_at": None,
         "error": None,
         "token": begin.token,
+        "trigger_kind": begin.trigger,
     }
 
 
@@ -135,4 +140,5 @@ def whole_run_row(run: WholeRun, key: dict[str, Any]) -> dict[str, Any]:
         "ended_at": run.ended_at,
         "error": run.error,
         "token": run.token,
+        "trigger_kind": run.trigger,
     }

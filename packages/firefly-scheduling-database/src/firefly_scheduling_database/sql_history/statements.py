@@ -206,6 +206,9 @@ def takeover(runs: sa.Table, begin: RunStart, key: dict[str, Any]) -> sa.Update:
                 runs.c.attempt,
                 sa.case((runs.c.state == RunState.RUNNING.value, runs.c.attempt + 1), else_=1),
             ),
+            # Before `state` too: a placeholder takes the starting fire's trigger, an
+            # adopted run keeps its own.
+            (runs.c.trigger_kind, _trigger_unless_run(runs, begin.trigger)),
             (runs.c.state, RunState.RUNNING.value),
             (runs.c.node, begin.node),
             (runs.c.token, token),
@@ -214,6 +217,12 @@ def takeover(runs: sa.Table, begin: RunStart, key: dict[str, Any]) -> sa.Update:
             (runs.c.error, None),
         )
     )
+
+
+def _trigger_unless_run(runs: sa.Table, trigger: str) -> sa.ColumnElement[str]:
+    """`trigger` over a placeholder record, the record's own over a run's."""
+    placeholder = runs.c.state.in_(sorted(state.value for state in PLACEHOLDER_STATES))
+    return sa.case((placeholder, trigger), else_=runs.c.trigger_kind)
 
 
 def whole_run_update(runs: sa.Table, run: WholeRun, key: dict[str, Any]) -> sa.Update:
@@ -240,6 +249,7 @@ def whole_run_update(runs: sa.Table, run: WholeRun, key: dict[str, Any]) -> sa.U
         .where(is_key(runs, key), replaceable)
         .ordered_values(
             (runs.c.attempt, attempt),
+            (runs.c.trigger_kind, _trigger_unless_run(runs, run.trigger)),
             (runs.c.state, run.state.value),
             (runs.c.node, run.node),
             (runs.c.token, token),

@@ -57,11 +57,13 @@ from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.atomic import AsyncCallerTransaction, CallerTransaction
 from firefly_scheduling.history.base import BaseRunHistory, RunEnd, RunStart, WholeRun, refusal
 from firefly_scheduling.history.port import (
+    SCHEDULED,
     HistoryError,
     NewRun,
     Recorded,
     RunRecord,
     RunState,
+    checked_trigger,
     clip_error,
 )
 from firefly_scheduling.schedule.instants import as_utc
@@ -292,9 +294,25 @@ class SqlRunHistory(BaseRunHistory):
         return self._call("finishing a run", lambda: self._rowcount(statement, parameters) == 1)
 
     def skip(
-        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        reason: str,
+        at: datetime,
+        trigger: str = SCHEDULED,
     ) -> bool:
-        row = skipped_row(lock, task, as_utc(instant), node=node, reason=reason, at=at)
+        row = skipped_row(
+            lock,
+            task,
+            as_utc(instant),
+            node=node,
+            reason=reason,
+            at=at,
+            trigger=checked_trigger(trigger),
+        )
 
         return self._call("recording a skip", lambda: self._inserted_if_absent(row))
 

@@ -87,6 +87,15 @@ class Fire:
         return self.task.target
 
     @property
+    def recorded_trigger(self) -> str:
+        """The trigger the run history keeps: what asked for the fire (the schedule, an
+        operator's trigger or backfill, a runtime schedule). A catch-up fire and a
+        retry are the schedule's own fire, told apart by their state and attempt."""
+        if self.trigger in (TriggerKind.CATCH_UP, TriggerKind.RETRY):
+            return TriggerKind.SCHEDULED.value
+        return self.trigger.value
+
+    @property
     def due(self) -> datetime:
         """When the fire may start: its instant, plus its jitter offset for a scheduled
         fire of a task with `jitter=` (`schedule.jitter`). Grace counts from here; the

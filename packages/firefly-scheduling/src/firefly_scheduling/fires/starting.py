@@ -141,6 +141,7 @@ class RunStarter:
                 node=self._node,
                 token=token,
                 at=self._clock(),
+                trigger=fire.recorded_trigger,
             )
         except HistoryError as err:
             logger.warning(

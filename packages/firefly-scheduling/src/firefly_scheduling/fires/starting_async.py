@@ -143,6 +143,7 @@ class AsyncRunStarter:
                 node=self._node,
                 token=token,
                 at=self._clock(),
+                trigger=fire.recorded_trigger,
             )
         except HistoryError as err:
             logger.warning(

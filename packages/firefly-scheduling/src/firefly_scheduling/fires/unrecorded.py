@@ -76,6 +76,7 @@ class UnrecordedFinish:
             error=self.error,
             started_at=self.started_at,
             ended_at=self.ended_at,
+            trigger=self.fire.recorded_trigger,
         )
 
     def written(self, history: RunHistory) -> str | None:
@@ -117,6 +118,7 @@ class UnrecordedSkip:
             node=self.node,
             reason=self.reason,
             at=self.at,
+            trigger=self.fire.recorded_trigger,
         )
 
     def written(self, history: RunHistory) -> str | None:

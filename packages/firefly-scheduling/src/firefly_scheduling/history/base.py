@@ -20,8 +20,10 @@ from datetime import datetime
 from firefly_scheduling.history.port import (
     FINISHED_STATES,
     PLACEHOLDER_STATES,
+    SCHEDULED,
     Recorded,
     RunState,
+    checked_trigger,
     clip_error,
 )
 from firefly_scheduling.schedule.instants import as_utc
@@ -37,6 +39,7 @@ class RunStart:
     node: str
     token: int | None
     at: datetime
+    trigger: str = SCHEDULED
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ class WholeRun:
     error: str | None
     started_at: datetime
     ended_at: datetime
+    trigger: str = SCHEDULED
 
 
 def takes_over(token: int | None, recorded: int | None) -> bool:
@@ -127,9 +131,13 @@ class BaseRunHistory(ABC):
         node: str,
         token: int | None,
         at: datetime,
+        trigger: str = SCHEDULED,
     ) -> int | None:
         """Record the fire as running on `node`; its attempt number, or None if refused."""
-        return self._start(RunStart(lock, task, as_utc(instant), node, token, as_utc(at)))
+        begin = RunStart(
+            lock, task, as_utc(instant), node, token, as_utc(at), checked_trigger(trigger)
+        )
+        return self._start(begin)
 
     def finish(
         self,
@@ -164,6 +172,7 @@ class BaseRunHistory(ABC):
         error: str | None,
         started_at: datetime,
         ended_at: datetime,
+        trigger: str = SCHEDULED,
     ) -> Recorded:
         """Write the whole record of a run that ended as `state` (see `history.port`).
 
@@ -181,6 +190,7 @@ class BaseRunHistory(ABC):
             clip_error(error),
             as_utc(started_at),
             as_utc(ended_at),
+            checked_trigger(trigger),
         )
         return self._record_run(run)
 
@@ -206,7 +216,15 @@ class BaseRunHistory(ABC):
 
     @abstractmethod
     def skip(
-        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        reason: str,
+        at: datetime,
+        trigger: str = SCHEDULED,
     ) -> bool:
         """Record that nobody ran this fire, unless something is recorded already."""
 

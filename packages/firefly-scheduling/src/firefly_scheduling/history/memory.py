@@ -27,11 +27,13 @@ from firefly_scheduling.history.port import (
     FAILURE_STATES,
     PLACEHOLDER_STATES,
     RETRIED_STATES,
+    SCHEDULED,
     SUCCESS_STATES,
     NewRun,
     Recorded,
     RunRecord,
     RunState,
+    checked_trigger,
     clip_error,
 )
 from firefly_scheduling.schedule.instants import as_utc
@@ -51,13 +53,14 @@ class MemoryRunHistory(BaseRunHistory):
         key = (begin.lock, begin.task, begin.instant)
         with self._mutex:
             current = self._records.get(key)
+            trigger = begin.trigger
             if current is None or current.state in PLACEHOLDER_STATES:
                 attempt = 1
             elif current.state is RunState.RUNNING and takes_over(begin.token, current.token):
-                attempt = current.attempt + 1
+                attempt, trigger = current.attempt + 1, current.trigger
             else:
                 return None
-            self._records[key] = _running(begin, attempt)
+            self._records[key] = replace(_running(begin, attempt), trigger=trigger)
             return attempt
 
     def start_new_many(self, runs: Sequence[NewRun], *, node: str, at: datetime) -> list[bool]:
@@ -103,7 +106,11 @@ class MemoryRunHistory(BaseRunHistory):
             ):
                 return None
             begin = RunStart(lock, task, key[2], node, token, as_utc(at))
-            self._records[key] = replace(_running(begin, after_attempt + 1), error=clip_error(note))
+            self._records[key] = replace(
+                _running(begin, after_attempt + 1),
+                error=clip_error(note),
+                trigger=current.trigger,
+            )
             return after_attempt + 1
 
     def _finish(self, end: RunEnd) -> bool:
@@ -123,7 +130,7 @@ class MemoryRunHistory(BaseRunHistory):
         key = (run.lock, run.task, run.instant)
         with self._mutex:
             current = self._records.get(key)
-            attempt = 1
+            attempt, trigger = 1, run.trigger
             if current is not None:
                 refused = refusal(current.state, current.token, run.token)
                 if refused is not None:
@@ -131,6 +138,8 @@ class MemoryRunHistory(BaseRunHistory):
                 attempt = whole_run_attempt(
                     current.state, current.attempt, current.token, run.token
                 )
+                if current.state not in PLACEHOLDER_STATES:
+                    trigger = current.trigger
             self._records[key] = RunRecord(
                 task=run.task,
                 instant=run.instant,
@@ -142,13 +151,25 @@ class MemoryRunHistory(BaseRunHistory):
                 error=run.error,
                 token=run.token,
                 lock=run.lock,
+                trigger=trigger,
             )
             return Recorded.WRITTEN
 
     def skip(
-        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        reason: str,
+        at: datetime,
+        trigger: str = SCHEDULED,
     ) -> bool:
-        return self._mark(task, instant, lock=lock, node=node, reason=reason, at=at)
+        trigger = checked_trigger(trigger)
+        return self._mark(
+            task, instant, lock=lock, node=node, reason=reason, at=at, trigger=trigger
+        )
 
     def buffer(
         self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
@@ -166,6 +187,7 @@ class MemoryRunHistory(BaseRunHistory):
         reason: str,
         at: datetime,
         state: RunState = RunState.SKIPPED,
+        trigger: str = SCHEDULED,
     ) -> bool:
         """Insert a record no run owns (`state`) where the fire has none."""
         key = (lock, task, as_utc(instant))
@@ -183,6 +205,7 @@ class MemoryRunHistory(BaseRunHistory):
                 error=clip_error(reason),
                 token=None,
                 lock=lock,
+                trigger=trigger,
             )
             return True
 
@@ -283,4 +306,5 @@ def _running(begin: RunStart, attempt: int) -> RunRecord:
         error=None,
         token=begin.token,
         lock=begin.lock,
+        trigger=begin.trigger,
     )

@@ -47,6 +47,10 @@ from firefly_scheduling.errors import FireflySchedulingError
 
 #: Longest error text kept in a record; the log has the full traceback.
 MAX_ERROR_LENGTH = 2000
+#: The trigger of a fire its schedule named, and of every record that predates triggers.
+SCHEDULED = "scheduled"
+#: Longest trigger word a store keeps.
+MAX_TRIGGER_LENGTH = 16
 
 
 class HistoryError(FireflySchedulingError):
@@ -130,6 +134,10 @@ class RunRecord:
     `started_at` is None for a skip; `ended_at` is when it finished or was skipped.
     `error` holds the exception (failed), the reason (skipped, expired) or None.
     `lock` is the task lock's name: with `task` and `instant`, the record's key.
+    `trigger` is what made the fire (`SCHEDULED`, "manual", "backfill", ...): written
+    by the write that created the record or replaced a placeholder, kept by the
+    writes that adopt or close it; records written before it was kept read as
+    `SCHEDULED`.
     """
 
     task: str
@@ -142,6 +150,12 @@ class RunRecord:
     error: str | None
     token: int | None
     lock: str
+    trigger: str = SCHEDULED
+
+    @property
+    def reason(self) -> str | None:
+        """Why nobody ran the fire: the text of a `skipped` (or `buffered`) record."""
+        return self.error if self.state in PLACEHOLDER_STATES else None
 
     @property
     def duration(self) -> float | None:
@@ -164,6 +178,7 @@ class RunHistory(Protocol):
         node: str,
         token: int | None,
         at: datetime,
+        trigger: str = SCHEDULED,
     ) -> int | None:
         """Record the fire as running on `node`; its attempt number, or None if refused.
 
@@ -199,6 +214,7 @@ class RunHistory(Protocol):
         error: str | None,
         started_at: datetime,
         ended_at: datetime,
+        trigger: str = SCHEDULED,
     ) -> Recorded:
         """Write the whole record of a run of `node` that ended as `state`.
 
@@ -213,7 +229,15 @@ class RunHistory(Protocol):
         ...
 
     def skip(
-        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        reason: str,
+        at: datetime,
+        trigger: str = SCHEDULED,
     ) -> bool:
         """Record that nobody ran this fire, unless something is recorded already."""
         ...
@@ -366,6 +390,22 @@ class BufferingHistory(Protocol):
     ) -> bool:
         """Record the fire as `buffered` with `reason`, unless something is recorded."""
         ...
+
+
+def checked_trigger(trigger: object) -> str:
+    """`trigger` if a store can keep it: a non-empty word of at most `MAX_TRIGGER_LENGTH`."""
+    if (
+        not isinstance(trigger, str)
+        or not trigger
+        or len(trigger) > MAX_TRIGGER_LENGTH
+        or not trigger.replace("-", "").isalpha()
+        or not trigger.isascii()
+    ):
+        raise ValueError(
+            f"a record's trigger must be a word of at most {MAX_TRIGGER_LENGTH} ASCII "
+            f"letters or dashes, got {trigger!r}"
+        )
+    return trigger
 
 
 def clip_error(text: str | None) -> str | None:
