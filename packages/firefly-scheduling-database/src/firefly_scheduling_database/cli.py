@@ -107,7 +107,8 @@ def migrate(url: str | None, table: str, history_only: bool) -> None:
     click.echo(f"tables {', '.join(tables[:-1])} and {tables[-1]} are ready in {where}")
     if done == "upgraded":
         click.echo(
-            f"run-history table {RUNS_TABLE} upgraded to the (lock_name, task, instant) key with a trigger_kind column"
+            f"run-history table {RUNS_TABLE} upgraded to the (lock_name, task, instant) key "
+            "with a trigger_kind column"
         )
 
 
@@ -151,7 +152,8 @@ def _migrate_stores_of(provider: LockProvider, settings: Settings) -> None:
     )
     if done == "upgraded":
         click.echo(
-            f"run-history table {RUNS_TABLE} upgraded to the (lock_name, task, instant) key with a trigger_kind column"
+            f"run-history table {RUNS_TABLE} upgraded to the (lock_name, task, instant) key "
+            "with a trigger_kind column"
         )
 
 
