@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from datetime import datetime
 from functools import cached_property, partial
 from typing import Any, TypeVar
@@ -389,9 +389,17 @@ class SqlRunHistory(BaseRunHistory):
         return found[0] if found else None
 
     def recorded_instants(
-        self, task: str, *, lock: str, after: datetime, until: datetime
+        self,
+        task: str,
+        *,
+        lock: str,
+        after: datetime,
+        until: datetime,
+        states: Set[RunState] | None = None,
     ) -> set[datetime]:
-        query = queries.instants_between(self._table, task, lock=lock, after=after, until=until)
+        query = queries.instants_between(
+            self._table, task, lock=lock, after=after, until=until, states=states
+        )
 
         def read() -> set[datetime]:
             with self._single.connect() as connection:

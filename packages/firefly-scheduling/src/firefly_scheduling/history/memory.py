@@ -8,7 +8,7 @@ the SQL store. Other processes (another node, the `runs` command) never see it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import replace
 from datetime import datetime
 
@@ -240,14 +240,23 @@ class MemoryRunHistory(BaseRunHistory):
         return max(found, key=lambda record: record.instant, default=None)
 
     def recorded_instants(
-        self, task: str, *, lock: str, after: datetime, until: datetime
+        self,
+        task: str,
+        *,
+        lock: str,
+        after: datetime,
+        until: datetime,
+        states: Set[RunState] | None = None,
     ) -> set[datetime]:
         after, until = as_utc(after), as_utc(until)
         with self._mutex:
             return {
                 r.instant
                 for r in self._records.values()
-                if r.task == task and r.lock == lock and after < r.instant <= until
+                if r.task == task
+                and r.lock == lock
+                and after < r.instant <= until
+                and (states is None or r.state in states)
             }
 
     def failures_since(self, since: datetime) -> list[RunRecord]:

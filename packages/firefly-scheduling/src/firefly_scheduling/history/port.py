@@ -38,7 +38,7 @@ be fenced: its `finish` is accepted only while the record has no token either.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -276,13 +276,21 @@ class RunHistory(Protocol):
         ...
 
     def recorded_instants(
-        self, task: str, *, lock: str, after: datetime, until: datetime
+        self,
+        task: str,
+        *,
+        lock: str,
+        after: datetime,
+        until: datetime,
+        states: Set[RunState] | None = None,
     ) -> set[datetime]:
-        """The instants (aware UTC) of every record of `task` under `lock`, whatever
-        its state, with `after < instant <= until`: one read, however many.
+        """The instants (aware UTC) of every record of `task` under `lock` in `states`
+        (whatever its state when None), with `after < instant <= until`: one read,
+        however many.
 
         Catch-up (`fires.catching_up`) reads here which fires of its window were
         run or recorded by some node; every other instant of the window was missed.
+        A backfill (`fires.backfill_plan`) reads the instants that succeeded.
         """
         ...
 

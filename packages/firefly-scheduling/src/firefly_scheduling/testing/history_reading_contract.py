@@ -11,7 +11,7 @@ from datetime import timedelta, timezone
 
 import pytest
 
-from firefly_scheduling.history.port import RunHistory, RunState
+from firefly_scheduling.history.port import SUCCESS_STATES, RunHistory, RunState
 from firefly_scheduling.testing.history_record_run_contract import LOCK, SECOND, T0, TASK
 
 
@@ -130,6 +130,14 @@ class RunHistoryReadingContract:
         everything = history.recorded_instants(TASK, lock=LOCK, after=T0, until=T0 + 9 * SECOND)
         assert everything == {T0 + offset * SECOND for offset in (1, 2, 3, 9)}
         assert all(instant.tzinfo is not None for instant in everything)
+        succeeded = history.recorded_instants(
+            TASK, lock=LOCK, after=T0, until=T0 + 9 * SECOND, states=SUCCESS_STATES
+        )
+        assert succeeded == {T0 + SECOND}
+        skipped = history.recorded_instants(
+            TASK, lock=LOCK, after=T0, until=T0 + 9 * SECOND, states={RunState.SKIPPED}
+        )
+        assert skipped == {T0 + 3 * SECOND, T0 + 9 * SECOND}
 
     def test_last_success_counts_a_caught_up_run(self, history: RunHistory) -> None:
         history.start(TASK, T0, lock=LOCK, node="a", token=1, at=T0)
