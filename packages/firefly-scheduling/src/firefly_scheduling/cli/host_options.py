@@ -21,14 +21,14 @@ from typing import Any
 import click
 
 from firefly_scheduling.cli.common import discover_tasks, settings_for, task_source_options
+from firefly_scheduling.control.store import ControlStore
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.hosts.observation.fire_log import FireLog
 from firefly_scheduling.hosts.observation.observers import FireObserver
 from firefly_scheduling.hosts.runtime.boot import build_runtime, validated
 from firefly_scheduling.hosts.runtime.shutdown import DEFAULT_GRACE_PERIOD_SECONDS
-from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
-from firefly_scheduling.control.store import ControlStore
 from firefly_scheduling.hosts.runtime.steering_store import steering_store
+from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
 from firefly_scheduling.settings import Settings, configured_node
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 

@@ -47,8 +47,8 @@ from firefly_scheduling.hosts.runtime.asyncio_boot import (
 )
 from firefly_scheduling.hosts.runtime.boot import validated
 from firefly_scheduling.hosts.runtime.shutdown import DEFAULT_GRACE_PERIOD_SECONDS
-from firefly_scheduling.locks.port import AsyncDistributedLock
 from firefly_scheduling.hosts.runtime.steering_store import async_steering_store
+from firefly_scheduling.locks.port import AsyncDistributedLock
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.tasks.callables import Resolver
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor

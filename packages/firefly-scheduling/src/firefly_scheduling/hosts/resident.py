@@ -34,11 +34,11 @@ from apscheduler.executors.debug import DebugExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from firefly_scheduling.control.store import ControlStore
 from firefly_scheduling.hosts.apscheduler.claim_first import ClaimFirstExecutor
 from firefly_scheduling.hosts.apscheduler.jobs import attach_tasks
 from firefly_scheduling.hosts.observation.health import HEARTBEAT_SECONDS, Heartbeat
 from firefly_scheduling.hosts.observation.passed_over_report import scheduler_logger
-from firefly_scheduling.control.store import ControlStore
 from firefly_scheduling.hosts.runtime.catch_up import catch_up
 from firefly_scheduling.hosts.runtime.shutdown import (
     DEFAULT_GRACE_PERIOD_SECONDS,

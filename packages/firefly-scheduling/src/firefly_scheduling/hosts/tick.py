@@ -64,7 +64,6 @@ from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
 from firefly_scheduling.hosts.runtime.catch_up import CatchUpReport, catch_up
 from firefly_scheduling.hosts.runtime.clock import Clock, SystemClock
 from firefly_scheduling.hosts.runtime.execute import execute_fire
-from firefly_scheduling.hosts.runtime.steering import run_backfills, run_triggers
 from firefly_scheduling.hosts.runtime.shutdown import (
     DEFAULT_GRACE_PERIOD_SECONDS,
     POLL_SECONDS,
@@ -72,6 +71,7 @@ from firefly_scheduling.hosts.runtime.shutdown import (
     drain,
     log_stop_request,
 )
+from firefly_scheduling.hosts.runtime.steering import run_backfills, run_triggers
 from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
 from firefly_scheduling.hosts.runtime.workers import (
     TICK_MAX_WORKERS,
