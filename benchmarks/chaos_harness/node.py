@@ -33,7 +33,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
@@ -49,6 +49,7 @@ from firefly_scheduling.cli.host_options import configure_logging, prepare_host
 from firefly_scheduling.fires.outcome import FireResult
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history.port import (
+    SCHEDULED,
     HistoryError,
     Recorded,
     RunHistory,
@@ -232,12 +233,15 @@ class FlakyHistory:
         node: str,
         token: int | None,
         at: datetime,
+        trigger: str = SCHEDULED,
     ) -> int | None:
         return self._through(
             "start",
             task,
             [instant],
-            lambda: self._inner.start(task, instant, lock=lock, node=node, token=token, at=at),
+            lambda: self._inner.start(
+                task, instant, lock=lock, node=node, token=token, at=at, trigger=trigger
+            ),
         )
 
     def finish(
@@ -272,6 +276,7 @@ class FlakyHistory:
         error: str | None,
         started_at: datetime,
         ended_at: datetime,
+        trigger: str = SCHEDULED,
     ) -> Recorded:
         return self._through(
             "record_run",
@@ -287,15 +292,26 @@ class FlakyHistory:
                 error=error,
                 started_at=started_at,
                 ended_at=ended_at,
+                trigger=trigger,
             ),
         )
 
     def skip(
-        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        reason: str,
+        at: datetime,
+        trigger: str = SCHEDULED,
     ) -> bool:
         def write() -> bool:
             try:
-                return self._inner.skip(task, instant, lock=lock, node=node, reason=reason, at=at)
+                return self._inner.skip(
+                    task, instant, lock=lock, node=node, reason=reason, at=at, trigger=trigger
+                )
             except HistoryError:
                 self._refused("skip", task, instant, injected=False)
                 raise
@@ -341,9 +357,17 @@ class FlakyHistory:
         return self._inner.failures_since(since)
 
     def recorded_instants(
-        self, task: str, *, lock: str, after: datetime, until: datetime
+        self,
+        task: str,
+        *,
+        lock: str,
+        after: datetime,
+        until: datetime,
+        states: Set[RunState] | None = None,
     ) -> set[datetime]:
-        return self._inner.recorded_instants(task, lock=lock, after=after, until=until)
+        return self._inner.recorded_instants(
+            task, lock=lock, after=after, until=until, states=states
+        )
 
     def expire_dead(self, started_before: datetime, *, at: datetime) -> int:
         return self._inner.expire_dead(started_before, at=at)
