@@ -1,4 +1,4 @@
-"""Triggers and backfills on the `tick` host and from the CLI, on in-process stores.
+"""Triggers and backfills on the `tick` and asyncio hosts and from the CLI, in-process.
 
 The multi-node guarantees are proven on real servers (tests-integration,
 `test_steering_nodes`); here, what one pass does and what the commands refuse.
@@ -6,9 +6,11 @@ The multi-node guarantees are proven on real servers (tests-integration,
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
+import types
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -21,17 +23,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "host_support"))
 import firefly_host_unit_tasks as tasks
 from firefly_fake_clock import FakeClock
 
-from firefly_scheduling import ScheduledDescriptor, Settings
+from firefly_scheduling import ScheduledDescriptor, Settings, current_fire
+from firefly_scheduling.aio import AsyncInMemoryLock
 from firefly_scheduling.cli import main
 from firefly_scheduling.control.memory import MemoryControlStore
+from firefly_scheduling.control.memory_async import AsyncMemoryControlStore
 from firefly_scheduling.control.triggers import backfill, trigger
+from firefly_scheduling.control.triggers_async import trigger as atrigger
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.backfill_plan import MAX_BACKFILL_INSTANTS, schedule_instants
 from firefly_scheduling.fires.outcome import TriggerKind, Verdict
-from firefly_scheduling.history import RunState
+from firefly_scheduling.fires.runner_async import AsyncFireRunner
+from firefly_scheduling.history import MemoryRunHistory, RunState
+from firefly_scheduling.hosts.asyncio_host import AsyncHost
+from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
 from firefly_scheduling.hosts.runtime.boot import build_runtime
+from firefly_scheduling.hosts.runtime.steering_async import POLL_SECONDS
 from firefly_scheduling.hosts.runtime.steering_store import steering_store
+from firefly_scheduling.hosts.runtime.task_runtime import Lazy
 from firefly_scheduling.hosts.tick import TickHost
+from firefly_scheduling.initial_delay import InitialDelayGate, MemoryAnchorStore
 from firefly_scheduling.tasks.validation import validate_descriptor
 
 MODULE = "firefly_host_unit_tasks"
@@ -268,3 +279,67 @@ def test_backfill_of_an_unlocked_task_exits_2() -> None:
     )
     assert result.exit_code == 2, result.output
     assert "lock=False" in result.output
+
+
+def test_the_asyncio_host_runs_a_trigger_within_its_poll_and_once() -> None:
+    """Two asyncio hosts on one loop share a lock and a control store, as two nodes would."""
+    module = types.ModuleType("firefly_aio_steered")
+    runs: list[datetime] = []
+
+    async def report() -> None:
+        fire = current_fire()
+        assert fire is not None
+        runs.append(fire.instant)
+
+    module.report = report  # type: ignore[attr-defined]
+    sys.modules[module.__name__] = module
+    task = ScheduledDescriptor(
+        target="firefly_aio_steered:report",
+        cron="0 0 1 1 *",
+        lock_name=f"steered-{uuid.uuid4().hex[:8]}",
+        lock_ttl=5.0,
+    )
+    url = f"memory://aio-{uuid.uuid4().hex}"
+    history = MemoryRunHistory()
+
+    async def scenario() -> float:
+        lock = AsyncInMemoryLock()
+        hosts = [
+            AsyncHost(
+                [task], _async_runtime(lock, history, node), control=AsyncMemoryControlStore(url)
+            )
+            for node in ("a", "b")
+        ]
+        for host in hosts:
+            host.start()
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
+        await atrigger(AsyncMemoryControlStore(url), task.target, by="alice")
+        while not runs:
+            assert loop.time() - asked < 5.0
+            await asyncio.sleep(0.01)
+        took = loop.time() - asked
+        await asyncio.sleep(3 * POLL_SECONDS)
+        for host in hosts:
+            assert await host.stop() == []
+        return took
+
+    try:
+        took = asyncio.run(scenario())
+    finally:
+        del sys.modules[module.__name__]
+    assert took < 2 * POLL_SECONDS + 1.0
+    assert len(runs) == 1
+    [record] = history.runs(task.target)
+    assert (record.instant, record.trigger, record.state) == (runs[0], "manual", RunState.SUCCEEDED)
+
+
+def _async_runtime(
+    lock: AsyncInMemoryLock, history: MemoryRunHistory, node: str
+) -> AsyncTaskRuntime:
+    return AsyncTaskRuntime(
+        lock=Lazy.of(lock),
+        gate=Lazy(lambda: InitialDelayGate(MemoryAnchorStore())),
+        node=node,
+        fire_runner=lambda built: AsyncFireRunner(built.lock.get(), history=history, node=node),
+    )
