@@ -12,7 +12,8 @@ operator's clients read the history and the control store.
   trigger `manual` and named by the trigger's time; none stays pending.
 * A backfill of a past hour of an every-five-minutes task runs each instant without
   a successful run once, oldest first (an instant that succeeded before is not run,
-  one recorded skipped is), recorded with trigger `backfill`; asking for it again
+  one recorded skipped is, one recorded failed runs as its next attempt), recorded
+  with trigger `backfill`; asking for it again
   runs nothing, and the request is gone once done.
 """
 
@@ -173,6 +174,19 @@ def test_a_backfill_runs_each_missing_instant_once_oldest_first(fleet: Fleet) ->
     fleet.history.skip(
         EVERY_FIVE, skipped_before, lock=lock, node="earlier", reason="paused", at=skipped_before
     )
+    failed_before = instants[6]
+    fleet.history.start(
+        EVERY_FIVE, failed_before, lock=lock, node="earlier", token=None, at=failed_before
+    )
+    fleet.history.finish(
+        EVERY_FIVE,
+        failed_before,
+        lock=lock,
+        token=None,
+        state=RunState.FAILED,
+        error="boom",
+        at=failed_before,
+    )
     backfill(fleet.store, EVERY_FIVE, start, end, by="operator@test", settings=fleet.settings)
     expected = [instant for instant in instants if instant != done_before]
     ran = fleet.wait_for("every_five", len(expected))
@@ -184,7 +198,9 @@ def test_a_backfill_runs_each_missing_instant_once_oldest_first(fleet: Fleet) ->
     records = {r.instant: r for r in fleet.history.runs(EVERY_FIVE, limit=100, lock=lock)}
     assert {i: records[i].state for i in instants} == dict.fromkeys(instants, RunState.SUCCEEDED)
     assert records[done_before].trigger == "scheduled"
-    assert {records[i].trigger for i in expected} == {"backfill"}
+    assert {records[i].trigger for i in expected if i != failed_before} == {"backfill"}
+    # The failed instant ran as the attempt after the failed one, on its record.
+    assert (records[failed_before].attempt, records[failed_before].trigger) == (2, "scheduled")
 
     # The same window again: every instant succeeded, nothing runs twice.
     backfill(fleet.store, EVERY_FIVE, start, end, by="operator@test", settings=fleet.settings)

@@ -369,6 +369,11 @@ class FlakyHistory:
             task, lock=lock, after=after, until=until, states=states
         )
 
+    def records_between(
+        self, task: str, *, lock: str, after: datetime, until: datetime, states: Set[RunState]
+    ) -> list[RunRecord]:
+        return self._inner.records_between(task, lock=lock, after=after, until=until, states=states)
+
     def expire_dead(self, started_before: datetime, *, at: datetime) -> int:
         return self._inner.expire_dead(started_before, at=at)
 

@@ -121,6 +121,23 @@ def test_a_tick_pass_backfills_the_missing_instants_oldest_first_then_nothing() 
         started_at=instants[3],
         ended_at=instants[3],
     )
+    history.start(
+        descriptor.target,
+        instants[5],
+        lock=descriptor.lock_name,
+        node="earlier",
+        token=None,
+        at=instants[5],
+    )
+    history.finish(
+        descriptor.target,
+        instants[5],
+        lock=descriptor.lock_name,
+        token=None,
+        state=RunState.FAILED,
+        error="boom",
+        at=instants[5],
+    )
     store = host.control
     assert store is not None
     backfill(
@@ -139,8 +156,10 @@ def test_a_tick_pass_backfills_the_missing_instants_oldest_first_then_nothing() 
         instant for instant, _ in tasks.STAMPED if instant < MINUTE.replace(second=0)
     ] == expected
     records = {r.instant: r for r in history.runs(descriptor.target, limit=100)}
-    assert {records[i].trigger for i in expected} == {"backfill"}
+    assert {records[i].trigger for i in expected if i != instants[5]} == {"backfill"}
     assert records[instants[3]].trigger == "scheduled"
+    rerun = records[instants[5]]
+    assert (rerun.state, rerun.attempt, rerun.trigger) == (RunState.SUCCEEDED, 2, "scheduled")
     assert store.backfills() == []
     backfill(
         store,

@@ -74,6 +74,29 @@ def instants_between(
     return query
 
 
+def records_between(
+    runs: sa.Table,
+    task: str,
+    *,
+    lock: str,
+    after: datetime,
+    until: datetime,
+    states: Set[RunState],
+) -> sa.Select[Any]:
+    """`task`'s records under `lock` in `(after, until]` and in `states`, oldest first."""
+    return (
+        sa.select(runs)
+        .where(
+            runs.c.lock_name == lock,
+            runs.c.task == task,
+            runs.c.instant > as_utc(after),
+            runs.c.instant <= as_utc(until),
+            runs.c.state.in_(sorted(state.value for state in states)),
+        )
+        .order_by(runs.c.instant)
+    )
+
+
 def last_success(runs: sa.Table, task: str, *, lock: str) -> sa.Select[Any]:
     """The newest succeeded run of `task` under `lock`."""
     return (

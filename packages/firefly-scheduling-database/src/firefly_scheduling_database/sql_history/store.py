@@ -407,6 +407,14 @@ class SqlRunHistory(BaseRunHistory):
 
         return self._call("reading recorded instants", read)
 
+    def records_between(
+        self, task: str, *, lock: str, after: datetime, until: datetime, states: Set[RunState]
+    ) -> list[RunRecord]:
+        query = queries.records_between(
+            self._table, task, lock=lock, after=after, until=until, states=states
+        )
+        return self._call("reading records", lambda: self._records(query))
+
     def failures_since(self, since: datetime) -> list[RunRecord]:
         query = queries.failures_since(self._table, since)
         return self._call("reading failures", lambda: self._records(query))

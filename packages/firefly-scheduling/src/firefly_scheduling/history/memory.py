@@ -259,6 +259,21 @@ class MemoryRunHistory(BaseRunHistory):
                 and (states is None or r.state in states)
             }
 
+    def records_between(
+        self, task: str, *, lock: str, after: datetime, until: datetime, states: Set[RunState]
+    ) -> list[RunRecord]:
+        after, until = as_utc(after), as_utc(until)
+        with self._mutex:
+            found = [
+                r
+                for r in self._records.values()
+                if r.task == task
+                and r.lock == lock
+                and after < r.instant <= until
+                and r.state in states
+            ]
+        return sorted(found, key=lambda record: record.instant)
+
     def failures_since(self, since: datetime) -> list[RunRecord]:
         since = as_utc(since)
         with self._mutex:

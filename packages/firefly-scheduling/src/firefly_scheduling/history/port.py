@@ -294,6 +294,14 @@ class RunHistory(Protocol):
         """
         ...
 
+    def records_between(
+        self, task: str, *, lock: str, after: datetime, until: datetime, states: Set[RunState]
+    ) -> list[RunRecord]:
+        """The records of `task` under `lock` in `states` with `after < instant <= until`,
+        oldest instant first: one read. A backfill reads here the failed runs of its
+        window, to run each again as the attempt after the recorded one."""
+        ...
+
     def failures_since(self, since: datetime) -> list[RunRecord]:
         """`failed`, `expired` and `timed_out` records ended at or after `since`, newest first."""
         ...

@@ -14,7 +14,8 @@ host (threaded or asyncio) every `POLL_SECONDS`, `tick` once per pass.
   lease `firefly-backfill:<digest>` on the task lock's backend (kept alive while
   it runs). It reads the window's successful instants once (`fires.backfill_plan`),
   then runs each other instant of the schedule, oldest first, one at a time and at
-  most `BACKFILL_RATE` per second, as a `backfill` fire claimed like any fire: a
+  most `BACKFILL_RATE` per second, as a `backfill` fire claimed like any fire (one
+  recorded failed or timed out as the attempt after it, `backfill_fire`): a
   node that dies mid-way leaves its lease to lapse, and the next node goes on from
   the history. An instant held off by a run of its task (the task lock busy) is
   tried again, backing off, for up to the task lock's TTL. Once every instant of
@@ -41,8 +42,10 @@ from firefly_scheduling.errors import ConfigurationError, FireflySchedulingError
 from firefly_scheduling.fires.backfill_plan import instants_to_run, schedule_instants
 from firefly_scheduling.fires.history_calls import off_loop
 from firefly_scheduling.fires.outcome import Fire, FireResult, TriggerKind, Verdict
+from firefly_scheduling.fires.retries import RetryOf
 from firefly_scheduling.history.port import (
     PLACEHOLDER_STATES,
+    RETRIED_STATES,
     SUCCESS_STATES,
     RunHistory,
     RunState,
@@ -104,6 +107,22 @@ def manual_fire(descriptor: ScheduledDescriptor, trigger: Trigger, now: datetime
     """The fire of a taken trigger: named by its time on the store's clock, due `now`."""
     instant = datetime.fromtimestamp(trigger.requested_at, UTC)
     return Fire(descriptor, instant, TriggerKind.MANUAL, asked_at=now)
+
+
+def backfill_fire(
+    descriptor: ScheduledDescriptor, instant: datetime, failed_attempt: int | None, now: datetime
+) -> Fire:
+    """The backfill fire of `instant`, due `now`.
+
+    An instant whose record is a failed (or timed out) attempt `n` is run as the
+    attempt after it: its start takes that record over (`RetryStartingHistory`), as a
+    retry's does, under a claim of its own (`~retry<n>`); any other has no record, or
+    one a start replaces (a skip).
+    """
+    if failed_attempt is None:
+        return Fire(descriptor, instant, TriggerKind.BACKFILL, asked_at=now)
+    again = RetryOf(failed_attempt, failed_attempt, now, after_attempt=failed_attempt)
+    return Fire(descriptor, instant, TriggerKind.BACKFILL, again, asked_at=now)
 
 
 def backfill_lease_name(request: Backfill) -> str:
@@ -208,6 +227,17 @@ def _drive(
             return False  # another node drives it
         succeeded = _instants_in(history, descriptor, request, lock, SUCCESS_STATES)
         todo = instants_to_run(instants, succeeded)
+        failed = {
+            record.instant: record.attempt
+            for record in off_loop(
+                history.records_between,
+                descriptor.target,
+                lock=lock,
+                after=request.start - _MICROSECOND,
+                until=request.end - _MICROSECOND,
+                states=RETRIED_STATES,
+            )
+        }
         progress.pending = len(todo)
         if todo:
             logger.info(
@@ -224,7 +254,8 @@ def _drive(
             if not runtime.accepting or held.lost:
                 return True
             started = time.monotonic()
-            progress.results.append(_run_instant(descriptor, instant, runtime))
+            result = _run_instant(descriptor, instant, failed.get(instant), runtime)
+            progress.results.append(result)
             pause = spacing - (time.monotonic() - started)
             if pause > 0:
                 time.sleep(pause)
@@ -239,14 +270,17 @@ def _drive(
 
 
 def _run_instant(
-    descriptor: ScheduledDescriptor, instant: datetime, runtime: TaskRuntime
+    descriptor: ScheduledDescriptor,
+    instant: datetime,
+    failed_attempt: int | None,
+    runtime: TaskRuntime,
 ) -> FireResult:
     """Run the backfill fire of `instant`; held off by a run of its task, try again,
     backing off, for up to the task lock's TTL."""
     deadline = time.monotonic() + (descriptor.lock_ttl or 0.0)
     pause = FIRST_PAUSE_SECONDS
     while True:
-        fire = Fire(descriptor, instant, TriggerKind.BACKFILL, asked_at=runtime.wall_now())
+        fire = backfill_fire(descriptor, instant, failed_attempt, runtime.wall_now())
         result = execute_fire(fire, runtime)
         if result.verdict is not Verdict.OVERLAPPING or time.monotonic() >= deadline:
             return result
