@@ -1,10 +1,11 @@
 """an older run-history table is refused at boot and upgraded by `migrate --history`.
 
 0.1.0 keyed the history by `(task, instant)`; two deployments sharing the database
-adopted each other's fires. 0.2.0 had the key but no `trigger_kind` column (what
-made each fire). Each test builds a 0.1.0 table with rows in a private
-database (a SQLite file, a fresh PostgreSQL schema, a fresh MariaDB database), so the
-shared `test` databases are never touched.
+adopted each other's fires. A table created before the trigger columns has the key
+but not `trigger_kind` and `requested_by` (what made each fire, who asked). Each test
+builds an older table with rows in a private database (a SQLite file, a fresh
+PostgreSQL schema, a fresh MariaDB database), so the shared `test` databases are
+never touched.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from firefly_scheduling_database.sql_history.schema import (
     KEY,
     OLD_KEY,
     TRIGGER_COLUMN,
+    TRIGGER_COLUMNS,
     OldHistoryTable,
     runs_table,
     table_key,
@@ -47,7 +49,7 @@ def _old_table(name: str) -> sa.Table:
         *(
             sa.Column(c.name, c.type, primary_key=c.name in OLD_KEY, nullable=c.nullable)
             for c in current.columns
-            if c.name not in ("lock_name", TRIGGER_COLUMN)
+            if c.name not in ("lock_name", *TRIGGER_COLUMNS)
         ),
         sa.Index(f"{name}_by_instant", "instant"),
         sa.Index(f"{name}_by_state_ended", "state", "ended_at"),
@@ -93,7 +95,7 @@ def old_history_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def _table_without_triggers(name: str) -> sa.Table:
-    """The 0.2.0 table: today's key and columns, without `trigger_kind`."""
+    """A table of today's key, created before `trigger_kind` and `requested_by` were."""
     current = runs_table(name)
     return sa.Table(
         name,
@@ -107,14 +109,14 @@ def _table_without_triggers(name: str) -> sa.Table:
                 server_default=c.server_default,
             )
             for c in current.columns
-            if c.name != TRIGGER_COLUMN
+            if c.name not in TRIGGER_COLUMNS
         ),
     )
 
 
 @pytest.fixture(params=["sqlite", "postgres", "mariadb"])
 def untriggered_history_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A private database holding a 0.2.0 history table (no trigger column), one row."""
+    """A private database holding a history table without the trigger columns, one row."""
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'untriggered.db'}"
     elif request.param == "postgres":
@@ -139,7 +141,8 @@ def _has_trigger_column(url: str) -> bool:
     try:
         with engine.connect() as connection:
             columns = sa.inspect(connection).get_columns(DEFAULT_TABLE)
-        return any(column["name"] == TRIGGER_COLUMN for column in columns)
+        names = {column["name"] for column in columns}
+        return set(TRIGGER_COLUMNS) <= names
     finally:
         engine.dispose()
 

@@ -147,10 +147,11 @@ def test_a_trigger_runs_once_across_the_fleet_within_two_seconds(fleet: Fleet) -
     instant = datetime.fromtimestamp(asked.requested_at, UTC)
     assert ran.instant == instant.isoformat()
     [record] = fleet.history.runs(REPORT, lock=f"{fleet.lock}-report")
-    assert (record.instant, record.state, record.trigger) == (
+    assert (record.instant, record.state, record.trigger, record.requested_by) == (
         instant,
         RunState.SUCCEEDED,
         "manual",
+        "operator@test",
     )
     assert record.node == ran.node
 
@@ -199,6 +200,7 @@ def test_a_backfill_runs_each_missing_instant_once_oldest_first(fleet: Fleet) ->
     assert {i: records[i].state for i in instants} == dict.fromkeys(instants, RunState.SUCCEEDED)
     assert records[done_before].trigger == "scheduled"
     assert {records[i].trigger for i in expected if i != failed_before} == {"backfill"}
+    assert {records[i].requested_by for i in expected if i != failed_before} == {"operator@test"}
     # The failed instant ran as the attempt after the failed one, on its record.
     assert (records[failed_before].attempt, records[failed_before].trigger) == (2, "scheduled")
 

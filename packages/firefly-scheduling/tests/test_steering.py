@@ -97,7 +97,11 @@ def test_a_tick_pass_runs_a_pending_trigger_once_as_a_manual_fire() -> None:
     history = first.runtime.fire_runner.get().history
     assert history is not None
     [record] = history.runs(descriptor.target)
-    assert (record.trigger, record.state) == ("manual", RunState.SUCCEEDED)
+    assert (record.trigger, record.state, record.requested_by) == (
+        "manual",
+        RunState.SUCCEEDED,
+        "alice",
+    )
     assert _tick(descriptor, settings).run().results == []  # taken once
 
 

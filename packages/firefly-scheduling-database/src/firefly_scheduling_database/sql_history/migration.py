@@ -1,8 +1,10 @@
-"""Upgrade an older run-history table: 0.1.0's key, then the trigger column.
+"""Upgrade an older run-history table: 0.1.0's key, then the trigger columns.
 
-0.3.0 adds `trigger_kind` (what made each fire: scheduled, manual, backfill): one
-`ADD COLUMN` with the server default `scheduled`, so every existing row reads as
-a scheduled fire. It follows the key upgrade below, or runs alone on a 0.2.0 table.
+The trigger columns: `trigger_kind` (what made each fire: scheduled, manual,
+backfill) and `requested_by` (who asked), an `ADD COLUMN` each, the first with the
+server default `scheduled`, so every existing row reads as a scheduled fire nobody
+asked for. They follow the key upgrade below, or are added alone to a table that
+has the key already (created before the columns were).
 
 The key: 0.1.0 keyed a record by `(task, instant)`.
 
@@ -36,7 +38,7 @@ from sqlalchemy.engine import Connection, Engine
 from firefly_scheduling_database.sql_history.schema import (
     KEY,
     OLD_KEY,
-    TRIGGER_COLUMN,
+    TRIGGER_COLUMNS,
     has_column,
     refuse_unless_current,
     runs_table,
@@ -83,15 +85,19 @@ def upgrade_history_table(engine: Engine, name: str) -> str:
 
 
 def _add_trigger_column(engine: Engine, name: str) -> bool:
-    """Add `trigger_kind` (default `scheduled`) unless the table has it; whether it did."""
+    """Add `trigger_kind` (default `scheduled`) and `requested_by` (NULL) where the
+    table lacks them, one `ADD COLUMN` each; whether it added any."""
     quoted = engine.dialect.identifier_preparer.quote(name)
-    with engine.begin() as connection:
-        if has_column(connection, name, TRIGGER_COLUMN):
-            return False
-        column = runs_table(name).c[TRIGGER_COLUMN]
-        ddl = str(sa.schema.CreateColumn(column).compile(dialect=connection.dialect))
-        connection.exec_driver_sql(f"ALTER TABLE {quoted} ADD COLUMN {ddl}")
-    return True
+    added = False
+    for column_name in TRIGGER_COLUMNS:
+        with engine.begin() as connection:
+            if has_column(connection, name, column_name):
+                continue
+            column = runs_table(name).c[column_name]
+            ddl = str(sa.schema.CreateColumn(column).compile(dialect=connection.dialect))
+            connection.exec_driver_sql(f"ALTER TABLE {quoted} ADD COLUMN {ddl}")
+            added = True
+    return added
 
 
 def _lock_name_ddl(connection: Connection, name: str) -> str:

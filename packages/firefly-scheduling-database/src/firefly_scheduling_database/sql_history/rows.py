@@ -25,6 +25,7 @@ def skipped_row(
     at: datetime,
     state: RunState = RunState.SKIPPED,
     trigger: str = SCHEDULED,
+    requested_by: str | None = None,
 ) -> dict[str, Any]:
     """The row of a fire nobody ran: the record `skip` and `skip_many` insert (and
     `buffer`, as `state` buffered)."""
@@ -40,6 +41,7 @@ def skipped_row(
         "error": clip_error(reason),
         "token": None,
         "trigger_kind": trigger,
+        "requested_by": requested_by,
     }
 
 
@@ -57,6 +59,7 @@ def running_row(run: NewRun, *, node: str, at: datetime) -> dict[str, Any]:
         "error": None,
         "token": run.token,
         "trigger_kind": SCHEDULED,
+        "requested_by": None,
     }
 
 
@@ -111,6 +114,7 @@ def record(row: Mapping[Any, Any]) -> RunRecord:
         token=row["token"],
         lock=row["lock_name"],
         trigger=row.get("trigger_kind") or SCHEDULED,
+        requested_by=row.get("requested_by"),
     )
 
 
@@ -126,6 +130,7 @@ def started_row(begin: RunStart, key: dict[str, Any]) -> dict[str, Any]:
         "error": None,
         "token": begin.token,
         "trigger_kind": begin.trigger,
+        "requested_by": begin.requested_by,
     }
 
 
@@ -141,4 +146,5 @@ def whole_run_row(run: WholeRun, key: dict[str, Any]) -> dict[str, Any]:
         "error": run.error,
         "token": run.token,
         "trigger_kind": run.trigger,
+        "requested_by": run.requested_by,
     }

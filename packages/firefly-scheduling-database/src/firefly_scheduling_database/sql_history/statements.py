@@ -208,7 +208,8 @@ def takeover(runs: sa.Table, begin: RunStart, key: dict[str, Any]) -> sa.Update:
             ),
             # Before `state` too: a placeholder takes the starting fire's trigger, an
             # adopted run keeps its own.
-            (runs.c.trigger_kind, _trigger_unless_run(runs, begin.trigger)),
+            (runs.c.trigger_kind, _unless_run(runs, runs.c.trigger_kind, begin.trigger)),
+            (runs.c.requested_by, _unless_run(runs, runs.c.requested_by, begin.requested_by)),
             (runs.c.state, RunState.RUNNING.value),
             (runs.c.node, begin.node),
             (runs.c.token, token),
@@ -219,10 +220,10 @@ def takeover(runs: sa.Table, begin: RunStart, key: dict[str, Any]) -> sa.Update:
     )
 
 
-def _trigger_unless_run(runs: sa.Table, trigger: str) -> sa.ColumnElement[str]:
-    """`trigger` over a placeholder record, the record's own over a run's."""
+def _unless_run(runs: sa.Table, column: sa.Column[Any], value: str | None) -> sa.ColumnElement[Any]:
+    """`value` over a placeholder record, the record's own `column` over a run's."""
     placeholder = runs.c.state.in_(sorted(state.value for state in PLACEHOLDER_STATES))
-    return sa.case((placeholder, trigger), else_=runs.c.trigger_kind)
+    return sa.case((placeholder, sa.literal(value, type_=column.type)), else_=column)
 
 
 def whole_run_update(runs: sa.Table, run: WholeRun, key: dict[str, Any]) -> sa.Update:
@@ -249,7 +250,8 @@ def whole_run_update(runs: sa.Table, run: WholeRun, key: dict[str, Any]) -> sa.U
         .where(is_key(runs, key), replaceable)
         .ordered_values(
             (runs.c.attempt, attempt),
-            (runs.c.trigger_kind, _trigger_unless_run(runs, run.trigger)),
+            (runs.c.trigger_kind, _unless_run(runs, runs.c.trigger_kind, run.trigger)),
+            (runs.c.requested_by, _unless_run(runs, runs.c.requested_by, run.requested_by)),
             (runs.c.state, run.state.value),
             (runs.c.node, run.node),
             (runs.c.token, token),

@@ -65,6 +65,7 @@ from firefly_scheduling.history.port import (
     RunState,
     checked_trigger,
     clip_error,
+    clip_requested_by,
 )
 from firefly_scheduling.schedule.instants import as_utc
 from firefly_scheduling.urls.redaction import scrub
@@ -303,6 +304,7 @@ class SqlRunHistory(BaseRunHistory):
         reason: str,
         at: datetime,
         trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> bool:
         row = skipped_row(
             lock,
@@ -312,6 +314,7 @@ class SqlRunHistory(BaseRunHistory):
             reason=reason,
             at=at,
             trigger=checked_trigger(trigger),
+            requested_by=clip_requested_by(requested_by),
         )
 
         return self._call("recording a skip", lambda: self._inserted_if_absent(row))

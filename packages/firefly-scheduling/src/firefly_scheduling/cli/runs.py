@@ -78,8 +78,9 @@ def run_json(record: RunRecord) -> dict[str, object]:
 
     Keys: `target`, `lock`, `instant`, `state`, `attempt`, `node`, `started_at`,
     `ended_at`, `duration`, `token`, `error`, `trigger` (what made the fire:
-    `scheduled`, `manual`, `backfill`, `runtime`) and `reason` (why nobody ran a
-    skipped or buffered fire; null otherwise).
+    `scheduled`, `manual`, `backfill`, `runtime`), `requested_by` (who asked for a
+    manual or backfill fire; null otherwise) and `reason` (why nobody ran a skipped
+    or buffered fire; null otherwise).
     """
     return {
         "target": record.task,
@@ -94,6 +95,7 @@ def run_json(record: RunRecord) -> dict[str, object]:
         "token": record.token,
         "error": record.error,
         "trigger": record.trigger,
+        "requested_by": record.requested_by,
         "reason": record.reason,
     }
 

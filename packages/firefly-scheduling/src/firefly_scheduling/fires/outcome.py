@@ -68,6 +68,8 @@ class Fire:
     #: node took it up, aware UTC. It is due then, not at its instant: grace and the
     #: claim's window count from here (`control.triggers`).
     asked_at: datetime | None = None
+    #: Who asked for it (`Trigger.by`, `Backfill.by`), kept in its history record.
+    asked_by: str | None = None
 
     def __post_init__(self) -> None:
         if self.instant.tzinfo is not UTC:

@@ -142,6 +142,7 @@ class RunStarter:
                 token=token,
                 at=self._clock(),
                 trigger=fire.recorded_trigger,
+                requested_by=fire.asked_by,
             )
         except HistoryError as err:
             logger.warning(

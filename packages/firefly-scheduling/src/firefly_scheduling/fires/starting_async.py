@@ -144,6 +144,7 @@ class AsyncRunStarter:
                 token=token,
                 at=self._clock(),
                 trigger=fire.recorded_trigger,
+                requested_by=fire.asked_by,
             )
         except HistoryError as err:
             logger.warning(

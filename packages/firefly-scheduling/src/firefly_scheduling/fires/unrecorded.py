@@ -77,6 +77,7 @@ class UnrecordedFinish:
             started_at=self.started_at,
             ended_at=self.ended_at,
             trigger=self.fire.recorded_trigger,
+            requested_by=self.fire.asked_by,
         )
 
     def written(self, history: RunHistory) -> str | None:
@@ -119,6 +120,7 @@ class UnrecordedSkip:
             reason=self.reason,
             at=self.at,
             trigger=self.fire.recorded_trigger,
+            requested_by=self.fire.asked_by,
         )
 
     def written(self, history: RunHistory) -> str | None:

@@ -25,6 +25,7 @@ from firefly_scheduling.history.port import (
     RunState,
     checked_trigger,
     clip_error,
+    clip_requested_by,
 )
 from firefly_scheduling.schedule.instants import as_utc
 
@@ -40,6 +41,7 @@ class RunStart:
     token: int | None
     at: datetime
     trigger: str = SCHEDULED
+    requested_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class WholeRun:
     started_at: datetime
     ended_at: datetime
     trigger: str = SCHEDULED
+    requested_by: str | None = None
 
 
 def takes_over(token: int | None, recorded: int | None) -> bool:
@@ -132,10 +135,18 @@ class BaseRunHistory(ABC):
         token: int | None,
         at: datetime,
         trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> int | None:
         """Record the fire as running on `node`; its attempt number, or None if refused."""
         begin = RunStart(
-            lock, task, as_utc(instant), node, token, as_utc(at), checked_trigger(trigger)
+            lock,
+            task,
+            as_utc(instant),
+            node,
+            token,
+            as_utc(at),
+            checked_trigger(trigger),
+            clip_requested_by(requested_by),
         )
         return self._start(begin)
 
@@ -173,6 +184,7 @@ class BaseRunHistory(ABC):
         started_at: datetime,
         ended_at: datetime,
         trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> Recorded:
         """Write the whole record of a run that ended as `state` (see `history.port`).
 
@@ -191,6 +203,7 @@ class BaseRunHistory(ABC):
             as_utc(started_at),
             as_utc(ended_at),
             checked_trigger(trigger),
+            clip_requested_by(requested_by),
         )
         return self._record_run(run)
 
@@ -225,6 +238,7 @@ class BaseRunHistory(ABC):
         reason: str,
         at: datetime,
         trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> bool:
         """Record that nobody ran this fire, unless something is recorded already."""
 

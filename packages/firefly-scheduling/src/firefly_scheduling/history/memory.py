@@ -35,6 +35,7 @@ from firefly_scheduling.history.port import (
     RunState,
     checked_trigger,
     clip_error,
+    clip_requested_by,
 )
 from firefly_scheduling.schedule.instants import as_utc
 
@@ -53,15 +54,15 @@ class MemoryRunHistory(BaseRunHistory):
         key = (begin.lock, begin.task, begin.instant)
         with self._mutex:
             current = self._records.get(key)
-            trigger = begin.trigger
+            running = _running(begin, 1)
             if current is None or current.state in PLACEHOLDER_STATES:
-                attempt = 1
+                pass
             elif current.state is RunState.RUNNING and takes_over(begin.token, current.token):
-                attempt, trigger = current.attempt + 1, current.trigger
+                running = _asked_as(current, _running(begin, current.attempt + 1))
             else:
                 return None
-            self._records[key] = replace(_running(begin, attempt), trigger=trigger)
-            return attempt
+            self._records[key] = running
+            return running.attempt
 
     def start_new_many(self, runs: Sequence[NewRun], *, node: str, at: datetime) -> list[bool]:
         """`BatchStartingHistory.start_new_many`, under the one mutex."""
@@ -106,11 +107,8 @@ class MemoryRunHistory(BaseRunHistory):
             ):
                 return None
             begin = RunStart(lock, task, key[2], node, token, as_utc(at))
-            self._records[key] = replace(
-                _running(begin, after_attempt + 1),
-                error=clip_error(note),
-                trigger=current.trigger,
-            )
+            running = _running(begin, after_attempt + 1)
+            self._records[key] = replace(_asked_as(current, running), error=clip_error(note))
             return after_attempt + 1
 
     def _finish(self, end: RunEnd) -> bool:
@@ -130,7 +128,7 @@ class MemoryRunHistory(BaseRunHistory):
         key = (run.lock, run.task, run.instant)
         with self._mutex:
             current = self._records.get(key)
-            attempt, trigger = 1, run.trigger
+            attempt, trigger, asker = 1, run.trigger, run.requested_by
             if current is not None:
                 refused = refusal(current.state, current.token, run.token)
                 if refused is not None:
@@ -139,7 +137,7 @@ class MemoryRunHistory(BaseRunHistory):
                     current.state, current.attempt, current.token, run.token
                 )
                 if current.state not in PLACEHOLDER_STATES:
-                    trigger = current.trigger
+                    trigger, asker = current.trigger, current.requested_by
             self._records[key] = RunRecord(
                 task=run.task,
                 instant=run.instant,
@@ -152,6 +150,7 @@ class MemoryRunHistory(BaseRunHistory):
                 token=run.token,
                 lock=run.lock,
                 trigger=trigger,
+                requested_by=asker,
             )
             return Recorded.WRITTEN
 
@@ -165,10 +164,17 @@ class MemoryRunHistory(BaseRunHistory):
         reason: str,
         at: datetime,
         trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> bool:
-        trigger = checked_trigger(trigger)
         return self._mark(
-            task, instant, lock=lock, node=node, reason=reason, at=at, trigger=trigger
+            task,
+            instant,
+            lock=lock,
+            node=node,
+            reason=reason,
+            at=at,
+            trigger=checked_trigger(trigger),
+            requested_by=clip_requested_by(requested_by),
         )
 
     def buffer(
@@ -188,6 +194,7 @@ class MemoryRunHistory(BaseRunHistory):
         at: datetime,
         state: RunState = RunState.SKIPPED,
         trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> bool:
         """Insert a record no run owns (`state`) where the fire has none."""
         key = (lock, task, as_utc(instant))
@@ -206,6 +213,7 @@ class MemoryRunHistory(BaseRunHistory):
                 token=None,
                 lock=lock,
                 trigger=trigger,
+                requested_by=requested_by,
             )
             return True
 
@@ -331,4 +339,10 @@ def _running(begin: RunStart, attempt: int) -> RunRecord:
         token=begin.token,
         lock=begin.lock,
         trigger=begin.trigger,
+        requested_by=begin.requested_by,
     )
+
+
+def _asked_as(current: RunRecord, record: RunRecord) -> RunRecord:
+    """`record` with the trigger and asker of `current`, the run it takes over."""
+    return replace(record, trigger=current.trigger, requested_by=current.requested_by)

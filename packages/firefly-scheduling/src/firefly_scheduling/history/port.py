@@ -51,6 +51,8 @@ MAX_ERROR_LENGTH = 2000
 SCHEDULED = "scheduled"
 #: Longest trigger word a store keeps.
 MAX_TRIGGER_LENGTH = 16
+#: Longest `requested_by` a store keeps (who asked; longer is cut and marked).
+MAX_REQUESTED_BY_LENGTH = 255
 
 
 class HistoryError(FireflySchedulingError):
@@ -134,10 +136,11 @@ class RunRecord:
     `started_at` is None for a skip; `ended_at` is when it finished or was skipped.
     `error` holds the exception (failed), the reason (skipped, expired) or None.
     `lock` is the task lock's name: with `task` and `instant`, the record's key.
-    `trigger` is what made the fire (`SCHEDULED`, "manual", "backfill", ...): written
-    by the write that created the record or replaced a placeholder, kept by the
-    writes that adopt or close it; records written before it was kept read as
-    `SCHEDULED`.
+    `trigger` is what made the fire (`SCHEDULED`, "manual", "backfill", ...), and
+    `requested_by` who asked for it (an operator's trigger or backfill; None for the
+    schedule's fires): written by the write that created the record or replaced a
+    placeholder, kept by the writes that adopt or close it; records written before
+    they were kept read as `SCHEDULED`, None.
     """
 
     task: str
@@ -151,6 +154,7 @@ class RunRecord:
     token: int | None
     lock: str
     trigger: str = SCHEDULED
+    requested_by: str | None = None
 
     @property
     def reason(self) -> str | None:
@@ -179,6 +183,7 @@ class RunHistory(Protocol):
         token: int | None,
         at: datetime,
         trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> int | None:
         """Record the fire as running on `node`; its attempt number, or None if refused.
 
@@ -215,6 +220,7 @@ class RunHistory(Protocol):
         started_at: datetime,
         ended_at: datetime,
         trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> Recorded:
         """Write the whole record of a run of `node` that ended as `state`.
 
@@ -238,6 +244,7 @@ class RunHistory(Protocol):
         reason: str,
         at: datetime,
         trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> bool:
         """Record that nobody ran this fire, unless something is recorded already."""
         ...
@@ -422,6 +429,13 @@ def checked_trigger(trigger: object) -> str:
             f"letters or dashes, got {trigger!r}"
         )
     return trigger
+
+
+def clip_requested_by(text: str | None) -> str | None:
+    """`text` cut to `MAX_REQUESTED_BY_LENGTH` characters, marked when cut."""
+    if text is None or len(text) <= MAX_REQUESTED_BY_LENGTH:
+        return text
+    return text[: MAX_REQUESTED_BY_LENGTH - 1] + "…"
 
 
 def clip_error(text: str | None) -> str | None:

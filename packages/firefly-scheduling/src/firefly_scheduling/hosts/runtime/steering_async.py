@@ -108,11 +108,15 @@ async def watch_backfills(
 def manual_fire(descriptor: ScheduledDescriptor, trigger: Trigger, now: datetime) -> Fire:
     """The fire of a taken trigger: named by its time on the store's clock, due `now`."""
     instant = datetime.fromtimestamp(trigger.requested_at, UTC)
-    return Fire(descriptor, instant, TriggerKind.MANUAL, asked_at=now)
+    return Fire(descriptor, instant, TriggerKind.MANUAL, asked_at=now, asked_by=trigger.by)
 
 
 def backfill_fire(
-    descriptor: ScheduledDescriptor, instant: datetime, failed_attempt: int | None, now: datetime
+    request: Backfill,
+    descriptor: ScheduledDescriptor,
+    instant: datetime,
+    failed_attempt: int | None,
+    now: datetime,
 ) -> Fire:
     """The backfill fire of `instant`, due `now`.
 
@@ -122,9 +126,9 @@ def backfill_fire(
     one a start replaces (a skip).
     """
     if failed_attempt is None:
-        return Fire(descriptor, instant, TriggerKind.BACKFILL, asked_at=now)
+        return Fire(descriptor, instant, TriggerKind.BACKFILL, asked_at=now, asked_by=request.by)
     again = RetryOf(failed_attempt, failed_attempt, now, after_attempt=failed_attempt)
-    return Fire(descriptor, instant, TriggerKind.BACKFILL, again, asked_at=now)
+    return Fire(descriptor, instant, TriggerKind.BACKFILL, again, asked_at=now, asked_by=request.by)
 
 
 def backfill_lease_name(request: Backfill) -> str:
@@ -256,7 +260,7 @@ async def _drive(
             if not runtime.accepting or held.lost:
                 return True
             started = time.monotonic()
-            result = await _run_instant(descriptor, instant, failed.get(instant), runtime)
+            result = await _run_instant(request, descriptor, instant, failed.get(instant), runtime)
             progress.results.append(result)
             pause = spacing - (time.monotonic() - started)
             if pause > 0:
@@ -272,6 +276,7 @@ async def _drive(
 
 
 async def _run_instant(
+    request: Backfill,
     descriptor: ScheduledDescriptor,
     instant: datetime,
     failed_attempt: int | None,
@@ -282,7 +287,7 @@ async def _run_instant(
     deadline = time.monotonic() + (descriptor.lock_ttl or 0.0)
     pause = FIRST_PAUSE_SECONDS
     while True:
-        fire = backfill_fire(descriptor, instant, failed_attempt, runtime.wall_now())
+        fire = backfill_fire(request, descriptor, instant, failed_attempt, runtime.wall_now())
         result = await execute_fire(fire, runtime)
         if result.verdict is not Verdict.OVERLAPPING or time.monotonic() >= deadline:
             return result
