@@ -57,10 +57,18 @@ class CountingHistory(SqlRunHistory):
         token: int | None,
         at: datetime,
         trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> int | None:
         self.calls.append("start")
         return super().start(
-            task, instant, lock=lock, node=node, token=token, at=at, trigger=trigger
+            task,
+            instant,
+            lock=lock,
+            node=node,
+            token=token,
+            at=at,
+            trigger=trigger,
+            requested_by=requested_by,
         )
 
 

@@ -234,13 +234,21 @@ class FlakyHistory:
         token: int | None,
         at: datetime,
         trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> int | None:
         return self._through(
             "start",
             task,
             [instant],
             lambda: self._inner.start(
-                task, instant, lock=lock, node=node, token=token, at=at, trigger=trigger
+                task,
+                instant,
+                lock=lock,
+                node=node,
+                token=token,
+                at=at,
+                trigger=trigger,
+                requested_by=requested_by,
             ),
         )
 
@@ -277,6 +285,7 @@ class FlakyHistory:
         started_at: datetime,
         ended_at: datetime,
         trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> Recorded:
         return self._through(
             "record_run",
@@ -293,6 +302,7 @@ class FlakyHistory:
                 started_at=started_at,
                 ended_at=ended_at,
                 trigger=trigger,
+                requested_by=requested_by,
             ),
         )
 
@@ -306,11 +316,19 @@ class FlakyHistory:
         reason: str,
         at: datetime,
         trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> bool:
         def write() -> bool:
             try:
                 return self._inner.skip(
-                    task, instant, lock=lock, node=node, reason=reason, at=at, trigger=trigger
+                    task,
+                    instant,
+                    lock=lock,
+                    node=node,
+                    reason=reason,
+                    at=at,
+                    trigger=trigger,
+                    requested_by=requested_by,
                 )
             except HistoryError:
                 self._refused("skip", task, instant, injected=False)
