@@ -19,11 +19,12 @@ operator's clients read the history and the control store.
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -44,6 +45,7 @@ from backend_matrix import lock_env, lock_settings, server_urls
 
 REPORT = "firefly_hostapps.steered:report"
 EVERY_FIVE = "firefly_hostapps.steered:every_five"
+REPLAYED = "firefly_hostapps.steered:replayed"
 #: The past hour a backfill replays: twelve instants of a `*/5` cron.
 WINDOW = (datetime(2026, 3, 1, 0, 0, tzinfo=UTC), datetime(2026, 3, 1, 1, 0, tzinfo=UTC))
 FIVE_MINUTES = timedelta(minutes=5)
@@ -70,6 +72,8 @@ class Fleet:
     store: ControlStore
     history: SqlRunHistory
     settings: Settings
+    #: Nodes a test killed with SIGKILL (their exit status is not 0).
+    killed: set[str] = field(default_factory=set)
 
     def ran(self, task: str) -> list[Ran]:
         if not self.witness.exists():
@@ -113,17 +117,20 @@ def fleet(request: pytest.FixtureRequest, tmp_path: Path, postgres_url: str) -> 
         for n in (1, 2)
     ]
     history = SqlRunHistory(postgres_url)
+    fleet: Fleet | None = None
     try:
         for node in nodes:
             assert node.wait_for_output(STARTED, timeout=60), node.text()
-        yield Fleet(nodes, witness, lock, store, history, settings)
+        fleet = Fleet(nodes, witness, lock, store, history, settings)
+        yield fleet
     finally:
-        codes = [node.stop() for node in nodes]
+        killed = fleet.killed if fleet is not None else set()
+        codes = {node.name: node.stop() for node in nodes}
         _forget_earlier_requests(store)
         store.close()
         history.close()
         outputs = "\n".join(node.text()[-3000:] for node in nodes)
-        assert codes == [0, 0], outputs
+        assert all(code == 0 for name, code in codes.items() if name not in killed), outputs
         assert "steering needs a durable control store" not in outputs
         assert "Traceback" not in outputs, outputs
 
@@ -132,8 +139,9 @@ def _forget_earlier_requests(store: ControlStore) -> None:
     """Drop what an earlier, interrupted run of this module may have left pending."""
     while store.take_trigger(REPORT) is not None:
         pass
-    for request in store.backfills(EVERY_FIVE):
-        store.cancel_backfill(request.task, request.start, request.end)
+    for task in (EVERY_FIVE, REPLAYED):
+        for request in store.backfills(task):
+            store.cancel_backfill(request.task, request.start, request.end)
 
 
 def test_a_trigger_runs_once_across_the_fleet_within_two_seconds(fleet: Fleet) -> None:
@@ -211,8 +219,45 @@ def test_a_backfill_runs_each_missing_instant_once_oldest_first(fleet: Fleet) ->
     assert len(fleet.ran("every_five")) == len(ran), fleet.outputs()
 
 
-def _wait_until_forgotten(fleet: Fleet) -> None:
+def _wait_until_forgotten(fleet: Fleet, task: str = EVERY_FIVE) -> None:
     give_up = time.monotonic() + PATIENCE
-    while fleet.store.backfills(EVERY_FIVE):
+    while fleet.store.backfills(task):
         assert time.monotonic() < give_up, fleet.outputs()
         time.sleep(0.05)
+
+
+def test_a_backfill_goes_on_on_another_node_when_its_node_dies(fleet: Fleet) -> None:
+    """The node driving a backfill is killed (SIGKILL) half-way: the other node takes
+    the request over once the lease lapses (the task's 3 s lock TTL) and runs the rest,
+    oldest first; no instant starts twice."""
+    start = datetime(2026, 3, 2, 0, 0, tzinfo=UTC)
+    end = start + timedelta(minutes=30)
+    instants = [(start + timedelta(minutes=n)).isoformat() for n in range(30)]
+    backfill(fleet.store, REPLAYED, start, end, by="operator@test", settings=fleet.settings)
+
+    def in_window() -> list[Ran]:
+        return [each for each in fleet.ran("replayed") if each.instant in instants]
+
+    give_up = time.monotonic() + PATIENCE
+    while len(in_window()) < 5:
+        assert time.monotonic() < give_up, fleet.outputs()
+        time.sleep(0.02)
+    driver = in_window()[0].node
+    [dying] = [node for node in fleet.nodes if node.name == driver]
+    dying.process.send_signal(signal.SIGKILL)
+    dying.process.wait()
+    fleet.killed.add(driver)
+    _wait_until_forgotten(fleet, REPLAYED)
+
+    ran = in_window()
+    started = [each.instant for each in ran]
+    assert len(started) == len(set(started)), f"an instant started twice: {started}"
+    assert started == sorted(started), "not oldest first across the two nodes"
+    survivor = {node.name for node in fleet.nodes} - {driver}
+    assert {each.node for each in ran} == {driver, *survivor}, fleet.outputs()
+    lock = f"{fleet.lock}-replayed"
+    records = {r.instant.isoformat(): r for r in fleet.history.runs(REPLAYED, limit=200, lock=lock)}
+    unsucceeded = [i for i in instants if records[i].state is not RunState.SUCCEEDED]
+    # At most the one instant whose body ran when its node died: started once, never twice.
+    assert len(unsucceeded) <= 1, [(i, records[i].state) for i in unsucceeded]
+    assert set(instants) - set(started) <= set(unsucceeded)

@@ -40,3 +40,11 @@ def report() -> None:
 @scheduled(cron="*/5 * * * *", lock=f"{LOCK}-every-five", lock_ttl="30s")
 def every_five() -> None:
     _witness("every_five")
+
+
+# Every minute, with a short lock TTL and a slow body: a backfill long enough to kill
+# the node that drives it half-way.
+@scheduled(cron="* * * * *", lock=f"{LOCK}-replayed", lock_ttl="3s")
+def replayed() -> None:
+    _witness("replayed")
+    time.sleep(0.3)

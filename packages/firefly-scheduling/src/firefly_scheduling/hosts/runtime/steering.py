@@ -11,15 +11,16 @@ host (threaded or asyncio) every `POLL_SECONDS`, `tick` once per pass.
   trigger's time on the store's clock, due when taken (`Fire.asked_at`): claim,
   task lock (its `overlap=`), history, like any fire.
 * Backfills (`run_backfills`): one node at a time drives a request, holding the
-  lease `firefly-backfill:<digest>` on the task lock's backend (kept alive while
-  it runs). It reads the window's successful instants once (`fires.backfill_plan`),
-  then runs each other instant of the schedule, oldest first, one at a time and at
-  most `BACKFILL_RATE` per second, as a `backfill` fire claimed like any fire (one
-  recorded failed or timed out as the attempt after it, `backfill_fire`): a
-  node that dies mid-way leaves its lease to lapse, and the next node goes on from
-  the history. An instant held off by a run of its task (the task lock busy) is
-  tried again, backing off, for up to the task lock's TTL. Once every instant of
-  the window has a run recorded (succeeded or not), the request is removed.
+  lease `firefly-backfill:<digest>` on the task lock's backend for the task's
+  `lock_ttl` (kept alive while it runs). It reads the window's successful instants
+  once (`fires.backfill_plan`), then runs each other instant of the schedule,
+  oldest first, one at a time and at most `BACKFILL_RATE` per second, as a
+  `backfill` fire claimed like any fire (one recorded failed or timed out as the
+  attempt after it, `backfill_fire`). A node that dies mid-way leaves its lease to
+  lapse, and the next node goes on from the history. An instant held off by a run
+  of its task (the task lock busy) is tried again, backing off, for up to the task
+  lock's TTL. Once every instant of the window has a run recorded (succeeded or
+  not), the request is removed.
 
 A failure of the store or the history is logged and left to the next poll.
 
@@ -62,7 +63,9 @@ logger = logging.getLogger("firefly_scheduling.hosts")
 POLL_SECONDS: Final = 0.5
 #: The most backfill fires one node starts per second (one at a time, oldest first).
 BACKFILL_RATE: Final = 100.0
-#: The lease of the node driving a backfill, renewed while it runs.
+#: The lease of the node driving a backfill, renewed while it runs, for a task without
+#: a `lock_ttl` (a task's lease is its lock's TTL: a node that dies is replaced as
+#: soon as its task lock would be).
 BACKFILL_LEASE_SECONDS: Final = 30.0
 #: The first and the longest pause before a backfill instant held off by a run of its
 #: task is tried again.
@@ -226,7 +229,8 @@ def _drive(
         raise ConfigurationError("an unlocked task (lock=False) runs on every node")
     instants = schedule_instants(descriptor, request.start, request.end)
     name = backfill_lease_name(request)
-    with hold(runtime.lock.get(), name, BACKFILL_LEASE_SECONDS, keep_alive=True) as held:
+    lease = descriptor.lock_ttl or BACKFILL_LEASE_SECONDS
+    with hold(runtime.lock.get(), name, lease, keep_alive=True) as held:
         if not held:
             return False  # another node drives it
         succeeded = _instants_in(history, descriptor, request, lock, SUCCESS_STATES)
