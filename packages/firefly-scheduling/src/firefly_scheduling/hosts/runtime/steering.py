@@ -17,10 +17,12 @@ host (threaded or asyncio) every `POLL_SECONDS`, `tick` once per pass.
   oldest first, one at a time and at most `BACKFILL_RATE` per second, as a
   `backfill` fire claimed like any fire (one recorded failed or timed out as the
   attempt after it, `backfill_fire`). A node that dies mid-way leaves its lease to
-  lapse, and the next node goes on from the history. An instant held off by a run
-  of its task (the task lock busy) is tried again, backing off, for up to the task
-  lock's TTL. Once every instant of the window has a run recorded (succeeded or
-  not), the request is removed.
+  lapse, and the next node goes on from the history; an instant the dead node had
+  claimed is its own until the claim lapses. An instant held off by a run of its
+  task (the task lock busy) is tried again under its claim, backing off, for up to
+  the task lock's TTL; past that, the pass ends there and the next poll starts again
+  from it. Once every instant of the window has a run recorded (succeeded or not),
+  the request is removed.
 
 A failure of the store or the history is logged and left to the next poll.
 
@@ -51,6 +53,7 @@ from firefly_scheduling.history.port import (
     RunHistory,
     RunState,
 )
+from firefly_scheduling.hosts.observation.observers import PreclaimedFire
 from firefly_scheduling.hosts.runtime.execute import execute_fire
 from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
 from firefly_scheduling.locks.hold import hold
@@ -101,8 +104,9 @@ def watch_backfills(
     Apart from `watch_triggers`: a backfill of thousands of instants runs for
     minutes, and a trigger must not wait for it.
     """
+    said: dict[str, int] = {}
     while runtime.accepting:
-        run_backfills(descriptors, runtime, store)
+        run_backfills(descriptors, runtime, store, said=said)
         time.sleep(poll)
 
 
@@ -188,8 +192,14 @@ def run_backfills(
     descriptors: Sequence[ScheduledDescriptor],
     runtime: TaskRuntime,
     store: ControlStore,
+    *,
+    said: dict[str, int] | None = None,
 ) -> list[BackfillProgress]:
-    """Drive each backfill request of this host's tasks no other node drives now."""
+    """Drive each backfill request of this host's tasks no other node drives now.
+
+    `said` (kept by a caller that polls) holds how many instants each request had to
+    run when last logged: a request stuck on another node's claim is logged once.
+    """
     hosted = {descriptor.target: descriptor for descriptor in descriptors}
     reports: list[BackfillProgress] = []
     try:
@@ -203,7 +213,9 @@ def run_backfills(
             continue
         progress = BackfillProgress(request)
         try:
-            if _drive(descriptor, request, runtime, store, progress):
+            if _drive(
+                descriptor, request, runtime, store, progress, said={} if said is None else said
+            ):
                 reports.append(progress)
         except ConfigurationError as err:
             logger.error("%s: backfill request dropped: %s", request.task, err)
@@ -219,6 +231,8 @@ def _drive(
     runtime: TaskRuntime,
     store: ControlStore,
     progress: BackfillProgress,
+    *,
+    said: dict[str, int],
 ) -> bool:
     """Run `request`'s pending instants if this node wins its lease; whether it did."""
     runner = runtime.fire_runner.get()
@@ -247,7 +261,8 @@ def _drive(
             )
         }
         progress.pending = len(todo)
-        if todo:
+        if todo and said.get(request.key) != len(todo):
+            said[request.key] = len(todo)
             logger.info(
                 "%s: backfill [%s, %s) by %r: %d of %d instant(s) to run, oldest first",
                 request.task,
@@ -264,6 +279,8 @@ def _drive(
             started = time.monotonic()
             result = _run_instant(request, descriptor, instant, failed.get(instant), runtime)
             progress.results.append(result)
+            if result.verdict is Verdict.OVERLAPPING:
+                return True  # oldest first: the next poll starts again from this instant
             pause = spacing - (time.monotonic() - started)
             if pause > 0:
                 time.sleep(pause)
@@ -284,16 +301,23 @@ def _run_instant(
     failed_attempt: int | None,
     runtime: TaskRuntime,
 ) -> FireResult:
-    """Run the backfill fire of `instant`; held off by a run of its task, try again,
-    backing off, for up to the task lock's TTL."""
+    """Claim the backfill fire of `instant`, then run it; held off by a run of its
+    task, try again under the same claim, backing off, for up to the task lock's TTL.
+
+    A claim another node holds makes the fire that node's (`CLAIMED_ELSEWHERE`).
+    """
+    fire = backfill_fire(request, descriptor, instant, failed_attempt, runtime.wall_now())
+    [claim] = runtime.fire_runner.get().claim_fires([fire], task_locks=False)
+    if claim.verdict is not Verdict.SUCCEEDED:
+        return FireResult(fire, runtime.node, claim.verdict, error=claim.error)
     deadline = time.monotonic() + (descriptor.lock_ttl or 0.0)
     pause = FIRST_PAUSE_SECONDS
     while True:
-        fire = backfill_fire(request, descriptor, instant, failed_attempt, runtime.wall_now())
-        result = execute_fire(fire, runtime)
+        ticket = runtime.admit(fire)
+        if ticket is None:
+            return FireResult(fire, runtime.node, Verdict.SHUTTING_DOWN)
+        result = execute_fire(fire, runtime, preclaimed=PreclaimedFire(fire, claim, ticket))
         if result.verdict is not Verdict.OVERLAPPING or time.monotonic() >= deadline:
-            return result
-        if not runtime.accepting:
             return result
         time.sleep(pause)
         pause = min(pause * 2, LAST_PAUSE_SECONDS)

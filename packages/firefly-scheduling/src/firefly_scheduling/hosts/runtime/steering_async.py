@@ -18,10 +18,12 @@ host (threaded or asyncio) every `POLL_SECONDS`, `tick` once per pass.
   oldest first, one at a time and at most `BACKFILL_RATE` per second, as a
   `backfill` fire claimed like any fire (one recorded failed or timed out as the
   attempt after it, `backfill_fire`). A node that dies mid-way leaves its lease to
-  lapse, and the next node goes on from the history. An instant held off by a run
-  of its task (the task lock busy) is tried again, backing off, for up to the task
-  lock's TTL. Once every instant of the window has a run recorded (succeeded or
-  not), the request is removed.
+  lapse, and the next node goes on from the history; an instant the dead node had
+  claimed is its own until the claim lapses. An instant held off by a run of its
+  task (the task lock busy) is tried again under its claim, backing off, for up to
+  the task lock's TTL; past that, the pass ends there and the next poll starts again
+  from it. Once every instant of the window has a run recorded (succeeded or not),
+  the request is removed.
 
 A failure of the store or the history is logged and left to the next poll.
 
@@ -53,6 +55,7 @@ from firefly_scheduling.history.port import (
     RunHistory,
     RunState,
 )
+from firefly_scheduling.hosts.observation.observers import PreclaimedFire
 from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
 from firefly_scheduling.hosts.runtime.execute_async import execute_fire
 from firefly_scheduling.locks.hold_async import ahold
@@ -103,8 +106,9 @@ async def watch_backfills(
     Apart from `watch_triggers`: a backfill of thousands of instants runs for
     minutes, and a trigger must not wait for it.
     """
+    said: dict[str, int] = {}
     while runtime.accepting:
-        await run_backfills(descriptors, runtime, store)
+        await run_backfills(descriptors, runtime, store, said=said)
         await asyncio.sleep(poll)
 
 
@@ -190,8 +194,14 @@ async def run_backfills(
     descriptors: Sequence[ScheduledDescriptor],
     runtime: AsyncTaskRuntime,
     store: AsyncControlStore,
+    *,
+    said: dict[str, int] | None = None,
 ) -> list[BackfillProgress]:
-    """Drive each backfill request of this host's tasks no other node drives now."""
+    """Drive each backfill request of this host's tasks no other node drives now.
+
+    `said` (kept by a caller that polls) holds how many instants each request had to
+    run when last logged: a request stuck on another node's claim is logged once.
+    """
     hosted = {descriptor.target: descriptor for descriptor in descriptors}
     reports: list[BackfillProgress] = []
     try:
@@ -205,7 +215,9 @@ async def run_backfills(
             continue
         progress = BackfillProgress(request)
         try:
-            if await _drive(descriptor, request, runtime, store, progress):
+            if await _drive(
+                descriptor, request, runtime, store, progress, said={} if said is None else said
+            ):
                 reports.append(progress)
         except ConfigurationError as err:
             logger.error("%s: backfill request dropped: %s", request.task, err)
@@ -221,6 +233,8 @@ async def _drive(
     runtime: AsyncTaskRuntime,
     store: AsyncControlStore,
     progress: BackfillProgress,
+    *,
+    said: dict[str, int],
 ) -> bool:
     """Run `request`'s pending instants if this node wins its lease; whether it did."""
     runner = runtime.fire_runner.get()
@@ -249,7 +263,8 @@ async def _drive(
             )
         }
         progress.pending = len(todo)
-        if todo:
+        if todo and said.get(request.key) != len(todo):
+            said[request.key] = len(todo)
             logger.info(
                 "%s: backfill [%s, %s) by %r: %d of %d instant(s) to run, oldest first",
                 request.task,
@@ -266,6 +281,8 @@ async def _drive(
             started = time.monotonic()
             result = await _run_instant(request, descriptor, instant, failed.get(instant), runtime)
             progress.results.append(result)
+            if result.verdict is Verdict.OVERLAPPING:
+                return True  # oldest first: the next poll starts again from this instant
             pause = spacing - (time.monotonic() - started)
             if pause > 0:
                 await asyncio.sleep(pause)
@@ -286,16 +303,23 @@ async def _run_instant(
     failed_attempt: int | None,
     runtime: AsyncTaskRuntime,
 ) -> FireResult:
-    """Run the backfill fire of `instant`; held off by a run of its task, try again,
-    backing off, for up to the task lock's TTL."""
+    """Claim the backfill fire of `instant`, then run it; held off by a run of its
+    task, try again under the same claim, backing off, for up to the task lock's TTL.
+
+    A claim another node holds makes the fire that node's (`CLAIMED_ELSEWHERE`).
+    """
+    fire = backfill_fire(request, descriptor, instant, failed_attempt, runtime.wall_now())
+    [claim] = await runtime.fire_runner.get().claim_fires([fire], task_locks=False)
+    if claim.verdict is not Verdict.SUCCEEDED:
+        return FireResult(fire, runtime.node, claim.verdict, error=claim.error)
     deadline = time.monotonic() + (descriptor.lock_ttl or 0.0)
     pause = FIRST_PAUSE_SECONDS
     while True:
-        fire = backfill_fire(request, descriptor, instant, failed_attempt, runtime.wall_now())
-        result = await execute_fire(fire, runtime)
+        ticket = runtime.admit(fire)
+        if ticket is None:
+            return FireResult(fire, runtime.node, Verdict.SHUTTING_DOWN)
+        result = await execute_fire(fire, runtime, preclaimed=PreclaimedFire(fire, claim, ticket))
         if result.verdict is not Verdict.OVERLAPPING or time.monotonic() >= deadline:
-            return result
-        if not runtime.accepting:
             return result
         await asyncio.sleep(pause)
         pause = min(pause * 2, LAST_PAUSE_SECONDS)
