@@ -21,8 +21,8 @@ host (threaded or asyncio) every `POLL_SECONDS`, `tick` once per pass.
   lapse, and the next node goes on from the history; an instant the dead node had
   claimed is its own until the claim lapses. An instant held off by a run of its
   task (the task lock busy) is tried again under its claim, backing off, for up to
-  the task lock's TTL; past that, the pass ends there and the next poll starts again
-  from it. Once every instant of the window has a run recorded (succeeded or not),
+  the task lock's TTL; past that, the pass ends there, and the instant runs on a
+  later poll once its claim lapsed. Once every instant of the window has a run recorded (succeeded or not),
   the request is removed.
 
 A failure of the store or the history is logged and left to the next poll.
@@ -282,7 +282,7 @@ async def _drive(
             result = await _run_instant(request, descriptor, instant, failed.get(instant), runtime)
             progress.results.append(result)
             if result.verdict is Verdict.OVERLAPPING:
-                return True  # oldest first: the next poll starts again from this instant
+                return True  # the task lock stays busy: no younger instant jumps ahead now
             pause = spacing - (time.monotonic() - started)
             if pause > 0:
                 await asyncio.sleep(pause)
