@@ -21,8 +21,8 @@ host (threaded or asyncio) every `POLL_SECONDS`, `tick` once per pass.
   claimed is its own until the claim lapses. An instant held off by a run of its
   task (the task lock busy) is tried again under its claim, backing off, for up to
   the task lock's TTL; past that, the pass ends there, and the instant runs on a
-  later poll once its claim lapsed. Once every instant of the window has a run recorded (succeeded or not),
-  the request is removed.
+  later poll once its claim lapsed. Once every instant of the window has a run
+  recorded (succeeded or not), the request is removed.
 
 A failure of the store or the history is logged and left to the next poll.
 
