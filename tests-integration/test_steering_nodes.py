@@ -265,7 +265,11 @@ def test_a_backfill_goes_on_on_another_node_when_its_node_dies(fleet: Fleet) -> 
         assert ours[:-1] == sorted(ours[:-1])
         assert ours[-1] == instants[instants.index(theirs[-1]) + 1]
     lock = f"{fleet.lock}-replayed"
-    records = {r.instant.isoformat(): r for r in fleet.history.runs(REPLAYED, limit=200, lock=lock)}
+    found = fleet.history.records_between(
+        REPLAYED, lock=lock, after=start - timedelta(seconds=1), until=end, states=set(RunState)
+    )
+    records = {r.instant.isoformat(): r for r in found}
+    assert set(instants) <= set(records), (sorted(set(instants) - set(records)), started)
     unsucceeded = [i for i in instants if records[i].state is not RunState.SUCCEEDED]
     # At most the one instant whose body ran when its node died (closed as expired by
     # the next run of the task): started once, never twice.
