@@ -33,6 +33,7 @@ from firefly_scheduling.control.triggers_async import trigger as atrigger
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.backfill_plan import MAX_BACKFILL_INSTANTS, schedule_instants
 from firefly_scheduling.fires.outcome import TriggerKind, Verdict
+from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.fires.runner_async import AsyncFireRunner
 from firefly_scheduling.history import MemoryRunHistory, RunState
 from firefly_scheduling.hosts.asyncio_host import AsyncHost
@@ -43,6 +44,7 @@ from firefly_scheduling.hosts.runtime.steering_store import steering_store
 from firefly_scheduling.hosts.runtime.task_runtime import Lazy
 from firefly_scheduling.hosts.tick import TickHost
 from firefly_scheduling.initial_delay import InitialDelayGate, MemoryAnchorStore
+from firefly_scheduling.locks import InMemoryLock
 from firefly_scheduling.tasks.validation import validate_descriptor
 
 MODULE = "firefly_host_unit_tasks"
@@ -366,3 +368,35 @@ def _async_runtime(
         node=node,
         fire_runner=lambda built: AsyncFireRunner(built.lock.get(), history=history, node=node),
     )
+
+
+def test_the_newest_records_a_starting_node_reads_leave_out_operator_fires() -> None:
+    """A node's first fire reads the task's newest records to name the fires nobody ran
+    since (`hosts.apscheduler.jobs`): a backfilled instant of the past, or a manual
+    fire off the schedule, written now, must not make it count every minute since the
+    backfilled night as passed over."""
+    descriptor = _stamped(fixed_rate=60.0)
+    assert descriptor.lock_name is not None
+    history = MemoryRunHistory()
+    runner = FireRunner(InMemoryLock(), history=history, node="n")
+    scheduled_at = datetime(2026, 6, 3, 11, 0, tzinfo=UTC)
+    backfilled_at = datetime(2026, 3, 1, tzinfo=UTC)
+    manual_at = datetime(2026, 6, 3, 11, 30, 7, tzinfo=UTC)
+    for instant, kind in (
+        (scheduled_at, "scheduled"),
+        (backfilled_at, "backfill"),
+        (manual_at, "manual"),
+    ):
+        history.record_run(
+            descriptor.target,
+            instant,
+            lock=descriptor.lock_name,
+            node="n",
+            token=None,
+            state=RunState.SUCCEEDED,
+            error=None,
+            started_at=instant,
+            ended_at=instant,
+            trigger=kind,
+        )
+    assert runner.recent_recorded_instants(descriptor, 10) == [scheduled_at]
