@@ -34,7 +34,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
@@ -57,6 +57,7 @@ from firefly_scheduling.fires.atomic import (
 from firefly_scheduling.fires.outcome import FireResult
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history.port import (
+    SCHEDULED,
     BufferingHistory,
     HistoryError,
     Recorded,
@@ -253,10 +254,21 @@ class FlakyHistory:
         node: str,
         token: int | None,
         at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> int | None:
         def write() -> int | None:
             try:
-                return self._inner.start(task, instant, lock=lock, node=node, token=token, at=at)
+                return self._inner.start(
+                    task,
+                    instant,
+                    lock=lock,
+                    node=node,
+                    token=token,
+                    at=at,
+                    trigger=trigger,
+                    requested_by=requested_by,
+                )
             except HistoryError:
                 # The real store's failure (SQLite contention, a cut connection): whether
                 # the write was made is unknown, so it never excuses a repeated attempt.
@@ -297,6 +309,8 @@ class FlakyHistory:
         error: str | None,
         started_at: datetime,
         ended_at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> Recorded:
         return self._through(
             "record_run",
@@ -312,15 +326,35 @@ class FlakyHistory:
                 error=error,
                 started_at=started_at,
                 ended_at=ended_at,
+                trigger=trigger,
+                requested_by=requested_by,
             ),
         )
 
     def skip(
-        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        reason: str,
+        at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> bool:
         def write() -> bool:
             try:
-                return self._inner.skip(task, instant, lock=lock, node=node, reason=reason, at=at)
+                return self._inner.skip(
+                    task,
+                    instant,
+                    lock=lock,
+                    node=node,
+                    reason=reason,
+                    at=at,
+                    trigger=trigger,
+                    requested_by=requested_by,
+                )
             except HistoryError:
                 self._refused("skip", task, instant, injected=False)
                 raise
@@ -422,9 +456,22 @@ class FlakyHistory:
         return self._inner.failures_since(since)
 
     def recorded_instants(
-        self, task: str, *, lock: str, after: datetime, until: datetime
+        self,
+        task: str,
+        *,
+        lock: str,
+        after: datetime,
+        until: datetime,
+        states: Set[RunState] | None = None,
     ) -> set[datetime]:
-        return self._inner.recorded_instants(task, lock=lock, after=after, until=until)
+        return self._inner.recorded_instants(
+            task, lock=lock, after=after, until=until, states=states
+        )
+
+    def records_between(
+        self, task: str, *, lock: str, after: datetime, until: datetime, states: Set[RunState]
+    ) -> list[RunRecord]:
+        return self._inner.records_between(task, lock=lock, after=after, until=until, states=states)
 
     def expire_dead(self, started_before: datetime, *, at: datetime) -> int:
         return self._inner.expire_dead(started_before, at=at)

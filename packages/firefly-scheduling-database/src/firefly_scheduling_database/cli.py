@@ -78,7 +78,8 @@ def migrate(url: str | None, table: str, history_only: bool) -> None:
     """Create the database backend's tables if absent, upgrade old ones (safe to run again).
 
     The lease table and its fences, the initial-delay anchors and the run history
-    (a 0.1.0 history table is upgraded to the (lock_name, task, instant) key).
+    (an older history table is upgraded to the (lock_name, task, instant) key and
+    given its trigger_kind column).
     """
     try:
         if history_only:
@@ -105,7 +106,10 @@ def migrate(url: str | None, table: str, history_only: bool) -> None:
     tables = (table, table + FENCES_SUFFIX, ANCHORS_TABLE, CONTROL_TABLE, RUNS_TABLE)
     click.echo(f"tables {', '.join(tables[:-1])} and {tables[-1]} are ready in {where}")
     if done == "upgraded":
-        click.echo(f"run-history table {RUNS_TABLE} upgraded to the (lock_name, task, instant) key")
+        click.echo(
+            f"run-history table {RUNS_TABLE} upgraded to the (lock_name, task, instant) key "
+            "with a trigger_kind column"
+        )
 
 
 def _store_keeper(settings: Settings) -> LockProvider | None:
@@ -147,7 +151,10 @@ def _migrate_stores_of(provider: LockProvider, settings: Settings) -> None:
         "run history there (it has no lease table)"
     )
     if done == "upgraded":
-        click.echo(f"run-history table {RUNS_TABLE} upgraded to the (lock_name, task, instant) key")
+        click.echo(
+            f"run-history table {RUNS_TABLE} upgraded to the (lock_name, task, instant) key "
+            "with a trigger_kind column"
+        )
 
 
 def _history_url() -> str:

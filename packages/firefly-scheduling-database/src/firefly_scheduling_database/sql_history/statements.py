@@ -206,6 +206,10 @@ def takeover(runs: sa.Table, begin: RunStart, key: dict[str, Any]) -> sa.Update:
                 runs.c.attempt,
                 sa.case((runs.c.state == RunState.RUNNING.value, runs.c.attempt + 1), else_=1),
             ),
+            # Before `state` too: a placeholder takes the starting fire's trigger, an
+            # adopted run keeps its own.
+            (runs.c.trigger_kind, _unless_run(runs, runs.c.trigger_kind, begin.trigger)),
+            (runs.c.requested_by, _unless_run(runs, runs.c.requested_by, begin.requested_by)),
             (runs.c.state, RunState.RUNNING.value),
             (runs.c.node, begin.node),
             (runs.c.token, token),
@@ -214,6 +218,12 @@ def takeover(runs: sa.Table, begin: RunStart, key: dict[str, Any]) -> sa.Update:
             (runs.c.error, None),
         )
     )
+
+
+def _unless_run(runs: sa.Table, column: sa.Column[Any], value: str | None) -> sa.ColumnElement[Any]:
+    """`value` over a placeholder record, the record's own `column` over a run's."""
+    placeholder = runs.c.state.in_(sorted(state.value for state in PLACEHOLDER_STATES))
+    return sa.case((placeholder, sa.literal(value, type_=column.type)), else_=column)
 
 
 def whole_run_update(runs: sa.Table, run: WholeRun, key: dict[str, Any]) -> sa.Update:
@@ -243,6 +253,8 @@ def whole_run_update(runs: sa.Table, run: WholeRun, key: dict[str, Any]) -> sa.U
         .where(is_key(runs, key), replaceable)
         .ordered_values(
             (runs.c.attempt, attempt),
+            (runs.c.trigger_kind, _unless_run(runs, runs.c.trigger_kind, run.trigger)),
+            (runs.c.requested_by, _unless_run(runs, runs.c.requested_by, run.requested_by)),
             (runs.c.state, run.state.value),
             (runs.c.node, run.node),
             (runs.c.token, token),

@@ -50,7 +50,7 @@ from firefly_scheduling.hosts.runtime.workers import RESIDENT_MAX_WORKERS
 def run(options: HostOptions, *, health_port: int | None, health_host: str) -> None:
     """Run the tasks in this process until SIGTERM/SIGINT (the resident host)."""
     with stop_on_signals(StopRequest()) as stop:
-        runtime, descriptors = options.boot("run")
+        runtime, descriptors, control = options.boot("run")
         heartbeat = None if health_port is None else Heartbeat()
         server = None
         if heartbeat is not None and health_port is not None:
@@ -69,6 +69,7 @@ def run(options: HostOptions, *, health_port: int | None, health_host: str) -> N
             max_workers=options.max_workers,
             stop=stop,
             heartbeat=heartbeat,
+            control=control,
         )
         try:
             status = host.run_until_stopped(handle_signals=False)

@@ -37,13 +37,14 @@ from firefly_scheduling.hosts.tick import TickHost
 def tick(options: HostOptions, *, as_json: bool) -> None:
     """Run what is due in the current minute, then exit (the cron-driven host)."""
     with stop_on_signals(StopRequest()) as stop:
-        runtime, descriptors = options.boot("tick")
+        runtime, descriptors, control = options.boot("tick")
         host = TickHost(
             descriptors,
             runtime,
             grace_period=options.grace_period,
             max_workers=options.max_workers,
             stop=stop,
+            control=control,
         )
         try:
             report = host.run()

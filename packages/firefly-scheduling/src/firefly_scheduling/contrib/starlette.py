@@ -47,6 +47,7 @@ from firefly_scheduling.hosts.runtime.asyncio_boot import (
 )
 from firefly_scheduling.hosts.runtime.boot import validated
 from firefly_scheduling.hosts.runtime.shutdown import DEFAULT_GRACE_PERIOD_SECONDS
+from firefly_scheduling.hosts.runtime.steering_store import async_steering_store
 from firefly_scheduling.locks.port import AsyncDistributedLock
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.tasks.callables import Resolver
@@ -103,7 +104,12 @@ async def scheduled_tasks(
     )
     seconds = settings.wait_for_backend if wait_for_backend is None else wait_for_backend
     await wait_for_async_backend(runtime, seconds=seconds)
-    host = AsyncHost(tasks, runtime, grace_period=grace_period)
+    try:
+        control = async_steering_store(settings)
+    except BaseException:
+        await runtime.aclose()
+        raise
+    host = AsyncHost(tasks, runtime, grace_period=grace_period, control=control)
     host.start()
     if health is not None:
         health.attach(runtime)

@@ -30,6 +30,8 @@ from firefly_scheduling.control.steering_state import (
     operator,
 )
 from firefly_scheduling.control.store import ControlStore
+from firefly_scheduling.control.triggers import backfill as request_backfill
+from firefly_scheduling.control.triggers import trigger as request_trigger
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.tasks.decorator import ScheduleArguments, schedule_descriptor
 
@@ -46,8 +48,9 @@ class ScheduleControl:
     def __init__(
         self, settings: Settings | None = None, *, store: ControlStore | None = None
     ) -> None:
+        self._settings = Settings.from_env() if settings is None else settings
         self._owns_store = store is None
-        self._store = resolve_control_store(settings) if store is None else store
+        self._store = resolve_control_store(self._settings) if store is None else store
 
     @property
     def store(self) -> ControlStore:
@@ -89,13 +92,16 @@ class ScheduleControl:
 
     def trigger(self, task: str, by: str | None = None) -> Trigger:
         """Ask for one extra run of `task` now (it runs even while the task is paused)."""
-        return self._store.request_trigger(task, by=operator(by))
+        return request_trigger(self._store, checked_task(task), by=operator(by))
 
     def backfill(
         self, task: str, start: datetime, end: datetime, by: str | None = None
     ) -> Backfill:
-        """Ask for the schedule's fires of `task` in `[start, end)` (aware datetimes)."""
-        return self._store.request_backfill(task, start, end, by=operator(by))
+        """Ask for the schedule's fires of `task` in `[start, end)` (aware datetimes)
+        that have no successful run; refused without a run history."""
+        return request_backfill(
+            self._store, checked_task(task), start, end, by=operator(by), settings=self._settings
+        )
 
     # -- runtime schedules ------------------------------------------------------------------
 

@@ -32,6 +32,8 @@ from firefly_scheduling.control.steering_state import (
     operator,
 )
 from firefly_scheduling.control.store_async import AsyncControlStore
+from firefly_scheduling.control.triggers_async import backfill as request_backfill
+from firefly_scheduling.control.triggers_async import trigger as request_trigger
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.tasks.decorator import ScheduleArguments, schedule_descriptor
 
@@ -48,8 +50,9 @@ class AsyncScheduleControl:
     def __init__(
         self, settings: Settings | None = None, *, store: AsyncControlStore | None = None
     ) -> None:
+        self._settings = Settings.from_env() if settings is None else settings
         self._owns_store = store is None
-        self._store = resolve_async_control_store(settings) if store is None else store
+        self._store = resolve_async_control_store(self._settings) if store is None else store
 
     @property
     def store(self) -> AsyncControlStore:
@@ -91,13 +94,16 @@ class AsyncScheduleControl:
 
     async def trigger(self, task: str, by: str | None = None) -> Trigger:
         """Ask for one extra run of `task` now (it runs even while the task is paused)."""
-        return await self._store.request_trigger(task, by=operator(by))
+        return await request_trigger(self._store, checked_task(task), by=operator(by))
 
     async def backfill(
         self, task: str, start: datetime, end: datetime, by: str | None = None
     ) -> Backfill:
-        """Ask for the schedule's fires of `task` in `[start, end)` (aware datetimes)."""
-        return await self._store.request_backfill(task, start, end, by=operator(by))
+        """Ask for the schedule's fires of `task` in `[start, end)` (aware datetimes)
+        that have no successful run; refused without a run history."""
+        return await request_backfill(
+            self._store, checked_task(task), start, end, by=operator(by), settings=self._settings
+        )
 
     # -- runtime schedules ------------------------------------------------------------------
 

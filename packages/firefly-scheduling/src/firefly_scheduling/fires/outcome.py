@@ -64,6 +64,12 @@ class Fire:
     trigger: TriggerKind = TriggerKind.SCHEDULED
     #: Set on a retry (trigger `retry`): which retry, and when it is due (`fires.retries`).
     retry: RetryOf | None = None
+    #: Set on a fire an operator asked for (trigger `manual` or `backfill`): when this
+    #: node took it up, aware UTC. It is due then, not at its instant: grace and the
+    #: claim's window count from here (`control.triggers`).
+    asked_at: datetime | None = None
+    #: Who asked for it (`Trigger.by`, `Backfill.by`), kept in its history record.
+    asked_by: str | None = None
 
     def __post_init__(self) -> None:
         if self.instant.tzinfo is not UTC:
@@ -87,12 +93,24 @@ class Fire:
         return self.task.target
 
     @property
+    def recorded_trigger(self) -> str:
+        """The trigger the run history keeps: what asked for the fire (the schedule, an
+        operator's trigger or backfill, a runtime schedule). A catch-up fire and a
+        retry are the schedule's own fire, told apart by their state and attempt."""
+        if self.trigger in (TriggerKind.CATCH_UP, TriggerKind.RETRY):
+            return TriggerKind.SCHEDULED.value
+        return self.trigger.value
+
+    @property
     def due(self) -> datetime:
         """When the fire may start: its instant, plus its jitter offset for a scheduled
         fire of a task with `jitter=` (`schedule.jitter`). Grace counts from here; the
-        fire is still named by its instant. A retry is due at its own time."""
+        fire is still named by its instant. A retry is due at its own time, a fire an
+        operator asked for when a node took it up (`asked_at`)."""
         if self.retry is not None:
             return self.retry.due
+        if self.asked_at is not None:
+            return self.asked_at
         jitter = self.task.jitter
         if jitter is None or self.trigger is not TriggerKind.SCHEDULED:
             return self.instant

@@ -70,6 +70,8 @@ from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 logger = logging.getLogger("firefly_scheduling.fires")
 
+#: The triggers of fires an operator asked for (`recent_instants` leaves them out).
+_ASKED = frozenset({TriggerKind.MANUAL.value, TriggerKind.BACKFILL.value})
 #: The shortest time the end of a run is retried, holding the task lock.
 FINISH_RETRY_SECONDS = 10.0
 #: How long the record of a skipped fire is retried.
@@ -387,11 +389,14 @@ class RunRecorder:
         return 0
 
     def recent_instants(self, task: ScheduledDescriptor, limit: int) -> list[datetime]:
-        """The instants of the task's newest `limit` history records, newest first.
+        """The instants of the task's newest `limit` history records of fires its
+        schedule named, newest first.
 
         An empty list without a history, for an unlocked task, for a task never
         recorded, or when the history cannot be read (logged; the fires it would have
-        named stay unnamed).
+        named stay unnamed). A record an operator asked for (a manual trigger, named
+        by its time off the schedule; a backfill, written now for an instant of the
+        past) says nothing of when the fleet was up, and is left out.
         """
         history, lock = self._history, task.lock_name
         if history is None or lock is None:
@@ -401,7 +406,7 @@ class RunRecorder:
         except HistoryError as err:
             logger.warning("%s: its newest history records are unreadable: %s", task.target, err)
             return []
-        return [record.instant for record in records]
+        return [record.instant for record in records if record.trigger not in _ASKED]
 
     def finished_here(self, fire: Fire) -> bool:
         """Whether this node ran `fire` to its end although the history says otherwise."""

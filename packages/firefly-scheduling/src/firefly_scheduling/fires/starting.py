@@ -169,6 +169,8 @@ class RunStarter:
                 node=self._node,
                 token=token,
                 at=self._clock(),
+                trigger=fire.recorded_trigger,
+                requested_by=fire.asked_by,
             )
         except HistoryError as err:
             logger.warning(

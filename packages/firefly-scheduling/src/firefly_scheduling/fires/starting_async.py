@@ -173,6 +173,8 @@ class AsyncRunStarter:
                 node=self._node,
                 token=token,
                 at=self._clock(),
+                trigger=fire.recorded_trigger,
+                requested_by=fire.asked_by,
             )
         except HistoryError as err:
             logger.warning(

@@ -20,9 +20,12 @@ from datetime import datetime
 from firefly_scheduling.history.port import (
     FINISHED_STATES,
     PLACEHOLDER_STATES,
+    SCHEDULED,
     Recorded,
     RunState,
+    checked_trigger,
     clip_error,
+    clip_requested_by,
 )
 from firefly_scheduling.schedule.instants import as_utc
 
@@ -37,6 +40,8 @@ class RunStart:
     node: str
     token: int | None
     at: datetime
+    trigger: str = SCHEDULED
+    requested_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,8 @@ class WholeRun:
     error: str | None
     started_at: datetime
     ended_at: datetime
+    trigger: str = SCHEDULED
+    requested_by: str | None = None
 
 
 def takes_over(token: int | None, recorded: int | None) -> bool:
@@ -138,9 +145,21 @@ class BaseRunHistory(ABC):
         node: str,
         token: int | None,
         at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> int | None:
         """Record the fire as running on `node`; its attempt number, or None if refused."""
-        return self._start(RunStart(lock, task, as_utc(instant), node, token, as_utc(at)))
+        begin = RunStart(
+            lock,
+            task,
+            as_utc(instant),
+            node,
+            token,
+            as_utc(at),
+            checked_trigger(trigger),
+            clip_requested_by(requested_by),
+        )
+        return self._start(begin)
 
     def finish(
         self,
@@ -175,6 +194,8 @@ class BaseRunHistory(ABC):
         error: str | None,
         started_at: datetime,
         ended_at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> Recorded:
         """Write the whole record of a run that ended as `state` (see `history.port`).
 
@@ -192,6 +213,8 @@ class BaseRunHistory(ABC):
             clip_error(error),
             as_utc(started_at),
             as_utc(ended_at),
+            checked_trigger(trigger),
+            clip_requested_by(requested_by),
         )
         return self._record_run(run)
 
@@ -217,7 +240,16 @@ class BaseRunHistory(ABC):
 
     @abstractmethod
     def skip(
-        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        reason: str,
+        at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> bool:
         """Record that nobody ran this fire, unless something is recorded already."""
 

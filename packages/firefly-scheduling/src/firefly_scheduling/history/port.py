@@ -40,7 +40,7 @@ be fenced: its `finish` is accepted only while the record has no token either.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -49,6 +49,12 @@ from firefly_scheduling.errors import FireflySchedulingError
 
 #: Longest error text kept in a record; the log has the full traceback.
 MAX_ERROR_LENGTH = 2000
+#: The trigger of a fire its schedule named, and of every record that predates triggers.
+SCHEDULED = "scheduled"
+#: Longest trigger word a store keeps.
+MAX_TRIGGER_LENGTH = 16
+#: Longest `requested_by` a store keeps (who asked; longer is cut and marked).
+MAX_REQUESTED_BY_LENGTH = 255
 
 
 class HistoryError(FireflySchedulingError):
@@ -135,6 +141,11 @@ class RunRecord:
     `started_at` is None for a skip; `ended_at` is when it finished or was skipped.
     `error` holds the exception (failed), the reason (skipped, expired) or None.
     `lock` is the task lock's name: with `task` and `instant`, the record's key.
+    `trigger` is what made the fire (`SCHEDULED`, "manual", "backfill", ...), and
+    `requested_by` who asked for it (an operator's trigger or backfill; None for the
+    schedule's fires): written by the write that created the record or replaced a
+    placeholder, kept by the writes that adopt or close it; records written before
+    they were kept read as `SCHEDULED`, None.
     """
 
     task: str
@@ -147,6 +158,13 @@ class RunRecord:
     error: str | None
     token: int | None
     lock: str
+    trigger: str = SCHEDULED
+    requested_by: str | None = None
+
+    @property
+    def reason(self) -> str | None:
+        """Why nobody ran the fire: the text of a `skipped` (or `buffered`) record."""
+        return self.error if self.state in PLACEHOLDER_STATES else None
 
     @property
     def duration(self) -> float | None:
@@ -169,6 +187,8 @@ class RunHistory(Protocol):
         node: str,
         token: int | None,
         at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> int | None:
         """Record the fire as running on `node`; its attempt number, or None if refused.
 
@@ -204,6 +224,8 @@ class RunHistory(Protocol):
         error: str | None,
         started_at: datetime,
         ended_at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> Recorded:
         """Write the whole record of a run of `node` that ended as `state`.
 
@@ -218,7 +240,16 @@ class RunHistory(Protocol):
         ...
 
     def skip(
-        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        reason: str,
+        at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> bool:
         """Record that nobody ran this fire, unless something is recorded already."""
         ...
@@ -257,14 +288,30 @@ class RunHistory(Protocol):
         ...
 
     def recorded_instants(
-        self, task: str, *, lock: str, after: datetime, until: datetime
+        self,
+        task: str,
+        *,
+        lock: str,
+        after: datetime,
+        until: datetime,
+        states: Set[RunState] | None = None,
     ) -> set[datetime]:
-        """The instants (aware UTC) of every record of `task` under `lock`, whatever
-        its state, with `after < instant <= until`: one read, however many.
+        """The instants (aware UTC) of every record of `task` under `lock` in `states`
+        (whatever its state when None), with `after < instant <= until`: one read,
+        however many.
 
         Catch-up (`fires.catching_up`) reads here which fires of its window were
         run or recorded by some node; every other instant of the window was missed.
+        A backfill (`fires.backfill_plan`) reads the instants that succeeded.
         """
+        ...
+
+    def records_between(
+        self, task: str, *, lock: str, after: datetime, until: datetime, states: Set[RunState]
+    ) -> list[RunRecord]:
+        """The records of `task` under `lock` in `states` with `after < instant <= until`,
+        oldest instant first: one read. A backfill reads here the failed runs of its
+        window, to run each again as the attempt after the recorded one."""
         ...
 
     def failures_since(self, since: datetime) -> list[RunRecord]:
@@ -371,6 +418,29 @@ class BufferingHistory(Protocol):
     ) -> bool:
         """Record the fire as `buffered` with `reason`, unless something is recorded."""
         ...
+
+
+def checked_trigger(trigger: object) -> str:
+    """`trigger` if a store can keep it: a non-empty word of at most `MAX_TRIGGER_LENGTH`."""
+    if (
+        not isinstance(trigger, str)
+        or not trigger
+        or len(trigger) > MAX_TRIGGER_LENGTH
+        or not trigger.replace("-", "").isalpha()
+        or not trigger.isascii()
+    ):
+        raise ValueError(
+            f"a record's trigger must be a word of at most {MAX_TRIGGER_LENGTH} ASCII "
+            f"letters or dashes, got {trigger!r}"
+        )
+    return trigger
+
+
+def clip_requested_by(text: str | None) -> str | None:
+    """`text` cut to `MAX_REQUESTED_BY_LENGTH` characters, marked when cut."""
+    if text is None or len(text) <= MAX_REQUESTED_BY_LENGTH:
+        return text
+    return text[: MAX_REQUESTED_BY_LENGTH - 1] + "…"
 
 
 def clip_error(text: str | None) -> str | None:

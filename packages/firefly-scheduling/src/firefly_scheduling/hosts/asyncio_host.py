@@ -16,6 +16,11 @@ records it failed, "interrupted", stops its keep-alive and releases its task loc
 once the body has unwound) instead of being abandoned with its lock held, as a
 thread must be. The signals themselves belong to the server (uvicorn), which runs
 the lifespan's shutdown on SIGTERM/SIGINT.
+
+Given a control store, two more tasks on the loop steer the host
+(`hosts.runtime.steering_async`): one runs the manual triggers of its tasks, within
+`POLL_SECONDS` of being asked, the other their backfills. A stop lets them end
+between two fires, within the grace period, then cancels them.
 """
 
 from __future__ import annotations
@@ -26,11 +31,13 @@ from collections.abc import Sequence
 from datetime import UTC
 from typing import Any
 
+from firefly_scheduling.control.store_async import AsyncControlStore
 from firefly_scheduling.hosts.apscheduler.jobs_async import attach_tasks
 from firefly_scheduling.hosts.observation.passed_over_report import scheduler_logger
 from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
 from firefly_scheduling.hosts.runtime.catch_up_async import CatchUpReport, catch_up
 from firefly_scheduling.hosts.runtime.shutdown import DEFAULT_GRACE_PERIOD_SECONDS, describe_fires
+from firefly_scheduling.hosts.runtime.steering_async import watch_backfills, watch_triggers
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 logger = logging.getLogger("firefly_scheduling.hosts")
@@ -48,6 +55,7 @@ class AsyncHost:
         runtime: AsyncTaskRuntime,
         *,
         grace_period: float = DEFAULT_GRACE_PERIOD_SECONDS,
+        control: AsyncControlStore | None = None,
     ) -> None:
         if not grace_period >= 0:
             raise ValueError(f"grace_period must be >= 0 seconds, got {grace_period!r}")
@@ -58,6 +66,10 @@ class AsyncHost:
         #: Catching up missed fires at start (`hosts.runtime.catch_up_async`), when a
         #: task has `catchup=`; a stop ends it between two fires.
         self.catch_up: asyncio.Task[list[CatchUpReport]] | None = None
+        #: Where triggers and backfills are found; None: this host is not steered.
+        self.control = control
+        #: The tasks running triggers and backfills, when there is a control store.
+        self.steering: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
         """Start scheduling on the running loop (call it from a coroutine)."""
@@ -75,6 +87,15 @@ class AsyncHost:
             self.catch_up = asyncio.get_running_loop().create_task(
                 catch_up(self.descriptors, self.runtime), name="firefly-catch-up"
             )
+        if self.control is not None:
+            loop = asyncio.get_running_loop()
+            for name, watch in (("triggers", watch_triggers), ("backfills", watch_backfills)):
+                self.steering.append(
+                    loop.create_task(
+                        watch(self.descriptors, self.runtime, self.control),
+                        name=f"firefly-{name}",
+                    )
+                )
         logger.info(
             "asyncio host started on node %s with %d task(s)",
             self.runtime.node,
@@ -101,6 +122,7 @@ class AsyncHost:
         cancelled: list[object] = []
         if self.catch_up is not None and not self.catch_up.done():
             await asyncio.wait([self.catch_up], timeout=self.grace_period)
+        await self._stop_steering()
         if not await self.runtime.wait_idle_async(self.grace_period):
             cancelled = self.runtime.in_flight()
             logger.error(
@@ -124,5 +146,17 @@ class AsyncHost:
             )
             return cancelled
         await self.runtime.aclose()
+        if self.control is not None:
+            await self.control.aclose()
         logger.info("asyncio host stopped")
         return cancelled
+
+    async def _stop_steering(self) -> None:
+        """Let the steering tasks end between two fires, within the grace period; then
+        cancel them (a fire of theirs still running is in flight, as any other)."""
+        running = [task for task in self.steering if not task.done()]
+        if not running:
+            return
+        _, pending = await asyncio.wait(running, timeout=self.grace_period)
+        for task in pending:
+            task.cancel()

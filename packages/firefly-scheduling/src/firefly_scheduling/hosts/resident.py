@@ -11,6 +11,10 @@ epoch-aligned fire instants, end-to-start delays) is supplied by `jobs` and
 A task with `catchup=` has the fires the whole fleet missed run once, oldest first,
 in a thread started with the scheduler (`hosts.runtime.catch_up`).
 
+Given a control store, two more threads steer the host (`hosts.runtime.steering`):
+one runs the manual triggers of its tasks, within `POLL_SECONDS` of being asked,
+the other the backfills, one instant at a time.
+
 Shutdown (SIGTERM or SIGINT) follows `firefly_scheduling.hosts.runtime.shutdown`: no new
 fire starts, the scheduler stops, running bodies get `grace_period` seconds to finish
 and release their locks, then the lock backend is closed and the process exits 0.
@@ -30,6 +34,7 @@ from apscheduler.executors.debug import DebugExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from firefly_scheduling.control.store import ControlStore
 from firefly_scheduling.hosts.apscheduler.claim_first import ClaimFirstExecutor
 from firefly_scheduling.hosts.apscheduler.jobs import attach_tasks
 from firefly_scheduling.hosts.observation.health import HEARTBEAT_SECONDS, Heartbeat
@@ -44,6 +49,7 @@ from firefly_scheduling.hosts.runtime.shutdown import (
     log_stop_request,
     stop_on_signals,
 )
+from firefly_scheduling.hosts.runtime.steering import watch_backfills, watch_triggers
 from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
 from firefly_scheduling.hosts.runtime.workers import (
     RESIDENT_MAX_WORKERS,
@@ -68,9 +74,14 @@ class ResidentHost:
         max_workers: int | None = None,
         stop: StopRequest | None = None,
         heartbeat: Heartbeat | None = None,
+        control: ControlStore | None = None,
     ) -> None:
-        """`heartbeat`, when given, is beaten by the scheduler's own thread (`/livez`)."""
+        """`heartbeat`, when given, is beaten by the scheduler's own thread (`/livez`);
+        `control`, when given, is where the host finds triggers and backfills."""
         self.descriptors = tuple(descriptors)
+        self.control = control
+        #: The threads running triggers and backfills, when there is a control store.
+        self.steering: list[threading.Thread] = []
         self.runtime = runtime
         self.grace_period = grace_period
         self.stop = stop or StopRequest()
@@ -103,6 +114,7 @@ class ResidentHost:
     def start(self) -> None:
         self.scheduler.start()
         self._start_catch_up()
+        self._start_steering()
         logger.info(
             "resident host started on node %s with %d task(s)",
             self.runtime.node,
@@ -121,6 +133,20 @@ class ResidentHost:
                 daemon=True,
             )
             self.catch_up.start()
+
+    def _start_steering(self) -> None:
+        """Watch the control store for triggers and for backfills, a thread each."""
+        if self.control is None:
+            return
+        for name, watch in (("triggers", watch_triggers), ("backfills", watch_backfills)):
+            thread = threading.Thread(
+                target=watch,
+                args=(self.descriptors, self.runtime, self.control),
+                name=f"firefly-{name}",
+                daemon=True,
+            )
+            thread.start()
+            self.steering.append(thread)
 
     def request_stop(self) -> None:
         """Ask the host to stop (what SIGTERM/SIGINT do); a second call skips the grace."""
@@ -159,5 +185,7 @@ class ResidentHost:
         if abandoned:
             exit_abandoning()  # never closes the lock: that would free the bodies' locks
         self.runtime.close()
+        if self.control is not None:
+            self.control.close()
         logger.info("resident host stopped")
         return 0
