@@ -149,7 +149,8 @@ class MemcachedLock(TicketQueue):
         return self._run(protocol.acquire(name, owner, ttl_seconds))
 
     def _join_queue(self, name: str, ticket: str, seconds: float) -> object:
-        return waiter_queue.Queued(ticket, self._run(waiter_queue.join(name, ticket, seconds)))
+        number = self._run(waiter_queue.join(name, ticket, seconds))
+        return waiter_queue.Queued(ticket, number)
 
     def _keep_place(self, name: str, spot: object, seconds: float) -> bool:
         queued = _spot(spot)

@@ -151,7 +151,8 @@ class AsyncMemcachedLock(AsyncTicketQueue):
         return await self._run(protocol.acquire(name, owner, ttl_seconds))
 
     async def _join_queue(self, name: str, ticket: str, seconds: float) -> object:
-        return waiter_queue.Queued(ticket, await self._run(waiter_queue.join(name, ticket, seconds)))
+        number = await self._run(waiter_queue.join(name, ticket, seconds))
+        return waiter_queue.Queued(ticket, number)
 
     async def _keep_place(self, name: str, spot: object, seconds: float) -> bool:
         queued = _spot(spot)
@@ -192,7 +193,6 @@ class AsyncMemcachedLock(AsyncTicketQueue):
             raise
         pool.give_back(connection)
         return result
-
 
 
 def _spot(spot: object) -> waiter_queue.Queued:

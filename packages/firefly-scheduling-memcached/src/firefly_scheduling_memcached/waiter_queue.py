@@ -31,11 +31,11 @@ from typing import Final, NamedTuple
 from firefly_scheduling.locks.server_keys import ServerKeyScheme
 from firefly_scheduling_memcached.protocol import (
     DONE,
+    META_NOT_FOUND,
     MISS,
     NOT_STORED,
     STORED,
     VALUE,
-    META_NOT_FOUND,
     MemcachedError,
     Operation,
     Reply,
@@ -148,7 +148,8 @@ def first(name: str, number: int | None) -> Operation[bool]:
                 raise unexpected(reply, "meta get")
     if number is not None and (floor is None or floor < number):
         text = b"%d" % number
-        (stored,) = yield Request(b"set %s 0 0 %d\r\n%s\r\n" % (floor_key(name), len(text), text), 1)
+        command = b"set %s 0 0 %d\r\n%s\r\n" % (floor_key(name), len(text), text)
+        (stored,) = yield Request(command, 1)
         if stored.status != STORED:
             raise unexpected(stored, "set")
     return True
