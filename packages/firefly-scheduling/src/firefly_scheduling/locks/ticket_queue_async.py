@@ -12,11 +12,12 @@ The rules, the same on every backend that mixes this in:
 * A wait's first attempt takes a free name only when no ticket is queued for it;
   otherwise, or when it loses, the waiter queues a ticket at the end
   (`_join_queue`). A try (`wait=0`) and the fire path never look at the queue.
-* Every later attempt first keeps its ticket alive (`_keep_place`) and takes the
-  name only when no live ticket is ahead of it (`_first_in_queue`). A ticket lives
-  `ticket_seconds()` past its last attempt: the longest pause between attempts plus
-  `TICKET_GRACE_SECONDS`. So a killed waiter holds the queue at most that long, and
-  a stalled one that missed it only loses its place and queues again at the end.
+* Every later attempt first keeps its ticket alive (`_keep_place`, unless it did
+  less than `KEEP_AGAIN_AFTER_SECONDS` ago) and takes the name only when no live
+  ticket is ahead of it (`_first_in_queue`). A ticket lives `ticket_seconds()` past
+  being kept: the longest pause between attempts plus `TICKET_GRACE_SECONDS`. So a
+  killed waiter holds the queue at most that long, and a stalled one that missed it
+  only loses its place and queues again at the end.
 * The ticket goes when its wait wins, and when the wait ends without winning
   (timed out, cancelled, interrupted, failed), removed even under cancellation; a
   removal that fails is logged, and the ticket lapses.
@@ -36,6 +37,7 @@ from __future__ import annotations
 import asyncio  # sync: drop
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -51,6 +53,9 @@ logger = logging.getLogger("firefly_scheduling.locks")
 #: How long a ticket outlives the longest pause its waiter takes between attempts:
 #: the scheduling delay a live waiter may suffer between waking and its next attempt.
 TICKET_GRACE_SECONDS = 2.0
+#: An attempt this soon after the ticket was last kept alive does not keep it again
+#: (a round trip saved when a release wakes the waiter); the grace covers the rest.
+KEEP_AGAIN_AFTER_SECONDS = TICKET_GRACE_SECONDS / 4
 
 
 @dataclass
@@ -61,6 +66,8 @@ class Place:
     ticket: str
     #: What the backend knows the queued ticket by; None while it is not queued.
     spot: object | None = None
+    #: When (monotonic, before sending) the ticket was queued or last kept alive.
+    kept_at: float = 0.0
 
 
 class AsyncTicketQueue(AsyncBaseLock):
@@ -124,11 +131,15 @@ class AsyncTicketQueue(AsyncBaseLock):
         place = self._places[name]
         lost: bool | None = None if fenced else False
         seconds = self.ticket_seconds()
-        if place.spot is not None and not await self._keep_place(name, place.spot, seconds):
-            place.spot = None  # lapsed (a stalled waiter): queue again, at the end
+        if place.spot is not None and time.monotonic() - place.kept_at > KEEP_AGAIN_AFTER_SECONDS:
+            sent = time.monotonic()
+            if await self._keep_place(name, place.spot, seconds):
+                place.kept_at = sent
+            else:
+                place.spot = None  # lapsed (a stalled waiter): queue again, at the end
         if not await self._first_in_queue(name, place.spot):
             if place.spot is None:
-                place.spot = await self._join_queue(name, place.ticket, seconds)
+                await self._join(name, place, seconds)
             return lost
         answer = await self._take_when_first(name, owner, ttl_seconds, fenced=fenced)
         won = answer is not None if fenced else bool(answer)
@@ -136,8 +147,13 @@ class AsyncTicketQueue(AsyncBaseLock):
             spot, place.spot = place.spot, None
             await self._leave_shielded(name, spot)
         elif not won and place.spot is None:
-            place.spot = await self._join_queue(name, place.ticket, seconds)
+            await self._join(name, place, seconds)
         return answer
+
+    async def _join(self, name: str, place: Place, seconds: float) -> None:
+        sent = time.monotonic()
+        place.spot = await self._join_queue(name, place.ticket, seconds)
+        place.kept_at = sent
 
     async def _leave_shielded(self, name: str, spot: object) -> None:
         """`_leave_queue`, run to its end even when the wait is being cancelled; a
