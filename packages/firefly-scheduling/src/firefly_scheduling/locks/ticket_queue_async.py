@@ -46,7 +46,7 @@ from typing import ClassVar
 from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
 from firefly_scheduling.locks.base_async import AsyncBaseLock
 from firefly_scheduling.locks.holding import new_owner_token
-from firefly_scheduling.locks.waiting_async import LONGEST_PAUSE_SECONDS
+from firefly_scheduling.locks.waiting_async import LONGEST_PAUSE_SECONDS, Backoff
 
 logger = logging.getLogger("firefly_scheduling.locks")
 
@@ -56,6 +56,8 @@ TICKET_GRACE_SECONDS = 2.0
 #: An attempt this soon after the ticket was last kept alive does not keep it again
 #: (a round trip saved when a release wakes the waiter); the grace covers the rest.
 KEEP_AGAIN_AFTER_SECONDS = TICKET_GRACE_SECONDS / 4
+#: See `AsyncTicketQueue.first_waiter_longest_pause`.
+FIRST_WAITER_LONGEST_PAUSE_SECONDS = 0.1
 
 
 @dataclass
@@ -68,12 +70,17 @@ class Place:
     spot: object | None = None
     #: When (monotonic, before sending) the ticket was queued or last kept alive.
     kept_at: float = 0.0
+    #: The last attempt found no live ticket ahead of this one.
+    first: bool = False
 
 
 class AsyncTicketQueue(AsyncBaseLock):
     """The waiters' queue rules (see the module doc); a backend supplies its round trips."""
 
     queues_waiters: ClassVar[bool] = True
+    #: The longest pause of the first waiter between its attempts, where the backend
+    #: polls: it is next, so its pause is the hand-over's delay.
+    first_waiter_longest_pause: float = FIRST_WAITER_LONGEST_PAUSE_SECONDS
 
     def __init__(self, *, target: str = "", secrets: tuple[str, ...] = ()) -> None:
         super().__init__(target=target, secrets=secrets)
@@ -137,7 +144,8 @@ class AsyncTicketQueue(AsyncBaseLock):
                 place.kept_at = sent
             else:
                 place.spot = None  # lapsed (a stalled waiter): queue again, at the end
-        if not await self._first_in_queue(name, place.spot):
+        place.first = await self._first_in_queue(name, place.spot)
+        if not place.first:
             if place.spot is None:
                 await self._join(name, place, seconds)
             return lost
@@ -149,6 +157,15 @@ class AsyncTicketQueue(AsyncBaseLock):
         elif not won and place.spot is None:
             await self._join(name, place, seconds)
         return answer
+
+    async def _pause_after_loss(self, name: str, backoff: Backoff) -> float:
+        """The backend's pause, at most `first_waiter_longest_pause` for the first waiter
+        of a backend that polls."""
+        pause = await super()._pause_after_loss(name, backoff)
+        place = self._places.get(name)
+        if place is not None and place.first and not self.notified_wait:
+            return min(pause, self.first_waiter_longest_pause)
+        return pause
 
     async def _join(self, name: str, place: Place, seconds: float) -> None:
         sent = time.monotonic()
