@@ -198,6 +198,56 @@ class WaitingContract:
             assert tokens == sorted(set(tokens)), f"fencing tokens out of order: {tokens}"
         assert queued_on_server(name) == 0, "the served waiters left their places queued"
 
+    def test_a_killed_waiters_place_lapses_and_the_next_waiter_wins(
+        self,
+        lock_factory: Any,
+        nodes: Any,
+        name: str,
+        capabilities: LockCapabilities,
+        tmp_path: Path,
+        queued_on_server: Callable[[str], int] | None,
+    ) -> None:
+        """A waiter SIGKILLed while first in the queue never blocks it: the next
+        waiter (another instance) wins once the dead place lapsed, and the second
+        client finds the queue empty after."""
+        if not capabilities.ordered_waiters:
+            pytest.skip("the backend declares no order among the waiters of processes")
+        if queued_on_server is None:
+            pytest.skip("the backend supplies no second client counting queued waiters")
+        holder, survivor = _acquirer(nodes()), _acquirer(nodes())
+        held = holder.acquire(name, 60)
+        assert held is not None
+        log = str(tmp_path / "events")
+        Path(log).write_text("")
+        asynchronous = False
+        doomed = child_processes().Process(
+            target=queued_waiter, args=(lock_factory, name, log, asynchronous, False)
+        )
+        doomed.start()
+        try:
+            deadline = time.monotonic() + 60
+            while queued_on_server(name) < 1:
+                assert time.monotonic() < deadline, "the doomed waiter never queued"
+                _pause(0.02)
+            waiting = _Background(lambda: survivor.acquire(name, 60, wait=60))
+            deadline = time.monotonic() + 30
+            while queued_on_server(name) < 2:
+                assert time.monotonic() < deadline, "the surviving waiter never queued"
+                _pause(0.02)
+            assert doomed.pid is not None
+            os.kill(doomed.pid, signal.SIGKILL)
+            doomed.join(30)
+            # The dead place is first: only its lapse lets the survivor win.
+            holder.release_holding(held)
+            won: Holding | None = waiting.outcome(90)
+            assert won is not None, "the live waiter never won behind a dead place"
+            assert read_events(log) == [], "the killed waiter won before it was killed"
+            assert queued_on_server(name) == 0, "a place is still queued"
+            survivor.release_holding(won)
+        finally:
+            if doomed.is_alive():
+                doomed.kill()
+
     def test_a_notified_waiter_wakes_on_the_release_alone(
         self, nodes: Any, name: str, capabilities: LockCapabilities
     ) -> None:
