@@ -134,7 +134,7 @@ def fleet(request: pytest.FixtureRequest, tmp_path: Path, postgres_url: str) -> 
         history.close()
         outputs = "\n".join(node.text()[-3000:] for node in nodes)
         assert all(code == 0 for name, code in codes.items() if name not in killed), outputs
-        assert "steering needs a durable control store" not in outputs
+        assert "needs a durable control store" not in outputs
         assert "Traceback" not in outputs, outputs
 
 

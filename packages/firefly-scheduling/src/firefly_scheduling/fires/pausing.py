@@ -87,8 +87,9 @@ def pause_reader(settings: Settings) -> PauseReader | None:
             on_a_server = provider is not None and provider.takes_url
             logger.log(
                 logging.WARNING if on_a_server else logging.INFO,
-                "steering (pause, resume, trigger, backfill) needs a durable control store; "
-                "this host has none, so no fire is checked for a pause: %s",
+                "steering (pauses, triggers, backfills, runtime schedules) needs a durable "
+                "control store; this host has none, so it checks no fire for a pause and "
+                "runs no trigger, backfill or runtime schedule: %s",
                 err,
             )
             return None

@@ -1,15 +1,13 @@
 """The control store a host steers from, or None where the configuration keeps none.
 
 A host boots where no durable control store is configured (memcached without
-`FIREFLY_SCHEDULING_CONTROL_URL`): its tasks run on their schedules, and it says
-once, at WARNING, that pauses, triggers and backfills asked of the fleet are not
-seen on this node, and why. Any other configuration error of the store (an unknown
-scheme, a missing package) refuses the boot, as every other store's does.
+`FIREFLY_SCHEDULING_CONTROL_URL`): its tasks run on their schedules. The fire
+runner's pause reader (`fires.pausing.pause_reader`) says so once, for every part
+of steering, so nothing is said here. Any other configuration error of the store
+(an unknown scheme, a missing package) refuses the boot, as every other store's does.
 """
 
 from __future__ import annotations
-
-import logging
 
 from firefly_scheduling.control.selection import (
     control_store_url,
@@ -20,8 +18,6 @@ from firefly_scheduling.control.store import ControlStore
 from firefly_scheduling.control.store_async import AsyncControlStore
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.settings import Settings
-
-logger = logging.getLogger("firefly_scheduling.hosts")
 
 
 def steering_store(settings: Settings) -> ControlStore | None:
@@ -41,11 +37,6 @@ def async_steering_store(settings: Settings) -> AsyncControlStore | None:
 def _configured(settings: Settings) -> bool:
     try:
         control_store_url(settings)
-    except ConfigurationError as err:
-        logger.warning(
-            "steering needs a durable control store: triggers and backfills asked of the "
-            "fleet are not run on this node (%s)",
-            err,
-        )
-        return False
+    except ConfigurationError:
+        return False  # said once by the fire runner's pause reader
     return True
