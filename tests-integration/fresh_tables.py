@@ -16,6 +16,7 @@ from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table, cre
 
 from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.engine import lock_engine
+from firefly_scheduling_database.sql_history.schema import DEFAULT_TABLE
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
 
 
@@ -44,6 +45,17 @@ def installed_history(url: str) -> Iterator[SqlRunHistory]:
         yield history
     finally:
         history.table.drop(history.engine, checkfirst=True)
+        history.close()
+
+
+@contextmanager
+def default_history(url: str) -> Iterator[SqlRunHistory]:
+    """The run history on its default table, where real nodes write: a second client."""
+    history = SqlRunHistory(url, table=DEFAULT_TABLE)
+    history.install()
+    try:
+        yield history
+    finally:
         history.close()
 
 

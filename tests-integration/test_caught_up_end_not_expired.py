@@ -30,6 +30,7 @@ from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling.tasks.validation import validate_descriptor
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_redis import RedisLock
+from fresh_tables import default_history
 
 pytestmark = pytest.mark.slow
 
@@ -66,12 +67,8 @@ class EndsFailFor:
 
 @pytest.fixture
 def history(postgres_url: str) -> Iterator[SqlRunHistory]:
-    store = SqlRunHistory(postgres_url, table=HISTORY_TABLE)
-    store.install()
-    try:
-        yield store
-    finally:
-        store.close()
+    with default_history(postgres_url) as history:
+        yield history
 
 
 def test_a_caught_up_run_whose_end_fails_a_while_is_not_closed_expired(

@@ -87,14 +87,25 @@ def _outcomes(calls: list[Callable[[], Any]]) -> list[str]:
     return outcomes
 
 
+def _case(
+    server: str, request: pytest.FixtureRequest
+) -> tuple[str, Callable[[str], int], str, str]:
+    """The server's URL, how to end its sessions, a fresh task and a fresh table."""
+    fixture, end_sessions = SERVERS[server]
+    url: str = request.getfixturevalue(fixture)
+    return (
+        url,
+        end_sessions,
+        f"app.reconnect_{uuid.uuid4().hex}:job",
+        f"control_{uuid.uuid4().hex[:12]}",
+    )
+
+
 @pytest.mark.parametrize("server", sorted(SERVERS))
 def test_the_sync_store_reconnects_after_its_sessions_end(
     server: str, request: pytest.FixtureRequest
 ) -> None:
-    fixture, end_sessions = SERVERS[server]
-    url: str = request.getfixturevalue(fixture)
-    task = f"app.reconnect_{uuid.uuid4().hex}:job"
-    table = f"control_{uuid.uuid4().hex[:12]}"
+    url, end_sessions, task, table = _case(server, request)
     store = DatabaseControlStore(url, table=table)
     try:
         store.pause(task, by="alice")
@@ -111,11 +122,7 @@ def test_the_sync_store_reconnects_after_its_sessions_end(
 def test_the_async_store_reconnects_after_its_sessions_end(
     server: str, request: pytest.FixtureRequest
 ) -> None:
-    fixture, end_sessions = SERVERS[server]
-    url: str = request.getfixturevalue(fixture)
-    task = f"app.reconnect_{uuid.uuid4().hex}:job"
-
-    table = f"control_{uuid.uuid4().hex[:12]}"
+    url, end_sessions, task, table = _case(server, request)
 
     async def case() -> list[str]:
         store = AsyncDatabaseControlStore(url, table=table)

@@ -36,6 +36,8 @@ from pathlib import Path
 
 import pytest
 
+from fresh_tables import default_history
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
 from firefly_hostapps.harness import HOST_APPS, STARTED, node_env, start_node
@@ -94,27 +96,33 @@ def overlapping(runs: list[Witnessed]) -> list[tuple[Witnessed, Witnessed]]:
 @pytest.fixture
 def history(postgres_url: str) -> Iterator[SqlRunHistory]:
     """A second client of the nodes' history: the default table of the database."""
-    store = SqlRunHistory(postgres_url, table=HISTORY_TABLE)
-    store.install()
-    try:
-        yield store
-    finally:
-        store.close()
+    with default_history(postgres_url) as history:
+        yield history
+
+
+def _nodes_setup(
+    prefix: str, tmp_path: Path, redis_url: str, postgres_url: str, rate: str | None = None
+) -> tuple[str, Path, dict[str, str]]:
+    """A fresh lock name, the witness file, and the nodes' environment: Redis locks, the
+    history on PostgreSQL, the host app's fixed rate where given."""
+    lock = f"{prefix}-{uuid.uuid4().hex}"
+    witness = tmp_path / "witness.log"
+    rated = {} if rate is None else {"FIREFLY_HOSTAPP_RATE": rate}
+    env = node_env(
+        tmp_path,
+        FIREFLY_HOSTAPP_WITNESS=str(witness),
+        FIREFLY_HOSTAPP_LOCK=lock,
+        FIREFLY_SCHEDULING_HISTORY_URL=postgres_url,
+        **rated,
+        **lock_env("redis", {"redis": redis_url}, tmp_path),
+    )
+    return lock, witness, env
 
 
 def test_two_nodes_run_each_retry_once_never_overlapping(
     tmp_path: Path, redis_url: str, postgres_url: str, history: SqlRunHistory
 ) -> None:
-    lock = f"retrying-{uuid.uuid4().hex}"
-    witness = tmp_path / "witness.log"
-    env = node_env(
-        tmp_path,
-        FIREFLY_HOSTAPP_WITNESS=str(witness),
-        FIREFLY_HOSTAPP_LOCK=lock,
-        FIREFLY_HOSTAPP_RATE=RATE,
-        FIREFLY_SCHEDULING_HISTORY_URL=postgres_url,
-        **lock_env("redis", {"redis": redis_url}, tmp_path),
-    )
+    lock, witness, env = _nodes_setup("retrying", tmp_path, redis_url, postgres_url, RATE)
     nodes = [
         start_node(
             "run", f"retry-node-{n}", app="firefly_hostapps.retrying", env=env, workdir=tmp_path
@@ -301,15 +309,7 @@ DYING_NODE = textwrap.dedent(
 def test_a_retry_whose_node_died_is_run_by_another_node(
     tmp_path: Path, redis_url: str, postgres_url: str, history: SqlRunHistory
 ) -> None:
-    lock = f"retry-pickup-{uuid.uuid4().hex}"
-    witness = tmp_path / "witness.log"
-    env = node_env(
-        tmp_path,
-        FIREFLY_HOSTAPP_WITNESS=str(witness),
-        FIREFLY_HOSTAPP_LOCK=lock,
-        FIREFLY_SCHEDULING_HISTORY_URL=postgres_url,
-        **lock_env("redis", {"redis": redis_url}, tmp_path),
-    )
+    lock, witness, env = _nodes_setup("retry-pickup", tmp_path, redis_url, postgres_url)
     survivor = start_node(
         "run", "surviving-node", app="firefly_hostapps.retry_pickup", env=env, workdir=tmp_path
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -71,27 +72,34 @@ def _row(instant: datetime, state: RunState, node: str) -> dict[str, object]:
     }
 
 
-@pytest.fixture(params=["sqlite", "postgres", "mariadb"])
-def old_history_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A private database holding a 0.1.0 history table with a succeeded and a running fire."""
+def _private_table(
+    request: pytest.FixtureRequest, sqlite_file: Path, table: sa.Table, rows: list[dict[str, Any]]
+) -> str:
+    """The URL of a private database (`request.param`) holding `table` with `rows`."""
     if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'old-history.db'}"
+        url = f"sqlite:///{sqlite_file}"
     elif request.param == "postgres":
         url = request.getfixturevalue("postgres_schema_url")
     else:
         url = request.getfixturevalue("mysql_database_url")
     engine = lock_engine(url)
     try:
-        table = _old_table(DEFAULT_TABLE)
         table.create(engine)
         with engine.begin() as connection:
-            connection.execute(table.insert(), [_row(T0, RunState.SUCCEEDED, "old-1")])
-            connection.execute(
-                table.insert(), [_row(T0 + timedelta(minutes=1), RunState.RUNNING, "old-2")]
-            )
+            connection.execute(table.insert(), rows)
     finally:
         engine.dispose()
     return url
+
+
+@pytest.fixture(params=["sqlite", "postgres", "mariadb"])
+def old_history_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A private database holding a 0.1.0 history table with a succeeded and a running fire."""
+    rows = [
+        _row(T0, RunState.SUCCEEDED, "old-1"),
+        _row(T0 + timedelta(minutes=1), RunState.RUNNING, "old-2"),
+    ]
+    return _private_table(request, tmp_path / "old-history.db", _old_table(DEFAULT_TABLE), rows)
 
 
 def _table_without_triggers(name: str) -> sa.Table:
@@ -117,23 +125,9 @@ def _table_without_triggers(name: str) -> sa.Table:
 @pytest.fixture(params=["sqlite", "postgres", "mariadb"])
 def untriggered_history_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A private database holding a history table without the trigger columns, one row."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'untriggered.db'}"
-    elif request.param == "postgres":
-        url = request.getfixturevalue("postgres_schema_url")
-    else:
-        url = request.getfixturevalue("mysql_database_url")
-    engine = lock_engine(url)
-    try:
-        table = _table_without_triggers(DEFAULT_TABLE)
-        table.create(engine)
-        with engine.begin() as connection:
-            connection.execute(
-                table.insert(), [{**_row(T0, RunState.SUCCEEDED, "old-1"), "lock_name": TASK}]
-            )
-    finally:
-        engine.dispose()
-    return url
+    rows = [{**_row(T0, RunState.SUCCEEDED, "old-1"), "lock_name": TASK}]
+    table = _table_without_triggers(DEFAULT_TABLE)
+    return _private_table(request, tmp_path / "untriggered.db", table, rows)
 
 
 def _has_trigger_column(url: str) -> bool:

@@ -92,6 +92,15 @@ class Witness:
         [stamp] = [at for kind, each, _, at in self.events() if (kind, each) == (event, fire)]
         return stamp
 
+    def quick(self, fire: int, node: str) -> Callable[[], None]:
+        """A body that writes its start and its end at once."""
+
+        def body() -> None:
+            self.write("start", fire, node)
+            self.write("end", fire, node)
+
+        return body
+
     def wait_for(self, event: str, fire: int) -> None:
         give_up = time.monotonic() + PATIENCE
         while not any((kind, each) == (event, fire) for kind, each, _, _ in self.events()):
@@ -170,9 +179,7 @@ def test_allow_all_runs_a_fire_alongside_the_run_on_another_node_and_each_fire_o
         witness.wait_for("end", 2)  # only a fire run alongside can end first
         witness.write("end", 1, "a")
 
-    def second() -> None:
-        witness.write("start", 2, "b")
-        witness.write("end", 2, "b")
+    second = witness.quick(2, "b")
 
     with ThreadPoolExecutor(2) as pool:
         running = pool.submit(a.run, _fire(task, 1), first)
@@ -217,6 +224,15 @@ def _until_buffered(caplog: pytest.LogCaptureFixture, fire: Fire) -> None:
         time.sleep(0.01)
 
 
+def _buffering(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> tuple[Witness, threading.Event, Callable[[int, str], Callable[[], None]]]:
+    """A witness, the event that lets fire 1 end, and the bodies; the fires' log captured."""
+    witness, go = Witness(tmp_path / "witness"), threading.Event()
+    caplog.set_level(logging.INFO, logger="firefly_scheduling.fires")
+    return witness, go, _bodies(witness, go)
+
+
 def _bodies(witness: Witness, go: threading.Event) -> Callable[[int, str], Callable[[], None]]:
     """Bodies that write their start and end; fire 1's waits for `go` in between."""
 
@@ -243,10 +259,7 @@ def test_buffer_one_runs_the_waiting_fire_after_the_run_on_another_node_and_skip
 ) -> None:
     a, b = nodes
     task = _task("buffer_one")
-    witness = Witness(tmp_path / "witness")
-    go = threading.Event()
-    caplog.set_level(logging.INFO, logger="firefly_scheduling.fires")
-    body = _bodies(witness, go)
+    witness, go, body = _buffering(tmp_path, caplog)
 
     with ThreadPoolExecutor(2) as pool:
         running = pool.submit(a.run, _fire(task, 1), body(1, "a"))
@@ -285,10 +298,7 @@ def test_buffer_all_runs_the_waiting_fires_of_both_nodes_one_by_one_oldest_first
 ) -> None:
     a, b = nodes
     task = _task("buffer_all")
-    witness = Witness(tmp_path / "witness")
-    go = threading.Event()
-    caplog.set_level(logging.INFO, logger="firefly_scheduling.fires")
-    body = _bodies(witness, go)
+    witness, go, body = _buffering(tmp_path, caplog)
 
     with ThreadPoolExecutor(4) as pool:
         futures = [pool.submit(a.run, _fire(task, 1), body(1, "a"))]
@@ -337,9 +347,7 @@ def test_cancel_other_asks_a_plain_body_on_the_other_node_to_stop_then_runs_the_
             time.sleep(0.01)
         witness.write("end", 1, "a")
 
-    def newer() -> None:
-        witness.write("start", 2, "b")
-        witness.write("end", 2, "b")
+    newer = witness.quick(2, "b")
 
     with ThreadPoolExecutor(1) as pool:
         first = pool.submit(a.run, _fire(task, 1), running)

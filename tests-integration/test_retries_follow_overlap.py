@@ -38,6 +38,7 @@ from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_postgres import PgAdvisoryLock
 from firefly_scheduling_redis import RedisLock
 from firefly_scheduling_redis.protocol import LOCK_KEY_PREFIX
+from fresh_tables import default_history
 
 pytestmark = pytest.mark.slow
 
@@ -118,12 +119,8 @@ def sleep_until(when: datetime) -> None:
 @pytest.fixture
 def history(postgres_url: str) -> Iterator[SqlRunHistory]:
     """A second client of the runners' history."""
-    store = SqlRunHistory(postgres_url, table=HISTORY_TABLE)
-    store.install()
-    try:
-        yield store
-    finally:
-        store.close()
+    with default_history(postgres_url) as history:
+        yield history
 
 
 @pytest.fixture(params=["redis", "postgres"])
@@ -203,6 +200,30 @@ def run_next_fire_and_retry(
     return retried
 
 
+class FirstFailed:
+    """Fails a task's first run, then (`then_retry`) runs its next fire and the retry."""
+
+    def __init__(
+        self, new_lock: Callable[[], DistributedLock], postgres_url: str, witness: Witness
+    ) -> None:
+        self.new_lock, self.postgres_url, self.witness = new_lock, postgres_url, witness
+
+    def __call__(self, overlap: str) -> tuple[ScheduledDescriptor, FireResult]:
+        return fail_first_run(overlap, self.new_lock, self.postgres_url, self.witness)
+
+    def then_retry(self, overlap: str) -> tuple[ScheduledDescriptor, FireResult, FireResult]:
+        task, failed = self(overlap)
+        args = (self.new_lock, self.postgres_url, self.witness)
+        return task, failed, run_next_fire_and_retry(task, failed, *args)
+
+
+@pytest.fixture
+def first_failed(
+    tmp_path: Path, new_lock: Callable[[], DistributedLock], postgres_url: str
+) -> FirstFailed:
+    return FirstFailed(new_lock, postgres_url, Witness(tmp_path / "witness.log"))
+
+
 def record_of(history: SqlRunHistory, task: ScheduledDescriptor, instant: datetime) -> RunRecord:
     """The fire's record, read by the second client."""
     [record] = [
@@ -213,14 +234,9 @@ def record_of(history: SqlRunHistory, task: ScheduledDescriptor, instant: dateti
 
 @pytest.mark.parametrize("overlap", ["skip", "cancel_other"])
 def test_under_skip_and_cancel_other_the_retry_is_skipped_with_its_reason(
-    overlap: str,
-    tmp_path: Path,
-    new_lock: Callable[[], DistributedLock],
-    postgres_url: str,
-    history: SqlRunHistory,
+    overlap: str, first_failed: FirstFailed, history: SqlRunHistory
 ) -> None:
-    witness = Witness(tmp_path / "witness.log")
-    task, failed = fail_first_run(overlap, new_lock, postgres_url, witness)
+    task, failed = first_failed(overlap)
     assert failed.retry is None
     record = record_of(history, task, failed.fire.instant)
     assert (record.state, record.attempt) == (RunState.FAILED, 1)
@@ -231,15 +247,10 @@ def test_under_skip_and_cancel_other_the_retry_is_skipped_with_its_reason(
 
 @pytest.mark.parametrize("overlap", ["buffer_one", "buffer_all"])
 def test_under_buffering_the_retry_waits_for_the_next_fire_then_runs(
-    overlap: str,
-    tmp_path: Path,
-    new_lock: Callable[[], DistributedLock],
-    postgres_url: str,
-    history: SqlRunHistory,
+    overlap: str, first_failed: FirstFailed, history: SqlRunHistory
 ) -> None:
-    witness = Witness(tmp_path / "witness.log")
-    task, failed = fail_first_run(overlap, new_lock, postgres_url, witness)
-    retried = run_next_fire_and_retry(task, failed, new_lock, postgres_url, witness)
+    task, failed, retried = first_failed.then_retry(overlap)
+    witness = first_failed.witness
     assert (retried.verdict, retried.attempt) == (Verdict.SUCCEEDED, 2), retried
     assert retried.buffered_seconds is not None
     assert retried.buffered_seconds > 0
@@ -250,14 +261,10 @@ def test_under_buffering_the_retry_waits_for_the_next_fire_then_runs(
 
 
 def test_under_allow_all_the_retry_runs_alongside_the_next_fire(
-    tmp_path: Path,
-    new_lock: Callable[[], DistributedLock],
-    postgres_url: str,
-    history: SqlRunHistory,
+    first_failed: FirstFailed, history: SqlRunHistory
 ) -> None:
-    witness = Witness(tmp_path / "witness.log")
-    task, failed = fail_first_run("allow_all", new_lock, postgres_url, witness)
-    retried = run_next_fire_and_retry(task, failed, new_lock, postgres_url, witness)
+    task, failed, retried = first_failed.then_retry("allow_all")
+    witness = first_failed.witness
     assert (retried.verdict, retried.attempt) == (Verdict.SUCCEEDED, 2), retried
     stamps = witness.stamps()
     assert stamps[("next", "start")] < stamps[("retry", "start")] < stamps[("next", "end")]

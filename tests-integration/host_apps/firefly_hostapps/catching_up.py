@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 
-from firefly_hostapps.record import node
+from firefly_hostapps.record import append_line, node
 from firefly_scheduling import current_fire, scheduled
 
 
@@ -24,10 +24,5 @@ def every_minute() -> None:
     fire = current_fire()
     assert fire is not None
     trigger = "catch-up" if fire.caught_up else "scheduled"
-    line = f"{node()} {trigger} {fire.instant.isoformat()}\n".encode()
     time.sleep(float(os.environ.get("FIREFLY_HOSTAPP_BODY_SECONDS", "0")))
-    fd = os.open(os.environ["FIREFLY_HOSTAPP_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
+    append_line(f"{node()} {trigger} {fire.instant.isoformat()}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-from firefly_hostapps.record import node, seconds
+from firefly_hostapps.record import append_line, node, seconds
 from firefly_scheduling import current_fire, scheduled
 
 
@@ -30,9 +30,4 @@ def overlapping() -> None:
         time.sleep(0.01)
     end = time.time()
     asked = int(context.cancel_requested)
-    line = f"{node()} {context.instant.timestamp():.6f} {start:.6f} {end:.6f} {asked}\n".encode()
-    fd = os.open(os.environ["FIREFLY_HOSTAPP_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
+    append_line(f"{node()} {context.instant.timestamp():.6f} {start:.6f} {end:.6f} {asked}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 
-from firefly_hostapps.record import node, seconds
+from firefly_hostapps.record import append_line, node, seconds
 from firefly_scheduling import current_fire, scheduled
 
 
@@ -24,9 +24,4 @@ def paused_task() -> None:
     fire = current_fire()
     assert fire is not None  # a host runs the body inside its fire's context
     instant = fire.instant.timestamp()
-    line = f"{node()} {instant:.6f} {started:.6f}\n".encode()
-    fd = os.open(os.environ["FIREFLY_HOSTAPP_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
+    append_line(f"{node()} {instant:.6f} {started:.6f}")

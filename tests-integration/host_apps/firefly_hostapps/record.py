@@ -11,19 +11,23 @@ def node() -> str:
     return os.environ.get("FIREFLY_SCHEDULING_NODE", f"pid-{os.getpid()}")
 
 
+def append_line(text: str, log_variable: str = "FIREFLY_HOSTAPP_LOG") -> None:
+    """Append `text` and a newline to the file named by `log_variable`, in one
+    `O_APPEND` write: lines of concurrent bodies and nodes never interleave."""
+    fd = os.open(os.environ[log_variable], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, f"{text}\n".encode())
+    finally:
+        os.close(fd)
+
+
 def timed_run(body: Callable[[], object], log_variable: str = "FIREFLY_HOSTAPP_LOG") -> None:
     """Run `body` and append `node start end` to the file named by `log_variable`."""
     start = time.time()
     try:
         body()
     finally:
-        end = time.time()
-        line = f"{node()} {start:.6f} {end:.6f}\n".encode()
-        fd = os.open(os.environ[log_variable], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
+        append_line(f"{node()} {start:.6f} {time.time():.6f}", log_variable)
 
 
 def seconds(variable: str, default: float) -> float:

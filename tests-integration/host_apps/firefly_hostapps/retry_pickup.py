@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from firefly_hostapps.record import node
+from firefly_hostapps.record import append_line, node
 from firefly_scheduling import current_fire, scheduled
 
 
@@ -24,11 +24,6 @@ from firefly_scheduling import current_fire, scheduled
 def picked_up() -> None:
     fire = current_fire()
     assert fire is not None
-    line = f"{node()} {fire.instant.isoformat()} {fire.attempt}\n"
-    fd = os.open(os.environ["FIREFLY_HOSTAPP_WITNESS"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
+    append_line(f"{node()} {fire.instant.isoformat()} {fire.attempt}", "FIREFLY_HOSTAPP_WITNESS")
     if fire.attempt == 1:
         raise RuntimeError("the first attempt fails")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-from firefly_hostapps.record import node, seconds
+from firefly_hostapps.record import append_line, node, seconds
 from firefly_scheduling import current_fire, scheduled
 
 _LOCK = os.environ.get("FIREFLY_HOSTAPP_LOCK", "hostapps-retrying")
@@ -26,12 +26,8 @@ def _witnessed(task: str, fails: bool) -> None:
     start = time.time()
     time.sleep(BODY_SECONDS)
     end = time.time()
-    line = f"{node()} {task} {fire.instant.isoformat()} {fire.attempt} {start:.6f} {end:.6f}\n"
-    fd = os.open(os.environ["FIREFLY_HOSTAPP_WITNESS"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
+    line = f"{node()} {task} {fire.instant.isoformat()} {fire.attempt} {start:.6f} {end:.6f}"
+    append_line(line, "FIREFLY_HOSTAPP_WITNESS")
     if fails:
         raise RuntimeError(f"{task} fails (attempt {fire.attempt})")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 
-from firefly_hostapps.record import node
+from firefly_hostapps.record import append_line, node
 from firefly_scheduling import current_fire, scheduled
 
 LOCK = os.environ.get("FIREFLY_HOSTAPP_LOCK", "hostapps-steered")
@@ -21,12 +21,7 @@ def _witness(task: str) -> None:
     instant = "-" if fire is None else fire.instant.isoformat()
     monotonic = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
     realtime = time.clock_gettime_ns(time.CLOCK_REALTIME)
-    line = f"{task} {node()} {instant} {monotonic} {realtime}\n".encode()
-    fd = os.open(os.environ["FIREFLY_HOSTAPP_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
+    append_line(f"{task} {node()} {instant} {monotonic} {realtime}")
 
 
 # Once a year, at an instant no test reaches: only a trigger runs it.
