@@ -25,10 +25,15 @@ from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.hosts.observation.fire_log import FireLog
 from firefly_scheduling.hosts.observation.observers import FireObserver
 from firefly_scheduling.hosts.runtime.boot import build_runtime, validated
+from firefly_scheduling.hosts.runtime.schedule_watch import (
+    RuntimeScheduleSource,
+    runtime_schedule_source,
+)
 from firefly_scheduling.hosts.runtime.shutdown import DEFAULT_GRACE_PERIOD_SECONDS
 from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
 from firefly_scheduling.settings import Settings, configured_node
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling.tasks.discovery import runtime_targets
 
 LOG_FORMATS = ("text", "json")
 
@@ -65,6 +70,13 @@ class HostOptions:
             wait_for_backend_seconds=self.wait_for_backend,
         )
         return runtime, descriptors
+
+    def runtime_schedules(self) -> RuntimeScheduleSource | None:
+        """Where the host reads runtime schedules (None: no durable control store), and
+        the callables of its task source they may run (`tasks.discovery.runtime_targets`)."""
+        settings = host_settings(self.manifest, self.lock_provider, self.node)
+        allowed = runtime_targets(settings, packages=list(self.apps) or None)
+        return runtime_schedule_source(settings, allowed)
 
 
 _HOST_OPTION_NAMES = tuple(field.name for field in fields(HostOptions))
@@ -206,15 +218,21 @@ def prepare_host(
     node: str | None,
 ) -> tuple[Settings, tuple[ScheduledDescriptor, ...]]:
     """Settings with the overrides applied, and the validated tasks (none is an error)."""
+    settings = host_settings(manifest, lock_provider, node)
+    discovered = discover_tasks(apps, manifest, paths, settings)
+    if not discovered.descriptors:
+        raise ConfigurationError(discovered.explanation)
+    return settings, validated(discovered.descriptors)
+
+
+def host_settings(manifest: Path | None, lock_provider: str | None, node: str | None) -> Settings:
+    """The environment's settings with the host's `--manifest`, provider and node applied."""
     settings = settings_for(manifest)
     if lock_provider:
         settings = replace(settings, lock_provider=lock_provider.strip().lower())
     if node:
         settings = replace(settings, node=node)
-    discovered = discover_tasks(apps, manifest, paths, settings)
-    if not discovered.descriptors:
-        raise ConfigurationError(discovered.explanation)
-    return settings, validated(discovered.descriptors)
+    return settings
 
 
 def observers_for(fire_log: Path | None) -> tuple[FireObserver, ...]:

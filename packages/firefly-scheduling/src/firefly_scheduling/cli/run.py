@@ -51,6 +51,11 @@ def run(options: HostOptions, *, health_port: int | None, health_host: str) -> N
     """Run the tasks in this process until SIGTERM/SIGINT (the resident host)."""
     with stop_on_signals(StopRequest()) as stop:
         runtime, descriptors = options.boot("run")
+        try:
+            schedules = options.runtime_schedules()
+        except BaseException:
+            runtime.close()
+            raise
         heartbeat = None if health_port is None else Heartbeat()
         server = None
         if heartbeat is not None and health_port is not None:
@@ -69,6 +74,7 @@ def run(options: HostOptions, *, health_port: int | None, health_host: str) -> N
             max_workers=options.max_workers,
             stop=stop,
             heartbeat=heartbeat,
+            runtime_schedules=schedules,
         )
         try:
             status = host.run_until_stopped(handle_signals=False)

@@ -21,6 +21,8 @@ import click
 
 from firefly_scheduling.cli.host_options import HostOptions, host_options
 from firefly_scheduling.cli.output import echo_json_lines, json_option
+from firefly_scheduling.control.runtime_tasks import RuntimeTask
+from firefly_scheduling.hosts.runtime.schedule_watch import read_runtime_tasks
 from firefly_scheduling.hosts.runtime.shutdown import (
     StopRequest,
     exit_abandoning,
@@ -38,12 +40,18 @@ def tick(options: HostOptions, *, as_json: bool) -> None:
     """Run what is due in the current minute, then exit (the cron-driven host)."""
     with stop_on_signals(StopRequest()) as stop:
         runtime, descriptors = options.boot("tick")
+        try:
+            runtime_tasks = _runtime_tasks(options)
+        except BaseException:
+            runtime.close()
+            raise
         host = TickHost(
             descriptors,
             runtime,
             grace_period=options.grace_period,
             max_workers=options.max_workers,
             stop=stop,
+            runtime_tasks=runtime_tasks,
         )
         try:
             report = host.run()
@@ -61,3 +69,14 @@ def tick(options: HostOptions, *, as_json: bool) -> None:
     if report.abandoned:
         exit_abandoning(report.exit_status)
     sys.exit(report.exit_status)
+
+
+def _runtime_tasks(options: HostOptions) -> list[RuntimeTask]:
+    """The runtime schedules this pass runs, read once (none without a control store)."""
+    source = options.runtime_schedules()
+    if source is None:
+        return []
+    try:
+        return read_runtime_tasks(source)
+    finally:
+        source.store.close()

@@ -46,12 +46,13 @@ from firefly_scheduling.hosts.runtime.asyncio_boot import (
     wait_for_async_backend,
 )
 from firefly_scheduling.hosts.runtime.boot import validated
+from firefly_scheduling.hosts.runtime.schedule_watch_async import runtime_schedule_source
 from firefly_scheduling.hosts.runtime.shutdown import DEFAULT_GRACE_PERIOD_SECONDS
 from firefly_scheduling.locks.port import AsyncDistributedLock
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.tasks.callables import Resolver
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
-from firefly_scheduling.tasks.discovery import resolve_descriptors
+from firefly_scheduling.tasks.discovery import resolve_descriptors, runtime_targets
 
 __all__ = ["SchedulingHealth", "scheduled_tasks", "scheduling_lifespan"]
 
@@ -85,6 +86,9 @@ async def scheduled_tasks(
     * `wait_for_backend`: seconds to retry a lock backend that does not answer yet
       (default `firefly.scheduling.wait-for-backend`, 30 s), then `BackendUnavailable`.
 
+    Schedules defined at runtime are read from the configured control store
+    (`hosts.runtime.schedule_watch_async`); without one, a warning says so once.
+
     Everything is validated and built before the block is entered (a bad task, a
     method task whose class cannot be built, an unusable or silent backend fails the
     application's startup, naming the cause).
@@ -103,7 +107,13 @@ async def scheduled_tasks(
     )
     seconds = settings.wait_for_backend if wait_for_backend is None else wait_for_backend
     await wait_for_async_backend(runtime, seconds=seconds)
-    host = AsyncHost(tasks, runtime, grace_period=grace_period)
+    try:
+        allowed = runtime_targets(settings) | {task.target for task in tasks}
+        schedules = runtime_schedule_source(settings, allowed)
+    except BaseException:
+        await runtime.aclose()
+        raise
+    host = AsyncHost(tasks, runtime, grace_period=grace_period, runtime_schedules=schedules)
     host.start()
     if health is not None:
         health.attach(runtime)

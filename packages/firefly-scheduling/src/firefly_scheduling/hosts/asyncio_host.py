@@ -30,6 +30,10 @@ from firefly_scheduling.hosts.apscheduler.jobs_async import attach_tasks
 from firefly_scheduling.hosts.observation.passed_over_report import scheduler_logger
 from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
 from firefly_scheduling.hosts.runtime.catch_up_async import CatchUpReport, catch_up
+from firefly_scheduling.hosts.runtime.schedule_watch_async import (
+    RuntimeScheduleSource,
+    RuntimeScheduleWatch,
+)
 from firefly_scheduling.hosts.runtime.shutdown import DEFAULT_GRACE_PERIOD_SECONDS, describe_fires
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
@@ -48,7 +52,10 @@ class AsyncHost:
         runtime: AsyncTaskRuntime,
         *,
         grace_period: float = DEFAULT_GRACE_PERIOD_SECONDS,
+        runtime_schedules: RuntimeScheduleSource | None = None,
     ) -> None:
+        """`runtime_schedules`, when given, is watched for schedules defined at runtime
+        (`hosts.runtime.schedule_watch_async`), by a task on the loop."""
         if not grace_period >= 0:
             raise ValueError(f"grace_period must be >= 0 seconds, got {grace_period!r}")
         self.descriptors = tuple(descriptors)
@@ -58,6 +65,9 @@ class AsyncHost:
         #: Catching up missed fires at start (`hosts.runtime.catch_up_async`), when a
         #: task has `catchup=`; a stop ends it between two fires.
         self.catch_up: asyncio.Task[list[CatchUpReport]] | None = None
+        self.runtime_schedules = runtime_schedules
+        self.schedule_watch: RuntimeScheduleWatch | None = None
+        self._watching: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         """Start scheduling on the running loop (call it from a coroutine)."""
@@ -70,6 +80,13 @@ class AsyncHost:
         attach_tasks(scheduler, self.descriptors, self.runtime)
         scheduler.start()
         self.scheduler = scheduler
+        if self.runtime_schedules is not None:
+            self.schedule_watch = RuntimeScheduleWatch(
+                scheduler, self.runtime, self.runtime_schedules
+            )
+            self._watching = asyncio.get_running_loop().create_task(
+                self.schedule_watch.watch(), name="firefly-runtime-schedules"
+            )
         if any(d.catchup is not None for d in self.descriptors):
             # Beside the scheduler: the fires due from now on do not wait for it.
             self.catch_up = asyncio.get_running_loop().create_task(
@@ -87,6 +104,7 @@ class AsyncHost:
         Returns the fires that had to be cancelled (empty after a clean stop).
         """
         self.runtime.stop_accepting()
+        await self._stop_watching()
         scheduler = self.scheduler
         running = scheduler is not None and bool(scheduler.running)
         if running:
@@ -126,3 +144,14 @@ class AsyncHost:
         await self.runtime.aclose()
         logger.info("asyncio host stopped")
         return cancelled
+
+    async def _stop_watching(self) -> None:
+        """End the runtime schedules' watch and close its store (its jobs go with the
+        scheduler)."""
+        if self.schedule_watch is not None:
+            self.schedule_watch.stop()
+        if self._watching is not None:
+            await asyncio.wait([self._watching], timeout=CANCEL_UNWIND_SECONDS)
+            self._watching.cancel()
+        if self.runtime_schedules is not None:
+            await self.runtime_schedules.store.aclose()

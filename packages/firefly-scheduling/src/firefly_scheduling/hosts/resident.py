@@ -8,6 +8,10 @@ and no-burst rules of `fixed_rate`. What it lacks (crontab day-of-week semantics
 epoch-aligned fire instants, end-to-start delays) is supplied by `jobs` and
 `triggers`.
 
+Schedules defined at runtime (`firefly-scheduling schedules add`) are read from the
+control store by a thread of their own, which adds and removes their jobs
+(`hosts.runtime.schedule_watch`).
+
 A task with `catchup=` has the fires the whole fleet missed run once, oldest first,
 in a thread started with the scheduler (`hosts.runtime.catch_up`).
 
@@ -35,6 +39,10 @@ from firefly_scheduling.hosts.apscheduler.jobs import attach_tasks
 from firefly_scheduling.hosts.observation.health import HEARTBEAT_SECONDS, Heartbeat
 from firefly_scheduling.hosts.observation.passed_over_report import scheduler_logger
 from firefly_scheduling.hosts.runtime.catch_up import catch_up
+from firefly_scheduling.hosts.runtime.schedule_watch import (
+    RuntimeScheduleSource,
+    RuntimeScheduleWatch,
+)
 from firefly_scheduling.hosts.runtime.shutdown import (
     DEFAULT_GRACE_PERIOD_SECONDS,
     StopRequest,
@@ -68,8 +76,11 @@ class ResidentHost:
         max_workers: int | None = None,
         stop: StopRequest | None = None,
         heartbeat: Heartbeat | None = None,
+        runtime_schedules: RuntimeScheduleSource | None = None,
     ) -> None:
-        """`heartbeat`, when given, is beaten by the scheduler's own thread (`/livez`)."""
+        """`heartbeat`, when given, is beaten by the scheduler's own thread (`/livez`);
+        `runtime_schedules`, when given, is watched for schedules defined at runtime
+        (`hosts.runtime.schedule_watch`)."""
         self.descriptors = tuple(descriptors)
         self.runtime = runtime
         self.grace_period = grace_period
@@ -87,6 +98,11 @@ class ResidentHost:
             logger=scheduler_logger(),
         )
         attach_tasks(self.scheduler, self.descriptors, runtime)
+        self.schedule_watch = (
+            None
+            if runtime_schedules is None
+            else RuntimeScheduleWatch(self.scheduler, runtime, runtime_schedules)
+        )
         if heartbeat is not None:
             # Run inline by the scheduler's thread (DebugExecutor): a beat proves that
             # thread woke on time, whatever the task pool is doing.
@@ -103,6 +119,10 @@ class ResidentHost:
     def start(self) -> None:
         self.scheduler.start()
         self._start_catch_up()
+        if self.schedule_watch is not None:
+            threading.Thread(
+                target=self.schedule_watch.watch, name="firefly-runtime-schedules", daemon=True
+            ).start()
         logger.info(
             "resident host started on node %s with %d task(s)",
             self.runtime.node,
@@ -148,6 +168,8 @@ class ResidentHost:
         Does not return when bodies had to be abandoned: the process exits 0 at once.
         """
         self.runtime.stop_accepting()
+        if self.schedule_watch is not None:
+            self.schedule_watch.stop()
         if self.scheduler.running:
             # Pause, then wait for a job-processing pass already under way (`get_jobs`
             # takes the job-store lock it holds): shutting down in the middle of one
@@ -159,5 +181,7 @@ class ResidentHost:
         if abandoned:
             exit_abandoning()  # never closes the lock: that would free the bodies' locks
         self.runtime.close()
+        if self.schedule_watch is not None:
+            self.schedule_watch.source.store.close()
         logger.info("resident host stopped")
         return 0

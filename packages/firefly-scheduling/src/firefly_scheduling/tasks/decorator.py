@@ -82,6 +82,49 @@ def scheduled(
     `catchup_limit` (default 100) of them, the newest, the older ones recorded as
     skipped. It needs a run history (see `firefly_scheduling.fires.catching_up`).
     """
+    # Every argument above, by name: `scheduled_descriptor` takes the same ones.
+    arguments = dict(locals())
+
+    def decorate(task: TaskFunction) -> TaskFunction:
+        function = _plain_function(task)
+        target = validate_target(f"{function.__module__}:{function.__qualname__}")
+        if descriptor_of(function) is not None:
+            raise ConfigurationError(f"{target}: @scheduled is applied twice; use one schedule")
+        descriptor = scheduled_descriptor(target, lock_named_after=target, **arguments)
+        setattr(function, SCHEDULE_ATTRIBUTE, descriptor)
+        return task
+
+    return decorate
+
+
+def scheduled_descriptor(
+    target: str,
+    *,
+    lock_named_after: str,
+    cron: str | None = None,
+    fixed_rate: Duration | None = None,
+    fixed_delay: Duration | None = None,
+    initial_delay: Duration | None = None,
+    zone: str | None = None,
+    lock: bool | str | None = True,
+    lock_ttl: Duration | None = None,
+    dst_gap: str | None = None,
+    dst_fold: str | None = None,
+    jitter: Duration | None = None,
+    timeout: Duration | None = None,
+    retries: int | None = None,
+    retry_backoff: Duration | None = None,
+    retry_backoff_max: Duration | None = None,
+    overlap: str = "skip",
+    catchup: Duration | None = None,
+    catchup_limit: int | None = None,
+) -> ScheduledDescriptor:
+    """The validated descriptor of `target` for the `@scheduled` arguments.
+
+    The one reading of those arguments, for the decorator and for schedules defined
+    at runtime alike; `lock=True` names the lock `lock_named_after` (the target, for
+    the decorator). Errors start with `target`.
+    """
     given = [
         name
         for name, value in (
@@ -91,51 +134,42 @@ def scheduled(
         )
         if value is not None
     ]
-
-    def decorate(task: TaskFunction) -> TaskFunction:
-        function = _plain_function(task)
-        target = validate_target(f"{function.__module__}:{function.__qualname__}")
-        if len(given) != 1:
-            raise ConfigurationError(
-                f"{target}: @scheduled needs exactly one of cron=, fixed_rate=, fixed_delay=; "
-                f"got {', '.join(given) or 'none'}"
-            )
-        if descriptor_of(function) is not None:
-            raise ConfigurationError(f"{target}: @scheduled is applied twice; use one schedule")
-        lock_name = _lock_name(lock, target)
-        if lock_name is None and lock_ttl is not None:
-            raise ConfigurationError(
-                f"{target}: lock_ttl= is given but lock={lock!r} leaves the task unlocked; "
-                "drop lock= (tasks are locked by default) or lock_ttl="
-            )
-        descriptor = ScheduledDescriptor(
-            target=target,
-            cron=cron.strip() if isinstance(cron, str) else cron,
-            fixed_rate=_optional_seconds(fixed_rate, target, "fixed_rate"),
-            fixed_delay=_optional_seconds(fixed_delay, target, "fixed_delay"),
-            initial_delay=_optional_seconds(initial_delay, target, "initial_delay"),
-            zone=zone,
-            lock_name=lock_name,
-            lock_ttl=(
-                None
-                if lock_name is None
-                else _optional_seconds(lock_ttl, target, "lock_ttl") or DEFAULT_LOCK_TTL_SECONDS
-            ),
-            dst_gap=dst_gap,
-            dst_fold=dst_fold,
-            jitter=_optional_seconds(jitter, target, "jitter"),
-            timeout=_optional_seconds(timeout, target, "timeout"),
-            retries=retries,
-            retry_backoff=_optional_seconds(retry_backoff, target, "retry_backoff"),
-            retry_backoff_max=_optional_seconds(retry_backoff_max, target, "retry_backoff_max"),
-            overlap=overlap,
-            catchup=_optional_seconds(catchup, target, "catchup"),
-            catchup_limit=catchup_limit,
+    if len(given) != 1:
+        raise ConfigurationError(
+            f"{target}: @scheduled needs exactly one of cron=, fixed_rate=, fixed_delay=; "
+            f"got {', '.join(given) or 'none'}"
         )
-        setattr(function, SCHEDULE_ATTRIBUTE, validate_descriptor(descriptor))
-        return task
-
-    return decorate
+    lock_name = _lock_name(lock, target, lock_named_after)
+    if lock_name is None and lock_ttl is not None:
+        raise ConfigurationError(
+            f"{target}: lock_ttl= is given but lock={lock!r} leaves the task unlocked; "
+            "drop lock= (tasks are locked by default) or lock_ttl="
+        )
+    descriptor = ScheduledDescriptor(
+        target=target,
+        cron=cron.strip() if isinstance(cron, str) else cron,
+        fixed_rate=_optional_seconds(fixed_rate, target, "fixed_rate"),
+        fixed_delay=_optional_seconds(fixed_delay, target, "fixed_delay"),
+        initial_delay=_optional_seconds(initial_delay, target, "initial_delay"),
+        zone=zone,
+        lock_name=lock_name,
+        lock_ttl=(
+            None
+            if lock_name is None
+            else _optional_seconds(lock_ttl, target, "lock_ttl") or DEFAULT_LOCK_TTL_SECONDS
+        ),
+        dst_gap=dst_gap,
+        dst_fold=dst_fold,
+        jitter=_optional_seconds(jitter, target, "jitter"),
+        timeout=_optional_seconds(timeout, target, "timeout"),
+        retries=retries,
+        retry_backoff=_optional_seconds(retry_backoff, target, "retry_backoff"),
+        retry_backoff_max=_optional_seconds(retry_backoff_max, target, "retry_backoff_max"),
+        overlap=overlap,
+        catchup=_optional_seconds(catchup, target, "catchup"),
+        catchup_limit=catchup_limit,
+    )
+    return validate_descriptor(descriptor)
 
 
 def descriptor_of(candidate: object) -> ScheduledDescriptor | None:
@@ -155,11 +189,11 @@ def _plain_function(task: object) -> Callable[..., Any]:
     return function
 
 
-def _lock_name(lock: object, target: str) -> str | None:
+def _lock_name(lock: object, target: str, named_after: str) -> str | None:
     if lock is None or lock is False:
         return None
     if lock is True:
-        return target
+        return named_after
     if isinstance(lock, str):
         return lock  # checked by validate_descriptor with the target in the message
     raise ConfigurationError(
