@@ -21,7 +21,7 @@ from firefly_scheduling.control.selection import resolve_control_store
 from firefly_scheduling.errors import ConfigurationError
 
 
-def _operator(by: str | None) -> str:
+def operator_name(by: str | None) -> str:
     """`--by`, else `<login>@<host>`; a `ConfigurationError` when neither can be had."""
     if by is not None:
         return by
@@ -58,7 +58,7 @@ def pause(task: str | None, all_tasks: bool, by: str | None, note: str) -> None:
     name = _task(task, all_tasks, "pause")
     store = _store()
     try:
-        recorded = store.pause(name, by=_operator(by), note=note)
+        recorded = store.pause(name, by=operator_name(by), note=note)
     except ControlStoreError as err:
         raise click.ClickException(str(err)) from err
     finally:

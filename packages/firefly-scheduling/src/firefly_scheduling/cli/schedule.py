@@ -6,7 +6,9 @@ the cadence bucket the interval rounds up to), the zone, the lock name and TTL,
 the initial delay, and the next fire in UTC (and in the task's zone). A lock
 named after its task (`lock=True`, the default) is shown as `= target`; a task
 declared `lock=False` as running on every node. When no
-task is found it says so, and why.
+task is found it says so, and why. The runtime schedules the nodes run (from the
+control store, when there is one) are listed too, each under its name; `--json`
+marks them `"runtime": true`, with `runs`, the callable's target.
 
 `--host run|tick` says which host the listing describes: the exact interval and
 its epoch-aligned next fire for `run` (the default), the cadence bucket and its
@@ -37,6 +39,7 @@ from firefly_scheduling.cli.output import (
     text_column,
 )
 from firefly_scheduling.cli.schedule_next import render_upcoming, upcoming_fires, upcoming_json
+from firefly_scheduling.cli.schedules import listed_runtime_tasks
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.initial_delay.gate import first_run_from
 from firefly_scheduling.initial_delay.port import AnchorStoreError
@@ -47,6 +50,7 @@ from firefly_scheduling.schedule.next_fire import HOSTS, Host, cron_schedule_of
 from firefly_scheduling.schedule.next_fire import next_fire as next_fire_under
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling.tasks.discovery import DiscoveredTasks
 from firefly_scheduling.tasks.retry_arguments import retry_json
 
 _NONE = "-"
@@ -271,6 +275,10 @@ def schedule(  # noqa: PLR0917 - click passes one parameter per option
 ) -> None:
     """List every scheduled task: trigger, zone, lock, initial delay, next fire."""
     discovered = discover_tasks(apps, manifest, paths)
+    runtime, note = listed_runtime_tasks(apps, manifest, paths)
+    if runtime or note:
+        descriptors = (*discovered.descriptors, *(task.task for task in runtime))
+        discovered = DiscoveredTasks(descriptors, f"{discovered.explanation}; {note}")
     now = start or datetime.now(UTC)
     if count is not None:
         if as_json:
@@ -286,8 +294,14 @@ def schedule(  # noqa: PLR0917 - click passes one parameter per option
         return
     first_run = first_runs(discovered.descriptors, settings_for(manifest))
     if as_json:
+        runs = {task.name: task.callable_target for task in runtime}
         echo_json_lines(
-            schedule_json(d, now, host, first_run.get(d.target)) for d in discovered.descriptors
+            {
+                **schedule_json(d, now, host, first_run.get(d.target)),
+                "runtime": d.target in runs,
+                "runs": runs.get(d.target, d.target),
+            }
+            for d in discovered.descriptors
         )
         return
     render_schedule(
