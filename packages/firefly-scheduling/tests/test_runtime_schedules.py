@@ -81,7 +81,7 @@ def test_schedulable_marks_the_function_with_its_target_and_returns_it(app: str)
 
     def inner() -> None: ...
 
-    with pytest.raises(ConfigurationError, match="<locals>|not importable"):
+    with pytest.raises(ConfigurationError, match=r"<locals>|not importable"):
         schedulable(inner)
     with pytest.raises(ConfigurationError, match="decorates a function"):
         schedulable(42)  # type: ignore[call-overload]
@@ -125,7 +125,7 @@ def test_a_runtime_schedule_is_read_as_the_decorator_reads_its_arguments(app: st
         "unknown argument": ("x", f"{app}.jobs:report", {"cronn": "* * * * *"}),
         "catchup": ("x", f"{app}.jobs:report", {"cron": "* * * * *", "catchup": "1h"}),
         "is the target of": (f"{app}.jobs:nightly", f"{app}.jobs:report", {"cron": "* * * * *"}),
-        "reserved|must not be": ("firefly:x", f"{app}.jobs:report", {"cron": "* * * * *"}),
+        r"reserved|must not be": ("firefly:x", f"{app}.jobs:report", {"cron": "* * * * *"}),
     }
     for expected, (name, target, arguments) in refusals.items():
         with pytest.raises(ConfigurationError, match=expected):
@@ -137,7 +137,9 @@ def test_adding_the_same_schedule_twice_stores_one_and_other_arguments_conflict(
     store = MemoryControlStore()
     target = f"{app}.jobs:report"
     assert add_runtime_schedule(store, "r", target, by="ops", allowed=allowed, cron="*/5 * * * *")
-    assert not add_runtime_schedule(store, "r", target, by="ops", allowed=allowed, cron="*/5 * * * *")
+    assert not add_runtime_schedule(
+        store, "r", target, by="ops", allowed=allowed, cron="*/5 * * * *"
+    )
     assert [s.name for s in runtime_schedules(store)] == ["r"]
     with pytest.raises(ScheduleConflict, match="'r' already exists"):
         add_runtime_schedule(store, "r", target, by="ops", allowed=allowed, cron="* * * * *")
@@ -181,7 +183,9 @@ def test_the_watch_adds_replaces_and_removes_jobs_and_ignores_refused_records(
     runtime = build_runtime((), Settings(), host="run", lock=InMemoryLock(), eager=False)
     scheduler = BackgroundScheduler()
     watch = RuntimeScheduleWatch(scheduler, runtime, RuntimeScheduleSource(store, allowed))
-    add_runtime_schedule(store, "r", f"{app}.jobs:report", by="ops", allowed=allowed, cron="* * * * *")
+    add_runtime_schedule(
+        store, "r", f"{app}.jobs:report", by="ops", allowed=allowed, cron="* * * * *"
+    )
     # Written past the checks, as a second client of the store could.
     store.add_schedule(
         "evil", ScheduledDescriptor(target=f"{app}.jobs:not_allowed", cron="* * * * *"), by="x"
@@ -201,7 +205,9 @@ def test_the_watch_adds_replaces_and_removes_jobs_and_ignores_refused_records(
     assert runtime.callables.resolve("r") is sys.modules[f"{app}.jobs"].report
 
     remove_runtime_schedule(store, "r")
-    add_runtime_schedule(store, "r", f"{app}.jobs:Jobs.rebuild", by="ops", allowed=allowed, fixed_rate="10s")
+    add_runtime_schedule(
+        store, "r", f"{app}.jobs:Jobs.rebuild", by="ops", allowed=allowed, fixed_rate="10s"
+    )
     watch.refresh()
     replaced = scheduler.get_job(RUNTIME_JOB_PREFIX + "r")
     assert replaced.func.descriptor.fixed_rate == 10.0
