@@ -22,8 +22,6 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,49 +36,19 @@ from firefly_scheduling.cli import main
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling_database.control_store import DatabaseControlStore
 from firefly_scheduling_redis.control_store import RedisControlStore
+from runtime_witness import (
+    PICKUP_SECONDS,
+    kernel_monotonic,
+    kernel_realtime,
+    logged_at,
+    read_stamps,
+)
 
 pytestmark = pytest.mark.slow
 
 APP = "firefly_hostapps.runtime_jobs"
-#: The guarantee: a change reaches every node within this many seconds.
-PICKUP_SECONDS = 5.0
 #: How long the schedule runs before it is removed, in seconds.
 RUN_SECONDS = 6.0
-
-
-@dataclass(frozen=True)
-class Stamp:
-    node: str
-    instant: str
-    realtime: float
-    monotonic: float
-
-
-def read_stamps(path: Path) -> list[Stamp]:
-    if not path.exists():
-        return []
-    stamps = []
-    for line in path.read_text().splitlines():
-        node, instant, realtime, monotonic = line.split()
-        stamps.append(Stamp(node, instant, float(realtime), float(monotonic)))
-    return stamps
-
-
-def kernel_monotonic() -> float:
-    return time.clock_gettime(time.CLOCK_MONOTONIC)
-
-
-def kernel_realtime() -> float:
-    return time.clock_gettime(time.CLOCK_REALTIME)
-
-
-def logged_at(output: str, marker: str) -> float | None:
-    """When a node logged the first line holding `marker` (its log's local time, to the ms)."""
-    for line in output.splitlines():
-        if marker in line:
-            stamp = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
-            return stamp.timestamp()
-    return None
 
 
 @pytest.mark.parametrize(

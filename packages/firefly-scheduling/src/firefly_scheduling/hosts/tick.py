@@ -191,6 +191,7 @@ class TickReport:
             {
                 "target": result.fire.target,
                 "instant": result.fire.instant.isoformat(),
+                "trigger": result.fire.trigger.value,
                 "verdict": result.verdict.name.lower(),
                 "adoption": result.adoption,
                 "attempt": result.attempt,
@@ -220,6 +221,7 @@ class TickReport:
             {
                 "target": fire.target,
                 "instant": fire.instant.isoformat(),
+                "trigger": fire.trigger.value,
                 "verdict": verdict,
                 "adoption": False,
                 "attempt": None,
