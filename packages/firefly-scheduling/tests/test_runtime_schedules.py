@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from firefly_scheduling.control.runtime_schedules import (
 from firefly_scheduling.control.runtime_tasks import runtime_descriptor, runtime_task
 from firefly_scheduling.fires.outcome import TriggerKind
 from firefly_scheduling.hosts.apscheduler.jobs import RecurringFire
+from firefly_scheduling.hosts.resident import ResidentHost
 from firefly_scheduling.hosts.runtime.boot import build_runtime
 from firefly_scheduling.hosts.runtime.schedule_watch import (
     RUNTIME_JOB_PREFIX,
@@ -39,6 +41,8 @@ from firefly_scheduling.tasks.schedulable import schedulable_target_of
 MakePackage = Callable[[str], str]
 
 APP = """
+    import time
+
     from firefly_scheduling import schedulable, scheduled
 
     @schedulable
@@ -56,6 +60,14 @@ APP = """
         @schedulable()
         def rebuild(self):
             pass
+
+    SPANS = []
+
+    @schedulable
+    def slow():
+        start = time.monotonic()
+        time.sleep(1.2)
+        SPANS.append((start, time.monotonic()))
 """
 
 
@@ -91,7 +103,7 @@ def test_scan_finds_schedulable_callables_and_the_manifest_keeps_them(
     app: str, tmp_path: Path
 ) -> None:
     allowed = scan_schedulable([app])
-    assert allowed == [f"{app}.jobs:Jobs.rebuild", f"{app}.jobs:report"]
+    assert allowed == [f"{app}.jobs:Jobs.rebuild", f"{app}.jobs:report", f"{app}.jobs:slow"]
     path = tmp_path / "scheduled.json"
     ScheduledManifest.compile(scan([app]), path, packages=[app], schedulable=allowed)
     loaded = ScheduledManifest.load(path)
@@ -215,3 +227,30 @@ def test_the_watch_adds_replaces_and_removes_jobs_and_ignores_refused_records(
     watch.refresh()
     assert scheduler.get_jobs() == []
     runtime.close()
+
+
+def test_a_node_with_one_task_of_its_own_runs_two_runtime_schedules_side_by_side(
+    app: str,
+) -> None:
+    """The resident host's pool is sized at boot: runtime schedules must not queue
+    behind each other in a pool made for the code's one task."""
+    allowed = runtime_targets(Settings(), packages=[app])
+    store = MemoryControlStore()
+    for name in ("slow-a", "slow-b"):
+        add_runtime_schedule(
+            store, name, f"{app}.jobs:slow", by="ops", allowed=allowed, fixed_rate="2s"
+        )
+    code_tasks = scan([app])
+    runtime = build_runtime(code_tasks, Settings(), host="run", lock=InMemoryLock(), eager=False)
+    host = ResidentHost(
+        code_tasks, runtime, runtime_schedules=RuntimeScheduleSource(store, allowed)
+    )
+    host.start()
+    try:
+        time.sleep(4.5)
+    finally:
+        host.shutdown()
+    spans = sys.modules[f"{app}.jobs"].SPANS
+    assert len(spans) >= 2
+    first, second, *_ = sorted(spans)
+    assert second[0] < first[1], f"the two schedules' bodies ran one after the other: {spans}"

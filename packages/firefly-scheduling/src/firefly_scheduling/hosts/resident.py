@@ -87,9 +87,12 @@ class ResidentHost:
         self.stop = stop or StopRequest()
         #: The thread catching up missed fires at start, when a task has `catchup=`.
         self.catch_up: threading.Thread | None = None
+        # Runtime schedules add tasks after boot: their bodies may use up to the
+        # ceiling (a pool starts its threads as fires need them, not up front).
+        tasks = sum(runs_per_node(descriptor.overlap) for descriptor in self.descriptors)
         workers = worker_count(
             checked_max_workers(max_workers),
-            sum(runs_per_node(descriptor.overlap) for descriptor in self.descriptors),
+            RESIDENT_MAX_WORKERS if runtime_schedules is not None else tasks,
             RESIDENT_MAX_WORKERS,
         )
         self.scheduler = BackgroundScheduler(
