@@ -195,3 +195,29 @@ def test_the_listings_show_runtime_schedules_and_which_the_nodes_ignore(
         store.remove_schedule(name)
         store.remove_schedule(sneaky)
         store.close()
+
+
+def test_without_a_durable_control_store_tick_runs_and_says_so_once(
+    memcached_url: str, tmp_path: Path
+) -> None:
+    env = node_env(
+        tmp_path,
+        FIREFLY_SCHEDULING_LOCK_PROVIDER="memcached",
+        FIREFLY_SCHEDULING_LOCK_MEMCACHED_URL=memcached_url,
+    )
+    node = start_node("tick", "tick-memcached", app=APP, env=env, workdir=tmp_path)
+    assert node.wait(timeout=60) == 0, node.text()
+    warnings = [
+        line
+        for line in node.text().splitlines()
+        if "steering needs a durable control store" in line
+    ]
+    assert len(warnings) == 1, node.text()
+    assert "FIREFLY_SCHEDULING_CONTROL_URL" in warnings[0]
+    listed = CliRunner().invoke(
+        main,
+        ["schedules", "list", "--app", APP, "--path", str(HOST_APPS)],
+        env={key: value for key, value in env.items() if key.startswith("FIREFLY_SCHEDULING_")},
+    )
+    assert listed.exit_code == 2, listed.output
+    assert "FIREFLY_SCHEDULING_CONTROL_URL" in listed.output
