@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -18,7 +19,13 @@ from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
-from firefly_hostapps.harness import HOST_APPS, node_env, start_node, wait_for_early_minute
+from firefly_hostapps.harness import (
+    HOST_APPS,
+    STARTED,
+    node_env,
+    start_node,
+    wait_for_early_minute,
+)
 
 from firefly_scheduling.cli import main
 from firefly_scheduling.contrib.starlette import scheduled_tasks
@@ -221,3 +228,48 @@ def test_without_a_durable_control_store_tick_runs_and_says_so_once(
     )
     assert listed.exit_code == 2, listed.output
     assert "FIREFLY_SCHEDULING_CONTROL_URL" in listed.output
+
+
+def test_a_node_with_only_schedulable_callables_boots_and_runs_runtime_schedules(
+    redis_url: str, tmp_path: Path
+) -> None:
+    witness = tmp_path / "witness.log"
+    env = node_env(
+        tmp_path,
+        FIREFLY_SCHEDULING_LOCK_PROVIDER="redis",
+        FIREFLY_SCHEDULING_LOCK_REDIS_URL=redis_url,
+        FIREFLY_HOSTAPP_LOG=str(witness),
+    )
+    app = "firefly_hostapps.runtime_only"
+    name = f"runtime-only-{uuid.uuid4().hex[:12]}"
+    store = RedisControlStore(redis_url)
+    node = start_node("run", "runtime-only-node", app=app, env=env, workdir=tmp_path)
+    try:
+        assert node.wait_for_output(STARTED, timeout=60), node.text()
+        add_runtime_schedule(
+            store, name, f"{app}:only", by="test", allowed={f"{app}:only"}, fixed_rate="500ms"
+        )
+        added_at = kernel_monotonic()
+        while not read_stamps(witness) and kernel_monotonic() < added_at + 10:
+            time.sleep(0.05)
+    finally:
+        store.remove_schedule(name)
+        store.close()
+        status = node.stop()
+    assert status == 0, node.text()
+    stamps = read_stamps(witness)
+    assert stamps, node.text()
+    assert min(s.monotonic for s in stamps) <= added_at + PICKUP_SECONDS
+    assert "this node runs the runtime schedules only" in node.text()
+
+
+def test_a_node_with_only_schedulable_callables_and_no_control_store_is_refused(
+    tmp_path: Path,
+) -> None:
+    env = node_env(tmp_path, FIREFLY_SCHEDULING_LOCK_PROVIDER="memory")
+    node = start_node(
+        "run", "refused-node", app="firefly_hostapps.runtime_only", env=env, workdir=tmp_path
+    )
+    assert node.wait(timeout=60) == 2, node.text()
+    assert "run only on runtime schedules" in node.text()
+    assert "FIREFLY_SCHEDULING_CONTROL_URL" in node.text()

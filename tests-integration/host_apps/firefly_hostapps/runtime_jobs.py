@@ -16,7 +16,7 @@ from firefly_hostapps.record import node
 from firefly_scheduling import current_fire, schedulable, scheduled
 
 
-def _stamp(variable: str) -> None:
+def stamp(variable: str) -> None:
     realtime = time.clock_gettime(time.CLOCK_REALTIME)
     monotonic = time.clock_gettime(time.CLOCK_MONOTONIC)
     fire = current_fire()
@@ -31,12 +31,12 @@ def _stamp(variable: str) -> None:
 
 @schedulable
 def witness() -> None:
-    _stamp("FIREFLY_HOSTAPP_LOG")
+    stamp("FIREFLY_HOSTAPP_LOG")
 
 
 def forbidden() -> None:
     """Neither `@schedulable` nor `@scheduled`: no runtime schedule may run it."""
-    _stamp("FIREFLY_HOSTAPP_FORBIDDEN_LOG")
+    stamp("FIREFLY_HOSTAPP_FORBIDDEN_LOG")
 
 
 @scheduled(cron="0 0 1 1 *", lock=False)

@@ -21,6 +21,7 @@ from typing import Any
 import click
 
 from firefly_scheduling.cli.common import discover_tasks, settings_for, task_source_options
+from firefly_scheduling.control.selection import control_store_url
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.hosts.observation.fire_log import FireLog
 from firefly_scheduling.hosts.observation.observers import FireObserver
@@ -36,6 +37,8 @@ from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling.tasks.discovery import runtime_targets
 
 LOG_FORMATS = ("text", "json")
+
+logger = logging.getLogger("firefly_scheduling.hosts")
 
 
 @dataclass(frozen=True)
@@ -221,8 +224,26 @@ def prepare_host(
     settings = host_settings(manifest, lock_provider, node)
     discovered = discover_tasks(apps, manifest, paths, settings)
     if not discovered.descriptors:
-        raise ConfigurationError(discovered.explanation)
+        _refuse_unless_runtime_only(discovered.explanation, settings, apps)
     return settings, validated(discovered.descriptors)
+
+
+def _refuse_unless_runtime_only(
+    explanation: str, settings: Settings, apps: tuple[str, ...]
+) -> None:
+    """A node without a `@scheduled` task boots only to run runtime schedules: when the
+    code has `@schedulable` callables and a durable control store keeps the schedules.
+    Otherwise it is refused with `explanation` (and why the callables cannot run)."""
+    if not runtime_targets(settings, packages=list(apps) or None):
+        raise ConfigurationError(explanation)
+    try:
+        control_store_url(settings)
+    except ConfigurationError as err:
+        raise ConfigurationError(
+            f"{explanation}; the @schedulable callables found run only on runtime "
+            f"schedules, and {err}"
+        ) from err
+    logger.info("no @scheduled task: this node runs the runtime schedules only")
 
 
 def host_settings(manifest: Path | None, lock_provider: str | None, node: str | None) -> Settings:
