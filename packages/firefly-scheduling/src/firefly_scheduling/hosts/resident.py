@@ -40,6 +40,7 @@ from firefly_scheduling.hosts.observation.health import HEARTBEAT_SECONDS, Heart
 from firefly_scheduling.hosts.observation.passed_over_report import scheduler_logger
 from firefly_scheduling.hosts.runtime.catch_up import catch_up
 from firefly_scheduling.hosts.runtime.schedule_watch import (
+    WATCH_SECONDS,
     RuntimeScheduleSource,
     RuntimeScheduleWatch,
 )
@@ -106,6 +107,7 @@ class ResidentHost:
             if runtime_schedules is None
             else RuntimeScheduleWatch(self.scheduler, runtime, runtime_schedules)
         )
+        self._watching: threading.Thread | None = None
         if heartbeat is not None:
             # Run inline by the scheduler's thread (DebugExecutor): a beat proves that
             # thread woke on time, whatever the task pool is doing.
@@ -123,9 +125,10 @@ class ResidentHost:
         self.scheduler.start()
         self._start_catch_up()
         if self.schedule_watch is not None:
-            threading.Thread(
+            self._watching = threading.Thread(
                 target=self.schedule_watch.watch, name="firefly-runtime-schedules", daemon=True
-            ).start()
+            )
+            self._watching.start()
         logger.info(
             "resident host started on node %s with %d task(s)",
             self.runtime.node,
@@ -185,6 +188,8 @@ class ResidentHost:
             exit_abandoning()  # never closes the lock: that would free the bodies' locks
         self.runtime.close()
         if self.schedule_watch is not None:
+            if self._watching is not None:  # a read under way ends before its store closes
+                self._watching.join(timeout=WATCH_SECONDS)
             self.schedule_watch.source.store.close()
         logger.info("resident host stopped")
         return 0

@@ -1,7 +1,5 @@
-"""`scan`: the only place that imports application modules to find `@scheduled` tasks.
-
-(`scan_schedulable` likewise finds the `@schedulable` callables, which runtime
-schedules may name.)
+"""`scan`: the only place that imports application modules to find `@scheduled` tasks
+(and, with `scan_schedulable`, the `@schedulable` callables runtime schedules may name).
 
 It imports each configured package and every module below it (skipping
 `__main__` modules, which are scripts), then collects the decorated functions
