@@ -8,6 +8,8 @@ import textwrap
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,7 @@ from firefly_scheduling.control.runtime_schedules import (
 )
 from firefly_scheduling.control.runtime_tasks import runtime_descriptor, runtime_task
 from firefly_scheduling.fires.outcome import TriggerKind
-from firefly_scheduling.hosts.apscheduler.jobs import RecurringFire
+from firefly_scheduling.hosts.apscheduler.jobs import RecurringFire, trigger_for
 from firefly_scheduling.hosts.resident import ResidentHost
 from firefly_scheduling.hosts.runtime.boot import build_runtime
 from firefly_scheduling.hosts.runtime.schedule_watch import (
@@ -254,3 +256,33 @@ def test_a_node_with_one_task_of_its_own_runs_two_runtime_schedules_side_by_side
     assert len(spans) >= 2
     first, second, *_ = sorted(spans)
     assert second[0] < first[1], f"the two schedules' bodies ran one after the other: {spans}"
+
+
+def test_a_runtime_schedule_added_again_records_nothing_for_the_time_it_was_gone(
+    app: str,
+) -> None:
+    """A job's first run in a process records the unrecorded instants behind the task's
+    newest record as fires nobody ran; a runtime schedule re-added an hour after its
+    removal has no such fires: it was not defined meanwhile."""
+    settings = Settings(lock_provider="memory", history_url="memory://")
+    descriptor = replace(
+        runtime_descriptor(
+            "again", f"{app}.jobs:report", {"fixed_rate": "1m"}, allowed={f"{app}.jobs:report"}
+        ),
+        target="again",
+    )
+    runtime = build_runtime([], settings, host="run", lock=InMemoryLock(), eager=False)
+    runtime.callables.alias("again", f"{app}.jobs:report")
+    start = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    for offset in (timedelta(0), timedelta(hours=1)):  # added, removed, added again
+        runtime.now = lambda offset=offset: start + offset + timedelta(seconds=1)
+        job = RecurringFire(descriptor, trigger_for(descriptor), runtime, kind=TriggerKind.RUNTIME)
+        job()
+    history = runtime.fire_runner.get().history
+    assert history is not None
+    records = history.runs("again", 1000)
+    assert [(r.state.value, r.instant) for r in records] == [
+        ("succeeded", start + timedelta(hours=1)),
+        ("succeeded", start),
+    ]
+    runtime.close()

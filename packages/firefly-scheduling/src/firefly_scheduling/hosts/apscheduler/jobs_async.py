@@ -208,10 +208,14 @@ class RecurringFire:
         Only `max_instances=1` calls run at once (more for an `overlap=` task, whose
         calls may then read the same `_last`: an instant passed over twice is
         recorded once, a skip writes only where nothing is), so `_last` needs no lock.
+        A runtime schedule's job skips that first read: the instants before it was
+        added (or added again, after a removal) are no fires nobody ran.
         """
         last, self._last = self._last, instant
         if last is not None:
             return _PassedOver(last, PASSED_OVER_REASON) if instant > last else None
+        if self.kind is TriggerKind.RUNTIME:
+            return None
         try:
             runner = self.runtime.fire_runner.get()
             recorded = await runner.recent_recorded_instants(self.descriptor, GAP_SCAN_RECORDS)
