@@ -30,6 +30,7 @@ import json
 import random
 import sys
 import tempfile
+from collections.abc import Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
@@ -48,11 +49,14 @@ def run_all(
     parallel: int,
     root: Path,
     pace: float = 1.0,
+    seconds_of: Mapping[str, float] | None = None,
 ) -> list[SetupResult]:
+    """Run `setups`, each for `seconds` of faults (or its own, in `seconds_of`)."""
+    lengths = {s: (seconds_of or {}).get(s, seconds) for s in setups}
     with ProcessPoolExecutor(max_workers=parallel) as pool:
-        futures = [pool.submit(run_setup, s, seed, seconds, nodes, root, pace) for s in setups]
+        futures = [pool.submit(run_setup, s, seed, lengths[s], nodes, root, pace) for s in setups]
         pairs = zip(setups, futures, strict=True)
-        return [_result_of(setup, seed, seconds, future) for setup, future in pairs]
+        return [_result_of(setup, seed, lengths[setup], future) for setup, future in pairs]
 
 
 def _result_of(setup: str, seed: int, seconds: float, future: Future[SetupResult]) -> SetupResult:
@@ -63,6 +67,15 @@ def _result_of(setup: str, seed: int, seconds: float, future: Future[SetupResult
         failed = SetupResult(setup, seed, seconds)
         failed.violations = [{"rule": "harness", "message": repr(err), "context": ()}]
         return failed
+
+
+def policy_lines(results: list[SetupResult]) -> str:
+    """What the policy rules saw per setup: proof each policy was exercised."""
+    return "\n".join(
+        f"{r.setup}: retries {r.retries}; "
+        + ", ".join(f"{what} {count}" for what, count in sorted(r.policy.items()))
+        for r in results
+    )
 
 
 def report_violations(results: list[SetupResult]) -> int:
@@ -124,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     results = run_all(setups, seed, args.seconds, args.nodes, args.parallel, root, args.pace)
     print(table(results))
+    print(policy_lines(results))
     if args.json is not None:
         args.json.write_text(json.dumps([r.__dict__ for r in results], default=str, indent=1))
     violations = report_violations(results)
@@ -137,6 +151,9 @@ _BACKEND_OF = {
     "database-postgres": "postgres",
     "database-mariadb": "mysql",
     "database-sqlite": "sqlite",
+    "effects-postgres": "postgres",
+    "effects-mysql": "mysql",
+    "effects-sqlite": "sqlite",
 }
 
 COLUMNS = [
@@ -194,6 +211,7 @@ def write_results(run: Run, results: list[SetupResult], seed: int) -> None:
                 "misses": r.misses,
                 "faults": r.faults,
                 "history_refusals": r.history_refusals,
+                "effects": r.effects,
             }
         )
     tables = [table]

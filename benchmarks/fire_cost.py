@@ -35,6 +35,14 @@ on the servers of `fire_cost_servers`.
     uv run python benchmarks/fire_cost.py --backends redis --modes win
         --profile-dir fire-profiles   # py-spy collapsed stacks of the node, no figures
 
+`--modes insert atomic` (on `database-postgres` only) gives each task a body that
+inserts one row in a transaction of its own, without and with `current_fire().atomic`,
+and counts every statement on the wire (`fire_cost_bodies`): a second table gives
+how many statements each task transaction held, and the statements per fire of the
+task's and of the node's connections.
+
+    uv run python benchmarks/fire_cost.py --backends database-postgres --modes insert atomic
+
 `--profile-dir` samples the node with py-spy (`pip install py-spy`, not a project
 dependency) over the window instead of measuring it (py-spy's pauses would count).
 """
@@ -53,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark_results import Run, Table, add_arguments, servers_of, shorten, spread, summary
+from fire_cost_bodies import BODY_BACKEND, BODY_MODES
 from fire_cost_node import HOG_CLAIM_SECONDS, Measure, measure
 from fire_cost_servers import private_server
 from firefly_scheduling.fires.claims import claim_name
@@ -142,12 +151,16 @@ def figures(results: list[Measure], raw: list[float]) -> dict[str, Any]:
     commands = [c for r in results if (c := r.commands_per_attempt) is not None]
     raw_ms = statistics.median(raw) if raw else math.nan
     finite_raw = not math.isnan(raw_ms)
+    target = TARGETS.get(first.mode)
     return {
         "backend": first.backend,
         "mode": first.mode,
         "cpu_ms_per_attempt": summary(costs),
-        "target_ms": TARGETS[first.mode],
-        "target_met": statistics.median(costs) <= TARGETS[first.mode],
+        "target_ms": target,
+        "target_met": None if target is None else statistics.median(costs) <= target,
+        "task_statements_per_fire": _per_fire(results, "task_statements"),
+        "node_statements_per_fire": _per_fire(results, "node_statements"),
+        "task_transactions_by_statements": _transactions(results),
         "attempts": [r.attempts for r in results],
         "expected_attempts": first.expected,
         "evidence": first.evidence,
@@ -159,6 +172,48 @@ def figures(results: list[Measure], raw: list[float]) -> dict[str, Any]:
     }
 
 
+def _per_fire(results: list[Measure], counted: str) -> float | None:
+    """The median over runs of `counted` statements per witnessed fire (body modes)."""
+    ratios = [
+        sent / max(r.attempts, 1) for r in results if (sent := getattr(r, counted)) is not None
+    ]
+    return statistics.median(ratios) if ratios else None
+
+
+def _transactions(results: list[Measure]) -> dict[int, int] | None:
+    """The task's transactions of every run, by how many statements each held."""
+    total: dict[int, int] = {}
+    for r in results:
+        for size, count in (r.task_transactions or {}).items():
+            total[size] = total.get(size, 0) + count
+    return total or None
+
+
+#: The body modes' table: what `atomic` adds, counted on the wire.
+STATEMENT_COLUMNS = [
+    "mode",
+    "fires per run",
+    "task's transactions, by statements held",
+    "statements per fire, task's connections",
+    "statements per fire, node's connections",
+    "CPU ms per fire, median (range)",
+]
+
+
+def statement_row(figure: dict[str, Any]) -> list[str]:
+    return [
+        figure["mode"],
+        f"{'/'.join(map(str, figure['attempts']))} (of {figure['expected_attempts']})",
+        ", ".join(
+            f"{count} of {size}"
+            for size, count in (figure["task_transactions_by_statements"] or {}).items()
+        ),
+        f"{figure['task_statements_per_fire']:.2f}",
+        f"{figure['node_statements_per_fire']:.2f}",
+        spread(_costs(figure)),
+    ]
+
+
 def row(figure: dict[str, Any]) -> list[str]:
     evidence = figure["evidence"]
     if figure["hog_late_seconds"]:
@@ -167,12 +222,12 @@ def row(figure: dict[str, Any]) -> list[str]:
         evidence += f" (the node won {figure['fires_the_node_won']})"
     commands = figure["server_commands_per_attempt"]
     raw, ratio = figure["raw_ms_per_claim"], figure["node_over_raw"]
-    met = "met" if figure["target_met"] else "**not met**"
+    met = {None: "-", True: "met", False: "**not met**"}[figure["target_met"]]
     return [
         figure["backend"],
         figure["mode"],
         spread(_costs(figure)),
-        f"≤ {figure['target_ms']}: {met}",
+        "-" if figure["target_ms"] is None else f"≤ {figure['target_ms']}: {met}",
         f"{'/'.join(map(str, figure['attempts']))} (of {figure['expected_attempts']})",
         evidence,
         "-" if commands is None else f"{commands:.2f}",
@@ -208,8 +263,10 @@ def main() -> None:
         "--modes",
         nargs="+",
         default=None,
-        choices=MODES,
-        help="default: lose and win, win alone where a lost attempt cannot be counted",
+        choices=(*MODES, *BODY_MODES),
+        help="default: lose and win, win alone where a lost attempt cannot be counted; "
+        f"insert and atomic (a body inserting one row, without and with "
+        f"current_fire().atomic) on {BODY_BACKEND} only, never by default",
     )
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--seconds", type=int, default=15)
@@ -226,6 +283,12 @@ def main() -> None:
             f"--modes lose counts a node's attempts on a private server (redis, memcached) "
             f"or in its run history, and {bare} have neither: measure them with --modes win"
         )
+    if set(modes) & set(BODY_MODES) and set(args.backends) != {BODY_BACKEND}:
+        parser.error(
+            f"--modes {' '.join(sorted(set(modes) & set(BODY_MODES)))} runs on "
+            f"{BODY_BACKEND} alone (lock, history and the task's row in one database): "
+            f"pass --backends {BODY_BACKEND}"
+        )
     print(f"# {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.1f}, ")
     print(f"# {args.tasks} tasks, {args.seconds} s windows, {args.runs} runs\n")
     if args.profile_dir:
@@ -241,7 +304,7 @@ def main() -> None:
     for backend in args.backends:
         measured = modes_of(backend, modes, explicit)
         results: dict[str, list[Measure]] = {mode: [] for mode in measured}
-        raw: dict[str, list[float]] = {"lose": [], "win": []}
+        raw: dict[str, list[float]] = {mode: [] for mode in (*MODES, *BODY_MODES)}
         for _ in range(args.runs):
             for mode in measured:
                 results[mode].append(
@@ -249,21 +312,40 @@ def main() -> None:
                 )
             lose, win = raw_cost(backend)
             raw["lose"].append(lose)
-            raw["win"].append(win)
+            for won in ("win", *BODY_MODES):
+                raw[won].append(win)
         for mode in measured:
             figure = figures(results[mode], raw[mode])
             every.append(figure)
             table.rows.append(row(figure))
             print("| " + " | ".join(table.rows[-1]) + " |", flush=True)
     print(f"\n# load at the end {os.getloadavg()[0]:.1f}")
+    tables = [table]
+    bodies = [figure for figure in every if figure["mode"] in BODY_MODES]
+    if bodies:
+        tables.append(
+            Table(
+                f"Statements per fire of a body inserting one row ({BODY_BACKEND})",
+                STATEMENT_COLUMNS,
+                rows=[statement_row(figure) for figure in bodies],
+                align="lrlrrl",
+            )
+        )
+        print("\n| " + " | ".join(STATEMENT_COLUMNS) + " |")
+        for body_row in tables[-1].rows:
+            print("| " + " | ".join(body_row) + " |")
     run.write(
         "CPU per fire attempt",
-        [table],
+        tables,
         every,
         notes=[
             f"A resident node with {args.tasks} locked one-second tasks; its CPU over "
             f"{args.seconds} s windows divided by its fire attempts, {args.runs} run(s) per row.",
-            "lose: another client claimed every fire first; win: the node alone runs every fire.",
+            "lose: another client claimed every fire first; win: the node alone runs every fire; "
+            "insert and atomic: the node alone runs every fire, whose body inserts one row in a "
+            "transaction of its own, without and with `current_fire().atomic`; their statements "
+            "are counted on the wire by a proxy (`benchmarks/pg_statement_counter.py`), each "
+            "Query or Execute message one statement, by the connection's application_name.",
             "raw driver: the same claim sent by the bare driver in a loop (the statements of "
             "`benchmarks/claims.py`); node / raw compares the node's cost with it.",
         ],

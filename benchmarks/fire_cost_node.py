@@ -24,6 +24,7 @@ from typing import Any
 
 import psutil
 
+from fire_cost_bodies import APP_NAME, BODY_MODES, body_module, counted_postgres
 from fire_cost_servers import Server, adapter_lock, private_server, provider_env
 from firefly_scheduling.fires.claims import claim_name
 from firefly_scheduling.locks.port_holdings import claiming_lock
@@ -44,6 +45,12 @@ class Measure:
     commands: int | None
     hog_late: int
     stolen: int
+    #: Body modes: statements sent on the wire in the window, by the task's
+    #: connections and by the node's own (`fire_cost_bodies`).
+    task_statements: int | None = None
+    node_statements: int | None = None
+    #: Body modes: the task's transactions ended in the window, by statements held.
+    task_transactions: dict[int, int] | None = None
 
     @property
     def ms_per_attempt(self) -> float:
@@ -104,12 +111,20 @@ def measure(
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fire-cost-")))
         server = stack.enter_context(private_server(backend))
         module = f"fire_cost_tasks_{os.getpid()}_{int(time.time())}"
-        (scratch / f"{module}.py").write_text(
-            TASK_MODULE.format(tasks=tasks) + "".join(TASK.format(index=i) for i in range(tasks))
-        )
+        if mode in BODY_MODES:
+            text = body_module(tasks, mode)
+        else:
+            text = TASK_MODULE.format(tasks=tasks) + "".join(
+                TASK.format(index=i) for i in range(tasks)
+            )
+        (scratch / f"{module}.py").write_text(text)
         targets = [f"{module}:task_{i}" for i in range(tasks)]
         witness = scratch / "witness.log"
         provider = provider_env(backend, scratch, server)
+        counter = None
+        if mode in BODY_MODES:
+            through, counter = stack.enter_context(counted_postgres(provider))
+            provider = {**provider, **through}
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("FIREFLY_SCHEDULING_")},
             **provider,
@@ -155,14 +170,29 @@ def measure(
         spy = _py_spy(node.pid, seconds, profile, backend, mode) if profile else None
         window_start = time.time()
         cpu_before, claims_before, commands_before = _sample(handle, server)
+        statements_before = counter.counts() if counter is not None else None
+        transactions_before = counter.transactions() if counter is not None else None
         _sleep_until(first + seconds - 0.7)
         cpu_after, claims_after, commands_after = _sample(handle, server)
+        statements_after = counter.counts() if counter is not None else None
+        transactions_after = counter.transactions() if counter is not None else None
         window_end = time.time()
         if spy is not None:
             spy.wait()
         time.sleep(1.5)
         evidence, attempts, commands, hog_late, stolen = "", 0, None, 0, 0
-        if mode == "win":
+        task_statements = node_statements = None
+        if statements_before is not None and statements_after is not None:
+            sent = statements_after - statements_before
+            task_statements = sent[APP_NAME]
+            node_statements = sum(sent.values()) - task_statements
+        task_transactions = None
+        if transactions_before is not None and transactions_after is not None:
+            ended = transactions_after - transactions_before
+            task_transactions = {
+                size: count for (name, size), count in sorted(ended.items()) if name == APP_NAME
+            }
+        if mode == "win" or mode in BODY_MODES:
             attempts = _witnessed(witness, fires)
             evidence = "witness lines"
             if commands_before is not None and commands_after is not None:
@@ -193,6 +223,9 @@ def measure(
             commands,
             hog_late,
             stolen,
+            task_statements,
+            node_statements,
+            task_transactions,
         )
 
 

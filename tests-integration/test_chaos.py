@@ -1,13 +1,16 @@
 """The CI lane of the randomized fault checker: a short seeded run of every setup.
 
-`benchmarks/chaos.py` with a fixed seed, all eight setups at once, two resident
-nodes and a `tick` each, 45 s of faults (the full runs and their figures are in
-docs/guarantees.md). Asserts no overlap and no fire run twice, that the fires were
-real (some ran), and that every fault kind that applies to a setup was actually
-injected: the nemesis's count, and for failing history writes a refusal logged by a
-node, of a `start` and of a run's end among them; that every fire ran or is
-recorded as skipped, with a reason; and that every run that ran is recorded with its
-real outcome.
+`benchmarks/chaos.py` with a fixed seed, every setup at once (the effects setups
+among them), two resident nodes and a `tick` each, 45 s of faults (70 s on the
+effects setups, which have more kinds to inject; the full runs and their figures
+are in docs/guarantees.md). Asserts no overlap and no fire run twice, that the
+fires were real (some ran), and that every fault kind that applies to a setup was
+actually injected: the nemesis's count, and for failing history writes a refusal
+logged by a node, of a `start` and of a run's end among them; that every fire ran
+or is recorded as skipped, with a reason; that every run that ran is recorded with
+its real outcome; and that the effects setups committed effects and guarded writes
+(their rules, effect once and guarded writes in token order, are among the
+violations the first test refuses).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from chaos import run_all
+from chaos_harness.effects_setup import EFFECTS_SETUPS
 from chaos_harness.run import SetupResult, table
 from chaos_harness.setups import SETUPS
 
@@ -25,8 +29,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 SEED = 8
 FAULT_SECONDS = 45.0
+#: The effects setups have more fault kinds, some aimed at a phase of a body: the
+#: first round of every kind takes them longer.
+EFFECTS_FAULT_SECONDS = 70.0
 NODES = 2
-#: Every task rate stretched 3 times: eight setups share the CI machine.
+#: Every task rate stretched 3 times: eleven setups share the CI machine.
 PACE = 3.0
 
 
@@ -40,7 +47,8 @@ def results(
     monkeypatch_module.setenv("FIREFLY_TEST_POSTGRES_URL", postgres_url)
     monkeypatch_module.setenv("FIREFLY_TEST_MYSQL_URL", mysql_url)
     root = tmp_path_factory.mktemp("chaos")
-    ran = run_all(list(SETUPS), SEED, FAULT_SECONDS, NODES, len(SETUPS), root, PACE)
+    longer = dict.fromkeys(EFFECTS_SETUPS, EFFECTS_FAULT_SECONDS)
+    ran = run_all(list(SETUPS), SEED, FAULT_SECONDS, NODES, len(SETUPS), root, PACE, longer)
     print(table(ran))
     return {result.setup: result for result in ran}
 
@@ -90,3 +98,12 @@ def test_every_applicable_fault_kind_was_injected(
     refused = result.refused_writes
     assert refused.get("start", 0) > 0, f"no start failed: {refused}"
     assert refused.get("finish", 0) + refused.get("record_run", 0) > 0, f"no end failed: {refused}"
+
+
+@pytest.mark.parametrize("setup", EFFECTS_SETUPS)
+def test_the_effects_setups_committed_effects_and_guarded_writes(
+    results: dict[str, SetupResult], setup: str
+) -> None:
+    effects = results[setup].effects
+    assert effects["effect rows"] > 0, f"seed {SEED}: {effects}"
+    assert effects["guarded writes"] > 0, f"seed {SEED}: {effects}"

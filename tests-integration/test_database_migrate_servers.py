@@ -26,6 +26,7 @@ from firefly_scheduling_database.sql_history.store import SqlRunHistory
 EVERY_TABLE = {
     "firefly_scheduling_locks",
     "firefly_scheduling_locks_fences",
+    "firefly_scheduling_locks_queue",
     "firefly_scheduling_anchors",
     "firefly_scheduling_control",
     "firefly_scheduling_runs",

@@ -48,7 +48,7 @@ class _Server(MySqlCanaryClient):
         return [bytes(row[0]) for row in self.execute(f"SELECT name FROM {self.table}")]
 
     def close(self, *tables: str) -> None:
-        super().close(self.table, f"{self.table}_fences", *tables)
+        super().close(self.table, f"{self.table}_fences", f"{self.table}_queue", *tables)
 
 
 def _on_both_flavours(

@@ -1,9 +1,11 @@
-"""a 0.1.0 run-history table is refused at boot and upgraded by `migrate --history`.
+"""an older run-history table is refused at boot and upgraded by `migrate --history`.
 
 0.1.0 keyed the history by `(task, instant)`; two deployments sharing the database
-adopted each other's fires. Each test builds a 0.1.0 table with rows in a private
-database (a SQLite file, a fresh PostgreSQL schema, a fresh MariaDB database), so the
-shared `test` databases are never touched.
+adopted each other's fires. A table created before the trigger columns has the key
+but not `trigger_kind` and `requested_by` (what made each fire, who asked). Each test
+builds an older table with rows in a private database (a SQLite file, a fresh
+PostgreSQL schema, a fresh MariaDB database), so the shared `test` databases are
+never touched.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from firefly_scheduling_database.sql_history.schema import (
     DEFAULT_TABLE,
     KEY,
     OLD_KEY,
+    TRIGGER_COLUMN,
+    TRIGGER_COLUMNS,
     OldHistoryTable,
     runs_table,
     table_key,
@@ -36,7 +40,8 @@ T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
 
 def _old_table(name: str) -> sa.Table:
-    """The 0.1.0 table: today's columns without `lock_name`, keyed by (task, instant)."""
+    """The 0.1.0 table: today's columns without `lock_name` and `trigger_kind`, keyed by
+    (task, instant)."""
     current = runs_table(name)
     return sa.Table(
         name,
@@ -44,7 +49,7 @@ def _old_table(name: str) -> sa.Table:
         *(
             sa.Column(c.name, c.type, primary_key=c.name in OLD_KEY, nullable=c.nullable)
             for c in current.columns
-            if c.name != "lock_name"
+            if c.name not in ("lock_name", *TRIGGER_COLUMNS)
         ),
         sa.Index(f"{name}_by_instant", "instant"),
         sa.Index(f"{name}_by_state_ended", "state", "ended_at"),
@@ -87,6 +92,91 @@ def old_history_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     finally:
         engine.dispose()
     return url
+
+
+def _table_without_triggers(name: str) -> sa.Table:
+    """A table of today's key, created before `trigger_kind` and `requested_by` were."""
+    current = runs_table(name)
+    return sa.Table(
+        name,
+        sa.MetaData(),
+        *(
+            sa.Column(
+                c.name,
+                c.type,
+                primary_key=c.primary_key,
+                nullable=c.nullable,
+                server_default=c.server_default,
+            )
+            for c in current.columns
+            if c.name not in TRIGGER_COLUMNS
+        ),
+    )
+
+
+@pytest.fixture(params=["sqlite", "postgres", "mariadb"])
+def untriggered_history_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A private database holding a history table without the trigger columns, one row."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'untriggered.db'}"
+    elif request.param == "postgres":
+        url = request.getfixturevalue("postgres_schema_url")
+    else:
+        url = request.getfixturevalue("mysql_database_url")
+    engine = lock_engine(url)
+    try:
+        table = _table_without_triggers(DEFAULT_TABLE)
+        table.create(engine)
+        with engine.begin() as connection:
+            connection.execute(
+                table.insert(), [{**_row(T0, RunState.SUCCEEDED, "old-1"), "lock_name": TASK}]
+            )
+    finally:
+        engine.dispose()
+    return url
+
+
+def _has_trigger_column(url: str) -> bool:
+    engine = lock_engine(url)
+    try:
+        with engine.connect() as connection:
+            columns = sa.inspect(connection).get_columns(DEFAULT_TABLE)
+        names = {column["name"] for column in columns}
+        return set(TRIGGER_COLUMNS) <= names
+    finally:
+        engine.dispose()
+
+
+def test_a_table_without_the_trigger_column_is_refused_at_boot(
+    untriggered_history_url: str,
+) -> None:
+    with pytest.raises(OldHistoryTable) as caught:
+        resolve_history(Settings(history_url=untriggered_history_url))
+    message = str(caught.value)
+    assert repr(TRIGGER_COLUMN) in message
+    assert "firefly-scheduling migrate --history" in message
+    assert not _has_trigger_column(untriggered_history_url)
+
+
+def test_migrate_history_adds_the_trigger_column_and_old_rows_read_scheduled(
+    untriggered_history_url: str,
+) -> None:
+    runner = CliRunner()
+    result = runner.invoke(migrate, ["--history", "--url", untriggered_history_url])
+    assert result.exit_code == 0, result.output
+    assert f"run-history table {DEFAULT_TABLE} upgraded" in result.output
+    assert _has_trigger_column(untriggered_history_url)
+    history = create_history_store(untriggered_history_url)
+    try:
+        [old] = history.runs(TASK)
+        assert (old.node, old.trigger) == ("old-1", "scheduled")
+        later = T0 + timedelta(minutes=1)
+        assert history.start(TASK, later, lock=TASK, node="n", token=4, at=T0, trigger="manual")
+        assert history.runs(TASK, limit=1)[0].trigger == "manual"
+    finally:
+        history.close()
+    again = runner.invoke(migrate, ["--history", "--url", untriggered_history_url])
+    assert f"run-history table {DEFAULT_TABLE} current" in again.output
 
 
 def _key_and_rows(url: str) -> tuple[tuple[str, ...] | None, int]:
@@ -137,6 +227,7 @@ def test_migrate_history_upgrades_the_table_and_keeps_its_records(old_history_ur
     assert result.exit_code == 0, result.output
     assert f"run-history table {DEFAULT_TABLE} upgraded" in result.output
     assert _key_and_rows(old_history_url) == (KEY, 2)
+    assert _has_trigger_column(old_history_url)
 
     history = create_history_store(old_history_url)  # the boot check passes now
     try:

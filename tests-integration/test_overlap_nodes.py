@@ -217,6 +217,21 @@ def _until_buffered(caplog: pytest.LogCaptureFixture, fire: Fire) -> None:
         time.sleep(0.01)
 
 
+def _bodies(witness: Witness, go: threading.Event) -> Callable[[int, str], Callable[[], None]]:
+    """Bodies that write their start and end; fire 1's waits for `go` in between."""
+
+    def body(number: int, node: str) -> Callable[[], None]:
+        def run() -> None:
+            witness.write("start", number, node)
+            if number == 1:
+                assert go.wait(PATIENCE), "the test never let the first run end"
+            witness.write("end", number, node)
+
+        return run
+
+    return body
+
+
 def test_buffer_one_runs_the_waiting_fire_after_the_run_on_another_node_and_skips_a_third(
     nodes: tuple[Node, Node],
     history: SqlRunHistory,
@@ -231,15 +246,7 @@ def test_buffer_one_runs_the_waiting_fire_after_the_run_on_another_node_and_skip
     witness = Witness(tmp_path / "witness")
     go = threading.Event()
     caplog.set_level(logging.INFO, logger="firefly_scheduling.fires")
-
-    def body(number: int, node: str) -> Callable[[], None]:
-        def run() -> None:
-            witness.write("start", number, node)
-            if number == 1:
-                assert go.wait(PATIENCE), "the test never let the first run end"
-            witness.write("end", number, node)
-
-        return run
+    body = _bodies(witness, go)
 
     with ThreadPoolExecutor(2) as pool:
         running = pool.submit(a.run, _fire(task, 1), body(1, "a"))
@@ -281,15 +288,7 @@ def test_buffer_all_runs_the_waiting_fires_of_both_nodes_one_by_one_oldest_first
     witness = Witness(tmp_path / "witness")
     go = threading.Event()
     caplog.set_level(logging.INFO, logger="firefly_scheduling.fires")
-
-    def body(number: int, node: str) -> Callable[[], None]:
-        def run() -> None:
-            witness.write("start", number, node)
-            if number == 1:
-                assert go.wait(PATIENCE), "the test never let the first run end"
-            witness.write("end", number, node)
-
-        return run
+    body = _bodies(witness, go)
 
     with ThreadPoolExecutor(4) as pool:
         futures = [pool.submit(a.run, _fire(task, 1), body(1, "a"))]

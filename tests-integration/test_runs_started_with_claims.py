@@ -25,6 +25,7 @@ import pytest
 from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, Verdict
 from firefly_scheduling.fires.runner import TOO_LATE_FOR_A_WORKER, FireRunner
 from firefly_scheduling.history import RunRecord, RunState
+from firefly_scheduling.history.port import SCHEDULED
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_postgres import PgAdvisoryLock
@@ -55,9 +56,20 @@ class CountingHistory(SqlRunHistory):
         node: str,
         token: int | None,
         at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> int | None:
         self.calls.append("start")
-        return super().start(task, instant, lock=lock, node=node, token=token, at=at)
+        return super().start(
+            task,
+            instant,
+            lock=lock,
+            node=node,
+            token=token,
+            at=at,
+            trigger=trigger,
+            requested_by=requested_by,
+        )
 
 
 @pytest.fixture

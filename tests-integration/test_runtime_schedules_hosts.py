@@ -102,6 +102,7 @@ def test_tick_runs_the_runtime_schedules_it_reads_once_per_pass(
         FIREFLY_SCHEDULING_LOCK_REDIS_URL=redis_url,
         FIREFLY_HOSTAPP_LOG=str(witness),
         FIREFLY_HOSTAPP_FORBIDDEN_LOG=str(forbidden),
+        FIREFLY_SCHEDULING_HISTORY_URL=f"sqlite:///{tmp_path / 'history.db'}",
     )
     name, sneaky = f"runtime-tick-{uuid.uuid4().hex[:12]}", f"sneaky-{uuid.uuid4().hex[:12]}"
     store = RedisControlStore(redis_url)
@@ -130,6 +131,17 @@ def test_tick_runs_the_runtime_schedules_it_reads_once_per_pass(
     assert len(read_stamps(witness)) == 1
     assert read_stamps(forbidden) == []
     assert f"runtime schedule {sneaky!r} ignored" in output
+    # The run history keeps the fire under the schedule's name, made by the runtime schedule.
+    history = CliRunner().invoke(
+        main,
+        ["runs", "--task", name, "--json"],
+        env={key: value for key, value in env.items() if key.startswith("FIREFLY_SCHEDULING_")},
+    )
+    assert history.exit_code == 0, history.output
+    records = [json.loads(line) for line in history.output.splitlines()]
+    assert [(r["target"], r["state"], r["trigger"]) for r in records] == [
+        (name, "succeeded", "runtime")
+    ], history.output
 
 
 def test_the_listings_show_runtime_schedules_and_which_the_nodes_ignore(
@@ -215,9 +227,7 @@ def test_without_a_durable_control_store_tick_runs_and_says_so_once(
     node = start_node("tick", "tick-memcached", app=APP, env=env, workdir=tmp_path)
     assert node.wait(timeout=60) == 0, node.text()
     warnings = [
-        line
-        for line in node.text().splitlines()
-        if "steering needs a durable control store" in line
+        line for line in node.text().splitlines() if "needs a durable control store" in line
     ]
     assert len(warnings) == 1, node.text()
     assert "FIREFLY_SCHEDULING_CONTROL_URL" in warnings[0]

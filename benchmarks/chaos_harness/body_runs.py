@@ -91,6 +91,10 @@ class CheckReport:
     late_zombie_bodies: int = 0
     #: Fires whose runs rule 4 compared with the history.
     recorded_fires: int = 0
+    #: Runs of a failed fire again, by its task's `retries=` (rule 2 allows them).
+    retries: int = 0
+    #: What the policy rules (`policy_rules`) saw of each policy, by what was counted.
+    policy: Counter[str] = field(default_factory=Counter)
     misses: Counter[str] = field(default_factory=Counter)
     violations: list[Violation] = field(default_factory=list)
 

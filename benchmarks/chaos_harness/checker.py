@@ -47,7 +47,10 @@ and the run history read with a second client. Four rules:
    `succeeded` when the body's end was stamped) and its attempt the one the body
    was told (or a greater one, where the history never answered the run's `start`:
    the node guessed it), and no other run may carry a newer token (the newest
-   attempt that ran owns the record). Otherwise it must be a newer attempt's than every one of them
+   attempt that ran owns the record; one exception: an older attempt's `succeeded`
+   record stands over a newer run that did not succeed and whose start the history
+   never took, since a success is replaced by a success only). Otherwise it must be
+   a newer attempt's than every one of them
    (one that was killed, or never reached its body). A run whose node reported it
    `fenced` needs a record with a newer token than its own. Token order is not
    judged across a restart of a server that keeps nothing (its counters start
@@ -55,6 +58,12 @@ and the run history read with a second client. Four rules:
 
 A killed body ends at the kill's stamp (taken after the signal, so overlaps are
 judged conservatively); a body with no end and no kill ends when the run ended.
+
+The fire policies add rules of their own (`policy_rules`: one fire waiting at once
+under `buffer_one`, each `allow_all` fire once, a retry never overlapping, a caught-up
+fire once, a jittered fire never early). Rule 2 counts a run after a failed one of a
+task with `retries=` as its retry (the attempt grew), and rule 3 excuses the fires
+of a whole-fleet outage (`fleet_down`) but a catch-up task's.
 
 This module applies the rules; `body_runs` rebuilds the runs, `fault_evidence` reads
 the faults, `overlap_rules` holds rules 1 and 2, `record_rules` rules 3 and 4.
@@ -67,6 +76,8 @@ from chaos_harness.evidence import Event
 from chaos_harness.fault_evidence import restart_spans
 from chaos_harness.history import HistoryKey, HistoryRow
 from chaos_harness.overlap_rules import check_at_most_once, check_exclusion
+from chaos_harness.policy_rules import check_policies, fleet_down_misses
+from chaos_harness.policy_tasks import PolicyTargets
 from chaos_harness.record_rules import (
     check_accounted,
     check_recorded,
@@ -98,18 +109,25 @@ def check(
     ended: int,
     *,
     volatile_server: bool = False,
+    policies: PolicyTargets | None = None,
 ) -> CheckReport:
-    """Apply the four rules; the report lists every violation with its context.
+    """Apply the four rules, and the policy rules (`policy_rules`) to the targets of
+    `policies`; the report lists every violation with its context.
 
     `volatile_server`: the backend keeps nothing across a restart (memcached), so a
-    `restart` fault destroyed every lock and claim at its stamp.
+    `restart` fault destroyed every lock and claim at its stamp. An `allow_all` task's
+    runs overlap by design: rule 1 leaves them to `alongside-once`.
     """
+    policies = policies or PolicyTargets()
     report = CheckReport()
     runs = body_runs(events, ended)
     report.body_runs = len(runs)
     restarts = restart_spans(events) if volatile_server else []
-    check_exclusion(runs, events, report, restarts)
-    check_at_most_once(runs, events, report, restarts)
-    check_accounted(runs, history, schedules, window, events, report)
+    locked = [run for run in runs if run.target not in policies.alongside]
+    check_exclusion(locked, events, report, restarts)
+    check_at_most_once(runs, events, report, restarts, policies.retried, policies.alongside)
+    excused = fleet_down_misses(events, schedules, window, policies)
+    check_accounted(runs, history, schedules, window, events, report, excused)
     check_recorded(runs, history, events, report, restarts)
+    check_policies(runs, events, report, policies, window, ended, restarts)
     return report

@@ -73,13 +73,14 @@ def failed_history_starts(
     events: list[Event], *, applied: bool | None = None
 ) -> set[tuple[int, HistoryKey]]:
     """The (pid, fire) of every history `start` that failed on its node; `applied=False`:
-    only those the history never took (not a lost reply of a write it made)."""
+    only those the history surely never took (not a lost reply of a write it made, nor
+    a real failure, logged `applied: null`, whose write may have been made)."""
     return {
         (int(e["pid"]), key_of(e["target"], parse_instant(e["instant"])))
         for e in events
         if e["ev"] == "history_refused"
         and e["write"] == "start"
-        and (applied is None or bool(e.get("applied")) == applied)
+        and (applied is None or e.get("applied", False) is applied)
     }
 
 
@@ -143,6 +144,23 @@ def delay_spans(events: list[Event]) -> dict[str, list[tuple[int, int]]]:
             began = int(event["t"])
             spans[event["node"]].append((began, began + int(float(event["duration"]) * 1e9)))
     return spans
+
+
+#: The longest a reply may be held back by its node's proxy: a `stall`'s longest.
+DELAYED_REPLY_NS = 2_500_000_000
+
+
+def claim_written_after(
+    claims: dict[str, list[int]], run: BodyRun, delays: dict[str, list[tuple[int, int]]]
+) -> int:
+    """A lower bound of when the claim that guarded `run` was written on the server:
+    its stamp (or the body's start, unstamped), less the longest delay of a reply
+    when the node's proxy was delaying its traffic then (a claim stamped after a
+    restart may have been written on the server before it, its answer held back)."""
+    claimed = claimed_before(claims, run) or run.start
+    if any(began <= claimed <= ended for began, ended in delays.get(run.node, ())):
+        return claimed - DELAYED_REPLY_NS
+    return claimed
 
 
 def restart_spans(events: list[Event]) -> list[Restart]:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from functools import partial
 
 from chaos_harness.cluster import ChaosNode
+from chaos_harness.effects_nemesis import EFFECTS_KINDS, BlockWatcher, effects_kinds, inject_aimed
 from chaos_harness.evidence import EvidenceLog
 from chaos_harness.servers import end_sessions, session_pids, signal_processes
 from chaos_harness.setups import Backend
@@ -55,7 +56,7 @@ def kinds_for(backend: Backend) -> tuple[str, ...]:
         kinds.append("sessions")
     if backend.sessions == "postgres":  # its sessions are processes of this machine
         kinds.append("freeze")
-    return tuple(kinds)
+    return (*kinds, *effects_kinds(backend))
 
 
 class Nemesis:
@@ -76,12 +77,15 @@ class Nemesis:
         self.injected: Counter[str] = Counter()
         self._first_round = list(self.kinds)
         rng.shuffle(self._first_round)
-        # Popped from the end: the kill comes last in the first round, because a
-        # killed node takes a while to boot again and nothing else that needs a
-        # calm node can be injected meanwhile.
-        self._first_round.sort(key=lambda kind: kind != "kill")
+        # Popped from the end: the kinds aimed at an open block come first in the
+        # first round, while every node is calm and running fires, and the kill
+        # last, because a killed node takes a while to boot again and nothing else
+        # that needs a calm node can be injected meanwhile.
+        self._first_round.sort(key=lambda kind: (kind != "kill", kind in EFFECTS_KINDS))
         self._undo: list[tuple[float, int, Callable[[], object]]] = []
         self._sequence = 0
+        #: Which nodes have an `atomic` block open (aimed kinds of the effects setups).
+        self.blocks = BlockWatcher(evidence.path)
 
     def later(self, delay: float, action: Callable[[], object]) -> None:
         self._sequence += 1
@@ -104,6 +108,9 @@ class Nemesis:
 
     def inject(self) -> None:
         kind = self.next_kind()
+        if kind in EFFECTS_KINDS:
+            inject_aimed(self, kind)
+            return
         duration = 0.0
         detail = ""
         if kind == "clock":

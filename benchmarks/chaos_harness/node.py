@@ -1,7 +1,8 @@
 """One chaos node: `python node.py run|tick NAME`, the real hosts with two chaos seams.
 
 It boots exactly as `firefly-scheduling run` / `tick` do (`prepare_host`,
-`build_runtime`, `ResidentHost` / `TickHost`) on `chaos_harness.tasks`, and adds,
+`build_runtime`, `ResidentHost` / `TickHost`) on `chaos_harness.tasks` and
+`chaos_harness.policy_tasks`, and adds,
 through the hosts' public seams only:
 
 * **a clock offset**: the runtime's wall clock (`TaskRuntime.now`, the `Clock` of
@@ -11,13 +12,13 @@ through the hosts' public seams only:
   real node whose system clock is off fires its jobs by that clock;
 * **failing history writes**: the fire runner gets the configured history wrapped
   (`FlakyHistory`) so that its writes raise `HistoryError` while the control file
-  says so: every write (`all`), the `start` of runs (failing at once, after a hang,
-  or after a hang in which it was written: a lost reply), or the end of runs
+  says so: every write (`all`), the `start` of runs and retries (failing at once,
+  after a hang, or after a hang in which it was written: a lost reply), or the end of runs
   (`finish`, `record_run`). The node's first such write after each injection fails
   even when the window is short (every injected fault is felt, not only those that
   meet a write); each failure is stamped on the evidence log (`history_refused`);
 * **claim stamps**: every fire claim the runner wins is stamped on the evidence log
-  (`claim_stamps`);
+  (`claim_stamps`), and every waiting slot it holds (`slot_stamps`);
 * **an observer** appending every fire's verdict to the evidence log.
 
 The control file (`FIREFLY_CHAOS_CONTROL`, JSON `{"offset": s, "history": {writes:
@@ -33,11 +34,11 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -45,12 +46,22 @@ import apscheduler.schedulers.base as apscheduler_base
 
 from chaos_harness.claim_stamps import stamping_claims
 from chaos_harness.evidence import EvidenceLog
+from chaos_harness.slot_stamps import stamping_slots
 from firefly_scheduling.cli.host_options import configure_logging, prepare_host
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.fires.atomic import (
+    AsyncCallerTransaction,
+    CallerTransaction,
+    TransactionalHistory,
+)
 from firefly_scheduling.fires.outcome import FireResult
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history.port import (
+    SCHEDULED,
+    BufferingHistory,
     HistoryError,
     Recorded,
+    RetryStartingHistory,
     RunHistory,
     RunRecord,
     RunState,
@@ -69,7 +80,11 @@ from firefly_scheduling.hosts.tick import TickHost
 
 _T = TypeVar("_T")
 
-APP = "chaos_harness.tasks"
+#: The task modules: the task mix and the fire policies' tasks, or (an effects
+#: setup) the modules `FIREFLY_CHAOS_APP` names, comma-separated.
+APPS = tuple(
+    os.environ.get("FIREFLY_CHAOS_APP", "chaos_harness.tasks,chaos_harness.policy_tasks").split(",")
+)
 BENCHMARKS = Path(__file__).resolve().parent.parent
 POLL_SECONDS = 0.05
 GRACE_PERIOD = 10.0
@@ -99,6 +114,7 @@ FAULTS_OF = {
     "finish": ("all", "finish"),
     "record_run": ("all", "finish"),
     "skip": ("all",),
+    "buffer": ("all",),
 }
 
 
@@ -208,11 +224,17 @@ class FlakyHistory:
         raise HistoryError(f"chaos: injected failure of history.{write} ({fault.mode})")
 
     def _refused(
-        self, write: str, task: str, instant: datetime, *, injected: bool, applied: bool = False
+        self,
+        write: str,
+        task: str,
+        instant: datetime,
+        *,
+        injected: bool,
+        applied: bool | None = False,
     ) -> None:
         """Log a failed write: injected here, or the real store's (SQLite contention).
 
-        `applied`: the write was made and only its reply lost (`late`).
+        `applied`: the write was made and only its reply lost (`late`); None: unknown.
         """
         self._evidence.append(
             "history_refused",
@@ -232,13 +254,28 @@ class FlakyHistory:
         node: str,
         token: int | None,
         at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> int | None:
-        return self._through(
-            "start",
-            task,
-            [instant],
-            lambda: self._inner.start(task, instant, lock=lock, node=node, token=token, at=at),
-        )
+        def write() -> int | None:
+            try:
+                return self._inner.start(
+                    task,
+                    instant,
+                    lock=lock,
+                    node=node,
+                    token=token,
+                    at=at,
+                    trigger=trigger,
+                    requested_by=requested_by,
+                )
+            except HistoryError:
+                # The real store's failure (SQLite contention, a cut connection): whether
+                # the write was made is unknown, so it never excuses a repeated attempt.
+                self._refused("start", task, instant, injected=False, applied=None)
+                raise
+
+        return self._through("start", task, [instant], write)
 
     def finish(
         self,
@@ -272,6 +309,8 @@ class FlakyHistory:
         error: str | None,
         started_at: datetime,
         ended_at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> Recorded:
         return self._through(
             "record_run",
@@ -287,15 +326,35 @@ class FlakyHistory:
                 error=error,
                 started_at=started_at,
                 ended_at=ended_at,
+                trigger=trigger,
+                requested_by=requested_by,
             ),
         )
 
     def skip(
-        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        reason: str,
+        at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> bool:
         def write() -> bool:
             try:
-                return self._inner.skip(task, instant, lock=lock, node=node, reason=reason, at=at)
+                return self._inner.skip(
+                    task,
+                    instant,
+                    lock=lock,
+                    node=node,
+                    reason=reason,
+                    at=at,
+                    trigger=trigger,
+                    requested_by=requested_by,
+                )
             except HistoryError:
                 self._refused("skip", task, instant, injected=False)
                 raise
@@ -326,6 +385,62 @@ class FlakyHistory:
 
         return self._through("skip", task, instants, write) if instants else write()
 
+    def caller_transaction(
+        self, connection: object | None, *, using: str | None
+    ) -> CallerTransaction | AsyncCallerTransaction:
+        """The configured history's, unfaulted: the write goes through the task's own
+        transaction, which the nemesis faults through the proxy and the session."""
+        if not isinstance(self._inner, TransactionalHistory):
+            raise ConfigurationError(
+                f"the chaos node's history ({type(self._inner).__qualname__}) cannot write "
+                "through the task's connection"
+            )
+        return self._inner.caller_transaction(connection, using=using)
+
+    def start_retry(
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        token: int | None,
+        after_attempt: int,
+        note: str | None,
+        at: datetime,
+    ) -> int | None:
+        """A retry's conditional start: a `start` as far as the faults go. Without it
+        the runner would take this history for one that cannot start retries, and run
+        every retry unrecorded."""
+        return self._through(
+            "start",
+            task,
+            [instant],
+            lambda: cast(RetryStartingHistory, self._inner).start_retry(
+                task,
+                instant,
+                lock=lock,
+                node=node,
+                token=token,
+                after_attempt=after_attempt,
+                note=note,
+                at=at,
+            ),
+        )
+
+    def buffer(
+        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+    ) -> bool:
+        """A buffered fire's mark (`all` faults)."""
+        return self._through(
+            "buffer",
+            task,
+            [instant],
+            lambda: cast(BufferingHistory, self._inner).buffer(
+                task, instant, lock=lock, node=node, reason=reason, at=at
+            ),
+        )
+
     def unfinished(self, task: str, *, lock: str) -> list[RunRecord]:
         return self._inner.unfinished(task, lock=lock)
 
@@ -341,9 +456,22 @@ class FlakyHistory:
         return self._inner.failures_since(since)
 
     def recorded_instants(
-        self, task: str, *, lock: str, after: datetime, until: datetime
+        self,
+        task: str,
+        *,
+        lock: str,
+        after: datetime,
+        until: datetime,
+        states: Set[RunState] | None = None,
     ) -> set[datetime]:
-        return self._inner.recorded_instants(task, lock=lock, after=after, until=until)
+        return self._inner.recorded_instants(
+            task, lock=lock, after=after, until=until, states=states
+        )
+
+    def records_between(
+        self, task: str, *, lock: str, after: datetime, until: datetime, states: Set[RunState]
+    ) -> list[RunRecord]:
+        return self._inner.records_between(task, lock=lock, after=after, until=until, states=states)
 
     def expire_dead(self, started_before: datetime, *, at: datetime) -> int:
         return self._inner.expire_dead(started_before, at=at)
@@ -382,7 +510,7 @@ def main(host: str, name: str) -> int:
     control = Control(Path(os.environ["FIREFLY_CHAOS_CONTROL"]))
     control.watch()
     with stop_on_signals(StopRequest()) as stop:
-        settings, descriptors = prepare_host((APP,), None, (BENCHMARKS,), None, name)
+        settings, descriptors = prepare_host(APPS, None, (BENCHMARKS,), None, name)
         configure_logging("WARNING", name)
         runtime = build_runtime(
             descriptors, settings, host=host, observers=(EvidenceObserver(evidence, name),)
@@ -392,7 +520,7 @@ def main(host: str, name: str) -> int:
         flaky = None if history is None else FlakyHistory(history, control, evidence)
         runtime.fire_runner = Lazy.of(
             FireRunner(
-                stamping_claims(runtime.lock.get(), evidence),
+                stamping_slots(stamping_claims(runtime.lock.get(), evidence), evidence),
                 history=flaky,
                 clock=runtime.wall_now,
                 grace=settings.grace,

@@ -12,6 +12,7 @@ from collections import defaultdict
 from chaos_harness.body_runs import BodyRun, CheckReport, Restart, Violation, violation_context
 from chaos_harness.evidence import Event
 from chaos_harness.fault_evidence import (
+    claim_written_after,
     claimed_before,
     claims_won,
     delay_spans,
@@ -22,6 +23,9 @@ from chaos_harness.fault_evidence import (
     stopped_then_killed,
 )
 from chaos_harness.history import HistoryKey
+
+#: The verdicts (`Verdict` names) after which a task with `retries=` runs its fire again.
+RETRIED_VERDICTS = frozenset({"FAILED", "TIMED_OUT"})
 
 
 def check_exclusion(
@@ -37,23 +41,7 @@ def check_exclusion(
         for run in group:  # in order of start
             active = [other for other in active if (other.end or 0) > run.start]
             for earlier in active:
-                # A restart of a server that keeps nothing destroyed the earlier lock,
-                # whether or not its node lived to learn it (a kill may come first).
-                lost = (
-                    earlier.lost
-                    or restart_between(restarts, earlier.start, run.start)
-                    or stopped_then_killed(earlier, run.start, pauses)
-                )
-                fenced = (
-                    lost
-                    and earlier.token is not None
-                    and run.token is not None
-                    and run.token > earlier.token
-                )
-                # Or the later body is the late one: an older holder's, lost and
-                # fenced, started late inside the newer holder's (`late_zombie`).
-                late = late_zombie(earlier, run, pauses, delays, same_fire=False)
-                if fenced or late:
+                if overlap_excused(earlier, run, restarts, pauses, delays):
                     report.fenced_overlaps += 1
                     continue
                 report.violations.append(
@@ -68,9 +56,40 @@ def check_exclusion(
             active.append(run)
 
 
+def overlap_excused(
+    earlier: BodyRun,
+    run: BodyRun,
+    restarts: list[Restart],
+    pauses: dict[int, list[tuple[int, int]]],
+    delays: dict[str, list[tuple[int, int]]],
+) -> bool:
+    """Whether `run`, started inside `earlier` under one lock, is an overlap the faults
+    explain: `earlier` was lost and `run`'s token fences it, or `run` is the late one."""
+    # A restart of a server that keeps nothing destroyed the earlier lock, whether or
+    # not its node lived to learn it (a kill may come first).
+    lost = (
+        earlier.lost
+        or restart_between(restarts, earlier.start, run.start)
+        or stopped_then_killed(earlier, run.start, pauses)
+    )
+    fenced = (
+        lost and earlier.token is not None and run.token is not None and run.token > earlier.token
+    )
+    # Or the later body is the late one: an older holder's, lost and fenced, started
+    # late inside the newer holder's (`late_zombie`).
+    return fenced or late_zombie(earlier, run, pauses, delays, same_fire=False)
+
+
 def check_at_most_once(
-    runs: list[BodyRun], events: list[Event], report: CheckReport, restarts: list[Restart]
+    runs: list[BodyRun],
+    events: list[Event],
+    report: CheckReport,
+    restarts: list[Restart],
+    retried: frozenset[str] = frozenset(),
+    alongside: frozenset[str] = frozenset(),
 ) -> None:
+    """Rule 2; a task of `retried` (its `retries=`) runs a fire again after a failure,
+    and a rerun of an `alongside` (`allow_all`) fire is judged by `policy_rules`."""
     by_fire: dict[HistoryKey, list[BodyRun]] = defaultdict(list)
     for run in runs:
         by_fire[run.key].append(run)
@@ -88,6 +107,12 @@ def check_at_most_once(
             grew = run.attempt > previous.attempt or (unlearnt and run.attempt == previous.attempt)
             if taken_over and grew:
                 report.adoptions += 1
+                continue
+            written = claim_written_after(claims, previous, delays)
+            if run.target in alongside and restart_between(restarts, written, run.start):
+                continue  # `alongside-once` counts it: the restart emptied the claim
+            if run.target in retried and previous.verdict in RETRIED_VERDICTS and grew:
+                report.retries += 1
                 continue
             unrecorded = {(run.pid, run.key), (previous.pid, previous.key)} & failed_starts
             claimed = claimed_before(claims, previous) or group[0].start

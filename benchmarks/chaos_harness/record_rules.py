@@ -20,7 +20,13 @@ from chaos_harness.body_runs import (
     violation_context,
 )
 from chaos_harness.evidence import Event
-from chaos_harness.fault_evidence import failed_history_starts, restart_between
+from chaos_harness.fault_evidence import (
+    claim_written_after,
+    claims_won,
+    delay_spans,
+    failed_history_starts,
+    restart_between,
+)
 from chaos_harness.history import HistoryKey, HistoryRow, key_of, parse_instant
 
 #: A node killed this close (seconds) to an instant may have held its claim.
@@ -53,9 +59,13 @@ def check_recorded(
         if not run.killed:
             by_fire[run.key].append(run)
     failed_starts = failed_history_starts(events)
+    claims = claims_won(events)
+    delays = delay_spans(events)
     for key, alive in by_fire.items():
         report.recorded_fires += 1
-        ordered = not restart_between(restarts, alive[0].start, alive[-1].start)
+        # From the first run's claim: a restart after it may have let a second node in.
+        written = claim_written_after(claims, alive[0], delays)
+        ordered = not restart_between(restarts, written, alive[-1].start)
         record = history.get(key)
         told = {run.pid for run in alive if (run.pid, key) not in failed_starts}
         for problem in _recorded_problems(record, alive, ordered=ordered, told=told):
@@ -88,7 +98,9 @@ def _recorded_problems(
         expected = _RECORDED_STATES.get(holder.verdict or "")
         if expected is None and holder.verdict is None and holder.returned:
             expected = "succeeded"
-        if expected is not None and record.state != expected:
+        # A fire run late by catch-up (`catchup=`) records its success as `caught_up`.
+        state = "succeeded" if record.state == "caught_up" else record.state
+        if expected is not None and state != expected:
             problems.append(
                 f"{holder.describe()} ended {expected}, and its record says {record.state!r}"
             )
@@ -107,8 +119,17 @@ def _recorded_problems(
         if run is holder and run.fenced:
             problems.append(f"{run.describe()} was reported fenced, and {described}")
         elif run is not holder and ordered and not _newer(record, run):
+            if _success_stands(record, run, told):
+                continue
             problems.append(f"{run.describe()} ran, and {described}")
     return problems
+
+
+def _success_stands(record: HistoryRow, run: BodyRun, told: set[int]) -> bool:
+    """Whether `record`, an older attempt's success, rightly outlives `run`'s end: a
+    success is replaced by a success only (it may have committed with the task's
+    writes), and `run`, whose start the history never took, did not succeed."""
+    return record.state == "succeeded" and run.pid not in told and run.verdict != "SUCCEEDED"
 
 
 def _newer(record: HistoryRow, run: BodyRun) -> bool:
@@ -142,7 +163,10 @@ def check_accounted(
     window: Window,
     events: list[Event],
     report: CheckReport,
+    excused: dict[HistoryKey, str] | None = None,
 ) -> None:
+    """Rule 3; `excused`: fires no node could record, with why (a miss, not a violation)."""
+    excused = excused or {}
     ran = {run.key for run in runs}
     refused_skips = {
         key_of(event["target"], parse_instant(event["instant"]))
@@ -162,7 +186,8 @@ def check_accounted(
             report.ran += 1
             continue
         record = history.get(key)
-        if record is not None and record.state in {"skipped", "expired", "failed"}:
+        # `buffered`: its node stopped while the fire waited (`fires.overlap_wait`).
+        if record is not None and record.state in {"skipped", "expired", "failed", "buffered"}:
             report.misses[f"{record.state}: {normalise_reason(record.error)}"] += 1
             continue
         if key in refused_skips:
@@ -170,6 +195,9 @@ def check_accounted(
             continue
         if key in shutting_down:
             report.misses["unrecorded: reached a node that was shutting down"] += 1
+            continue
+        if key in excused:
+            report.misses[excused[key]] += 1
             continue
         at = window.monotonic(key.instant)
         if any(at + before <= kill <= at + after for kill in kills):

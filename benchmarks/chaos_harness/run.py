@@ -15,9 +15,15 @@ from pathlib import Path
 
 from chaos_harness.checker import CheckReport, Violation, Window, check
 from chaos_harness.cluster import ChaosNode, node_env, wait_booted
+from chaos_harness.effects_setup import check_effects, collect, load, node_variables, prepare
+from chaos_harness.effects_tasks import schedules as effects_schedules
 from chaos_harness.evidence import EvidenceLog, read_events
+from chaos_harness.fleet_down import FleetDown
 from chaos_harness.history import read_history
 from chaos_harness.nemesis import Nemesis
+from chaos_harness.policy_tasks import RATES as POLICY_RATES
+from chaos_harness.policy_tasks import policy_targets
+from chaos_harness.policy_tasks import schedules as policy_schedules
 from chaos_harness.proxy import FaultyProxy
 from chaos_harness.setups import VOLATILE_SERVERS, make_backend
 from chaos_harness.tasks import schedules
@@ -29,6 +35,12 @@ MARGIN_SECONDS = 5.0
 END_MARGIN_SECONDS = 10.0
 #: How long the nodes may take to boot: minutes on a machine with a load of 100.
 BOOT_SECONDS = 300.0
+#: The whole fleet stays down this many periods of the catch-up task (`fleet_down`).
+FLEET_DOWN_PERIODS = 2
+#: The shortest run that takes the whole fleet down: the nodes, booting again on a
+#: loaded machine, must have time to catch up before the run stops. A shorter run
+#: (the CI lane) catches up only the fires before its first boot.
+FLEET_DOWN_MIN_SECONDS = 120.0
 
 
 @dataclass
@@ -46,6 +58,10 @@ class SetupResult:
     late_zombie_bodies: int = 0
     #: Fires whose runs were compared with their history records (rule 4).
     recorded_fires: int = 0
+    #: Runs of failed fires again, by their task's `retries=`.
+    retries: int = 0
+    #: What the policy rules saw of each policy (`CheckReport.policy`).
+    policy: dict[str, int] = field(default_factory=dict)
     faults: dict[str, int] = field(default_factory=dict)
     applicable: list[str] = field(default_factory=list)
     misses: dict[str, int] = field(default_factory=dict)
@@ -54,6 +70,8 @@ class SetupResult:
     #: Injected history failures, by the write they failed (`start`, `finish`, ...).
     refused_writes: dict[str, int] = field(default_factory=dict)
     workdir: str = ""
+    #: The effects setups' tables: effect rows, guarded writes made and refused.
+    effects: dict[str, int] = field(default_factory=dict)
     #: What the checker was given besides the files: to check a run again (`recheck`).
     checked: dict[str, object] = field(default_factory=dict)
 
@@ -64,6 +82,7 @@ class SetupResult:
         base.double_fault_reruns = report.double_fault_reruns
         base.late_zombie_bodies = report.late_zombie_bodies
         base.recorded_fires = report.recorded_fires
+        base.retries, base.policy = report.retries, dict(report.policy)
         base.misses = dict(report.misses.most_common())
         base.violations = [_violation(v) for v in report.violations]
         return base
@@ -91,13 +110,18 @@ def run_setup(
     history_path = history_dir / "history.db"
     cluster: list[ChaosNode] = []
     proxies: list[FaultyProxy] = []
+    prefix = f"chaos-{uuid.uuid4().hex[:12]}"
+    # The effects setups' tables live with their history: on the server, or in its file.
+    home = backend.url if backend.proxied else f"sqlite:///{history_path}"
     try:
+        if backend.effects:
+            prepare(home, prefix)
         base_env = node_env(
             workdir,
             FIREFLY_SCHEDULING_LOCK_PROVIDER=backend.provider,
             FIREFLY_SCHEDULING_HISTORY_URL=f"sqlite:///{history_path}",
             FIREFLY_CHAOS_EVIDENCE=str(evidence_path),
-            FIREFLY_CHAOS_PREFIX=f"chaos-{uuid.uuid4().hex[:12]}",
+            FIREFLY_CHAOS_PREFIX=prefix,
             FIREFLY_CHAOS_PACE=str(pace),
         )
         url_variable = f"FIREFLY_SCHEDULING_LOCK_{backend.provider.upper()}_URL"
@@ -107,11 +131,14 @@ def run_setup(
             if proxy is not None:
                 proxies.append(proxy)
             url = backend.via(proxy.port) if proxy is not None else backend.url
+            env = {**base_env, url_variable: url}
+            if backend.effects:
+                env |= node_variables(setup, url if backend.proxied else home)
             node = ChaosNode(
                 name,
                 "tick" if name.endswith("-tick") else "run",
                 workdir,
-                {**base_env, url_variable: url},
+                env,
                 evidence,
                 proxy=proxy,
                 offset=round(rng.uniform(-2.0, 2.0), 3),
@@ -125,12 +152,19 @@ def run_setup(
         wall, mono = datetime.now(UTC), time.monotonic_ns()
         started = time.monotonic()
         next_fault = started + 2.0
+        fleet = FleetDown(
+            cluster,
+            evidence,
+            at=started + seconds / 2 if seconds >= FLEET_DOWN_MIN_SECONDS else float("inf"),
+            seconds=FLEET_DOWN_PERIODS * POLICY_RATES["caught_up"] * pace,
+        )
         while time.monotonic() - started < seconds:
             nemesis.run_due()
+            fleet.step(ready=all(nemesis.injected[kind] for kind in nemesis.kinds))
             for node in cluster:
-                if node.host == "tick" and not node.alive and not node.paused:
+                if node.host == "tick" and not node.alive and not node.paused and not fleet.active:
                     node.spawn()  # cron starts the next minute's tick
-            if time.monotonic() >= next_fault:
+            if time.monotonic() >= next_fault and not fleet.active:
                 nemesis.inject()
                 next_fault = time.monotonic() + nemesis.pause_between()
             time.sleep(0.02)
@@ -162,14 +196,23 @@ def run_setup(
             "anchor": [window.wall.isoformat(), window.mono],
             "ended": ended,
         }
+        if backend.effects:
+            history, effects = collect(home, prefix, workdir)
+        else:
+            history, effects = read_history(history_path), None
         report = check(
             events,
-            read_history(history_path),
-            schedules(pace),
+            history,
+            effects_schedules(pace)
+            if backend.effects
+            else schedules(pace) | policy_schedules(pace),
             window,
             ended,
             volatile_server=setup in VOLATILE_SERVERS,
+            policies=None if backend.effects else policy_targets(pace),
         )
+        if effects is not None:
+            result.effects = check_effects(effects, history, report)
         return SetupResult.of(result, report)
     finally:
         for node in cluster:
@@ -199,6 +242,7 @@ def table(results: list[SetupResult]) -> str:
         "runs checked in the history",
         "violations",
         "misses",
+        "effect rows / guarded writes / refused",
     ]
     lines = [
         "| " + " | ".join(header + kinds) + " |",
@@ -211,6 +255,7 @@ def table(results: list[SetupResult]) -> str:
         cells.append(r.recorded_fires)
         cells.append(len(r.violations))
         cells.append(misses)
+        cells.append(" / ".join(str(n) for n in r.effects.values()) if r.effects else "")
         cells += [r.faults.get(kind, 0) if kind in r.applicable else "n/a" for kind in kinds]
         lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
     reasons: Counter[str] = Counter()
@@ -235,13 +280,24 @@ def recheck(workdir: Path) -> SetupResult:
     )
     result = SetupResult(**{key: value for key, value in saved.items() if key != "violations"})
     events = read_events(workdir / "evidence.jsonl")
-    history = read_history(workdir / "history.db")
+    effects = None
+    if (workdir / "effects.json").exists():
+        history, effects = load(workdir)
+    else:
+        history = read_history(workdir / "history.db")
     report = check(
         events,
         history,
-        schedules(result.pace),
+        (
+            effects_schedules(result.pace)
+            if effects is not None
+            else schedules(result.pace) | policy_schedules(result.pace)
+        ),
         window,
         int(checked["ended"]),
         volatile_server=result.setup in VOLATILE_SERVERS,
+        policies=None if effects is not None else policy_targets(result.pace),
     )
+    if effects is not None:
+        result.effects = check_effects(effects, history, report)
     return SetupResult.of(result, report)

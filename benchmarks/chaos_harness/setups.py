@@ -1,4 +1,4 @@
-"""The seven setups: which provider, which server, how its nodes reach it, how it is faulted."""
+"""The setups: which provider, which server, how its nodes reach it, how it is faulted."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ SETUPS = (
     "database-sqlite",
     "database-postgres",
     "database-mariadb",
+    "effects-postgres",
+    "effects-mysql",
+    "effects-sqlite",
 )
 
 
@@ -40,6 +43,8 @@ class Backend:
     url: str
     server: PrivateServer | None = None
     sessions: str | None = None
+    #: Runs the `effects` tasks: lock, history and application tables in one database.
+    effects: bool = False
 
     @property
     def proxied(self) -> bool:
@@ -78,7 +83,7 @@ def make_backend(setup: str, workdir: Path) -> Backend:
         return Backend(setup, setup, server.url, server=server)
     if setup in {"postgres", "mysql"}:
         return Backend(setup, setup, _shared(setup), sessions=setup)
-    if setup.startswith("database-"):
+    if setup.startswith(("database-", "effects-")):
         server_kind = setup.partition("-")[2]
         if server_kind == "sqlite":
             url = f"sqlite:///{workdir / 'locks.db'}"
@@ -93,5 +98,6 @@ def make_backend(setup: str, workdir: Path) -> Backend:
             lock.install()
         finally:
             lock.close()
-        return Backend(setup, "database", url, sessions=sessions)
+        effects = setup.startswith("effects-")
+        return Backend(setup, "database", url, sessions=sessions, effects=effects)
     raise SystemExit(f"chaos: unknown setup {setup!r}; known: {', '.join(SETUPS)}")

@@ -2,7 +2,9 @@
 
 Every body appends a `start` event before its work and an `end` event after it to
 the evidence log (`FIREFLY_CHAOS_EVIDENCE`), with what `current_fire()` says: the
-instant, attempt, fencing token and, at the end, whether the lock was reported lost.
+instant, attempt, fencing token, at the start whether the fire was caught up, and at
+the end whether the lock was reported lost. The policy tasks (`policy_tasks`) share
+these bodies.
 Lock names carry `FIREFLY_CHAOS_PREFIX`, unique per run, because the SQL servers are
 shared.
 
@@ -64,7 +66,7 @@ def _body(seconds: float) -> None:
         "attempt": fire.attempt,
         "token": fire.token,
     }
-    _log().append("start", **fields)
+    _log().append("start", caught_up=fire.caught_up, **fields)
     _work(seconds, fire, fields)
     _log().append("end", lost=fire.lost, **fields)
 

@@ -106,6 +106,13 @@ class LeaseTableReader(_SqlReader):
         rows = self._run(f"SELECT name FROM {self._table}")
         return frozenset(bytes(n) if isinstance(n, bytes | bytearray) else n for (n,) in rows)
 
+    def queued(self, name: str) -> int:
+        """The rows of `name` in the waiters' queue table (`<table>_queue`), live or not."""
+        rows = self._run(
+            f"SELECT count(*) FROM {self._table}_queue WHERE name = ?", [self.key(name)]
+        )
+        return int(rows[0][0])
+
     def _tables(self) -> frozenset[str]:
         if self._dialect == "sqlite":
             query = "SELECT name FROM sqlite_master WHERE type = 'table'"
@@ -226,6 +233,10 @@ class MemcachedReader(ServerReader):
     def held(self, candidates: Sequence[Hashable]) -> frozenset[Hashable]:
         return frozenset(key for key in candidates if self._get(str(key)) is not None)
 
+    def get(self, key: str) -> bytes | None:
+        """The value of the item `key`, or None when there is none."""
+        return self._get(key)
+
     def fingerprint(self) -> Hashable:
         return self._get(self.canary)
 
@@ -279,6 +290,12 @@ class EtcdReader(ServerReader):
     def fingerprint(self) -> Hashable:
         return self._value(self.canary.encode())
 
+    def count_prefix(self, prefix: bytes) -> int:
+        """How many keys start with `prefix`."""
+        end = prefix[:-1] + bytes([prefix[-1] + 1])
+        body = {"key": _b64(prefix), "range_end": _b64(end), "count_only": True}
+        return int(self._post("kv/range", body).get("count", 0))
+
     def close(self) -> None:
         try:
             self._post("kv/deleterange", {"key": _b64(self.canary.encode())})
@@ -289,7 +306,7 @@ class EtcdReader(ServerReader):
         kvs = self._post("kv/range", {"key": _b64(key)}).get("kvs") or []
         return base64.b64decode(kvs[0].get("value", "")) if kvs else None
 
-    def _post(self, path: str, body: dict[str, str]) -> dict[str, Any]:
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         reply = self._client.post(f"/v3/{path}", json=body)
         reply.raise_for_status()
         document: dict[str, Any] = reply.json()

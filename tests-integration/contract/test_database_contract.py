@@ -13,7 +13,7 @@ change how SQL text is read (`session_settings`), read back on default sessions.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
@@ -73,6 +73,13 @@ class _Locks(_LeaseTable):
     @pytest.fixture
     def sync_lock_factory(self, database_url: str, lease_table: str) -> partial[DatabaseLeaseLock]:
         return partial(DatabaseLeaseLock, database_url, table=lease_table)
+
+    @pytest.fixture
+    def waiters_on_server(
+        self, server_reader: LeaseTableReader, lease_table: str
+    ) -> Callable[[str], int]:
+        """Ticket rows of a name in the class's `<table>_queue`, read by a second client."""
+        return server_reader.queued
 
     @pytest.fixture
     def unreachable_lock(self) -> tuple[Any, str]:

@@ -36,7 +36,9 @@ from firefly_scheduling.testing import (
     SessionLossContract,
 )
 from firefly_scheduling_etcd import AsyncEtcdLock, EtcdLock
+from firefly_scheduling_etcd import waiter_queue as etcd_queue
 from firefly_scheduling_memcached import AsyncMemcachedLock, MemcachedLock
+from firefly_scheduling_memcached import waiter_queue as memcached_queue
 from firefly_scheduling_mysql import AsyncMySqlNamedLock, MySqlNamedLock
 from firefly_scheduling_postgres import AsyncPgAdvisoryLock, PgAdvisoryLock
 from firefly_scheduling_redis import AsyncRedisLock, RedisLock
@@ -218,6 +220,13 @@ class _Redis(_Server):
         yield count
         client.close()
 
+    @pytest.fixture
+    def queued_on_server(self, server_address: str) -> Iterator[Callable[[str], int]]:
+        """Tickets in a name's waiters' queue (`ZCARD`), from a second client."""
+        client = redis.Redis.from_url(server_address)
+        yield lambda name: int(client.zcard(queue_key(name, cluster=False)))
+        client.close()
+
 
 class _RedisCluster(_Server):
     server = Server(
@@ -232,6 +241,11 @@ class _RedisCluster(_Server):
 class _Etcd(_Server):
     server = Server("etcd_url", EtcdLock, AsyncEtcdLock, EtcdReader, "etcd://127.0.0.1:1")
 
+    @pytest.fixture
+    def waiters_on_server(self, server_reader: EtcdReader) -> Callable[[str], int]:
+        """Ticket keys under a name's queue prefix (`waiter_queue`), from a second client."""
+        return lambda name: server_reader.count_prefix(etcd_queue.queue_prefix(name))
+
 
 class _Memcached(_Server):
     server = Server(
@@ -241,6 +255,24 @@ class _Memcached(_Server):
         MemcachedReader,
         "memcached://127.0.0.1:1",
     )
+
+    @pytest.fixture
+    def waiters_on_server(self, server_reader: MemcachedReader) -> Callable[[str], int]:
+        """Live ticket items of a name's queue (`waiter_queue`), from a second client:
+        every number the counter handed out, from the floor (or the last
+        `SCAN_LIMIT`) to the last."""
+
+        def count(name: str) -> int:
+            last = server_reader.get(memcached_queue.counter_key(name).decode())
+            if last is None:
+                return 0
+            floor = server_reader.get(memcached_queue.floor_key(name).decode())
+            start = int(last) - memcached_queue.SCAN_LIMIT if floor is None else int(floor)
+            numbers = range(max(start, 0), int(last) + 1)
+            keys = [memcached_queue.ticket_key(name, n).decode() for n in numbers]
+            return sum(server_reader.get(key) is not None for key in keys)
+
+        return count
 
 
 class TestPgAdvisoryLockContract(_Postgres, _Locks, LockContract):

@@ -19,7 +19,11 @@ STORE_TABLES = {
     "firefly_scheduling_control",
     "firefly_scheduling_runs",
 }
-LEASE_TABLES = {"firefly_scheduling_locks", "firefly_scheduling_locks_fences"}
+LEASE_TABLES = {
+    "firefly_scheduling_locks",
+    "firefly_scheduling_locks_fences",
+    "firefly_scheduling_locks_queue",
+}
 
 
 def _tables(url: str) -> set[str]:
@@ -37,8 +41,8 @@ def test_migrate_creates_every_table_and_can_run_again(tmp_path: Path) -> None:
     assert first.exit_code == 0, first.output
     assert (
         "tables firefly_scheduling_locks, firefly_scheduling_locks_fences, "
-        "firefly_scheduling_anchors, firefly_scheduling_control and firefly_scheduling_runs "
-        "are ready" in first.output
+        "firefly_scheduling_locks_queue, firefly_scheduling_anchors, "
+        "firefly_scheduling_control and firefly_scheduling_runs are ready" in first.output
     )
     assert _tables(url) == LEASE_TABLES | STORE_TABLES
     again = runner.invoke(migrate, ["--url", url])
@@ -60,7 +64,7 @@ def test_migrate_reads_the_url_from_the_environment(tmp_path: Path) -> None:
         env={"FIREFLY_SCHEDULING_LOCK_DATABASE_URL": specific, "DATABASE_URL": fallback},
     )
     assert result.exit_code == 0, result.output
-    assert _tables(specific) == {"app_locks", "app_locks_fences"} | STORE_TABLES
+    assert _tables(specific) == {"app_locks", "app_locks_fences", "app_locks_queue"} | STORE_TABLES
     result = runner.invoke(migrate, [], env={"DATABASE_URL": fallback})
     assert result.exit_code == 0, result.output
     assert _tables(fallback) == LEASE_TABLES | STORE_TABLES

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import UTC, datetime
+from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from firefly_scheduling.cli import main
 from firefly_scheduling.control.memory import MemoryControlStore
+
+SUPPORT = str(Path(__file__).resolve().parent / "host_support")
 
 
 def _env() -> dict[str, str]:
@@ -29,7 +34,12 @@ def test_pause_status_resume_round_trip() -> None:
     shown = runner.invoke(main, ["status", "--json"], env=env)
     assert shown.exit_code == 0, shown.output
     [row] = [json.loads(line) for line in shown.output.splitlines()]
-    assert (row["task"], row["by"], row["note"]) == ("app.jobs:nightly", "alice", "db")
+    assert (row["target"], row["paused"], row["by"], row["note"]) == (
+        "app.jobs:nightly",
+        True,
+        "alice",
+        "db",
+    )
     resumed = runner.invoke(main, ["resume", "app.jobs:nightly"], env=env)
     assert resumed.output.strip() == "app.jobs:nightly resumed"
     again = runner.invoke(main, ["resume", "app.jobs:nightly"], env=env)
@@ -69,3 +79,52 @@ def test_a_bad_target_or_both_a_target_and_all_exit_2() -> None:
     neither = runner.invoke(main, ["resume"], env=env)
     assert neither.exit_code == 2, neither.output
     assert runner.invoke(main, ["status"], env=env).output.strip() == "no task is paused"
+
+
+def test_status_of_one_task_and_pause_json() -> None:
+    env, runner = _env(), CliRunner()
+    shown = runner.invoke(main, ["pause", "app.jobs:c", "--by", "dan", "--json"], env=env)
+    assert shown.exit_code == 0, shown.output
+    [row] = [json.loads(line) for line in shown.output.splitlines()]
+    assert (row["target"], row["paused"], row["by"]) == ("app.jobs:c", True, "dan")
+    assert row["since"] is not None
+    other = runner.invoke(main, ["status", "app.jobs:d", "--json"], env=env)
+    [state] = [json.loads(line) for line in other.output.splitlines()]
+    assert (state["target"], state["paused"], state["by"], state["since"]) == (
+        "app.jobs:d",
+        False,
+        None,
+        None,
+    )
+    assert runner.invoke(main, ["status", "app.jobs:d"], env=env).output.strip() == (
+        "app.jobs:d runs (not paused)"
+    )
+
+
+def test_schedule_and_runs_show_the_pause(tmp_path: Path) -> None:
+    pytest.importorskip("firefly_scheduling_database")
+    from firefly_scheduling_database.sql_history.store import SqlRunHistory  # noqa: PLC0415
+
+    env, runner = _env(), CliRunner()
+    target = "firefly_host_unit_app:heartbeat"
+    history_url = f"sqlite:///{tmp_path / 'history.db'}"
+    history = SqlRunHistory(history_url)
+    instant = datetime(2026, 6, 3, 12, 0, tzinfo=UTC)
+    try:
+        history.install()
+        history.skip(target, instant, lock=target, node="n1", reason="paused", at=instant)
+    finally:
+        history.close()
+    env["FIREFLY_SCHEDULING_HISTORY_URL"] = history_url
+    assert runner.invoke(main, ["pause", target, "--by", "eve"], env=env).exit_code == 0
+    listing = ["schedule", "--path", SUPPORT, "--app", "firefly_host_unit_app"]
+    [row] = [
+        json.loads(line)
+        for line in runner.invoke(main, [*listing, "--json"], env=env).output.splitlines()
+    ]
+    assert (row["target"], row["paused"]) == (target, True)
+    assert f"{target} is paused by eve" in runner.invoke(main, listing, env=env).output
+    runs = runner.invoke(main, ["runs", "--json"], env=env)
+    [fire] = [json.loads(line) for line in runs.output.splitlines()]
+    assert (fire["state"], fire["reason"]) == ("skipped", "paused")
+    assert f"{target} is paused by eve" in runner.invoke(main, ["runs"], env=env).output

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from firefly_scheduling.fires.outcome import Verdict, verdict_words
-from firefly_scheduling.fires.recording import closing_state
+from firefly_scheduling.fires.run_end import closing_state
 from firefly_scheduling.history.port import RunState
 
 
@@ -24,6 +24,7 @@ def test_the_verdict_keys_that_json_and_the_fire_log_print_are_those_of_0_1_0() 
         "backend_error",
         "expired",
         "lock_lost",
+        "paused",
         "held_back",
         "shutting_down",
         "unavailable",

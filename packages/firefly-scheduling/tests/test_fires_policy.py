@@ -20,6 +20,7 @@ from firefly_scheduling.fires.policy import (
     RUN,
     BeforeBody,
     BeforeClaim,
+    BeforeStart,
     BodyEnded,
     DefaultPolicy,
     LockHeld,
@@ -55,6 +56,10 @@ class RecordingPolicy(DefaultPolicy):
         self.asked.append(("before_claim", fire, facts))
         return self.skip_before_claim or super().before_claim(fire, facts)
 
+    def before_start(self, fire: Fire, facts: BeforeStart) -> Run | Skip:
+        self.asked.append(("before_start", fire, facts))
+        return super().before_start(fire, facts)
+
     def when_held(self, fire: Fire, facts: LockHeld) -> Skip:
         self.asked.append(("when_held", fire, facts))
         return super().when_held(fire, facts)
@@ -88,10 +93,17 @@ class TestTheSeamIsConsulted:
         fire = Fire.at(task(), T0, TriggerKind.MANUAL)
         result = runner(policy, history, now=T0 + SECOND / 2).run(fire, lambda: None)
         assert result.verdict is Verdict.SUCCEEDED
-        assert policy.points == ["before_claim", "before_body", "after_body", "at_record"]
+        assert policy.points == [
+            "before_claim",
+            "before_start",
+            "before_body",
+            "after_body",
+            "at_record",
+        ]
         assert all(asked is fire for _, asked, _ in policy.asked)  # one value, never rebuilt
-        claim, body, ended, recorded = (facts for _, _, facts in policy.asked)
+        claim, start, body, ended, recorded = (facts for _, _, facts in policy.asked)
         assert claim == BeforeClaim(late_seconds=0.5)
+        assert start == BeforeStart()  # no control store: nothing paused
         assert body == BeforeBody(attempt=1, token=result.token)
         assert recorded is ended
         assert isinstance(ended, BodyEnded)
@@ -198,7 +210,13 @@ class TestTheSeamIsConsulted:
             return (await runner.run(fire, body)).verdict
 
         assert asyncio.run(scenario()) is Verdict.SUCCEEDED
-        assert policy.points == ["before_claim", "before_body", "after_body", "at_record"]
+        assert policy.points == [
+            "before_claim",
+            "before_start",
+            "before_body",
+            "after_body",
+            "at_record",
+        ]
         assert all(asked is fire for _, asked, _ in policy.asked)
 
 

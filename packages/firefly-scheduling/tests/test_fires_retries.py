@@ -2,7 +2,8 @@
 
 A failed fire comes back with its retry; run at its due time, the retry takes its own
 claim and the fire's record over as the next attempt, until a run succeeds or the last
-retry fails. A retry due at or after the next fire is skipped, its reason recorded.
+retry fails. A retry due at or after the next fire follows the task's `overlap=`:
+skipped, its reason recorded, under `skip` and `cancel_other`; asked for otherwise.
 The tests drive the runner with a clock they move, so no test waits for a backoff.
 """
 
@@ -332,3 +333,36 @@ class TestEveryNodeComputesTheSameRetry:
         answer = DEFAULT_POLICY.after_body(Fire.at(descriptor, T0), facts)
         assert isinstance(answer, RunAgain)
         assert (answer.retry.number, answer.retry.after_attempt) == (2, 2)
+
+
+@pytest.mark.parametrize(
+    ("overlap", "skipped"),
+    [
+        ("skip", True),
+        ("cancel_other", True),
+        ("buffer_one", False),
+        ("buffer_all", False),
+        ("allow_all", False),
+    ],
+)
+def test_a_retry_due_after_the_next_fire_follows_the_task_s_overlap(
+    overlap: str, skipped: bool
+) -> None:
+    """`skip` and `cancel_other` let the next fire take over; the others ask for the
+    retry, which then meets the next fire's run at the task lock."""
+    descriptor = task(
+        schedule={"fixed_rate": 1.0},
+        overlap=overlap,
+        retries=1,
+        retry_backoff="1m",
+        retry_backoff_max="1m",
+    )
+    delay = retry_delay(descriptor.target, T0, 1, backoff=60.0, backoff_max=60.0)
+    ended = T0 + timedelta(seconds=1)  # the next fire is due at T0 + 1 s: never before
+    facts = BodyEnded(Verdict.FAILED, 1, None, "boom", T0, ended, lost=False, finished=True)
+    answer = DEFAULT_POLICY.after_body(Fire.at(descriptor, T0), facts)
+    if skipped:
+        assert isinstance(answer, Skip)
+        assert f"(overlap='{overlap}': the next fire takes over)" in answer.reason
+    else:
+        assert answer == RunAgain(RetryOf(1, 1, ended + delay, 1))

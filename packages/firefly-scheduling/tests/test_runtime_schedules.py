@@ -244,9 +244,7 @@ def test_a_node_with_one_task_of_its_own_runs_two_runtime_schedules_side_by_side
         )
     code_tasks = scan([app])
     runtime = build_runtime(code_tasks, Settings(), host="run", lock=InMemoryLock(), eager=False)
-    host = ResidentHost(
-        code_tasks, runtime, runtime_schedules=RuntimeScheduleSource(store, allowed)
-    )
+    host = ResidentHost(code_tasks, runtime, control=store, runtime_targets=allowed)
     host.start()
     try:
         time.sleep(4.5)

@@ -54,7 +54,7 @@ from firefly_scheduling_database.control_store import DatabaseControlStore
 from firefly_scheduling_database.control_table import DEFAULT_TABLE as CONTROL_TABLE
 from firefly_scheduling_database.lock import DatabaseLeaseLock
 from firefly_scheduling_database.provider import PROVIDER
-from firefly_scheduling_database.schema import DEFAULT_TABLE, FENCES_SUFFIX
+from firefly_scheduling_database.schema import DEFAULT_TABLE, FENCES_SUFFIX, QUEUE_SUFFIX
 from firefly_scheduling_database.sql_history.migration import upgrade_history_table
 from firefly_scheduling_database.sql_history.store import DEFAULT_TABLE as RUNS_TABLE
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
@@ -77,8 +77,9 @@ from firefly_scheduling_database.url import describe_url
 def migrate(url: str | None, table: str, history_only: bool) -> None:
     """Create the database backend's tables if absent, upgrade old ones (safe to run again).
 
-    The lease table and its fences, the initial-delay anchors and the run history
-    (a 0.1.0 history table is upgraded to the (lock_name, task, instant) key).
+    The lease table, its fences and its waiters' queue, the initial-delay anchors and
+    the run history (an older history table is upgraded to the (lock_name, task,
+    instant) key and given its trigger_kind column).
     """
     try:
         if history_only:
@@ -102,10 +103,14 @@ def migrate(url: str | None, table: str, history_only: bool) -> None:
         raise ConfigurationFailure(str(err)) from err  # exit 2, as in every command
     except FireflySchedulingError as err:
         raise click.ClickException(str(err)) from err
-    tables = (table, table + FENCES_SUFFIX, ANCHORS_TABLE, CONTROL_TABLE, RUNS_TABLE)
+    lease_tables = (table, table + FENCES_SUFFIX, table + QUEUE_SUFFIX)
+    tables = (*lease_tables, ANCHORS_TABLE, CONTROL_TABLE, RUNS_TABLE)
     click.echo(f"tables {', '.join(tables[:-1])} and {tables[-1]} are ready in {where}")
     if done == "upgraded":
-        click.echo(f"run-history table {RUNS_TABLE} upgraded to the (lock_name, task, instant) key")
+        click.echo(
+            f"run-history table {RUNS_TABLE} upgraded to the (lock_name, task, instant) key "
+            "with a trigger_kind column"
+        )
 
 
 def _store_keeper(settings: Settings) -> LockProvider | None:
@@ -147,7 +152,10 @@ def _migrate_stores_of(provider: LockProvider, settings: Settings) -> None:
         "run history there (it has no lease table)"
     )
     if done == "upgraded":
-        click.echo(f"run-history table {RUNS_TABLE} upgraded to the (lock_name, task, instant) key")
+        click.echo(
+            f"run-history table {RUNS_TABLE} upgraded to the (lock_name, task, instant) key "
+            "with a trigger_kind column"
+        )
 
 
 def _history_url() -> str:

@@ -25,7 +25,8 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from firefly_scheduling.concurrency.grouped import GroupedCalls
 from firefly_scheduling.errors import ConfigurationError, LockBackendError
-from firefly_scheduling.locks.base import BaseLock, new_owner_token
+from firefly_scheduling.locks.holding import new_owner_token
+from firefly_scheduling.locks.ticket_queue import TicketQueue
 from firefly_scheduling_database import operations
 from firefly_scheduling_database.engine import lock_engine
 from firefly_scheduling_database.protocol import lease_batches_for, lease_sql_for
@@ -52,7 +53,7 @@ PURGE_INTERVAL_SECONDS = 60.0
 RELEASES_PER_STATEMENT = 500
 
 
-class DatabaseLeaseLock(BaseLock):
+class DatabaseLeaseLock(TicketQueue):
     """A lease lock in a table of SQLite, PostgreSQL or MySQL/MariaDB (SQLAlchemy 2).
 
     Each held name is a row carrying the acquisition's owner token and a
@@ -79,6 +80,10 @@ class DatabaseLeaseLock(BaseLock):
     Expired rows are deleted (`purge_expired`) by every instance built on a URL or an
     Engine about once a minute, at the end of an acquisition: fire claims are never
     released, only left to expire, and would otherwise stay in the table forever.
+
+    Waiting acquisitions poll with the core's backoff, in a queue of expiring tickets
+    per name (the `<table>_queue` table, `locks.ticket_queue_async`), so waiters of
+    every node are served in arrival order.
 
     The tables must exist: `install()` or `firefly-scheduling migrate` creates them.
     A missing table is reported as a `ConfigurationError` rather than created on the
@@ -173,6 +178,12 @@ class DatabaseLeaseLock(BaseLock):
     # -- BaseLock hooks -----------------------------------------------------------
 
     def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
+        return self._take(name, owner, ttl_seconds)
+
+    def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
+        return self._take_fenced(name, owner, ttl_seconds)
+
+    def _take(self, name: str, owner: str, ttl_seconds: float) -> bool:
         ttl = self._sql.ttl(_lease_seconds(ttl_seconds))
         won = self._attempt(
             partial(operations.take, sql=self._sql, name=name, owner=owner, ttl=ttl)
@@ -180,7 +191,7 @@ class DatabaseLeaseLock(BaseLock):
         self._purge_when_due()
         return won is True
 
-    def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
+    def _take_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
         statement = self._sql.acquire_fenced
         if statement is not None:  # one statement: lease and fence commit together
             parameters = {
@@ -196,7 +207,7 @@ class DatabaseLeaseLock(BaseLock):
                     parameters=parameters,
                 )
             )
-        if not self._acquire(name, owner, ttl_seconds):
+        if not self._take(name, owner, ttl_seconds):
             return None
         # The fence counts only while the lease is still ours, so the token order is the
         # holding order even though the two statements commit separately.
@@ -308,6 +319,51 @@ class DatabaseLeaseLock(BaseLock):
     def _fence(self, name: str) -> int:
         return self._transactions.run(partial(operations.next_fence, sql=self._sql, name=name))
 
+    # -- the waiters' queue (`<table>_queue`) --------------------------------------------
+
+    def _take_when_first(
+        self, name: str, owner: str, ttl_seconds: float, *, fenced: bool
+    ) -> int | bool | None:
+        if fenced:
+            return self._take_fenced(name, owner, ttl_seconds)
+        return self._take(name, owner, ttl_seconds)
+
+    def _join_queue(self, name: str, ticket: str, seconds: float) -> object:
+        """The row of `ticket`; a lost race on the insert only makes the next attempt,
+        which finds no row to keep, queue it again."""
+        ttl = self._sql.ttl(seconds)
+        self._attempt(
+            partial(operations.queue_join, sql=self._sql, name=name, ticket=ticket, ttl=ttl)
+        )
+        return ticket
+
+    def _keep_place(self, name: str, spot: object, seconds: float) -> bool:
+        parameters = {"name": self._sql.key(name), "ticket": spot, "ttl": self._sql.ttl(seconds)}
+        kept = self._attempt(
+            partial(
+                operations.changed_one,
+                statement=self._sql.queue_keep,
+                parameters=parameters,
+            )
+        )
+        return kept is not False  # a lost race (None) is no proof that it lapsed
+
+    def _first_in_queue(self, name: str, spot: object | None) -> bool:
+        first = self._attempt(partial(operations.queue_first, sql=self._sql, name=name))
+        if first is None:
+            return False  # a lost race: try again after the pause
+        return first == ([] if spot is None else [spot])
+
+    def _leave_queue(self, name: str, spot: object) -> None:
+        parameters = {"name": self._sql.key(name), "ticket": spot}
+        self._transactions.run(
+            partial(
+                operations.changed_one,
+                statement=self._sql.queue_leave,
+                parameters=parameters,
+            )
+        )
+
     def _close(self) -> None:
         if self._owns_engine and isinstance(self._bind, Engine):
             self._bind.dispose()
@@ -349,9 +405,9 @@ class DatabaseLeaseLock(BaseLock):
             if self._sql.is_missing_table(err):
                 raise ConfigurationError(
                     f"database lock backend {self._target}: table "
-                    f"{self._tables.locks.name!r} or {self._tables.fences.name!r} does not "
-                    f"exist; create them once with `firefly-scheduling migrate` or "
-                    f"DatabaseLeaseLock.install()"
+                    f"{self._tables.locks.name!r}, {self._tables.fences.name!r} or "
+                    f"{self._tables.queue.name!r} does not exist; create them once with "
+                    f"`firefly-scheduling migrate` or DatabaseLeaseLock.install()"
                 ) from err
             if self._sql.is_contention(err):
                 return None  # another transaction held or raced for the row

@@ -16,6 +16,7 @@ Where the statements run, and in which transaction, is `transactions_async`'s.
 # async-to-sync: rename AsyncGroupedCalls GroupedCalls
 # async-to-sync: rename AsyncTransactions Transactions
 # async-to-sync: rename operations_async operations
+# async-to-sync: rename AsyncTicketQueue TicketQueue
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine  # sync: drop
 from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
 from firefly_scheduling.concurrency.grouped_async import AsyncGroupedCalls
 from firefly_scheduling.errors import ConfigurationError, LockBackendError
-from firefly_scheduling.locks.base_async import AsyncBaseLock, new_owner_token
+from firefly_scheduling.locks.holding import new_owner_token
+from firefly_scheduling.locks.ticket_queue_async import AsyncTicketQueue
 from firefly_scheduling_database import operations_async
 from firefly_scheduling_database.engine import async_lock_engine
 from firefly_scheduling_database.protocol import lease_batches_for, lease_sql_for
@@ -66,7 +68,7 @@ PURGE_INTERVAL_SECONDS = 60.0
 RELEASES_PER_STATEMENT = 500
 
 
-class AsyncDatabaseLeaseLock(AsyncBaseLock):
+class AsyncDatabaseLeaseLock(AsyncTicketQueue):
     """A lease lock in a table of SQLite, PostgreSQL or MySQL/MariaDB (SQLAlchemy 2).
 
     Each held name is a row carrying the acquisition's owner token and a
@@ -93,6 +95,10 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
     Expired rows are deleted (`purge_expired`) by every instance built on a URL or an
     AsyncEngine about once a minute, at the end of an acquisition: fire claims are never
     released, only left to expire, and would otherwise stay in the table forever.
+
+    Waiting acquisitions poll with the core's backoff, in a queue of expiring tickets
+    per name (the `<table>_queue` table, `locks.ticket_queue_async`), so waiters of
+    every node are served in arrival order.
 
     The tables must exist: `install()` or `firefly-scheduling migrate` creates them.
     A missing table is reported as a `ConfigurationError` rather than created on the
@@ -194,6 +200,12 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
     # -- AsyncBaseLock hooks -----------------------------------------------------------
 
     async def _acquire(self, name: str, owner: str, ttl_seconds: float) -> bool:
+        return await self._take(name, owner, ttl_seconds)
+
+    async def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
+        return await self._take_fenced(name, owner, ttl_seconds)
+
+    async def _take(self, name: str, owner: str, ttl_seconds: float) -> bool:
         ttl = self._sql.ttl(_lease_seconds(ttl_seconds))
         won = await self._attempt(
             partial(operations_async.take, sql=self._sql, name=name, owner=owner, ttl=ttl)
@@ -201,7 +213,7 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
         await self._purge_when_due()
         return won is True
 
-    async def _acquire_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
+    async def _take_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
         statement = self._sql.acquire_fenced
         if statement is not None:  # one statement: lease and fence commit together
             parameters = {
@@ -217,7 +229,7 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
                     parameters=parameters,
                 )
             )
-        if not await self._acquire(name, owner, ttl_seconds):
+        if not await self._take(name, owner, ttl_seconds):
             return None
         # The fence counts only while the lease is still ours, so the token order is the
         # holding order even though the two statements commit separately.
@@ -335,6 +347,51 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
             partial(operations_async.next_fence, sql=self._sql, name=name)
         )
 
+    # -- the waiters' queue (`<table>_queue`) --------------------------------------------
+
+    async def _take_when_first(
+        self, name: str, owner: str, ttl_seconds: float, *, fenced: bool
+    ) -> int | bool | None:
+        if fenced:
+            return await self._take_fenced(name, owner, ttl_seconds)
+        return await self._take(name, owner, ttl_seconds)
+
+    async def _join_queue(self, name: str, ticket: str, seconds: float) -> object:
+        """The row of `ticket`; a lost race on the insert only makes the next attempt,
+        which finds no row to keep, queue it again."""
+        ttl = self._sql.ttl(seconds)
+        await self._attempt(
+            partial(operations_async.queue_join, sql=self._sql, name=name, ticket=ticket, ttl=ttl)
+        )
+        return ticket
+
+    async def _keep_place(self, name: str, spot: object, seconds: float) -> bool:
+        parameters = {"name": self._sql.key(name), "ticket": spot, "ttl": self._sql.ttl(seconds)}
+        kept = await self._attempt(
+            partial(
+                operations_async.changed_one,
+                statement=self._sql.queue_keep,
+                parameters=parameters,
+            )
+        )
+        return kept is not False  # a lost race (None) is no proof that it lapsed
+
+    async def _first_in_queue(self, name: str, spot: object | None) -> bool:
+        first = await self._attempt(partial(operations_async.queue_first, sql=self._sql, name=name))
+        if first is None:
+            return False  # a lost race: try again after the pause
+        return first == ([] if spot is None else [spot])
+
+    async def _leave_queue(self, name: str, spot: object) -> None:
+        parameters = {"name": self._sql.key(name), "ticket": spot}
+        await self._transactions.run(
+            partial(
+                operations_async.changed_one,
+                statement=self._sql.queue_leave,
+                parameters=parameters,
+            )
+        )
+
     async def _close(self) -> None:
         if self._owns_engine and isinstance(self._bind, AsyncEngine):
             await self._bind.dispose()
@@ -378,9 +435,9 @@ class AsyncDatabaseLeaseLock(AsyncBaseLock):
             if self._sql.is_missing_table(err):
                 raise ConfigurationError(
                     f"database lock backend {self._target}: table "
-                    f"{self._tables.locks.name!r} or {self._tables.fences.name!r} does not "
-                    f"exist; create them once with `firefly-scheduling migrate` or "
-                    f"AsyncDatabaseLeaseLock.install()"
+                    f"{self._tables.locks.name!r}, {self._tables.fences.name!r} or "
+                    f"{self._tables.queue.name!r} does not exist; create them once with "
+                    f"`firefly-scheduling migrate` or AsyncDatabaseLeaseLock.install()"
                 ) from err
             if self._sql.is_contention(err):
                 return None  # another transaction held or raced for the row

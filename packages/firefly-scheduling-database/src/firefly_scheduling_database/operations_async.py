@@ -104,3 +104,17 @@ async def deleted_many(
 async def rowcount(tx: Transaction, *, bound: Bound) -> int:
     """Run a bound statement; how many rows it matched."""
     return (await tx.run(*bound)).rowcount
+
+
+async def queue_join(
+    tx: Transaction, *, sql: LeaseSql, name: str, ticket: str, ttl: object
+) -> bool:
+    """Queue `ticket` at the end of `name`'s waiters, alive for `ttl` (`sql.ttl`)."""
+    parameters = {"name": sql.key(name), "ticket": ticket, "ttl": ttl}
+    return (await tx.run(sql.queue_join, parameters)).rowcount == 1
+
+
+async def queue_first(tx: Transaction, *, sql: LeaseSql, name: str) -> list[str]:
+    """The ticket of `name`'s first live waiter, alone in a list; empty when none waits."""
+    row = (await tx.run(sql.queue_first, {"name": sql.key(name)})).fetchone()
+    return [] if row is None else [str(row[0])]

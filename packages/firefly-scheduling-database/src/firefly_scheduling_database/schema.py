@@ -4,6 +4,9 @@
 lease instants, all written by the database's own clock. `<table>_fences` holds the
 fencing counter of each name; it is a separate table because a lease row is deleted
 on release, and the counter must keep increasing across holdings, forever.
+`<table>_queue` holds the tickets of waiting acquisitions, a row per waiter that
+expires on the database's clock (see `locks.ticket_queue_async`), so waiters of
+every node are served in arrival order.
 
 Names are compared exactly, byte for byte, on every dialect: PostgreSQL's column
 uses the "C" collation, and MySQL/MariaDB's is a VARBINARY holding UTF-8, because
@@ -24,7 +27,8 @@ from firefly_scheduling.locks.validation import MAX_LOCK_NAME_LENGTH
 
 DEFAULT_TABLE = "firefly_scheduling_locks"
 FENCES_SUFFIX = "_fences"
-# Unquoted-identifier shape, short enough that `<table>_fences` fits PostgreSQL's
+QUEUE_SUFFIX = "_queue"
+# Unquoted-identifier shape, short enough that `<table>_fences` and `<table>_queue` fit PostgreSQL's
 # 63-character identifier limit (MySQL allows 64).
 _TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,55}")
 # Every name is at most 255 characters, so at most 4 * 255 bytes of UTF-8.
@@ -46,10 +50,11 @@ def _instant_type() -> DateTime:
 
 @dataclass(frozen=True)
 class LeaseTables:
-    """The lease table and its fence table, for one configured table name."""
+    """The lease table, its fence table and its waiters' queue, for one table name."""
 
     locks: Table
     fences: Table
+    queue: Table
 
     @classmethod
     def named(cls, table: str) -> LeaseTables:
@@ -74,11 +79,19 @@ class LeaseTables:
             Column("name", _lock_name_type(), primary_key=True),
             Column("value", BigInteger(), nullable=False),
         )
-        return cls(locks, fences)
+        queue = Table(
+            table + QUEUE_SUFFIX,
+            metadata,
+            Column("name", _lock_name_type(), primary_key=True),
+            Column("ticket", String(64), primary_key=True),
+            Column("joined_at", _instant_type(), nullable=False),
+            Column("expires_at", _instant_type(), nullable=False),
+        )
+        return cls(locks, fences, queue)
 
     @property
-    def all(self) -> tuple[Table, Table]:
-        return (self.locks, self.fences)
+    def all(self) -> tuple[Table, Table, Table]:
+        return (self.locks, self.fences, self.queue)
 
 
 def create_if_absent(connection: Connection, table: Table) -> None:

@@ -28,6 +28,7 @@ Limits, stated once here and in the docs page:
 # async-to-sync: rename grouped_async grouped
 # async-to-sync: rename AsyncGroupedCalls GroupedCalls
 # async-to-sync: rename AsyncReleaseWatch ReleaseWatch
+# async-to-sync: rename AsyncTicketQueue TicketQueue
 
 from __future__ import annotations
 
@@ -39,9 +40,10 @@ from typing import Any, ClassVar, TypeVar
 from firefly_scheduling.concurrency.grouped_async import AsyncGroupedCalls
 from firefly_scheduling.concurrency.pool_gate_async import AsyncPoolGate
 from firefly_scheduling.concurrency.pool_size import chosen_pool_size
-from firefly_scheduling.locks.base_async import AsyncBaseLock, new_owner_token
+from firefly_scheduling.locks.holding import new_owner_token
+from firefly_scheduling.locks.ticket_queue_async import TICKET_GRACE_SECONDS, AsyncTicketQueue
 from firefly_scheduling.locks.waiting_async import Backoff
-from firefly_scheduling_etcd import batch_leases, messages, protocol
+from firefly_scheduling_etcd import batch_leases, messages, protocol, waiter_queue
 from firefly_scheduling_etcd.asyncio_gateway import AsyncGatewayConnection
 from firefly_scheduling_etcd.batch_holdings import BatchHoldings
 from firefly_scheduling_etcd.messages import EtcdServerError
@@ -51,12 +53,15 @@ from firefly_scheduling_etcd.url import parse_url
 
 T = TypeVar("T")
 
+#: The longest pause a ticket's lease covers, when the waiters' recheck is longer: a
+#: waiter sleeping past it loses its place and queues again, at the end.
+LONGEST_TICKET_PAUSE_SECONDS = 60.0
 #: The share of its TTL a waiter's lease granted ahead may have run before an attempt
 #: refreshes it: a holding won on it starts with at most this share of its TTL run.
 FRESH_LEASE_SHARE = 0.1
 
 
-class AsyncEtcdLock(AsyncBaseLock):
+class AsyncEtcdLock(AsyncTicketQueue):
     """An etcd lease lock per name; the cluster frees it when the lease's TTL passes.
 
     `url` is `etcd://host:port` or `etcds://host:port` (see `url` for the
@@ -70,6 +75,10 @@ class AsyncEtcdLock(AsyncBaseLock):
     reading a response on: "Bad file descriptor", httpcore 1.0.9). Proxy variables
     of the environment (`HTTP_PROXY`...) are ignored: lock traffic goes to the
     member named in the URL.
+
+    Waiting acquisitions are woken by a watch of their key's deletion, and served in
+    arrival order across processes by etcd's own lock recipe (`waiter_queue`): a
+    ticket key per waiter on a short lease, ordered by create revision.
     """
 
     backend_name: ClassVar[str] = "etcd"
@@ -232,6 +241,32 @@ class AsyncEtcdLock(AsyncBaseLock):
 
     def _lease_started(self, owner: str) -> float | None:
         return self._wait_leases.get(owner)
+
+    # -- the waiters' queue (`waiter_queue`) ----------------------------------------------
+
+    async def _take_when_first(
+        self, name: str, owner: str, ttl_seconds: float, *, fenced: bool
+    ) -> int | bool | None:
+        token = await self._acquire_token(name, owner, ttl_seconds)
+        return token if fenced else token is not None
+
+    def ticket_seconds(self) -> float:
+        """A waiter sleeps up to `notified_recheck_seconds` between attempts."""
+        pause = min(self.notified_recheck_seconds, LONGEST_TICKET_PAUSE_SECONDS)
+        return pause + TICKET_GRACE_SECONDS
+
+    async def _join_queue(self, name: str, ticket: str, seconds: float) -> object:
+        await self._run(waiter_queue.join(name, ticket, seconds))
+        return ticket
+
+    async def _keep_place(self, name: str, spot: object, seconds: float) -> bool:
+        return await self._run(waiter_queue.keep(str(spot)))
+
+    async def _first_in_queue(self, name: str, spot: object | None) -> bool:
+        return await self._run(waiter_queue.first(name, None if spot is None else str(spot)))
+
+    async def _leave_queue(self, name: str, spot: object) -> None:
+        await self._run(waiter_queue.leave(str(spot)))
 
     async def _close(self) -> None:
         await self._watch.aclose()

@@ -29,6 +29,7 @@ Limits, stated once here and in the docs page:
 
 # async-to-sync: rename AsyncMemcachedLock MemcachedLock
 # async-to-sync: rename AsyncPool Pool
+# async-to-sync: rename AsyncTicketQueue TicketQueue
 
 from __future__ import annotations
 
@@ -36,10 +37,10 @@ from collections.abc import Sequence
 from typing import ClassVar, TypeVar
 
 from firefly_scheduling.concurrency.pool_size import chosen_pool_size
-from firefly_scheduling.locks.base_async import AsyncBaseLock
 from firefly_scheduling.locks.holding import new_owner_token
+from firefly_scheduling.locks.ticket_queue_async import AsyncTicketQueue
 from firefly_scheduling.urls.redaction import redact_url, url_secrets
-from firefly_scheduling_memcached import protocol
+from firefly_scheduling_memcached import protocol, waiter_queue
 from firefly_scheduling_memcached.pool_async import AsyncPool
 from firefly_scheduling_memcached.protocol import (
     MemcachedError,
@@ -51,7 +52,7 @@ from firefly_scheduling_memcached.url import CLIENT_DEFAULTS, parse_url
 T = TypeVar("T")
 
 
-class AsyncMemcachedLock(AsyncBaseLock):
+class AsyncMemcachedLock(AsyncTicketQueue):
     """A memcached lease lock per name; the server frees it when the TTL passes.
 
     `url` is `memcached://host[:port][?pool_size=N]` (port 11211 by default): one
@@ -67,6 +68,10 @@ class AsyncMemcachedLock(AsyncBaseLock):
     does each operation's round trips together (asyncio) or each send and each read
     (blocking sockets); see `CLIENT_DEFAULTS`. Fork-safe: a child process opens
     connections of its own.
+
+    Waiting acquisitions poll with the core's backoff, in a queue of expiring tickets
+    per name (`waiter_queue`, `locks.ticket_queue_async`), so waiters of every process
+    are served in arrival order.
     """
 
     backend_name: ClassVar[str] = "memcached"
@@ -136,6 +141,30 @@ class AsyncMemcachedLock(AsyncBaseLock):
     async def _close(self) -> None:
         await self._pool.close()
 
+    # -- the waiters' queue (`waiter_queue`) ----------------------------------------------
+
+    async def _take_when_first(
+        self, name: str, owner: str, ttl_seconds: float, *, fenced: bool
+    ) -> int | bool | None:
+        if fenced:
+            return await self._run(protocol.acquire_fenced(name, owner, ttl_seconds))
+        return await self._run(protocol.acquire(name, owner, ttl_seconds))
+
+    async def _join_queue(self, name: str, ticket: str, seconds: float) -> object:
+        number = await self._run(waiter_queue.join(name, ticket, seconds))
+        return waiter_queue.Queued(ticket, number)
+
+    async def _keep_place(self, name: str, spot: object, seconds: float) -> bool:
+        queued = _spot(spot)
+        return await self._run(waiter_queue.keep(name, queued.number, queued.ticket, seconds))
+
+    async def _first_in_queue(self, name: str, spot: object | None) -> bool:
+        number = None if spot is None else _spot(spot).number
+        return await self._run(waiter_queue.first(name, number))
+
+    async def _leave_queue(self, name: str, spot: object) -> None:
+        await self._run(waiter_queue.leave(name, _spot(spot).number))
+
     # -- the driver ---------------------------------------------------------------------
 
     async def _run(self, operation: Operation[T]) -> T:
@@ -164,3 +193,8 @@ class AsyncMemcachedLock(AsyncBaseLock):
             raise
         pool.give_back(connection)
         return result
+
+
+def _spot(spot: object) -> waiter_queue.Queued:
+    assert isinstance(spot, waiter_queue.Queued)  # as `_join_queue` returned it
+    return spot

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from firefly_scheduling.control.steering import ScheduleControl
 from firefly_scheduling.errors import (
     ConfigurationError,
     DurationError,
@@ -45,6 +46,7 @@ __all__ = [
     "InitialDelayGate",
     "LockBackendError",
     "NoneLock",
+    "ScheduleControl",
     "ScheduledDescriptor",
     "ScheduledManifest",
     "Settings",

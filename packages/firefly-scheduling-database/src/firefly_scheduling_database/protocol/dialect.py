@@ -16,7 +16,11 @@ the clocks of the nodes never matter, and each single operation is ONE statement
   then a fence that increments only while the lease is still this owner's
   (`fence_held`), which needs no transaction around the two to order tokens as
   holdings are ordered;
-* purge: a delete of expired leases (claims are never released, only expire).
+* purge: a delete of expired leases (claims are never released, only expire);
+* the waiters' queue (`locks.ticket_queue_async`): a ticket is a row of the queue
+  table, joined at the database's `{now}` and expiring at `{later}`; the first is
+  the live row joined earliest (the ticket breaks a tie); leaving deletes the
+  ticket's row and the name's lapsed ones.
 
 A batch (the task locks of the fires a resident node won together, the releases
 that wait for one another) costs a fixed number of statements, with the rules of
@@ -68,10 +72,26 @@ class LeaseSql(ABC):
     #: for the dialects without `acquire_fenced_sql`.
     fence_held_sql: ClassVar[str | None] = None
     purge_sql: ClassVar[str]
+    queue_join_sql: ClassVar[str] = (
+        "INSERT INTO {queue} (name, ticket, joined_at, expires_at) "
+        "VALUES ({name}, :ticket, {now}, {later})"
+    )
+    queue_keep_sql: ClassVar[str] = (
+        "UPDATE {queue} SET expires_at = {later} "
+        "WHERE name = {name} AND ticket = :ticket AND expires_at > {now}"
+    )
+    queue_first_sql: ClassVar[str] = (
+        "SELECT ticket FROM {queue} WHERE name = {name} AND expires_at > {now} "
+        "ORDER BY joined_at, ticket LIMIT 1"
+    )
+    queue_leave_sql: ClassVar[str] = (
+        "DELETE FROM {queue} WHERE name = {name} AND (ticket = :ticket OR expires_at <= {now})"
+    )
     #: How a statement reads the bound name (`{name}`): the parameter itself, or the
     #: server's decoding of it (MySQL, see `key`).
     bound_name: ClassVar[str] = ":name"
-    #: Further `{placeholders}` the dialect's statements use.
+    #: Further `{placeholders}` the dialect's statements use; every dialect has `now`
+    #: (the database's clock) and `later` (`:ttl` after it).
     fragments: ClassVar[dict[str, str]] = {}
 
     def __init__(self, dialect: Dialect, tables: LeaseTables) -> None:
@@ -79,6 +99,7 @@ class LeaseSql(ABC):
         names = {
             "locks": preparer.format_table(tables.locks),
             "fences": preparer.format_table(tables.fences),
+            "queue": preparer.format_table(tables.queue),
             "name": self.bound_name,
             **self.fragments,
         }
@@ -98,6 +119,10 @@ class LeaseSql(ABC):
             else Statement.render(self.fence_held_sql.format(**names), dialect)
         )
         self.purge = Statement.render(self.purge_sql.format(**names), dialect)
+        self.queue_join = Statement.render(self.queue_join_sql.format(**names), dialect)
+        self.queue_keep = Statement.render(self.queue_keep_sql.format(**names), dialect)
+        self.queue_first = Statement.render(self.queue_first_sql.format(**names), dialect)
+        self.queue_leave = Statement.render(self.queue_leave_sql.format(**names), dialect)
 
     def key(self, name: str) -> str:
         """The value bound for the `name` column (`{name}` in a statement)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
+from typing import ClassVar
 
 from sqlalchemy.exc import DBAPIError
 
@@ -54,6 +55,10 @@ class MySqlLeaseSql(LeaseSql):
     """
 
     dialect_names = ("mysql", "mariadb")
+    fragments: ClassVar[dict[str, str]] = {
+        "now": "UTC_TIMESTAMP(6)",
+        "later": "(UTC_TIMESTAMP(6) + INTERVAL :ttl MICROSECOND)",
+    }
     acquire_sql = (
         "INSERT INTO {locks} (name, locked_by, locked_until, locked_at) "
         "VALUES ({name}, :owner, UTC_TIMESTAMP(6) + INTERVAL :ttl MICROSECOND, UTC_TIMESTAMP(6)) "

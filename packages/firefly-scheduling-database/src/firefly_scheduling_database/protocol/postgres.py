@@ -9,6 +9,7 @@ deleted.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
@@ -26,6 +27,10 @@ class PostgresLeaseSql(LeaseSql):
     """
 
     dialect_names = ("postgresql",)
+    fragments: ClassVar[dict[str, str]] = {
+        "now": "clock_timestamp()",
+        "later": "(clock_timestamp() + make_interval(secs => :ttl))",
+    }
     acquire_sql = (
         "INSERT INTO {locks} (name, locked_by, locked_until, locked_at) "
         "SELECT {name}, :owner, db_now.instant + make_interval(secs => :ttl), db_now.instant "

@@ -1,4 +1,12 @@
-"""Upgrade a 0.1.0 run-history table, keyed by `(task, instant)`, to 0.2.0's key.
+"""Upgrade an older run-history table: 0.1.0's key, then the trigger columns.
+
+The trigger columns: `trigger_kind` (what made each fire: scheduled, manual,
+backfill) and `requested_by` (who asked), an `ADD COLUMN` each, the first with the
+server default `scheduled`, so every existing row reads as a scheduled fire nobody
+asked for. They follow the key upgrade below, or are added alone to a table that
+has the key already (created before the columns were).
+
+The key: 0.1.0 keyed a record by `(task, instant)`.
 
 0.2.0 adds `lock_name` in front of the key (`schema`). Existing rows get
 their task's target as lock name, which is the lock name of every task declared
@@ -17,7 +25,7 @@ Per dialect, the upgrade is:
 * SQLite (which cannot change a primary key): copy into a new table and swap the
   names, inside one transaction.
 
-Running it on a table that is already 0.2.0's, or on none, changes nothing.
+Running it on a table that is already current changes nothing; on none, it creates it.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ from sqlalchemy.engine import Connection, Engine
 from firefly_scheduling_database.sql_history.schema import (
     KEY,
     OLD_KEY,
+    TRIGGER_COLUMNS,
+    has_column,
     refuse_unless_current,
     runs_table,
     table_key,
@@ -49,31 +59,45 @@ _COLUMNS: Final = (
 
 
 def upgrade_history_table(engine: Engine, name: str) -> str:
-    """Bring table `name` to 0.2.0's shape; what was done: 'created', 'upgraded' or 'current'.
+    """Bring table `name` to this version's shape; 'created', 'upgraded' or 'current'.
 
     Raises `OldHistoryTable` for a table whose key is neither shape (not ours to touch).
     """
     with engine.connect() as connection:
         key = table_key(connection, name)
-    if key == KEY:
-        return "current"
     if key is None:
         runs_table(name).create(engine, checkfirst=True)
         return "created"
-    if key != OLD_KEY:
-        refuse_unless_current(key, table=name, where="this database")
-    dialect = engine.dialect.name
-    if dialect == "postgresql":
-        _upgrade_postgres(engine, name)
-    elif dialect == "sqlite":
-        _upgrade_sqlite(engine, name)
-    else:
-        _upgrade_mysql(engine, name)
-    return "upgraded"
+    upgraded = False
+    if key != KEY:
+        if key != OLD_KEY:
+            refuse_unless_current(key, table=name, where="this database")
+        dialect = engine.dialect.name
+        if dialect == "postgresql":
+            _upgrade_postgres(engine, name)
+        elif dialect == "sqlite":
+            _upgrade_sqlite(engine, name)
+        else:
+            _upgrade_mysql(engine, name)
+        upgraded = True
+    upgraded = _add_trigger_column(engine, name) or upgraded
+    return "upgraded" if upgraded else "current"
 
 
-def _column_exists(connection: Connection, name: str, column: str) -> bool:
-    return any(c["name"] == column for c in sa.inspect(connection).get_columns(name))
+def _add_trigger_column(engine: Engine, name: str) -> bool:
+    """Add `trigger_kind` (default `scheduled`) and `requested_by` (NULL) where the
+    table lacks them, one `ADD COLUMN` each; whether it added any."""
+    quoted = engine.dialect.identifier_preparer.quote(name)
+    added = False
+    for column_name in TRIGGER_COLUMNS:
+        with engine.begin() as connection:
+            if has_column(connection, name, column_name):
+                continue
+            column = runs_table(name).c[column_name]
+            ddl = str(sa.schema.CreateColumn(column).compile(dialect=connection.dialect))
+            connection.exec_driver_sql(f"ALTER TABLE {quoted} ADD COLUMN {ddl}")
+            added = True
+    return added
 
 
 def _lock_name_ddl(connection: Connection, name: str) -> str:
@@ -98,7 +122,7 @@ def _upgrade_postgres(engine: Engine, name: str) -> None:
     quoted = preparer.quote(name)
     with engine.begin() as connection:
         constraint = sa.inspect(connection).get_pk_constraint(name).get("name")
-        if not _column_exists(connection, name, "lock_name"):
+        if not has_column(connection, name, "lock_name"):
             connection.exec_driver_sql(
                 f"ALTER TABLE {quoted} ADD COLUMN {_lock_name_ddl(connection, name)}"
             )
@@ -113,7 +137,7 @@ def _upgrade_postgres(engine: Engine, name: str) -> None:
 def _upgrade_mysql(engine: Engine, name: str) -> None:
     quoted = engine.dialect.identifier_preparer.quote(name)
     with engine.begin() as connection:
-        if not _column_exists(connection, name, "lock_name"):
+        if not has_column(connection, name, "lock_name"):
             connection.exec_driver_sql(
                 f"ALTER TABLE {quoted} ADD COLUMN {_lock_name_ddl(connection, name)} FIRST"
             )

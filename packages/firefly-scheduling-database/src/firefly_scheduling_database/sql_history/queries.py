@@ -6,6 +6,7 @@ asked, with its values inline.
 
 from __future__ import annotations
 
+from collections.abc import Set
 from datetime import datetime
 from typing import Any
 
@@ -52,14 +53,47 @@ def newest(runs: sa.Table, task: str | None, limit: int, *, lock: str | None) ->
 
 
 def instants_between(
-    runs: sa.Table, task: str, *, lock: str, after: datetime, until: datetime
+    runs: sa.Table,
+    task: str,
+    *,
+    lock: str,
+    after: datetime,
+    until: datetime,
+    states: Set[RunState] | None = None,
 ) -> sa.Select[Any]:
-    """The instants of `task`'s records under `lock` in `(after, until]`, any state."""
-    return sa.select(runs.c.instant).where(
+    """The instants of `task`'s records under `lock` in `(after, until]`, in `states`
+    (any state when None)."""
+    query = sa.select(runs.c.instant).where(
         runs.c.lock_name == lock,
         runs.c.task == task,
         runs.c.instant > as_utc(after),
         runs.c.instant <= as_utc(until),
+    )
+    if states is not None:
+        query = query.where(runs.c.state.in_(sorted(state.value for state in states)))
+    return query
+
+
+def records_between(
+    runs: sa.Table,
+    task: str,
+    *,
+    lock: str,
+    after: datetime,
+    until: datetime,
+    states: Set[RunState],
+) -> sa.Select[Any]:
+    """`task`'s records under `lock` in `(after, until]` and in `states`, oldest first."""
+    return (
+        sa.select(runs)
+        .where(
+            runs.c.lock_name == lock,
+            runs.c.task == task,
+            runs.c.instant > as_utc(after),
+            runs.c.instant <= as_utc(until),
+            runs.c.state.in_(sorted(state.value for state in states)),
+        )
+        .order_by(runs.c.instant)
     )
 
 

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from firefly_scheduling.history.base import RunStart, WholeRun
-from firefly_scheduling.history.port import NewRun, RunRecord, RunState, clip_error
+from firefly_scheduling.history.port import SCHEDULED, NewRun, RunRecord, RunState, clip_error
 from firefly_scheduling.schedule.instants import as_utc
 
 
@@ -24,6 +24,8 @@ def skipped_row(
     reason: str,
     at: datetime,
     state: RunState = RunState.SKIPPED,
+    trigger: str = SCHEDULED,
+    requested_by: str | None = None,
 ) -> dict[str, Any]:
     """The row of a fire nobody ran: the record `skip` and `skip_many` insert (and
     `buffer`, as `state` buffered)."""
@@ -38,6 +40,8 @@ def skipped_row(
         "ended_at": as_utc(at),
         "error": clip_error(reason),
         "token": None,
+        "trigger_kind": trigger,
+        "requested_by": requested_by,
     }
 
 
@@ -54,6 +58,8 @@ def running_row(run: NewRun, *, node: str, at: datetime) -> dict[str, Any]:
         "ended_at": None,
         "error": None,
         "token": run.token,
+        "trigger_kind": SCHEDULED,
+        "requested_by": None,
     }
 
 
@@ -107,6 +113,8 @@ def record(row: Mapping[Any, Any]) -> RunRecord:
         error=row["error"],
         token=row["token"],
         lock=row["lock_name"],
+        trigger=row.get("trigger_kind") or SCHEDULED,
+        requested_by=row.get("requested_by"),
     )
 
 
@@ -121,6 +129,8 @@ def started_row(begin: RunStart, key: dict[str, Any]) -> dict[str, Any]:
         "ended_at": None,
         "error": None,
         "token": begin.token,
+        "trigger_kind": begin.trigger,
+        "requested_by": begin.requested_by,
     }
 
 
@@ -135,4 +145,6 @@ def whole_run_row(run: WholeRun, key: dict[str, Any]) -> dict[str, Any]:
         "ended_at": run.ended_at,
         "error": run.error,
         "token": run.token,
+        "trigger_kind": run.trigger,
+        "requested_by": run.requested_by,
     }

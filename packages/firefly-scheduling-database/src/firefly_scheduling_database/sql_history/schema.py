@@ -27,6 +27,11 @@ from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.exc import DBAPIError
 
 from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.history.port import (
+    MAX_REQUESTED_BY_LENGTH,
+    MAX_TRIGGER_LENGTH,
+    SCHEDULED,
+)
 from firefly_scheduling.locks.validation import MAX_LOCK_NAME_LENGTH
 from firefly_scheduling.schedule.instants import as_utc
 from firefly_scheduling_database.mysql_text import HexBoundLongText, HexBoundName, HexBoundText
@@ -36,6 +41,10 @@ DEFAULT_TABLE: Final = "firefly_scheduling_runs"
 KEY: Final = ("lock_name", "task", "instant")
 #: The key of a 0.1.0 table.
 OLD_KEY: Final = ("task", "instant")
+#: The columns that keep what made each fire and who asked (`migration` adds them).
+TRIGGER_COLUMN: Final = "trigger_kind"
+REQUESTED_BY_COLUMN: Final = "requested_by"
+TRIGGER_COLUMNS: Final = (TRIGGER_COLUMN, REQUESTED_BY_COLUMN)
 #: The command that upgrades an old table (named in every refusal).
 MIGRATE_COMMAND: Final = "firefly-scheduling migrate --history"
 # Short enough that `<table>_by_state_ended` fits PostgreSQL's 63-character limit.
@@ -132,6 +141,16 @@ def runs_table(name: str = DEFAULT_TABLE, *, indexes: bool = True) -> sa.Table:
         sa.Column("ended_at", UtcDateTime(), nullable=True),
         sa.Column("error", HexBoundLongText(), nullable=True),
         sa.Column("token", sa.BigInteger(), nullable=True),
+        # What made the fire (`RunRecord.trigger`); rows written before the column
+        # existed read as scheduled, through the server default `migration` adds.
+        sa.Column(
+            "trigger_kind",
+            sa.String(MAX_TRIGGER_LENGTH),
+            nullable=False,
+            server_default=sa.text(f"'{SCHEDULED}'"),
+        ),
+        # Who asked for the fire (an operator's trigger or backfill), or NULL.
+        sa.Column(REQUESTED_BY_COLUMN, HexBoundText(MAX_REQUESTED_BY_LENGTH), nullable=True),
     ]
     if indexes:
         columns += [
@@ -182,4 +201,18 @@ def create_or_check(engine: Engine, table: sa.Table, *, where: str) -> None:
             raise
     with engine.connect() as connection:
         key = table_key(connection, table.name) or ()
-    refuse_unless_current(key, table=table.name, where=where)
+        refuse_unless_current(key, table=table.name, where=where)
+        missing = [c for c in TRIGGER_COLUMNS if not has_column(connection, table.name, c)]
+        if missing:
+            raise OldHistoryTable(
+                f"the run-history table {table.name!r} in {where} has no "
+                f"{' or '.join(map(repr, missing))} column (what made each fire: scheduled, "
+                f"manual, backfill, and who asked); add it once with `{MIGRATE_COMMAND} "
+                f"--url <the history URL>` (existing rows read as {SCHEDULED!r}), then start "
+                "the nodes"
+            )
+
+
+def has_column(connection: Connection, name: str, column: str) -> bool:
+    """Whether table `name` has `column`."""
+    return any(found["name"] == column for found in sa.inspect(connection).get_columns(name))

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 
-from firefly_scheduling.history.base import RunStart, WholeRun
+from firefly_scheduling.history.base import RunStart, WholeRun, replaces_finished
 from firefly_scheduling.history.port import (
     FINISHED_STATES,
     PLACEHOLDER_STATES,
@@ -206,6 +206,10 @@ def takeover(runs: sa.Table, begin: RunStart, key: dict[str, Any]) -> sa.Update:
                 runs.c.attempt,
                 sa.case((runs.c.state == RunState.RUNNING.value, runs.c.attempt + 1), else_=1),
             ),
+            # Before `state` too: a placeholder takes the starting fire's trigger, an
+            # adopted run keeps its own.
+            (runs.c.trigger_kind, _unless_run(runs, runs.c.trigger_kind, begin.trigger)),
+            (runs.c.requested_by, _unless_run(runs, runs.c.requested_by, begin.requested_by)),
             (runs.c.state, RunState.RUNNING.value),
             (runs.c.node, begin.node),
             (runs.c.token, token),
@@ -216,9 +220,16 @@ def takeover(runs: sa.Table, begin: RunStart, key: dict[str, Any]) -> sa.Update:
     )
 
 
+def _unless_run(runs: sa.Table, column: sa.Column[Any], value: str | None) -> sa.ColumnElement[Any]:
+    """`value` over a placeholder record, the record's own `column` over a run's."""
+    placeholder = runs.c.state.in_(sorted(state.value for state in PLACEHOLDER_STATES))
+    return sa.case((placeholder, sa.literal(value, type_=column.type)), else_=column)
+
+
 def whole_run_update(runs: sa.Table, run: WholeRun, key: dict[str, Any]) -> sa.Update:
     """`record_run` over an existing row: a skip, a `running` row the run may close,
-    or a finished row of an older token; the attempt as `history.port` numbers it.
+    or a finished row of an older token (a success only by a success); the attempt as
+    `history.port` numbers it.
 
     `attempt` is assigned first: MySQL's later assignments would see the new
     `state` and `token`.
@@ -226,7 +237,9 @@ def whole_run_update(runs: sa.Table, run: WholeRun, key: dict[str, Any]) -> sa.U
     token = run.token
     skipped = runs.c.state.in_(sorted(state.value for state in PLACEHOLDER_STATES))
     running = runs.c.state == RunState.RUNNING.value
-    finished = runs.c.state.in_(sorted(state.value for state in FINISHED_STATES))
+    # A success is replaced by a success only (`history.base.replaces_finished`).
+    replaced = [state for state in FINISHED_STATES if replaces_finished(state, run.state)]
+    finished = runs.c.state.in_(sorted(state.value for state in replaced))
     if token is None:
         replaceable = sa.or_(skipped, sa.and_(running, runs.c.token.is_(None)))
         attempt = sa.case((skipped, 1), else_=runs.c.attempt)
@@ -240,6 +253,8 @@ def whole_run_update(runs: sa.Table, run: WholeRun, key: dict[str, Any]) -> sa.U
         .where(is_key(runs, key), replaceable)
         .ordered_values(
             (runs.c.attempt, attempt),
+            (runs.c.trigger_kind, _unless_run(runs, runs.c.trigger_kind, run.trigger)),
+            (runs.c.requested_by, _unless_run(runs, runs.c.requested_by, run.requested_by)),
             (runs.c.state, run.state.value),
             (runs.c.node, run.node),
             (runs.c.token, token),

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from datetime import datetime
 from functools import cached_property, partial
 from typing import Any, TypeVar
@@ -57,12 +57,15 @@ from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.atomic import AsyncCallerTransaction, CallerTransaction
 from firefly_scheduling.history.base import BaseRunHistory, RunEnd, RunStart, WholeRun, refusal
 from firefly_scheduling.history.port import (
+    SCHEDULED,
     HistoryError,
     NewRun,
     Recorded,
     RunRecord,
     RunState,
+    checked_trigger,
     clip_error,
+    clip_requested_by,
 )
 from firefly_scheduling.schedule.instants import as_utc
 from firefly_scheduling.urls.redaction import scrub
@@ -261,7 +264,7 @@ class SqlRunHistory(BaseRunHistory):
                         sa.select(runs.c.state, runs.c.token).where(is_key(runs, key))
                     ).first()
                 if found is not None:
-                    refused = refusal(RunState(found.state), found.token, run.token)
+                    refused = refusal(RunState(found.state), found.token, run.token, run.state)
                     if refused is not None:
                         return refused
             raise HistoryError(
@@ -292,9 +295,27 @@ class SqlRunHistory(BaseRunHistory):
         return self._call("finishing a run", lambda: self._rowcount(statement, parameters) == 1)
 
     def skip(
-        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        reason: str,
+        at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> bool:
-        row = skipped_row(lock, task, as_utc(instant), node=node, reason=reason, at=at)
+        row = skipped_row(
+            lock,
+            task,
+            as_utc(instant),
+            node=node,
+            reason=reason,
+            at=at,
+            trigger=checked_trigger(trigger),
+            requested_by=clip_requested_by(requested_by),
+        )
 
         return self._call("recording a skip", lambda: self._inserted_if_absent(row))
 
@@ -371,15 +392,31 @@ class SqlRunHistory(BaseRunHistory):
         return found[0] if found else None
 
     def recorded_instants(
-        self, task: str, *, lock: str, after: datetime, until: datetime
+        self,
+        task: str,
+        *,
+        lock: str,
+        after: datetime,
+        until: datetime,
+        states: Set[RunState] | None = None,
     ) -> set[datetime]:
-        query = queries.instants_between(self._table, task, lock=lock, after=after, until=until)
+        query = queries.instants_between(
+            self._table, task, lock=lock, after=after, until=until, states=states
+        )
 
         def read() -> set[datetime]:
             with self._single.connect() as connection:
                 return {as_utc(instant) for instant in connection.execute(query).scalars()}
 
         return self._call("reading recorded instants", read)
+
+    def records_between(
+        self, task: str, *, lock: str, after: datetime, until: datetime, states: Set[RunState]
+    ) -> list[RunRecord]:
+        query = queries.records_between(
+            self._table, task, lock=lock, after=after, until=until, states=states
+        )
+        return self._call("reading records", lambda: self._records(query))
 
     def failures_since(self, since: datetime) -> list[RunRecord]:
         query = queries.failures_since(self._table, since)

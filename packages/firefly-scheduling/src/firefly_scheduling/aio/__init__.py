@@ -8,7 +8,9 @@
   keep_alive=)`;
 * leader election: `async with leadership(lock, name, ttl_seconds) as lead:` and
   `await run_as_leader(lock, name, fn, ttl_seconds)`;
-* `resolve_async_lock(settings)`, the configured provider's asyncio lock.
+* `resolve_async_lock(settings)`, the configured provider's asyncio lock;
+* `AsyncScheduleControl`, to pause, resume, trigger and backfill tasks of a running
+  fleet (`control.steering_async`).
 
 An async adapter and the sync adapter of one backend exclude each other on the same
 name, so a fleet can mix sync and async nodes.
@@ -16,6 +18,7 @@ name, so a fleet can mix sync and async nodes.
 
 from __future__ import annotations
 
+from firefly_scheduling.control.steering_async import AsyncScheduleControl
 from firefly_scheduling.locks.base_async import AsyncBaseLock
 from firefly_scheduling.locks.hold_async import AsyncHold, ahold
 from firefly_scheduling.locks.leadership_async import (
@@ -47,6 +50,7 @@ __all__ = [
     "AsyncInMemoryLock",
     "AsyncNoneLock",
     "AsyncRenewableLock",
+    "AsyncScheduleControl",
     "AsyncSessionLock",
     "LeadershipTimeout",
     "ahold",

@@ -22,15 +22,13 @@ import click
 
 from firefly_scheduling.cli.common import discover_tasks, settings_for, task_source_options
 from firefly_scheduling.control.selection import control_store_url
+from firefly_scheduling.control.store import ControlStore
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.hosts.observation.fire_log import FireLog
 from firefly_scheduling.hosts.observation.observers import FireObserver
 from firefly_scheduling.hosts.runtime.boot import build_runtime, validated
-from firefly_scheduling.hosts.runtime.schedule_watch import (
-    RuntimeScheduleSource,
-    runtime_schedule_source,
-)
 from firefly_scheduling.hosts.runtime.shutdown import DEFAULT_GRACE_PERIOD_SECONDS
+from firefly_scheduling.hosts.runtime.steering_store import steering_store
 from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
 from firefly_scheduling.settings import Settings, configured_node
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
@@ -57,8 +55,11 @@ class HostOptions:
     log_level: str
     log_format: str
 
-    def boot(self, host: str) -> tuple[TaskRuntime, tuple[ScheduledDescriptor, ...]]:
-        """Logging, settings, validated tasks and the runtime of the `host` command."""
+    def boot(
+        self, host: str
+    ) -> tuple[TaskRuntime, tuple[ScheduledDescriptor, ...], ControlStore | None]:
+        """Logging, settings, validated tasks, the runtime of the `host` command and
+        the control store it steers from (None, said once, where none is configured)."""
         # Logging first: reading the settings may already warn (an unknown variable).
         node = self.node or configured_node(os.environ)
         configure_logging(self.log_level, node, self.log_format)
@@ -72,14 +73,18 @@ class HostOptions:
             observers=observers_for(self.fire_log),
             wait_for_backend_seconds=self.wait_for_backend,
         )
-        return runtime, descriptors
+        try:
+            control = steering_store(settings)
+        except BaseException:
+            runtime.close()
+            raise
+        return runtime, descriptors, control
 
-    def runtime_schedules(self) -> RuntimeScheduleSource | None:
-        """Where the host reads runtime schedules (None: no durable control store), and
-        the callables of its task source they may run (`tasks.discovery.runtime_targets`)."""
+    def runtime_targets(self) -> frozenset[str]:
+        """The callables of the host's task source that runtime schedules may run
+        (`tasks.discovery.runtime_targets`); they are read from the boot's control store."""
         settings = host_settings(self.manifest, self.lock_provider, self.node)
-        allowed = runtime_targets(settings, packages=list(self.apps) or None)
-        return runtime_schedule_source(settings, allowed)
+        return runtime_targets(settings, packages=list(self.apps) or None)
 
 
 _HOST_OPTION_NAMES = tuple(field.name for field in fields(HostOptions))

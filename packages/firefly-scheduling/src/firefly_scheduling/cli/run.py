@@ -50,11 +50,13 @@ from firefly_scheduling.hosts.runtime.workers import RESIDENT_MAX_WORKERS
 def run(options: HostOptions, *, health_port: int | None, health_host: str) -> None:
     """Run the tasks in this process until SIGTERM/SIGINT (the resident host)."""
     with stop_on_signals(StopRequest()) as stop:
-        runtime, descriptors = options.boot("run")
+        runtime, descriptors, control = options.boot("run")
         try:
-            schedules = options.runtime_schedules()
+            allowed = None if control is None else options.runtime_targets()
         except BaseException:
             runtime.close()
+            if control is not None:
+                control.close()
             raise
         heartbeat = None if health_port is None else Heartbeat()
         server = None
@@ -74,7 +76,8 @@ def run(options: HostOptions, *, health_port: int | None, health_host: str) -> N
             max_workers=options.max_workers,
             stop=stop,
             heartbeat=heartbeat,
-            runtime_schedules=schedules,
+            control=control,
+            runtime_targets=allowed,
         )
         try:
             status = host.run_until_stopped(handle_signals=False)

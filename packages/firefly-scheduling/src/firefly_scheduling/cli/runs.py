@@ -1,6 +1,6 @@
 """`firefly-scheduling runs`: the run history, newest fire first.
 
-One row per fire: its instant (UTC), task, lock name, state, attempt, node, start,
+One row per fire: its instant (UTC), task, lock name, state, trigger, attempt, node, start,
 duration, fencing token, and the error (failed), or the reason (skipped, expired). Reads the
 history configured by `firefly.scheduling.history.url` (see `history.selection`).
 `--json` prints one object per fire instead (keys in `run_json`).
@@ -25,8 +25,10 @@ from firefly_scheduling.cli.output import (
     target_column,
     text_column,
 )
+from firefly_scheduling.cli.pause_state import current_pauses, paused_line
 from firefly_scheduling.history import HistoryError, RunRecord, RunState, require_history
 from firefly_scheduling.schedule.durations import format_elapsed
+from firefly_scheduling.settings import Settings
 
 _NONE = "-"
 _STATE_STYLE = {
@@ -71,13 +73,21 @@ def runs(task: str | None, lock: str | None, limit: int, as_json: bool) -> None:
         echo_json_lines(run_json(record) for record in records)
         return
     render_runs(records, console(), task)
+    targets = {record.task for record in records} | ({task} if task else set())
+    pauses = current_pauses(Settings.from_env(), targets) if targets else None
+    for state in () if pauses is None else pauses.tasks:
+        if state.paused:
+            click.echo(paused_line(state))
 
 
 def run_json(record: RunRecord) -> dict[str, object]:
     """One fire as a JSON object with stable keys; instants ISO 8601, durations in seconds.
 
     Keys: `target`, `lock`, `instant`, `state`, `attempt`, `node`, `started_at`,
-    `ended_at`, `duration`, `token`, `error`.
+    `ended_at`, `duration`, `token`, `error`, `trigger` (what made the fire:
+    `scheduled`, `manual`, `backfill`, `runtime`), `requested_by` (who asked for a
+    manual or backfill fire; null otherwise) and `reason` (why nobody ran a skipped
+    or buffered fire; null otherwise).
     """
     return {
         "target": record.task,
@@ -91,6 +101,9 @@ def run_json(record: RunRecord) -> dict[str, object]:
         "duration": record.duration,
         "token": record.token,
         "error": record.error,
+        "trigger": record.trigger,
+        "requested_by": record.requested_by,
+        "reason": record.reason,
     }
 
 
@@ -107,6 +120,7 @@ def render_runs(records: Sequence[RunRecord], console: Console, task: str | None
             record.task,
             record.lock,
             record.state.value,
+            record.trigger,
             str(record.attempt),
             record.node,
             _NONE if record.started_at is None else _when(record.started_at),
@@ -119,9 +133,10 @@ def render_runs(records: Sequence[RunRecord], console: Console, task: str | None
     text_column(table, "Fire (UTC)", (row[0] for row in rows))
     target_column(table, "Task", (record.task for record in records))
     target_column(table, "Lock", (record.lock for record in records))
-    for index, header in enumerate(("State", "Try", "Node", "Started", "Took", "Token"), 3):
+    headers = ("State", "Trigger", "Try", "Node", "Started", "Took", "Token")
+    for index, header in enumerate(headers, 3):
         text_column(table, header, (row[index] for row in rows))
-    text_column(table, "Error / reason", (row[9] for row in rows), longest_word=LONGEST_WORD)
+    text_column(table, "Error / reason", (row[10] for row in rows), longest_word=LONGEST_WORD)
     for record, row in zip(records, rows, strict=True):
         state = f"[{_STATE_STYLE[record.state]}]{row[3]}[/]"
         table.add_row(*row[:3], state, *row[4:])

@@ -38,6 +38,7 @@ from firefly_scheduling.cli.output import (
     target_column,
     text_column,
 )
+from firefly_scheduling.cli.pause_state import current_pauses, paused_json, paused_line
 from firefly_scheduling.cli.schedule_next import render_upcoming, upcoming_fires, upcoming_json
 from firefly_scheduling.cli.schedules import listed_runtime_tasks
 from firefly_scheduling.errors import ConfigurationError
@@ -292,14 +293,20 @@ def schedule(  # noqa: PLR0917 - click passes one parameter per option
         else:
             console().print(f"[bold yellow]{discovered.explanation}[/]", soft_wrap=True)
         return
-    first_run = first_runs(discovered.descriptors, settings_for(manifest))
+    settings = settings_for(manifest)
+    first_run = first_runs(discovered.descriptors, settings)
+    runs = {task.name: task.callable_target for task in runtime}
+    # A runtime schedule is paused under its task target's rules only: not listed here.
+    pauses = current_pauses(
+        settings, (d.target for d in discovered.descriptors if d.target not in runs)
+    )
     if as_json:
-        runs = {task.name: task.callable_target for task in runtime}
         echo_json_lines(
             {
                 **schedule_json(d, now, host, first_run.get(d.target)),
                 "runtime": d.target in runs,
                 "runs": runs.get(d.target, d.target),
+                "paused": paused_json(pauses, d.target),
             }
             for d in discovered.descriptors
         )
@@ -307,6 +314,9 @@ def schedule(  # noqa: PLR0917 - click passes one parameter per option
     render_schedule(
         discovered.descriptors, discovered.explanation, console(), now, host, first_run=first_run
     )
+    for state in () if pauses is None else pauses.tasks:
+        if state.paused:
+            click.echo(paused_line(state))
 
 
 def _instant(text: str | None) -> datetime | None:

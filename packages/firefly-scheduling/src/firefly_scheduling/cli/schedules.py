@@ -20,7 +20,6 @@ from typing import Any
 import click
 
 from firefly_scheduling.cli.common import extend_import_path, settings_for, task_source_options
-from firefly_scheduling.cli.control import operator_name
 from firefly_scheduling.cli.output import echo_json_lines, json_option
 from firefly_scheduling.control import ControlStore, ControlStoreError, RuntimeSchedule
 from firefly_scheduling.control.records import descriptor_fields
@@ -31,6 +30,7 @@ from firefly_scheduling.control.runtime_schedules import (
 )
 from firefly_scheduling.control.runtime_tasks import RuntimeTask, runtime_task, runtime_tasks
 from firefly_scheduling.control.selection import resolve_control_store
+from firefly_scheduling.control.steering_state import operator
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.tasks.discovery import runtime_targets
 
@@ -118,7 +118,7 @@ def add(  # noqa: PLR0917 - click passes one parameter per option
     if lock is not None:
         arguments["lock"] = lock
     allowed = _allowed(apps, manifest, paths)
-    who = operator_name(by)
+    who = operator(by)
     with _store() as store:
         added = add_runtime_schedule(store, name, target, by=who, allowed=allowed, **arguments)
         stored = {item.name: item for item in runtime_schedules(store)}.get(name)

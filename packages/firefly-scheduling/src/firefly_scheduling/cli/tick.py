@@ -22,7 +22,11 @@ import click
 from firefly_scheduling.cli.host_options import HostOptions, host_options
 from firefly_scheduling.cli.output import echo_json_lines, json_option
 from firefly_scheduling.control.runtime_tasks import RuntimeTask
-from firefly_scheduling.hosts.runtime.schedule_watch import read_runtime_tasks
+from firefly_scheduling.control.store import ControlStore
+from firefly_scheduling.hosts.runtime.schedule_watch import (
+    RuntimeScheduleSource,
+    read_runtime_tasks,
+)
 from firefly_scheduling.hosts.runtime.shutdown import (
     StopRequest,
     exit_abandoning,
@@ -39,9 +43,9 @@ from firefly_scheduling.hosts.tick import TickHost
 def tick(options: HostOptions, *, as_json: bool) -> None:
     """Run what is due in the current minute, then exit (the cron-driven host)."""
     with stop_on_signals(StopRequest()) as stop:
-        runtime, descriptors = options.boot("tick")
+        runtime, descriptors, control = options.boot("tick")
         try:
-            runtime_tasks = _runtime_tasks(options)
+            runtime_tasks = _runtime_tasks(options, control)
         except BaseException:
             runtime.close()
             raise
@@ -51,6 +55,7 @@ def tick(options: HostOptions, *, as_json: bool) -> None:
             grace_period=options.grace_period,
             max_workers=options.max_workers,
             stop=stop,
+            control=control,
             runtime_tasks=runtime_tasks,
         )
         try:
@@ -71,12 +76,9 @@ def tick(options: HostOptions, *, as_json: bool) -> None:
     sys.exit(report.exit_status)
 
 
-def _runtime_tasks(options: HostOptions) -> list[RuntimeTask]:
-    """The runtime schedules this pass runs, read once (none without a control store)."""
-    source = options.runtime_schedules()
-    if source is None:
+def _runtime_tasks(options: HostOptions, control: ControlStore | None) -> list[RuntimeTask]:
+    """The runtime schedules this pass runs, read once from the boot's control store
+    (none without one)."""
+    if control is None:
         return []
-    try:
-        return read_runtime_tasks(source)
-    finally:
-        source.store.close()
+    return read_runtime_tasks(RuntimeScheduleSource(control, options.runtime_targets()))

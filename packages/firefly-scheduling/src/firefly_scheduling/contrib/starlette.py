@@ -46,8 +46,8 @@ from firefly_scheduling.hosts.runtime.asyncio_boot import (
     wait_for_async_backend,
 )
 from firefly_scheduling.hosts.runtime.boot import validated
-from firefly_scheduling.hosts.runtime.schedule_watch_async import runtime_schedule_source
 from firefly_scheduling.hosts.runtime.shutdown import DEFAULT_GRACE_PERIOD_SECONDS
+from firefly_scheduling.hosts.runtime.steering_store import async_steering_store
 from firefly_scheduling.locks.port import AsyncDistributedLock
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.tasks.callables import Resolver
@@ -108,12 +108,16 @@ async def scheduled_tasks(
     seconds = settings.wait_for_backend if wait_for_backend is None else wait_for_backend
     await wait_for_async_backend(runtime, seconds=seconds)
     try:
-        allowed = runtime_targets(settings) | {task.target for task in tasks}
-        schedules = runtime_schedule_source(settings, allowed)
+        control = async_steering_store(settings)
+        allowed = None
+        if control is not None:
+            allowed = runtime_targets(settings) | {task.target for task in tasks}
     except BaseException:
         await runtime.aclose()
         raise
-    host = AsyncHost(tasks, runtime, grace_period=grace_period, runtime_schedules=schedules)
+    host = AsyncHost(
+        tasks, runtime, grace_period=grace_period, control=control, runtime_targets=allowed
+    )
     host.start()
     if health is not None:
         health.attach(runtime)

@@ -25,6 +25,7 @@ from firefly_scheduling.control.selection import (
     resolve_async_control_store,
     resolve_control_store,
 )
+from firefly_scheduling.control.steering_state import FleetStatus, TaskState
 from firefly_scheduling.control.store import ControlStore
 from firefly_scheduling.control.store_async import AsyncControlStore
 
@@ -35,9 +36,11 @@ __all__ = [
     "ControlRecordError",
     "ControlStore",
     "ControlStoreError",
+    "FleetStatus",
     "Pause",
     "RuntimeSchedule",
     "ScheduleConflict",
+    "TaskState",
     "Trigger",
     "control_store_url",
     "resolve_async_control_store",

@@ -1,7 +1,7 @@
 """Runtime schedules as tasks: what is checked when one is added and when a node runs it.
 
 A runtime schedule is a name, the target of a callable the code allows
-(`tasks.schedulable`) and the `@scheduled` arguments, read by `scheduled_descriptor`
+(`tasks.schedulable`) and the `@scheduled` arguments, read by `schedule_descriptor`
 exactly as the decorator reads them. The stored descriptor names the callable; the
 task a node runs is that descriptor under the schedule's NAME (`RuntimeTask.task`):
 its fires are claimed, locked (`lock=True` names the lock after the schedule) and
@@ -14,24 +14,24 @@ make a node run a callable the code does not allow.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Any, Final, cast
 
-from firefly_scheduling.control.records import ALL_TASKS, RuntimeSchedule, checked_text
+from firefly_scheduling.control.records import (
+    ALL_TASKS,
+    RuntimeSchedule,
+    checked_text,
+    is_runtime_schedule_name,
+)
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.locks.validation import RESERVED_LOCK_PREFIX, validate_lock_name
-from firefly_scheduling.tasks.decorator import scheduled_descriptor
+from firefly_scheduling.locks.validation import RESERVED_LOCK_PREFIX
+from firefly_scheduling.tasks.decorator import ScheduleArguments, schedule_descriptor
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling.tasks.validation import validate_target
 
 #: The `@scheduled` arguments a runtime schedule takes (all of the decorator's).
-SCHEDULE_ARGUMENTS: Final = tuple(
-    name
-    for name in inspect.signature(scheduled_descriptor).parameters
-    if name not in ("target", "lock_named_after")
-)
+SCHEDULE_ARGUMENTS: Final = tuple(ScheduleArguments.__annotations__)
 #: Arguments a runtime schedule refuses, and why: each needs what a host sets up at boot.
 _BOOT_ONLY: Final = {
     "initial_delay": "its window is anchored when a host boots with the task",
@@ -79,28 +79,28 @@ def runtime_descriptor(
                 f"by a runtime schedule ({why}); declare the task with @scheduled instead"
             )
     try:
-        return scheduled_descriptor(target, lock_named_after=name, **arguments)
+        given = cast(ScheduleArguments, dict(arguments))  # its keys were checked above
+        return schedule_descriptor(target, lock_named_after=name, **given)
     except ConfigurationError as err:
         raise ConfigurationError(f"runtime schedule {name!r}: {err}") from err
 
 
 def checked_name(name: object, allowed: Collection[str]) -> str:
-    """`name` if it can name a runtime schedule's task (and its lock, by default)."""
+    """`name` if it can name a runtime schedule's task (and its lock, by default): letters,
+    digits, `.`, `_` or `-` (`control.records.RUNTIME_SCHEDULE_NAME`), so `pause NAME`
+    and `runs --task NAME` take it, and no target of the code."""
     text = checked_text(name, "a runtime schedule's name", required=True)
-    try:
-        validate_lock_name(text, source="a runtime schedule's name")
-    except (TypeError, ValueError) as err:
-        raise ConfigurationError(f"runtime schedule {text!r}: {err}") from err
-    if text != text.strip() or text == ALL_TASKS or text.startswith(RESERVED_LOCK_PREFIX):
-        raise ConfigurationError(
-            f"runtime schedule name {text!r} is not accepted: it must not be {ALL_TASKS!r}, "
-            f"start with {RESERVED_LOCK_PREFIX!r} or have surrounding whitespace"
-        )
     if text in allowed:
         raise ConfigurationError(
             f"runtime schedule name {text!r} is the target of a task or @schedulable "
             "callable of the code; its fires would be recorded as that task's: choose "
             "another name"
+        )
+    if not is_runtime_schedule_name(text):
+        raise ConfigurationError(
+            f"runtime schedule name {text!r} is not accepted: it must be letters, digits, "
+            "'.', '_' or '-', starting with a letter or digit, at most 200 characters (so "
+            f"it must not be {ALL_TASKS!r}, a target, or start with {RESERVED_LOCK_PREFIX!r})"
         )
     return text
 

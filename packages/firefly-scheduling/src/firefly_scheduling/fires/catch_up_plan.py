@@ -76,7 +76,7 @@ def plan_catch_up(
     if descriptor.catchup is None or limit is None:
         raise ValueError(f"{descriptor.target}: has no catchup= window")
     start = window_start(descriptor, now)
-    at_or_before = _instant_at_or_before(descriptor)
+    at_or_before = instant_at_or_before(descriptor)
     wanted = limit + MAX_SKIPS_RECORDED
     missed: list[datetime] = []
     instant = at_or_before(now)
@@ -115,12 +115,12 @@ def _any_missed_before(
     return False
 
 
-def _instant_at_or_before(descriptor: ScheduledDescriptor) -> Callable[[datetime], datetime]:
+def instant_at_or_before(descriptor: ScheduledDescriptor) -> Callable[[datetime], datetime]:
     """The task's latest scheduled instant at or before a given one (cron or rate)."""
     if descriptor.cron is not None:
         schedule = cron_schedule_of(descriptor)
         return lambda instant: cron_fire_at_or_before(schedule, instant)
     if descriptor.fixed_rate is None:
-        raise ValueError(f"{descriptor.target}: catch-up needs a cron or fixed_rate task")
+        raise ValueError(f"{descriptor.target}: has no schedule instants (a fixed_delay task)")
     step = rate_step(descriptor.fixed_rate)
     return lambda instant: rate_fire_at_or_before(step, instant)

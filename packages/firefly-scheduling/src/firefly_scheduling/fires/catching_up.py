@@ -6,9 +6,11 @@ fire is late beyond grace by design, so the stages measure it against its task's
 window instead:
 
 * deciding lets it through while it is at most `catchup + grace` late
-  (`allowed_lateness`), and the policy (`FirePolicy.before_claim`) skips a catch-up
-  fire of a task without `catchup=` (`without_window`: a caller's mistake, recorded,
-  never run);
+  (`Fire.catchup_window`: a fire was planned while it was in the window, and the
+  grace on top is any fire's, so the oldest fire of a window is not lost to the
+  milliseconds between the plan and its run), and the policy
+  (`FirePolicy.before_claim`) skips a catch-up fire of a task without `catchup=`
+  (`without_window`: a caller's mistake, recorded, never run);
 * its claim lives until `instant + catchup + grace + clock_skew`: any node that
   could still catch the fire up finds it claimed, as for any fire within grace;
 * its run, when its body returns, is recorded `caught_up` with a reason saying how
@@ -24,35 +26,10 @@ from __future__ import annotations
 
 from firefly_scheduling.fires.outcome import Fire, TriggerKind
 from firefly_scheduling.history.port import RunState
-from firefly_scheduling.schedule.durations import format_duration
+from firefly_scheduling.schedule.durations import readable_duration
 
 #: Why a catch-up fire of a task without `catchup=` is skipped.
 NO_CATCHUP_WINDOW = "a catch-up fire of a task without catchup=: nothing allows it to run late"
-
-
-def allowed_lateness(fire: Fire, grace: float) -> float:
-    """How many seconds past its `due` time `fire` may still be claimed and started.
-
-    A catch-up fire: its task's window, plus grace. A fire was planned while it was in
-    the window, and it waits its turn behind the older ones; the grace it gets on top
-    is the grace any fire gets, so the oldest fire of a window is not lost to the
-    milliseconds between the plan and its run.
-    """
-    window = fire.task.catchup
-    if fire.trigger is TriggerKind.CATCH_UP and window is not None:
-        return window + grace
-    return grace
-
-
-def beyond_allowed(fire: Fire, late: float, grace: float) -> str:
-    """Why `fire`, `late` seconds late, is skipped: beyond grace, or its catch-up window."""
-    window = fire.task.catchup
-    if fire.trigger is TriggerKind.CATCH_UP and window is not None:
-        return (
-            f"{late:.3f}s late, beyond its catchup window of {_readable(window)} "
-            f"and the grace of {grace:g}s"
-        )
-    return f"{late:.3f}s late, beyond the grace of {grace:g}s"
 
 
 def without_window(fire: Fire) -> bool:
@@ -69,15 +46,8 @@ def caught_up_state(
     if fire.trigger is not TriggerKind.CATCH_UP or state is not RunState.SUCCEEDED:
         return state, error
     window = fire.task.catchup
-    within = "" if window is None else f", within catchup={_readable(window)}"
+    within = "" if window is None else f", within catchup={readable_duration(window)}"
     return (
         RunState.CAUGHT_UP,
         f"caught up: missed while the fleet was down; ran {late:.3f}s late{within}",
     )
-
-
-def _readable(seconds: float) -> str:
-    try:
-        return format_duration(seconds)
-    except ValueError:
-        return f"{seconds:g}s"

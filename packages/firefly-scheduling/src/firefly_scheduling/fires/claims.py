@@ -51,7 +51,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from firefly_scheduling.errors import LockBackendError
-from firefly_scheduling.fires.catching_up import allowed_lateness
 from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult, Verdict
 from firefly_scheduling.locks.port import BatchClaimingLock, ClaimingLock
 from firefly_scheduling.locks.validation import MAX_LOCK_NAME_LENGTH
@@ -200,7 +199,7 @@ class FireClaimer:
             claim_seconds(
                 fire.due,
                 now,
-                grace=allowed_lateness(fire, self._grace),
+                grace=self._grace + fire.catchup_window,
                 clock_skew=self._clock_skew,
             )
             for fire in fires

@@ -33,11 +33,11 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from firefly_scheduling.fires.catching_up import allowed_lateness, beyond_allowed
 from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult, Verdict
 from firefly_scheduling.fires.policy import BeforeClaim, FirePolicy, Skip
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.port import HoldingLock
+from firefly_scheduling.schedule.durations import readable_duration
 
 if TYPE_CHECKING:
     from firefly_scheduling.fires.claims import FireClaimer
@@ -138,7 +138,7 @@ class FireDecider:
         if late < 0 and jitter is not None:  # woken before its offset: wait for it
             time.sleep(min(-late, jitter))
             late = (self._clock() - fire.due).total_seconds()
-        if late > allowed_lateness(fire, self._grace):
+        if late > self._grace + fire.catchup_window:
             return self._too_late(fire, late, patience)
         decision = self._policy.before_claim(fire, BeforeClaim(late))
         if isinstance(decision, Skip):
@@ -156,7 +156,7 @@ class FireDecider:
         claim's window.
         """
         late = (self._clock() - fire.due).total_seconds()
-        if late <= allowed_lateness(fire, self._grace):
+        if late <= self._grace + fire.catchup_window:
             return False
         self._too_late(fire, late, None)
         ahead = claim.task_lock
@@ -172,7 +172,11 @@ class FireDecider:
         return True
 
     def _too_late(self, fire: Fire, late: float, patience: float | None) -> Skip:
-        reason = beyond_allowed(fire, late, self._grace)
+        window = fire.catchup_window
+        limit = f"the grace of {self._grace:g}s"
+        if window:
+            limit = f"its catchup window of {readable_duration(window)} and {limit}"
+        reason = f"{late:.3f}s late, beyond {limit}"
         logger.warning("%s: fire %s skipped: %s", fire.target, _at(fire), reason)
         self._record.skip(fire, reason, patience=patience)
         return Skip(Verdict.TOO_LATE, reason)

@@ -94,6 +94,7 @@ class AsyncLockedRun:
         *,
         started_ahead: bool,
         claim_seconds: float | None,
+        pause_checked: bool = False,
     ) -> FireResult:
         """Run `fire`, and the died run it adopts, under its task lock `holding` (None:
         an unlocked task, nothing to adopt), which the keep-alive marks `lost`.
@@ -102,7 +103,8 @@ class AsyncLockedRun:
         task had no running record: nothing to adopt (its pre-body check closes the
         record if the lock was lost). `claim_seconds` goes into every result built
         here, rather than into a copy of it: `dataclasses.replace` of a result costs
-        more than passing it along.
+        more than passing it along. `pause_checked`: its batch read the pauses
+        (`TaskLockAhead`).
         """
         adopted: tuple[FireResult, ...] = ()
         if holding is not None and not started_ahead:
@@ -127,6 +129,7 @@ class AsyncLockedRun:
             lost=lost,
             started_ahead=started_ahead,
             claim_seconds=claim_seconds,
+            pause_checked=pause_checked,
         )
         return replace(outcome, adopted=adopted) if adopted else outcome
 

@@ -110,7 +110,15 @@ class TaskLocker:
         answer = ahead.answer if ahead is not None else self._acquire(fire)
         if isinstance(answer, Holding):
             started_ahead = ahead is not None and ahead.started
-            return self._run(fire, body, answer, started_ahead=started_ahead, claim=claim_seconds)
+            pause_checked = ahead is not None and ahead.pause_checked
+            return self._run(
+                fire,
+                body,
+                answer,
+                started_ahead=started_ahead,
+                claim=claim_seconds,
+                pause_checked=pause_checked,
+            )
         if answer is not None:
             return self._skip(fire, answer, claim_seconds)
         return self._when_held(fire, body, lock_name, claim_seconds)
@@ -157,8 +165,12 @@ class TaskLocker:
         *,
         started_ahead: bool,
         claim: float | None,
+        pause_checked: bool = False,
     ) -> FireResult:
-        """Run `fire` under `holding` (None: without the task lock), then release it."""
+        """Run `fire` under `holding` (None: without the task lock), then release it.
+
+        `pause_checked`: its batch read the pauses already (`TaskLockAhead`).
+        """
         if holding is not None:
             self._holders.note(holding.name, fire.target)
         lost = threading.Event()
@@ -171,6 +183,7 @@ class TaskLocker:
                 lost,
                 started_ahead=started_ahead,
                 claim_seconds=claim,
+                pause_checked=pause_checked,
             )
         finally:
             if keepalive is not None:

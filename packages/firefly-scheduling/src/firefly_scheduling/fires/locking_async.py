@@ -114,8 +114,14 @@ class AsyncTaskLocker:
         answer = ahead.answer if ahead is not None else await self._acquire(fire)
         if isinstance(answer, Holding):
             started_ahead = ahead is not None and ahead.started
+            pause_checked = ahead is not None and ahead.pause_checked
             return await self._run(
-                fire, body, answer, started_ahead=started_ahead, claim=claim_seconds
+                fire,
+                body,
+                answer,
+                started_ahead=started_ahead,
+                claim=claim_seconds,
+                pause_checked=pause_checked,
             )
         if answer is not None:
             return await self._skip(fire, answer, claim_seconds)
@@ -165,8 +171,12 @@ class AsyncTaskLocker:
         *,
         started_ahead: bool,
         claim: float | None,
+        pause_checked: bool = False,
     ) -> FireResult:
-        """Run `fire` under `holding` (None: without the task lock), then release it."""
+        """Run `fire` under `holding` (None: without the task lock), then release it.
+
+        `pause_checked`: its batch read the pauses already (`TaskLockAhead`).
+        """
         if holding is not None:
             self._holders.note(holding.name, fire.target)
         lost = threading.Event()
@@ -179,6 +189,7 @@ class AsyncTaskLocker:
                 lost,
                 started_ahead=started_ahead,
                 claim_seconds=claim,
+                pause_checked=pause_checked,
             )
         finally:
             if keepalive is not None:

@@ -13,7 +13,7 @@ expired, skipped, timed_out): a record's place in its life across nodes, not one
 verdict. `running` is no verdict at all, every verdict that ran nothing is stored as
 `skipped` with its reason as text, and the stored words are a table's contents that
 must not change when a verdict is added or renamed. The record stage's
-`closing_state` (`fires.recording`) is the only place a verdict becomes a stored
+`closing_state` (`fires.run_end`) is the only place a verdict becomes a stored
 state.
 """
 
@@ -68,6 +68,12 @@ class Fire:
     trigger: TriggerKind = TriggerKind.SCHEDULED
     #: Set on a retry (trigger `retry`): which retry, and when it is due (`fires.retries`).
     retry: RetryOf | None = None
+    #: Set on a fire an operator asked for (trigger `manual` or `backfill`): when this
+    #: node took it up, aware UTC. It is due then, not at its instant: grace and the
+    #: claim's window count from here (`control.triggers`).
+    asked_at: datetime | None = None
+    #: Who asked for it (`Trigger.by`, `Backfill.by`), kept in its history record.
+    asked_by: str | None = None
 
     def __post_init__(self) -> None:
         if self.instant.tzinfo is not UTC:
@@ -91,17 +97,38 @@ class Fire:
         return self.task.target
 
     @property
+    def recorded_trigger(self) -> str:
+        """The trigger the run history keeps: what asked for the fire (the schedule, an
+        operator's trigger or backfill, a runtime schedule). A catch-up fire and a
+        retry are the schedule's own fire, told apart by their state and attempt."""
+        if self.trigger in (TriggerKind.CATCH_UP, TriggerKind.RETRY):
+            return TriggerKind.SCHEDULED.value
+        return self.trigger.value
+
+    @property
     def due(self) -> datetime:
         """When the fire may start: its instant, plus its jitter offset for a fire its
         schedule (or a runtime schedule) named of a task with `jitter=`
         (`schedule.jitter`). Grace counts from here; the fire is still named by its
-        instant. A retry is due at its own time."""
+        instant. A retry is due at its own time, a fire an operator asked for when a
+        node took it up (`asked_at`)."""
         if self.retry is not None:
             return self.retry.due
+        if self.asked_at is not None:
+            return self.asked_at
         jitter = self.task.jitter
         if jitter is None or self.trigger not in _SCHEDULE_MADE:
             return self.instant
         return self.instant + jitter_offset(self.task.target, self.instant, jitter)
+
+    @property
+    def catchup_window(self) -> float:
+        """Seconds this fire may start late on top of grace: its task's `catchup`
+        window for a catch-up fire (planned while inside it), else 0."""
+        window = self.task.catchup
+        if self.trigger is TriggerKind.CATCH_UP and window is not None:
+            return window
+        return 0.0
 
 
 class Verdict(enum.StrEnum):
@@ -135,6 +162,8 @@ class Verdict(enum.StrEnum):
     EXPIRED = "expired"
     #: The task lock was reported lost (or lapsed) before this fire's body could start.
     LOCK_LOST = "lock lost"
+    #: An operator paused the task (or the whole fleet): the fire was not started.
+    PAUSED = "paused"
     #: The host held it back: the task's initial delay has not elapsed.
     HELD_BACK = "held back"
     #: The host is shutting down: the fire was not started.
@@ -212,11 +241,14 @@ class TaskLockAhead:
 
     `started` is True when the history also recorded the fire's run as started
     (attempt 1) with the batch (`BatchStartingHistory`): its worker then neither
-    reads the task's running records nor writes the start.
+    reads the task's running records nor writes the start. `pause_checked` is True
+    when the batch read the pauses and found the fire free to start
+    (`fires.pausing`): its worker reads them no more.
     """
 
     answer: Holding | LockBackendError | None
     started: bool = False
+    pause_checked: bool = False
 
 
 def verdict_words(key: str) -> str:

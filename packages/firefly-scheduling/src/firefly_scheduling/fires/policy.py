@@ -16,6 +16,11 @@ The points, the stage that asks and when, what it acts on today, and what plugs 
   fleet was down, `fires.catching_up`): grace does not skip a catch-up fire within
   its task's window, and a catch-up fire of a task without one is skipped. Jitter is
   no policy: a fire's `due` time carries it, and `late_seconds` counts from there.
+* `before_start`: starting, the claim won and the task lock held, just before the
+  run's start is written and its body runs. `Run` or `Skip`. The stage reads the
+  control store's pauses first, one round trip (`fires.pausing`), and hands them
+  over as facts: a paused fire is skipped ("paused"), a fire whose pauses could not
+  be read is skipped too (fail closed), and an operator's manual fire runs anyway.
 * `when_held`: locking, the task lock held by an earlier run. `Skip` (overlapping),
   `RunAlongside` (the task's `overlap="allow_all"`: run without the task lock) or
   `WaitTurn` (`overlap="buffer_one"`, `"buffer_all"` or `"cancel_other"`: wait for
@@ -34,11 +39,12 @@ The points, the stage that asks and when, what it acts on today, and what plugs 
 
 `DefaultPolicy` is today's behaviour: every fire runs, within its task's `timeout=`
 when it has one, a fire whose task lock is held is skipped as overlapping, or run
-alongside or buffered as its task's `overlap=` says, and a failed fire of a task with
-`retries=` is run again (`fires.retry_policy`). A
-policy is asked on every fire, from several threads at once: it keeps no per-fire
-state, and what it needs from a server (pause's control store) is read by the stage
-with its own round trip (the claim), never by the policy.
+alongside or buffered as its task's `overlap=` says, and a failed fire of a task
+with `retries=` is run again (`fires.retry_policy`), and a fire of a paused task is
+skipped, unless an operator asked for it (`MANUAL`). A policy is asked on every
+fire, from several threads at once: it keeps no per-fire state, and what it needs
+from a server (pause's control store) is read by the stage with its own round trip,
+never by the policy.
 """
 
 from __future__ import annotations
@@ -47,8 +53,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Protocol
 
+from firefly_scheduling.control.records import Pause
 from firefly_scheduling.fires.catching_up import NO_CATCHUP_WINDOW, without_window
-from firefly_scheduling.fires.outcome import Fire, Verdict
+from firefly_scheduling.fires.outcome import Fire, TriggerKind, Verdict
 from firefly_scheduling.fires.overlap_names import previous_instant, queue_marker, waiting_slots
 from firefly_scheduling.fires.retries import RetryOf, RetrySkipped
 from firefly_scheduling.fires.retry_policy import next_retry
@@ -140,6 +147,23 @@ class BeforeClaim:
 
 
 @dataclass(frozen=True, slots=True)
+class BeforeStart:
+    """What starting knows before the run starts: the pause that holds the task, if any.
+
+    `pause` is the fleet-wide pause, else the task's own, else None; `unknown` says
+    why the pauses could not be read (the control store failed), else None. Both
+    None where the host has no control store.
+    """
+
+    pause: Pause | None = None
+    unknown: str | None = None
+
+
+#: The facts of a fire where nothing is paused (or no control store is configured).
+NOT_PAUSED: Final = BeforeStart()
+
+
+@dataclass(frozen=True, slots=True)
 class LockHeld:
     """What deciding knows when the task lock is held: by whom, as far as it can tell."""
 
@@ -184,6 +208,10 @@ class FirePolicy(Protocol):
         """Claim the fire (`Run`), or skip it before anything is taken."""
         ...
 
+    def before_start(self, fire: Fire, facts: BeforeStart) -> Run | Skip:
+        """The fire is won and locked, its run about to start: start it, or skip it."""
+        ...
+
     def when_held(self, fire: Fire, facts: LockHeld) -> Skip | RunAlongside | WaitTurn:
         """The task lock is held by another run: skip the fire, run it alongside, or wait."""
         ...
@@ -212,6 +240,9 @@ class DefaultPolicy:
             return Skip(Verdict.TOO_LATE, NO_CATCHUP_WINDOW)
         return RUN
 
+    def before_start(self, fire: Fire, facts: BeforeStart) -> Run | Skip:
+        return pause_answer(fire, facts)
+
     def when_held(self, fire: Fire, facts: LockHeld) -> Skip | RunAlongside | WaitTurn:
         return overlap_answer(fire, facts.why)
 
@@ -221,6 +252,10 @@ class DefaultPolicy:
 
     def after_body(self, fire: Fire, facts: BodyEnded) -> Run | RunAgain | Skip:
         if not fire.task.retries:  # a task without retries costs one test
+            return RUN
+        if facts.lost:
+            # Its task lock lapsed while it ran: another node may have adopted the fire
+            # and run it meanwhile, and a retry would run it once more.
             return RUN
         retry = next_retry(fire, facts.verdict, attempt=facts.attempt, ended_at=facts.ended_at)
         if isinstance(retry, RetrySkipped):
@@ -233,6 +268,29 @@ class DefaultPolicy:
 
 #: The policy a runner asks when it is given none.
 DEFAULT_POLICY: Final = DefaultPolicy()
+
+
+def pause_answer(fire: Fire, facts: BeforeStart) -> Run | Skip:
+    """Whether `fire` starts, given the pause that holds its task (`facts`).
+
+    A manual fire (an operator's `trigger`) runs while its task is paused: the
+    operator asked for it. Every other fire of a paused task is skipped, reason
+    `PAUSED`. Pauses that could not be read skip the fire too: a pause must hold
+    even while its store is failing, so the fleet fails closed, and says why.
+    """
+    if fire.trigger is TriggerKind.MANUAL or facts is NOT_PAUSED:
+        return RUN
+    if facts.unknown is not None:
+        return Skip(Verdict.BACKEND_ERROR, f"{PAUSE_UNKNOWN}: {facts.unknown}")
+    if facts.pause is not None:
+        return Skip(Verdict.PAUSED, PAUSED)
+    return RUN
+
+
+#: The reason of a fire skipped because its task (or the whole fleet) is paused.
+PAUSED: Final = "paused"
+#: The start of the reason of a fire skipped because the pauses could not be read.
+PAUSE_UNKNOWN: Final = "not started: whether its task is paused is unknown (fail closed)"
 
 
 def overlap_answer(fire: Fire, why: str) -> Skip | RunAlongside | WaitTurn:

@@ -25,7 +25,8 @@ What it holds to (docs/guarantees.md, "What the run history records"):
   that ran is retried while the caller keeps the task lock renewed: until it is
   written, or until the fire is past `grace + clock_skew` by this node's clock, when
   no node adopts it any more (an adopter must find it within `grace` by its own
-  clock, at most `clock_skew` off); and for `FINISH_RETRY_SECONDS` at least. Still
+  clock, at most `clock_skew` off), counted from the run's start for a caught-up
+  fire (due long before); and for `FINISH_RETRY_SECONDS` at least. Still
   unwritten then, it is remembered (`fires.unrecorded`), written before later fires
   and at shutdown, and never adopted by this node.
 * **`fenced` means fenced.** A run's end is reported fenced only when a newer attempt
@@ -44,63 +45,37 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TypeAlias, TypeVar
 
-from firefly_scheduling.fires.after_body import NO_RETRY, after_run
-from firefly_scheduling.fires.catching_up import caught_up_state
 from firefly_scheduling.fires.history_calls import off_loop
 from firefly_scheduling.fires.outcome import (
     BodyNotRun,
     Fire,
     FireResult,
     Started,
+    TriggerKind,
     Verdict,
 )
 from firefly_scheduling.fires.policy import RUN, BodyEnded, FirePolicy, InTransaction
-from firefly_scheduling.fires.retries import record_text
+from firefly_scheduling.fires.run_end import WrittenEnd, closing_state, committed, written_end
 from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedSkip, UnrecordedWrites
 from firefly_scheduling.history.port import (
     BufferingHistory,
     HistoryError,
     Recorded,
     RunHistory,
-    RunState,
 )
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 logger = logging.getLogger("firefly_scheduling.fires")
 
+#: The triggers of fires an operator asked for (`recent_instants` leaves them out).
+_ASKED = frozenset({TriggerKind.MANUAL.value, TriggerKind.BACKFILL.value})
 #: The shortest time the end of a run is retried, holding the task lock.
 FINISH_RETRY_SECONDS = 10.0
 #: How long the record of a skipped fire is retried.
 SKIP_RETRY_SECONDS = 2.0
-
-
-#: The stored state a started run's record is closed with, by the verdict that ends it.
-_CLOSING_STATES = {
-    Verdict.SUCCEEDED: RunState.SUCCEEDED,
-    Verdict.FAILED: RunState.FAILED,
-    Verdict.TIMED_OUT: RunState.TIMED_OUT,
-    Verdict.CANCELLED: RunState.CANCELLED,
-    Verdict.EXPIRED: RunState.EXPIRED,
-    # Started, then found without its lock before the body: closed, never run.
-    Verdict.LOCK_LOST: RunState.EXPIRED,
-}
-
-
-def closing_state(verdict: Verdict) -> RunState:
-    """The `RunState` a started run's record is closed with when it ends as `verdict`.
-
-    A verdict reached before any record was started is written with
-    `RunHistory.skip` instead (stored as `skipped`, the reason as text); only the six
-    verdicts that can end a started run close one.
-    """
-    try:
-        return _CLOSING_STATES[verdict]
-    except KeyError:
-        raise ValueError(f"the verdict {verdict.name} never closes a started run") from None
 
 
 class RunRecorder:
@@ -169,13 +144,8 @@ class RunRecorder:
         # is asked before the end is written, so the record says what comes next.
         judged = ended.finished and not ended.in_transaction
         answer = self._policy.after_body(fire, ended) if judged else RUN
-        retry = NO_RETRY if answer is RUN and fire.retry is None else after_run(fire, ended, answer)
-        if retry is not NO_RETRY or fire.retry is not None:  # the common fire: no new text
-            text = record_text(fire.retry, ended.error, retry.next_step)
-            ended_as_written = replace(ended, error=text)
-        else:
-            ended_as_written = ended
-        recorded = self.end_of_run(fire, ended_as_written, started=started.recorded)
+        end = written_end(fire, ended, answer)
+        recorded = self.end_of_run(fire, end, started=started.recorded)
         if ended.in_transaction and recorded is Recorded.ALREADY:
             ended = committed(fire, ended)
         return FireResult(
@@ -190,11 +160,12 @@ class RunRecorder:
             fenced=recorded is Recorded.FENCED,
             error=ended.error,
             claim_seconds=claim_seconds,
-            retry=retry.fire,
+            retry=end.retry.fire,
         )
 
-    def end_of_run(self, fire: Fire, ended: BodyEnded, *, started: bool) -> Recorded | None:
-        """Write the end of a run of `fire` whose body ran; whose the record is now.
+    def end_of_run(self, fire: Fire, end: WrittenEnd, *, started: bool) -> Recorded | None:
+        """Write the end of a run of `fire` whose body ran (`fires.run_end`); whose the
+        record is now.
 
         `started`: the history recorded the run's start. A body interrupted
         (`KeyboardInterrupt`, `SystemExit`, cancelled: not `ended.finished`) did not
@@ -211,10 +182,14 @@ class RunRecorder:
         history, lock = self._history, fire.task.lock_name
         if history is None or lock is None:
             return None
+        ended, state, error = end.ended, end.state, end.text
         in_transaction = isinstance(self._policy.at_record(fire, ended), InTransaction)
-        late = (ended.started_at - fire.due).total_seconds()
-        state, error = caught_up_state(fire, closing_state(ended.verdict), ended.error, late)
-        left = (fire.due + self._adoptable - self._clock()).total_seconds()
+        # A caught-up fire is due long before it runs: counted from its due time it
+        # would get the shortest retry, and the next fire, finding its record still
+        # `running`, would close it `expired`. It is retried as long as an on-time
+        # fire's end, counted from its start.
+        since = ended.started_at if fire.trigger is TriggerKind.CATCH_UP else fire.due
+        left = (since + self._adoptable - self._clock()).total_seconds()
         patience = max(FINISH_RETRY_SECONDS, left) if ended.finished else FINISH_RETRY_SECONDS
         deadline = time.monotonic() + patience
         run = UnrecordedFinish(
@@ -260,6 +235,15 @@ class RunRecorder:
             logger.warning(
                 "%s: fire %s: this run's end (%s, token %s) is not recorded: a newer "
                 "attempt owns the fire's record",
+                fire.target,
+                fire.instant.isoformat(),
+                state,
+                ended.token,
+            )
+        elif recorded is Recorded.SUCCEEDED:
+            logger.warning(
+                "%s: fire %s: this run's end (%s, token %s) is not recorded: an earlier "
+                "attempt's success stands (its writes may have committed with it)",
                 fire.target,
                 fire.instant.isoformat(),
                 state,
@@ -405,11 +389,14 @@ class RunRecorder:
         return 0
 
     def recent_instants(self, task: ScheduledDescriptor, limit: int) -> list[datetime]:
-        """The instants of the task's newest `limit` history records, newest first.
+        """The instants of the task's newest `limit` history records of fires its
+        schedule named, newest first.
 
         An empty list without a history, for an unlocked task, for a task never
         recorded, or when the history cannot be read (logged; the fires it would have
-        named stay unnamed).
+        named stay unnamed). A record an operator asked for (a manual trigger, named
+        by its time off the schedule; a backfill, written now for an instant of the
+        past) says nothing of when the fleet was up, and is left out.
         """
         history, lock = self._history, task.lock_name
         if history is None or lock is None:
@@ -419,7 +406,7 @@ class RunRecorder:
         except HistoryError as err:
             logger.warning("%s: its newest history records are unreadable: %s", task.target, err)
             return []
-        return [record.instant for record in records]
+        return [record.instant for record in records if record.trigger not in _ASKED]
 
     def finished_here(self, fire: Fire) -> bool:
         """Whether this node ran `fire` to its end although the history says otherwise."""
@@ -430,24 +417,6 @@ class RunRecorder:
         """Write what is remembered (see `UnrecordedWrites.retry`)."""
         if len(self._unrecorded):  # the common case costs no thread hop
             off_loop(self._unrecorded.retry, self._history, self._clock, immediately=immediately)
-
-
-def committed(fire: Fire, ended: BodyEnded) -> BodyEnded:
-    """The end of a run whose success committed in the task's transaction: succeeded.
-
-    The record says so, and the fire is done; a body that raised after its block
-    (logged already) does not make it a failed fire, to retry or count as one.
-    """
-    if ended.verdict is Verdict.SUCCEEDED:
-        return ended
-    logger.warning(
-        "%s: fire %s: the body ended %s after its outcome committed in its transaction; "
-        "the fire stands succeeded",
-        fire.target,
-        fire.instant.isoformat(),
-        ended.verdict.value,
-    )
-    return replace(ended, verdict=Verdict.SUCCEEDED, error=None)
 
 
 _T = TypeVar("_T")

@@ -8,11 +8,15 @@ A run that ends `failed` or `timed_out` asks the policy after its body
   due a delay after the failed run's end, drawn in `[0, min(retry_backoff_max,
   retry_backoff * 2**(k-1)))` from (task, instant, k) alike on every node
   (`schedule.retry_backoff`);
-* `Skip(OVERLAPPING, reason)` when that time is not before the task's next fire:
-  the overlap policy is `skip`, so the next fire takes over, and the fire's record
-  says so;
-* `Run` (the run stands) after a success, after the last retry, or for a task
-  without retries. Nothing is disabled or deleted: the task stays on its schedule.
+* `Skip(OVERLAPPING, reason)` when that time is not before the task's next fire
+  and the task's `overlap=` is `skip` or `cancel_other`: the next fire takes over,
+  and the fire's record says so. Under `buffer_one`, `buffer_all` and `allow_all`
+  such a retry is asked for like any other: it meets the next fire's run at the task
+  lock, and waits its turn or runs alongside as that policy says;
+* `Run` (the run stands) after a success, after the last retry, for a task
+  without retries, or after a run whose task lock was lost while it ran (another
+  node may have adopted its fire meanwhile). Nothing is disabled or deleted: the
+  task stays on its schedule.
 
 A retry is a `Fire` of its own: the same task and instant, the trigger `retry`, and
 `Fire.retry` (`RetryOf`) saying which retry it is and when it is due. It goes down

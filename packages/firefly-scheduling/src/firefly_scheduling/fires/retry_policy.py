@@ -1,7 +1,7 @@
 """The default policy's retry decision after a body: the next retry, its skip, or none.
 
 See `fires.retries` for the semantics. `next_retry` is a pure function of the fire,
-how its body ended and the task's schedule; `DefaultPolicy.after_body` turns it into
+how its body ended and the task's schedule and `overlap=`; `DefaultPolicy.after_body` turns it into
 its answer.
 """
 
@@ -16,18 +16,29 @@ from firefly_scheduling.schedule.fire_instants import rate_fire_after, rate_step
 from firefly_scheduling.schedule.next_fire import cron_schedule_of
 from firefly_scheduling.schedule.retry_backoff import retry_delay
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling.tasks.overlap import Overlap
 from firefly_scheduling.tasks.retry_arguments import retry_settings
 
 #: How a body ends that a retry runs again.
 RETRIED_VERDICTS = frozenset({Verdict.FAILED, Verdict.TIMED_OUT})
+#: The `overlap=` policies under which a retry due at or after the task's next fire is
+#: skipped, the next fire taking over. `skip` runs one fire at a time and drops the
+#: later one, here the retry. `cancel_other` lets the newest fire win: a retry of an
+#: older fire that then asked the next fire's run to stop would undo that.
+OVERLAP_TAKES_OVER = frozenset({Overlap.SKIP, Overlap.CANCEL_OTHER})
 
 
 def next_retry(
     fire: Fire, verdict: Verdict, *, attempt: int, ended_at: datetime
 ) -> RetryOf | RetrySkipped | None:
     """The next retry of `fire`, whose run (attempt `attempt`) ended as `verdict` at
-    `ended_at`; `RetrySkipped` when it would be due at or after the task's next fire;
-    None when no retry is due (a success, the last retry, a task without retries).
+    `ended_at`; `RetrySkipped` when it would be due at or after the task's next fire
+    and the task's `overlap=` lets that fire take over (`OVERLAP_TAKES_OVER`); None
+    when no retry is due (a success, the last retry, a task without retries).
+
+    Under the other policies a late retry is asked for all the same: it meets the next
+    fire's run at the task lock, where the policy's `when_held` answer applies to it as
+    to any fire (it waits its turn, or runs alongside).
 
     The retry after attempt `a` is retry `a` (attempt `a + 1`): every attempt at the
     fire counts, an adopted run's too, so the retry and its due time follow from the
@@ -44,12 +55,15 @@ def next_retry(
         backoff_max=settings.backoff_max,
     )
     retry = RetryOf(attempt, settings.retries, due, attempt)
+    overlap = Overlap(fire.task.overlap or Overlap.SKIP)
+    if overlap not in OVERLAP_TAKES_OVER:
+        return retry
     following = next_fire_due(fire, ended_at)
     if following is not None and due >= following:
         return RetrySkipped(
             retry,
             f"{retry} skipped: due {_iso(due)}, not before the task's next fire at "
-            f"{_iso(following)} (overlap='skip': the next fire takes over)",
+            f"{_iso(following)} (overlap={overlap.value!r}: the next fire takes over)",
         )
     return retry
 

@@ -6,6 +6,7 @@
 # async-to-sync: rename AsyncBodyRunner BodyRunner
 # async-to-sync: rename AsyncRunRecorder RunRecorder
 # async-to-sync: rename AsyncRunStarter RunStarter
+# async-to-sync: rename AsyncPauseReader PauseReader
 """`AsyncFireRunner`: run one fire of a task at most once across the fleet, and record it.
 
 Written once, for asyncio, in `fires/runner_async.py`; the synchronous flavour in
@@ -28,8 +29,9 @@ hands it back. For a locked task:
 4. the locked run (`fires.locked_run`): adoption: the newest died run within grace
    runs again here (`attempt + 1`, the newer token), older ones are closed as
    expired; at most one extra run;
-5. start (`fires.starting`): the run's start recorded (the history may refuse it:
-   the fire is finished, or owned by a newer attempt);
+5. start (`fires.starting`): the pauses read from the control store (a paused
+   fire is skipped, recorded), then the run's start recorded (the history may
+   refuse it: the fire is finished, or owned by a newer attempt);
 6. run (`fires.running`): the lease checked once more, the body;
 7. record (`fires.recording`): the run's end recorded, and the fire's result.
 
@@ -59,6 +61,7 @@ from firefly_scheduling.fires.history_calls_async import off_loop
 from firefly_scheduling.fires.locked_run_async import AsyncLockedRun
 from firefly_scheduling.fires.locking_async import AsyncTaskLocker
 from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult
+from firefly_scheduling.fires.pausing_async import AsyncPauseReader, pause_reader
 from firefly_scheduling.fires.policy import DEFAULT_POLICY, FirePolicy
 from firefly_scheduling.fires.recording_async import AsyncRunRecorder
 from firefly_scheduling.fires.running_async import AsyncBodyRunner, Body
@@ -98,9 +101,11 @@ class AsyncFireRunner:
     * `keepalive_interval`: seconds between renewals (default `lock_ttl / 3`).
     * `policy`: what the stages ask about each fire (`fires.policy`; by default
       today's behaviour, `DEFAULT_POLICY`).
+    * `pauses`: where the start stage reads the pauses (`fires.pausing`); None: no
+      control store, no fire is paused.
 
     `close()` releases the claims a session backend still holds and closes a history
-    built by `from_settings`.
+    and a pause reader built by `from_settings`.
     """
 
     def __init__(
@@ -115,6 +120,7 @@ class AsyncFireRunner:
         keepalive_interval: float | None = None,
         owns_history: bool = False,
         policy: FirePolicy = DEFAULT_POLICY,
+        pauses: AsyncPauseReader | None = None,
     ) -> None:
         if not grace > 0:
             raise ValueError(f"grace must be > 0 seconds, got {grace!r}")
@@ -124,6 +130,7 @@ class AsyncFireRunner:
         self._history = history
         self._node = node = node or default_node_name()
         self._owns_history = owns_history
+        self._pauses = pauses
         holdings = async_holding_lock(lock)
         capabilities = capabilities_of(lock)
         record = self._record = AsyncRunRecorder(
@@ -132,7 +139,15 @@ class AsyncFireRunner:
         body_runner = AsyncBodyRunner(
             holdings, capabilities, record=record, policy=policy, clock=clock, node=node
         )
-        starter = AsyncRunStarter(body_runner, history, clock=clock, node=node)
+        starter = AsyncRunStarter(
+            body_runner,
+            history,
+            record=record,
+            policy=policy,
+            pauses=pauses,
+            clock=clock,
+            node=node,
+        )
         locked_run = AsyncLockedRun(
             starter, body_runner, history, record=record, clock=clock, grace=grace, node=node
         )
@@ -175,14 +190,18 @@ class AsyncFireRunner:
         clock: WallClock = utc_now,
         node: str | None = None,
     ) -> AsyncFireRunner:
-        """A runner with the configured history, grace and clock-skew tolerance.
+        """A runner with the configured history, pauses, grace and clock-skew tolerance.
 
         `node` overrides `settings.node`. Raises `ConfigurationError` for a history
-        URL that cannot be used, so a host fails at boot rather than on a fire.
+        or control store URL that cannot be used, so a host fails at boot rather
+        than on a fire; without a durable control store it warns once, and never
+        pauses (`fires.pausing.pause_reader`).
         """
         settings = Settings.from_env() if settings is None else settings
+        pauses = pause_reader(settings)
         return cls(
             lock,
+            pauses=pauses,
             history=resolve_history(settings),
             clock=clock,
             grace=settings.grace,
@@ -244,7 +263,9 @@ class AsyncFireRunner:
         return await self._record.passed_over(fires, reason)
 
     async def aclose(self) -> None:
-        """Close an owned history; fire claims outlive the process by design."""
+        """Close an owned history and pause reader; fire claims outlive the process by design."""
         await self._record.retry_unrecorded(immediately=True)
+        if self._pauses is not None:
+            await self._pauses.aclose()
         if self._owns_history and self._history is not None:
             await off_loop(self._history.close)

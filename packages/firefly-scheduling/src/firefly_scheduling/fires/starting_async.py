@@ -1,5 +1,7 @@
 # async-to-sync: rename AsyncRunStarter RunStarter
 # async-to-sync: rename AsyncBodyRunner BodyRunner
+# async-to-sync: rename AsyncPauseReader PauseReader
+# async-to-sync: rename AsyncRunRecorder RunRecorder
 """`AsyncRunStarter`: the start stage of a fire: its run started in the history.
 
 Written once, for asyncio, in `fires/starting_async.py`; `fires/starting.py` is
@@ -10,6 +12,10 @@ The locked-run stage (`fires.locked_run`) hands a fire here, under its task lock
 this stage writes the run's start and hands the fire on to the run stage
 (`fires.running`) with the attempt the history gave it:
 
+* **Paused first.** With a control store, the pauses are read (`fires.pausing`,
+  one round trip; one per batch of fires whose task locks were taken with their
+  claims), and the policy asked (`FirePolicy.before_start`): a skipped fire is
+  recorded with its reason (`paused`), its start never written, its body never run.
 * **A refused start is not run.** The history refuses a start where the fire is
   finished, or owned by a newer attempt (its record's token): the fire ends as
   `already recorded`.
@@ -47,6 +53,7 @@ from firefly_scheduling.fires.outcome import (
     TaskLockAhead,
     Verdict,
 )
+from firefly_scheduling.fires.policy import NOT_PAUSED, FirePolicy, Skip
 from firefly_scheduling.fires.retries import RetryOf
 from firefly_scheduling.history.port import (
     BatchStartingHistory,
@@ -58,6 +65,8 @@ from firefly_scheduling.history.port import (
 from firefly_scheduling.locks.holding import Holding
 
 if TYPE_CHECKING:
+    from firefly_scheduling.fires.pausing_async import AsyncPauseReader
+    from firefly_scheduling.fires.recording_async import AsyncRunRecorder
     from firefly_scheduling.fires.running_async import AsyncBodyRunner, Body
 
 logger = logging.getLogger("firefly_scheduling.fires")
@@ -67,7 +76,9 @@ class AsyncRunStarter:
     """The start stage of one runner; thread-safe. Without a history, starts nothing.
 
     Started runs go on to `body_runner`; `clock` is the runner's wall clock (aware
-    UTC), the start's time; results carry `node`.
+    UTC), the start's time; results carry `node`. `pauses` reads the control store
+    (None: no store, nothing is paused); `policy` decides with what it read, and
+    skips are written through `record`.
     """
 
     def __init__(
@@ -75,11 +86,17 @@ class AsyncRunStarter:
         body_runner: AsyncBodyRunner,
         history: RunHistory | None,
         *,
+        record: AsyncRunRecorder,
+        policy: FirePolicy,
+        pauses: AsyncPauseReader | None,
         clock: Callable[[], datetime],
         node: str,
     ) -> None:
         self._body = body_runner
         self._history = history
+        self._record = record
+        self._policy = policy
+        self._pauses = pauses
         self._clock = clock
         self._node = node
         store: object = history  # mypy does not intersect two protocols
@@ -96,6 +113,7 @@ class AsyncRunStarter:
         started_ahead: bool = False,
         unrecorded_attempt: int = 1,
         claim_seconds: float | None = None,
+        pause_checked: bool = False,
     ) -> FireResult:
         """Start the run of `fire` in the history, then hand it to the run stage.
 
@@ -103,11 +121,23 @@ class AsyncRunStarter:
         keep-alive sets. `started_ahead`: the history has this run started, attempt
         1, with its claim. `unrecorded_attempt` is the attempt the body is told when
         the history cannot record the start: an adoption is attempt `n + 1` even then.
-        `claim_seconds`: the claim's round trip, for the result.
+        `claim_seconds`: the claim's round trip, for the result. `pause_checked`:
+        the batch of its claim read the pauses already (`starts_ahead`).
         """
         token = None if holding is None else holding.fence
         started = FIRST_ATTEMPT
-        if not started_ahead:
+        if not (started_ahead or pause_checked):  # else its batch read the pauses
+            [skip] = await self._skips([fire])
+            if skip is not None:
+                await self._record.skip(fire, skip.reason)
+                return FireResult(
+                    fire,
+                    self._node,
+                    skip.verdict,
+                    token=token,
+                    error=skip.reason,
+                    claim_seconds=claim_seconds,
+                )
             maybe = await self._start(fire, token=token, unrecorded_attempt=unrecorded_attempt)
             if maybe is None:
                 return FireResult(
@@ -143,6 +173,8 @@ class AsyncRunStarter:
                 node=self._node,
                 token=token,
                 at=self._clock(),
+                trigger=fire.recorded_trigger,
+                requested_by=fire.asked_by,
             )
         except HistoryError as err:
             logger.warning(
@@ -202,6 +234,22 @@ class AsyncRunStarter:
             return None
         return Started(attempt, recorded=True)
 
+    async def _skips(self, fires: Sequence[Fire]) -> list[Skip | None]:
+        """The policy's skip of each of `fires`, with the pauses read in one round trip
+        (none without a control store); None for a fire that starts."""
+        reader = self._pauses
+        facts = [NOT_PAUSED for _ in fires] if reader is None else await reader.facts(fires)
+        answers = [self._policy.before_start(f, fact) for f, fact in zip(fires, facts, strict=True)]
+        for fire, answer in zip(fires, answers, strict=True):
+            if isinstance(answer, Skip):
+                logger.info(
+                    "%s: fire %s not started: %s",
+                    fire.target,
+                    fire.instant.isoformat(),
+                    answer.reason,
+                )
+        return [answer if isinstance(answer, Skip) else None for answer in answers]
+
     async def starts_ahead(
         self, fires: Sequence[Fire], ahead: dict[int, TaskLockAhead]
     ) -> dict[int, TaskLockAhead]:
@@ -215,10 +263,20 @@ class AsyncRunStarter:
         its worker, as is every fire when the history fails here: its worker meets
         the failure again, and logs it.
         """
-        history = self._batch_starts
         held = {
             index: lock.answer for index, lock in ahead.items() if isinstance(lock.answer, Holding)
         }
+        if not held:
+            return ahead
+        if self._pauses is not None:  # one read for the batch; a worker reads no more
+            # A fire to skip is left to its worker, which reads its pause again, and skips it.
+            skips = await self._skips([fires[index] for index in held])
+            held = {i: h for (i, h), skip in zip(held.items(), skips, strict=True) if not skip}
+            ahead = {
+                index: replace(lock, pause_checked=True) if index in held else lock
+                for index, lock in ahead.items()
+            }
+        history = self._batch_starts
         if history is None or not held:
             return ahead
         runs = [

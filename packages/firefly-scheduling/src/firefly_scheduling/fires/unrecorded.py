@@ -76,6 +76,8 @@ class UnrecordedFinish:
             error=self.error,
             started_at=self.started_at,
             ended_at=self.ended_at,
+            trigger=self.fire.recorded_trigger,
+            requested_by=self.fire.asked_by,
         )
 
     def written(self, history: RunHistory) -> str | None:
@@ -117,6 +119,8 @@ class UnrecordedSkip:
             node=self.node,
             reason=self.reason,
             at=self.at,
+            trigger=self.fire.recorded_trigger,
+            requested_by=self.fire.asked_by,
         )
 
     def written(self, history: RunHistory) -> str | None:

@@ -20,9 +20,12 @@ from datetime import datetime
 from firefly_scheduling.history.port import (
     FINISHED_STATES,
     PLACEHOLDER_STATES,
+    SCHEDULED,
     Recorded,
     RunState,
+    checked_trigger,
     clip_error,
+    clip_requested_by,
 )
 from firefly_scheduling.schedule.instants import as_utc
 
@@ -37,6 +40,8 @@ class RunStart:
     node: str
     token: int | None
     at: datetime
+    trigger: str = SCHEDULED
+    requested_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,8 @@ class WholeRun:
     error: str | None
     started_at: datetime
     ended_at: datetime
+    trigger: str = SCHEDULED
+    requested_by: str | None = None
 
 
 def takes_over(token: int | None, recorded: int | None) -> bool:
@@ -94,15 +101,26 @@ def newer_run(token: int | None, recorded: int | None) -> bool:
     return token is not None and (recorded is None or token > recorded)
 
 
-def refusal(state: RunState, recorded: int | None, token: int | None) -> Recorded | None:
-    """Why `record_run` of a run with `token` wrote nothing over a record in `state`
-    holding `recorded`; None when it would write now (the record changed meanwhile)."""
+def replaces_finished(recorded_state: RunState, ending: RunState) -> bool:
+    """Whether a newer run that ended as `ending` may replace a finished record in
+    `recorded_state`: a success only by a success. A success may have committed with
+    the task's own writes (`current_fire().atomic`), and a newer run whose start the
+    history never learnt of (so the success was not fenced) cannot unsay it."""
+    return recorded_state is not RunState.SUCCEEDED or ending is RunState.SUCCEEDED
+
+
+def refusal(
+    state: RunState, recorded: int | None, token: int | None, ending: RunState
+) -> Recorded | None:
+    """Why `record_run` of a run with `token` that ended as `ending` wrote nothing over
+    a record in `state` holding `recorded`; None when it would write now (the record
+    changed meanwhile)."""
     if state in PLACEHOLDER_STATES:
         return None
     if state is RunState.RUNNING:
         return None if may_close(token, recorded) else Recorded.FENCED
     if newer_run(token, recorded):
-        return None
+        return None if replaces_finished(state, ending) else Recorded.SUCCEEDED
     return Recorded.ALREADY if recorded == token else Recorded.FENCED
 
 
@@ -127,9 +145,21 @@ class BaseRunHistory(ABC):
         node: str,
         token: int | None,
         at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> int | None:
         """Record the fire as running on `node`; its attempt number, or None if refused."""
-        return self._start(RunStart(lock, task, as_utc(instant), node, token, as_utc(at)))
+        begin = RunStart(
+            lock,
+            task,
+            as_utc(instant),
+            node,
+            token,
+            as_utc(at),
+            checked_trigger(trigger),
+            clip_requested_by(requested_by),
+        )
+        return self._start(begin)
 
     def finish(
         self,
@@ -164,6 +194,8 @@ class BaseRunHistory(ABC):
         error: str | None,
         started_at: datetime,
         ended_at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> Recorded:
         """Write the whole record of a run that ended as `state` (see `history.port`).
 
@@ -181,6 +213,8 @@ class BaseRunHistory(ABC):
             clip_error(error),
             as_utc(started_at),
             as_utc(ended_at),
+            checked_trigger(trigger),
+            clip_requested_by(requested_by),
         )
         return self._record_run(run)
 
@@ -206,7 +240,16 @@ class BaseRunHistory(ABC):
 
     @abstractmethod
     def skip(
-        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        reason: str,
+        at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> bool:
         """Record that nobody ran this fire, unless something is recorded already."""
 

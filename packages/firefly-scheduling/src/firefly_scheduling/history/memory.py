@@ -8,7 +8,7 @@ the SQL store. Other processes (another node, the `runs` command) never see it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import replace
 from datetime import datetime
 
@@ -27,12 +27,15 @@ from firefly_scheduling.history.port import (
     FAILURE_STATES,
     PLACEHOLDER_STATES,
     RETRIED_STATES,
+    SCHEDULED,
     SUCCESS_STATES,
     NewRun,
     Recorded,
     RunRecord,
     RunState,
+    checked_trigger,
     clip_error,
+    clip_requested_by,
 )
 from firefly_scheduling.schedule.instants import as_utc
 
@@ -51,14 +54,15 @@ class MemoryRunHistory(BaseRunHistory):
         key = (begin.lock, begin.task, begin.instant)
         with self._mutex:
             current = self._records.get(key)
+            running = _running(begin, 1)
             if current is None or current.state in PLACEHOLDER_STATES:
-                attempt = 1
+                pass
             elif current.state is RunState.RUNNING and takes_over(begin.token, current.token):
-                attempt = current.attempt + 1
+                running = _asked_as(current, _running(begin, current.attempt + 1))
             else:
                 return None
-            self._records[key] = _running(begin, attempt)
-            return attempt
+            self._records[key] = running
+            return running.attempt
 
     def start_new_many(self, runs: Sequence[NewRun], *, node: str, at: datetime) -> list[bool]:
         """`BatchStartingHistory.start_new_many`, under the one mutex."""
@@ -103,7 +107,8 @@ class MemoryRunHistory(BaseRunHistory):
             ):
                 return None
             begin = RunStart(lock, task, key[2], node, token, as_utc(at))
-            self._records[key] = replace(_running(begin, after_attempt + 1), error=clip_error(note))
+            running = _running(begin, after_attempt + 1)
+            self._records[key] = replace(_asked_as(current, running), error=clip_error(note))
             return after_attempt + 1
 
     def _finish(self, end: RunEnd) -> bool:
@@ -123,14 +128,16 @@ class MemoryRunHistory(BaseRunHistory):
         key = (run.lock, run.task, run.instant)
         with self._mutex:
             current = self._records.get(key)
-            attempt = 1
+            attempt, trigger, asker = 1, run.trigger, run.requested_by
             if current is not None:
-                refused = refusal(current.state, current.token, run.token)
+                refused = refusal(current.state, current.token, run.token, run.state)
                 if refused is not None:
                     return refused
                 attempt = whole_run_attempt(
                     current.state, current.attempt, current.token, run.token
                 )
+                if current.state not in PLACEHOLDER_STATES:
+                    trigger, asker = current.trigger, current.requested_by
             self._records[key] = RunRecord(
                 task=run.task,
                 instant=run.instant,
@@ -142,13 +149,33 @@ class MemoryRunHistory(BaseRunHistory):
                 error=run.error,
                 token=run.token,
                 lock=run.lock,
+                trigger=trigger,
+                requested_by=asker,
             )
             return Recorded.WRITTEN
 
     def skip(
-        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        reason: str,
+        at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> bool:
-        return self._mark(task, instant, lock=lock, node=node, reason=reason, at=at)
+        return self._mark(
+            task,
+            instant,
+            lock=lock,
+            node=node,
+            reason=reason,
+            at=at,
+            trigger=checked_trigger(trigger),
+            requested_by=clip_requested_by(requested_by),
+        )
 
     def buffer(
         self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
@@ -166,6 +193,8 @@ class MemoryRunHistory(BaseRunHistory):
         reason: str,
         at: datetime,
         state: RunState = RunState.SKIPPED,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> bool:
         """Insert a record no run owns (`state`) where the fire has none."""
         key = (lock, task, as_utc(instant))
@@ -183,6 +212,8 @@ class MemoryRunHistory(BaseRunHistory):
                 error=clip_error(reason),
                 token=None,
                 lock=lock,
+                trigger=trigger,
+                requested_by=requested_by,
             )
             return True
 
@@ -217,15 +248,39 @@ class MemoryRunHistory(BaseRunHistory):
         return max(found, key=lambda record: record.instant, default=None)
 
     def recorded_instants(
-        self, task: str, *, lock: str, after: datetime, until: datetime
+        self,
+        task: str,
+        *,
+        lock: str,
+        after: datetime,
+        until: datetime,
+        states: Set[RunState] | None = None,
     ) -> set[datetime]:
         after, until = as_utc(after), as_utc(until)
         with self._mutex:
             return {
                 r.instant
                 for r in self._records.values()
-                if r.task == task and r.lock == lock and after < r.instant <= until
+                if r.task == task
+                and r.lock == lock
+                and after < r.instant <= until
+                and (states is None or r.state in states)
             }
+
+    def records_between(
+        self, task: str, *, lock: str, after: datetime, until: datetime, states: Set[RunState]
+    ) -> list[RunRecord]:
+        after, until = as_utc(after), as_utc(until)
+        with self._mutex:
+            found = [
+                r
+                for r in self._records.values()
+                if r.task == task
+                and r.lock == lock
+                and after < r.instant <= until
+                and r.state in states
+            ]
+        return sorted(found, key=lambda record: record.instant)
 
     def failures_since(self, since: datetime) -> list[RunRecord]:
         since = as_utc(since)
@@ -283,4 +338,11 @@ def _running(begin: RunStart, attempt: int) -> RunRecord:
         error=None,
         token=begin.token,
         lock=begin.lock,
+        trigger=begin.trigger,
+        requested_by=begin.requested_by,
     )
+
+
+def _asked_as(current: RunRecord, record: RunRecord) -> RunRecord:
+    """`record` with the trigger and asker of `current`, the run it takes over."""
+    return replace(record, trigger=current.trigger, requested_by=current.requested_by)

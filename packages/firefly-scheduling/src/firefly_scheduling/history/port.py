@@ -22,8 +22,10 @@ Every write that could race is a single atomic, conditional operation on the sto
   closes a `running` record as `finish` would (taking it over as the next attempt
   when its token is older), and replaces a finished record only for a strictly
   newer token: the newest attempt that ran owns the record, as in `start`. A
-  refusal says why (`Recorded`): the record is this run's already, or a newer
-  attempt's.
+  `succeeded` record is replaced by a success only: it may have committed with the
+  task's own writes (`current_fire().atomic`), and a failure of a run the history
+  never saw start cannot unsay it. A refusal says why (`Recorded`): the record is
+  this run's already, a newer attempt's, or an older attempt's success.
 
 The lock name is part of the key because it is what names a deployment's fires: two
 deployments sharing one history database (staging and production, two tenants) run
@@ -38,7 +40,7 @@ be fenced: its `finish` is accepted only while the record has no token either.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -47,6 +49,12 @@ from firefly_scheduling.errors import FireflySchedulingError
 
 #: Longest error text kept in a record; the log has the full traceback.
 MAX_ERROR_LENGTH = 2000
+#: The trigger of a fire its schedule named, and of every record that predates triggers.
+SCHEDULED = "scheduled"
+#: Longest trigger word a store keeps.
+MAX_TRIGGER_LENGTH = 16
+#: Longest `requested_by` a store keeps (who asked; longer is cut and marked).
+MAX_REQUESTED_BY_LENGTH = 255
 
 
 class HistoryError(FireflySchedulingError):
@@ -99,6 +107,9 @@ class Recorded(enum.Enum):
     #: A newer attempt's: the record carries a newer token (or a token, where this
     #: run has none), so this run was fenced. Nothing written.
     FENCED = "fenced"
+    #: An older attempt's success: a success is replaced by a newer success only, so
+    #: this run's failure is not written over it. Nothing written.
+    SUCCEEDED = "succeeded"
 
 
 #: The error text of a record closed by `expire_dead`.
@@ -130,6 +141,11 @@ class RunRecord:
     `started_at` is None for a skip; `ended_at` is when it finished or was skipped.
     `error` holds the exception (failed), the reason (skipped, expired) or None.
     `lock` is the task lock's name: with `task` and `instant`, the record's key.
+    `trigger` is what made the fire (`SCHEDULED`, "manual", "backfill", ...), and
+    `requested_by` who asked for it (an operator's trigger or backfill; None for the
+    schedule's fires): written by the write that created the record or replaced a
+    placeholder, kept by the writes that adopt or close it; records written before
+    they were kept read as `SCHEDULED`, None.
     """
 
     task: str
@@ -142,6 +158,13 @@ class RunRecord:
     error: str | None
     token: int | None
     lock: str
+    trigger: str = SCHEDULED
+    requested_by: str | None = None
+
+    @property
+    def reason(self) -> str | None:
+        """Why nobody ran the fire: the text of a `skipped` (or `buffered`) record."""
+        return self.error if self.state in PLACEHOLDER_STATES else None
 
     @property
     def duration(self) -> float | None:
@@ -164,6 +187,8 @@ class RunHistory(Protocol):
         node: str,
         token: int | None,
         at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> int | None:
         """Record the fire as running on `node`; its attempt number, or None if refused.
 
@@ -199,6 +224,8 @@ class RunHistory(Protocol):
         error: str | None,
         started_at: datetime,
         ended_at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> Recorded:
         """Write the whole record of a run of `node` that ended as `state`.
 
@@ -206,14 +233,23 @@ class RunHistory(Protocol):
         record is written where there is none or a skip (attempt 1), a `running`
         one is closed when `finish` would close it (the next attempt when its token
         is older), and a finished one is replaced only for a strictly newer token
-        (its attempt + 1). Otherwise nothing is written and the answer says whose
-        the record is (`Recorded`). Raises `ValueError` for a state that is not a
-        finished one.
+        (its attempt + 1), a `succeeded` one only by a success. Otherwise nothing is
+        written and the answer says whose the record is (`Recorded`). Raises
+        `ValueError` for a state that is not a finished one.
         """
         ...
 
     def skip(
-        self, task: str, instant: datetime, *, lock: str, node: str, reason: str, at: datetime
+        self,
+        task: str,
+        instant: datetime,
+        *,
+        lock: str,
+        node: str,
+        reason: str,
+        at: datetime,
+        trigger: str = SCHEDULED,
+        requested_by: str | None = None,
     ) -> bool:
         """Record that nobody ran this fire, unless something is recorded already."""
         ...
@@ -252,14 +288,30 @@ class RunHistory(Protocol):
         ...
 
     def recorded_instants(
-        self, task: str, *, lock: str, after: datetime, until: datetime
+        self,
+        task: str,
+        *,
+        lock: str,
+        after: datetime,
+        until: datetime,
+        states: Set[RunState] | None = None,
     ) -> set[datetime]:
-        """The instants (aware UTC) of every record of `task` under `lock`, whatever
-        its state, with `after < instant <= until`: one read, however many.
+        """The instants (aware UTC) of every record of `task` under `lock` in `states`
+        (whatever its state when None), with `after < instant <= until`: one read,
+        however many.
 
         Catch-up (`fires.catching_up`) reads here which fires of its window were
         run or recorded by some node; every other instant of the window was missed.
+        A backfill (`fires.backfill_plan`) reads the instants that succeeded.
         """
+        ...
+
+    def records_between(
+        self, task: str, *, lock: str, after: datetime, until: datetime, states: Set[RunState]
+    ) -> list[RunRecord]:
+        """The records of `task` under `lock` in `states` with `after < instant <= until`,
+        oldest instant first: one read. A backfill reads here the failed runs of its
+        window, to run each again as the attempt after the recorded one."""
         ...
 
     def failures_since(self, since: datetime) -> list[RunRecord]:
@@ -366,6 +418,29 @@ class BufferingHistory(Protocol):
     ) -> bool:
         """Record the fire as `buffered` with `reason`, unless something is recorded."""
         ...
+
+
+def checked_trigger(trigger: object) -> str:
+    """`trigger` if a store can keep it: a non-empty word of at most `MAX_TRIGGER_LENGTH`."""
+    if (
+        not isinstance(trigger, str)
+        or not trigger
+        or len(trigger) > MAX_TRIGGER_LENGTH
+        or not trigger.replace("-", "").isalpha()
+        or not trigger.isascii()
+    ):
+        raise ValueError(
+            f"a record's trigger must be a word of at most {MAX_TRIGGER_LENGTH} ASCII "
+            f"letters or dashes, got {trigger!r}"
+        )
+    return trigger
+
+
+def clip_requested_by(text: str | None) -> str | None:
+    """`text` cut to `MAX_REQUESTED_BY_LENGTH` characters, marked when cut."""
+    if text is None or len(text) <= MAX_REQUESTED_BY_LENGTH:
+        return text
+    return text[: MAX_REQUESTED_BY_LENGTH - 1] + "…"
 
 
 def clip_error(text: str | None) -> str | None:

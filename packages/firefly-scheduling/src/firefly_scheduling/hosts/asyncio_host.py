@@ -16,25 +16,34 @@ records it failed, "interrupted", stops its keep-alive and releases its task loc
 once the body has unwound) instead of being abandoned with its lock held, as a
 thread must be. The signals themselves belong to the server (uvicorn), which runs
 the lifespan's shutdown on SIGTERM/SIGINT.
+
+Given a control store, two more tasks on the loop steer the host
+(`hosts.runtime.steering_async`): one runs the manual triggers of its tasks, within
+`POLL_SECONDS` of being asked, the other their backfills. A stop lets them end
+between two fires, within the grace period, then cancels them. A third one reads
+the runtime schedules of that store (`hosts.runtime.schedule_watch_async`) and keeps
+a job for each.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC
 from typing import Any
 
+from firefly_scheduling.control.store_async import AsyncControlStore
 from firefly_scheduling.hosts.apscheduler.jobs_async import attach_tasks
 from firefly_scheduling.hosts.observation.passed_over_report import scheduler_logger
 from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
 from firefly_scheduling.hosts.runtime.catch_up_async import CatchUpReport, catch_up
 from firefly_scheduling.hosts.runtime.schedule_watch_async import (
-    RuntimeScheduleSource,
     RuntimeScheduleWatch,
+    runtime_schedule_source,
 )
 from firefly_scheduling.hosts.runtime.shutdown import DEFAULT_GRACE_PERIOD_SECONDS, describe_fires
+from firefly_scheduling.hosts.runtime.steering_async import watch_backfills, watch_triggers
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 logger = logging.getLogger("firefly_scheduling.hosts")
@@ -52,10 +61,13 @@ class AsyncHost:
         runtime: AsyncTaskRuntime,
         *,
         grace_period: float = DEFAULT_GRACE_PERIOD_SECONDS,
-        runtime_schedules: RuntimeScheduleSource | None = None,
+        control: AsyncControlStore | None = None,
+        runtime_targets: Collection[str] | None = None,
     ) -> None:
-        """`runtime_schedules`, when given, is watched for schedules defined at runtime
-        (`hosts.runtime.schedule_watch_async`), by a task on the loop."""
+        """`control`, when given, is where the host finds triggers and backfills and,
+        with `runtime_targets` (the callables runtime schedules may run), the schedules
+        defined at runtime (`hosts.runtime.schedule_watch_async`), watched by a task on
+        the loop."""
         if not grace_period >= 0:
             raise ValueError(f"grace_period must be >= 0 seconds, got {grace_period!r}")
         self.descriptors = tuple(descriptors)
@@ -65,7 +77,12 @@ class AsyncHost:
         #: Catching up missed fires at start (`hosts.runtime.catch_up_async`), when a
         #: task has `catchup=`; a stop ends it between two fires.
         self.catch_up: asyncio.Task[list[CatchUpReport]] | None = None
-        self.runtime_schedules = runtime_schedules
+        #: Where triggers and backfills are found; None: this host is not steered.
+        self.control = control
+        #: The tasks running triggers and backfills, when there is a control store.
+        self.steering: list[asyncio.Task[None]] = []
+        #: The control store's runtime schedules, watched when `runtime_targets` is given.
+        self.runtime_schedules = runtime_schedule_source(control, runtime_targets)
         self.schedule_watch: RuntimeScheduleWatch | None = None
         self._watching: asyncio.Task[None] | None = None
 
@@ -92,6 +109,15 @@ class AsyncHost:
             self.catch_up = asyncio.get_running_loop().create_task(
                 catch_up(self.descriptors, self.runtime), name="firefly-catch-up"
             )
+        if self.control is not None:
+            loop = asyncio.get_running_loop()
+            for name, watch in (("triggers", watch_triggers), ("backfills", watch_backfills)):
+                self.steering.append(
+                    loop.create_task(
+                        watch(self.descriptors, self.runtime, self.control),
+                        name=f"firefly-{name}",
+                    )
+                )
         logger.info(
             "asyncio host started on node %s with %d task(s)",
             self.runtime.node,
@@ -119,6 +145,7 @@ class AsyncHost:
         cancelled: list[object] = []
         if self.catch_up is not None and not self.catch_up.done():
             await asyncio.wait([self.catch_up], timeout=self.grace_period)
+        await self._stop_steering()
         if not await self.runtime.wait_idle_async(self.grace_period):
             cancelled = self.runtime.in_flight()
             logger.error(
@@ -142,16 +169,26 @@ class AsyncHost:
             )
             return cancelled
         await self.runtime.aclose()
+        if self.control is not None:
+            await self.control.aclose()
         logger.info("asyncio host stopped")
         return cancelled
 
     async def _stop_watching(self) -> None:
-        """End the runtime schedules' watch and close its store (its jobs go with the
-        scheduler)."""
+        """End the runtime schedules' watch (its jobs go with the scheduler; its store
+        is the host's control store, closed last)."""
         if self.schedule_watch is not None:
             self.schedule_watch.stop()
         if self._watching is not None:
             await asyncio.wait([self._watching], timeout=CANCEL_UNWIND_SECONDS)
             self._watching.cancel()
-        if self.runtime_schedules is not None:
-            await self.runtime_schedules.store.aclose()
+
+    async def _stop_steering(self) -> None:
+        """Let the steering tasks end between two fires, within the grace period; then
+        cancel them (a fire of theirs still running is in flight, as any other)."""
+        running = [task for task in self.steering if not task.done()]
+        if not running:
+            return
+        _, pending = await asyncio.wait(running, timeout=self.grace_period)
+        for task in pending:
+            task.cancel()

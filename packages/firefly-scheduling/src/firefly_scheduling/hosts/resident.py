@@ -15,6 +15,10 @@ control store by a thread of their own, which adds and removes their jobs
 A task with `catchup=` has the fires the whole fleet missed run once, oldest first,
 in a thread started with the scheduler (`hosts.runtime.catch_up`).
 
+Given a control store, two more threads steer the host (`hosts.runtime.steering`):
+one runs the manual triggers of its tasks, within `POLL_SECONDS` of being asked,
+the other the backfills, one instant at a time.
+
 Shutdown (SIGTERM or SIGINT) follows `firefly_scheduling.hosts.runtime.shutdown`: no new
 fire starts, the scheduler stops, running bodies get `grace_period` seconds to finish
 and release their locks, then the lock backend is closed and the process exits 0.
@@ -27,13 +31,14 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC
 
 from apscheduler.executors.debug import DebugExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from firefly_scheduling.control.store import ControlStore
 from firefly_scheduling.hosts.apscheduler.claim_first import ClaimFirstExecutor
 from firefly_scheduling.hosts.apscheduler.jobs import attach_tasks
 from firefly_scheduling.hosts.observation.health import HEARTBEAT_SECONDS, Heartbeat
@@ -41,8 +46,8 @@ from firefly_scheduling.hosts.observation.passed_over_report import scheduler_lo
 from firefly_scheduling.hosts.runtime.catch_up import catch_up
 from firefly_scheduling.hosts.runtime.schedule_watch import (
     WATCH_SECONDS,
-    RuntimeScheduleSource,
     RuntimeScheduleWatch,
+    runtime_schedule_source,
 )
 from firefly_scheduling.hosts.runtime.shutdown import (
     DEFAULT_GRACE_PERIOD_SECONDS,
@@ -53,6 +58,7 @@ from firefly_scheduling.hosts.runtime.shutdown import (
     log_stop_request,
     stop_on_signals,
 )
+from firefly_scheduling.hosts.runtime.steering import watch_backfills, watch_triggers
 from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
 from firefly_scheduling.hosts.runtime.workers import (
     RESIDENT_MAX_WORKERS,
@@ -77,12 +83,17 @@ class ResidentHost:
         max_workers: int | None = None,
         stop: StopRequest | None = None,
         heartbeat: Heartbeat | None = None,
-        runtime_schedules: RuntimeScheduleSource | None = None,
+        control: ControlStore | None = None,
+        runtime_targets: Collection[str] | None = None,
     ) -> None:
         """`heartbeat`, when given, is beaten by the scheduler's own thread (`/livez`);
-        `runtime_schedules`, when given, is watched for schedules defined at runtime
-        (`hosts.runtime.schedule_watch`)."""
+        `control`, when given, is where the host finds triggers and backfills and,
+        with `runtime_targets` (the callables runtime schedules may run), the schedules
+        defined at runtime (`hosts.runtime.schedule_watch`)."""
         self.descriptors = tuple(descriptors)
+        self.control = control
+        #: The threads running triggers and backfills, when there is a control store.
+        self.steering: list[threading.Thread] = []
         self.runtime = runtime
         self.grace_period = grace_period
         self.stop = stop or StopRequest()
@@ -90,6 +101,7 @@ class ResidentHost:
         self.catch_up: threading.Thread | None = None
         # Runtime schedules add tasks after boot: their bodies may use up to the
         # ceiling (a pool starts its threads as fires need them, not up front).
+        runtime_schedules = runtime_schedule_source(control, runtime_targets)
         tasks = sum(runs_per_node(descriptor.overlap) for descriptor in self.descriptors)
         workers = worker_count(
             checked_max_workers(max_workers),
@@ -124,6 +136,7 @@ class ResidentHost:
     def start(self) -> None:
         self.scheduler.start()
         self._start_catch_up()
+        self._start_steering()
         if self.schedule_watch is not None:
             self._watching = threading.Thread(
                 target=self.schedule_watch.watch, name="firefly-runtime-schedules", daemon=True
@@ -147,6 +160,20 @@ class ResidentHost:
                 daemon=True,
             )
             self.catch_up.start()
+
+    def _start_steering(self) -> None:
+        """Watch the control store for triggers and for backfills, a thread each."""
+        if self.control is None:
+            return
+        for name, watch in (("triggers", watch_triggers), ("backfills", watch_backfills)):
+            thread = threading.Thread(
+                target=watch,
+                args=(self.descriptors, self.runtime, self.control),
+                name=f"firefly-{name}",
+                daemon=True,
+            )
+            thread.start()
+            self.steering.append(thread)
 
     def request_stop(self) -> None:
         """Ask the host to stop (what SIGTERM/SIGINT do); a second call skips the grace."""
@@ -187,9 +214,9 @@ class ResidentHost:
         if abandoned:
             exit_abandoning()  # never closes the lock: that would free the bodies' locks
         self.runtime.close()
-        if self.schedule_watch is not None:
-            if self._watching is not None:  # a read under way ends before its store closes
-                self._watching.join(timeout=WATCH_SECONDS)
-            self.schedule_watch.source.store.close()
+        if self._watching is not None:  # a read under way ends before its store closes
+            self._watching.join(timeout=WATCH_SECONDS)
+        if self.control is not None:
+            self.control.close()
         logger.info("resident host stopped")
         return 0

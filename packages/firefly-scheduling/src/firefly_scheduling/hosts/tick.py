@@ -36,6 +36,11 @@ run once, oldest first (`hosts.runtime.catch_up`), once the pass's slots are don
 (so a catch-up run never holds a task lock when its slot comes); their results are
 the pass's.
 
+Given a control store, the pass then runs the manual triggers pending for its tasks
+and drives their backfills (`hosts.runtime.steering`); their results are the pass's.
+A backfill longer than the minute goes on in this process past the minute (the
+next minute's process finds its lease held and leaves it).
+
 A stop request (SIGTERM/SIGINT, see `hosts.runtime.shutdown`) ends the pass early: no
 further slot starts, running bodies get `grace_period` seconds to finish, then the
 report says what was not started and what was abandoned.
@@ -58,6 +63,7 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from firefly_scheduling.control.runtime_tasks import RuntimeTask
+from firefly_scheduling.control.store import ControlStore
 from firefly_scheduling.fires.outcome import Fire, FireResult, TriggerKind, Verdict
 from firefly_scheduling.hosts.runtime.catch_up import CatchUpReport, catch_up
 from firefly_scheduling.hosts.runtime.clock import Clock, SystemClock
@@ -69,6 +75,7 @@ from firefly_scheduling.hosts.runtime.shutdown import (
     drain,
     log_stop_request,
 )
+from firefly_scheduling.hosts.runtime.steering import run_backfills, run_triggers
 from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
 from firefly_scheduling.hosts.runtime.workers import (
     TICK_MAX_WORKERS,
@@ -266,11 +273,14 @@ class TickHost:
         max_workers: int | None = None,
         grace_period: float = DEFAULT_GRACE_PERIOD_SECONDS,
         stop: StopRequest | None = None,
+        control: ControlStore | None = None,
         runtime_tasks: Sequence[RuntimeTask] = (),
     ) -> None:
         """`runtime_tasks`: the runtime schedules read for this pass
         (`hosts.runtime.schedule_watch.read_runtime_tasks`), run like the code's tasks."""
         self.runtime = runtime
+        self.descriptors = tuple(descriptors)
+        self.control = control
         self.clock = clock or SystemClock()
         runtime.now = self.clock.now  # fires are judged late or not by the host's clock
         self.max_workers = checked_max_workers(max_workers)
@@ -343,8 +353,16 @@ class TickHost:
         catching_up = None if self.stop.requested else self._start_catch_up(report.minute)
         if catching_up is not None:
             self._end_catch_up(catching_up, report)
+        if self.control is not None and not self.stop.requested:
+            self._steer(self.control, report)
         report.stopped = self.stop.requested
         return report
+
+    def _steer(self, control: ControlStore, report: TickReport) -> None:
+        """Run the pending triggers, then drive the backfills, of this pass's tasks."""
+        report.results.extend(run_triggers(self.descriptors, self.runtime, control))
+        for progress in run_backfills(self.descriptors, self.runtime, control):
+            report.results.extend(progress.results)
 
     def _start_catch_up(self, minute: datetime) -> Future[list[CatchUpReport]] | None:
         """Catch up the missed fires of the `catchup=` tasks before `minute` (the

@@ -51,6 +51,9 @@ class BackendHooks(ABC):
     batch_acquires: bool = False
     #: A waiter is woken by the server's notification of a release (`_release_signal`).
     notified_wait: ClassVar[bool] = False
+    #: The server keeps the waiters' order: the attempts of a wait go through
+    #: `_acquire_in_turn`, within the place `_waiting_turn` keeps (`base_waiting_async`).
+    queues_waiters: ClassVar[bool] = False
     #: Driver exceptions that mean "the backend failed"; translated to LockBackendError.
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError,)
 
@@ -71,6 +74,7 @@ class BackendHooks(ABC):
             renewable=self.renewable,
             batch_acquires=self.batch_acquires,
             notified_wait=self.notified_wait,
+            ordered_waiters=self.queues_waiters,
         )
 
     # -- hooks for subclasses ---------------------------------------------------------

@@ -16,7 +16,8 @@ way the backend does best:
 * **Otherwise** it sleeps a capped, jittered, exponentially growing pause
   (`waiting.Backoff`) between attempts.
 
-A backend that queues its waiters on the server (`queues_waiters`: Redis) keeps a
+A backend that queues its waiters on the server (`queues_waiters`: Redis; etcd,
+memcached and the database through `locks.ticket_queue_async`) keeps a
 place for each waiter's turn (`_waiting_turn`), and its attempts within the wait
 (`_acquire_in_turn`) take a free name only when theirs is the first place, so that
 waiters of different processes are served in the order they arrived. A try
@@ -69,9 +70,6 @@ class WaitingAcquisition(ClaimsAndBatches):
 
     #: The attempt itself waits on the server (`_acquire_within`), so no pause follows it.
     waits_on_server: ClassVar[bool] = False
-    #: The server keeps the waiters' order: the attempts of a wait go through
-    #: `_acquire_in_turn`, within the place `_waiting_turn` keeps.
-    queues_waiters: ClassVar[bool] = False
     #: Longest a waiter woken by notifications (`notified_wait`) sleeps unwoken before
     #: trying again: what a notification missed costs at most.
     notified_recheck_seconds: float = NOTIFIED_RECHECK_SECONDS

@@ -81,6 +81,8 @@ class LockCapabilities:
     * `notified_wait`: a waiting acquisition sleeps between attempts until the server
       notifies it that the name was freed (a Redis message, an etcd watch), and
       polls only as a fallback.
+    * `ordered_waiters`: waiting acquisitions of every process are served in the
+      order they arrived, in a queue the server keeps.
     """
 
     ttl_honoured: bool = True
@@ -90,6 +92,7 @@ class LockCapabilities:
     renewable: bool = False
     batch_acquires: bool = False
     notified_wait: bool = False
+    ordered_waiters: bool = False
 
 
 #: What a lock that declares nothing is taken to be: a lease lock with the port only.

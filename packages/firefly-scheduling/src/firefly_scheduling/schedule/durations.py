@@ -256,3 +256,12 @@ def _plain(amount: Decimal) -> str:
     """`amount` in positional notation without trailing zeros: `1.5`, `30`, never `3E+1`."""
     text = f"{amount:f}"
     return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def readable_duration(seconds: float) -> str:
+    """`format_duration` for messages: a span it cannot spell (beyond its bounds, or
+    a computed one) is written in seconds instead of raising."""
+    try:
+        return format_duration(seconds)
+    except ValueError:
+        return f"{seconds:g}s"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, Unpack
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.schedule.durations import parse_duration
@@ -82,92 +82,113 @@ def scheduled(
     `catchup_limit` (default 100) of them, the newest, the older ones recorded as
     skipped. It needs a run history (see `firefly_scheduling.fires.catching_up`).
     """
-    # Every argument above, by name: `scheduled_descriptor` takes the same ones.
-    arguments = dict(locals())
+    arguments: ScheduleArguments = {
+        "cron": cron,
+        "fixed_rate": fixed_rate,
+        "fixed_delay": fixed_delay,
+        "initial_delay": initial_delay,
+        "zone": zone,
+        "lock": lock,
+        "lock_ttl": lock_ttl,
+        "dst_gap": dst_gap,
+        "dst_fold": dst_fold,
+        "jitter": jitter,
+        "timeout": timeout,
+        "retries": retries,
+        "retry_backoff": retry_backoff,
+        "retry_backoff_max": retry_backoff_max,
+        "overlap": overlap,
+        "catchup": catchup,
+        "catchup_limit": catchup_limit,
+    }
 
     def decorate(task: TaskFunction) -> TaskFunction:
         function = _plain_function(task)
         target = validate_target(f"{function.__module__}:{function.__qualname__}")
+        descriptor = schedule_descriptor(target, **arguments)
         if descriptor_of(function) is not None:
             raise ConfigurationError(f"{target}: @scheduled is applied twice; use one schedule")
-        descriptor = scheduled_descriptor(target, lock_named_after=target, **arguments)
         setattr(function, SCHEDULE_ATTRIBUTE, descriptor)
         return task
 
     return decorate
 
 
-def scheduled_descriptor(
-    target: str,
-    *,
-    lock_named_after: str,
-    cron: str | None = None,
-    fixed_rate: Duration | None = None,
-    fixed_delay: Duration | None = None,
-    initial_delay: Duration | None = None,
-    zone: str | None = None,
-    lock: bool | str | None = True,
-    lock_ttl: Duration | None = None,
-    dst_gap: str | None = None,
-    dst_fold: str | None = None,
-    jitter: Duration | None = None,
-    timeout: Duration | None = None,
-    retries: int | None = None,
-    retry_backoff: Duration | None = None,
-    retry_backoff_max: Duration | None = None,
-    overlap: str = "skip",
-    catchup: Duration | None = None,
-    catchup_limit: int | None = None,
-) -> ScheduledDescriptor:
-    """The validated descriptor of `target` for the `@scheduled` arguments.
+class ScheduleArguments(TypedDict, total=False):
+    """`@scheduled`'s keyword arguments, as `schedule_descriptor` takes them."""
 
-    The one reading of those arguments, for the decorator and for schedules defined
-    at runtime alike; `lock=True` names the lock `lock_named_after` (the target, for
-    the decorator). Errors start with `target`.
+    cron: str | None
+    fixed_rate: Duration | None
+    fixed_delay: Duration | None
+    initial_delay: Duration | None
+    zone: str | None
+    lock: bool | str | None
+    lock_ttl: Duration | None
+    dst_gap: str | None
+    dst_fold: str | None
+    jitter: Duration | None
+    timeout: Duration | None
+    retries: int | None
+    retry_backoff: Duration | None
+    retry_backoff_max: Duration | None
+    overlap: str
+    catchup: Duration | None
+    catchup_limit: int | None
+
+
+def schedule_descriptor(
+    target: str, *, lock_named_after: str | None = None, **arguments: Unpack[ScheduleArguments]
+) -> ScheduledDescriptor:
+    """The validated descriptor `@scheduled(**arguments)` gives the task `target`.
+
+    The one reading of `@scheduled`'s arguments: the decorator and a schedule added at
+    runtime (`ScheduleControl.add_schedule`, `control.runtime_tasks`) both go through
+    it, so both refuse alike, naming `target`. `lock=True` names the lock
+    `lock_named_after` (a runtime schedule's name), by default `target`.
     """
+    target = validate_target(target)
+    cron = arguments.get("cron")
     given = [
-        name
-        for name, value in (
-            ("cron", cron),
-            ("fixed_rate", fixed_rate),
-            ("fixed_delay", fixed_delay),
-        )
-        if value is not None
+        name for name in ("cron", "fixed_rate", "fixed_delay") if arguments.get(name) is not None
     ]
     if len(given) != 1:
         raise ConfigurationError(
             f"{target}: @scheduled needs exactly one of cron=, fixed_rate=, fixed_delay=; "
             f"got {', '.join(given) or 'none'}"
         )
-    lock_name = _lock_name(lock, target, lock_named_after)
+    lock = arguments.get("lock", True)
+    lock_ttl = arguments.get("lock_ttl")
+    lock_name = _lock_name(lock, target, lock_named_after or target)
     if lock_name is None and lock_ttl is not None:
         raise ConfigurationError(
             f"{target}: lock_ttl= is given but lock={lock!r} leaves the task unlocked; "
             "drop lock= (tasks are locked by default) or lock_ttl="
         )
+
+    def seconds(name: str, value: Duration | None) -> float | None:
+        return _optional_seconds(value, target, name)
+
     descriptor = ScheduledDescriptor(
         target=target,
         cron=cron.strip() if isinstance(cron, str) else cron,
-        fixed_rate=_optional_seconds(fixed_rate, target, "fixed_rate"),
-        fixed_delay=_optional_seconds(fixed_delay, target, "fixed_delay"),
-        initial_delay=_optional_seconds(initial_delay, target, "initial_delay"),
-        zone=zone,
+        fixed_rate=seconds("fixed_rate", arguments.get("fixed_rate")),
+        fixed_delay=seconds("fixed_delay", arguments.get("fixed_delay")),
+        initial_delay=seconds("initial_delay", arguments.get("initial_delay")),
+        zone=arguments.get("zone"),
         lock_name=lock_name,
         lock_ttl=(
-            None
-            if lock_name is None
-            else _optional_seconds(lock_ttl, target, "lock_ttl") or DEFAULT_LOCK_TTL_SECONDS
+            None if lock_name is None else seconds("lock_ttl", lock_ttl) or DEFAULT_LOCK_TTL_SECONDS
         ),
-        dst_gap=dst_gap,
-        dst_fold=dst_fold,
-        jitter=_optional_seconds(jitter, target, "jitter"),
-        timeout=_optional_seconds(timeout, target, "timeout"),
-        retries=retries,
-        retry_backoff=_optional_seconds(retry_backoff, target, "retry_backoff"),
-        retry_backoff_max=_optional_seconds(retry_backoff_max, target, "retry_backoff_max"),
-        overlap=overlap,
-        catchup=_optional_seconds(catchup, target, "catchup"),
-        catchup_limit=catchup_limit,
+        dst_gap=arguments.get("dst_gap"),
+        dst_fold=arguments.get("dst_fold"),
+        jitter=seconds("jitter", arguments.get("jitter")),
+        timeout=seconds("timeout", arguments.get("timeout")),
+        retries=arguments.get("retries"),
+        retry_backoff=seconds("retry_backoff", arguments.get("retry_backoff")),
+        retry_backoff_max=seconds("retry_backoff_max", arguments.get("retry_backoff_max")),
+        overlap=arguments.get("overlap", "skip"),
+        catchup=seconds("catchup", arguments.get("catchup")),
+        catchup_limit=arguments.get("catchup_limit"),
     )
     return validate_descriptor(descriptor)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from firefly_scheduling.errors import ConfigurationError
-from firefly_scheduling.schedule.durations import format_duration
+from firefly_scheduling.schedule.durations import readable_duration
 from firefly_scheduling.schedule.retry_backoff import (
     DEFAULT_RETRY_BACKOFF_MAX_SECONDS,
     DEFAULT_RETRY_BACKOFF_SECONDS,
@@ -74,18 +74,12 @@ def check_retry_arguments(descriptor: ScheduledDescriptor, target: str) -> None:
     backoff_max = descriptor.retry_backoff_max or DEFAULT_RETRY_BACKOFF_MAX_SECONDS
     if backoff > backoff_max:
         raise ConfigurationError(
-            f"{target}: retry_backoff={_shown(backoff)} is longer than retry_backoff_max="
-            f"{_shown(backoff_max)}"
+            f"{target}: retry_backoff={readable_duration(backoff)} is longer than "
+            "retry_backoff_max="
+            f"{readable_duration(backoff_max)}"
             f"{'' if descriptor.retry_backoff_max is not None else ' (its default)'}; "
             "give a backoff no longer than its maximum"
         )
-
-
-def _shown(seconds: float) -> str:
-    try:
-        return format_duration(seconds)
-    except ValueError:
-        return f"{seconds:g}s"
 
 
 def retry_json(task: ScheduledDescriptor) -> dict[str, object]:

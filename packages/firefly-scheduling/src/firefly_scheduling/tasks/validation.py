@@ -29,7 +29,7 @@ from typing import Any
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.validation import RESERVED_LOCK_PREFIX, validate_lock_name
 from firefly_scheduling.schedule.cron import CronSchedule
-from firefly_scheduling.schedule.durations import format_duration, parse_duration
+from firefly_scheduling.schedule.durations import parse_duration, readable_duration
 from firefly_scheduling.schedule.jitter import shortest_cron_gap
 from firefly_scheduling.tasks.catch_up_validation import check_catch_up
 from firefly_scheduling.tasks.descriptor import DEFAULT_LOCK_TTL_SECONDS, ScheduledDescriptor
@@ -233,23 +233,15 @@ def _check_jitter(
     if schedule is None:
         kind = "fixed_rate" if descriptor.fixed_rate is not None else "fixed_delay"
         period = float(descriptor.fixed_rate or descriptor.fixed_delay or 0.0)
-        what = f"its {kind} of {_readable(period)}"
+        what = f"its {kind} of {readable_duration(period)}"
     else:
         period = shortest_cron_gap(schedule)
-        what = f"the shortest gap between two fires of its cron, {_readable(period)}"
+        what = f"the shortest gap between two fires of its cron, {readable_duration(period)}"
     if jitter >= period:
         raise ConfigurationError(
-            f"{target}: jitter={_readable(jitter)} is not shorter than "
+            f"{target}: jitter={readable_duration(jitter)} is not shorter than "
             f"{what}; a jittered fire could start after the next one; give a smaller jitter"
         )
-
-
-def _readable(seconds: float) -> str:
-    """`30s`, `1h30m`; a span beyond what `format_duration` prints in seconds."""
-    try:
-        return format_duration(seconds)
-    except ValueError:
-        return f"{seconds:g}s"
 
 
 def _check_seconds(value: object, source: str) -> None:

@@ -4,7 +4,7 @@ A store plugs in by subclassing `RunHistoryContract` and supplying the fixture
 `history`: a new, EMPTY store (`prune` and `expire_dead` act on every task), closed
 by the fixture afterwards. The writing rules are here; `record_run` and the queries
 have modules of their own (`history_record_run_contract`, `history_reading_contract`,
-`history_retry_contract`)::
+`history_retry_contract`, `history_trigger_contract`)::
 
     class TestMyHistory(RunHistoryContract):
         @pytest.fixture
@@ -39,10 +39,15 @@ from firefly_scheduling.testing.history_record_run_contract import (
     RecordRunContract,
 )
 from firefly_scheduling.testing.history_retry_contract import RetryStartContract
+from firefly_scheduling.testing.history_trigger_contract import TriggerRecordContract
 
 
 class RunHistoryContract(
-    RecordRunContract, RunHistoryReadingContract, RetryStartContract, BufferedRecordContract
+    RecordRunContract,
+    RunHistoryReadingContract,
+    RetryStartContract,
+    BufferedRecordContract,
+    TriggerRecordContract,
 ):
     """Cases every `RunHistory` implementation must pass (`record_run` and queries included)."""
 

@@ -11,7 +11,7 @@ from datetime import timedelta, timezone
 
 import pytest
 
-from firefly_scheduling.history.port import RunHistory, RunState
+from firefly_scheduling.history.port import SUCCESS_STATES, RunHistory, RunState
 from firefly_scheduling.testing.history_record_run_contract import LOCK, SECOND, T0, TASK
 
 
@@ -130,6 +130,44 @@ class RunHistoryReadingContract:
         everything = history.recorded_instants(TASK, lock=LOCK, after=T0, until=T0 + 9 * SECOND)
         assert everything == {T0 + offset * SECOND for offset in (1, 2, 3, 9)}
         assert all(instant.tzinfo is not None for instant in everything)
+        succeeded = history.recorded_instants(
+            TASK, lock=LOCK, after=T0, until=T0 + 9 * SECOND, states=SUCCESS_STATES
+        )
+        assert succeeded == {T0 + SECOND}
+        skipped = history.recorded_instants(
+            TASK, lock=LOCK, after=T0, until=T0 + 9 * SECOND, states={RunState.SKIPPED}
+        )
+        assert skipped == {T0 + 3 * SECOND, T0 + 9 * SECOND}
+
+    def test_records_between_are_those_of_the_window_in_the_states_oldest_first(
+        self, history: RunHistory
+    ) -> None:
+        for offset in (3, 1, 2):
+            history.start(TASK, T0 + offset * SECOND, lock=LOCK, node="a", token=offset, at=T0)
+            history.finish(
+                TASK,
+                T0 + offset * SECOND,
+                lock=LOCK,
+                token=offset,
+                state=RunState.FAILED if offset != 2 else RunState.SUCCEEDED,
+                error="boom",
+                at=T0,
+            )
+        history.start(TASK, T0 + 4 * SECOND, lock=LOCK, node="a", token=4, at=T0)
+        history.skip(TASK, T0 + SECOND, lock="other-deployment", node="a", reason="x", at=T0)
+        found = history.records_between(
+            TASK, lock=LOCK, after=T0, until=T0 + 4 * SECOND, states={RunState.FAILED}
+        )
+        assert [(r.instant, r.state, r.attempt) for r in found] == [
+            (T0 + SECOND, RunState.FAILED, 1),
+            (T0 + 3 * SECOND, RunState.FAILED, 1),
+        ]
+        assert (
+            history.records_between(
+                TASK, lock=LOCK, after=T0 + SECOND, until=T0 + 2 * SECOND, states={RunState.FAILED}
+            )
+            == []
+        )
 
     def test_last_success_counts_a_caught_up_run(self, history: RunHistory) -> None:
         history.start(TASK, T0, lock=LOCK, node="a", token=1, at=T0)

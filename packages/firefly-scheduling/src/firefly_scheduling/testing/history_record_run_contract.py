@@ -133,6 +133,27 @@ class RecordRunContract:
             None,
         )
 
+    def test_a_success_is_replaced_by_a_newer_success_only(self, history: RunHistory) -> None:
+        """An adopter whose start went unrecorded fails, and the adopted run had
+        committed its success (with the task's writes, `atomic`): the success stands.
+        A newer run's failure over it would record a fire whose effect committed as
+        failed."""
+        _finished(history, token=3, state=RunState.SUCCEEDED)
+        before = history.runs(TASK)
+        for ending in (RunState.FAILED, RunState.EXPIRED, RunState.TIMED_OUT):
+            assert _record_run(history, node="adopter", token=7, state=ending) is (
+                Recorded.SUCCEEDED
+            ), ending
+            assert history.runs(TASK) == before
+        assert _record_run(history, node="adopter", token=7) is Recorded.WRITTEN
+        [record] = history.runs(TASK)
+        assert (record.node, record.attempt, record.token, record.state) == (
+            "adopter",
+            2,
+            7,
+            RunState.SUCCEEDED,
+        )
+
     def test_runs_without_tokens_neither_fence_nor_are_fenced(self, history: RunHistory) -> None:
         assert _record_run(history, token=None) is Recorded.WRITTEN
         assert _record_run(history, token=None, node="b") is Recorded.ALREADY

@@ -83,18 +83,41 @@ def interrupted_waiter(factory: Callable[[], Any], name: str, log: str) -> None:
     log_event(log, "won" if holding is not None else "timed-out")
 
 
-def queued_waiter(factory: Callable[[], Any], name: str, log: str) -> None:
-    """Wait for `name` (fenced); once won, log `won:<token>` while holding it, then let go.
+def queued_waiter(
+    factory: Callable[[], Any],
+    name: str,
+    log: str,
+    asynchronous: bool = False,
+    fenced: bool = True,
+) -> None:
+    """Wait for `name` (fenced unless told not); once won, log `won:<token>` while
+    holding it (`won:None` unfenced), then let go.
 
     Lines are logged only while the lock is held, so their order in the log is the
     order in which the waiters were served.
     """
     default_stop_signals()
+    if asynchronous:
+        asyncio.run(_queued_waiter_async(factory, name, log, fenced))
+        return
     lock = factory()
-    holding = lock.acquire(name, 60, wait=120, fenced=True)
+    holding = lock.acquire(name, 60, wait=120, fenced=fenced)
     if holding is None:
         log_event(log, "timed-out")
         return
     log_event(log, f"won:{holding.fence}")
     lock.release_holding(holding)
     lock.close()
+
+
+async def _queued_waiter_async(
+    factory: Callable[[], Any], name: str, log: str, fenced: bool
+) -> None:
+    lock = factory()
+    holding = await lock.acquire(name, 60, wait=120, fenced=fenced)
+    if holding is None:
+        log_event(log, "timed-out")
+        return
+    log_event(log, f"won:{holding.fence}")
+    await lock.release_holding(holding)
+    await lock.aclose()

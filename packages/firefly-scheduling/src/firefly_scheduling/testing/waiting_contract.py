@@ -31,7 +31,12 @@ from firefly_scheduling.locks.hold import Hold, hold
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.port import LockCapabilities
 from firefly_scheduling.testing.attempt_counter import AttemptCounter
-from firefly_scheduling.testing.leader_workers import campaign, interrupted_waiter, read_events
+from firefly_scheduling.testing.leader_workers import (
+    campaign,
+    interrupted_waiter,
+    queued_waiter,
+    read_events,
+)
 from firefly_scheduling.testing.nodes import EXPIRY_SLACK_SECONDS
 from firefly_scheduling.testing.workers import child_processes
 
@@ -141,6 +146,108 @@ class WaitingContract:
             waiting.outcome(60)
         assert order == [0, 1, 2, 3], f"served out of arrival order: {order}"
 
+    def test_waiters_of_separate_processes_are_served_in_arrival_order(
+        self,
+        lock_factory: Any,
+        nodes: Any,
+        name: str,
+        capabilities: LockCapabilities,
+        tmp_path: Path,
+        queued_on_server: Callable[[str], int] | None,
+    ) -> None:
+        """FIFO across processes: 4 processes queue, one after another (each seen
+        queued on the server by a second client before the next starts), and take
+        the lock in that order: they log while holding it (O_APPEND), and where the
+        backend fences, the server's tokens rise in the same order."""
+        if not capabilities.ordered_waiters:
+            pytest.skip("the backend declares no order among the waiters of processes")
+        if queued_on_server is None:
+            pytest.skip("the backend supplies no second client counting queued waiters")
+        holder = _acquirer(nodes())
+        held = holder.acquire(name, 60)
+        assert held is not None
+        log = str(tmp_path / "events")
+        Path(log).write_text("")
+        context = child_processes()
+        asynchronous = False
+        fenced = capabilities.fenced
+        children = []
+        try:
+            for arrived in range(1, 5):
+                child = context.Process(
+                    target=queued_waiter, args=(lock_factory, name, log, asynchronous, fenced)
+                )
+                child.start()
+                children.append(child)
+                deadline = time.monotonic() + 60
+                while queued_on_server(name) < arrived:
+                    assert time.monotonic() < deadline, f"waiter {arrived} never queued"
+                    _pause(0.02)
+            holder.release_holding(held)
+            for child in children:
+                child.join(120)
+                assert child.exitcode == 0, f"a waiter ended with {child.exitcode}"
+        finally:
+            for child in children:
+                if child.is_alive():
+                    child.kill()
+        served = read_events(log)
+        assert [pid for _, pid, _ in served] == [child.pid for child in children], served
+        if fenced:
+            tokens = [int(event.removeprefix("won:")) for event, _, _ in served]
+            assert tokens == sorted(set(tokens)), f"fencing tokens out of order: {tokens}"
+        assert queued_on_server(name) == 0, "the served waiters left their places queued"
+
+    def test_a_killed_waiters_place_lapses_and_the_next_waiter_wins(
+        self,
+        lock_factory: Any,
+        nodes: Any,
+        name: str,
+        capabilities: LockCapabilities,
+        tmp_path: Path,
+        queued_on_server: Callable[[str], int] | None,
+    ) -> None:
+        """A waiter SIGKILLed while first in the queue never blocks it: the next
+        waiter (another instance) wins once the dead place lapsed, and the second
+        client finds the queue empty after."""
+        if not capabilities.ordered_waiters:
+            pytest.skip("the backend declares no order among the waiters of processes")
+        if queued_on_server is None:
+            pytest.skip("the backend supplies no second client counting queued waiters")
+        holder, survivor = _acquirer(nodes()), _acquirer(nodes())
+        held = holder.acquire(name, 60)
+        assert held is not None
+        log = str(tmp_path / "events")
+        Path(log).write_text("")
+        asynchronous = False
+        doomed = child_processes().Process(
+            target=queued_waiter, args=(lock_factory, name, log, asynchronous, False)
+        )
+        doomed.start()
+        try:
+            deadline = time.monotonic() + 60
+            while queued_on_server(name) < 1:
+                assert time.monotonic() < deadline, "the doomed waiter never queued"
+                _pause(0.02)
+            waiting = _Background(lambda: survivor.acquire(name, 60, wait=60))
+            deadline = time.monotonic() + 30
+            while queued_on_server(name) < 2:
+                assert time.monotonic() < deadline, "the surviving waiter never queued"
+                _pause(0.02)
+            assert doomed.pid is not None
+            os.kill(doomed.pid, signal.SIGKILL)
+            doomed.join(30)
+            # The dead place is first: only its lapse lets the survivor win.
+            holder.release_holding(held)
+            won: Holding | None = waiting.outcome(90)
+            assert won is not None, "the live waiter never won behind a dead place"
+            assert read_events(log) == [], "the killed waiter won before it was killed"
+            assert queued_on_server(name) == 0, "a place is still queued"
+            survivor.release_holding(won)
+        finally:
+            if doomed.is_alive():
+                doomed.kill()
+
     def test_a_notified_waiter_wakes_on_the_release_alone(
         self, nodes: Any, name: str, capabilities: LockCapabilities
     ) -> None:
@@ -207,6 +314,14 @@ class WaitingContract:
         """How many waiters (subscriptions, queued sessions) the server keeps for a name,
         read with a second client (per backend); None where the server cannot say."""
         return None
+
+    @pytest.fixture
+    def queued_on_server(
+        self, waiters_on_server: Callable[[str], int] | None
+    ) -> Callable[[str], int] | None:
+        """How many waiters hold a place in the name's queue on the server, one each,
+        read with a second client; by default `waiters_on_server`."""
+        return waiters_on_server
 
     @pytest.fixture
     def lease_dropper(self) -> Callable[[str], None]:

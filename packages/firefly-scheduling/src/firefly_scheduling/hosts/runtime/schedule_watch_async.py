@@ -1,6 +1,5 @@
 # async-to-sync: rename AsyncTaskRuntime TaskRuntime
 # async-to-sync: rename AsyncControlStore ControlStore
-# async-to-sync: rename resolve_async_control_store resolve_control_store
 # async-to-sync: rename firefly_scheduling.hosts.runtime.asyncio_runtime firefly_scheduling.hosts.runtime.task_runtime  # noqa: E501
 """`RuntimeScheduleWatch`: a host's jobs kept in step with the store's runtime schedules.
 
@@ -33,13 +32,11 @@ from typing import Any
 from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
 from firefly_scheduling.control.records import ControlStoreError, RuntimeSchedule
 from firefly_scheduling.control.runtime_tasks import RuntimeTask, runtime_tasks
-from firefly_scheduling.control.selection import resolve_async_control_store
 from firefly_scheduling.control.store_async import AsyncControlStore
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.outcome import TriggerKind
 from firefly_scheduling.hosts.apscheduler.jobs_async import attach_task, detach_task
 from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
-from firefly_scheduling.settings import CONTROL_URL_KEY, Settings, env_var
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 
@@ -59,25 +56,13 @@ class RuntimeScheduleSource:
 
 
 def runtime_schedule_source(
-    settings: Settings, allowed: Collection[str]
+    store: AsyncControlStore | None, allowed: Collection[str] | None
 ) -> RuntimeScheduleSource | None:
-    """The control store of `settings` with the `allowed` targets, or None when the lock
-    backend keeps no control store and none is configured (logged once, at WARNING:
-    the host runs its code's tasks, and steering needs a durable control store).
-
-    A configured control URL that cannot be used is a `ConfigurationError`: a boot error.
-    """
-    try:
-        store = resolve_async_control_store(settings)
-    except ConfigurationError as err:
-        if settings.control_url.strip():
-            raise
-        logger.warning(
-            "steering needs a durable control store: runtime schedules are not read "
-            "(set %s to enable them): %s",
-            env_var(CONTROL_URL_KEY),
-            err,
-        )
+    """The runtime schedules a host watches: those of its control store `store`, run
+    when their target is in `allowed` (`tasks.discovery.runtime_targets`). None when
+    the host has no control store (the fire runner's pause reader says once that
+    steering needs one) or is given no `allowed` targets."""
+    if store is None or allowed is None:
         return None
     return RuntimeScheduleSource(store, frozenset(allowed))
 

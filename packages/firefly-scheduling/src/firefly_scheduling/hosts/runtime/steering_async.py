@@ -1,0 +1,351 @@
+# async-to-sync: rename AsyncTaskRuntime TaskRuntime
+# async-to-sync: rename AsyncControlStore ControlStore
+# async-to-sync: rename firefly_scheduling.hosts.runtime.asyncio_runtime firefly_scheduling.hosts.runtime.task_runtime  # noqa: E501
+"""Steering a host: it runs the manual triggers and backfills asked of its tasks.
+
+Every host that runs tasks reads the control store (`control.store`): a resident
+host (threaded or asyncio) every `POLL_SECONDS`, `tick` once per pass.
+
+* Triggers (`run_triggers`): one read lists the pending triggers; for each of this
+  host's tasks with one, `take_trigger` hands it to exactly one node of the fleet,
+  which runs it at once through `execute_fire`, as a `manual` fire named by the
+  trigger's time on the store's clock, due when taken (`Fire.asked_at`): claim,
+  task lock (its `overlap=`), history, like any fire.
+* Backfills (`run_backfills`): one node at a time drives a request, holding the
+  lease `firefly-backfill:<digest>` on the task lock's backend for the task's
+  `lock_ttl` (kept alive while it runs). It reads the window's successful instants
+  once (`fires.backfill_plan`), then runs each other instant of the schedule,
+  oldest first, one at a time and at most `BACKFILL_RATE` per second, as a
+  `backfill` fire claimed like any fire (one recorded failed or timed out as the
+  attempt after it, `backfill_fire`). A node that dies mid-way leaves its lease to
+  lapse, and the next node goes on from the history; an instant the dead node had
+  claimed is its own until the claim lapses. An instant held off by a run of its
+  task (the task lock busy) is tried again under its claim, backing off, for up to
+  the task lock's TTL; past that, the pass ends there, and the instant runs on a
+  later poll once its claim lapsed. Once every instant of the window has a run
+  recorded (succeeded or not), the request is removed.
+
+A failure of the store or the history is logged and left to the next poll.
+
+Written once, for asyncio, in `hosts/runtime/steering_async.py`; the synchronous
+flavour in `hosts/runtime/steering.py` is generated from it by `tools/async_to_sync.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio  # sync: drop
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+from firefly_scheduling.control.records import Backfill, Trigger
+from firefly_scheduling.control.store_async import AsyncControlStore
+from firefly_scheduling.errors import ConfigurationError, FireflySchedulingError
+from firefly_scheduling.fires.backfill_plan import instants_to_run, schedule_instants
+from firefly_scheduling.fires.history_calls_async import off_loop
+from firefly_scheduling.fires.outcome import Fire, FireResult, TriggerKind, Verdict
+from firefly_scheduling.fires.retries import RetryOf
+from firefly_scheduling.history.port import (
+    PLACEHOLDER_STATES,
+    RETRIED_STATES,
+    SUCCESS_STATES,
+    RunHistory,
+    RunState,
+)
+from firefly_scheduling.hosts.observation.observers import PreclaimedFire
+from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
+from firefly_scheduling.hosts.runtime.execute_async import execute_fire
+from firefly_scheduling.locks.hold_async import ahold
+from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+
+logger = logging.getLogger("firefly_scheduling.hosts")
+
+#: How often a resident host reads the control store: a trigger runs within this
+#: (plus one round trip) of being asked.
+POLL_SECONDS: Final = 0.5
+#: The most backfill fires one node starts per second (one at a time, oldest first).
+BACKFILL_RATE: Final = 100.0
+#: The lease of the node driving a backfill, renewed while it runs, for a task without
+#: a `lock_ttl` (a task's lease is its lock's TTL: a node that dies is replaced as
+#: soon as its task lock would be).
+BACKFILL_LEASE_SECONDS: Final = 30.0
+#: The first and the longest pause before a backfill instant held off by a run of its
+#: task is tried again.
+FIRST_PAUSE_SECONDS: Final = 0.05
+LAST_PAUSE_SECONDS: Final = 1.0
+#: The states of a record whose fire ran (or runs): every state but the placeholders.
+RAN_STATES: Final = frozenset(RunState) - PLACEHOLDER_STATES
+_MICROSECOND = timedelta(microseconds=1)
+
+
+async def watch_triggers(
+    descriptors: Sequence[ScheduledDescriptor],
+    runtime: AsyncTaskRuntime,
+    store: AsyncControlStore,
+    *,
+    poll: float = POLL_SECONDS,
+) -> None:
+    """`run_triggers` every `poll` seconds until the host stops accepting fires."""
+    while runtime.accepting:
+        await run_triggers(descriptors, runtime, store)
+        await asyncio.sleep(poll)
+
+
+async def watch_backfills(
+    descriptors: Sequence[ScheduledDescriptor],
+    runtime: AsyncTaskRuntime,
+    store: AsyncControlStore,
+    *,
+    poll: float = POLL_SECONDS,
+) -> None:
+    """`run_backfills` every `poll` seconds until the host stops accepting fires.
+
+    Apart from `watch_triggers`: a backfill of thousands of instants runs for
+    minutes, and a trigger must not wait for it.
+    """
+    said: dict[str, int] = {}
+    while runtime.accepting:
+        await run_backfills(descriptors, runtime, store, said=said)
+        await asyncio.sleep(poll)
+
+
+def manual_fire(descriptor: ScheduledDescriptor, trigger: Trigger, now: datetime) -> Fire:
+    """The fire of a taken trigger: named by its time on the store's clock, due `now`."""
+    instant = datetime.fromtimestamp(trigger.requested_at, UTC)
+    return Fire(descriptor, instant, TriggerKind.MANUAL, asked_at=now, asked_by=trigger.by)
+
+
+def backfill_fire(
+    request: Backfill,
+    descriptor: ScheduledDescriptor,
+    instant: datetime,
+    failed_attempt: int | None,
+    now: datetime,
+) -> Fire:
+    """The backfill fire of `instant`, due `now`.
+
+    An instant whose record is a failed (or timed out) attempt `n` is run as the
+    attempt after it: its start takes that record over (`RetryStartingHistory`), as a
+    retry's does, under a claim of its own (`~retry<n>`); any other has no record, or
+    one a start replaces (a skip).
+    """
+    if failed_attempt is None:
+        return Fire(descriptor, instant, TriggerKind.BACKFILL, asked_at=now, asked_by=request.by)
+    again = RetryOf(failed_attempt, failed_attempt, now, after_attempt=failed_attempt)
+    return Fire(descriptor, instant, TriggerKind.BACKFILL, again, asked_at=now, asked_by=request.by)
+
+
+def backfill_lease_name(request: Backfill) -> str:
+    """The lease the node driving `request` holds: one per task and window."""
+    return f"firefly-backfill:{request.key[:32]}"
+
+
+@dataclass
+class BackfillProgress:
+    """What driving one backfill request did on this node."""
+
+    request: Backfill
+    #: Instants of the window without a success when it started here.
+    pending: int = 0
+    results: list[FireResult] = field(default_factory=list)
+    #: Whether every instant of the window has a run recorded: the request is removed.
+    done: bool = False
+
+
+async def run_triggers(
+    descriptors: Sequence[ScheduledDescriptor],
+    runtime: AsyncTaskRuntime,
+    store: AsyncControlStore,
+) -> list[FireResult]:
+    """Take and run every pending trigger of this host's tasks; their results."""
+    hosted = {descriptor.target: descriptor for descriptor in descriptors}
+    results: list[FireResult] = []
+    try:
+        pending = await store.triggers()
+    except FireflySchedulingError as err:
+        logger.warning("steering: pending triggers not read: %s", err)
+        return results
+    for target in dict.fromkeys(trigger.task for trigger in pending):
+        descriptor = hosted.get(target)
+        while descriptor is not None and runtime.accepting:
+            try:
+                taken = await store.take_trigger(target)
+            except FireflySchedulingError as err:
+                logger.warning("%s: trigger not taken: %s", target, err)
+                break
+            if taken is None:
+                break
+            fire = manual_fire(descriptor, taken, runtime.wall_now())
+            logger.info(
+                "%s: manual trigger by %r (asked %s) taken on node %s",
+                target,
+                taken.by,
+                fire.instant.isoformat(),
+                runtime.node,
+            )
+            results.append(await execute_fire(fire, runtime))
+    return results
+
+
+async def run_backfills(
+    descriptors: Sequence[ScheduledDescriptor],
+    runtime: AsyncTaskRuntime,
+    store: AsyncControlStore,
+    *,
+    said: dict[str, int] | None = None,
+) -> list[BackfillProgress]:
+    """Drive each backfill request of this host's tasks no other node drives now.
+
+    `said` (kept by a caller that polls) holds how many instants each request had to
+    run when last logged: a request stuck on another node's claim is logged once.
+    """
+    hosted = {descriptor.target: descriptor for descriptor in descriptors}
+    reports: list[BackfillProgress] = []
+    try:
+        requests = await store.backfills()
+    except FireflySchedulingError as err:
+        logger.warning("steering: backfill requests not read: %s", err)
+        return reports
+    for request in requests:
+        descriptor = hosted.get(request.task)
+        if descriptor is None or not runtime.accepting:
+            continue
+        progress = BackfillProgress(request)
+        try:
+            if await _drive(
+                descriptor, request, runtime, store, progress, said={} if said is None else said
+            ):
+                reports.append(progress)
+        except ConfigurationError as err:
+            logger.error("%s: backfill request dropped: %s", request.task, err)
+            await _forget(store, request)
+        except Exception:  # one request's failure stops only it, until the next poll
+            logger.exception("%s: backfill failed; the next poll goes on", request.task)
+    return reports
+
+
+async def _drive(
+    descriptor: ScheduledDescriptor,
+    request: Backfill,
+    runtime: AsyncTaskRuntime,
+    store: AsyncControlStore,
+    progress: BackfillProgress,
+    *,
+    said: dict[str, int],
+) -> bool:
+    """Run `request`'s pending instants if this node wins its lease; whether it did."""
+    runner = runtime.fire_runner.get()
+    history, lock = runner.history, descriptor.lock_name
+    if history is None:
+        raise ConfigurationError("this host has no run history to know what succeeded")
+    if lock is None:
+        raise ConfigurationError("an unlocked task (lock=False) runs on every node")
+    instants = schedule_instants(descriptor, request.start, request.end)
+    name = backfill_lease_name(request)
+    lease = descriptor.lock_ttl or BACKFILL_LEASE_SECONDS
+    async with ahold(runtime.lock.get(), name, lease, keep_alive=True) as held:
+        if not held:
+            return False  # another node drives it
+        succeeded = await _instants_in(history, descriptor, request, lock, SUCCESS_STATES)
+        todo = instants_to_run(instants, succeeded)
+        failed = {
+            record.instant: record.attempt
+            for record in await off_loop(
+                history.records_between,
+                descriptor.target,
+                lock=lock,
+                after=request.start - _MICROSECOND,
+                until=request.end - _MICROSECOND,
+                states=RETRIED_STATES,
+            )
+        }
+        progress.pending = len(todo)
+        if todo and said.get(request.key) != len(todo):
+            said[request.key] = len(todo)
+            logger.info(
+                "%s: backfill [%s, %s) by %r: %d of %d instant(s) to run, oldest first",
+                request.task,
+                request.start.isoformat(),
+                request.end.isoformat(),
+                request.by,
+                len(todo),
+                len(instants),
+            )
+        spacing = 1.0 / BACKFILL_RATE
+        for instant in todo:
+            if not runtime.accepting or held.lost:
+                return True
+            started = time.monotonic()
+            result = await _run_instant(request, descriptor, instant, failed.get(instant), runtime)
+            progress.results.append(result)
+            if result.verdict is Verdict.OVERLAPPING:
+                return True  # the task lock stays busy: no younger instant jumps ahead now
+            pause = spacing - (time.monotonic() - started)
+            if pause > 0:
+                await asyncio.sleep(pause)
+        ran = await _instants_in(history, descriptor, request, lock, RAN_STATES)
+        progress.done = set(instants) <= ran
+    if progress.done:
+        await _forget(store, request)
+        logger.info(
+            "%s: backfill [%s, %s) done", request.task, request.start.isoformat(), request.end
+        )
+    return True
+
+
+async def _run_instant(
+    request: Backfill,
+    descriptor: ScheduledDescriptor,
+    instant: datetime,
+    failed_attempt: int | None,
+    runtime: AsyncTaskRuntime,
+) -> FireResult:
+    """Claim the backfill fire of `instant`, then run it; held off by a run of its
+    task, try again under the same claim, backing off, for up to the task lock's TTL.
+
+    A claim another node holds makes the fire that node's (`CLAIMED_ELSEWHERE`).
+    """
+    fire = backfill_fire(request, descriptor, instant, failed_attempt, runtime.wall_now())
+    [claim] = await runtime.fire_runner.get().claim_fires([fire], task_locks=False)
+    if claim.verdict is not Verdict.SUCCEEDED:
+        return FireResult(fire, runtime.node, claim.verdict, error=claim.error)
+    deadline = time.monotonic() + (descriptor.lock_ttl or 0.0)
+    pause = FIRST_PAUSE_SECONDS
+    while True:
+        ticket = runtime.admit(fire)
+        if ticket is None:
+            return FireResult(fire, runtime.node, Verdict.SHUTTING_DOWN)
+        result = await execute_fire(fire, runtime, preclaimed=PreclaimedFire(fire, claim, ticket))
+        if result.verdict is not Verdict.OVERLAPPING or time.monotonic() >= deadline:
+            return result
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, LAST_PAUSE_SECONDS)
+
+
+async def _instants_in(
+    history: RunHistory,
+    descriptor: ScheduledDescriptor,
+    request: Backfill,
+    lock: str,
+    states: frozenset[RunState],
+) -> set[datetime]:
+    """The instants of `request`'s window whose record is in `states`: one read."""
+    found: set[datetime] = await off_loop(
+        history.recorded_instants,
+        descriptor.target,
+        lock=lock,
+        after=request.start - _MICROSECOND,
+        until=request.end - _MICROSECOND,
+        states=states,
+    )
+    return found
+
+
+async def _forget(store: AsyncControlStore, request: Backfill) -> None:
+    try:
+        await store.cancel_backfill(request.task, request.start, request.end)
+    except FireflySchedulingError as err:
+        logger.warning("%s: finished backfill request not removed: %s", request.task, err)
