@@ -105,12 +105,17 @@ def test_tick_runs_the_runtime_schedules_it_reads_once_per_pass(
         FIREFLY_SCHEDULING_HISTORY_URL=f"sqlite:///{tmp_path / 'history.db'}",
     )
     name, sneaky = f"runtime-tick-{uuid.uuid4().hex[:12]}", f"sneaky-{uuid.uuid4().hex[:12]}"
+    paused = f"runtime-paused-{uuid.uuid4().hex[:12]}"
     store = RedisControlStore(redis_url)
     allowed = {f"{APP}:witness", f"{APP}:yearly"}
+    cli_env = {key: value for key, value in env.items() if key.startswith("FIREFLY_SCHEDULING_")}
     try:
-        add_runtime_schedule(
-            store, name, f"{APP}:witness", by="test", allowed=allowed, cron="* * * * *"
-        )
+        for added in (name, paused):
+            add_runtime_schedule(
+                store, added, f"{APP}:witness", by="test", allowed=allowed, cron="* * * * *"
+            )
+        pausing = CliRunner().invoke(main, ["pause", paused, "--by", "test"], env=cli_env)
+        assert pausing.exit_code == 0, pausing.output
         store.add_schedule(
             sneaky,
             ScheduledDescriptor(target=f"{APP}:forbidden", cron="* * * * *", lock_name=sneaky),
@@ -120,23 +125,22 @@ def test_tick_runs_the_runtime_schedules_it_reads_once_per_pass(
         node = start_node("tick", "tick-node", app=APP, env=env, workdir=tmp_path, args=("--json",))
         status = node.wait(timeout=60)
     finally:
-        store.remove_schedule(name)
-        store.remove_schedule(sneaky)
+        store.resume(paused)
+        for removed in (name, paused, sneaky):
+            store.remove_schedule(removed)
         store.close()
     output = node.text()
     assert status == 0, output
     rows = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
     ran = [row for row in rows if row["target"] == name]
     assert [(row["verdict"], row["trigger"]) for row in ran] == [("succeeded", "runtime")], output
+    held = [(row["verdict"], row["trigger"]) for row in rows if row["target"] == paused]
+    assert held == [("paused", "runtime")], output  # paused by its name: its body never ran
     assert len(read_stamps(witness)) == 1
     assert read_stamps(forbidden) == []
     assert f"runtime schedule {sneaky!r} ignored" in output
     # The run history keeps the fire under the schedule's name, made by the runtime schedule.
-    history = CliRunner().invoke(
-        main,
-        ["runs", "--task", name, "--json"],
-        env={key: value for key, value in env.items() if key.startswith("FIREFLY_SCHEDULING_")},
-    )
+    history = CliRunner().invoke(main, ["runs", "--task", name, "--json"], env=cli_env)
     assert history.exit_code == 0, history.output
     records = [json.loads(line) for line in history.output.splitlines()]
     assert [(r["target"], r["state"], r["trigger"]) for r in records] == [
