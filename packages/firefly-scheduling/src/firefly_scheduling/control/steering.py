@@ -6,7 +6,8 @@ Written once, for asyncio; `ScheduleControl` in `steering.py` is generated from 
 `tools/async_to_sync.py`. It resolves the control store from the same settings as the
 lock (`control.selection`), so `ScheduleControl()` in a shell or a web view steers the
 fleet a host of the same configuration runs. A task is named by its target, as
-`runs --task` names it.
+`runs --task` names it; `pause`, `resume` and `status` also take a runtime schedule's
+name (`add_schedule`), the name its fires are recorded under.
 
 Every change names who made it (`by`, by default `<login>@<host>`) and is stamped
 with the store's clock, so `status` says who paused what, when and why. A pause
