@@ -124,6 +124,7 @@ def test_tick_json_rows_have_stable_keys_and_parse() -> None:
             "started_at",
             "target",
             "token",
+            "trigger",
             "verdict",
         )
     }
@@ -132,6 +133,7 @@ def test_tick_json_rows_have_stable_keys_and_parse() -> None:
     failed = next(row for row in decoded if row["verdict"] == "failed")
     assert "boom" in failed["error"]
     assert datetime.fromisoformat(failed["instant"]) == MINUTE
+    assert {row["trigger"] for row in decoded} == {"scheduled"}
 
 
 # -- --json on the listing commands ---------------------------------------------------

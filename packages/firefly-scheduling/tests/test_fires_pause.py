@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -54,6 +55,39 @@ def fleet() -> tuple[ScheduleControl, MemoryControlStore, str]:
 
 def node(store: MemoryControlStore, history: MemoryRunHistory, now: datetime) -> FireRunner:
     return FireRunner(InMemoryLock(), history=history, clock=lambda: now, pauses=PauseReader(store))
+
+
+class TestARuntimeScheduleIsPausedByItsName:
+    def test_pause_status_and_resume_take_the_name_and_its_fire_is_skipped(self) -> None:
+        control, store, _ = fleet()
+        target = task().target
+        assert control.add_schedule(
+            "nightly-export", target, fixed_rate="1s", by="ops@test", allowed={target}
+        )
+        [schedule] = store.schedules()
+        # What a node runs: the schedule's descriptor under its name (control.runtime_tasks).
+        runtime_task = replace(schedule.descriptor, target=schedule.name)
+        history = MemoryRunHistory()
+        control.pause("nightly-export", note="vendor down", by="ops@test")
+        assert control.status("nightly-export").of("nightly-export").paused
+        fire = Fire.at(runtime_task, T0, TriggerKind.RUNTIME)
+        assert node(store, history, T0).run(fire, lambda: None).verdict is Verdict.PAUSED
+        [record] = history.runs("nightly-export", 10)
+        assert (record.state, record.error, record.trigger) == (
+            RunState.SKIPPED,
+            "paused",
+            "runtime",
+        )
+        assert control.resume("nightly-export")
+        later = Fire.at(runtime_task, T0 + SECOND, TriggerKind.RUNTIME)
+        assert node(store, history, T0 + SECOND).run(later, lambda: None).verdict.ran
+
+    def test_a_name_no_schedule_could_have_is_refused_naming_it(self) -> None:
+        control, _, _ = fleet()
+        with pytest.raises(ConfigurationError, match="'not a name' is not importable"):
+            control.pause("not a name", by="ops@test")
+        with pytest.raises(ConfigurationError, match="is not importable"):
+            control.trigger("nightly-export", by="ops@test")  # a trigger names a task target
 
 
 class TestAPausedTaskIsSkipped:
@@ -249,10 +283,17 @@ class TestScheduleControl:
     def test_add_schedule_takes_scheduleds_arguments_and_refuses_bad_ones(self) -> None:
         control, store, _ = fleet()
         target = task().target
-        assert control.add_schedule("nightly", target, cron="0 3 * * *", by="ops@test")
-        assert not control.add_schedule("nightly", target, cron="0 3 * * *", by="ops@test")
+        allowed = {target}
+        assert control.add_schedule(
+            "nightly", target, cron="0 3 * * *", by="ops@test", allowed=allowed
+        )
+        assert not control.add_schedule(
+            "nightly", target, cron="0 3 * * *", by="ops@test", allowed=allowed
+        )
         [schedule] = store.schedules()
-        assert (schedule.descriptor.cron, schedule.descriptor.lock_name) == ("0 3 * * *", target)
+        assert (schedule.descriptor.cron, schedule.descriptor.lock_name) == ("0 3 * * *", "nightly")
         with pytest.raises(ConfigurationError, match="exactly one of"):
-            control.add_schedule("bad", target, by="ops@test")
+            control.add_schedule("bad", target, by="ops@test", allowed=allowed)
+        with pytest.raises(ConfigurationError, match="is not schedulable"):
+            control.add_schedule("other", target, cron="0 3 * * *", by="ops@test", allowed=())
         assert control.remove_schedule("nightly")

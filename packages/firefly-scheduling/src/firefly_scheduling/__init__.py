@@ -30,6 +30,7 @@ from firefly_scheduling.tasks.decorator import scheduled
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling.tasks.manifest import ScheduledManifest
 from firefly_scheduling.tasks.scanner import scan
+from firefly_scheduling.tasks.schedulable import schedulable
 from firefly_scheduling.version import __version__
 
 __all__ = [
@@ -59,5 +60,6 @@ __all__ = [
     "resolve_lock",
     "run_as_leader",
     "scan",
+    "schedulable",
     "scheduled",
 ]

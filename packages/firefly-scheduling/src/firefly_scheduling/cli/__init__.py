@@ -19,6 +19,7 @@ from firefly_scheduling.cli.prune import prune
 from firefly_scheduling.cli.run import run
 from firefly_scheduling.cli.runs import runs
 from firefly_scheduling.cli.schedule import schedule
+from firefly_scheduling.cli.schedules import schedules
 from firefly_scheduling.cli.steer import backfill, trigger
 from firefly_scheduling.cli.tick import tick
 from firefly_scheduling.cli.versions import version_option
@@ -43,6 +44,7 @@ main.add_command(prune)
 main.add_command(pause)
 main.add_command(resume)
 main.add_command(status)
+main.add_command(schedules)
 main.add_command(trigger)
 main.add_command(backfill)
 

@@ -20,7 +20,7 @@ from firefly_scheduling.cli.common import extend_import_path, settings_for, task
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.tasks.discovery import SCAN_PACKAGES_VARIABLE
 from firefly_scheduling.tasks.manifest import ScheduledManifest
-from firefly_scheduling.tasks.scanner import scan
+from firefly_scheduling.tasks.scanner import scan, scan_schedulable
 
 STALE_EXIT = 1
 
@@ -50,7 +50,9 @@ def cache(
             "the package names (--app or FIREFLY_SCAN_PACKAGES), and that the tasks are "
             "defined at module or class level in modules below them"
         )
-    compiled = ScheduledManifest.compile(found, path, packages=packages)
+    compiled = ScheduledManifest.compile(
+        found, path, packages=packages, schedulable=scan_schedulable(packages)
+    )
     click.echo(f"wrote {len(compiled.descriptors)} task(s) from {', '.join(packages)} to {path}")
 
 
@@ -70,7 +72,7 @@ def _check(path: Path, packages: list[str]) -> None:
             f"manifest {path} was compiled from {', '.join(current.packages) or 'nothing'}, "
             f"not {', '.join(wanted)}; run `firefly-scheduling cache`"
         )
-    reason = current.stale_reason(scan(wanted))
+    reason = current.stale_reason(scan(wanted), scan_schedulable(wanted))
     if reason is not None:
         raise click.ClickException(f"{reason}; run `firefly-scheduling cache`")
     if current.sources_changed():

@@ -21,6 +21,7 @@ from typing import Any
 import click
 
 from firefly_scheduling.cli.common import discover_tasks, settings_for, task_source_options
+from firefly_scheduling.control.selection import control_store_url
 from firefly_scheduling.control.store import ControlStore
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.hosts.observation.fire_log import FireLog
@@ -31,8 +32,11 @@ from firefly_scheduling.hosts.runtime.steering_store import steering_store
 from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
 from firefly_scheduling.settings import Settings, configured_node
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling.tasks.discovery import runtime_targets
 
 LOG_FORMATS = ("text", "json")
+
+logger = logging.getLogger("firefly_scheduling.hosts")
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,12 @@ class HostOptions:
             runtime.close()
             raise
         return runtime, descriptors, control
+
+    def runtime_targets(self) -> frozenset[str]:
+        """The callables of the host's task source that runtime schedules may run
+        (`tasks.discovery.runtime_targets`); they are read from the boot's control store."""
+        settings = host_settings(self.manifest, self.lock_provider, self.node)
+        return runtime_targets(settings, packages=list(self.apps) or None)
 
 
 _HOST_OPTION_NAMES = tuple(field.name for field in fields(HostOptions))
@@ -216,15 +226,39 @@ def prepare_host(
     node: str | None,
 ) -> tuple[Settings, tuple[ScheduledDescriptor, ...]]:
     """Settings with the overrides applied, and the validated tasks (none is an error)."""
+    settings = host_settings(manifest, lock_provider, node)
+    discovered = discover_tasks(apps, manifest, paths, settings)
+    if not discovered.descriptors:
+        _refuse_unless_runtime_only(discovered.explanation, settings, apps)
+    return settings, validated(discovered.descriptors)
+
+
+def _refuse_unless_runtime_only(
+    explanation: str, settings: Settings, apps: tuple[str, ...]
+) -> None:
+    """A node without a `@scheduled` task boots only to run runtime schedules: when the
+    code has `@schedulable` callables and a durable control store keeps the schedules.
+    Otherwise it is refused with `explanation` (and why the callables cannot run)."""
+    if not runtime_targets(settings, packages=list(apps) or None):
+        raise ConfigurationError(explanation)
+    try:
+        control_store_url(settings)
+    except ConfigurationError as err:
+        raise ConfigurationError(
+            f"{explanation}; the @schedulable callables found run only on runtime "
+            f"schedules, and {err}"
+        ) from err
+    logger.info("no @scheduled task: this node runs the runtime schedules only")
+
+
+def host_settings(manifest: Path | None, lock_provider: str | None, node: str | None) -> Settings:
+    """The environment's settings with the host's `--manifest`, provider and node applied."""
     settings = settings_for(manifest)
     if lock_provider:
         settings = replace(settings, lock_provider=lock_provider.strip().lower())
     if node:
         settings = replace(settings, node=node)
-    discovered = discover_tasks(apps, manifest, paths, settings)
-    if not discovered.descriptors:
-        raise ConfigurationError(discovered.explanation)
-    return settings, validated(discovered.descriptors)
+    return settings
 
 
 def observers_for(fire_log: Path | None) -> tuple[FireObserver, ...]:

@@ -51,6 +51,13 @@ def run(options: HostOptions, *, health_port: int | None, health_host: str) -> N
     """Run the tasks in this process until SIGTERM/SIGINT (the resident host)."""
     with stop_on_signals(StopRequest()) as stop:
         runtime, descriptors, control = options.boot("run")
+        try:
+            allowed = None if control is None else options.runtime_targets()
+        except BaseException:
+            runtime.close()
+            if control is not None:
+                control.close()
+            raise
         heartbeat = None if health_port is None else Heartbeat()
         server = None
         if heartbeat is not None and health_port is not None:
@@ -70,6 +77,7 @@ def run(options: HostOptions, *, health_port: int | None, health_host: str) -> N
             stop=stop,
             heartbeat=heartbeat,
             control=control,
+            runtime_targets=allowed,
         )
         try:
             status = host.run_until_stopped(handle_signals=False)

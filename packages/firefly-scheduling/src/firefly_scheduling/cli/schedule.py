@@ -6,7 +6,9 @@ the cadence bucket the interval rounds up to), the zone, the lock name and TTL,
 the initial delay, and the next fire in UTC (and in the task's zone). A lock
 named after its task (`lock=True`, the default) is shown as `= target`; a task
 declared `lock=False` as running on every node. When no
-task is found it says so, and why.
+task is found it says so, and why. The runtime schedules the nodes run (from the
+control store, when there is one) are listed too, each under its name; `--json`
+marks them `"runtime": true`, with `runs`, the callable's target.
 
 `--host run|tick` says which host the listing describes: the exact interval and
 its epoch-aligned next fire for `run` (the default), the cadence bucket and its
@@ -38,6 +40,7 @@ from firefly_scheduling.cli.output import (
 )
 from firefly_scheduling.cli.pause_state import current_pauses, paused_json, paused_line
 from firefly_scheduling.cli.schedule_next import render_upcoming, upcoming_fires, upcoming_json
+from firefly_scheduling.cli.schedules import listed_runtime_tasks
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.initial_delay.gate import first_run_from
 from firefly_scheduling.initial_delay.port import AnchorStoreError
@@ -48,6 +51,7 @@ from firefly_scheduling.schedule.next_fire import HOSTS, Host, cron_schedule_of
 from firefly_scheduling.schedule.next_fire import next_fire as next_fire_under
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling.tasks.discovery import DiscoveredTasks
 from firefly_scheduling.tasks.retry_arguments import retry_json
 
 _NONE = "-"
@@ -272,6 +276,10 @@ def schedule(  # noqa: PLR0917 - click passes one parameter per option
 ) -> None:
     """List every scheduled task: trigger, zone, lock, initial delay, next fire."""
     discovered = discover_tasks(apps, manifest, paths)
+    runtime, note = listed_runtime_tasks(apps, manifest, paths)
+    if runtime or note:
+        descriptors = (*discovered.descriptors, *(task.task for task in runtime))
+        discovered = DiscoveredTasks(descriptors, f"{discovered.explanation}; {note}")
     now = start or datetime.now(UTC)
     if count is not None:
         if as_json:
@@ -287,11 +295,17 @@ def schedule(  # noqa: PLR0917 - click passes one parameter per option
         return
     settings = settings_for(manifest)
     first_run = first_runs(discovered.descriptors, settings)
-    pauses = current_pauses(settings, (d.target for d in discovered.descriptors))
+    runs = {task.name: task.callable_target for task in runtime}
+    # A runtime schedule is paused under its task target's rules only: not listed here.
+    pauses = current_pauses(
+        settings, (d.target for d in discovered.descriptors if d.target not in runs)
+    )
     if as_json:
         echo_json_lines(
             {
                 **schedule_json(d, now, host, first_run.get(d.target)),
+                "runtime": d.target in runs,
+                "runs": runs.get(d.target, d.target),
                 "paused": paused_json(pauses, d.target),
             }
             for d in discovered.descriptors

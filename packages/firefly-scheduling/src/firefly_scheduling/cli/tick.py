@@ -21,6 +21,12 @@ import click
 
 from firefly_scheduling.cli.host_options import HostOptions, host_options
 from firefly_scheduling.cli.output import echo_json_lines, json_option
+from firefly_scheduling.control.runtime_tasks import RuntimeTask
+from firefly_scheduling.control.store import ControlStore
+from firefly_scheduling.hosts.runtime.schedule_watch import (
+    RuntimeScheduleSource,
+    read_runtime_tasks,
+)
 from firefly_scheduling.hosts.runtime.shutdown import (
     StopRequest,
     exit_abandoning,
@@ -38,6 +44,11 @@ def tick(options: HostOptions, *, as_json: bool) -> None:
     """Run what is due in the current minute, then exit (the cron-driven host)."""
     with stop_on_signals(StopRequest()) as stop:
         runtime, descriptors, control = options.boot("tick")
+        try:
+            runtime_tasks = _runtime_tasks(options, control)
+        except BaseException:
+            runtime.close()
+            raise
         host = TickHost(
             descriptors,
             runtime,
@@ -45,6 +56,7 @@ def tick(options: HostOptions, *, as_json: bool) -> None:
             max_workers=options.max_workers,
             stop=stop,
             control=control,
+            runtime_tasks=runtime_tasks,
         )
         try:
             report = host.run()
@@ -62,3 +74,11 @@ def tick(options: HostOptions, *, as_json: bool) -> None:
     if report.abandoned:
         exit_abandoning(report.exit_status)
     sys.exit(report.exit_status)
+
+
+def _runtime_tasks(options: HostOptions, control: ControlStore | None) -> list[RuntimeTask]:
+    """The runtime schedules this pass runs, read once from the boot's control store
+    (none without one)."""
+    if control is None:
+        return []
+    return read_runtime_tasks(RuntimeScheduleSource(control, options.runtime_targets()))

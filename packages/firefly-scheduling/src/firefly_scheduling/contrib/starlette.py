@@ -52,7 +52,7 @@ from firefly_scheduling.locks.port import AsyncDistributedLock
 from firefly_scheduling.settings import Settings
 from firefly_scheduling.tasks.callables import Resolver
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
-from firefly_scheduling.tasks.discovery import resolve_descriptors
+from firefly_scheduling.tasks.discovery import resolve_descriptors, runtime_targets
 
 __all__ = ["SchedulingHealth", "scheduled_tasks", "scheduling_lifespan"]
 
@@ -86,6 +86,9 @@ async def scheduled_tasks(
     * `wait_for_backend`: seconds to retry a lock backend that does not answer yet
       (default `firefly.scheduling.wait-for-backend`, 30 s), then `BackendUnavailable`.
 
+    Schedules defined at runtime are read from the configured control store
+    (`hosts.runtime.schedule_watch_async`); without one, a warning says so once.
+
     Everything is validated and built before the block is entered (a bad task, a
     method task whose class cannot be built, an unusable or silent backend fails the
     application's startup, naming the cause).
@@ -106,10 +109,15 @@ async def scheduled_tasks(
     await wait_for_async_backend(runtime, seconds=seconds)
     try:
         control = async_steering_store(settings)
+        allowed = None
+        if control is not None:
+            allowed = runtime_targets(settings) | {task.target for task in tasks}
     except BaseException:
         await runtime.aclose()
         raise
-    host = AsyncHost(tasks, runtime, grace_period=grace_period, control=control)
+    host = AsyncHost(
+        tasks, runtime, grace_period=grace_period, control=control, runtime_targets=allowed
+    )
     host.start()
     if health is not None:
         health.attach(runtime)

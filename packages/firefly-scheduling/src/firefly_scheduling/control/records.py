@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
@@ -107,11 +108,32 @@ class RuntimeSchedule:
 # -- checks of what an operator asks --------------------------------------------------
 
 
-def checked_task(task: object, *, allow_all: bool = False) -> str:
-    """`task` if it is a task target (or `ALL_TASKS` where allowed), else a `ConfigurationError`."""
+#: A runtime schedule's name: what its task is named (no target has it, as it has no `:`).
+RUNTIME_SCHEDULE_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+
+def is_runtime_schedule_name(name: object) -> bool:
+    """Whether `name` has the shape of a runtime schedule's name (`RUNTIME_SCHEDULE_NAME`)."""
+    return isinstance(name, str) and RUNTIME_SCHEDULE_NAME.fullmatch(name) is not None
+
+
+def checked_task(task: object, *, allow_all: bool = False, schedule_names: bool = False) -> str:
+    """`task` if it is a task target (or `ALL_TASKS` where allowed, or a runtime
+    schedule's name, the name of its task, where `schedule_names`), else a
+    `ConfigurationError` naming it."""
     if allow_all and task == ALL_TASKS:
         return ALL_TASKS
-    return validate_target(task)
+    if schedule_names and is_runtime_schedule_name(task):
+        return str(task)
+    try:
+        return validate_target(task)
+    except ConfigurationError as err:
+        if not schedule_names:
+            raise
+        raise ConfigurationError(
+            f"{err}; nor is {task!r} a runtime schedule's name (letters, digits, '.', '_' "
+            "or '-', starting with a letter or digit)"
+        ) from err
 
 
 def checked_text(value: object, what: str, *, required: bool) -> str:

@@ -4,7 +4,8 @@ Written once, for asyncio; `ScheduleControl` in `steering.py` is generated from 
 `tools/async_to_sync.py`. It resolves the control store from the same settings as the
 lock (`control.selection`), so `ScheduleControl()` in a shell or a web view steers the
 fleet a host of the same configuration runs. A task is named by its target, as
-`runs --task` names it.
+`runs --task` names it; `pause`, `resume` and `status` also take a runtime schedule's
+name (`add_schedule`), the name its fires are recorded under.
 
 Every change names who made it (`by`, by default `<login>@<host>`) and is stamped
 with the store's clock, so `status` says who paused what, when and why. A pause
@@ -18,12 +19,16 @@ fire's claim, just before the run starts (`fires.pausing`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import datetime
 from types import TracebackType
 from typing import Unpack
 
 from firefly_scheduling.control.records import Backfill, Pause, Trigger, checked_task
+from firefly_scheduling.control.runtime_schedules_async import (
+    add_runtime_schedule,
+    remove_runtime_schedule,
+)
 from firefly_scheduling.control.selection import resolve_async_control_store
 from firefly_scheduling.control.steering_state import (
     FleetStatus,
@@ -35,7 +40,8 @@ from firefly_scheduling.control.store_async import AsyncControlStore
 from firefly_scheduling.control.triggers_async import backfill as request_backfill
 from firefly_scheduling.control.triggers_async import trigger as request_trigger
 from firefly_scheduling.settings import Settings
-from firefly_scheduling.tasks.decorator import ScheduleArguments, schedule_descriptor
+from firefly_scheduling.tasks.decorator import ScheduleArguments
+from firefly_scheduling.tasks.discovery import runtime_targets
 
 
 class AsyncScheduleControl:
@@ -62,7 +68,9 @@ class AsyncScheduleControl:
 
     async def pause(self, task: str, note: str | None = None, by: str | None = None) -> Pause:
         """Pause `task`: once this returns, no fire of it later than now starts anywhere."""
-        return await self._store.pause(checked_task(task), by=operator(by), note=note_text(note))
+        return await self._store.pause(
+            checked_task(task, schedule_names=True), by=operator(by), note=note_text(note)
+        )
 
     async def pause_all(self, note: str | None = None, by: str | None = None) -> Pause:
         """Pause every task of the fleet; `resume_all` lifts it (task pauses stay)."""
@@ -74,7 +82,7 @@ class AsyncScheduleControl:
         The fires missed while it was paused stay recorded as skipped ("paused") and
         are not caught up. A fleet-wide pause still holds it: `resume_all` lifts that.
         """
-        return await self._store.resume(checked_task(task))
+        return await self._store.resume(checked_task(task, schedule_names=True))
 
     async def resume_all(self) -> bool:
         """Lift the fleet-wide pause; whether there was one."""
@@ -86,8 +94,8 @@ class AsyncScheduleControl:
         `task` narrows the answer to that task; `tasks` adds these (paused or not),
         such as every task a manifest lists.
         """
-        names = None if task is None else [checked_task(task)]
-        extra = [checked_task(name) for name in tasks]
+        names = None if task is None else [checked_task(task, schedule_names=True)]
+        extra = [checked_task(name, schedule_names=True) for name in tasks]
         return fleet_status(await self._store.pauses(), names, extra)
 
     # -- runs on request ------------------------------------------------------------------
@@ -113,19 +121,26 @@ class AsyncScheduleControl:
         target: str,
         *,
         by: str | None = None,
+        allowed: Collection[str] | None = None,
         **arguments: Unpack[ScheduleArguments],
     ) -> bool:
         """Define schedule `name` running `target` with `@scheduled`'s `arguments`.
 
-        True when added, False when the same schedule exists; another schedule of that
-        name raises `ScheduleConflict`. The arguments are checked as at boot.
+        `target` must be a callable the code allows (`allowed`, by default the targets
+        `tasks.discovery.runtime_targets` finds with these settings); the arguments are
+        read as the decorator reads them, and the lock is named after `name`. True when
+        added, False when the same schedule exists; another schedule of that name
+        raises `ScheduleConflict`. Every node running this code picks it up.
         """
-        descriptor = schedule_descriptor(target, **arguments)
-        return await self._store.add_schedule(name, descriptor, by=operator(by))
+        if allowed is None:
+            allowed = runtime_targets(self._settings)
+        return await add_runtime_schedule(
+            self._store, name, target, by=operator(by), allowed=allowed, **arguments
+        )
 
     async def remove_schedule(self, name: str) -> bool:
         """Remove the runtime schedule `name`; whether it existed."""
-        return await self._store.remove_schedule(name)
+        return await remove_runtime_schedule(self._store, name)
 
     # -- lifetime ---------------------------------------------------------------------------
 

@@ -86,7 +86,7 @@ class AsyncControlStore(ABC):
 
     async def pause(self, task: str, *, by: str, note: str = "") -> Pause:
         """Pause `task` (or `ALL_TASKS`); pausing again replaces who, when and the note."""
-        task = checked_task(task, allow_all=True)
+        task = checked_task(task, allow_all=True, schedule_names=True)
         pause = Pause(
             task=task,
             by=checked_text(by, "who pauses", required=True),
@@ -104,7 +104,7 @@ class AsyncControlStore(ABC):
 
     async def resume(self, task: str) -> bool:
         """Lift `task`'s own pause (or `ALL_TASKS`'); whether there was one."""
-        task = checked_task(task, allow_all=True)
+        task = checked_task(task, allow_all=True, schedule_names=True)
         return await self._call("resuming", task, partial(self._delete, "pause", record_key(task)))
 
     async def resume_all(self) -> bool:
@@ -113,7 +113,7 @@ class AsyncControlStore(ABC):
 
     async def pause_of(self, task: str) -> Pause | None:
         """The pause that holds `task` now: the fleet-wide one first, else its own, else None."""
-        task = checked_task(task)
+        task = checked_task(task, schedule_names=True)
         for name in (ALL_TASKS, task):
             text = await self._call(
                 "reading the pause of", name, partial(self._get, "pause", record_key(name))

@@ -49,6 +49,10 @@ class TriggerKind(enum.StrEnum):
     CATCH_UP = "catch-up"
 
 
+#: The kinds of fire a schedule names (and jitter delays): the code's, or a runtime one's.
+_SCHEDULE_MADE: Final = frozenset({TriggerKind.SCHEDULED, TriggerKind.RUNTIME})
+
+
 @dataclass(frozen=True, slots=True)
 class Fire:
     """One occurrence of a task: the task, its instant in UTC, and what made it.
@@ -103,16 +107,17 @@ class Fire:
 
     @property
     def due(self) -> datetime:
-        """When the fire may start: its instant, plus its jitter offset for a scheduled
-        fire of a task with `jitter=` (`schedule.jitter`). Grace counts from here; the
-        fire is still named by its instant. A retry is due at its own time, a fire an
-        operator asked for when a node took it up (`asked_at`)."""
+        """When the fire may start: its instant, plus its jitter offset for a fire its
+        schedule (or a runtime schedule) named of a task with `jitter=`
+        (`schedule.jitter`). Grace counts from here; the fire is still named by its
+        instant. A retry is due at its own time, a fire an operator asked for when a
+        node took it up (`asked_at`)."""
         if self.retry is not None:
             return self.retry.due
         if self.asked_at is not None:
             return self.asked_at
         jitter = self.task.jitter
-        if jitter is None or self.trigger is not TriggerKind.SCHEDULED:
+        if jitter is None or self.trigger not in _SCHEDULE_MADE:
             return self.instant
         return self.instant + jitter_offset(self.task.target, self.instant, jitter)
 

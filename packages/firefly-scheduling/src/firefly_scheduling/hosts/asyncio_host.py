@@ -20,14 +20,16 @@ the lifespan's shutdown on SIGTERM/SIGINT.
 Given a control store, two more tasks on the loop steer the host
 (`hosts.runtime.steering_async`): one runs the manual triggers of its tasks, within
 `POLL_SECONDS` of being asked, the other their backfills. A stop lets them end
-between two fires, within the grace period, then cancels them.
+between two fires, within the grace period, then cancels them. A third one reads
+the runtime schedules of that store (`hosts.runtime.schedule_watch_async`) and keeps
+a job for each.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC
 from typing import Any
 
@@ -36,6 +38,10 @@ from firefly_scheduling.hosts.apscheduler.jobs_async import attach_tasks
 from firefly_scheduling.hosts.observation.passed_over_report import scheduler_logger
 from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
 from firefly_scheduling.hosts.runtime.catch_up_async import CatchUpReport, catch_up
+from firefly_scheduling.hosts.runtime.schedule_watch_async import (
+    RuntimeScheduleWatch,
+    runtime_schedule_source,
+)
 from firefly_scheduling.hosts.runtime.shutdown import DEFAULT_GRACE_PERIOD_SECONDS, describe_fires
 from firefly_scheduling.hosts.runtime.steering_async import watch_backfills, watch_triggers
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
@@ -56,7 +62,12 @@ class AsyncHost:
         *,
         grace_period: float = DEFAULT_GRACE_PERIOD_SECONDS,
         control: AsyncControlStore | None = None,
+        runtime_targets: Collection[str] | None = None,
     ) -> None:
+        """`control`, when given, is where the host finds triggers and backfills and,
+        with `runtime_targets` (the callables runtime schedules may run), the schedules
+        defined at runtime (`hosts.runtime.schedule_watch_async`), watched by a task on
+        the loop."""
         if not grace_period >= 0:
             raise ValueError(f"grace_period must be >= 0 seconds, got {grace_period!r}")
         self.descriptors = tuple(descriptors)
@@ -70,6 +81,10 @@ class AsyncHost:
         self.control = control
         #: The tasks running triggers and backfills, when there is a control store.
         self.steering: list[asyncio.Task[None]] = []
+        #: The control store's runtime schedules, watched when `runtime_targets` is given.
+        self.runtime_schedules = runtime_schedule_source(control, runtime_targets)
+        self.schedule_watch: RuntimeScheduleWatch | None = None
+        self._watching: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         """Start scheduling on the running loop (call it from a coroutine)."""
@@ -82,6 +97,13 @@ class AsyncHost:
         attach_tasks(scheduler, self.descriptors, self.runtime)
         scheduler.start()
         self.scheduler = scheduler
+        if self.runtime_schedules is not None:
+            self.schedule_watch = RuntimeScheduleWatch(
+                scheduler, self.runtime, self.runtime_schedules
+            )
+            self._watching = asyncio.get_running_loop().create_task(
+                self.schedule_watch.watch(), name="firefly-runtime-schedules"
+            )
         if any(d.catchup is not None for d in self.descriptors):
             # Beside the scheduler: the fires due from now on do not wait for it.
             self.catch_up = asyncio.get_running_loop().create_task(
@@ -108,6 +130,7 @@ class AsyncHost:
         Returns the fires that had to be cancelled (empty after a clean stop).
         """
         self.runtime.stop_accepting()
+        await self._stop_watching()
         scheduler = self.scheduler
         running = scheduler is not None and bool(scheduler.running)
         if running:
@@ -150,6 +173,15 @@ class AsyncHost:
             await self.control.aclose()
         logger.info("asyncio host stopped")
         return cancelled
+
+    async def _stop_watching(self) -> None:
+        """End the runtime schedules' watch (its jobs go with the scheduler; its store
+        is the host's control store, closed last)."""
+        if self.schedule_watch is not None:
+            self.schedule_watch.stop()
+        if self._watching is not None:
+            await asyncio.wait([self._watching], timeout=CANCEL_UNWIND_SECONDS)
+            self._watching.cancel()
 
     async def _stop_steering(self) -> None:
         """Let the steering tasks end between two fires, within the grace period; then

@@ -8,6 +8,10 @@ and no-burst rules of `fixed_rate`. What it lacks (crontab day-of-week semantics
 epoch-aligned fire instants, end-to-start delays) is supplied by `jobs` and
 `triggers`.
 
+Schedules defined at runtime (`firefly-scheduling schedules add`) are read from the
+control store by a thread of their own, which adds and removes their jobs
+(`hosts.runtime.schedule_watch`).
+
 A task with `catchup=` has the fires the whole fleet missed run once, oldest first,
 in a thread started with the scheduler (`hosts.runtime.catch_up`).
 
@@ -27,7 +31,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC
 
 from apscheduler.executors.debug import DebugExecutor
@@ -40,6 +44,11 @@ from firefly_scheduling.hosts.apscheduler.jobs import attach_tasks
 from firefly_scheduling.hosts.observation.health import HEARTBEAT_SECONDS, Heartbeat
 from firefly_scheduling.hosts.observation.passed_over_report import scheduler_logger
 from firefly_scheduling.hosts.runtime.catch_up import catch_up
+from firefly_scheduling.hosts.runtime.schedule_watch import (
+    WATCH_SECONDS,
+    RuntimeScheduleWatch,
+    runtime_schedule_source,
+)
 from firefly_scheduling.hosts.runtime.shutdown import (
     DEFAULT_GRACE_PERIOD_SECONDS,
     StopRequest,
@@ -75,9 +84,12 @@ class ResidentHost:
         stop: StopRequest | None = None,
         heartbeat: Heartbeat | None = None,
         control: ControlStore | None = None,
+        runtime_targets: Collection[str] | None = None,
     ) -> None:
         """`heartbeat`, when given, is beaten by the scheduler's own thread (`/livez`);
-        `control`, when given, is where the host finds triggers and backfills."""
+        `control`, when given, is where the host finds triggers and backfills and,
+        with `runtime_targets` (the callables runtime schedules may run), the schedules
+        defined at runtime (`hosts.runtime.schedule_watch`)."""
         self.descriptors = tuple(descriptors)
         self.control = control
         #: The threads running triggers and backfills, when there is a control store.
@@ -87,9 +99,13 @@ class ResidentHost:
         self.stop = stop or StopRequest()
         #: The thread catching up missed fires at start, when a task has `catchup=`.
         self.catch_up: threading.Thread | None = None
+        # Runtime schedules add tasks after boot: their bodies may use up to the
+        # ceiling (a pool starts its threads as fires need them, not up front).
+        runtime_schedules = runtime_schedule_source(control, runtime_targets)
+        tasks = sum(runs_per_node(descriptor.overlap) for descriptor in self.descriptors)
         workers = worker_count(
             checked_max_workers(max_workers),
-            sum(runs_per_node(descriptor.overlap) for descriptor in self.descriptors),
+            RESIDENT_MAX_WORKERS if runtime_schedules is not None else tasks,
             RESIDENT_MAX_WORKERS,
         )
         self.scheduler = BackgroundScheduler(
@@ -98,6 +114,12 @@ class ResidentHost:
             logger=scheduler_logger(),
         )
         attach_tasks(self.scheduler, self.descriptors, runtime)
+        self.schedule_watch = (
+            None
+            if runtime_schedules is None
+            else RuntimeScheduleWatch(self.scheduler, runtime, runtime_schedules)
+        )
+        self._watching: threading.Thread | None = None
         if heartbeat is not None:
             # Run inline by the scheduler's thread (DebugExecutor): a beat proves that
             # thread woke on time, whatever the task pool is doing.
@@ -115,6 +137,11 @@ class ResidentHost:
         self.scheduler.start()
         self._start_catch_up()
         self._start_steering()
+        if self.schedule_watch is not None:
+            self._watching = threading.Thread(
+                target=self.schedule_watch.watch, name="firefly-runtime-schedules", daemon=True
+            )
+            self._watching.start()
         logger.info(
             "resident host started on node %s with %d task(s)",
             self.runtime.node,
@@ -174,6 +201,8 @@ class ResidentHost:
         Does not return when bodies had to be abandoned: the process exits 0 at once.
         """
         self.runtime.stop_accepting()
+        if self.schedule_watch is not None:
+            self.schedule_watch.stop()
         if self.scheduler.running:
             # Pause, then wait for a job-processing pass already under way (`get_jobs`
             # takes the job-store lock it holds): shutting down in the middle of one
@@ -185,6 +214,8 @@ class ResidentHost:
         if abandoned:
             exit_abandoning()  # never closes the lock: that would free the bodies' locks
         self.runtime.close()
+        if self._watching is not None:  # a read under way ends before its store closes
+            self._watching.join(timeout=WATCH_SECONDS)
         if self.control is not None:
             self.control.close()
         logger.info("resident host stopped")

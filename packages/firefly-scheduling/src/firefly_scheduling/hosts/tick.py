@@ -22,6 +22,9 @@ hands it to the fire runner instead, whose policy decides, fleet-wide). The proc
 waits for running bodies, then returns; a failing body is logged by the fire runner
 and does not change the exit code. Time comes from a `Clock`, so tests do not wait for real minutes.
 
+The runtime schedules (`firefly-scheduling schedules add`) are read from the control
+store once per pass, before it plans, and run like the code's tasks.
+
 A task with `retries=` has its retries run in the same pass: the fire's worker
 sleeps until each retry is due and runs it (`fires.retries`), so a pass may last
 until the last retry; a retry is due before the task's next fire or not at all, so
@@ -59,8 +62,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from firefly_scheduling.control.runtime_tasks import RuntimeTask
 from firefly_scheduling.control.store import ControlStore
-from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
+from firefly_scheduling.fires.outcome import Fire, FireResult, TriggerKind, Verdict
 from firefly_scheduling.hosts.runtime.catch_up import CatchUpReport, catch_up
 from firefly_scheduling.hosts.runtime.clock import Clock, SystemClock
 from firefly_scheduling.hosts.runtime.execute import execute_fire
@@ -194,6 +198,7 @@ class TickReport:
             {
                 "target": result.fire.target,
                 "instant": result.fire.instant.isoformat(),
+                "trigger": result.fire.trigger.value,
                 "verdict": result.verdict.name.lower(),
                 "adoption": result.adoption,
                 "attempt": result.attempt,
@@ -223,6 +228,7 @@ class TickReport:
             {
                 "target": fire.target,
                 "instant": fire.instant.isoformat(),
+                "trigger": fire.trigger.value,
                 "verdict": verdict,
                 "adoption": False,
                 "attempt": None,
@@ -268,7 +274,10 @@ class TickHost:
         grace_period: float = DEFAULT_GRACE_PERIOD_SECONDS,
         stop: StopRequest | None = None,
         control: ControlStore | None = None,
+        runtime_tasks: Sequence[RuntimeTask] = (),
     ) -> None:
+        """`runtime_tasks`: the runtime schedules read for this pass
+        (`hosts.runtime.schedule_watch.read_runtime_tasks`), run like the code's tasks."""
         self.runtime = runtime
         self.descriptors = tuple(descriptors)
         self.control = control
@@ -284,7 +293,11 @@ class TickHost:
         ] = {}
         self._cadences: dict[Cadence, list[ScheduledDescriptor]] = defaultdict(list)
         self._catching_up = [d for d in descriptors if d.catchup is not None]
-        for descriptor in descriptors:
+        #: The names of the runtime schedules' tasks: their fires are made `runtime`.
+        self._runtime_names = frozenset(task.name for task in runtime_tasks)
+        for task in runtime_tasks:
+            runtime.callables.alias(task.name, task.callable_target)
+        for descriptor in (*descriptors, *(task.task for task in runtime_tasks)):
             if descriptor.cron is not None:
                 key = (descriptor.cron, descriptor.zone, descriptor.dst_gap, descriptor.dst_fold)
                 if key not in self._crons:
@@ -303,13 +316,19 @@ class TickHost:
             if wall is None:
                 wall = wall_clocks[zone] = WallClock.of(minute, zone)
             if prefilter.fires_at(minute, wall):
-                slots.extend(TickSlot(Fire.at(d, minute), _MINUTE) for d in descriptors)
+                slots.extend(TickSlot(self._fire(d, minute), _MINUTE) for d in descriptors)
         for cadence, descriptors in self._cadences.items():
             width = min(timedelta(seconds=cadence.seconds), _MINUTE)
             for instant in cadence.fires_within_minute(minute):
-                slots.extend(TickSlot(Fire.at(d, instant), width) for d in descriptors)
+                slots.extend(TickSlot(self._fire(d, instant), width) for d in descriptors)
         slots.sort(key=lambda slot: (slot.fire.due, slot.fire.target))
         return slots
+
+    def _fire(self, descriptor: ScheduledDescriptor, instant: datetime) -> Fire:
+        runtime = descriptor.target in self._runtime_names
+        return Fire.at(
+            descriptor, instant, TriggerKind.RUNTIME if runtime else TriggerKind.SCHEDULED
+        )
 
     def request_stop(self) -> None:
         """Start no further slot (what SIGTERM/SIGINT do); a second call ends the grace."""

@@ -35,9 +35,12 @@ class CallableResolver:
         self._mutex = threading.Lock()
         self._instances: dict[type, object] = {}
         self._callables: dict[str, Callable[..., Any]] = {}
+        self._aliases: dict[str, str] = {}
 
     def resolve(self, target: str) -> Callable[..., Any]:
-        """The callable for `target` (`"pkg.module:function"` or `"pkg.module:Class.method"`)."""
+        """The callable for `target` (`"pkg.module:function"` or `"pkg.module:Class.method"`),
+        or for a name given to `alias`."""
+        target = self._aliases.get(target, target)
         found = self._callables.get(target)
         if found is not None:
             return found
@@ -46,6 +49,12 @@ class CallableResolver:
             if found is None:
                 found = self._callables[target] = self._load(target)
         return found
+
+    def alias(self, name: str, target: str) -> None:
+        """Make `resolve(name)` the callable of `target` (a runtime schedule's task is
+        named after the schedule, and runs a callable of the code)."""
+        with self._mutex:
+            self._aliases[name] = validate_target(target)
 
     def _load(self, target: str) -> Callable[..., Any]:
         module_name, _, qualname = validate_target(target).partition(":")

@@ -136,12 +136,15 @@ class ScheduleArguments(TypedDict, total=False):
     catchup_limit: int | None
 
 
-def schedule_descriptor(target: str, **arguments: Unpack[ScheduleArguments]) -> ScheduledDescriptor:
+def schedule_descriptor(
+    target: str, *, lock_named_after: str | None = None, **arguments: Unpack[ScheduleArguments]
+) -> ScheduledDescriptor:
     """The validated descriptor `@scheduled(**arguments)` gives the task `target`.
 
     The one reading of `@scheduled`'s arguments: the decorator and a schedule added at
-    runtime (`ScheduleControl.add_schedule`) both go through it, so both refuse alike,
-    naming `target`.
+    runtime (`ScheduleControl.add_schedule`, `control.runtime_tasks`) both go through
+    it, so both refuse alike, naming `target`. `lock=True` names the lock
+    `lock_named_after` (a runtime schedule's name), by default `target`.
     """
     target = validate_target(target)
     cron = arguments.get("cron")
@@ -155,7 +158,7 @@ def schedule_descriptor(target: str, **arguments: Unpack[ScheduleArguments]) -> 
         )
     lock = arguments.get("lock", True)
     lock_ttl = arguments.get("lock_ttl")
-    lock_name = _lock_name(lock, target)
+    lock_name = _lock_name(lock, target, lock_named_after or target)
     if lock_name is None and lock_ttl is not None:
         raise ConfigurationError(
             f"{target}: lock_ttl= is given but lock={lock!r} leaves the task unlocked; "
@@ -207,11 +210,11 @@ def _plain_function(task: object) -> Callable[..., Any]:
     return function
 
 
-def _lock_name(lock: object, target: str) -> str | None:
+def _lock_name(lock: object, target: str, named_after: str) -> str | None:
     if lock is None or lock is False:
         return None
     if lock is True:
-        return target
+        return named_after
     if isinstance(lock, str):
         return lock  # checked by validate_descriptor with the target in the message
     raise ConfigurationError(

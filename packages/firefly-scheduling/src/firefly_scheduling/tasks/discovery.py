@@ -27,7 +27,7 @@ from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.settings import STRICT_KEY, Settings, env_var
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling.tasks.manifest import ScheduledManifest
-from firefly_scheduling.tasks.scanner import scan
+from firefly_scheduling.tasks.scanner import scan, scan_schedulable
 
 logger = logging.getLogger("firefly_scheduling.tasks.discovery")
 
@@ -56,6 +56,30 @@ def resolve_descriptors(
     discovered = _resolved(settings, packages)
     logger.info("tasks: %s", discovered.explanation)
     return discovered
+
+
+def runtime_targets(
+    settings: Settings | None = None, *, packages: Sequence[str] | None = None
+) -> frozenset[str]:
+    """The targets a runtime schedule may name: the tasks and the `@schedulable` callables
+    of the source `resolve_descriptors` uses (`packages`, else the manifest, else a scan).
+
+    A scan imports the packages again (each module once per process); a manifest
+    lists the `@schedulable` targets `cache` found.
+    """
+    settings = Settings.from_env() if settings is None else settings
+    path = settings.manifest_path
+    if packages:
+        tasks, allowed = scan(packages), scan_schedulable(packages)
+    elif path.is_file():
+        manifest = ScheduledManifest.load(path)
+        tasks, allowed = list(manifest.descriptors), list(manifest.schedulable)
+    elif settings.scan_packages:
+        tasks = scan(settings.scan_packages)
+        allowed = scan_schedulable(settings.scan_packages)
+    else:
+        return frozenset()
+    return frozenset(allowed) | {descriptor.target for descriptor in tasks}
 
 
 def _resolved(settings: Settings, packages: Sequence[str] | None) -> DiscoveredTasks:

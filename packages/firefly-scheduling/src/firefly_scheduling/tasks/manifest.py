@@ -25,9 +25,14 @@ from pathlib import Path
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
-from firefly_scheduling.tasks.manifest_format import decode, decode_sources, encode
+from firefly_scheduling.tasks.manifest_format import (
+    decode,
+    decode_schedulable,
+    decode_sources,
+    encode,
+)
 from firefly_scheduling.tasks.manifest_sources import source_fingerprint
-from firefly_scheduling.tasks.validation import validate_descriptors
+from firefly_scheduling.tasks.validation import validate_descriptors, validate_target
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,8 @@ class ScheduledManifest:
     packages: tuple[str, ...] = ()
     #: The fingerprint of those packages' sources when it was compiled, if known.
     sources: str | None = None
+    #: The targets of the `@schedulable` callables found, sorted (`tasks.schedulable`).
+    schedulable: tuple[str, ...] = ()
 
     @classmethod
     def compile(
@@ -48,14 +55,17 @@ class ScheduledManifest:
         path: str | os.PathLike[str],
         *,
         packages: Sequence[str] = (),
+        schedulable: Iterable[str] = (),
     ) -> ScheduledManifest:
         """Validate `descriptors` and write them to `path` atomically; return the manifest.
 
-        The fingerprint of `packages`' sources is recorded with them, when found.
+        The fingerprint of `packages`' sources is recorded with them, when found, and
+        the `schedulable` targets (the `@schedulable` callables of the scan).
         """
         tasks = _sorted_unique(validate_descriptors(descriptors))
         sources = source_fingerprint(packages) if packages else None
-        manifest = cls(Path(path), tasks, tuple(packages), sources)
+        allowed = tuple(sorted({validate_target(target) for target in schedulable}))
+        manifest = cls(Path(path), tasks, tuple(packages), sources, allowed)
         _write_atomically(manifest.path, manifest.to_json())
         return manifest
 
@@ -81,6 +91,7 @@ class ScheduledManifest:
         try:
             packages, descriptors = decode(document)
             sources = decode_sources(document)
+            schedulable = decode_schedulable(document)
         except ConfigurationError as err:
             raise ConfigurationError(f"manifest {location}: {err}") from err
         except (TypeError, ValueError) as err:
@@ -90,11 +101,11 @@ class ScheduledManifest:
             raise ConfigurationError(
                 f"manifest {location} is malformed: tasks are not unique and sorted by target"
             )
-        return cls(location, descriptors, packages, sources)
+        return cls(location, descriptors, packages, sources, schedulable)
 
     def to_json(self) -> str:
         """The manifest's exact file content."""
-        return encode(self.descriptors, self.packages, self.sources)
+        return encode(self.descriptors, self.packages, self.sources, self.schedulable)
 
     def sources_changed(self) -> bool:
         """Whether its packages' sources differ from when it was compiled (reads, never imports).
@@ -106,8 +117,11 @@ class ScheduledManifest:
         now = source_fingerprint(self.packages)
         return now is not None and now != self.sources
 
-    def stale_reason(self, fresh: Iterable[ScheduledDescriptor]) -> str | None:
-        """Why this manifest differs from a fresh scan's `fresh` tasks, or None if it matches."""
+    def stale_reason(
+        self, fresh: Iterable[ScheduledDescriptor], schedulable: Iterable[str] = ()
+    ) -> str | None:
+        """Why this manifest differs from a fresh scan's `fresh` tasks and `schedulable`
+        targets, or None if it matches."""
         current = {descriptor.target: descriptor for descriptor in self.descriptors}
         scanned = {descriptor.target: descriptor for descriptor in validate_descriptors(fresh)}
         added = sorted(scanned.keys() - current.keys())
@@ -117,11 +131,20 @@ class ScheduledManifest:
             for target in scanned.keys() & current.keys()
             if scanned[target] != current[target]
         )
-        if not (added or removed or changed):
+        allowed = set(schedulable)
+        now_schedulable = sorted(allowed - set(self.schedulable))
+        no_longer = sorted(set(self.schedulable) - allowed)
+        if not (added or removed or changed or now_schedulable or no_longer):
             return None
         parts = [
             f"{label} {', '.join(targets[:3])}{' ...' if len(targets) > 3 else ''}"
-            for label, targets in (("added:", added), ("removed:", removed), ("changed:", changed))
+            for label, targets in (
+                ("added:", added),
+                ("removed:", removed),
+                ("changed:", changed),
+                ("@schedulable added:", now_schedulable),
+                ("@schedulable removed:", no_longer),
+            )
             if targets
         ]
         return f"manifest {self.path} is stale ({'; '.join(parts)})"

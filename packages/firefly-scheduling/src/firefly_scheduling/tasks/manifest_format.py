@@ -16,6 +16,9 @@ row naming its target, its schedule and its lock::
     ["app.sync:pull",0,"shared-sync"]
     ]}
 
+`schedulable` (present only when there are some) lists the targets of the
+`@schedulable` callables the scan found: the callables runtime schedules may name
+besides the tasks (`tasks.schedulable`); a reader that predates it ignores it.
 `sources` is the fingerprint of the scanned packages' source files
 (`manifest_sources`), by which a host tells that they changed after compiling; a
 manifest without it (compiled by an older version, or from descriptors alone) is
@@ -36,7 +39,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
-from firefly_scheduling.tasks.validation import DescriptorValidator
+from firefly_scheduling.tasks.validation import DescriptorValidator, validate_target
 
 FORMAT = "firefly-scheduling-manifest"
 VERSION = 1
@@ -69,8 +72,10 @@ def encode(
     descriptors: Sequence[ScheduledDescriptor],
     packages: Sequence[str],
     sources: str | None = None,
+    schedulable: Sequence[str] = (),
 ) -> str:
-    """The file content for `descriptors` (already validated, sorted and unique)."""
+    """The file content for `descriptors` (already validated, sorted and unique) and the
+    `schedulable` targets (sorted)."""
     schedules: dict[tuple[tuple[str, Any], ...], int] = {}
     rows = []
     for descriptor in descriptors:
@@ -85,6 +90,8 @@ def encode(
     header: dict[str, object] = {"format": FORMAT, "version": VERSION, "packages": list(packages)}
     if sources is not None:
         header["sources"] = sources
+    if schedulable:
+        header["schedulable"] = list(schedulable)
     head = json.dumps(header, ensure_ascii=False)
     return (
         f'{head[:-1]},\n "schedules": [\n{_lines(dict(schedule) for schedule in schedules)}\n],\n'
@@ -119,6 +126,14 @@ def decode_sources(document: dict[str, object]) -> str | None:
     if sources is not None and not isinstance(sources, str):
         raise ValueError("'sources' must be a fingerprint string")
     return sources
+
+
+def decode_schedulable(document: dict[str, object]) -> tuple[str, ...]:
+    """The `@schedulable` targets of a parsed manifest document (none when it lists none)."""
+    targets = document.get("schedulable", [])
+    if not isinstance(targets, list) or not all(isinstance(item, str) for item in targets):
+        raise ValueError("'schedulable' must be a list of task targets")
+    return tuple(validate_target(target) for target in targets)
 
 
 def _tasks(rows: list[Any], schedules: list[dict[str, Any]]) -> tuple[ScheduledDescriptor, ...]:

@@ -1,4 +1,5 @@
-"""`scan`: the only place that imports application modules to find `@scheduled` tasks.
+"""`scan`: the only place that imports application modules to find `@scheduled` tasks
+(and, with `scan_schedulable`, the `@schedulable` callables runtime schedules may name).
 
 It imports each configured package and every module below it (skipping
 `__main__` modules, which are scripts), then collects the decorated functions
@@ -15,13 +16,18 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import ModuleType
+from typing import TypeVar
 
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.tasks.decorator import descriptor_of
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling.tasks.schedulable import schedulable_target_of
 from firefly_scheduling.tasks.validation import validate_descriptors
+
+#: What a scan reads off a callable: a task's descriptor, or a `@schedulable` target.
+_Mark = TypeVar("_Mark", ScheduledDescriptor, str)
 
 
 def scan(packages: Iterable[str]) -> list[ScheduledDescriptor]:
@@ -59,23 +65,44 @@ def _import(name: str, *, scanning: str) -> ModuleType:
         ) from err
 
 
+def scan_schedulable(packages: Iterable[str]) -> list[str]:
+    """The targets of the `@schedulable` callables of `packages`, sorted (imports as `scan`)."""
+    found: set[str] = set()
+    for package in packages:
+        for module in _modules_of(package.strip(), package.strip()):
+            found.update(_marked_in(module, schedulable_target_of))
+    return sorted(found)
+
+
 def _tasks_of(module: ModuleType) -> Iterator[ScheduledDescriptor]:
+    return _marked_in(module, descriptor_of)
+
+
+def _marked_in(module: ModuleType, read: Callable[[object], _Mark | None]) -> Iterator[_Mark]:
+    """What `read` finds on the functions of `module` and on the methods of its classes."""
     for value in list(vars(module).values()):
         if getattr(value, "__module__", None) != module.__name__:
             continue
         if isinstance(value, type):
-            yield from _tasks_of_class(value, module.__name__)
-        elif (descriptor := descriptor_of(value)) is not None:
-            yield descriptor
+            yield from _marked_in_class(value, module.__name__, read)
+        elif (mark := read(value)) is not None:
+            yield mark
 
 
-def _tasks_of_class(cls: type, module_name: str) -> Iterator[ScheduledDescriptor]:
+def _marked_in_class(
+    cls: type, module_name: str, read: Callable[[object], _Mark | None]
+) -> Iterator[_Mark]:
     for value in vars(cls).values():
         if isinstance(value, type):
             # A nested class defined here, not an attribute pointing elsewhere.
             if value.__module__ == module_name and value.__qualname__.startswith(
                 f"{cls.__qualname__}."
             ):
-                yield from _tasks_of_class(value, module_name)
-        elif (descriptor := descriptor_of(value)) is not None and descriptor.module == module_name:
-            yield descriptor
+                yield from _marked_in_class(value, module_name, read)
+        elif (mark := read(value)) is not None and _module_of(mark) == module_name:
+            yield mark
+
+
+def _module_of(mark: ScheduledDescriptor | str) -> str:
+    target = mark.target if isinstance(mark, ScheduledDescriptor) else mark
+    return target.partition(":")[0]

@@ -103,7 +103,7 @@ class ClaimFirstExecutor(ThreadPoolExecutor):  # type: ignore[misc]  # APSchedul
         for job, run_times in submitted:
             recurring: RecurringFire = job.func
             try:
-                fire = Fire.at(recurring.descriptor, recurring.due_instant())
+                fire = recurring.fire_at(recurring.due_instant())
             except Exception:  # a trigger's defect: the job, run as before, reports it
                 logger.exception("%s: its due fire could not be named", recurring.descriptor.target)
                 self._to_pool(job, run_times)

@@ -55,6 +55,7 @@ scheduler's event loop), in `hosts/apscheduler/jobs_async.py`; the synchronous f
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -62,7 +63,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from firefly_scheduling.fires.outcome import Fire
+from firefly_scheduling.fires.outcome import Fire, TriggerKind
 from firefly_scheduling.hosts.apscheduler.retries import schedule_retry
 from firefly_scheduling.hosts.apscheduler.retry_sweep import RetrySweep
 from firefly_scheduling.hosts.apscheduler.triggers import (
@@ -140,10 +141,13 @@ class RecurringFire:
         runtime: TaskRuntime,
         *,
         scheduler: Any = None,
+        kind: TriggerKind = TriggerKind.SCHEDULED,
     ) -> None:
         self.descriptor = descriptor
         self.trigger = trigger
         self.runtime = runtime
+        #: What makes its fires: its schedule (`scheduled`), or a runtime schedule's.
+        self.kind = kind
         #: Where a retry's one-shot job is added (`retries`); None: the job is called
         #: on its own (tests), and a task with `retries=` is refused here.
         self.scheduler = scheduler
@@ -163,6 +167,10 @@ class RecurringFire:
         """The fire due now: the latest instant of the schedule at or before now."""
         return self.trigger.fire_at_or_before(self.runtime.wall_now())
 
+    def fire_at(self, instant: datetime) -> Fire:
+        """The fire of this job's task at `instant`, made by what makes this job's fires."""
+        return Fire.at(self.descriptor, instant, self.kind)
+
     def hand(self, preclaimed: PreclaimedFire) -> None:
         """Make the next call run `preclaimed`, claimed by the host already.
 
@@ -174,10 +182,7 @@ class RecurringFire:
     def __call__(self) -> None:
         # APScheduler does not pass the scheduled time to the job; the trigger names it.
         preclaimed = self._preclaimed.popleft() if self._preclaimed else None
-        if preclaimed is not None:
-            fire = preclaimed.fire
-        else:
-            fire = Fire.at(self.descriptor, self.due_instant())
+        fire = preclaimed.fire if preclaimed is not None else self.fire_at(self.due_instant())
         passed = self._named_before(fire.instant)
         try:
             result = execute_fire(fire, self.runtime, preclaimed=preclaimed)
@@ -203,10 +208,14 @@ class RecurringFire:
         Only `max_instances=1` calls run at once (more for an `overlap=` task, whose
         calls may then read the same `_last`: an instant passed over twice is
         recorded once, a skip writes only where nothing is), so `_last` needs no lock.
+        A runtime schedule's job skips that first read: the instants before it was
+        added (or added again, after a removal) are no fires nobody ran.
         """
         last, self._last = self._last, instant
         if last is not None:
             return _PassedOver(last, PASSED_OVER_REASON) if instant > last else None
+        if self.kind is TriggerKind.RUNTIME:
+            return None
         try:
             runner = self.runtime.fire_runner.get()
             recorded = runner.recent_recorded_instants(self.descriptor, GAP_SCAN_RECORDS)
@@ -237,7 +246,7 @@ class RecurringFire:
             return
         if passed.reason == PASSED_OVER_REASON:
             self.runtime.passed_over.add(self.descriptor.target, len(instants))
-        fires = [Fire.at(self.descriptor, at) for at in instants]
+        fires = [self.fire_at(at) for at in instants]
         try:
             runner = self.runtime.fire_runner.get()
             runner.record_passed_over(fires, passed.reason)
@@ -271,14 +280,19 @@ class FixedDelayFire:
         descriptor: ScheduledDescriptor,
         runtime: TaskRuntime,
         job_id: str,
+        *,
+        kind: TriggerKind = TriggerKind.SCHEDULED,
     ) -> None:
         self.scheduler = scheduler
         self.descriptor = descriptor
         self.runtime = runtime
         self.job_id = job_id
+        self.kind = kind
         if descriptor.fixed_delay is None:
             raise ValueError(f"{descriptor.target} is not a fixed_delay task")
         self.delay = timedelta(seconds=descriptor.fixed_delay)
+        #: Set by `detach_task`: the job is not scheduled again.
+        self.detached = False
 
     def schedule(self, at: datetime) -> None:
         # Imported here: apscheduler.triggers.date pulls in asyncio, and `register` is
@@ -286,7 +300,7 @@ class FixedDelayFire:
         from apscheduler.triggers.date import DateTrigger  # noqa: PLC0415 - see above
 
         # A jittered fire wakes at its offset, and keeps `at` as its instant.
-        wake_up = Fire.at(self.descriptor, at).due
+        wake_up = Fire.at(self.descriptor, at, self.kind).due
         self.scheduler.add_job(
             job_function(self),
             DateTrigger(run_date=wake_up),
@@ -296,15 +310,19 @@ class FixedDelayFire:
             replace_existing=True,
             **JOB_OPTIONS,
         )
+        if self.detached:  # `detach_task` ran while it was being added: it did not see it
+            self.scheduler.remove_job(self.job_id)
 
     def __call__(self, instant: datetime) -> None:
         try:
-            result = execute_fire(Fire.at(self.descriptor, instant), self.runtime)
+            fire = Fire.at(self.descriptor, instant, self.kind)
+            result = execute_fire(fire, self.runtime)
             schedule_retry(self.scheduler, result, self.runtime)
         finally:
             # The previous one-shot job is already gone: APScheduler removes it when it
-            # submits the run, under the job-store lock that `add_job` also takes.
-            if self.runtime.accepting:
+            # submits the run, under the job-store lock that `add_job` also takes. A job
+            # detached meanwhile (`detach_task`: its runtime schedule was removed) stops.
+            if self.runtime.accepting and not self.detached:
                 self.schedule(self.runtime.wall_now() + self.delay)
 
     def __repr__(self) -> str:
@@ -324,22 +342,58 @@ def attach_tasks(
     for descriptor in descriptors:
         job_id = _unique(JOB_ID_PREFIX + descriptor.target, taken)
         taken.add(job_id)
-        if descriptor.fixed_delay is not None:
-            FixedDelayFire(scheduler, descriptor, runtime, job_id).schedule(runtime.wall_now())
-        else:
-            trigger = trigger_for(descriptor)
-            scheduler.add_job(
-                job_function(RecurringFire(descriptor, trigger, runtime, scheduler=scheduler)),
-                trigger,
-                id=job_id,
-                name=descriptor.target,
-                replace_existing=True,
-                **{**JOB_OPTIONS, "max_instances": runs_per_node(descriptor.overlap)},
-            )
+        attach_task(scheduler, descriptor, runtime, job_id)
         job_ids.append(job_id)
     # Retries pending anywhere in the fleet, read from the history (none: no job).
     RetrySweep(scheduler, descriptors, runtime).attach()
     return job_ids
+
+
+def attach_task(
+    scheduler: Any,
+    descriptor: ScheduledDescriptor,
+    runtime: TaskRuntime,
+    job_id: str,
+    *,
+    kind: TriggerKind = TriggerKind.SCHEDULED,
+) -> None:
+    """Add the one job of `descriptor` under `job_id` (replacing a job of that id).
+
+    `kind` says what makes its fires: `runtime` for a runtime schedule's task.
+    """
+    if descriptor.fixed_delay is not None:
+        fixed_delay = FixedDelayFire(scheduler, descriptor, runtime, job_id, kind=kind)
+        fixed_delay.schedule(runtime.wall_now())
+        return
+    trigger = trigger_for(descriptor)
+    recurring = RecurringFire(descriptor, trigger, runtime, scheduler=scheduler, kind=kind)
+    scheduler.add_job(
+        job_function(recurring),
+        trigger,
+        id=job_id,
+        name=descriptor.target,
+        replace_existing=True,
+        **{**JOB_OPTIONS, "max_instances": runs_per_node(descriptor.overlap)},
+    )
+
+
+def detach_task(scheduler: Any, job_id: str) -> None:
+    """Remove the job `job_id`: no fire of it starts from now (a running one finishes).
+
+    A `fixed_delay` job between two runs is gone at once; one running now is marked so
+    that it does not schedule itself again when it ends.
+    """
+    # Imported here, as in `FixedDelayFire.schedule`: the package root stays light.
+    from apscheduler.jobstores.base import JobLookupError  # noqa: PLC0415 - see above
+
+    job = scheduler.get_job(job_id)
+    function = None if job is None else job.func
+    owner = getattr(function, "__self__", function)  # a bound `__call__`, or the job itself
+    if isinstance(owner, FixedDelayFire):
+        owner.detached = True
+    # A running fixed_delay job has no job to remove: it is marked, and adds none again.
+    with contextlib.suppress(JobLookupError):
+        scheduler.remove_job(job_id)
 
 
 def _unique(job_id: str, taken: set[str]) -> str:

@@ -1,0 +1,51 @@
+# Generated from runtime_schedules_async.py by tools/async_to_sync.py: do not edit.
+# Edit the asyncio source and run `python tools/async_to_sync.py`.
+"""Add, remove and list runtime schedules on a control store (what the API and CLI call).
+
+Written once, for asyncio; `runtime_schedules.py` is generated from it by
+`tools/async_to_sync.py`. Everything an operator asks is checked here before the
+store is written (`control.runtime_tasks`): the target must be a callable the code
+allows, the arguments are the `@scheduled` ones, read as the decorator reads them.
+Adding the same schedule twice stores one record (the store keys it by name);
+adding a name again with other arguments raises `ScheduleConflict`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from firefly_scheduling.control.records import RuntimeSchedule, checked_text
+from firefly_scheduling.control.runtime_tasks import runtime_descriptor
+from firefly_scheduling.control.store import ControlStore
+
+
+def add_runtime_schedule(
+    store: ControlStore,
+    name: str,
+    target: str,
+    *,
+    by: str,
+    allowed: Collection[str],
+    **arguments: Any,
+) -> bool:
+    """Define schedule `name` running `target` with the `@scheduled` `arguments`.
+
+    `allowed` is what the code lets a runtime schedule name
+    (`tasks.discovery.runtime_targets`). True when added, False when the same
+    schedule exists already; a `ConfigurationError` names a refused value, and a
+    `ScheduleConflict` a name taken with other arguments.
+    """
+    by = checked_text(by, "who adds a schedule", required=True)
+    descriptor = runtime_descriptor(name, target, arguments, allowed=allowed)
+    return store.add_schedule(name, descriptor, by=by)
+
+
+def remove_runtime_schedule(store: ControlStore, name: str) -> bool:
+    """Remove schedule `name`; whether it existed. Nodes stop it at their next read."""
+    return store.remove_schedule(name)
+
+
+def runtime_schedules(store: ControlStore) -> list[RuntimeSchedule]:
+    """Every runtime schedule in the store, by name (including ones nodes refuse)."""
+    return store.schedules()

@@ -1,0 +1,184 @@
+# async-to-sync: rename AsyncTaskRuntime TaskRuntime
+# async-to-sync: rename AsyncControlStore ControlStore
+# async-to-sync: rename firefly_scheduling.hosts.runtime.asyncio_runtime firefly_scheduling.hosts.runtime.task_runtime  # noqa: E501
+"""`RuntimeScheduleWatch`: a host's jobs kept in step with the store's runtime schedules.
+
+Every `WATCH_SECONDS` the watch reads the runtime schedules (one round trip) and
+adds a job for each new one, removes the job of each one gone, and replaces the job
+of each one changed, so a schedule added or removed anywhere reaches every node
+within that period plus one read. Its task is the schedule's descriptor under the
+schedule's name (`control.runtime_tasks`), run by the same job machinery, claims
+and locks as a task of the code, its fires made `runtime`.
+
+A record the code does not allow (a target neither `@schedulable` nor `@scheduled`,
+a name that is a code task's, a boot-only argument) is never run: it is logged at
+ERROR once, naming the schedule and why, and again only if it changes. When the
+store cannot be read, the jobs stay as they were (the last schedules read) and a
+WARNING says so once until a read succeeds.
+
+Written once, for asyncio (the asyncio host awaits `watch()` as a task on its loop);
+`schedule_watch.py`, for the resident host's thread, is generated from it.
+"""
+
+from __future__ import annotations
+
+import asyncio  # sync: import threading
+import contextlib  # sync: drop
+import logging
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
+from firefly_scheduling.control.records import ControlStoreError, RuntimeSchedule
+from firefly_scheduling.control.runtime_tasks import RuntimeTask, runtime_tasks
+from firefly_scheduling.control.store_async import AsyncControlStore
+from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.fires.outcome import TriggerKind
+from firefly_scheduling.hosts.apscheduler.jobs_async import attach_task, detach_task
+from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
+
+logger = logging.getLogger("firefly_scheduling.hosts")
+
+#: Seconds between two reads of the runtime schedules: a change reaches every node
+#: within this, plus one read.
+WATCH_SECONDS = 2.0
+#: The job id of a runtime schedule's task (apart from the code tasks' job ids).
+RUNTIME_JOB_PREFIX = "firefly-scheduling-runtime:"
+
+
+@dataclass(frozen=True)
+class RuntimeScheduleSource:
+    """Where a host reads runtime schedules, and which callables it lets them run."""
+
+    store: AsyncControlStore
+    allowed: frozenset[str]
+
+
+def runtime_schedule_source(
+    store: AsyncControlStore | None, allowed: Collection[str] | None
+) -> RuntimeScheduleSource | None:
+    """The runtime schedules a host watches: those of its control store `store`, run
+    when their target is in `allowed` (`tasks.discovery.runtime_targets`). None when
+    the host has no control store (the fire runner's pause reader says once that
+    steering needs one) or is given no `allowed` targets."""
+    if store is None or allowed is None:
+        return None
+    return RuntimeScheduleSource(store, frozenset(allowed))
+
+
+async def read_runtime_tasks(source: RuntimeScheduleSource) -> list[RuntimeTask]:
+    """The runtime schedules a node may run, read once; each refused one logged at ERROR.
+
+    For `tick`, whose pass reads the store once. A store that cannot be read is
+    logged at WARNING and runs no runtime schedule this pass.
+    """
+    try:
+        schedules = await source.store.schedules()
+    except ControlStoreError as err:
+        logger.warning("runtime schedules unread, none runs this pass: %s", err)
+        return []
+    accepted, refused = runtime_tasks(schedules, source.allowed)
+    for name, reason in refused.items():
+        logger.error("runtime schedule %r ignored: %s", name, reason)
+    return accepted
+
+
+class RuntimeScheduleWatch:
+    """Adds, replaces and removes a scheduler's runtime-schedule jobs as the store changes."""
+
+    def __init__(
+        self,
+        scheduler: Any,
+        runtime: AsyncTaskRuntime,
+        source: RuntimeScheduleSource,
+        *,
+        interval: float = WATCH_SECONDS,
+    ) -> None:
+        self.scheduler = scheduler
+        self.runtime = runtime
+        self.source = source
+        self.interval = interval
+        #: The schedules whose jobs are attached, by name.
+        self.attached: dict[str, RuntimeSchedule] = {}
+        self._refused: dict[str, RuntimeSchedule] = {}
+        self._unreadable = False
+        self._stopped = asyncio.Event()  # sync: self._stopped = threading.Event()
+
+    async def watch(self) -> None:
+        """Refresh now, then every `interval` seconds, until `stop()`; never raises."""
+        while not self._stopped.is_set():
+            try:
+                await self.refresh()
+            except Exception:  # a defect must not end the watch: the next read retries
+                logger.exception("runtime schedules: refreshing the jobs failed")
+            await self._pause()
+
+    def stop(self) -> None:
+        """End `watch()` (the jobs stay; the host removes them when it stops)."""
+        self._stopped.set()
+
+    async def refresh(self) -> None:
+        """One read of the store, and the jobs changed to match it."""
+        try:
+            schedules = await self.source.store.schedules()
+        except ControlStoreError as err:
+            if not self._unreadable:
+                logger.warning(
+                    "runtime schedules unread, the %d known keep running: %s",
+                    len(self.attached),
+                    err,
+                )
+            self._unreadable = True
+            return
+        if self._unreadable:
+            logger.warning("runtime schedules readable again")
+            self._unreadable = False
+        accepted, refused = runtime_tasks(schedules, self.source.allowed)
+        self._log_refused(schedules, refused)
+        wanted = {task.name: task for task in accepted}
+        for name in [name for name in self.attached if name not in wanted]:
+            detach_task(self.scheduler, RUNTIME_JOB_PREFIX + name)
+            del self.attached[name]
+            logger.info("runtime schedule %r removed: its job stops", name)
+        for name, task in wanted.items():
+            if self.attached.get(name) != task.schedule:
+                self._attach(task)
+
+    def _attach(self, task: RuntimeTask) -> None:
+        name = task.name
+        replacing = name in self.attached
+        self.runtime.callables.alias(name, task.callable_target)
+        job_id = RUNTIME_JOB_PREFIX + name
+        if replacing:
+            detach_task(self.scheduler, job_id)
+        attach_task(self.scheduler, task.task, self.runtime, job_id, kind=TriggerKind.RUNTIME)
+        self.attached[name] = task.schedule
+        logger.info(
+            "runtime schedule %r %s: %s, added by %r",
+            name,
+            "replaced" if replacing else "added",
+            task.callable_target,
+            task.schedule.by,
+        )
+
+    def _log_refused(
+        self, schedules: list[RuntimeSchedule], refused: dict[str, ConfigurationError]
+    ) -> None:
+        by_name = {schedule.name: schedule for schedule in schedules}
+        for name, reason in refused.items():
+            if self._refused.get(name) != by_name[name]:
+                logger.error("runtime schedule %r ignored: %s", name, reason)
+                self._refused[name] = by_name[name]
+            if name in self.attached:  # changed into something refused: stop its job
+                detach_task(self.scheduler, RUNTIME_JOB_PREFIX + name)
+                del self.attached[name]
+        for name in [name for name in self._refused if name not in refused]:
+            del self._refused[name]
+
+    async def _pause(self) -> None:
+        if ASYNC:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopped.wait(), self.interval)
+        else:
+            self._stopped.wait(self.interval)
