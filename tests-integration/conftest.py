@@ -27,6 +27,7 @@ from firefly_scheduling_database.sql_history.schema import DEFAULT_TABLE as DEFA
 from firefly_scheduling_redis.url import parse_url as parse_redis_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
 from session_killers import CONNECTION_KILLS, KillableServer
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from firefly_hostapps.harness import log_fields
+
 #: The guarantee: a runtime schedule's change reaches every node within this many seconds.
 PICKUP_SECONDS = 5.0
 
@@ -25,13 +27,10 @@ class Stamp:
 
 
 def read_stamps(path: Path) -> list[Stamp]:
-    if not path.exists():
-        return []
-    stamps = []
-    for line in path.read_text().splitlines():
-        node, instant, realtime, monotonic = line.split()
-        stamps.append(Stamp(node, instant, float(realtime), float(monotonic)))
-    return stamps
+    return [
+        Stamp(node, instant, float(realtime), float(monotonic))
+        for node, instant, realtime, monotonic in log_fields(path)
+    ]
 
 
 def kernel_monotonic() -> float:

@@ -40,7 +40,7 @@ from fresh_tables import default_history
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
-from firefly_hostapps.harness import HOST_APPS, STARTED, node_env, start_node
+from firefly_hostapps.harness import HOST_APPS, STARTED, log_fields, node_env, start_node
 
 from backend_matrix import lock_env
 from firefly_scheduling.fires.outcome import Fire, Verdict
@@ -73,12 +73,10 @@ class Witnessed:
 
 
 def witnessed(path: Path) -> list[Witnessed]:
-    if not path.exists():
-        return []
-    runs = []
-    for line in path.read_text().splitlines():
-        node, task, instant, attempt, start, end = line.split()
-        runs.append(Witnessed(node, task, instant, int(attempt), float(start), float(end)))
+    runs = [
+        Witnessed(node, task, instant, int(attempt), float(start), float(end))
+        for node, task, instant, attempt, start, end in log_fields(path)
+    ]
     return sorted(runs, key=lambda run: run.start)
 
 

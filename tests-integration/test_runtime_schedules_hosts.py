@@ -9,16 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
 from firefly_hostapps.harness import (
     HOST_APPS,
     STARTED,
@@ -161,27 +157,11 @@ def test_the_listings_show_runtime_schedules_and_which_the_nodes_ignore(
     cli = CliRunner()
     store = RedisControlStore(redis_url)
     try:
-        added = cli.invoke(
-            main,
-            [
-                "schedules",
-                "add",
-                name,
-                f"{APP}:witness",
-                "--cron",
-                "*/5 * * * *",
-                "--json",
-                *source,
-            ],
-            env=env,
-        )
+        adding = ["schedules", "add", name, f"{APP}:witness", "--cron", "*/5 * * * *", *source]
+        added = cli.invoke(main, [*adding, "--json"], env=env)
         assert added.exit_code == 0, added.output
         assert json.loads(added.output)["added"] is True
-        again = cli.invoke(
-            main,
-            ["schedules", "add", name, f"{APP}:witness", "--cron", "*/5 * * * *", *source],
-            env=env,
-        )
+        again = cli.invoke(main, adding, env=env)
         assert again.exit_code == 0, again.output
         assert "already exists" in again.output
         conflict = cli.invoke(

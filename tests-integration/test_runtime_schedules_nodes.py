@@ -18,7 +18,6 @@ nodes: each body appends its node, its fire's instant and the kernel's clocks
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -27,9 +26,6 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
 from firefly_hostapps.harness import HOST_APPS, STARTED, node_env, start_node
 
 from firefly_scheduling.cli import main
@@ -100,21 +96,8 @@ def test_two_nodes_run_a_runtime_schedule_once_per_fire_and_stop_when_removed(
         )
         assert store.add_schedule(sneaky, descriptor, by="a second client")
 
-        added = cli.invoke(
-            main,
-            [
-                "schedules",
-                "add",
-                name,
-                f"{APP}:witness",
-                "--fixed-rate",
-                "1s",
-                "--by",
-                "ops",
-                *source,
-            ],
-            env=cli_env,
-        )
+        adding = ["schedules", "add", name, f"{APP}:witness", "--fixed-rate", "1s", "--by", "ops"]
+        added = cli.invoke(main, [*adding, *source], env=cli_env)
         added_at, added_wall = kernel_monotonic(), kernel_realtime()
         assert added.exit_code == 0, added.output
         assert [s.name for s in store.schedules() if s.name == name] == [name]

@@ -109,14 +109,16 @@ class Run:
     end: float
 
 
-def read_runs(path: Path) -> list[Run]:
-    """Every complete line of a task log, in order of start."""
+def log_fields(path: Path) -> list[list[str]]:
+    """The fields of every line of a witness log (none while it does not exist)."""
     if not path.exists():
         return []
-    runs = []
-    for line in path.read_text().splitlines():
-        node, start, end = line.split()
-        runs.append(Run(node, float(start), float(end)))
+    return [line.split() for line in path.read_text().splitlines()]
+
+
+def read_runs(path: Path) -> list[Run]:
+    """Every complete line of a task log, in order of start."""
+    runs = [Run(node, float(start), float(end)) for node, start, end in log_fields(path)]
     return sorted(runs, key=lambda run: run.start)
 
 
