@@ -169,7 +169,11 @@ def run_setup(
                 next_fault = time.monotonic() + nemesis.pause_between()
             time.sleep(0.02)
         nemesis.heal()
-        time.sleep(3.0)  # let the healed nodes settle before the window closes
+        # The window closes once every resident node is up again: a node that boots
+        # records the fires nobody ran while it was down, and a loaded machine can
+        # take many seconds to boot one. Then let the healed nodes settle.
+        _until_residents_booted(cluster, BOOT_SECONDS)
+        time.sleep(3.0)
         ended_wall = datetime.now(UTC)
         for node in cluster:
             node.terminate()
@@ -301,3 +305,11 @@ def recheck(workdir: Path) -> SetupResult:
     if effects is not None:
         result.effects = check_effects(effects, history, report)
     return SetupResult.of(result, report)
+
+
+def _until_residents_booted(cluster: list[ChaosNode], timeout: float) -> None:
+    """Wait (bounded) until every resident node's current process has booted."""
+    deadline = time.monotonic() + timeout
+    residents = [node for node in cluster if node.host == "run"]
+    while time.monotonic() < deadline and not all(node.booted for node in residents):
+        time.sleep(0.1)
