@@ -41,19 +41,15 @@ seconds, never forever, and its pool is the stores' share of the node's
 
 from __future__ import annotations
 
-import logging
-import threading
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from datetime import datetime
 from functools import cached_property, partial
-from typing import Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from firefly_scheduling.concurrency.grouped import GroupedCalls
-from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.atomic import AsyncCallerTransaction, CallerTransaction
 from firefly_scheduling.history.base import BaseRunHistory, RunEnd, RunStart, WholeRun, refusal
 from firefly_scheduling.history.port import (
@@ -68,7 +64,6 @@ from firefly_scheduling.history.port import (
     clip_requested_by,
 )
 from firefly_scheduling.schedule.instants import as_utc
-from firefly_scheduling.urls.redaction import scrub
 from firefly_scheduling_database.engine import release_store_engine, store_engine
 from firefly_scheduling_database.sql_history import batch_writes, queries
 from firefly_scheduling_database.sql_history.driver import DriverStatement
@@ -83,8 +78,6 @@ from firefly_scheduling_database.sql_history.rows import (
 )
 from firefly_scheduling_database.sql_history.schema import (
     DEFAULT_TABLE,
-    OldHistoryTable,
-    create_or_check,
     runs_table,
 )
 from firefly_scheduling_database.sql_history.statements import (
@@ -99,12 +92,10 @@ from firefly_scheduling_database.sql_history.statements import (
     whole_run_update,
 )
 from firefly_scheduling_database.sql_history.success_statement import success_statements
-from firefly_scheduling_database.url import describe_url
+from firefly_scheduling_database.sql_history.table_access import SqlTableAccess
 
 __all__ = ["DEFAULT_TABLE", "SqlRunHistory", "create_history_store", "runs_table"]
 
-_T = TypeVar("_T")
-logger = logging.getLogger("firefly_scheduling.history")
 
 #: How often `record_run` tries again when the row changed between its statements.
 RECORD_RUN_ROUNDS = 3
@@ -114,7 +105,7 @@ FINISHES_PER_GROUP = 200
 _ROWS_PER_INSERT = {"sqlite": 100, "default": 1000}
 
 
-class SqlRunHistory(BaseRunHistory):
+class SqlRunHistory(SqlTableAccess, BaseRunHistory):
     """A `RunHistory` in a SQL table, shared by every node that reaches the database.
 
     Thread-safe (each call takes a pooled connection for one short transaction).
@@ -124,16 +115,12 @@ class SqlRunHistory(BaseRunHistory):
     def __init__(
         self, url: str, *, table: str = DEFAULT_TABLE, max_connections: int | None = None
     ) -> None:
-        self._table = runs_table(table)
         # Shared with the anchor store: their part of the node's budget (2 of the default 4).
-        self._engine: Engine = store_engine(url, max_connections=max_connections)
+        super().__init__(store_engine(url, max_connections=max_connections), runs_table(table))
         self._released = False
-        self._target, self._secrets = describe_url(self._engine.url)
         self._dialect = self._engine.dialect.name
         #: Where a fire's one-statement writes and reads go (see `single_statements`).
         self._single = single_statements(self._engine)
-        self._table_ready = False
-        self._table_mutex = threading.Lock()
         self._statements = HotStatements(self._table, self._dialect)
         #: PostgreSQL and MySQL: the per-fire statements on the driver (`driver`).
         self._driver = DriverStatements.for_store(self._engine, self._statements)
@@ -451,62 +438,6 @@ class SqlRunHistory(BaseRunHistory):
         with self._single.connect() as connection:
             rows = connection.execute(query, parameters).mappings().all()
         return [record(row) for row in rows]
-
-    def verify(self) -> None:
-        """Check the table at boot: create it if absent, refuse a 0.1.0 one.
-
-        `OldHistoryTable` (a `ConfigurationError` naming the table and the migration
-        command) when the table has another shape. A `ConfigurationError` too when the
-        database answers but the table is absent and cannot be created here (a role
-        without CREATE rights, a read-only session): every fire would fail to record,
-        so the host refuses to start, naming the table and `migrate --history`. An
-        unreachable database is only logged: the history never stops a fire, and the
-        check runs again on first use.
-        """
-        try:
-            self._ensure_table()
-        except (SQLAlchemyError, OSError) as err:
-            detail = err.orig if isinstance(err, DBAPIError) and err.orig is not None else err
-            problem = scrub(str(detail), self._secrets) or type(detail).__name__
-            if self._answers_without_table():
-                raise ConfigurationError(
-                    f"the run-history table {self._table.name!r} does not exist in "
-                    f"{self._target} and cannot be created there ({problem}); create it "
-                    "once with `firefly-scheduling migrate --history --url URL` under a "
-                    "role that may, or turn the history off with "
-                    "FIREFLY_SCHEDULING_HISTORY_URL=off"
-                ) from None
-            logger.warning("%r: not checked at boot, will be on first use: %s", self, problem)
-
-    def _answers_without_table(self) -> bool:
-        """Whether the database answers and has no table of this store's name."""
-        try:
-            return not sa.inspect(self._engine).has_table(self._table.name)
-        except (SQLAlchemyError, OSError):
-            return False
-
-    def _call(self, doing: str, operation: Callable[[], _T]) -> _T:
-        try:
-            self._ensure_table()
-            return operation()
-        except OldHistoryTable as err:
-            # Within a fire the history only ever fails softly (logged, the fire runs).
-            raise HistoryError(str(err)) from None
-        except (SQLAlchemyError, OSError) as err:
-            detail = err.orig if isinstance(err, DBAPIError) and err.orig is not None else err
-            text = scrub(str(detail), self._secrets) or "no detail"
-            raise HistoryError(
-                f"database history store {self._target} failed while {doing}: "
-                f"{type(detail).__name__}: {text}"
-            ) from err
-
-    def _ensure_table(self) -> None:
-        """Create the table once per instance, or refuse an old one (`OldHistoryTable`)."""
-        with self._table_mutex:
-            if self._table_ready:
-                return
-            create_or_check(self._engine, self._table, where=self._target)
-            self._table_ready = True
 
 
 def create_history_store(url: str) -> SqlRunHistory:
