@@ -12,10 +12,8 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
-import pymysql
 import pytest
 import redis
 from psycopg import sql
@@ -28,6 +26,7 @@ from firefly_scheduling_redis.url import parse_url as parse_redis_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
+from fresh_tables import private_mysql_database
 from session_killers import CONNECTION_KILLS, KillableServer
 
 
@@ -150,23 +149,8 @@ def postgres_schema_url(postgres_url: str) -> Iterator[str]:
 @pytest.fixture
 def mysql_database_url(mysql_url: str) -> Iterator[str]:
     """A URL on a fresh, empty MySQL/MariaDB database, dropped afterwards."""
-    database = f"firefly_migrate_{uuid.uuid4().hex[:12]}"
-    parts = urlsplit(mysql_url)
-    admin = pymysql.connect(
-        host=parts.hostname or "127.0.0.1",
-        port=parts.port or 3306,
-        user=parts.username or "root",
-        password=parts.password or "",
-        autocommit=True,
-    )
-    try:
-        with admin.cursor() as cursor:
-            cursor.execute(f"CREATE DATABASE {database}")
-        yield urlunsplit(parts._replace(path=f"/{database}"))
-    finally:
-        with admin.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS {database}")
-        admin.close()
+    with private_mysql_database(mysql_url) as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)

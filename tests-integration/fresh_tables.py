@@ -11,7 +11,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from urllib.parse import urlsplit, urlunsplit
 
+import pymysql
 from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table, create_engine
 
 from firefly_scheduling_database import DatabaseLeaseLock
@@ -46,6 +48,29 @@ def installed_history(url: str) -> Iterator[SqlRunHistory]:
     finally:
         history.table.drop(history.engine, checkfirst=True)
         history.close()
+
+
+@contextmanager
+def private_mysql_database(mysql_url: str) -> Iterator[str]:
+    """A URL on a fresh, empty MySQL/MariaDB database, dropped on exit: nothing another
+    test creates or drops meanwhile shows in it."""
+    database = f"firefly_private_{uuid.uuid4().hex[:12]}"
+    parts = urlsplit(mysql_url)
+    admin = pymysql.connect(
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or 3306,
+        user=parts.username or "root",
+        password=parts.password or "",
+        autocommit=True,
+    )
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute(f"CREATE DATABASE {database}")
+        yield urlunsplit(parts._replace(path=f"/{database}"))
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS {database}")
+        admin.close()
 
 
 @contextmanager

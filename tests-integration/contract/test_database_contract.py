@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # fresh_tables
 from server_readers import LeaseTableReader
 from session_settings import MYSQL_SETTINGS, POSTGRES_SETTINGS, with_setting
 
-from fresh_tables import installed_lease_table
+from fresh_tables import installed_lease_table, private_mysql_database
 
 PASSWORD = "database-contract-secret"
 
@@ -124,8 +124,11 @@ class _MariaDb:
 
     @pytest.fixture(scope="class")
     @classmethod
-    def database_url(cls, mysql_url: str) -> str:
-        return mysql_url  # plain mysql://: PyMySQL, or asyncmy
+    def database_url(cls, mysql_url: str) -> Iterator[str]:
+        # A database of its own: the hostile-name cases list every table of it, and
+        # other tests create and drop tables of their own in the shared one meanwhile.
+        with private_mysql_database(mysql_url) as url:
+            yield url  # plain mysql://: PyMySQL, or asyncmy
 
 
 class TestSqliteDatabaseLeaseLockContract(_Sqlite, DatabaseLeaseLockContract):
