@@ -68,9 +68,12 @@ class Nemesis:
         nodes: list[ChaosNode],
         evidence: EvidenceLog,
         rng: random.Random,
+        pace: float = 1.0,
     ) -> None:
         self.backend = backend
         self.nodes = nodes
+        #: Every task's rate is stretched this much: a history fault lasts as many fires.
+        self.pace = pace
         self.evidence = evidence
         self.rng = rng
         self.kinds = kinds_for(backend)
@@ -180,9 +183,9 @@ class Nemesis:
         """Make `node`'s history writes fail (see `HISTORY_KINDS`); its duration and detail."""
         mode, hang = "fail", 0.0
         if kind == "history":
-            writes, duration = "all", self.rng.uniform(0.5, 4.0)
+            writes, duration = "all", self.rng.uniform(0.5, 4.0) * self.pace
         elif kind == "history_start":
-            writes, duration = "start", self.rng.uniform(1.0, 6.0)
+            writes, duration = "start", self.rng.uniform(1.0, 6.0) * self.pace
             mode = self.rng.choice(START_FAULT_MODES)
             hang = 0.0 if mode == "fail" else self.rng.uniform(0.2, 2.0)
         else:

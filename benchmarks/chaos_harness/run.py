@@ -147,7 +147,7 @@ def run_setup(
             node.spawn()
         if not wait_booted(evidence_path, set(names), timeout=BOOT_SECONDS):
             raise RuntimeError(f"{setup}: the nodes did not boot; see {workdir}/*.out")
-        nemesis = Nemesis(backend, cluster, evidence, rng)
+        nemesis = Nemesis(backend, cluster, evidence, rng, pace)
         result.applicable = list(nemesis.kinds)
         wall, mono = datetime.now(UTC), time.monotonic_ns()
         started = time.monotonic()
