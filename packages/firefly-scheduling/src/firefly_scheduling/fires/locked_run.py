@@ -11,7 +11,8 @@ it; in between, this stage:
 * **adopts a died run.** Holding the task lock proves no other run of the task is
   alive, so a `running` record in the history is a died (or stalled) run. The newest
   one still within grace is run again here, as attempt `n + 1` under the newer token
-  (its zombie's late writes are then refused); older ones are closed as `expired`.
+  (its zombie's late writes are then refused), once that attempt's start is
+  recorded (`fires.starting`); older ones are closed as `expired`.
   At most one extra run per fire, never a flood. A fire this node finished but could
   not record is never adopted: it ran (`RunRecorder.finished_here`). A fire started
   with its claim (`claim_many`) had no running record to adopt. A task with
@@ -156,7 +157,7 @@ class LockedRun:
                 adopt.node,
             )
             result = self._start.start_then_run(
-                adopt.fire, body, holding=holding, lost=lost, unrecorded_attempt=adopt.attempt + 1
+                adopt.fire, body, holding=holding, lost=lost, adopting=adopt.attempt
             )
             outcomes.append(replace(result, adoption=True))
         return tuple(outcomes)

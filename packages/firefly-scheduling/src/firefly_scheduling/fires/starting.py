@@ -19,7 +19,13 @@ this stage writes the run's start and hands the fire on to the run stage
   `already recorded`.
 * **A failed start still runs.** A history that fails or times out never stops a
   run: the body is told the attempt it would have had, and the record stage writes
-  the whole record at its end.
+  the whole record at its end. Its claim (`fires.claims`) is what keeps it once.
+* **Except an adoption's.** An adoption takes no claim: the died run's record, taken
+  over under the newer token, is all that tells another node the fire is run again.
+  Unrecorded, a node that later finds that record still `running` would adopt the
+  fire once more, and run it a second time. So an adoption whose start fails is not
+  run (`BACKEND_ERROR`): the record stays `running`, and the task's next fire adopts
+  it, or closes it as expired past grace.
 * **A retry takes its fire's record over.** A retry (`fires.retries`) starts on the
   record its failed attempt left (`RetryStartingHistory.start_retry`), as the next
   attempt; refused (another node started this retry, or the record moved on), it is
@@ -37,7 +43,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -68,6 +74,13 @@ if TYPE_CHECKING:
     from firefly_scheduling.fires.running import Body, BodyRunner
 
 logger = logging.getLogger("firefly_scheduling.fires")
+
+
+@dataclass(frozen=True, slots=True)
+class Unstarted:
+    """A start that failed where the run may not go unrecorded (an adoption): why."""
+
+    reason: str
 
 
 class RunStarter:
@@ -109,7 +122,7 @@ class RunStarter:
         holding: Holding | None,
         lost: threading.Event,
         started_ahead: bool = False,
-        unrecorded_attempt: int = 1,
+        adopting: int | None = None,
         claim_seconds: float | None = None,
         pause_checked: bool = False,
     ) -> FireResult:
@@ -117,8 +130,8 @@ class RunStarter:
 
         `holding` is the task lock's (None for an unlocked task); `lost` the event its
         keep-alive sets. `started_ahead`: the history has this run started, attempt
-        1, with its claim. `unrecorded_attempt` is the attempt the body is told when
-        the history cannot record the start: an adoption is attempt `n + 1` even then.
+        1, with its claim. `adopting`: the attempt of the died run this run adopts, whose
+        start must be recorded for it to run.
         `claim_seconds`: the claim's round trip, for the result. `pause_checked`:
         the batch of its claim read the pauses already (`starts_ahead`).
         """
@@ -136,7 +149,16 @@ class RunStarter:
                     error=skip.reason,
                     claim_seconds=claim_seconds,
                 )
-            maybe = self._start(fire, token=token, unrecorded_attempt=unrecorded_attempt)
+            maybe = self._start(fire, token=token, adopting=adopting)
+            if isinstance(maybe, Unstarted):
+                return FireResult(
+                    fire,
+                    self._node,
+                    Verdict.BACKEND_ERROR,
+                    token=token,
+                    error=maybe.reason,
+                    claim_seconds=claim_seconds,
+                )
             if maybe is None:
                 return FireResult(
                     fire,
@@ -150,9 +172,12 @@ class RunStarter:
             fire, body, started=started, holding=holding, lost=lost, claim_seconds=claim_seconds
         )
 
-    def _start(self, fire: Fire, *, token: int | None, unrecorded_attempt: int) -> Started | None:
+    def _start(
+        self, fire: Fire, *, token: int | None, adopting: int | None
+    ) -> Started | Unstarted | None:
         """Record the run of `fire` as started: its attempt, or None when the history
-        refuses it (the fire is finished, or a newer attempt owns it: not run)."""
+        refuses it (the fire is finished, or a newer attempt owns it: not run), or
+        `Unstarted` for an adoption (of attempt `adopting`) it could not record."""
         history, lock = self._history, fire.task.lock_name
         if history is None or lock is None:
             # Nothing recorded: a retry is still the attempt after the one it follows.
@@ -173,13 +198,20 @@ class RunStarter:
                 requested_by=fire.asked_by,
             )
         except HistoryError as err:
+            if adopting is not None:
+                reason = (
+                    f"not adopted: the run history could not record attempt {adopting + 1} "
+                    f"(the task's next fire adopts it): {err}"
+                )
+                logger.warning("%s: fire %s %s", fire.target, fire.instant.isoformat(), reason)
+                return Unstarted(reason)
             logger.warning(
                 "%s: fire %s runs unrecorded (recorded whole at its end): %s",
                 fire.target,
                 fire.instant.isoformat(),
                 err,
             )
-            return Started(unrecorded_attempt, recorded=False)
+            return UNRECORDED
         if attempt is None:
             logger.info(
                 "%s: fire %s not run: the history has it finished or owned by a newer attempt",
