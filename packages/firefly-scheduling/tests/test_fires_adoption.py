@@ -74,10 +74,9 @@ class TestAdoption:
         assert later.token is not None
         assert later.token > fire_token  # the next holding orders after both
 
-    def test_an_adoption_whose_start_cannot_be_recorded_still_counts_as_attempt_two(
-        self,
-    ) -> None:
-        """Found by benchmarks/chaos.py: the body of an adopted run was told attempt 1."""
+    def test_an_adoption_whose_start_cannot_be_recorded_is_not_run(self) -> None:
+        """Found by benchmarks/chaos.py: an adoption run unrecorded was adopted again by
+        the next lock holder, and its body ran twice. The fire's own run still goes on."""
 
         class StartFails(MemoryRunHistory):
             def start(self, *args: object, **kwargs: object) -> int | None:
@@ -101,12 +100,15 @@ class TestAdoption:
         survivor = runner(Clock(T0 + 31 * SECOND), history, "survivor")
         outcome = survivor.run(Fire.at(descriptor, T0 + 31 * SECOND), body)
         [adopted] = outcome.adopted
-        assert (adopted.verdict, adopted.instant, adopted.attempt) == (
-            Verdict.SUCCEEDED,
+        assert (adopted.verdict, adopted.instant, adopted.adoption) == (
+            Verdict.BACKEND_ERROR,
             T0,
-            2,
+            True,
         )
-        assert [(c.instant, c.attempt) for c in body.seen] == [(T0, 2), (T0 + 31 * SECOND, 1)]
+        assert adopted.error is not None and "injected" in adopted.error
+        assert [(c.instant, c.attempt) for c in body.seen] == [(T0 + 31 * SECOND, 1)]
+        [died] = history.unfinished(descriptor.target, lock=descriptor.lock_name or "")
+        assert (died.instant, died.attempt, died.node) == (T0, 1, "dead")
 
     def test_a_died_run_found_after_grace_is_expired_not_adopted(self) -> None:
         history = MemoryRunHistory()
