@@ -24,8 +24,8 @@ from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling.tasks.validation import validate_descriptor, validate_target
 
 #: The kinds of record, each its own namespace in every adapter.
-RecordKind = Literal["pause", "trigger", "backfill", "schedule"]
-KINDS: Final[tuple[RecordKind, ...]] = ("pause", "trigger", "backfill", "schedule")
+RecordKind = Literal["pause", "trigger", "backfill", "schedule", "change"]
+KINDS: Final[tuple[RecordKind, ...]] = ("pause", "trigger", "backfill", "schedule", "change")
 #: The task name a fleet-wide pause is kept under (no task target can be `*`).
 ALL_TASKS: Final = "*"
 #: Longest `by`, `note` and schedule name accepted, in characters.

@@ -18,6 +18,10 @@ one namespace per record kind (`_put`, `_add`, `_get`, `_delete`, `_values`,
 * a backfill and a runtime schedule are `_add` under a digest of their identity,
   so asking twice, from any node, stores one record.
 
+Every change (a pause, a resume, a trigger or backfill asked or cancelled, a runtime
+schedule added or removed) then writes the store's change mark (`changes`), a random
+value: a host polls that one record, and reads the others only once it moved.
+
 Nothing is cached: every read is a round trip, so a pause written by one node is
 seen by the next read of any other. Times (`since`, `requested_at`) come from the
 store's clock (`_now`): the server's where it has one, this host's otherwise.
@@ -59,6 +63,9 @@ from firefly_scheduling.urls.redaction import scrub
 
 _T = TypeVar("_T")
 
+#: The key of the change mark (`changes`), the one record of its kind.
+CHANGE_MARK = "mark"
+
 _Operation: TypeAlias = Callable[[], _T]
 
 
@@ -89,6 +96,7 @@ class ControlStore(ABC):
             note=checked_text(note, "a pause's note", required=False),
         )
         self._call("pausing", task, partial(self._put, "pause", record_key(task), encode(pause)))
+        self._changed("pausing", task)
         return pause
 
     def pause_all(self, *, by: str, note: str = "") -> Pause:
@@ -98,7 +106,10 @@ class ControlStore(ABC):
     def resume(self, task: str) -> bool:
         """Lift `task`'s own pause (or `ALL_TASKS`'); whether there was one."""
         task = checked_task(task, allow_all=True, schedule_names=True)
-        return self._call("resuming", task, partial(self._delete, "pause", record_key(task)))
+        removed = self._call("resuming", task, partial(self._delete, "pause", record_key(task)))
+        if removed:
+            self._changed("resuming", task)
+        return removed
 
     def resume_all(self) -> bool:
         """Lift the fleet-wide pause; whether there was one."""
@@ -137,6 +148,7 @@ class ControlStore(ABC):
         )
         if not added:  # pragma: no cover - 128 random bits never collide
             raise ControlStoreError(f"trigger id {trigger.id} already exists in {self._target}")
+        self._changed("adding a trigger of", task)
         return trigger
 
     def take_trigger(self, task: str) -> Trigger | None:
@@ -182,6 +194,8 @@ class ControlStore(ABC):
             task,
             partial(self._add, "backfill", backfill.key, encode(backfill)),
         )
+        # Asked again, the mark moves again: a mark lost to a failure is made good.
+        self._changed("adding a backfill of", task)
         if added:
             return backfill
         text = self._call(
@@ -204,7 +218,12 @@ class ControlStore(ABC):
         task = checked_task(task)
         start_utc, end_utc = checked_window(start, end)
         key = record_key(task, start_utc.isoformat(), end_utc.isoformat())
-        return self._call("cancelling a backfill of", task, partial(self._delete, "backfill", key))
+        removed = self._call(
+            "cancelling a backfill of", task, partial(self._delete, "backfill", key)
+        )
+        if removed:
+            self._changed("cancelling a backfill of", task)
+        return removed
 
     # -- runtime schedules --------------------------------------------------------------
 
@@ -225,12 +244,14 @@ class ControlStore(ABC):
         if self._call(
             "adding schedule", name, partial(self._add, "schedule", key, encode(schedule))
         ):
+            self._changed("adding schedule", name)
             return True
         text = self._call("reading schedule", name, partial(self._get, "schedule", key))
         if text is None:  # removed between the two calls: add it again
             return self.add_schedule(name, descriptor, by=by)
         existing = decode_schedule(text)
         if descriptor_fields(existing.descriptor) == descriptor_fields(checked):
+            self._changed("adding schedule", name)  # a mark lost to a failure
             return False
         raise ScheduleConflict(
             f"runtime schedule {name!r} already exists with other arguments "
@@ -241,14 +262,30 @@ class ControlStore(ABC):
     def remove_schedule(self, name: str) -> bool:
         """Remove schedule `name`; whether it existed."""
         name = checked_text(name, "a runtime schedule's name", required=True)
-        return self._call(
+        removed = self._call(
             "removing schedule", name, partial(self._delete, "schedule", record_key(name))
         )
+        if removed:
+            self._changed("removing schedule", name)
+        return removed
 
     def schedules(self) -> list[RuntimeSchedule]:
         """Every runtime schedule, by name."""
         texts = self._call("listing", "schedules", partial(self._values, "schedule"))
         return sorted((decode_schedule(text) for text in texts), key=lambda item: item.name)
+
+    # -- changes -------------------------------------------------------------------------
+
+    def changes(self) -> str | None:
+        """The store's change mark: a value that differs after every change made by any
+        client (None before the first). Taking a trigger changes nothing others need."""
+        return self._call("reading", "the change mark", partial(self._get, "change", CHANGE_MARK))
+
+    def _changed(self, doing: str, subject: str) -> None:
+        """Move the change mark, after the change itself: a poller that sees it moved
+        then reads the change."""
+        mark = secrets.token_hex(8)
+        self._call(doing, subject, partial(self._put, "change", CHANGE_MARK, mark))
 
     # -- clock and lifetime -------------------------------------------------------------
 

@@ -16,6 +16,10 @@ one namespace per record kind (`_put`, `_add`, `_get`, `_delete`, `_values`,
 * a backfill and a runtime schedule are `_add` under a digest of their identity,
   so asking twice, from any node, stores one record.
 
+Every change (a pause, a resume, a trigger or backfill asked or cancelled, a runtime
+schedule added or removed) then writes the store's change mark (`changes`), a random
+value: a host polls that one record, and reads the others only once it moved.
+
 Nothing is cached: every read is a round trip, so a pause written by one node is
 seen by the next read of any other. Times (`since`, `requested_at`) come from the
 store's clock (`_now`): the server's where it has one, this host's otherwise.
@@ -60,6 +64,9 @@ from firefly_scheduling.urls.redaction import scrub
 
 _T = TypeVar("_T")
 
+#: The key of the change mark (`changes`), the one record of its kind.
+CHANGE_MARK = "mark"
+
 if ASYNC:
     #: One round trip of an adapter, its arguments bound.
     _Operation: TypeAlias = Callable[[], Awaitable[_T]]
@@ -96,6 +103,7 @@ class AsyncControlStore(ABC):
         await self._call(
             "pausing", task, partial(self._put, "pause", record_key(task), encode(pause))
         )
+        await self._changed("pausing", task)
         return pause
 
     async def pause_all(self, *, by: str, note: str = "") -> Pause:
@@ -105,7 +113,12 @@ class AsyncControlStore(ABC):
     async def resume(self, task: str) -> bool:
         """Lift `task`'s own pause (or `ALL_TASKS`'); whether there was one."""
         task = checked_task(task, allow_all=True, schedule_names=True)
-        return await self._call("resuming", task, partial(self._delete, "pause", record_key(task)))
+        removed = await self._call(
+            "resuming", task, partial(self._delete, "pause", record_key(task))
+        )
+        if removed:
+            await self._changed("resuming", task)
+        return removed
 
     async def resume_all(self) -> bool:
         """Lift the fleet-wide pause; whether there was one."""
@@ -144,6 +157,7 @@ class AsyncControlStore(ABC):
         )
         if not added:  # pragma: no cover - 128 random bits never collide
             raise ControlStoreError(f"trigger id {trigger.id} already exists in {self._target}")
+        await self._changed("adding a trigger of", task)
         return trigger
 
     async def take_trigger(self, task: str) -> Trigger | None:
@@ -191,6 +205,8 @@ class AsyncControlStore(ABC):
             task,
             partial(self._add, "backfill", backfill.key, encode(backfill)),
         )
+        # Asked again, the mark moves again: a mark lost to a failure is made good.
+        await self._changed("adding a backfill of", task)
         if added:
             return backfill
         text = await self._call(
@@ -213,9 +229,12 @@ class AsyncControlStore(ABC):
         task = checked_task(task)
         start_utc, end_utc = checked_window(start, end)
         key = record_key(task, start_utc.isoformat(), end_utc.isoformat())
-        return await self._call(
+        removed = await self._call(
             "cancelling a backfill of", task, partial(self._delete, "backfill", key)
         )
+        if removed:
+            await self._changed("cancelling a backfill of", task)
+        return removed
 
     # -- runtime schedules --------------------------------------------------------------
 
@@ -236,12 +255,14 @@ class AsyncControlStore(ABC):
         if await self._call(
             "adding schedule", name, partial(self._add, "schedule", key, encode(schedule))
         ):
+            await self._changed("adding schedule", name)
             return True
         text = await self._call("reading schedule", name, partial(self._get, "schedule", key))
         if text is None:  # removed between the two calls: add it again
             return await self.add_schedule(name, descriptor, by=by)
         existing = decode_schedule(text)
         if descriptor_fields(existing.descriptor) == descriptor_fields(checked):
+            await self._changed("adding schedule", name)  # a mark lost to a failure
             return False
         raise ScheduleConflict(
             f"runtime schedule {name!r} already exists with other arguments "
@@ -252,14 +273,32 @@ class AsyncControlStore(ABC):
     async def remove_schedule(self, name: str) -> bool:
         """Remove schedule `name`; whether it existed."""
         name = checked_text(name, "a runtime schedule's name", required=True)
-        return await self._call(
+        removed = await self._call(
             "removing schedule", name, partial(self._delete, "schedule", record_key(name))
         )
+        if removed:
+            await self._changed("removing schedule", name)
+        return removed
 
     async def schedules(self) -> list[RuntimeSchedule]:
         """Every runtime schedule, by name."""
         texts = await self._call("listing", "schedules", partial(self._values, "schedule"))
         return sorted((decode_schedule(text) for text in texts), key=lambda item: item.name)
+
+    # -- changes -------------------------------------------------------------------------
+
+    async def changes(self) -> str | None:
+        """The store's change mark: a value that differs after every change made by any
+        client (None before the first). Taking a trigger changes nothing others need."""
+        return await self._call(
+            "reading", "the change mark", partial(self._get, "change", CHANGE_MARK)
+        )
+
+    async def _changed(self, doing: str, subject: str) -> None:
+        """Move the change mark, after the change itself: a poller that sees it moved
+        then reads the change."""
+        mark = secrets.token_hex(8)
+        await self._call(doing, subject, partial(self._put, "change", CHANGE_MARK, mark))
 
     # -- clock and lifetime -------------------------------------------------------------
 

@@ -43,6 +43,7 @@ from firefly_scheduling.hosts.runtime.schedule_watch_async import (
     runtime_schedule_source,
 )
 from firefly_scheduling.hosts.runtime.shutdown import DEFAULT_GRACE_PERIOD_SECONDS, describe_fires
+from firefly_scheduling.hosts.runtime.change_mark_async import AsyncChangeMark
 from firefly_scheduling.hosts.runtime.steering_async import watch_backfills, watch_triggers
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
@@ -97,9 +98,10 @@ class AsyncHost:
         attach_tasks(scheduler, self.descriptors, self.runtime)
         scheduler.start()
         self.scheduler = scheduler
+        mark = None if self.control is None else AsyncChangeMark(self.control)
         if self.runtime_schedules is not None:
             self.schedule_watch = RuntimeScheduleWatch(
-                scheduler, self.runtime, self.runtime_schedules
+                scheduler, self.runtime, self.runtime_schedules, mark=mark
             )
             self._watching = asyncio.get_running_loop().create_task(
                 self.schedule_watch.watch(), name="firefly-runtime-schedules"
@@ -114,7 +116,7 @@ class AsyncHost:
             for name, watch in (("triggers", watch_triggers), ("backfills", watch_backfills)):
                 self.steering.append(
                     loop.create_task(
-                        watch(self.descriptors, self.runtime, self.control),
+                        watch(self.descriptors, self.runtime, self.control, mark=mark),
                         name=f"firefly-{name}",
                     )
                 )

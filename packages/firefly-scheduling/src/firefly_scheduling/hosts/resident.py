@@ -58,6 +58,7 @@ from firefly_scheduling.hosts.runtime.shutdown import (
     log_stop_request,
     stop_on_signals,
 )
+from firefly_scheduling.hosts.runtime.change_mark import ChangeMark
 from firefly_scheduling.hosts.runtime.steering import watch_backfills, watch_triggers
 from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
 from firefly_scheduling.hosts.runtime.workers import (
@@ -114,10 +115,12 @@ class ResidentHost:
             logger=scheduler_logger(),
         )
         attach_tasks(self.scheduler, self.descriptors, runtime)
+        #: The control store's change mark, read for every steering loop of this host.
+        self.mark = None if control is None else ChangeMark(control)
         self.schedule_watch = (
             None
             if runtime_schedules is None
-            else RuntimeScheduleWatch(self.scheduler, runtime, runtime_schedules)
+            else RuntimeScheduleWatch(self.scheduler, runtime, runtime_schedules, mark=self.mark)
         )
         self._watching: threading.Thread | None = None
         if heartbeat is not None:
@@ -169,6 +172,7 @@ class ResidentHost:
             thread = threading.Thread(
                 target=watch,
                 args=(self.descriptors, self.runtime, self.control),
+                kwargs={"mark": self.mark},
                 name=f"firefly-{name}",
                 daemon=True,
             )

@@ -145,6 +145,40 @@ class ControlStoreContract(ControlConcurrencyContract):
             store.request_backfill(task, aware, aware, by="alice")
         assert store.backfills() == []
 
+    # -- change mark -----------------------------------------------------------------------
+
+    def test_every_change_moves_the_mark_another_client_reads(
+        self, stores: ControlStores, task: str
+    ) -> None:
+        operator, node = stores(), stores()
+        marks = [node.changes()]
+        start = datetime(2026, 1, 1, tzinfo=UTC)
+        every_minute = ScheduledDescriptor(target=task, fixed_rate=60.0, lock_name=task)
+
+        def moved(change: str) -> None:
+            marks.append(node.changes())
+            assert marks[-1] != marks[-2], f"{change} did not move the mark: {marks}"
+
+        operator.pause(task, by="alice")
+        moved("a pause")
+        operator.resume(task)
+        moved("a resume")
+        operator.request_trigger(task, by="alice")
+        moved("a trigger")
+        operator.request_backfill(task, start, start + timedelta(hours=1), by="bob")
+        moved("a backfill")
+        operator.cancel_backfill(task, start, start + timedelta(hours=1))
+        moved("a cancelled backfill")
+        operator.add_schedule("marked", every_minute, by="alice")
+        moved("a runtime schedule added")
+        operator.remove_schedule("marked")
+        moved("a runtime schedule removed")
+        # Reads, and a change that changes nothing, leave it where it was.
+        node.pauses()
+        node.triggers()
+        assert operator.resume(task) is False
+        assert node.changes() == marks[-1]
+
     # -- runtime schedules -------------------------------------------------------------------
 
     def test_a_runtime_schedule_added_twice_is_one_and_can_be_removed(

@@ -152,6 +152,40 @@ class AsyncControlStoreContract(AsyncControlConcurrencyContract):
             await store.request_backfill(task, aware, aware, by="alice")
         assert await store.backfills() == []
 
+    # -- change mark -----------------------------------------------------------------------
+
+    async def test_every_change_moves_the_mark_another_client_reads(
+        self, stores: AsyncControlStores, task: str
+    ) -> None:
+        operator, node = stores(), stores()
+        marks = [await node.changes()]
+        start = datetime(2026, 1, 1, tzinfo=UTC)
+        every_minute = ScheduledDescriptor(target=task, fixed_rate=60.0, lock_name=task)
+
+        async def moved(change: str) -> None:
+            marks.append(await node.changes())
+            assert marks[-1] != marks[-2], f"{change} did not move the mark: {marks}"
+
+        await operator.pause(task, by="alice")
+        await moved("a pause")
+        await operator.resume(task)
+        await moved("a resume")
+        await operator.request_trigger(task, by="alice")
+        await moved("a trigger")
+        await operator.request_backfill(task, start, start + timedelta(hours=1), by="bob")
+        await moved("a backfill")
+        await operator.cancel_backfill(task, start, start + timedelta(hours=1))
+        await moved("a cancelled backfill")
+        await operator.add_schedule("marked", every_minute, by="alice")
+        await moved("a runtime schedule added")
+        await operator.remove_schedule("marked")
+        await moved("a runtime schedule removed")
+        # Reads, and a change that changes nothing, leave it where it was.
+        await node.pauses()
+        await node.triggers()
+        assert await operator.resume(task) is False
+        assert await node.changes() == marks[-1]
+
     # -- runtime schedules -------------------------------------------------------------------
 
     async def test_a_runtime_schedule_added_twice_is_one_and_can_be_removed(

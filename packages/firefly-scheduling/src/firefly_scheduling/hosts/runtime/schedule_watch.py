@@ -2,8 +2,9 @@
 # Edit the asyncio source and run `python tools/async_to_sync.py`.
 """`RuntimeScheduleWatch`: a host's jobs kept in step with the store's runtime schedules.
 
-Every `WATCH_SECONDS` the watch reads the runtime schedules (one round trip) and
-adds a job for each new one, removes the job of each one gone, and replaces the job
+Whenever the store's change mark moved (`hosts.runtime.change_mark`, looked at every
+`WATCH_SECONDS`), the watch reads the runtime schedules (one round trip) and adds a
+job for each new one, removes the job of each one gone, and replaces the job
 of each one changed, so a schedule added or removed anywhere reaches every node
 within that period plus one read. Its task is the schedule's descriptor under the
 schedule's name (`control.runtime_tasks`), run by the same job machinery, claims
@@ -33,13 +34,14 @@ from firefly_scheduling.control.store import ControlStore
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.outcome import TriggerKind
 from firefly_scheduling.hosts.apscheduler.jobs import attach_task, detach_task
+from firefly_scheduling.hosts.runtime.change_mark import ChangeMark
 from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 
-#: Seconds between two reads of the runtime schedules: a change reaches every node
-#: within this, plus one read.
-WATCH_SECONDS = 2.0
+#: Seconds between two looks at the change mark: a change reaches every node within
+#: this and the mark's freshness, plus two reads.
+WATCH_SECONDS = 1.0
 #: The job id of a runtime schedule's task (apart from the code tasks' job ids).
 RUNTIME_JOB_PREFIX = "firefly-scheduling-runtime:"
 
@@ -91,6 +93,7 @@ class RuntimeScheduleWatch:
         source: RuntimeScheduleSource,
         *,
         interval: float = WATCH_SECONDS,
+        mark: ChangeMark | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.runtime = runtime
@@ -101,12 +104,15 @@ class RuntimeScheduleWatch:
         self._refused: dict[str, RuntimeSchedule] = {}
         self._unreadable = False
         self._stopped = threading.Event()
+        self._changes = (mark or ChangeMark(source.store)).reader()
 
     def watch(self) -> None:
-        """Refresh now, then every `interval` seconds, until `stop()`; never raises."""
+        """Refresh now, then whenever the store's change mark moved (looked at every
+        `interval` seconds), until `stop()`; never raises."""
         while not self._stopped.is_set():
             try:
-                self.refresh()
+                if self._changes.moved():
+                    self.refresh()
             except Exception:  # a defect must not end the watch: the next read retries
                 logger.exception("runtime schedules: refreshing the jobs failed")
             self._pause()

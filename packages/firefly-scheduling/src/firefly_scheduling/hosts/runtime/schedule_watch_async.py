@@ -1,10 +1,12 @@
 # async-to-sync: rename AsyncTaskRuntime TaskRuntime
 # async-to-sync: rename AsyncControlStore ControlStore
+# async-to-sync: rename AsyncChangeMark ChangeMark
 # async-to-sync: rename firefly_scheduling.hosts.runtime.asyncio_runtime firefly_scheduling.hosts.runtime.task_runtime  # noqa: E501
 """`RuntimeScheduleWatch`: a host's jobs kept in step with the store's runtime schedules.
 
-Every `WATCH_SECONDS` the watch reads the runtime schedules (one round trip) and
-adds a job for each new one, removes the job of each one gone, and replaces the job
+Whenever the store's change mark moved (`hosts.runtime.change_mark`, looked at every
+`WATCH_SECONDS`), the watch reads the runtime schedules (one round trip) and adds a
+job for each new one, removes the job of each one gone, and replaces the job
 of each one changed, so a schedule added or removed anywhere reaches every node
 within that period plus one read. Its task is the schedule's descriptor under the
 schedule's name (`control.runtime_tasks`), run by the same job machinery, claims
@@ -37,12 +39,13 @@ from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.outcome import TriggerKind
 from firefly_scheduling.hosts.apscheduler.jobs_async import attach_task, detach_task
 from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
+from firefly_scheduling.hosts.runtime.change_mark_async import AsyncChangeMark
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 
-#: Seconds between two reads of the runtime schedules: a change reaches every node
-#: within this, plus one read.
-WATCH_SECONDS = 2.0
+#: Seconds between two looks at the change mark: a change reaches every node within
+#: this and the mark's freshness, plus two reads.
+WATCH_SECONDS = 1.0
 #: The job id of a runtime schedule's task (apart from the code tasks' job ids).
 RUNTIME_JOB_PREFIX = "firefly-scheduling-runtime:"
 
@@ -94,6 +97,7 @@ class RuntimeScheduleWatch:
         source: RuntimeScheduleSource,
         *,
         interval: float = WATCH_SECONDS,
+        mark: AsyncChangeMark | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.runtime = runtime
@@ -104,12 +108,15 @@ class RuntimeScheduleWatch:
         self._refused: dict[str, RuntimeSchedule] = {}
         self._unreadable = False
         self._stopped = asyncio.Event()  # sync: self._stopped = threading.Event()
+        self._changes = (mark or AsyncChangeMark(source.store)).reader()
 
     async def watch(self) -> None:
-        """Refresh now, then every `interval` seconds, until `stop()`; never raises."""
+        """Refresh now, then whenever the store's change mark moved (looked at every
+        `interval` seconds), until `stop()`; never raises."""
         while not self._stopped.is_set():
             try:
-                await self.refresh()
+                if await self._changes.moved():
+                    await self.refresh()
             except Exception:  # a defect must not end the watch: the next read retries
                 logger.exception("runtime schedules: refreshing the jobs failed")
             await self._pause()

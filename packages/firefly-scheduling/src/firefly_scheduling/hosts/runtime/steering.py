@@ -3,7 +3,8 @@
 """Steering a host: it runs the manual triggers and backfills asked of its tasks.
 
 Every host that runs tasks reads the control store (`control.store`): a resident
-host (threaded or asyncio) every `POLL_SECONDS`, `tick` once per pass.
+host (threaded or asyncio) whenever the store's change mark moved, checked every
+`POLL_SECONDS` (`hosts.runtime.change_mark`), `tick` once per pass.
 
 * Triggers (`run_triggers`): one read lists the pending triggers; for each of this
   host's tasks with one, `take_trigger` hands it to exactly one node of the fleet,
@@ -54,6 +55,7 @@ from firefly_scheduling.history.port import (
     RunState,
 )
 from firefly_scheduling.hosts.observation.observers import PreclaimedFire
+from firefly_scheduling.hosts.runtime.change_mark import ChangeMark
 from firefly_scheduling.hosts.runtime.execute import execute_fire
 from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
 from firefly_scheduling.locks.hold import hold
@@ -61,8 +63,8 @@ from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 
-#: How often a resident host reads the control store: a trigger runs within this
-#: (plus one round trip) of being asked.
+#: How often a resident host's loops look at the change mark: a trigger runs within
+#: this and the mark's freshness (`MARK_SECONDS`), plus two round trips, of being asked.
 POLL_SECONDS: Final = 0.5
 #: The most backfill fires one node starts per second (one at a time, oldest first).
 BACKFILL_RATE: Final = 100.0
@@ -84,11 +86,15 @@ def watch_triggers(
     runtime: TaskRuntime,
     store: ControlStore,
     *,
+    mark: ChangeMark | None = None,
     poll: float = POLL_SECONDS,
 ) -> None:
-    """`run_triggers` every `poll` seconds until the host stops accepting fires."""
+    """`run_triggers` whenever the store's change `mark` moved (checked every `poll`
+    seconds), until the host stops accepting fires."""
+    changes = (mark or ChangeMark(store)).reader()
     while runtime.accepting:
-        run_triggers(descriptors, runtime, store)
+        if changes.moved():
+            run_triggers(descriptors, runtime, store)
         time.sleep(poll)
 
 
@@ -97,16 +103,22 @@ def watch_backfills(
     runtime: TaskRuntime,
     store: ControlStore,
     *,
+    mark: ChangeMark | None = None,
     poll: float = POLL_SECONDS,
 ) -> None:
-    """`run_backfills` every `poll` seconds until the host stops accepting fires.
+    """`run_backfills` every `poll` seconds while a request of this host's tasks is
+    stored (another node may drive it, and die), else whenever the `mark` moved,
+    until the host stops accepting fires.
 
     Apart from `watch_triggers`: a backfill of thousands of instants runs for
     minutes, and a trigger must not wait for it.
     """
     said: dict[str, int] = {}
+    pending: set[str] = set()
+    changes = (mark or ChangeMark(store)).reader()
     while runtime.accepting:
-        run_backfills(descriptors, runtime, store, said=said)
+        if changes.moved() or pending:
+            run_backfills(descriptors, runtime, store, said=said, pending=pending)
         time.sleep(poll)
 
 
@@ -194,11 +206,14 @@ def run_backfills(
     store: ControlStore,
     *,
     said: dict[str, int] | None = None,
+    pending: set[str] | None = None,
 ) -> list[BackfillProgress]:
     """Drive each backfill request of this host's tasks no other node drives now.
 
     `said` (kept by a caller that polls) holds how many instants each request had to
     run when last logged: a request stuck on another node's claim is logged once.
+    `pending` (likewise) is set to the keys of this host's stored requests: a store
+    that could not be read leaves it as it was.
     """
     hosted = {descriptor.target: descriptor for descriptor in descriptors}
     reports: list[BackfillProgress] = []
@@ -207,6 +222,9 @@ def run_backfills(
     except FireflySchedulingError as err:
         logger.warning("steering: backfill requests not read: %s", err)
         return reports
+    if pending is not None:
+        pending.clear()
+        pending.update(request.key for request in requests if request.task in hosted)
     for request in requests:
         descriptor = hosted.get(request.task)
         if descriptor is None or not runtime.accepting:

@@ -1,10 +1,12 @@
 # async-to-sync: rename AsyncTaskRuntime TaskRuntime
 # async-to-sync: rename AsyncControlStore ControlStore
+# async-to-sync: rename AsyncChangeMark ChangeMark
 # async-to-sync: rename firefly_scheduling.hosts.runtime.asyncio_runtime firefly_scheduling.hosts.runtime.task_runtime  # noqa: E501
 """Steering a host: it runs the manual triggers and backfills asked of its tasks.
 
 Every host that runs tasks reads the control store (`control.store`): a resident
-host (threaded or asyncio) every `POLL_SECONDS`, `tick` once per pass.
+host (threaded or asyncio) whenever the store's change mark moved, checked every
+`POLL_SECONDS` (`hosts.runtime.change_mark`), `tick` once per pass.
 
 * Triggers (`run_triggers`): one read lists the pending triggers; for each of this
   host's tasks with one, `take_trigger` hands it to exactly one node of the fleet,
@@ -56,6 +58,7 @@ from firefly_scheduling.history.port import (
     RunState,
 )
 from firefly_scheduling.hosts.observation.observers import PreclaimedFire
+from firefly_scheduling.hosts.runtime.change_mark_async import AsyncChangeMark
 from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
 from firefly_scheduling.hosts.runtime.execute_async import execute_fire
 from firefly_scheduling.locks.hold_async import ahold
@@ -63,8 +66,8 @@ from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 
-#: How often a resident host reads the control store: a trigger runs within this
-#: (plus one round trip) of being asked.
+#: How often a resident host's loops look at the change mark: a trigger runs within
+#: this and the mark's freshness (`MARK_SECONDS`), plus two round trips, of being asked.
 POLL_SECONDS: Final = 0.5
 #: The most backfill fires one node starts per second (one at a time, oldest first).
 BACKFILL_RATE: Final = 100.0
@@ -86,11 +89,15 @@ async def watch_triggers(
     runtime: AsyncTaskRuntime,
     store: AsyncControlStore,
     *,
+    mark: AsyncChangeMark | None = None,
     poll: float = POLL_SECONDS,
 ) -> None:
-    """`run_triggers` every `poll` seconds until the host stops accepting fires."""
+    """`run_triggers` whenever the store's change `mark` moved (checked every `poll`
+    seconds), until the host stops accepting fires."""
+    changes = (mark or AsyncChangeMark(store)).reader()
     while runtime.accepting:
-        await run_triggers(descriptors, runtime, store)
+        if await changes.moved():
+            await run_triggers(descriptors, runtime, store)
         await asyncio.sleep(poll)
 
 
@@ -99,16 +106,22 @@ async def watch_backfills(
     runtime: AsyncTaskRuntime,
     store: AsyncControlStore,
     *,
+    mark: AsyncChangeMark | None = None,
     poll: float = POLL_SECONDS,
 ) -> None:
-    """`run_backfills` every `poll` seconds until the host stops accepting fires.
+    """`run_backfills` every `poll` seconds while a request of this host's tasks is
+    stored (another node may drive it, and die), else whenever the `mark` moved,
+    until the host stops accepting fires.
 
     Apart from `watch_triggers`: a backfill of thousands of instants runs for
     minutes, and a trigger must not wait for it.
     """
     said: dict[str, int] = {}
+    pending: set[str] = set()
+    changes = (mark or AsyncChangeMark(store)).reader()
     while runtime.accepting:
-        await run_backfills(descriptors, runtime, store, said=said)
+        if await changes.moved() or pending:
+            await run_backfills(descriptors, runtime, store, said=said, pending=pending)
         await asyncio.sleep(poll)
 
 
@@ -196,11 +209,14 @@ async def run_backfills(
     store: AsyncControlStore,
     *,
     said: dict[str, int] | None = None,
+    pending: set[str] | None = None,
 ) -> list[BackfillProgress]:
     """Drive each backfill request of this host's tasks no other node drives now.
 
     `said` (kept by a caller that polls) holds how many instants each request had to
     run when last logged: a request stuck on another node's claim is logged once.
+    `pending` (likewise) is set to the keys of this host's stored requests: a store
+    that could not be read leaves it as it was.
     """
     hosted = {descriptor.target: descriptor for descriptor in descriptors}
     reports: list[BackfillProgress] = []
@@ -209,6 +225,9 @@ async def run_backfills(
     except FireflySchedulingError as err:
         logger.warning("steering: backfill requests not read: %s", err)
         return reports
+    if pending is not None:
+        pending.clear()
+        pending.update(request.key for request in requests if request.task in hosted)
     for request in requests:
         descriptor = hosted.get(request.task)
         if descriptor is None or not runtime.accepting:

@@ -1,0 +1,104 @@
+# async-to-sync: rename AsyncControlStore ControlStore
+# async-to-sync: rename AsyncChangeMark ChangeMark
+# async-to-sync: rename AsyncMarkReader MarkReader
+"""A host's steering loops read the control store only after it changed.
+
+The triggers, backfills and runtime schedules of a host are each watched by a loop
+of their own, and each used to list its records at every poll: four or five reads
+a second per node, on the fleet's database, for a store that changes a few times a
+day. Every change moves the store's change mark (`AsyncControlStore.changes`);
+the loops share one `AsyncChangeMark`, which reads it at most once per
+`MARK_SECONDS`, and each loop (`AsyncMarkReader`) lists its records only when the
+mark moved since its last pass, and at least every `FULL_PASS_SECONDS` (a mark
+write that failed after its change, or a pass that failed, is made good then).
+
+Written once, for asyncio, in `hosts/runtime/change_mark_async.py`; the synchronous
+flavour in `hosts/runtime/change_mark.py` is generated from it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Final
+
+from firefly_scheduling.control.records import ControlStoreError
+from firefly_scheduling.control.store_async import AsyncControlStore
+
+#: The longest a change mark read serves the host's loops: a change is seen within
+#: this plus one loop's poll.
+MARK_SECONDS: Final = 0.5
+#: The longest a loop goes without listing its records, whatever the mark says.
+FULL_PASS_SECONDS: Final = 30.0
+
+
+class _Unread:
+    """The mark of a store that could not be read: equal to nothing, so every loop
+    makes its pass (and meets, and logs, the store's failure)."""
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+class AsyncChangeMark:
+    """The control store's change mark, shared by one host's steering loops."""
+
+    def __init__(
+        self,
+        store: AsyncControlStore,
+        *,
+        fresh_for: float = MARK_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._fresh_for = fresh_for
+        self._clock = clock
+        self._value: object = _Unread()
+        self._read_at = -float("inf")
+        self._mutex = threading.Lock()
+
+    async def current(self) -> object:
+        """The mark, read again when the last read is older than `fresh_for`."""
+        now = self._clock()
+        with self._mutex:
+            if now - self._read_at < self._fresh_for:
+                return self._value
+            self._read_at = now  # one reader at a time; the others use the last value
+        try:
+            value: object = await self._store.changes()
+        except ControlStoreError:
+            value = _Unread()
+        with self._mutex:
+            self._value = value
+        return value
+
+    def reader(self, *, full_every: float = FULL_PASS_SECONDS) -> AsyncMarkReader:
+        """A reader for one loop."""
+        return AsyncMarkReader(self, full_every=full_every, clock=self._clock)
+
+
+class AsyncMarkReader:
+    """One loop's view of the mark: whether to make a pass now."""
+
+    def __init__(
+        self, mark: AsyncChangeMark, *, full_every: float, clock: Callable[[], float]
+    ) -> None:
+        self._mark = mark
+        self._full_every = full_every
+        self._clock = clock
+        self._seen: object = _Unread()
+        self._passed_at = -float("inf")
+
+    async def moved(self) -> bool:
+        """Whether the mark moved since this loop's last pass (or one is due anyway);
+        True counts as the pass made."""
+        value = await self._mark.current()
+        now = self._clock()
+        if value == self._seen and now - self._passed_at < self._full_every:
+            return False
+        self._seen, self._passed_at = value, now
+        return True
