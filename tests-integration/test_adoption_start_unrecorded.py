@@ -28,6 +28,7 @@ import pymysql
 import pytest
 from sqlalchemy.engine import make_url
 
+from firefly_scheduling import current_fire
 from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.locks.holding import Holding
@@ -96,8 +97,6 @@ def test_an_adoption_whose_start_fails_is_not_run(
         fire = Fire.at(descriptor, died_at + timedelta(seconds=1))
 
         def body() -> None:
-            from firefly_scheduling import current_fire
-
             running = current_fire()
             assert running is not None
             ran.append(running.instant)
@@ -113,7 +112,8 @@ def test_an_adoption_whose_start_fails_is_not_run(
     [adoption] = outcome.adopted
     assert adoption.fire.instant == died_at
     assert adoption.verdict is Verdict.BACKEND_ERROR
-    assert adoption.error is not None and "could not record attempt 2" in adoption.error
+    assert adoption.error is not None
+    assert "could not record attempt 2" in adoption.error
     assert outcome.verdict is Verdict.SUCCEEDED
     assert record_of(mysql_url, history.table.name, target, died_at) == {
         "node": "died",

@@ -105,7 +105,8 @@ class TestAdoption:
             T0,
             True,
         )
-        assert adopted.error is not None and "injected" in adopted.error
+        assert adopted.error is not None
+        assert "injected" in adopted.error
         assert [(c.instant, c.attempt) for c in body.seen] == [(T0 + 31 * SECOND, 1)]
         [died] = history.unfinished(descriptor.target, lock=descriptor.lock_name or "")
         assert (died.instant, died.attempt, died.node) == (T0, 1, "dead")

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from firefly_scheduling.fires.outcome import ClaimOutcome, Fire, FireResult, Verdict
 from firefly_scheduling.fires.policy import BeforeClaim, FirePolicy, Skip
+from firefly_scheduling.history.port import RunState
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.port import AsyncHoldingLock
 from firefly_scheduling.schedule.durations import readable_duration
@@ -171,7 +172,7 @@ class AsyncFireDecider:
                 await self._record.close_unrun(
                     fire,
                     token=ahead.answer.fence,
-                    verdict=Verdict.EXPIRED,
+                    state=RunState.EXPIRED,
                     error=TOO_LATE_FOR_A_WORKER,
                 )
             await self._holdings.release_holding(ahead.answer)

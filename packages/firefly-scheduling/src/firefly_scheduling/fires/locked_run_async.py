@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from firefly_scheduling.fires.history_calls_async import off_loop
 from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
-from firefly_scheduling.history.port import HistoryError, RunHistory
+from firefly_scheduling.history.port import HistoryError, RunHistory, RunState
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.tasks.overlap import Overlap
 
@@ -200,6 +200,6 @@ class AsyncLockedRun:
                 "%s: fire %s expired: %s", fire.target, run.fire.instant.isoformat(), reason
             )
             await self._record.close_unrun(
-                run.fire, token=holding.fence, verdict=Verdict.EXPIRED, error=reason
+                run.fire, token=holding.fence, state=RunState.EXPIRED, error=reason
             )
         return adopt, expired

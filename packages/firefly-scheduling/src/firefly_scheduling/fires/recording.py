@@ -45,6 +45,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TypeAlias, TypeVar
 
@@ -57,14 +58,15 @@ from firefly_scheduling.fires.outcome import (
     TriggerKind,
     Verdict,
 )
-from firefly_scheduling.fires.policy import RUN, BodyEnded, FirePolicy, InTransaction
-from firefly_scheduling.fires.run_end import WrittenEnd, closing_state, committed, written_end
+from firefly_scheduling.fires.policy import BodyEnded, FirePolicy, InTransaction
+from firefly_scheduling.fires.run_end import WrittenEnd
 from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedSkip, UnrecordedWrites
 from firefly_scheduling.history.port import (
     BufferingHistory,
     HistoryError,
     Recorded,
     RunHistory,
+    RunState,
 )
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 
@@ -112,13 +114,14 @@ class RunRecorder:
         self,
         fire: Fire,
         ended: BodyEnded | BodyNotRun,
+        end: WrittenEnd,
         *,
         started: Started,
         claim_seconds: float | None,
     ) -> FireResult:
-        """Ask the policy after a finished body, record how the run of `fire` ended
-        (with which retry it was, and what comes next: `fires.retries`), and say what
-        happened to the fire, with the retry to run: the run stage's last step.
+        """Record how the run of `fire` ended, as `end` says (`fires.run_end`: which
+        retry it was, and what comes next), and say what happened to the fire, with
+        the retry to run: the run stage's last step.
 
         `started`: how the start stage left the run. A body that never ran (its task
         lock lost first) closes the started record, or records a skip where nothing
@@ -126,7 +129,7 @@ class RunRecorder:
         """
         if isinstance(ended, BodyNotRun):
             if started.recorded:
-                self.close_unrun(fire, token=ended.token, verdict=ended.verdict, error=ended.error)
+                self.close_unrun(fire, token=ended.token, state=end.state, error=ended.error)
             else:
                 self.skip(fire, ended.error)
             return FireResult(
@@ -139,15 +142,9 @@ class RunRecorder:
                 error=ended.error,
                 claim_seconds=claim_seconds,
             )
-        # An interrupted body is no run to judge: it propagates; nor is one whose
-        # `atomic` block wrote its success (committed, the fire is done). The answer
-        # is asked before the end is written, so the record says what comes next.
-        judged = ended.finished and not ended.in_transaction
-        answer = self._policy.after_body(fire, ended) if judged else RUN
-        end = written_end(fire, ended, answer)
-        recorded = self.end_of_run(fire, end, started=started.recorded)
+        recorded = self.end_of_run(fire, ended, end, started=started.recorded)
         if ended.in_transaction and recorded is Recorded.ALREADY:
-            ended = committed(fire, ended)
+            ended = _committed(fire, ended)
         return FireResult(
             fire,
             self._node,
@@ -163,7 +160,9 @@ class RunRecorder:
             retry=end.retry.fire,
         )
 
-    def end_of_run(self, fire: Fire, end: WrittenEnd, *, started: bool) -> Recorded | None:
+    def end_of_run(
+        self, fire: Fire, ended: BodyEnded, end: WrittenEnd, *, started: bool
+    ) -> Recorded | None:
         """Write the end of a run of `fire` whose body ran (`fires.run_end`); whose the
         record is now.
 
@@ -182,7 +181,7 @@ class RunRecorder:
         history, lock = self._history, fire.task.lock_name
         if history is None or lock is None:
             return None
-        ended, state, error = end.ended, end.state, end.text
+        state, error = end.state, end.text
         in_transaction = isinstance(self._policy.at_record(fire, ended), InTransaction)
         # A caught-up fire is due long before it runs: counted from its due time it
         # would get the shortest retry, and the next fire, finding its record still
@@ -265,13 +264,13 @@ class RunRecorder:
         return recorded
 
     def close_unrun(
-        self, fire: Fire, *, token: int | None, verdict: Verdict, error: str | None
+        self, fire: Fire, *, token: int | None, state: RunState, error: str | None
     ) -> None:
-        """Close the started record of `fire`, whose body never ran, as `verdict`."""
+        """Close the started record of `fire`, whose body never ran, as `state`."""
         history, lock = self._history, fire.task.lock_name
         if history is None or lock is None:
             return
-        state, at = closing_state(verdict), self._clock()
+        at = self._clock()
         try:
             closed = retrying(
                 lambda: off_loop(
@@ -436,3 +435,21 @@ def retrying(write: Write[_T], deadline: float) -> _T:
                 raise
         time.sleep(pause)
         pause = min(pause * 2, 1.0)
+
+
+def _committed(fire: Fire, ended: BodyEnded) -> BodyEnded:
+    """The end of a run whose success committed in the task's transaction: succeeded.
+
+    The record says so, and the fire is done; a body that raised after its block
+    (logged already) does not make it a failed fire, to retry or count as one.
+    """
+    if ended.verdict is Verdict.SUCCEEDED:
+        return ended
+    logger.warning(
+        "%s: fire %s: the body ended %s after its outcome committed in its transaction; "
+        "the fire stands succeeded",
+        fire.target,
+        fire.instant.isoformat(),
+        ended.verdict.value,
+    )
+    return replace(ended, verdict=Verdict.SUCCEEDED, error=None)

@@ -66,8 +66,9 @@ from firefly_scheduling.fires.outcome import (
     Verdict,
 )
 from firefly_scheduling.fires.overlap_names import waiting_slots
-from firefly_scheduling.fires.policy import BeforeBody, BodyEnded, FirePolicy, RunWithin
+from firefly_scheduling.fires.policy import RUN, BeforeBody, BodyEnded, FirePolicy, RunWithin
 from firefly_scheduling.fires.recording import RunRecorder
+from firefly_scheduling.fires.run_end import written_end
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.port import HoldingLock, LockCapabilities
 from firefly_scheduling.schedule.durations import format_duration
@@ -136,7 +137,16 @@ class BodyRunner:
             ended = BodyNotRun(Verdict.LOCK_LOST, started.attempt, token, LOST_BEFORE_THE_BODY)
         else:
             ended, interrupted = self._run_body(fire, body, started, holding, lost)
-        result = self._record.finish(fire, ended, started=started, claim_seconds=claim_seconds)
+        # An interrupted body is no run to judge: it propagates; nor is one whose
+        # `atomic` block wrote its success (committed, the fire is done). The answer
+        # is asked before the end is written, so the record says what comes next.
+        answer = (
+            self._policy.after_body(fire, ended)
+            if isinstance(ended, BodyEnded) and ended.finished and not ended.in_transaction
+            else RUN
+        )
+        end = written_end(fire, ended, answer)
+        result = self._record.finish(fire, ended, end, started=started, claim_seconds=claim_seconds)
         if interrupted is not None:
             raise interrupted
         return result

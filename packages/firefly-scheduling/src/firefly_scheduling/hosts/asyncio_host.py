@@ -38,12 +38,12 @@ from firefly_scheduling.hosts.apscheduler.jobs_async import attach_tasks
 from firefly_scheduling.hosts.observation.passed_over_report import scheduler_logger
 from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
 from firefly_scheduling.hosts.runtime.catch_up_async import CatchUpReport, catch_up
+from firefly_scheduling.hosts.runtime.change_mark_async import AsyncChangeMark
 from firefly_scheduling.hosts.runtime.schedule_watch_async import (
     RuntimeScheduleWatch,
     runtime_schedule_source,
 )
 from firefly_scheduling.hosts.runtime.shutdown import DEFAULT_GRACE_PERIOD_SECONDS, describe_fires
-from firefly_scheduling.hosts.runtime.change_mark_async import AsyncChangeMark
 from firefly_scheduling.hosts.runtime.steering_async import watch_backfills, watch_triggers
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 

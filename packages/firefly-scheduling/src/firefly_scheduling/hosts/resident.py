@@ -44,6 +44,7 @@ from firefly_scheduling.hosts.apscheduler.jobs import attach_tasks
 from firefly_scheduling.hosts.observation.health import HEARTBEAT_SECONDS, Heartbeat
 from firefly_scheduling.hosts.observation.passed_over_report import scheduler_logger
 from firefly_scheduling.hosts.runtime.catch_up import catch_up
+from firefly_scheduling.hosts.runtime.change_mark import ChangeMark
 from firefly_scheduling.hosts.runtime.schedule_watch import (
     WATCH_SECONDS,
     RuntimeScheduleWatch,
@@ -58,7 +59,6 @@ from firefly_scheduling.hosts.runtime.shutdown import (
     log_stop_request,
     stop_on_signals,
 )
-from firefly_scheduling.hosts.runtime.change_mark import ChangeMark
 from firefly_scheduling.hosts.runtime.steering import watch_backfills, watch_triggers
 from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
 from firefly_scheduling.hosts.runtime.workers import (

@@ -58,8 +58,8 @@ from firefly_scheduling.history.port import (
     RunState,
 )
 from firefly_scheduling.hosts.observation.observers import PreclaimedFire
-from firefly_scheduling.hosts.runtime.change_mark_async import AsyncChangeMark
 from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
+from firefly_scheduling.hosts.runtime.change_mark_async import AsyncChangeMark
 from firefly_scheduling.hosts.runtime.execute_async import execute_fire
 from firefly_scheduling.locks.hold_async import ahold
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
