@@ -8,27 +8,26 @@ the synchronous `DatabaseLeaseLock` in `lock.py` is generated from it by
 tables (`schema`) and build their engines from the same URLs (`url`, `engine`), so a
 fleet can mix sync and async nodes: the two exclude each other on the same name.
 Where the statements run, and in which transaction, is `transactions_async`'s;
-creating the tables and purging expired leases is `table_upkeep_async`'s.
+creating the tables and purging expired leases is `table_upkeep_async`'s, and
+sending the releases, alone or together, `releases_async`'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import suppress
 from functools import partial
 from typing import TypeVar
 
 from sqlalchemy import URL, Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from firefly_scheduling.concurrency.grouped import GroupedCalls
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.holding import new_owner_token
 from firefly_scheduling.locks.ticket_queue import TicketQueue
 from firefly_scheduling_database import operations
 from firefly_scheduling_database.engine import lock_engine
 from firefly_scheduling_database.protocol import lease_batches_for, lease_sql_for
-from firefly_scheduling_database.protocol.dialect import Request
+from firefly_scheduling_database.releases import LeaseReleases
 from firefly_scheduling_database.schema import DEFAULT_TABLE, LeaseTables
 from firefly_scheduling_database.table_upkeep import LeaseTableUpkeep
 from firefly_scheduling_database.transactions import (
@@ -43,9 +42,6 @@ _ACCEPTED = "a URL, an Engine or a Connection"
 
 #: Longest lease accepted: date types end at year 9999, and a century is "forever".
 MAX_LEASE_SECONDS = 100 * 366 * 86_400
-#: Most releases sent in one statement (`_release_together`), where the dialect's
-#: batches set no bound of their own (`LeaseBatches.most_releases`: MySQL's is lower).
-RELEASES_PER_STATEMENT = 500
 
 
 class DatabaseLeaseLock(TicketQueue):
@@ -141,12 +137,13 @@ class DatabaseLeaseLock(TicketQueue):
             describe=self._describe,
             purges=isinstance(bind, Engine),
         )
-        #: Releases waiting for one another, sent together (`_release_together`), on
-        #: the lock's own engine where the dialect answers a batch of them.
-        self._releases: GroupedCalls[tuple[object, str], bool] | None = None
-        if owns_engine and self._batches is not None and self._batches.answers_releases:
-            most = self._batches.most_releases or RELEASES_PER_STATEMENT
-            self._releases = GroupedCalls(self._release_together, most=most)
+        self._releases = LeaseReleases(
+            self._transactions,
+            self._sql,
+            self._batches,
+            own_engine=owns_engine,
+            driver_errors=self.driver_errors,
+        )
 
     @property
     def tables(self) -> LeaseTables:
@@ -243,10 +240,10 @@ class DatabaseLeaseLock(TicketQueue):
         except ConfigurationError:
             raise
         except self.driver_errors as err:
-            self._give_back(bound)
+            self._releases.give_back(bound)
             return [err for _ in requests]
         if won is None:
-            self._give_back(bound)
+            self._releases.give_back(bound)
             return super()._acquire_many(requests, fenced=fenced)
         self._upkeep.purge_when_due()
         return [won.get(key) if fenced else key in won for key, _, _ in bound]
@@ -264,37 +261,7 @@ class DatabaseLeaseLock(TicketQueue):
         return [answer if isinstance(answer, BaseException) else bool(answer) for answer in answers]
 
     def _release(self, name: str, owner: str) -> bool:
-        if self._releases is not None:
-            return self._releases.call((self._sql.key(name), owner))
-        return self._release_alone(self._sql.key(name), owner)
-
-    def _release_alone(self, key: object, owner: str) -> bool:
-        parameters = {"name": key, "owner": owner}
-        return self._transactions.run(
-            partial(operations.changed_one, statement=self._sql.release, parameters=parameters)
-        )
-
-    def _release_together(self, held: Sequence[tuple[object, str]]) -> list[bool]:
-        """The releases that waited for one another: one round trip, an answer each.
-
-        A resident node ends the fires of an instant together, and one statement per
-        release kept the ones behind it waiting for a pooled connection (on MariaDB,
-        one DELETE per release was 18 % of a winning node's CPU). Each lease
-        is deleted only while it carries its own owner token, and each answer is read
-        from what the server says it deleted, never inferred from another's: the rows
-        the statement returned (PostgreSQL, SQLite), or the row count of the lease's
-        own DELETE in a text of one per lease (MySQL, `LeaseBatches.releases_counted`).
-        A group that fails is that error for each of its callers. A lone release is
-        sent alone, in its own cheaper statement.
-        """
-        if len(held) == 1:
-            return [self._release_alone(*held[0])]
-        batches = self._batches
-        assert batches is not None  # grouped releases are only made where it answers them
-        deleted = self._transactions.run(
-            partial(operations.deleted_many, batches=batches, held=held)
-        )
-        return [pair in deleted for pair in held]
+        return self._releases.release(name, owner)
 
     def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
         parameters = {
@@ -363,15 +330,6 @@ class DatabaseLeaseLock(TicketQueue):
         if isinstance(err, DBAPIError) and err.orig is not None:
             return super()._describe(err.orig)
         return super()._describe(err)
-
-    def _give_back(self, requests: Sequence[Request]) -> None:
-        """Release what a failed batch may have taken: one statement, errors ignored."""
-        batches = self._batches
-        if batches is None or batches.one_statement:
-            return
-        held = [(key, owner) for key, owner, _ in requests]
-        with suppress(*self.driver_errors):
-            self._transactions.run(partial(operations.rowcount, bound=batches.release(held)))
 
     # -- transactions -------------------------------------------------------------
 

@@ -6,24 +6,23 @@ the synchronous `DatabaseLeaseLock` in `lock.py` is generated from it by
 tables (`schema`) and build their engines from the same URLs (`url`, `engine`), so a
 fleet can mix sync and async nodes: the two exclude each other on the same name.
 Where the statements run, and in which transaction, is `transactions_async`'s;
-creating the tables and purging expired leases is `table_upkeep_async`'s.
+creating the tables and purging expired leases is `table_upkeep_async`'s, and
+sending the releases, alone or together, `releases_async`'s.
 """
 
 # async-to-sync: rename AsyncDatabaseLeaseLock DatabaseLeaseLock
 # async-to-sync: rename AsyncEngine Engine
 # async-to-sync: rename AsyncConnection Connection
 # async-to-sync: rename async_lock_engine lock_engine
-# async-to-sync: rename grouped_async grouped
-# async-to-sync: rename AsyncGroupedCalls GroupedCalls
 # async-to-sync: rename AsyncTransactions Transactions
 # async-to-sync: rename operations_async operations
 # async-to-sync: rename AsyncTicketQueue TicketQueue
 # async-to-sync: rename AsyncLeaseTableUpkeep LeaseTableUpkeep
+# async-to-sync: rename AsyncLeaseReleases LeaseReleases
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import suppress
 from functools import partial
 from typing import TypeVar
 
@@ -32,14 +31,13 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine  # sync: drop
 
 from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
-from firefly_scheduling.concurrency.grouped_async import AsyncGroupedCalls
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.holding import new_owner_token
 from firefly_scheduling.locks.ticket_queue_async import AsyncTicketQueue
 from firefly_scheduling_database import operations_async
 from firefly_scheduling_database.engine import async_lock_engine
 from firefly_scheduling_database.protocol import lease_batches_for, lease_sql_for
-from firefly_scheduling_database.protocol.dialect import Request
+from firefly_scheduling_database.releases_async import AsyncLeaseReleases
 from firefly_scheduling_database.schema import DEFAULT_TABLE, LeaseTables
 from firefly_scheduling_database.table_upkeep_async import AsyncLeaseTableUpkeep
 from firefly_scheduling_database.transactions_async import (
@@ -59,9 +57,6 @@ else:
 
 #: Longest lease accepted: date types end at year 9999, and a century is "forever".
 MAX_LEASE_SECONDS = 100 * 366 * 86_400
-#: Most releases sent in one statement (`_release_together`), where the dialect's
-#: batches set no bound of their own (`LeaseBatches.most_releases`: MySQL's is lower).
-RELEASES_PER_STATEMENT = 500
 
 
 class AsyncDatabaseLeaseLock(AsyncTicketQueue):
@@ -157,12 +152,13 @@ class AsyncDatabaseLeaseLock(AsyncTicketQueue):
             describe=self._describe,
             purges=isinstance(bind, AsyncEngine),
         )
-        #: Releases waiting for one another, sent together (`_release_together`), on
-        #: the lock's own engine where the dialect answers a batch of them.
-        self._releases: AsyncGroupedCalls[tuple[object, str], bool] | None = None
-        if owns_engine and self._batches is not None and self._batches.answers_releases:
-            most = self._batches.most_releases or RELEASES_PER_STATEMENT
-            self._releases = AsyncGroupedCalls(self._release_together, most=most)
+        self._releases = AsyncLeaseReleases(
+            self._transactions,
+            self._sql,
+            self._batches,
+            own_engine=owns_engine,
+            driver_errors=self.driver_errors,
+        )
 
     @property
     def tables(self) -> LeaseTables:
@@ -261,10 +257,10 @@ class AsyncDatabaseLeaseLock(AsyncTicketQueue):
         except ConfigurationError:
             raise
         except self.driver_errors as err:
-            await self._give_back(bound)
+            await self._releases.give_back(bound)
             return [err for _ in requests]
         if won is None:
-            await self._give_back(bound)
+            await self._releases.give_back(bound)
             return await super()._acquire_many(requests, fenced=fenced)
         await self._upkeep.purge_when_due()
         return [won.get(key) if fenced else key in won for key, _, _ in bound]
@@ -282,39 +278,7 @@ class AsyncDatabaseLeaseLock(AsyncTicketQueue):
         return [answer if isinstance(answer, BaseException) else bool(answer) for answer in answers]
 
     async def _release(self, name: str, owner: str) -> bool:
-        if self._releases is not None:
-            return await self._releases.call((self._sql.key(name), owner))
-        return await self._release_alone(self._sql.key(name), owner)
-
-    async def _release_alone(self, key: object, owner: str) -> bool:
-        parameters = {"name": key, "owner": owner}
-        return await self._transactions.run(
-            partial(
-                operations_async.changed_one, statement=self._sql.release, parameters=parameters
-            )
-        )
-
-    async def _release_together(self, held: Sequence[tuple[object, str]]) -> list[bool]:
-        """The releases that waited for one another: one round trip, an answer each.
-
-        A resident node ends the fires of an instant together, and one statement per
-        release kept the ones behind it waiting for a pooled connection (on MariaDB,
-        one DELETE per release was 18 % of a winning node's CPU). Each lease
-        is deleted only while it carries its own owner token, and each answer is read
-        from what the server says it deleted, never inferred from another's: the rows
-        the statement returned (PostgreSQL, SQLite), or the row count of the lease's
-        own DELETE in a text of one per lease (MySQL, `LeaseBatches.releases_counted`).
-        A group that fails is that error for each of its callers. A lone release is
-        sent alone, in its own cheaper statement.
-        """
-        if len(held) == 1:
-            return [await self._release_alone(*held[0])]
-        batches = self._batches
-        assert batches is not None  # grouped releases are only made where it answers them
-        deleted = await self._transactions.run(
-            partial(operations_async.deleted_many, batches=batches, held=held)
-        )
-        return [pair in deleted for pair in held]
+        return await self._releases.release(name, owner)
 
     async def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
         parameters = {
@@ -385,17 +349,6 @@ class AsyncDatabaseLeaseLock(AsyncTicketQueue):
         if isinstance(err, DBAPIError) and err.orig is not None:
             return super()._describe(err.orig)
         return super()._describe(err)
-
-    async def _give_back(self, requests: Sequence[Request]) -> None:
-        """Release what a failed batch may have taken: one statement, errors ignored."""
-        batches = self._batches
-        if batches is None or batches.one_statement:
-            return
-        held = [(key, owner) for key, owner, _ in requests]
-        with suppress(*self.driver_errors):
-            await self._transactions.run(
-                partial(operations_async.rowcount, bound=batches.release(held))
-            )
 
     # -- transactions -------------------------------------------------------------
 
