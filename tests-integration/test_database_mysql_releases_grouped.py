@@ -154,7 +154,7 @@ def _as_one_group(lock: DatabaseLeaseLock, calls: Sequence[Callable[[], object]]
 
     A lock without grouped releases gets the calls from threads all at once instead.
     """
-    releases = lock._releases
+    releases = lock._releases.grouped
     if releases is not None:
         send_as_one_group(releases, calls)
         return
@@ -169,7 +169,7 @@ async def _as_one_async_group(
     lock: AsyncDatabaseLeaseLock, calls: Sequence[Callable[[], Coroutine[Any, Any, object]]]
 ) -> None:
     """`_as_one_group` for asyncio tasks."""
-    releases = lock._releases
+    releases = lock._releases.grouped
     if releases is None:
         await asyncio.gather(*(call() for call in calls))
         return

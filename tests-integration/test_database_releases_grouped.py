@@ -97,7 +97,7 @@ def test_waiting_releases_are_one_delete_each_answered(
     try:
         names = fresh_names("releases-sync", COUNT)
         lapsed, _, holdings = one_lapsed_among_held(lock, other, names)
-        releases = lock._releases
+        releases = lock._releases.grouped
         assert releases is not None
         everything = [lapsed, *holdings]
         send_as_one_group(
@@ -137,7 +137,7 @@ def test_waiting_releases_of_asyncio_tasks_are_one_delete(
         lock = AsyncDatabaseLeaseLock(postgres_url, table=audited.table)
         try:
             holdings = held(await lock.acquire_many([(name, 30) for name in names]))
-            releases = lock._releases
+            releases = lock._releases.grouped
             assert releases is not None
             await releases._sender.acquire()
             tasks = [asyncio.create_task(lock.release_holding(holding)) for holding in holdings]

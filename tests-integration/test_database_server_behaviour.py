@@ -287,14 +287,14 @@ def test_acquisitions_purge_expired_claims_about_once_a_minute(
         with engine.connect() as connection:
             return len(connection.execute(select(lock.tables.locks.c.name)).all())
 
-    lock._next_purge = time.monotonic() + 3600  # not due: nothing is deleted
+    lock._upkeep.next_purge = time.monotonic() + 3600  # not due: nothing is deleted
     assert lock.try_acquire("report", 30)
     assert rows() == 4
     lock.release("report")
-    lock._next_purge = time.monotonic()  # due: the next acquisition purges
+    lock._upkeep.next_purge = time.monotonic()  # due: the next acquisition purges
     assert lock.try_acquire("report", 30)
     assert rows() == 1
-    assert lock._next_purge >= time.monotonic() + 50, "and the next purge is a minute away"
+    assert lock._upkeep.next_purge >= time.monotonic() + 50, "and the next purge is a minute away"
     lock.release("report")
     engine.dispose()
     lock.close()

@@ -110,7 +110,7 @@ def test_waiting_releases_are_one_delete_each_answered(
     lock, other = locks
     names = fresh_names("batch-releases", 12)
     lapsed, _, holdings = one_lapsed_among_held(lock, other, names)
-    releases = lock._releases
+    releases = lock._releases.grouped
     assert releases is not None
     everything = [lapsed, *holdings]
     send_as_one_group(

@@ -16,7 +16,7 @@ import pytest
 from firefly_scheduling import LockBackendError
 from firefly_scheduling_mysql import MySqlNamedLock
 from firefly_scheduling_mysql import protocol as sql_statements
-from firefly_scheduling_mysql.lock import Connection as Admin
+from firefly_scheduling_mysql.driver import Connection as Admin
 from firefly_scheduling_mysql.protocol import FENCE_TABLE
 from firefly_scheduling_mysql.url import connection_arguments
 

@@ -125,8 +125,8 @@ def test_mysql_groups_releases_by_counts_and_bounds_a_group() -> None:
     assert batches.releases_counted
     lock = DatabaseLeaseLock(URL)
     try:
-        assert lock._releases is not None
-        assert lock._releases._most == batches.most_releases == 64
+        assert lock._releases.grouped is not None
+        assert lock._releases.grouped._most == batches.most_releases == 64
     finally:
         lock.close()
 
@@ -145,7 +145,7 @@ def test_the_asyncio_locks_own_mysql_connections_allow_several_statements() -> N
     lock = AsyncDatabaseLeaseLock(URL)
     try:
         flags = connect_arguments(lock._bind.sync_engine)["client_flag"]
-        assert lock._releases is not None
+        assert lock._releases.grouped is not None
     finally:
         asyncio.run(lock.aclose())
     assert flags & MULTI_STATEMENTS

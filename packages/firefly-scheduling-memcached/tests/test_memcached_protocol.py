@@ -1,4 +1,5 @@
-"""The sans-IO memcached protocol: reply parsing and the owner/CAS rules, without a server."""
+"""The sans-IO memcached protocol: reply parsing (`replies`) and the owner/CAS rules
+(`protocol`), without a server."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from firefly_scheduling_memcached import protocol
-from firefly_scheduling_memcached.protocol import (
+from firefly_scheduling_memcached.protocol import Operation
+from firefly_scheduling_memcached.replies import (
     MemcachedError,
     MemcachedProtocolError,
     MemcachedServerError,
-    Operation,
     Reply,
     ReplyParser,
 )

@@ -7,31 +7,29 @@ the synchronous `DatabaseLeaseLock` in `lock.py` is generated from it by
 `tools/async_to_sync.py`. Both send the same statements (`protocol`) to the same
 tables (`schema`) and build their engines from the same URLs (`url`, `engine`), so a
 fleet can mix sync and async nodes: the two exclude each other on the same name.
-Where the statements run, and in which transaction, is `transactions_async`'s.
+Where the statements run, and in which transaction, is `transactions_async`'s;
+creating the tables and purging expired leases is `table_upkeep_async`'s, and
+sending the releases, alone or together, `releases_async`'s.
 """
 
 from __future__ import annotations
 
-import logging
-import random
-import time
 from collections.abc import Sequence
-from contextlib import suppress
 from functools import partial
 from typing import TypeVar
 
-from sqlalchemy import URL, Connection, Engine, inspect
+from sqlalchemy import URL, Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from firefly_scheduling.concurrency.grouped import GroupedCalls
-from firefly_scheduling.errors import ConfigurationError, LockBackendError
+from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.holding import new_owner_token
 from firefly_scheduling.locks.ticket_queue import TicketQueue
 from firefly_scheduling_database import operations
 from firefly_scheduling_database.engine import lock_engine
 from firefly_scheduling_database.protocol import lease_batches_for, lease_sql_for
-from firefly_scheduling_database.protocol.dialect import Request
-from firefly_scheduling_database.schema import DEFAULT_TABLE, LeaseTables, create_if_absent
+from firefly_scheduling_database.releases import LeaseReleases
+from firefly_scheduling_database.schema import DEFAULT_TABLE, LeaseTables
+from firefly_scheduling_database.table_upkeep import LeaseTableUpkeep
 from firefly_scheduling_database.transactions import (
     Operation,
     Transactions,
@@ -42,15 +40,8 @@ _T = TypeVar("_T")
 
 _ACCEPTED = "a URL, an Engine or a Connection"
 
-logger = logging.getLogger("firefly_scheduling.locks")
-
 #: Longest lease accepted: date types end at year 9999, and a century is "forever".
 MAX_LEASE_SECONDS = 100 * 366 * 86_400
-#: Seconds between two purges of expired leases by one instance (with up to 50 % jitter).
-PURGE_INTERVAL_SECONDS = 60.0
-#: Most releases sent in one statement (`_release_together`), where the dialect's
-#: batches set no bound of their own (`LeaseBatches.most_releases`: MySQL's is lower).
-RELEASES_PER_STATEMENT = 500
 
 
 class DatabaseLeaseLock(TicketQueue):
@@ -78,8 +69,7 @@ class DatabaseLeaseLock(TicketQueue):
     takes an explicit async URL (`sqlite+aiosqlite:///...`) as it is.
 
     Expired rows are deleted (`purge_expired`) by every instance built on a URL or an
-    Engine about once a minute, at the end of an acquisition: fire claims are never
-    released, only left to expire, and would otherwise stay in the table forever.
+    Engine about once a minute, at the end of an acquisition (`table_upkeep_async`).
 
     Waiting acquisitions poll with the core's backoff, in a queue of expiring tickets
     per name (the `<table>_queue` table, `locks.ticket_queue_async`), so waiters of
@@ -138,15 +128,22 @@ class DatabaseLeaseLock(TicketQueue):
         self._bind: Engine | Connection = bind
         self._owns_engine = owns_engine
         self._transactions = Transactions(bind, owns_engine=owns_engine)
-        # Only where a purge is its own transaction, never inside a caller's.
-        self._purges = isinstance(bind, Engine)
-        #: Releases waiting for one another, sent together (`_release_together`), on
-        #: the lock's own engine where the dialect answers a batch of them.
-        self._releases: GroupedCalls[tuple[object, str], bool] | None = None
-        if owns_engine and self._batches is not None and self._batches.answers_releases:
-            most = self._batches.most_releases or RELEASES_PER_STATEMENT
-            self._releases = GroupedCalls(self._release_together, most=most)
-        self._next_purge = time.monotonic() + _purge_pause() / 2
+        # Purges only where a purge is its own transaction, never inside a caller's.
+        self._upkeep = LeaseTableUpkeep(
+            self._transactions,
+            self._sql,
+            tables,
+            target=target,
+            describe=self._describe,
+            purges=isinstance(bind, Engine),
+        )
+        self._releases = LeaseReleases(
+            self._transactions,
+            self._sql,
+            self._batches,
+            own_engine=owns_engine,
+            driver_errors=self.driver_errors,
+        )
 
     @property
     def tables(self) -> LeaseTables:
@@ -154,18 +151,8 @@ class DatabaseLeaseLock(TicketQueue):
         return self._tables
 
     def install(self) -> None:
-        """Create both tables if they are absent; safe to run again and on several nodes."""
-        for table in self._tables.all:
-            try:
-                self._transactions.run_on_sqlalchemy(partial(create_if_absent, table=table))
-            except SQLAlchemyError as err:
-                # Two nodes creating the same table at once: one loses on the catalog.
-                if self._exists(table.name):
-                    continue
-                raise LockBackendError(
-                    f"database lock backend {self._target} could not create table "
-                    f"{table.name!r}: {self._describe(err)}"
-                ) from err
+        """Create the tables if they are absent; safe to run again and on several nodes."""
+        self._upkeep.install()
 
     def purge_expired(self) -> int:
         """Delete every expired lease row; return how many went. One statement.
@@ -173,7 +160,7 @@ class DatabaseLeaseLock(TicketQueue):
         Safe at any time: an expired lease is free already (the next acquirer would
         take it over), so deleting its row changes nothing but the table's size.
         """
-        return self._transactions.run(partial(operations.purge, sql=self._sql))
+        return self._upkeep.purge()
 
     # -- BaseLock hooks -----------------------------------------------------------
 
@@ -188,7 +175,7 @@ class DatabaseLeaseLock(TicketQueue):
         won = self._attempt(
             partial(operations.take, sql=self._sql, name=name, owner=owner, ttl=ttl)
         )
-        self._purge_when_due()
+        self._upkeep.purge_when_due()
         return won is True
 
     def _take_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
@@ -253,12 +240,12 @@ class DatabaseLeaseLock(TicketQueue):
         except ConfigurationError:
             raise
         except self.driver_errors as err:
-            self._give_back(bound)
+            self._releases.give_back(bound)
             return [err for _ in requests]
         if won is None:
-            self._give_back(bound)
+            self._releases.give_back(bound)
             return super()._acquire_many(requests, fenced=fenced)
-        self._purge_when_due()
+        self._upkeep.purge_when_due()
         return [won.get(key) if fenced else key in won for key, _, _ in bound]
 
     def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
@@ -274,37 +261,7 @@ class DatabaseLeaseLock(TicketQueue):
         return [answer if isinstance(answer, BaseException) else bool(answer) for answer in answers]
 
     def _release(self, name: str, owner: str) -> bool:
-        if self._releases is not None:
-            return self._releases.call((self._sql.key(name), owner))
-        return self._release_alone(self._sql.key(name), owner)
-
-    def _release_alone(self, key: object, owner: str) -> bool:
-        parameters = {"name": key, "owner": owner}
-        return self._transactions.run(
-            partial(operations.changed_one, statement=self._sql.release, parameters=parameters)
-        )
-
-    def _release_together(self, held: Sequence[tuple[object, str]]) -> list[bool]:
-        """The releases that waited for one another: one round trip, an answer each.
-
-        A resident node ends the fires of an instant together, and one statement per
-        release kept the ones behind it waiting for a pooled connection (on MariaDB,
-        one DELETE per release was 18 % of a winning node's CPU). Each lease
-        is deleted only while it carries its own owner token, and each answer is read
-        from what the server says it deleted, never inferred from another's: the rows
-        the statement returned (PostgreSQL, SQLite), or the row count of the lease's
-        own DELETE in a text of one per lease (MySQL, `LeaseBatches.releases_counted`).
-        A group that fails is that error for each of its callers. A lone release is
-        sent alone, in its own cheaper statement.
-        """
-        if len(held) == 1:
-            return [self._release_alone(*held[0])]
-        batches = self._batches
-        assert batches is not None  # grouped releases are only made where it answers them
-        deleted = self._transactions.run(
-            partial(operations.deleted_many, batches=batches, held=held)
-        )
-        return [pair in deleted for pair in held]
+        return self._releases.release(name, owner)
 
     def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
         parameters = {
@@ -374,27 +331,6 @@ class DatabaseLeaseLock(TicketQueue):
             return super()._describe(err.orig)
         return super()._describe(err)
 
-    def _give_back(self, requests: Sequence[Request]) -> None:
-        """Release what a failed batch may have taken: one statement, errors ignored."""
-        batches = self._batches
-        if batches is None or batches.one_statement:
-            return
-        held = [(key, owner) for key, owner, _ in requests]
-        with suppress(*self.driver_errors):
-            self._transactions.run(partial(operations.rowcount, bound=batches.release(held)))
-
-    def _purge_when_due(self) -> None:
-        """Purge expired leases about once a minute; a failure only delays the next one."""
-        if not self._purges or time.monotonic() < self._next_purge:
-            return
-        self._next_purge = time.monotonic() + _purge_pause()
-        try:
-            purged = self.purge_expired()
-        except SQLAlchemyError as err:
-            logger.debug("database lock %s: purging expired leases failed: %s", self._target, err)
-        else:
-            logger.debug("database lock %s: purged %d expired leases", self._target, purged)
-
     # -- transactions -------------------------------------------------------------
 
     def _attempt(self, operation: Operation[_T]) -> _T | None:
@@ -412,21 +348,6 @@ class DatabaseLeaseLock(TicketQueue):
             if self._sql.is_contention(err):
                 return None  # another transaction held or raced for the row
             raise
-
-    def _exists(self, table: str) -> bool:
-        def exists(connection: Connection) -> bool:
-            return inspect(connection).has_table(table)
-
-        try:
-            found = self._transactions.run_on_sqlalchemy(exists)
-        except SQLAlchemyError:
-            return False
-        return found
-
-
-def _purge_pause() -> float:
-    # Jitter keeps a fleet's nodes from purging the same rows at the same moment.
-    return PURGE_INTERVAL_SECONDS * random.uniform(1.0, 1.5)  # noqa: S311 - not a secret
 
 
 def _lease_seconds(ttl_seconds: float) -> float:

@@ -5,50 +5,48 @@ the synchronous `DatabaseLeaseLock` in `lock.py` is generated from it by
 `tools/async_to_sync.py`. Both send the same statements (`protocol`) to the same
 tables (`schema`) and build their engines from the same URLs (`url`, `engine`), so a
 fleet can mix sync and async nodes: the two exclude each other on the same name.
-Where the statements run, and in which transaction, is `transactions_async`'s.
+Where the statements run, and in which transaction, is `transactions_async`'s;
+creating the tables and purging expired leases is `table_upkeep_async`'s, and
+sending the releases, alone or together, `releases_async`'s.
 """
 
 # async-to-sync: rename AsyncDatabaseLeaseLock DatabaseLeaseLock
 # async-to-sync: rename AsyncEngine Engine
 # async-to-sync: rename AsyncConnection Connection
 # async-to-sync: rename async_lock_engine lock_engine
-# async-to-sync: rename grouped_async grouped
-# async-to-sync: rename AsyncGroupedCalls GroupedCalls
 # async-to-sync: rename AsyncTransactions Transactions
 # async-to-sync: rename operations_async operations
 # async-to-sync: rename AsyncTicketQueue TicketQueue
+# async-to-sync: rename AsyncLeaseTableUpkeep LeaseTableUpkeep
+# async-to-sync: rename AsyncLeaseReleases LeaseReleases
 
 from __future__ import annotations
 
-import logging
-import random
-import time
 from collections.abc import Sequence
-from contextlib import suppress
 from functools import partial
 from typing import TypeVar
 
-from sqlalchemy import URL, Connection, Table, inspect
+from sqlalchemy import URL
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine  # sync: drop
 
 from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
-from firefly_scheduling.concurrency.grouped_async import AsyncGroupedCalls
-from firefly_scheduling.errors import ConfigurationError, LockBackendError
+from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.locks.holding import new_owner_token
 from firefly_scheduling.locks.ticket_queue_async import AsyncTicketQueue
 from firefly_scheduling_database import operations_async
 from firefly_scheduling_database.engine import async_lock_engine
 from firefly_scheduling_database.protocol import lease_batches_for, lease_sql_for
-from firefly_scheduling_database.protocol.dialect import Request
-from firefly_scheduling_database.schema import DEFAULT_TABLE, LeaseTables, create_if_absent
+from firefly_scheduling_database.releases_async import AsyncLeaseReleases
+from firefly_scheduling_database.schema import DEFAULT_TABLE, LeaseTables
+from firefly_scheduling_database.table_upkeep_async import AsyncLeaseTableUpkeep
 from firefly_scheduling_database.transactions_async import (
     AsyncTransactions,
     Operation,
 )
 from firefly_scheduling_database.url import describe_url
 
-# sync: from sqlalchemy import Engine
+# sync: from sqlalchemy import Connection, Engine
 
 _T = TypeVar("_T")
 
@@ -57,15 +55,8 @@ if ASYNC:
 else:
     _ACCEPTED = "a URL, an Engine or a Connection"
 
-logger = logging.getLogger("firefly_scheduling.locks")
-
 #: Longest lease accepted: date types end at year 9999, and a century is "forever".
 MAX_LEASE_SECONDS = 100 * 366 * 86_400
-#: Seconds between two purges of expired leases by one instance (with up to 50 % jitter).
-PURGE_INTERVAL_SECONDS = 60.0
-#: Most releases sent in one statement (`_release_together`), where the dialect's
-#: batches set no bound of their own (`LeaseBatches.most_releases`: MySQL's is lower).
-RELEASES_PER_STATEMENT = 500
 
 
 class AsyncDatabaseLeaseLock(AsyncTicketQueue):
@@ -93,8 +84,7 @@ class AsyncDatabaseLeaseLock(AsyncTicketQueue):
     takes an explicit async URL (`sqlite+aiosqlite:///...`) as it is.
 
     Expired rows are deleted (`purge_expired`) by every instance built on a URL or an
-    AsyncEngine about once a minute, at the end of an acquisition: fire claims are never
-    released, only left to expire, and would otherwise stay in the table forever.
+    AsyncEngine about once a minute, at the end of an acquisition (`table_upkeep_async`).
 
     Waiting acquisitions poll with the core's backoff, in a queue of expiring tickets
     per name (the `<table>_queue` table, `locks.ticket_queue_async`), so waiters of
@@ -153,15 +143,22 @@ class AsyncDatabaseLeaseLock(AsyncTicketQueue):
         self._bind: AsyncEngine | AsyncConnection = bind
         self._owns_engine = owns_engine
         self._transactions = AsyncTransactions(bind, owns_engine=owns_engine)
-        # Only where a purge is its own transaction, never inside a caller's.
-        self._purges = isinstance(bind, AsyncEngine)
-        #: Releases waiting for one another, sent together (`_release_together`), on
-        #: the lock's own engine where the dialect answers a batch of them.
-        self._releases: AsyncGroupedCalls[tuple[object, str], bool] | None = None
-        if owns_engine and self._batches is not None and self._batches.answers_releases:
-            most = self._batches.most_releases or RELEASES_PER_STATEMENT
-            self._releases = AsyncGroupedCalls(self._release_together, most=most)
-        self._next_purge = time.monotonic() + _purge_pause() / 2
+        # Purges only where a purge is its own transaction, never inside a caller's.
+        self._upkeep = AsyncLeaseTableUpkeep(
+            self._transactions,
+            self._sql,
+            tables,
+            target=target,
+            describe=self._describe,
+            purges=isinstance(bind, AsyncEngine),
+        )
+        self._releases = AsyncLeaseReleases(
+            self._transactions,
+            self._sql,
+            self._batches,
+            own_engine=owns_engine,
+            driver_errors=self.driver_errors,
+        )
 
     @property
     def tables(self) -> LeaseTables:
@@ -169,25 +166,8 @@ class AsyncDatabaseLeaseLock(AsyncTicketQueue):
         return self._tables
 
     async def install(self) -> None:
-        """Create both tables if they are absent; safe to run again and on several nodes."""
-        for table in self._tables.all:
-            try:
-                if ASYNC:
-
-                    async def create(connection: AsyncConnection, table: Table = table) -> None:
-                        await connection.run_sync(create_if_absent, table)
-
-                    await self._transactions.run_on_sqlalchemy(create)
-                else:
-                    self._transactions.run_on_sqlalchemy(partial(create_if_absent, table=table))
-            except SQLAlchemyError as err:
-                # Two nodes creating the same table at once: one loses on the catalog.
-                if await self._exists(table.name):
-                    continue
-                raise LockBackendError(
-                    f"database lock backend {self._target} could not create table "
-                    f"{table.name!r}: {self._describe(err)}"
-                ) from err
+        """Create the tables if they are absent; safe to run again and on several nodes."""
+        await self._upkeep.install()
 
     async def purge_expired(self) -> int:
         """Delete every expired lease row; return how many went. One statement.
@@ -195,7 +175,7 @@ class AsyncDatabaseLeaseLock(AsyncTicketQueue):
         Safe at any time: an expired lease is free already (the next acquirer would
         take it over), so deleting its row changes nothing but the table's size.
         """
-        return await self._transactions.run(partial(operations_async.purge, sql=self._sql))
+        return await self._upkeep.purge()
 
     # -- AsyncBaseLock hooks -----------------------------------------------------------
 
@@ -210,7 +190,7 @@ class AsyncDatabaseLeaseLock(AsyncTicketQueue):
         won = await self._attempt(
             partial(operations_async.take, sql=self._sql, name=name, owner=owner, ttl=ttl)
         )
-        await self._purge_when_due()
+        await self._upkeep.purge_when_due()
         return won is True
 
     async def _take_fenced(self, name: str, owner: str, ttl_seconds: float) -> int | None:
@@ -277,12 +257,12 @@ class AsyncDatabaseLeaseLock(AsyncTicketQueue):
         except ConfigurationError:
             raise
         except self.driver_errors as err:
-            await self._give_back(bound)
+            await self._releases.give_back(bound)
             return [err for _ in requests]
         if won is None:
-            await self._give_back(bound)
+            await self._releases.give_back(bound)
             return await super()._acquire_many(requests, fenced=fenced)
-        await self._purge_when_due()
+        await self._upkeep.purge_when_due()
         return [won.get(key) if fenced else key in won for key, _, _ in bound]
 
     async def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
@@ -298,39 +278,7 @@ class AsyncDatabaseLeaseLock(AsyncTicketQueue):
         return [answer if isinstance(answer, BaseException) else bool(answer) for answer in answers]
 
     async def _release(self, name: str, owner: str) -> bool:
-        if self._releases is not None:
-            return await self._releases.call((self._sql.key(name), owner))
-        return await self._release_alone(self._sql.key(name), owner)
-
-    async def _release_alone(self, key: object, owner: str) -> bool:
-        parameters = {"name": key, "owner": owner}
-        return await self._transactions.run(
-            partial(
-                operations_async.changed_one, statement=self._sql.release, parameters=parameters
-            )
-        )
-
-    async def _release_together(self, held: Sequence[tuple[object, str]]) -> list[bool]:
-        """The releases that waited for one another: one round trip, an answer each.
-
-        A resident node ends the fires of an instant together, and one statement per
-        release kept the ones behind it waiting for a pooled connection (on MariaDB,
-        one DELETE per release was 18 % of a winning node's CPU). Each lease
-        is deleted only while it carries its own owner token, and each answer is read
-        from what the server says it deleted, never inferred from another's: the rows
-        the statement returned (PostgreSQL, SQLite), or the row count of the lease's
-        own DELETE in a text of one per lease (MySQL, `LeaseBatches.releases_counted`).
-        A group that fails is that error for each of its callers. A lone release is
-        sent alone, in its own cheaper statement.
-        """
-        if len(held) == 1:
-            return [await self._release_alone(*held[0])]
-        batches = self._batches
-        assert batches is not None  # grouped releases are only made where it answers them
-        deleted = await self._transactions.run(
-            partial(operations_async.deleted_many, batches=batches, held=held)
-        )
-        return [pair in deleted for pair in held]
+        return await self._releases.release(name, owner)
 
     async def _renew(self, name: str, owner: str, ttl_seconds: float) -> bool:
         parameters = {
@@ -402,29 +350,6 @@ class AsyncDatabaseLeaseLock(AsyncTicketQueue):
             return super()._describe(err.orig)
         return super()._describe(err)
 
-    async def _give_back(self, requests: Sequence[Request]) -> None:
-        """Release what a failed batch may have taken: one statement, errors ignored."""
-        batches = self._batches
-        if batches is None or batches.one_statement:
-            return
-        held = [(key, owner) for key, owner, _ in requests]
-        with suppress(*self.driver_errors):
-            await self._transactions.run(
-                partial(operations_async.rowcount, bound=batches.release(held))
-            )
-
-    async def _purge_when_due(self) -> None:
-        """Purge expired leases about once a minute; a failure only delays the next one."""
-        if not self._purges or time.monotonic() < self._next_purge:
-            return
-        self._next_purge = time.monotonic() + _purge_pause()
-        try:
-            purged = await self.purge_expired()
-        except SQLAlchemyError as err:
-            logger.debug("database lock %s: purging expired leases failed: %s", self._target, err)
-        else:
-            logger.debug("database lock %s: purged %d expired leases", self._target, purged)
-
     # -- transactions -------------------------------------------------------------
 
     async def _attempt(self, operation: Operation[_T]) -> _T | None:
@@ -442,28 +367,6 @@ class AsyncDatabaseLeaseLock(AsyncTicketQueue):
             if self._sql.is_contention(err):
                 return None  # another transaction held or raced for the row
             raise
-
-    async def _exists(self, table: str) -> bool:
-        def exists(connection: Connection) -> bool:
-            return inspect(connection).has_table(table)
-
-        try:
-            if ASYNC:
-
-                async def look(connection: AsyncConnection) -> bool:
-                    return await connection.run_sync(exists)
-
-                found = await self._transactions.run_on_sqlalchemy(look)
-            else:
-                found = self._transactions.run_on_sqlalchemy(exists)
-        except SQLAlchemyError:
-            return False
-        return found
-
-
-def _purge_pause() -> float:
-    # Jitter keeps a fleet's nodes from purging the same rows at the same moment.
-    return PURGE_INTERVAL_SECONDS * random.uniform(1.0, 1.5)  # noqa: S311 - not a secret
 
 
 def _lease_seconds(ttl_seconds: float) -> float:

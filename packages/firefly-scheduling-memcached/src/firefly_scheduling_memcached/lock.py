@@ -40,11 +40,8 @@ from firefly_scheduling.locks.ticket_queue import TicketQueue
 from firefly_scheduling.urls.redaction import redact_url, url_secrets
 from firefly_scheduling_memcached import protocol, waiter_queue
 from firefly_scheduling_memcached.pool import Pool
-from firefly_scheduling_memcached.protocol import (
-    MemcachedError,
-    MemcachedServerError,
-    Operation,
-)
+from firefly_scheduling_memcached.protocol import Operation
+from firefly_scheduling_memcached.replies import MemcachedError, MemcachedServerError
 from firefly_scheduling_memcached.url import CLIENT_DEFAULTS, parse_url
 
 T = TypeVar("T")

@@ -42,11 +42,8 @@ from firefly_scheduling.locks.ticket_queue_async import AsyncTicketQueue
 from firefly_scheduling.urls.redaction import redact_url, url_secrets
 from firefly_scheduling_memcached import protocol, waiter_queue
 from firefly_scheduling_memcached.pool_async import AsyncPool
-from firefly_scheduling_memcached.protocol import (
-    MemcachedError,
-    MemcachedServerError,
-    Operation,
-)
+from firefly_scheduling_memcached.protocol import Operation
+from firefly_scheduling_memcached.replies import MemcachedError, MemcachedServerError
 from firefly_scheduling_memcached.url import CLIENT_DEFAULTS, parse_url
 
 T = TypeVar("T")

@@ -41,7 +41,8 @@ import time
 from typing import Final
 
 from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
-from firefly_scheduling_memcached.protocol import Reply, ReplyParser, Request
+from firefly_scheduling_memcached.protocol import Request
+from firefly_scheduling_memcached.replies import Reply, ReplyParser
 
 #: Bytes asked of the socket per read; a lock's replies are far smaller.
 RECEIVE_SIZE: Final = 65536

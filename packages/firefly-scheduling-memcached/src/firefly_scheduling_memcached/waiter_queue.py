@@ -30,6 +30,12 @@ from typing import Final, NamedTuple
 
 from firefly_scheduling.locks.server_keys import ServerKeyScheme
 from firefly_scheduling_memcached.protocol import (
+    Operation,
+    Request,
+    incremented_value,
+    server_expiry,
+)
+from firefly_scheduling_memcached.replies import (
     DONE,
     META_NOT_FOUND,
     MISS,
@@ -37,11 +43,7 @@ from firefly_scheduling_memcached.protocol import (
     STORED,
     VALUE,
     MemcachedError,
-    Operation,
     Reply,
-    Request,
-    incremented_value,
-    server_expiry,
     unexpected,
 )
 

@@ -11,7 +11,8 @@ multiply the cost of a cycle.
 Written once, for asyncio (asyncmy), in `lock_async.py`; the synchronous
 `MySqlNamedLock` (PyMySQL) in `lock.py` is generated from it by
 `tools/async_to_sync.py`. Both send the statements of `protocol`, so the two
-flavours exclude each other on the same name. asyncmy was chosen over aiomysql by
+flavours exclude each other on the same name; what differs between their drivers is
+`driver_async`'s. asyncmy was chosen over aiomysql by
 measurement (benchmarks/async_suites/mysql.py and docs/backends/mysql.md).
 
 Limits, stated once here and in the docs page:
@@ -31,12 +32,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import Any, ClassVar, TypeAlias
+from typing import ClassVar
 
-from pymysql.connections import Connection as PyMySqlConnection
-from pymysql.constants import CLIENT, CR
-from pymysql.cursors import Cursor
-from pymysql.err import InterfaceError, MySQLError, OperationalError
+from pymysql.constants import CR
 
 from firefly_scheduling.concurrency.connection_budget import budget_for
 from firefly_scheduling.errors import ConfigurationError
@@ -44,13 +42,26 @@ from firefly_scheduling.locks.session import SessionLock
 from firefly_scheduling.locks.validation import validate_lock_name
 from firefly_scheduling.urls.redaction import scrub
 from firefly_scheduling_mysql import protocol as sql
+from firefly_scheduling_mysql.driver import (
+    Connection,
+    Cursor,
+    InterfaceError,
+    MySQLError,
+    OperationalError,
+    affected_rows,
+    connection_alive,
+    execute_creating,
+    greeted,
+    next_result,
+    row_answers,
+    scalar,
+    server_text,
+    unconnected,
+)
 from firefly_scheduling_mysql.url import (
     connection_arguments,
     shown_and_secrets,
 )
-
-# PyMySQL's Connection is generic only in its stubs, hence the string.
-Connection: TypeAlias = "PyMySqlConnection[Cursor]"
 
 
 class MySqlNamedLock(SessionLock[Connection]):
@@ -95,11 +106,11 @@ class MySqlNamedLock(SessionLock[Connection]):
     # -- SessionLock hooks -----------------------------------------------------------
 
     def _connect(self) -> Connection:
-        connection = _unconnected(self._arguments)
+        connection = unconnected(self._arguments)
         try:
             connection.connect()
         except OperationalError as err:
-            if _greeted(connection) or err.args[0] != CR.CR_SERVER_LOST:
+            if greeted(connection) or err.args[0] != CR.CR_SERVER_LOST:
                 raise  # refused after greeting (credentials, limits), or nothing listens
             # Accepted, then silence or a hang-up: MySQL greets at once, so the server is
             # overloaded, or is not MySQL at all; the two cannot be told apart from here.
@@ -110,7 +121,7 @@ class MySqlNamedLock(SessionLock[Connection]):
                 "or went away, or it is not a MySQL or MariaDB server",
             ) from err
         except Exception as err:  # a garbled greeting fails in many ways, not all the driver's
-            if not _greeted(connection):
+            if not greeted(connection):
                 raise self._not_mysql(
                     f"its greeting is not MySQL's ({self._describe(err)})"
                 ) from err
@@ -138,7 +149,7 @@ class MySqlNamedLock(SessionLock[Connection]):
 
     def _server_acquire(self, connection: Connection, name: str) -> bool:
         try:
-            return bool(_scalar(connection, sql.GET_LOCK, sql.server_name(name)) == 1)
+            return bool(scalar(connection, sql.GET_LOCK, sql.server_name(name)) == 1)
         except MySQLError as err:
             if err.args and err.args[0] in sql.UNSUPPORTED_ERRORS:
                 raise self._not_mysql(f"GET_LOCK failed ({self._describe(err)})") from err
@@ -146,22 +157,22 @@ class MySqlNamedLock(SessionLock[Connection]):
 
     def _server_acquire_waiting(self, connection: Connection, name: str, seconds: float) -> bool:
         server = sql.server_name(name)
-        return bool(_scalar(connection, sql.WAIT_LOCK, server, round(seconds, 3)) == 1)
+        return bool(scalar(connection, sql.WAIT_LOCK, server, round(seconds, 3)) == 1)
 
     def _server_release(self, connection: Connection, name: str) -> bool:
         # 1: released; 0: held by another session; NULL: no such lock (ours was lost).
-        return bool(_scalar(connection, sql.RELEASE_LOCK, sql.server_name(name)) == 1)
+        return bool(scalar(connection, sql.RELEASE_LOCK, sql.server_name(name)) == 1)
 
     def _server_holds(self, connection: Connection, name: str) -> bool:
-        return bool(_scalar(connection, sql.HOLDS, sql.server_name(name)) == 1)
+        return bool(scalar(connection, sql.HOLDS, sql.server_name(name)) == 1)
 
     def _server_holds_many(self, connection: Connection, names: Sequence[str]) -> list[bool]:
         servers = [sql.server_name(name) for name in names]
-        return _answers(connection, sql.holds_many(len(servers)), servers)
+        return row_answers(connection, sql.holds_many(len(servers)), servers)
 
     def _server_release_many(self, connection: Connection, names: Sequence[str]) -> list[bool]:
         servers = [sql.server_name(name) for name in names]
-        return _answers(connection, sql.release_many(len(servers)), servers)
+        return row_answers(connection, sql.release_many(len(servers)), servers)
 
     def _server_fence(self, connection: Connection, name: str) -> int:
         token = self._fence_statement(connection, sql.NEXT_FENCE, (sql.server_name(name),))
@@ -180,14 +191,14 @@ class MySqlNamedLock(SessionLock[Connection]):
         """Every lock in one statement, and their tokens in a second when fenced."""
         statement, parameters = sql.acquire_many(names, fenced=fenced)
         if not fenced:
-            answers = _answers(connection, statement, parameters)
+            answers = row_answers(connection, statement, parameters)
             return {name: True for name, won in zip(names, answers, strict=True) if won}
         with connection.cursor() as cursor:
             self._execute_fencing(cursor, statement, parameters)
-            if _rowcount(cursor) < 1:
+            if affected_rows(cursor) < 1:
                 return {}  # none won: nothing was written
             cursor.execute(sql.held_fences(len(parameters)), parameters)
-            tokens = {_text(server): int(value) for server, value in cursor.fetchall()}
+            tokens = {server_text(server): int(value) for server, value in cursor.fetchall()}
         return {
             name: tokens[server]
             for name, server in zip(names, parameters, strict=True)
@@ -197,8 +208,8 @@ class MySqlNamedLock(SessionLock[Connection]):
     def _server_claim(self, connection: Connection, name: str, seconds: float) -> bool:
         parameters = sql.claim_parameters(name, seconds)
         with connection.cursor() as cursor:
-            _execute_creating(cursor, sql.CREATE_CLAIMS, sql.CLAIM, parameters)
-            return _rowcount(cursor) in sql.CLAIM_WON
+            execute_creating(cursor, sql.CREATE_CLAIMS, sql.CLAIM, parameters)
+            return affected_rows(cursor) in sql.CLAIM_WON
 
     def _server_claim_many(
         self, connection: Connection, claims: Sequence[tuple[str, float]]
@@ -231,15 +242,15 @@ class MySqlNamedLock(SessionLock[Connection]):
             with connection.cursor() as cursor:
                 cursor.execute(statement, parameters)
                 for _ in range(sql.CLAIMS_PREAMBLE_RESULTS):
-                    _next_result(cursor)
+                    next_result(cursor)
                 for place, index in enumerate(order):
                     if place:
-                        _next_result(cursor)
-                    answers[index] = _rowcount(cursor) in sql.CLAIM_WON
+                        next_result(cursor)
+                    answers[index] = affected_rows(cursor) in sql.CLAIM_WON
                 while cursor.nextset():  # the COMMIT's, which may fail too
                     pass
         except self.driver_errors:
-            if _connection_alive(connection):
+            if connection_alive(connection):
                 with contextlib.suppress(*self.driver_errors):
                     connection.rollback()
             raise
@@ -247,11 +258,11 @@ class MySqlNamedLock(SessionLock[Connection]):
 
     def _server_sweep_claims(self, connection: Connection) -> int:
         with connection.cursor() as cursor:
-            _execute_creating(cursor, sql.CREATE_CLAIMS, sql.SWEEP_CLAIMS, None)
-            return max(_rowcount(cursor), 0)
+            execute_creating(cursor, sql.CREATE_CLAIMS, sql.SWEEP_CLAIMS, None)
+            return max(affected_rows(cursor), 0)
 
     def _alive(self, connection: Connection) -> bool:
-        return _connection_alive(connection)
+        return connection_alive(connection)
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -261,12 +272,12 @@ class MySqlNamedLock(SessionLock[Connection]):
         """Run an increment of a fence counter; its new value, or None if it wrote no row."""
         with connection.cursor() as cursor:
             self._execute_fencing(cursor, statement, parameters)
-            if _rowcount(cursor) < 1:
+            if affected_rows(cursor) < 1:
                 return None
             if cursor.lastrowid > 0:
                 return int(cursor.lastrowid)
         # A server that leaves LAST_INSERT_ID(expr) out of the OK packet: ask for it.
-        return int(_scalar(connection, sql.LAST_FENCE))
+        return int(scalar(connection, sql.LAST_FENCE))
 
     def _execute_fencing(self, cursor: Cursor, statement: str, parameters: object) -> None:
         """Run a statement that takes locks and moves fence counters.
@@ -276,7 +287,7 @@ class MySqlNamedLock(SessionLock[Connection]):
         `GET_LOCK` (a MySQL look-alike) is a `ConfigurationError`.
         """
         try:
-            _execute_creating(cursor, sql.CREATE_FENCES, statement, parameters)
+            execute_creating(cursor, sql.CREATE_FENCES, statement, parameters)
         except MySQLError as err:
             if err.args and err.args[0] in sql.UNSUPPORTED_ERRORS:
                 raise self._not_mysql(f"GET_LOCK failed ({self._describe(err)})") from err
@@ -285,7 +296,7 @@ class MySqlNamedLock(SessionLock[Connection]):
     def _check_server(self, connection: Connection) -> None:
         """Refuse a server that speaks the protocol but cannot hold our named locks."""
         try:
-            version = str(_scalar(connection, sql.PROBE, sql.PROBE_NAME))
+            version = str(scalar(connection, sql.PROBE, sql.PROBE_NAME))
         except MySQLError as err:
             if err.args and err.args[0] in sql.UNSUPPORTED_ERRORS:
                 raise self._not_mysql(f"it lacks IS_USED_LOCK ({self._describe(err)})") from err
@@ -301,87 +312,3 @@ class MySqlNamedLock(SessionLock[Connection]):
             f"or MariaDB, but the server at {self._target} cannot serve: "
             f"{scrub(reason, self._secrets)}"
         )
-
-
-def _unconnected(arguments: dict[str, Any]) -> Connection:
-    """A connection that has not connected yet (`connect()` does), so a failed
-    connect leaves an object to ask whether the server greeted."""
-    return PyMySqlConnection(
-        **arguments,
-        autocommit=True,
-        defer_connect=True,
-        client_flag=CLIENT.MULTI_STATEMENTS,
-    )
-
-
-def _connection_alive(connection: Connection) -> bool:
-    """Whether `connection` survived a failed statement.
-
-    PyMySQL closes its socket on a lost connection, never on a statement's error.
-    """
-    return bool(connection.open)
-
-
-def _rowcount(cursor: Cursor) -> int:
-    """The affected or returned rows."""
-    return cursor.rowcount
-
-
-def _execute_creating(cursor: Cursor, create: str, statement: str, parameters: object) -> None:
-    """Run `statement`; when its table is missing, create it (`create`) and run it again.
-
-    A missing table is reported when the statement opens its tables, before it runs
-    anything (GET_LOCK included), so running it again is safe; racing creators are
-    harmless (`IF NOT EXISTS`).
-    """
-    try:
-        cursor.execute(statement, parameters)
-    except MySQLError as err:
-        if not err.args or err.args[0] != sql.NO_SUCH_TABLE:
-            raise
-        cursor.execute(create)
-        cursor.execute(statement, parameters)
-
-
-def _greeted(connection: Connection) -> bool:
-    """Whether a MySQL greeting (protocol version 10) was read; the driver keeps its fields."""
-    return getattr(connection, "protocol_version", None) == sql.PROTOCOL_VERSION
-
-
-def _row(connection: Connection, statement: str, parameters: Sequence[str]) -> Any:
-    """The one row `statement` returns."""
-    with connection.cursor() as cursor:
-        cursor.execute(statement, parameters)
-        row = cursor.fetchone()
-    if row is None:
-        raise InterfaceError("the server returned no row for a single-row query")
-    return row
-
-
-def _answers(connection: Connection, statement: str, servers: Sequence[str]) -> list[bool]:
-    """The answers of `statement` (`sql.answers_in_one_column`) for `servers`, in order."""
-    answers = sql.answers((_row(connection, statement, servers))[0])
-    if len(answers) != len(servers):
-        raise InterfaceError(f"{len(servers)} lock names asked, {len(answers)} answered")
-    return answers
-
-
-def _text(value: object) -> str:
-    """A VARBINARY column's value (bytes) as the server name it holds."""
-    return bytes(value).decode("utf-8") if isinstance(value, bytes | bytearray) else str(value)
-
-
-def _next_result(cursor: Cursor) -> None:
-    """Move to the next result of a multi-statement text, which must have one."""
-    if not cursor.nextset():
-        raise InterfaceError("the server answered fewer statements than were sent")
-
-
-def _scalar(connection: Connection, statement: str, *args: Any) -> Any:
-    """The first column of the one row `statement` returns."""
-    with connection.cursor() as cursor:
-        cursor.execute(statement, args or None)
-        row = cursor.fetchone()
-    if row is None:
-        raise InterfaceError("the server returned no row for a single-row query")
-    return row[0]

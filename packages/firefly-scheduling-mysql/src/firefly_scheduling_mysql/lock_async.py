@@ -9,7 +9,8 @@ multiply the cost of a cycle.
 Written once, for asyncio (asyncmy), in `lock_async.py`; the synchronous
 `MySqlNamedLock` (PyMySQL) in `lock.py` is generated from it by
 `tools/async_to_sync.py`. Both send the statements of `protocol`, so the two
-flavours exclude each other on the same name. asyncmy was chosen over aiomysql by
+flavours exclude each other on the same name; what differs between their drivers is
+`driver_async`'s. asyncmy was chosen over aiomysql by
 measurement (benchmarks/async_suites/mysql.py and docs/backends/mysql.md).
 
 Limits, stated once here and in the docs page:
@@ -31,9 +32,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import Any, ClassVar, TypeAlias, cast
+from typing import ClassVar
 
-from pymysql.constants import CLIENT, CR
+from pymysql.constants import CR
 
 from firefly_scheduling.concurrency.connection_budget import budget_for
 from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
@@ -42,23 +43,27 @@ from firefly_scheduling.locks.session_async import AsyncSessionLock
 from firefly_scheduling.locks.validation import validate_lock_name
 from firefly_scheduling.urls.redaction import scrub
 from firefly_scheduling_mysql import protocol as sql
+from firefly_scheduling_mysql.driver_async import (
+    Connection,
+    Cursor,
+    InterfaceError,
+    MySQLError,
+    OperationalError,
+    affected_rows,
+    connection_alive,
+    execute_creating,
+    greeted,
+    next_result,
+    row_answers,
+    scalar,
+    server_text,
+    unconnected,
+)
 from firefly_scheduling_mysql.url import (
     asyncmy_arguments,
     connection_arguments,
     shown_and_secrets,
 )
-
-if ASYNC:
-    from asyncmy.connection import Connection
-    from asyncmy.cursors import Cursor
-    from asyncmy.errors import InterfaceError, MySQLError, OperationalError
-else:
-    from pymysql.connections import Connection as PyMySqlConnection
-    from pymysql.cursors import Cursor
-    from pymysql.err import InterfaceError, MySQLError, OperationalError
-
-    # PyMySQL's Connection is generic only in its stubs, hence the string.
-    Connection: TypeAlias = "PyMySqlConnection[Cursor]"
 
 
 class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
@@ -106,11 +111,11 @@ class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
     # -- AsyncSessionLock hooks -----------------------------------------------------------
 
     async def _connect(self) -> Connection:
-        connection = _unconnected(self._arguments)
+        connection = unconnected(self._arguments)
         try:
             await connection.connect()
         except OperationalError as err:
-            if _greeted(connection) or err.args[0] != CR.CR_SERVER_LOST:
+            if greeted(connection) or err.args[0] != CR.CR_SERVER_LOST:
                 raise  # refused after greeting (credentials, limits), or nothing listens
             # Accepted, then silence or a hang-up: MySQL greets at once, so the server is
             # overloaded, or is not MySQL at all; the two cannot be told apart from here.
@@ -121,7 +126,7 @@ class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
                 "or went away, or it is not a MySQL or MariaDB server",
             ) from err
         except Exception as err:  # a garbled greeting fails in many ways, not all the driver's
-            if not _greeted(connection):
+            if not greeted(connection):
                 raise self._not_mysql(
                     f"its greeting is not MySQL's ({self._describe(err)})"
                 ) from err
@@ -149,7 +154,7 @@ class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
 
     async def _server_acquire(self, connection: Connection, name: str) -> bool:
         try:
-            return bool(await _scalar(connection, sql.GET_LOCK, sql.server_name(name)) == 1)
+            return bool(await scalar(connection, sql.GET_LOCK, sql.server_name(name)) == 1)
         except MySQLError as err:
             if err.args and err.args[0] in sql.UNSUPPORTED_ERRORS:
                 raise self._not_mysql(f"GET_LOCK failed ({self._describe(err)})") from err
@@ -159,24 +164,24 @@ class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
         self, connection: Connection, name: str, seconds: float
     ) -> bool:
         server = sql.server_name(name)
-        return bool(await _scalar(connection, sql.WAIT_LOCK, server, round(seconds, 3)) == 1)
+        return bool(await scalar(connection, sql.WAIT_LOCK, server, round(seconds, 3)) == 1)
 
     async def _server_release(self, connection: Connection, name: str) -> bool:
         # 1: released; 0: held by another session; NULL: no such lock (ours was lost).
-        return bool(await _scalar(connection, sql.RELEASE_LOCK, sql.server_name(name)) == 1)
+        return bool(await scalar(connection, sql.RELEASE_LOCK, sql.server_name(name)) == 1)
 
     async def _server_holds(self, connection: Connection, name: str) -> bool:
-        return bool(await _scalar(connection, sql.HOLDS, sql.server_name(name)) == 1)
+        return bool(await scalar(connection, sql.HOLDS, sql.server_name(name)) == 1)
 
     async def _server_holds_many(self, connection: Connection, names: Sequence[str]) -> list[bool]:
         servers = [sql.server_name(name) for name in names]
-        return await _answers(connection, sql.holds_many(len(servers)), servers)
+        return await row_answers(connection, sql.holds_many(len(servers)), servers)
 
     async def _server_release_many(
         self, connection: Connection, names: Sequence[str]
     ) -> list[bool]:
         servers = [sql.server_name(name) for name in names]
-        return await _answers(connection, sql.release_many(len(servers)), servers)
+        return await row_answers(connection, sql.release_many(len(servers)), servers)
 
     async def _server_fence(self, connection: Connection, name: str) -> int:
         token = await self._fence_statement(connection, sql.NEXT_FENCE, (sql.server_name(name),))
@@ -195,14 +200,14 @@ class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
         """Every lock in one statement, and their tokens in a second when fenced."""
         statement, parameters = sql.acquire_many(names, fenced=fenced)
         if not fenced:
-            answers = await _answers(connection, statement, parameters)
+            answers = await row_answers(connection, statement, parameters)
             return {name: True for name, won in zip(names, answers, strict=True) if won}
         async with connection.cursor() as cursor:
             await self._execute_fencing(cursor, statement, parameters)
-            if _rowcount(cursor) < 1:
+            if affected_rows(cursor) < 1:
                 return {}  # none won: nothing was written
             await cursor.execute(sql.held_fences(len(parameters)), parameters)
-            tokens = {_text(server): int(value) for server, value in await cursor.fetchall()}
+            tokens = {server_text(server): int(value) for server, value in await cursor.fetchall()}
         return {
             name: tokens[server]
             for name, server in zip(names, parameters, strict=True)
@@ -212,8 +217,8 @@ class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
     async def _server_claim(self, connection: Connection, name: str, seconds: float) -> bool:
         parameters = sql.claim_parameters(name, seconds)
         async with connection.cursor() as cursor:
-            await _execute_creating(cursor, sql.CREATE_CLAIMS, sql.CLAIM, parameters)
-            return _rowcount(cursor) in sql.CLAIM_WON
+            await execute_creating(cursor, sql.CREATE_CLAIMS, sql.CLAIM, parameters)
+            return affected_rows(cursor) in sql.CLAIM_WON
 
     async def _server_claim_many(
         self, connection: Connection, claims: Sequence[tuple[str, float]]
@@ -246,15 +251,15 @@ class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
             async with connection.cursor() as cursor:
                 await cursor.execute(statement, parameters)
                 for _ in range(sql.CLAIMS_PREAMBLE_RESULTS):
-                    await _next_result(cursor)
+                    await next_result(cursor)
                 for place, index in enumerate(order):
                     if place:
-                        await _next_result(cursor)
-                    answers[index] = _rowcount(cursor) in sql.CLAIM_WON
+                        await next_result(cursor)
+                    answers[index] = affected_rows(cursor) in sql.CLAIM_WON
                 while await cursor.nextset():  # the COMMIT's, which may fail too
                     pass
         except self.driver_errors:
-            if _connection_alive(connection):
+            if connection_alive(connection):
                 with contextlib.suppress(*self.driver_errors):
                     await connection.rollback()
             raise
@@ -262,11 +267,11 @@ class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
 
     async def _server_sweep_claims(self, connection: Connection) -> int:
         async with connection.cursor() as cursor:
-            await _execute_creating(cursor, sql.CREATE_CLAIMS, sql.SWEEP_CLAIMS, None)
-            return max(_rowcount(cursor), 0)
+            await execute_creating(cursor, sql.CREATE_CLAIMS, sql.SWEEP_CLAIMS, None)
+            return max(affected_rows(cursor), 0)
 
     def _alive(self, connection: Connection) -> bool:
-        return _connection_alive(connection)
+        return connection_alive(connection)
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -276,12 +281,12 @@ class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
         """Run an increment of a fence counter; its new value, or None if it wrote no row."""
         async with connection.cursor() as cursor:
             await self._execute_fencing(cursor, statement, parameters)
-            if _rowcount(cursor) < 1:
+            if affected_rows(cursor) < 1:
                 return None
             if cursor.lastrowid > 0:
                 return int(cursor.lastrowid)
         # A server that leaves LAST_INSERT_ID(expr) out of the OK packet: ask for it.
-        return int(await _scalar(connection, sql.LAST_FENCE))
+        return int(await scalar(connection, sql.LAST_FENCE))
 
     async def _execute_fencing(self, cursor: Cursor, statement: str, parameters: object) -> None:
         """Run a statement that takes locks and moves fence counters.
@@ -291,7 +296,7 @@ class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
         `GET_LOCK` (a MySQL look-alike) is a `ConfigurationError`.
         """
         try:
-            await _execute_creating(cursor, sql.CREATE_FENCES, statement, parameters)
+            await execute_creating(cursor, sql.CREATE_FENCES, statement, parameters)
         except MySQLError as err:
             if err.args and err.args[0] in sql.UNSUPPORTED_ERRORS:
                 raise self._not_mysql(f"GET_LOCK failed ({self._describe(err)})") from err
@@ -300,7 +305,7 @@ class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
     async def _check_server(self, connection: Connection) -> None:
         """Refuse a server that speaks the protocol but cannot hold our named locks."""
         try:
-            version = str(await _scalar(connection, sql.PROBE, sql.PROBE_NAME))
+            version = str(await scalar(connection, sql.PROBE, sql.PROBE_NAME))
         except MySQLError as err:
             if err.args and err.args[0] in sql.UNSUPPORTED_ERRORS:
                 raise self._not_mysql(f"it lacks IS_USED_LOCK ({self._describe(err)})") from err
@@ -316,109 +321,3 @@ class AsyncMySqlNamedLock(AsyncSessionLock[Connection]):
             f"or MariaDB, but the server at {self._target} cannot serve: "
             f"{scrub(reason, self._secrets)}"
         )
-
-
-if ASYNC:
-
-    def _unconnected(arguments: dict[str, Any]) -> Connection:
-        """A connection that has not connected yet (`connect()` does), so a failed
-        connect leaves an object to ask whether the server greeted."""
-        return Connection(  # type: ignore[no-untyped-call]
-            **arguments, autocommit=True, client_flag=CLIENT.MULTI_STATEMENTS
-        )
-
-    def _connection_alive(connection: Connection) -> bool:
-        """Whether `connection` survived a failed statement.
-
-        asyncmy marks a connection closed after a read timeout or a cancelled read,
-        but after the server's hang-up (EOF) only its stream knows.
-        """
-        return bool(connection.connected) and not getattr(connection, "_stream_broken", False)
-
-    def _rowcount(cursor: Cursor) -> int:
-        """The affected or returned rows; asyncmy's stubs type it `object`, it is an int."""
-        return cast(int, cursor.rowcount)
-else:
-
-    def _unconnected(arguments: dict[str, Any]) -> Connection:
-        """A connection that has not connected yet (`connect()` does), so a failed
-        connect leaves an object to ask whether the server greeted."""
-        return PyMySqlConnection(
-            **arguments,
-            autocommit=True,
-            defer_connect=True,
-            client_flag=CLIENT.MULTI_STATEMENTS,
-        )
-
-    def _connection_alive(connection: Connection) -> bool:
-        """Whether `connection` survived a failed statement.
-
-        PyMySQL closes its socket on a lost connection, never on a statement's error.
-        """
-        return bool(connection.open)
-
-    def _rowcount(cursor: Cursor) -> int:
-        """The affected or returned rows."""
-        return cursor.rowcount
-
-
-async def _execute_creating(
-    cursor: Cursor, create: str, statement: str, parameters: object
-) -> None:
-    """Run `statement`; when its table is missing, create it (`create`) and run it again.
-
-    A missing table is reported when the statement opens its tables, before it runs
-    anything (GET_LOCK included), so running it again is safe; racing creators are
-    harmless (`IF NOT EXISTS`).
-    """
-    try:
-        await cursor.execute(statement, parameters)
-    except MySQLError as err:
-        if not err.args or err.args[0] != sql.NO_SUCH_TABLE:
-            raise
-        await cursor.execute(create)
-        await cursor.execute(statement, parameters)
-
-
-def _greeted(connection: Connection) -> bool:
-    """Whether a MySQL greeting (protocol version 10) was read; the driver keeps its fields."""
-    return getattr(connection, "protocol_version", None) == sql.PROTOCOL_VERSION
-
-
-async def _row(connection: Connection, statement: str, parameters: Sequence[str]) -> Any:
-    """The one row `statement` returns."""
-    async with connection.cursor() as cursor:
-        await cursor.execute(statement, parameters)
-        row = await cursor.fetchone()
-    if row is None:
-        raise InterfaceError("the server returned no row for a single-row query")
-    return row
-
-
-async def _answers(connection: Connection, statement: str, servers: Sequence[str]) -> list[bool]:
-    """The answers of `statement` (`sql.answers_in_one_column`) for `servers`, in order."""
-    answers = sql.answers((await _row(connection, statement, servers))[0])
-    if len(answers) != len(servers):
-        raise InterfaceError(f"{len(servers)} lock names asked, {len(answers)} answered")
-    return answers
-
-
-def _text(value: object) -> str:
-    """A VARBINARY column's value (bytes) as the server name it holds."""
-    return bytes(value).decode("utf-8") if isinstance(value, bytes | bytearray) else str(value)
-
-
-async def _next_result(cursor: Cursor) -> None:
-    """Move to the next result of a multi-statement text, which must have one."""
-    if not await cursor.nextset():
-        raise InterfaceError("the server answered fewer statements than were sent")
-
-
-async def _scalar(connection: Connection, statement: str, *args: Any) -> Any:
-    """The first column of the one row `statement` returns."""
-    async with connection.cursor() as cursor:
-        await cursor.execute(statement, args or None)
-        row = await cursor.fetchone()
-    if row is None:
-        raise InterfaceError("the server returned no row for a single-row query")
-    return row[0]

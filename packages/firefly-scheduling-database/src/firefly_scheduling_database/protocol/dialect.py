@@ -173,7 +173,7 @@ class LeaseBatches(ABC):
     #: text (read with `deleted_by_counts`) rather than rows listing what it deleted.
     releases_counted: ClassVar[bool] = False
     #: Most releases `released` takes at once (a longer group waits for the next), or
-    #: None for the lock's own bound (`RELEASES_PER_STATEMENT`).
+    #: None for the lock's own bound (`releases_async.RELEASES_PER_STATEMENT`).
     most_releases: ClassVar[int | None] = None
     #: Most requests in one statement (the lock sends a longer batch in parts), or None.
     most_per_statement: ClassVar[int | None] = None

@@ -2,7 +2,8 @@
 MySQL/MariaDB, for every provider that keeps its history in a SQL database (the
 `database` provider's own, and the `postgres` and `mysql` providers' by default).
 
-* `store`: the store, its per-fire writes and their error handling;
+* `store`: the store and its writes; `reads`: its reads; `table_access`: the table
+  checked once, the paths its statements take, and the error handling;
 * `statements`: the statements a fire sends, built once, and the conditional
   updates that carry the port's race rules; `array_statements`: PostgreSQL's batches
   as one statement over arrays; `batch_writes`: writes of many records at once;

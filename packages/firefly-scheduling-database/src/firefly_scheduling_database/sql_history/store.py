@@ -41,7 +41,7 @@ seconds, never forever, and its pool is the stores' share of the node's
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import cached_property, partial
 from typing import Any
@@ -57,7 +57,6 @@ from firefly_scheduling.history.port import (
     HistoryError,
     NewRun,
     Recorded,
-    RunRecord,
     RunState,
     checked_trigger,
     clip_error,
@@ -68,8 +67,8 @@ from firefly_scheduling_database.engine import release_store_engine, store_engin
 from firefly_scheduling_database.sql_history import batch_writes, queries
 from firefly_scheduling_database.sql_history.driver import DriverStatement
 from firefly_scheduling_database.sql_history.in_transaction import caller_transaction
+from firefly_scheduling_database.sql_history.reads import SqlHistoryReads
 from firefly_scheduling_database.sql_history.rows import (
-    record,
     row_key,
     running_row,
     skipped_row,
@@ -81,18 +80,14 @@ from firefly_scheduling_database.sql_history.schema import (
     runs_table,
 )
 from firefly_scheduling_database.sql_history.statements import (
-    DriverStatements,
-    HotStatements,
     is_key,
     key_of,
     key_parameters,
     retry_takeover,
-    single_statements,
     takeover,
     whole_run_update,
 )
 from firefly_scheduling_database.sql_history.success_statement import success_statements
-from firefly_scheduling_database.sql_history.table_access import SqlTableAccess
 
 __all__ = ["DEFAULT_TABLE", "SqlRunHistory", "create_history_store", "runs_table"]
 
@@ -105,8 +100,10 @@ FINISHES_PER_GROUP = 200
 _ROWS_PER_INSERT = {"sqlite": 100, "default": 1000}
 
 
-class SqlRunHistory(SqlTableAccess, BaseRunHistory):
+class SqlRunHistory(SqlHistoryReads, BaseRunHistory):
     """A `RunHistory` in a SQL table, shared by every node that reaches the database.
+
+    The writes are here; the reads are `SqlHistoryReads`' (`reads`).
 
     Thread-safe (each call takes a pooled connection for one short transaction).
     Driver errors become `HistoryError`s naming the store without the password.
@@ -118,12 +115,6 @@ class SqlRunHistory(SqlTableAccess, BaseRunHistory):
         # Shared with the anchor store: their part of the node's budget (2 of the default 4).
         super().__init__(store_engine(url, max_connections=max_connections), runs_table(table))
         self._released = False
-        self._dialect = self._engine.dialect.name
-        #: Where a fire's one-statement writes and reads go (see `single_statements`).
-        self._single = single_statements(self._engine)
-        self._statements = HotStatements(self._table, self._dialect)
-        #: PostgreSQL and MySQL: the per-fire statements on the driver (`driver`).
-        self._driver = DriverStatements.for_store(self._engine, self._statements)
         #: The finishes of concurrent fires, sent together (`batch_writes`).
         self._finishes: GroupedCalls[Mapping[str, Any], bool] | None = None
         if self._driver is not None:
@@ -353,62 +344,6 @@ class SqlRunHistory(SqlTableAccess, BaseRunHistory):
         statement = queries.prune(self._table, before)
         return self._call("pruning", lambda: self._rowcount(statement))
 
-    # -- reads -----------------------------------------------------------------------
-
-    def unfinished(self, task: str, *, lock: str) -> list[RunRecord]:
-        parameters = {"p_lock_name": lock, "p_task": task}
-        driver = self._driver
-        if driver is not None:
-            on_driver = driver.unfinished
-            return self._call(
-                "reading running fires",
-                lambda: [record(row) for row in driver.path.rows(on_driver, parameters)],
-            )
-        query = self._statements.unfinished
-        return self._call("reading running fires", lambda: self._records(query, parameters))
-
-    def runs(
-        self, task: str | None = None, limit: int = 20, *, lock: str | None = None
-    ) -> list[RunRecord]:
-        query = queries.newest(self._table, task, limit, lock=lock)
-        return self._call("reading runs", lambda: self._records(query))
-
-    def last_success(self, task: str, *, lock: str) -> RunRecord | None:
-        query = queries.last_success(self._table, task, lock=lock)
-        found = self._call("reading the last success", lambda: self._records(query))
-        return found[0] if found else None
-
-    def recorded_instants(
-        self,
-        task: str,
-        *,
-        lock: str,
-        after: datetime,
-        until: datetime,
-        states: Set[RunState] | None = None,
-    ) -> set[datetime]:
-        query = queries.instants_between(
-            self._table, task, lock=lock, after=after, until=until, states=states
-        )
-
-        def read() -> set[datetime]:
-            with self._single.connect() as connection:
-                return {as_utc(instant) for instant in connection.execute(query).scalars()}
-
-        return self._call("reading recorded instants", read)
-
-    def records_between(
-        self, task: str, *, lock: str, after: datetime, until: datetime, states: Set[RunState]
-    ) -> list[RunRecord]:
-        query = queries.records_between(
-            self._table, task, lock=lock, after=after, until=until, states=states
-        )
-        return self._call("reading records", lambda: self._records(query))
-
-    def failures_since(self, since: datetime) -> list[RunRecord]:
-        query = queries.failures_since(self._table, since)
-        return self._call("reading failures", lambda: self._records(query))
-
     def close(self) -> None:
         if not self._released:
             self._released = True
@@ -431,13 +366,6 @@ class SqlRunHistory(SqlTableAccess, BaseRunHistory):
         """Run one `UPDATE` or `DELETE`, atomic on its own; how many rows it matched."""
         with self._single.begin() as connection:
             return int(connection.execute(statement, parameters).rowcount)
-
-    def _records(
-        self, query: sa.Select[Any], parameters: dict[str, Any] | None = None
-    ) -> list[RunRecord]:
-        with self._single.connect() as connection:
-            rows = connection.execute(query, parameters).mappings().all()
-        return [record(row) for row in rows]
 
 
 def create_history_store(url: str) -> SqlRunHistory:

@@ -1,5 +1,10 @@
 """How every call of the SQL run history reaches its table, and how it fails.
 
+Each statement takes one of three paths, chosen once per store: a fire's statements
+built once with bound parameters (`statements.HotStatements`), sent straight to the
+driver on PostgreSQL and MySQL (`driver`), and every other one-statement call on the
+engine in autocommit where the dialect gains by it (`statements.single_statements`).
+
 The table is created, or checked, once per store, on first use (`verify` does it at
 boot, so a host with an unusable table refuses to start instead of failing every
 fire); a 0.1.0 table is refused with the command that upgrades it. Every operation
@@ -22,6 +27,11 @@ from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.history.port import HistoryError
 from firefly_scheduling.urls.redaction import scrub
 from firefly_scheduling_database.sql_history.schema import OldHistoryTable, create_or_check
+from firefly_scheduling_database.sql_history.statements import (
+    DriverStatements,
+    HotStatements,
+    single_statements,
+)
 from firefly_scheduling_database.url import describe_url
 
 logger = logging.getLogger("firefly_scheduling.history")
@@ -38,6 +48,12 @@ class SqlTableAccess:
         self._target, self._secrets = describe_url(engine.url)
         self._table_ready = False
         self._table_mutex = threading.Lock()
+        self._dialect = engine.dialect.name
+        #: Where a fire's one-statement writes and reads go (see `single_statements`).
+        self._single = single_statements(engine)
+        self._statements = HotStatements(table, self._dialect)
+        #: PostgreSQL and MySQL: the per-fire statements on the driver (`driver`).
+        self._driver = DriverStatements.for_store(engine, self._statements)
 
     def verify(self) -> None:
         """Check the table at boot: create it if absent, refuse a 0.1.0 one.

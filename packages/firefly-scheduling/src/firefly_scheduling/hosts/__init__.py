@@ -2,7 +2,7 @@
 
 * `resident.ResidentHost` (`firefly-scheduling run`): a long-lived process on APScheduler.
 * `tick.TickHost` (`firefly-scheduling tick`): one pass per minute, for crontab or a
-  Kubernetes CronJob.
+  Kubernetes CronJob; what a pass did is its `tick_report.TickReport`.
 * `library.register`: the library host, on an APScheduler scheduler the application runs.
 * `asyncio_host.AsyncHost`: the tasks on the application's own event loop.
 

@@ -13,9 +13,9 @@ it applies.
 
 The rules are kept in parts, each a class of its own that this one extends: the
 lease rules (`leases_contract_async`), concurrency (`concurrency_contract_async`),
-waiting and leadership (`waiting_contract_async`) and hostile names
-(`hostile_async`); the fixtures they share are in `nodes_async`. Here stay the
-exclusion, name and unreachable-server cases.
+waiting (`waiting_contract_async`), keep-alive and leadership
+(`leadership_contract_async`) and hostile names (`hostile_async`); the fixtures they
+share are in `nodes_async`. Here stay the exclusion, name and unreachable-server cases.
 
 Async cases run on a fresh event loop each (`pytest_pyfunc_call` in
 `firefly_scheduling.testing`), with no pytest plugin needed; every instance a case
@@ -34,12 +34,19 @@ from firefly_scheduling.locks.hold import hold
 from firefly_scheduling.locks.port import BatchAcquiringLock, DistributedLock
 from firefly_scheduling.testing.concurrency_contract import ConcurrencyContract
 from firefly_scheduling.testing.hostile import HostileNamesContract
+from firefly_scheduling.testing.leadership_contract import LeadershipContract
 from firefly_scheduling.testing.leases_contract import LeasesContract
 from firefly_scheduling.testing.nodes import Nodes, close_lock
 from firefly_scheduling.testing.waiting_contract import WaitingContract
 
 
-class LockContract(LeasesContract, ConcurrencyContract, WaitingContract, HostileNamesContract):
+class LockContract(
+    LeasesContract,
+    ConcurrencyContract,
+    WaitingContract,
+    LeadershipContract,
+    HostileNamesContract,
+):
     """Every rule of the port, proven against a real backend.
 
     Subclasses provide `lock_factory`. Servers with a network address also provide

@@ -11,9 +11,9 @@ it applies.
 
 The rules are kept in parts, each a class of its own that this one extends: the
 lease rules (`leases_contract_async`), concurrency (`concurrency_contract_async`),
-waiting and leadership (`waiting_contract_async`) and hostile names
-(`hostile_async`); the fixtures they share are in `nodes_async`. Here stay the
-exclusion, name and unreachable-server cases.
+waiting (`waiting_contract_async`), keep-alive and leadership
+(`leadership_contract_async`) and hostile names (`hostile_async`); the fixtures they
+share are in `nodes_async`. Here stay the exclusion, name and unreachable-server cases.
 
 Async cases run on a fresh event loop each (`pytest_pyfunc_call` in
 `firefly_scheduling.testing`), with no pytest plugin needed; every instance a case
@@ -21,6 +21,7 @@ makes is closed on that loop when it ends.
 """
 
 # async-to-sync: rename AsyncWaitingContract WaitingContract
+# async-to-sync: rename AsyncLeadershipContract LeadershipContract
 # async-to-sync: rename AsyncLeasesContract LeasesContract
 # async-to-sync: rename AsyncConcurrencyContract ConcurrencyContract
 
@@ -36,13 +37,18 @@ from firefly_scheduling.locks.hold_async import ahold
 from firefly_scheduling.locks.port import AsyncBatchAcquiringLock, AsyncDistributedLock
 from firefly_scheduling.testing.concurrency_contract_async import AsyncConcurrencyContract
 from firefly_scheduling.testing.hostile_async import AsyncHostileNamesContract
+from firefly_scheduling.testing.leadership_contract_async import AsyncLeadershipContract
 from firefly_scheduling.testing.leases_contract_async import AsyncLeasesContract
 from firefly_scheduling.testing.nodes_async import AsyncNodes, close_lock
 from firefly_scheduling.testing.waiting_contract_async import AsyncWaitingContract
 
 
 class AsyncLockContract(
-    AsyncLeasesContract, AsyncConcurrencyContract, AsyncWaitingContract, AsyncHostileNamesContract
+    AsyncLeasesContract,
+    AsyncConcurrencyContract,
+    AsyncWaitingContract,
+    AsyncLeadershipContract,
+    AsyncHostileNamesContract,
 ):
     """Every rule of the port, proven against a real backend.
 

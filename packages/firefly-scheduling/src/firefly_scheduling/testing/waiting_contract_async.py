@@ -1,19 +1,23 @@
-"""The waiting, keep-alive and leadership contract, written once for both flavours.
+"""The waiting contract: acquisitions that wait, written once for both flavours.
 
-Mixed into `AsyncLockContract` (and, generated, `LockContract`), so every backend
-runs it with the fixtures it already supplies (`nodes`, `name`, `capabilities`,
-`lock_factory`). Each claim is checked from outside the instance under test: a second
-instance (another connection, as another node would be), child processes and the
-signals sent to them, and the kernel's monotonic clock.
+A waiter wakes when the holder releases, gives up at its timeout leaving nothing
+behind, is served in arrival order (within an instance, and across processes where
+the backend declares it), never blocks the queue once killed, and, cancelled or
+interrupted, leaves no waiter on the server. Mixed into `AsyncLockContract`
+(`contract_async`), so every backend runs it with the fixtures it already supplies
+(`nodes`, `name`, `capabilities`, `lock_factory`, and `waiters_on_server` or
+`queued_on_server` where a second client can count the waiters). Each claim is
+checked from outside the instance under test: a second instance (another
+connection, as another node would be), child processes and the signals sent to
+them, and the kernel's monotonic clock.
 
-Long versions (more processes, more rounds) run with `FIREFLY_TEST_LONG=1`.
+Keep-alive and leadership are `leadership_contract_async`'s.
 
 Written once, for asyncio; `testing/waiting_contract.py` is generated from it by
 `tools/async_to_sync.py`.
 """
 
 # async-to-sync: rename AsyncWaitingContract WaitingContract
-# async-to-sync: rename AsyncHold Hold
 
 from __future__ import annotations
 
@@ -30,22 +34,16 @@ from typing import Any
 import pytest
 
 from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
-from firefly_scheduling.locks.hold_async import AsyncHold, ahold
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.locks.port import LockCapabilities
 from firefly_scheduling.testing.attempt_counter import AttemptCounter
 from firefly_scheduling.testing.leader_workers import (
-    campaign,
     interrupted_waiter,
     queued_waiter,
     read_events,
 )
 from firefly_scheduling.testing.nodes_async import EXPIRY_SLACK_SECONDS
 from firefly_scheduling.testing.workers import child_processes
-
-#: Leadership TTL: etcd's shortest lease is 2 s.
-LEADER_TTL_SECONDS = 2.0
-LONG = os.environ.get("FIREFLY_TEST_LONG", "") not in {"", "0"}
 
 
 def _acquirer(lock: Any) -> Any:
@@ -88,7 +86,7 @@ async def _pause(seconds: float) -> None:
 
 
 class AsyncWaitingContract:
-    """Waiting acquisition, keep-alive and leadership, proven on the real server."""
+    """Waiting acquisition, proven on the real server."""
 
     # -- waiting ----------------------------------------------------------------
 
@@ -283,41 +281,6 @@ class AsyncWaitingContract:
         assert attempts.count == 2, f"{attempts.count} attempts: woken by something else"
         await waiter.release_holding(won)
 
-    # -- keep-alive and loss --------------------------------------------------------
-
-    async def test_keep_alive_holds_across_five_ttls(
-        self, nodes: Any, name: str, capabilities: LockCapabilities
-    ) -> None:
-        ttl = 0.6
-        lock, witness = nodes(), nodes()
-        async with ahold(lock, name, ttl, keep_alive=True) as held:
-            assert held
-            deadline = time.monotonic() + 5 * ttl
-            while time.monotonic() < deadline:
-                assert await witness.try_acquire(name, 30) is False, "the kept lease lapsed"
-                await _pause(ttl / 2)
-            assert not held.lost
-            assert held.token is not None or not capabilities.fenced
-        assert await witness.try_acquire(name, 30), "the hold was not released on exit"
-        await witness.release(name)
-
-    async def test_keep_alive_reports_a_lease_or_session_the_server_dropped(
-        self, nodes: Any, name: str, lease_dropper: Callable[[str], None]
-    ) -> None:
-        """The server ends the holding behind the holder's back (a second client deletes
-        the lease or ends the session); the keep-alive must say so within a TTL."""
-        ttl = 0.9
-        lock = nodes()
-        async with ahold(lock, name, ttl, keep_alive=True) as held:
-            assert held
-            assert not _lost(held)
-            lease_dropper(name)
-            deadline = time.monotonic() + ttl + EXPIRY_SLACK_SECONDS
-            while not _lost(held):
-                assert time.monotonic() < deadline, "the dropped lock was not reported lost"
-                await _pause(0.05)
-            assert held.lost_event.is_set()
-
     @pytest.fixture
     def waiters_on_server(self) -> Callable[[str], int] | None:
         """How many waiters (subscriptions, queued sessions) the server keeps for a name,
@@ -331,11 +294,6 @@ class AsyncWaitingContract:
         """How many waiters hold a place in the name's queue on the server, one each,
         read with a second client; by default `waiters_on_server`."""
         return waiters_on_server
-
-    @pytest.fixture
-    def lease_dropper(self) -> Callable[[str], None]:
-        """Ends the server's record of a held name with a second client (per backend)."""
-        pytest.skip("the backend supplies no lease_dropper")
 
     # -- cancellation ---------------------------------------------------------------
 
@@ -405,71 +363,6 @@ class AsyncWaitingContract:
             events = [event for event, _, _ in read_events(log)]
             assert events == ["waiting", "interrupted", "exiting"], events
 
-    # -- leadership -----------------------------------------------------------------
-
-    async def test_one_leader_among_processes_and_a_new_one_after_the_leader_dies(
-        self, lock_factory: Any, name: str, capabilities: LockCapabilities, tmp_path: Path
-    ) -> None:
-        """8 processes campaign; exactly one leads. SIGKILL the leader: another leads
-        within the TTL. Lease backends: SIGSTOP the leader, another leads within the
-        TTL, and the stopped one, resumed, reports its leadership lost."""
-        if not capabilities.cross_process:
-            pytest.skip("this backend only excludes threads of one process")
-        ttl, processes = LEADER_TTL_SECONDS, 16 if LONG else 8
-        log = str(tmp_path / "events")
-        Path(log).write_text("")
-        context = child_processes()
-        asynchronous = ASYNC  # sync: asynchronous = False
-        children = [
-            context.Process(target=campaign, args=(lock_factory, name, ttl, log, asynchronous))
-            for _ in range(processes)
-        ]
-        for child in children:
-            child.start()
-        try:
-            leader = await _next_leader(log, after=0.0, timeout=90)
-            await _pause(3 * ttl)
-            events = read_events(log)
-            assert [e for e in events if e[0] == "won"] == [leader[:3]], f"two leaders: {events}"
-            os.kill(leader[1], signal.SIGKILL)
-            killed_at = time.monotonic()
-            successor = await _next_leader(log, after=killed_at, timeout=ttl + 30)
-            took = successor[2] - killed_at
-            assert took <= ttl + EXPIRY_SLACK_SECONDS, f"a new leader after {took:.2f} s"
-            if capabilities.ttl_honoured:
-                os.kill(successor[1], signal.SIGSTOP)
-                stopped_at = time.monotonic()
-                third = await _next_leader(log, after=stopped_at, timeout=ttl + 30)
-                took = third[2] - stopped_at
-                assert took <= ttl + EXPIRY_SLACK_SECONDS, f"a new leader after {took:.2f} s"
-                os.kill(successor[1], signal.SIGCONT)
-                deadline = time.monotonic() + ttl + 10
-                while not any(e[:2] == ("lost", successor[1]) for e in read_events(log)):
-                    assert time.monotonic() < deadline, "a resumed stale leader never saw it lost"
-                    await _pause(0.1)
-        finally:
-            for child in children:
-                if child.pid is not None and child.is_alive():
-                    os.kill(child.pid, signal.SIGCONT)
-                    child.kill()
-            for child in children:
-                child.join(30)
-
-
-async def _next_leader(log: str, *, after: float, timeout: float) -> tuple[str, int, float]:
-    """The first `won` logged after the monotonic instant `after`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        for event in read_events(log):
-            if event[0] == "won" and event[2] > after:
-                return event
-        assert time.monotonic() < deadline, f"no leader within {timeout:.0f} s"
-        await _pause(0.02)
-
-
-def _lost(held: AsyncHold) -> bool:
-    return held.lost
-
 
 def _until(condition: Callable[[], bool], timeout: float) -> None:
     deadline = time.monotonic() + timeout
@@ -478,4 +371,4 @@ def _until(condition: Callable[[], bool], timeout: float) -> None:
         time.sleep(0.02)
 
 
-__all__ = ["AsyncHold", "AsyncWaitingContract"]
+__all__ = ["AsyncWaitingContract"]
