@@ -352,7 +352,7 @@ def test_the_asyncio_host_runs_a_trigger_within_its_poll_and_once() -> None:
         took = asyncio.run(scenario())
     finally:
         del sys.modules[module.__name__]
-    assert took < 2 * POLL_SECONDS + 1.0
+    assert took < 2.0, "a trigger runs within 2 s of being asked"
     assert len(runs) == 1
     [record] = history.runs(task.target)
     assert (record.instant, record.trigger, record.state) == (runs[0], "manual", RunState.SUCCEEDED)

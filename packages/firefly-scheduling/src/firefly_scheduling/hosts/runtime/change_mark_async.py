@@ -27,8 +27,8 @@ from firefly_scheduling.control.records import ControlStoreError
 from firefly_scheduling.control.store_async import AsyncControlStore
 
 #: The longest a change mark read serves the host's loops: a change is seen within
-#: this plus one loop's poll.
-MARK_SECONDS: Final = 0.5
+#: this plus one loop's poll (a trigger runs within 2 s of being asked).
+MARK_SECONDS: Final = 1.0
 #: The longest a loop goes without listing its records, whatever the mark says.
 FULL_PASS_SECONDS: Final = 30.0
 
