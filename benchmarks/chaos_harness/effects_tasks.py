@@ -32,10 +32,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
+from chaos_harness.effects_guard import Attempt, guarded_attempt
 from chaos_harness.effects_tables import tables, task_engine
 from chaos_harness.evidence import EvidenceLog
 from firefly_scheduling import current_fire, scheduled
-from firefly_scheduling.fencing import fenced_update
 from firefly_scheduling.fires.context import FireContext
 
 PREFIX = os.environ.get("FIREFLY_CHAOS_PREFIX", "chaos")
@@ -107,27 +107,18 @@ def _body() -> None:
 def _guarded_write(fire: FireContext, fields: dict[str, Any]) -> None:
     """One `fenced_update` of the lock's guarded row, and its attempt appended."""
     _, guarded, writes = _tables()
-    name = fire.lock_name
+    assert fire.lock_name is not None  # `_body` runs only in a locked fire
     _log().append("block", phase="guarding", **fields)
     time.sleep(random.uniform(0.0, DWELL / 2))
-    with _engine().begin() as connection:
-        found = sa.select(guarded.c.fence_token).where(guarded.c.name == name).with_for_update()
-        previous = connection.execute(found).scalar_one()
-        value = f"{fields['instant']} attempt {fire.attempt} on {fire.node}"
-        written = fenced_update(
-            connection, guarded, guarded.c.name == name, {"value": value}, fire.token
-        )
-        connection.execute(
-            sa.insert(writes).values(
-                name=name,
-                task=fire.target,
-                instant=fields["instant"],
-                attempt=fire.attempt,
-                token=fire.token,
-                previous=previous,
-                written=written,
-            )
-        )
+    attempt = Attempt(
+        fire.lock_name,
+        fire.target,
+        fields["instant"],
+        fire.attempt,
+        fire.token,
+        f"{fields['instant']} attempt {fire.attempt} on {fire.node}",
+    )
+    previous, written = guarded_attempt(_engine(), guarded, writes, attempt)
     _log().append("guarded", previous=previous, written=written, **fields)
 
 
