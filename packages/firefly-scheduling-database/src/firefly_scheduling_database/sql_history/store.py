@@ -367,6 +367,13 @@ class SqlRunHistory(SqlTableAccess, BaseRunHistory):
         query = self._statements.unfinished
         return self._call("reading running fires", lambda: self._records(query, parameters))
 
+    def record_of(self, task: str, instant: datetime, *, lock: str) -> RunRecord | None:
+        """`RecordReadingHistory`: the fire's record, in one statement."""
+        parameters = key_parameters(lock, task, instant)
+        query = self._statements.record
+        found = self._call("reading a run's record", lambda: self._records(query, parameters))
+        return found[0] if found else None
+
     def runs(
         self, task: str | None = None, limit: int = 20, *, lock: str | None = None
     ) -> list[RunRecord]:

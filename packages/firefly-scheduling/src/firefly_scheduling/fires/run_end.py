@@ -18,7 +18,7 @@ from firefly_scheduling.fires.catching_up import caught_up_state
 from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.policy import RUN, BodyEnded, Run, RunAgain, Skip
 from firefly_scheduling.fires.retries import record_text
-from firefly_scheduling.history.port import RunState
+from firefly_scheduling.history.port import RunRecord, RunState
 
 logger = logging.getLogger("firefly_scheduling.fires")
 
@@ -84,3 +84,18 @@ def committed(fire: Fire, ended: BodyEnded) -> BodyEnded:
         ended.verdict.value,
     )
     return replace(ended, verdict=Verdict.SUCCEEDED, error=None)
+
+
+def committed_here(record: RunRecord | None, ended: BodyEnded) -> bool:
+    """Whether `record` is the success this run's `atomic` block wrote, committed.
+
+    Succeeded under this run's attempt and token: `record_run` would write nothing
+    over it (`Recorded.ALREADY`), so the record stage need not send it. Anything
+    else (still `running`, a newer attempt's) goes to `record_run`, which decides.
+    """
+    return (
+        record is not None
+        and record.state is RunState.SUCCEEDED
+        and record.attempt == ended.attempt
+        and record.token == ended.token
+    )
