@@ -36,7 +36,7 @@ from sqlalchemy.orm import Session
 
 from firefly_scheduling import NoneLock, current_fire
 from firefly_scheduling.fires.atomic import StaleFireError
-from firefly_scheduling.fires.outcome import Fire, Verdict
+from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history.port import Recorded, RunRecord, RunState
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
@@ -125,6 +125,15 @@ def a_fire(place: Place) -> tuple[Fire, str]:
     return Fire.at(descriptor, instant), descriptor.target
 
 
+def run_seen(place: Place, fire: Fire, body: Callable[[], None]) -> tuple[FireResult, WritesSeen]:
+    """Run `fire` on node A, its history writes and reads noted."""
+    lock, seen = place.lock(), WritesSeen(place.history)
+    try:
+        return FireRunner(lock, history=seen, node="A").run(fire, body), seen
+    finally:
+        lock.close()
+
+
 def test_a_committed_block_leaves_the_row_and_the_success_and_nothing_overwrites_them(
     case: tuple[Place, Client],
 ) -> None:
@@ -141,11 +150,7 @@ def test_a_committed_block_leaves_the_row_and_the_success_and_nothing_overwrites
         # The fire is done; the body failing now must not change its record.
         raise RuntimeError("after the commit")
 
-    lock, seen = place.lock(), WritesSeen(place.history)
-    try:
-        result = FireRunner(lock, history=seen, node="A").run(fire, body)
-    finally:
-        lock.close()
+    result, seen = run_seen(place, fire, body)
     # The fire is done: what the body did after its block does not make it a failure.
     assert result.verdict is Verdict.SUCCEEDED
     assert result.error is None
@@ -206,11 +211,7 @@ def test_a_block_whose_transaction_rolls_back_after_it_is_recorded_as_the_body_e
                 insert(running.idempotency_key, running.attempt)
             raise ValueError("the task rolls its transaction back after the block")
 
-    lock, seen = place.lock(), WritesSeen(place.history)
-    try:
-        result = FireRunner(lock, history=seen, node="A").run(fire, body)
-    finally:
-        lock.close()
+    result, seen = run_seen(place, fire, body)
     assert result.verdict is Verdict.FAILED
     assert [name for name, _ in seen.writes] == ["start", "record_of", "record_run"]
     assert seen.writes[-1][1] is Recorded.WRITTEN
