@@ -113,11 +113,12 @@ def place_on(url: str, tmp_path: Path) -> Iterator[Place]:
 class WritesSeen:
     """A real `SqlRunHistory`, and the runner's writes to it as they were answered.
 
-    Every call goes to the store; the writes (`start`, `finish`, `record_run`) are
-    noted with their answers, so a test can say which the record stage sent.
+    Every call goes to the store; the writes (`start`, `finish`, `record_run`) and the
+    record stage's read of one record (`record_of`) are noted with their answers, so a
+    test can say which the record stage sent.
     """
 
-    WRITES = frozenset({"start", "finish", "record_run"})
+    WRITES = frozenset({"start", "finish", "record_of", "record_run"})
 
     def __init__(self, history: SqlRunHistory) -> None:
         self._history = history

@@ -7,11 +7,13 @@ after the block) and each database (PostgreSQL, MariaDB, a SQLite file), a real
 application row is written inside the block. A second connection then reads the
 application table and the history:
 
-* committed: the row and the `succeeded` record both stand; the record stage sent no
-  finish and wrote nothing over it (the body raises after the block, and the record
-  still says `succeeded`, ended inside the block; the fire ends `succeeded`);
+* committed: the row and the `succeeded` record both stand; the record stage read the
+  record once and wrote nothing over it (the body raises after the block, and the
+  record still says `succeeded`, ended inside the block; the fire ends `succeeded`);
 * the block raising: neither stands (the record says `failed`, written by the record
   stage as usual);
+* the transaction rolled back after the block: neither stands; the record stage's
+  read finds the record `running`, and `record_run` closes it `failed`;
 * a stale run (a second history client adopts the fire inside the block, as an
   adopter's start does, with a newer token): `StaleFireError` naming the fire, the
   application row absent, the adopter's record untouched; without fencing tokens
@@ -34,9 +36,9 @@ from sqlalchemy.orm import Session
 
 from firefly_scheduling import NoneLock, current_fire
 from firefly_scheduling.fires.atomic import StaleFireError
-from firefly_scheduling.fires.outcome import Fire, Verdict
+from firefly_scheduling.fires.outcome import Fire, FireResult, Verdict
 from firefly_scheduling.fires.runner import FireRunner
-from firefly_scheduling.history.port import Recorded
+from firefly_scheduling.history.port import Recorded, RunRecord, RunState
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -123,6 +125,15 @@ def a_fire(place: Place) -> tuple[Fire, str]:
     return Fire.at(descriptor, instant), descriptor.target
 
 
+def run_seen(place: Place, fire: Fire, body: Callable[[], None]) -> tuple[FireResult, WritesSeen]:
+    """Run `fire` on node A, its history writes and reads noted."""
+    lock, seen = place.lock(), WritesSeen(place.history)
+    try:
+        return FireRunner(lock, history=seen, node="A").run(fire, body), seen
+    finally:
+        lock.close()
+
+
 def test_a_committed_block_leaves_the_row_and_the_success_and_nothing_overwrites_them(
     case: tuple[Place, Client],
 ) -> None:
@@ -139,18 +150,17 @@ def test_a_committed_block_leaves_the_row_and_the_success_and_nothing_overwrites
         # The fire is done; the body failing now must not change its record.
         raise RuntimeError("after the commit")
 
-    lock, seen = place.lock(), WritesSeen(place.history)
-    try:
-        result = FireRunner(lock, history=seen, node="A").run(fire, body)
-    finally:
-        lock.close()
+    result, seen = run_seen(place, fire, body)
     # The fire is done: what the body did after its block does not make it a failure.
     assert result.verdict is Verdict.SUCCEEDED
     assert result.error is None
     assert not result.fenced
-    # The record stage sent no finish: it found the record finished by this run.
-    assert [name for name, _ in seen.writes] == ["start", "record_run"]
-    assert seen.writes[-1][1] is Recorded.ALREADY
+    # The record stage sent no finish and no `record_run`: one read found the record
+    # finished by this run.
+    assert [name for name, _ in seen.writes] == ["start", "record_of"]
+    found = seen.writes[-1][1]
+    assert isinstance(found, RunRecord)
+    assert (found.state, found.attempt, found.token) == (RunState.SUCCEEDED, 1, result.token)
     assert place.app_rows() == [{"fire": f"{target}@{fire.instant.isoformat()}", "attempt": 1}]
     record = place.record(target, fire.instant)
     assert record["state"] == "succeeded"
@@ -182,6 +192,32 @@ def test_a_block_that_raises_leaves_neither_the_row_nor_the_success(
     assert result.verdict is Verdict.FAILED
     assert place.app_rows() == []
     assert place.record(target, fire.instant)["state"] == "failed"
+
+
+def test_a_block_whose_transaction_rolls_back_after_it_is_recorded_as_the_body_ended(
+    case: tuple[Place, Client],
+) -> None:
+    """The block wrote the success, then the task's transaction rolled back: the record
+    stage's read finds the record still `running`, and `record_run` closes it with the
+    body's end (here failed: the body raised)."""
+    place, client = case
+    fire, target = a_fire(place)
+
+    def body() -> None:
+        running = current_fire()
+        assert running is not None
+        with client(place) as (handle, insert):
+            with running.atomic(handle):
+                insert(running.idempotency_key, running.attempt)
+            raise ValueError("the task rolls its transaction back after the block")
+
+    result, seen = run_seen(place, fire, body)
+    assert result.verdict is Verdict.FAILED
+    assert [name for name, _ in seen.writes] == ["start", "record_of", "record_run"]
+    assert seen.writes[-1][1] is Recorded.WRITTEN
+    assert place.app_rows() == []
+    record = place.record(target, fire.instant)
+    assert (record["state"], record["attempt"]) == ("failed", 1)
 
 
 def test_a_stale_run_gets_an_error_and_its_writes_roll_back(

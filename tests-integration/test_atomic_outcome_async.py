@@ -6,8 +6,9 @@ written inside `async with current_fire().atomic(...)`, with an `AsyncSession`, 
 `AsyncConnection` inside `begin()` (PostgreSQL through psycopg's asyncio flavour, and
 SQLite through aiosqlite) or a psycopg `AsyncConnection` (PostgreSQL). A second
 connection reads both tables: committed, both stand and the record stage sent no
-finish; raised, neither; stale (adopted inside the block), `StaleFireError` and no
-row. A blocking `with` over an asyncio connection is refused.
+finish (one read found the success); raised, neither; stale (adopted inside the
+block), `StaleFireError` and no row. A blocking `with` over an asyncio connection is
+refused.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from firefly_scheduling import ConfigurationError, current_fire
 from firefly_scheduling.fires.atomic import StaleFireError
 from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner_async import AsyncFireRunner
-from firefly_scheduling.history.port import Recorded
+from firefly_scheduling.history.port import RunRecord, RunState
 from firefly_scheduling_database import AsyncDatabaseLeaseLock
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
 
@@ -143,8 +144,11 @@ async def _a_committed_block_leaves_the_row_and_the_success(
     target = fire.target
     assert place.app_rows() == [{"fire": f"{target}@{fire.instant.isoformat()}", "attempt": 1}]
     assert place.record(target, fire.instant)["state"] == "succeeded"
-    assert [name for name, _ in seen.writes] == ["start", "record_run"]
-    assert seen.writes[-1][1] is Recorded.ALREADY
+    # One read of the record found the success committed: no finish, no `record_run`.
+    assert [name for name, _ in seen.writes] == ["start", "record_of"]
+    found = seen.writes[-1][1]
+    assert isinstance(found, RunRecord)
+    assert (found.state, found.attempt) == (RunState.SUCCEEDED, 1)
 
 
 def test_a_block_that_raises_leaves_neither(case: tuple[Place, Client]) -> None:

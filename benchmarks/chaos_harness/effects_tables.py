@@ -16,9 +16,11 @@ Three tables per run, named after the run's prefix (the SQL servers are shared):
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine, make_url
 
 #: The SQLAlchemy driver of the task's own engine, by the URL's backend.
 _DRIVERS = {"postgresql": "postgresql+psycopg", "mysql": "mysql+pymysql", "sqlite": "sqlite"}
@@ -71,12 +73,15 @@ def tables(run_prefix: str) -> tuple[sa.MetaData, sa.Table, sa.Table, sa.Table]:
     return metadata, effects, guarded, writes
 
 
-def task_engine(url: str) -> Engine:
-    """An engine on `url` with the driver a task uses, every wait bounded."""
+def task_engine(url: str, *, bound: int = _BOUND_SECONDS) -> Engine:
+    """An engine on `url` with the driver a task uses, every wait bounded by `bound` seconds."""
+    if bound < 1:
+        raise ValueError(
+            f"chaos: a task engine's bound is at least 1 s (0 is none on a server), got {bound}"
+        )
     parsed = make_url(url)
     backend = parsed.get_backend_name()
     parsed = parsed.set(drivername=_DRIVERS[backend])
-    bound = _BOUND_SECONDS
     if backend == "postgresql":
         options = f"-c statement_timeout={bound * 1000} -c lock_timeout={bound * 1000}"
         connect_args: dict[str, object] = {"connect_timeout": bound, "options": options}
@@ -89,4 +94,26 @@ def task_engine(url: str) -> Engine:
         }
     else:
         connect_args = {"timeout": bound}
-    return sa.create_engine(parsed, connect_args=connect_args, pool_pre_ping=True)
+    engine = sa.create_engine(parsed, connect_args=connect_args, pool_pre_ping=True)
+    if backend == "sqlite":
+        _begin_immediate(engine)
+    return engine
+
+
+def _begin_immediate(engine: Engine) -> None:
+    """SQLite: every transaction takes the file's write lock at its `BEGIN`.
+
+    SQLite has no `SELECT … FOR UPDATE` (SQLAlchemy drops the clause), and its
+    driver begins a transaction only at the first write, so a guarded attempt's read
+    ran outside it: a newer holder could write between that read and the attempt's
+    `fenced_update`, and the attempt recorded a token older than the one it was
+    refused by. `BEGIN IMMEDIATE` makes the read wait for, and then hold, the lock.
+    """
+
+    @event.listens_for(engine, "connect")
+    def _driver_begins_nothing(driver_connection: Any, _record: Any) -> None:
+        driver_connection.isolation_level = None
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")

@@ -14,9 +14,12 @@ Each fire of a task does two things to the database its run history lives in
 The body stamps the evidence log as the other chaos tasks do (`start`, `end`), and
 announces each phase of its work (`block`: `guarding` before its guarded write,
 `inside` once its effect row is sent, `committing` once the block has written the
-success and the commit is next, `committed`, or `failed`). It lingers a little in
-the first three, so that the nemesis, which reads these stamps, can aim a SIGKILL, a
-SIGSTOP or the end of the session at them (`effects_nemesis`).
+success and the commit is next, `committed`, or `failed`). The two lingering tasks
+(`effect_a`, `effect_b`) linger a little in the first three, so that the nemesis,
+which reads these stamps, can aim a SIGKILL, a SIGSTOP or the end of the session at
+them (`effects_nemesis`); the three quick ones (`effect_c` to `effect_e`) linger
+nowhere and make the volume, so that a full run judges its rules over thousands of
+fires.
 """
 
 from __future__ import annotations
@@ -32,17 +35,17 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
+from chaos_harness.effects_guard import Attempt, guarded_attempt
 from chaos_harness.effects_tables import tables, task_engine
 from chaos_harness.evidence import EvidenceLog
 from firefly_scheduling import current_fire, scheduled
-from firefly_scheduling.fencing import fenced_update
 from firefly_scheduling.fires.context import FireContext
 
 PREFIX = os.environ.get("FIREFLY_CHAOS_PREFIX", "chaos")
 #: Every task's lease: short, so a SIGSTOP of a few seconds outlives it.
 LOCK_TTL = "1s"
 #: Seconds between fires at pace 1, epoch-aligned.
-RATES = {"effect_a": 1.0, "effect_b": 1.5}
+RATES = {"effect_a": 1.0, "effect_b": 1.5, "effect_c": 0.2, "effect_d": 0.2, "effect_e": 0.2}
 PACE = float(os.environ.get("FIREFLY_CHAOS_PACE", "1"))
 #: The longest linger (seconds) inside an open block, stretched with the pace as the
 #: rates are (the nemesis finds blocks open as often): SQLite's single writer is held
@@ -80,7 +83,8 @@ def _tables() -> tuple[sa.Table, sa.Table, sa.Table]:
     return effects, guarded, writes
 
 
-def _body() -> None:
+def _body(dwell: float) -> None:
+    """The fire's guarded write and effect, lingering up to `dwell` seconds in each."""
     fire = current_fire()
     if fire is None or fire.lock_name is None:
         raise RuntimeError("an effects task ran outside a locked fire")
@@ -94,8 +98,8 @@ def _body() -> None:
     }
     _log().append("start", **fields)
     try:
-        _guarded_write(fire, fields)
-        _effect(fire, fields)
+        _guarded_write(fire, fields, dwell)
+        _effect(fire, fields, dwell)
     except BaseException as err:
         _log().append("block", phase="failed", error=type(err).__name__, **fields)
         # The body's end all the same: the exclusion rule ends a run at its end event.
@@ -104,34 +108,25 @@ def _body() -> None:
     _log().append("end", lost=fire.lost, **fields)
 
 
-def _guarded_write(fire: FireContext, fields: dict[str, Any]) -> None:
+def _guarded_write(fire: FireContext, fields: dict[str, Any], dwell: float) -> None:
     """One `fenced_update` of the lock's guarded row, and its attempt appended."""
     _, guarded, writes = _tables()
-    name = fire.lock_name
+    assert fire.lock_name is not None  # `_body` runs only in a locked fire
     _log().append("block", phase="guarding", **fields)
-    time.sleep(random.uniform(0.0, DWELL / 2))
-    with _engine().begin() as connection:
-        found = sa.select(guarded.c.fence_token).where(guarded.c.name == name).with_for_update()
-        previous = connection.execute(found).scalar_one()
-        value = f"{fields['instant']} attempt {fire.attempt} on {fire.node}"
-        written = fenced_update(
-            connection, guarded, guarded.c.name == name, {"value": value}, fire.token
-        )
-        connection.execute(
-            sa.insert(writes).values(
-                name=name,
-                task=fire.target,
-                instant=fields["instant"],
-                attempt=fire.attempt,
-                token=fire.token,
-                previous=previous,
-                written=written,
-            )
-        )
+    _linger(dwell / 2)
+    attempt = Attempt(
+        fire.lock_name,
+        fire.target,
+        fields["instant"],
+        fire.attempt,
+        fire.token,
+        f"{fields['instant']} attempt {fire.attempt} on {fire.node}",
+    )
+    previous, written = guarded_attempt(_engine(), guarded, writes, attempt)
     _log().append("guarded", previous=previous, written=written, **fields)
 
 
-def _effect(fire: FireContext, fields: dict[str, Any]) -> None:
+def _effect(fire: FireContext, fields: dict[str, Any], dwell: float) -> None:
     """The fire's effect row, committed with its success inside `atomic`."""
     effects, _, _ = _tables()
     with Session(_engine()) as session, session.begin():
@@ -146,19 +141,43 @@ def _effect(fire: FireContext, fields: dict[str, Any]) -> None:
                 )
             )
             _log().append("block", phase="inside", **fields)
-            time.sleep(random.uniform(0.0, DWELL))
+            _linger(dwell)
         _log().append("block", phase="committing", **fields)
-        time.sleep(random.uniform(0.0, DWELL / 2))
+        _linger(dwell / 2)
     _log().append("block", phase="committed", **fields)
+
+
+def _linger(longest: float) -> None:
+    if longest > 0:
+        time.sleep(random.uniform(0.0, longest))
 
 
 @scheduled(fixed_rate=_rate("effect_a"), lock=lock_of(PREFIX, "effect_a"), lock_ttl=LOCK_TTL)
 def effect_a() -> None:
     """One fire a second (at pace 1), each an effect and a guarded write."""
-    _body()
+    _body(DWELL)
 
 
 @scheduled(fixed_rate=_rate("effect_b"), lock=lock_of(PREFIX, "effect_b"), lock_ttl=LOCK_TTL)
 def effect_b() -> None:
     """A fire every 1.5 s (at pace 1), each an effect and a guarded write."""
-    _body()
+    _body(DWELL)
+
+
+@scheduled(fixed_rate=_rate("effect_c"), lock=lock_of(PREFIX, "effect_c"), lock_ttl=LOCK_TTL)
+def effect_c() -> None:
+    """Five fires a second (at pace 1), lingering nowhere: with `effect_d` and
+    `effect_e`, the volume of fires the rules judge."""
+    _body(0.0)
+
+
+@scheduled(fixed_rate=_rate("effect_d"), lock=lock_of(PREFIX, "effect_d"), lock_ttl=LOCK_TTL)
+def effect_d() -> None:
+    """Five fires a second (at pace 1), lingering nowhere."""
+    _body(0.0)
+
+
+@scheduled(fixed_rate=_rate("effect_e"), lock=lock_of(PREFIX, "effect_e"), lock_ttl=LOCK_TTL)
+def effect_e() -> None:
+    """Five fires a second (at pace 1), lingering nowhere."""
+    _body(0.0)

@@ -52,6 +52,7 @@ from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.atomic import (
     AsyncCallerTransaction,
     CallerTransaction,
+    RecordReadingHistory,
     TransactionalHistory,
 )
 from firefly_scheduling.fires.outcome import FireResult
@@ -384,6 +385,17 @@ class FlakyHistory:
                 raise
 
         return self._through("skip", task, instants, write) if instants else write()
+
+    def record_of(self, task: str, instant: datetime, *, lock: str) -> RunRecord | None:
+        """The read an `atomic` run's end begins with: a fault of the end's writes hits
+        it as it hits `record_run`, which follows it where the success did not commit.
+        A history that reads no record answers None: `record_run` decides alone."""
+        inner = self._inner
+        if not isinstance(inner, RecordReadingHistory):
+            return None
+        return self._through(
+            "record_run", task, [instant], lambda: inner.record_of(task, instant, lock=lock)
+        )
 
     def caller_transaction(
         self, connection: object | None, *, using: str | None

@@ -20,6 +20,7 @@ from firefly_scheduling.history.port import RunRecord, RunState
 from firefly_scheduling.schedule.instants import as_utc
 from firefly_scheduling_database.sql_history import queries
 from firefly_scheduling_database.sql_history.rows import record
+from firefly_scheduling_database.sql_history.statements import key_parameters
 from firefly_scheduling_database.sql_history.table_access import SqlTableAccess
 
 
@@ -37,6 +38,13 @@ class SqlHistoryReads(SqlTableAccess):
             )
         query = self._statements.unfinished
         return self._call("reading running fires", lambda: self._records(query, parameters))
+
+    def record_of(self, task: str, instant: datetime, *, lock: str) -> RunRecord | None:
+        """`RecordReadingHistory`: the fire's record, in one statement."""
+        parameters = key_parameters(lock, task, instant)
+        query = self._statements.record
+        found = self._call("reading a run's record", lambda: self._records(query, parameters))
+        return found[0] if found else None
 
     def runs(
         self, task: str | None = None, limit: int = 20, *, lock: str | None = None

@@ -79,6 +79,8 @@ class HotStatements:
             )
             .order_by(columns.instant)
         )
+        #: One fire's record (`record_of`): whether a run's `atomic` success committed.
+        self.record = sa.select(runs).where(is_key)
         #: `start_new_many` off PostgreSQL: the records of a batch's locks that stand in
         #: the way of a new run (a running one, or one at a fire of the batch).
         self.in_the_way = sa.select(

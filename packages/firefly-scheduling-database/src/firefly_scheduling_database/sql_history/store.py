@@ -22,6 +22,9 @@ between nodes:
   (`statements.whole_run_update`), and only when that matches nothing is the row
   read, to say whose it is. It is rare (a history that failed a start), so it stays
   on SQLAlchemy.
+* `record_of` reads one record by its key: the record stage of a run whose
+  `current_fire().atomic` block wrote its success reads it instead of sending
+  `record_run`, which it sends only where that success did not commit.
 
 On PostgreSQL a fire's three statements (the unfinished-runs read, the start's
 insert, the finish) go straight to psycopg on a pooled connection in autocommit

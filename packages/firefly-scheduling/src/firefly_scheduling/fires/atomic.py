@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import Literal, Protocol, runtime_checkable
 
 from firefly_scheduling.errors import ConfigurationError, FireflySchedulingError
+from firefly_scheduling.history.port import RunRecord
 
 
 class AtomicOutcomeError(FireflySchedulingError):
@@ -104,6 +105,21 @@ class TransactionalHistory(Protocol):
     def caller_transaction(
         self, connection: object | None, *, using: str | None
     ) -> CallerTransaction | AsyncCallerTransaction: ...
+
+
+@runtime_checkable
+class RecordReadingHistory(Protocol):
+    """A transactional history that reads one fire's record in one statement.
+
+    The record stage of a run whose block wrote its success reads the record first
+    (`fires.run_end.committed_here`): committed, the fire is done and nothing is
+    sent; otherwise `record_run` closes it as for any run. Without this read,
+    `record_run` finds the same, with an insert, an update and a read.
+    """
+
+    def record_of(self, task: str, instant: datetime, *, lock: str) -> RunRecord | None:
+        """The record of the fire `(lock, task, instant)`, or None where it has none."""
+        ...
 
 
 class OutcomeSeat:

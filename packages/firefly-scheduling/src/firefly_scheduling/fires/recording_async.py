@@ -49,6 +49,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TypeAlias, TypeVar
 
+from firefly_scheduling.fires.atomic import RecordReadingHistory
 from firefly_scheduling.fires.history_calls_async import off_loop
 from firefly_scheduling.fires.outcome import (
     BodyNotRun,
@@ -66,6 +67,7 @@ from firefly_scheduling.history.port import (
     HistoryError,
     Recorded,
     RunHistory,
+    RunRecord,
     RunState,
 )
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
@@ -173,10 +175,11 @@ class AsyncRunRecorder:
         failed at its deadline (it is remembered then).
 
         A run whose body wrote its success in its own transaction (the policy answers
-        `InTransaction`) sends no `finish`: `record_run` finds the record finished by
-        this run when that transaction committed (`Recorded.ALREADY`: nothing is
-        written again, whatever the body did after the block), and closes the
-        still-running record with the body's end when it did not.
+        `InTransaction`) sends no `finish`: where the history reads one record
+        (`RecordReadingHistory`), that read finds the success committed, and nothing
+        is written again, whatever the body did after the block (`Recorded.ALREADY`);
+        otherwise `record_run` finds the same, or closes the still-running record
+        with the body's end when the transaction did not commit.
         """
         history, lock = self._history, fire.task.lock_name
         if history is None or lock is None:
@@ -218,8 +221,17 @@ class AsyncRunRecorder:
                 )
                 if closed:
                     return Recorded.WRITTEN
-            # No start recorded, or the finish refused: the whole record, or whose it is.
-            recorded = await retrying(lambda: off_loop(run.write, history), deadline)
+            recorded = None
+            if started and in_transaction and isinstance(history, RecordReadingHistory):
+                found = await retrying(
+                    lambda: off_loop(history.record_of, fire.target, fire.instant, lock=lock),
+                    deadline,
+                )
+                recorded = Recorded.ALREADY if _committed_here(found, ended) else None
+            if recorded is None:
+                # No start recorded, the finish refused, or the block's success not
+                # committed: the whole record, or whose it is.
+                recorded = await retrying(lambda: off_loop(run.write, history), deadline)
         except HistoryError as err:
             logger.warning(
                 "%s: fire %s ended %s, unrecorded (retried before the next fires): %s",
@@ -455,3 +467,18 @@ def _committed(fire: Fire, ended: BodyEnded) -> BodyEnded:
         ended.verdict.value,
     )
     return replace(ended, verdict=Verdict.SUCCEEDED, error=None)
+
+
+def _committed_here(record: RunRecord | None, ended: BodyEnded) -> bool:
+    """Whether `record` is the success this run's `atomic` block wrote, committed.
+
+    Succeeded under this run's attempt and token: `record_run` would write nothing
+    over it (`Recorded.ALREADY`), so the record stage need not send it. Anything
+    else (still `running`, a newer attempt's) goes to `record_run`, which decides.
+    """
+    return (
+        record is not None
+        and record.state is RunState.SUCCEEDED
+        and record.attempt == ended.attempt
+        and record.token == ended.token
+    )
