@@ -25,6 +25,7 @@ from firefly_scheduling.fires.retries import RetryOf
 from firefly_scheduling.fires.retry_policy import pending_retry
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import MemoryRunHistory, RunState
+from firefly_scheduling.history.port import HistoryError
 from firefly_scheduling.locks import InMemoryLock
 from firefly_scheduling.schedule.durations import parse_duration
 from firefly_scheduling.schedule.retry_backoff import retry_delay
@@ -219,6 +220,32 @@ class TestOneRetryAcrossTheFleet:
         result = FireRunner(InMemoryLock(), history=history, clock=clock).run(failed.retry, body)
         assert result.verdict is Verdict.ALREADY_RECORDED
         assert len(body.runs) == 1
+
+    def test_a_retry_whose_start_cannot_be_recorded_is_not_run(self) -> None:
+        """An adoption of the fire takes no claim, so a retry's claim does not keep it
+        out: run unrecorded, a retry could run beside a node adopting the fire's record
+        (still `running`, its failure unrecorded), both as attempt 2 (the fault
+        checker's CI lane, database-postgres). The retry is not run; the record says
+        what comes next (the sweep, or the next fire's adoption)."""
+
+        class StartRetryFails(MemoryRunHistory):
+            def start_retry(self, *args: object, **kwargs: object) -> int | None:
+                raise HistoryError("history write failed (injected)")
+
+        descriptor = task(retries=2, retry_backoff="1s", retry_backoff_max="1s")
+        clock, history = Clock(), StartRetryFails()
+        body = Body(clock, failures=10)
+        runner = FireRunner(InMemoryLock(), history=history, clock=clock)
+        failed = runner.run(Fire.at(descriptor, T0), body)
+        assert failed.retry is not None
+        clock.now = failed.retry.due
+        result = runner.run(failed.retry, body)
+        assert result.verdict is Verdict.BACKEND_ERROR
+        assert result.error is not None
+        assert "injected" in result.error
+        assert len(body.runs) == 1, "the retry ran with its start unrecorded"
+        [record] = history.runs(descriptor.target)
+        assert (record.attempt, record.state) == (1, RunState.FAILED)
 
     def test_a_retry_never_overlaps_a_run_of_its_task(self) -> None:
         descriptor = task(retries=1, retry_backoff="1s", retry_backoff_max="1s")

@@ -29,7 +29,9 @@ this stage writes the run's start and hands the fire on to the run stage
 * **A retry takes its fire's record over.** A retry (`fires.retries`) starts on the
   record its failed attempt left (`RetryStartingHistory.start_retry`), as the next
   attempt; refused (another node started this retry, or the record moved on), it is
-  not run. A history that cannot start retries runs it with its start unrecorded.
+  not run; nor when that start fails (`BACKEND_ERROR`): its claim keeps other retries
+  out, not an adoption of the fire's record. A history that cannot start retries
+  runs it with its start unrecorded.
 * **Starts taken with claims.** A host that claims fires together starts their runs
   with the claims, in one request where the history takes batches (`starts_ahead`);
   such a fire comes here already started.
@@ -78,7 +80,8 @@ logger = logging.getLogger("firefly_scheduling.fires")
 
 @dataclass(frozen=True, slots=True)
 class Unstarted:
-    """A start that failed where the run may not go unrecorded (an adoption): why."""
+    """A start that failed where the run may not go unrecorded (an adoption, a
+    retry): why."""
 
     reason: str
 
@@ -177,7 +180,8 @@ class RunStarter:
     ) -> Started | Unstarted | None:
         """Record the run of `fire` as started: its attempt, or None when the history
         refuses it (the fire is finished, or a newer attempt owns it: not run), or
-        `Unstarted` for an adoption (of attempt `adopting`) it could not record."""
+        `Unstarted` for an adoption (of attempt `adopting`) or a retry it could not
+        record."""
         history, lock = self._history, fire.task.lock_name
         if history is None or lock is None:
             # Nothing recorded: a retry is still the attempt after the one it follows.
@@ -223,9 +227,9 @@ class RunStarter:
 
     def _start_retry(
         self, fire: Fire, retry: RetryOf, *, token: int | None, lock: str
-    ) -> Started | None:
+    ) -> Started | Unstarted | None:
         """Start `retry` (`fire.retry`) on its fire's failed record: its attempt, or None
-        (not run)."""
+        (not run: the record moved on), or `Unstarted` when the history failed."""
         unrecorded = Started(retry.after_attempt + 1, recorded=False)
         history = self._retry_starts
         if history is None:
@@ -243,14 +247,12 @@ class RunStarter:
                 at=self._clock(),
             )
         except HistoryError as err:
-            logger.warning(
-                "%s: fire %s, %s runs unrecorded (recorded whole at its end): %s",
-                fire.target,
-                fire.instant.isoformat(),
-                retry,
-                err,
+            reason = (
+                f"{retry} not run: the run history could not record attempt "
+                f"{retry.after_attempt + 1}: {err}"
             )
-            return unrecorded
+            logger.warning("%s: fire %s, %s", fire.target, fire.instant.isoformat(), reason)
+            return Unstarted(reason)
         if attempt is None:
             logger.info(
                 "%s: fire %s, %s not run: its record is no longer attempt %d failed",
