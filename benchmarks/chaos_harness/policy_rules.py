@@ -12,8 +12,8 @@ and excuses only what the fault evidence explains:
   meanwhile, or a server that keeps nothing restarted in between.
 * **alongside-once** (`allow_all`): runs of the task overlap, yet each fire's body
   runs once. Such a run is never adopted; only a restart of a server that keeps
-  nothing between the first run's claim (`claim_written_after`) and the second run
-  excuses a second: it emptied the fire's claim,
+  nothing between the earlier of the two runs' claims (`first_claim_written_after`,
+  each node's own) and the second run excuses a second: it emptied the fire's claim,
   and the history refuses to start a finished fire only, not a running one.
 * **retry-apart** (`retries=`): a retry (an attempt after the first) never runs while
   another run of its task does, excused as exclusion excuses an overlap
@@ -45,9 +45,9 @@ from chaos_harness.body_runs import (
 )
 from chaos_harness.evidence import Event
 from chaos_harness.fault_evidence import (
-    claim_written_after,
     claims_won,
     delay_spans,
+    first_claim_written_after,
     pause_spans,
     restart_between,
 )
@@ -189,8 +189,8 @@ def check_alongside_once(
     delays = delay_spans(events)
     for group in by_fire.values():
         first = group[0]
-        claimed = claim_written_after(claims, first, delays)
         for again in group[1:]:
+            claimed = first_claim_written_after(claims, (first, again), delays)
             if restart_between(restarts, claimed, again.start):
                 report.policy["alongside reruns after a restart"] += 1
                 continue
