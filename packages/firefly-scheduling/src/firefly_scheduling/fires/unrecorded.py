@@ -14,6 +14,10 @@ Two writes matter after the fact:
   refused (retried for a while first), and the passed-over fires of a batch that a
   history failure cut short, would otherwise leave fires neither run nor recorded
   (found by `benchmarks/chaos.py`, a history outage on PostgreSQL).
+* **The close of a record whose body never ran, of an `allow_all` task.** Another
+  task's next fire adopts or expires a record left `running`; an `allow_all` task's
+  adopts nothing (a `running` record may be a live run alongside), so the close is
+  kept here, or the fire would be neither run nor recorded with a reason.
 
 Each remembered write is tried again before every later fire and at shutdown. A
 write the history answers is forgotten: written, or not needed (the fire's record is
@@ -140,11 +144,73 @@ class UnrecordedSkip:
         return self.fire.instant
 
 
-Unrecorded = UnrecordedFinish | UnrecordedSkip
+@dataclass(frozen=True)
+class UnrecordedClose:
+    """The close of the started record of `fire`, whose body never ran, as `state`
+    with `error`: under `token`, as `RunHistory.finish` writes it.
+
+    `start_unknown`: the run's `start` went unanswered (a lost reply may hide a
+    write): where the history has no such `running` record, the fire is recorded
+    skipped with `error` as its reason instead, where nothing is recorded.
+    """
+
+    lock: str
+    fire: Fire
+    node: str
+    token: int | None
+    state: RunState
+    error: str
+    at: datetime
+    start_unknown: bool = False
+
+    def write(self, history: RunHistory) -> bool:
+        """Close the record where it is still this run's, `running` (else, with
+        `start_unknown`, skip the fire where nothing is recorded); whether it was."""
+        target, instant = self.fire.target, self.fire.instant
+        closed = history.finish(
+            target,
+            instant,
+            lock=self.lock,
+            token=self.token,
+            state=self.state,
+            error=self.error,
+            at=self.at,
+        )
+        if closed or not self.start_unknown:
+            return closed
+        return history.skip(
+            target,
+            instant,
+            lock=self.lock,
+            node=self.node,
+            reason=self.error,
+            at=self.at,
+            trigger=self.fire.recorded_trigger,
+            requested_by=self.fire.asked_by,
+        )
+
+    def written(self, history: RunHistory) -> str | None:
+        """Write it; None when it was, else why it was not needed."""
+        return None if self.write(history) else "it is finished, or a newer attempt owns it"
+
+    @property
+    def what(self) -> str:
+        return f"close ({self.state})"
+
+    @property
+    def target(self) -> str:
+        return self.fire.target
+
+    @property
+    def instant(self) -> datetime:
+        return self.fire.instant
+
+
+Unrecorded = UnrecordedFinish | UnrecordedSkip | UnrecordedClose
 
 
 class UnrecordedWrites:
-    """Thread-safe memory of unrecorded finishes and skips, keyed by fire."""
+    """Thread-safe memory of unrecorded finishes, closes and skips, keyed by fire."""
 
     def __init__(self, *, horizon_seconds: float) -> None:
         self._memory = timedelta(seconds=max(horizon_seconds, MEMORY_SECONDS))
@@ -153,11 +219,15 @@ class UnrecordedWrites:
         self._next_round = 0.0
 
     def remember(self, write: Unrecorded) -> None:
-        """Keep `write` for a later attempt; a finish outranks a skip of the same fire."""
+        """Keep `write` for a later attempt; a finish or a close outranks a skip of the
+        same fire."""
         key = (write.lock, write.target, write.instant)
         with self._mutex:
-            if isinstance(self._pending.get(key), UnrecordedFinish) and isinstance(
-                write, UnrecordedSkip
+            pending = self._pending.get(key)
+            if (
+                pending is not None
+                and not isinstance(pending, UnrecordedSkip)
+                and isinstance(write, UnrecordedSkip)
             ):
                 return
             self._pending[key] = write
