@@ -129,6 +129,26 @@ class TestOneFireWaiting:
         held_on = [slot("slot_taken", 1, 1.0, "a"), slot("slot_taken", 2, 1.5, "b")]
         assert rules(checked(held_on)) == ["one-waiting"]  # never given, never killed
 
+    def test_a_grant_that_lapsed_before_its_stamp_is_no_holding(self) -> None:
+        """Seed 646721 (MariaDB): n2 stamped its grant inside n1's holding, whose
+        renewals all succeeded. A lease table grants that only when n2's grant came
+        first and its stamp late: n2's node stalled (or the answer was held back) past
+        the TTL, and n1 took the lapsed slot meanwhile. A lease lapsed by its own
+        node's clock at the stamp was not held then: its fire gives it back."""
+        events = [
+            slot("slot_taken", 1, 1.0, "a", ttl=1.0),
+            slot("slot_renewed", 1, 1.3, "a", ttl=1.0),
+            slot("slot_taken", 2, 1.5, "b", ttl=1.0, lapsed=True),
+            slot("slot_given", 2, 1.51, "b", lost=True),
+            slot("slot_renewed", 1, 1.6, "a", ttl=1.0),
+            slot("slot_given", 1, 2.0, "a", lost=False),
+        ]
+        report = checked(events)
+        assert rules(report) == []
+        assert report.policy["fires that waited in a slot"] == 1
+        events[2] = slot("slot_taken", 2, 1.5, "b", ttl=1.0, lapsed=False)
+        assert rules(checked(events)) == ["one-waiting"]
+
 
 def _claimed(at: float, *, pid: int) -> dict[str, Any]:
     """The stamp of the claim of `app:along`'s fire at T0 (lock `A`) won by node `pid`."""

@@ -5,7 +5,9 @@ and excuses only what the fault evidence explains:
 
 * **one-waiting** (`buffer_one`): a waiting slot never has two holders at once, so
   never two fires wait at once, fleet-wide. From `slot_stamps`: a slot is held from
-  its `slot_taken` stamp to its `slot_given` stamp, or its node's kill. An overlap is
+  its `slot_taken` stamp to its `slot_given` stamp, or its node's kill; one whose
+  lease had lapsed when it was stamped (its node stalled, or the answer came late)
+  was not held then, and its fire does not wait in it. An overlap is
   excused when the earlier holding was lost: a renewal failed (`slot_lost`), no grant
   or renewal of it was answered within its TTL before (it lapsed: its holder stalled
   or was killed), its release found it lost or lapsed, its node was SIGSTOPped
@@ -103,11 +105,14 @@ class SlotHeld:
 
 def slot_holdings(events: list[Event], ended: int) -> list[SlotHeld]:
     """Every waiting slot held, in order of `taken`; one never given ends at its
-    node's kill, or at the run's end."""
+    node's kill, or at the run's end. A grant whose lease had lapsed by its stamp
+    is no holding: the server may have given the slot to another fire before it."""
     held: dict[str, SlotHeld] = {}
     kills: dict[int, int] = {}
     for event in events:
         kind = event["ev"]
+        if kind == "slot_taken" and event.get("lapsed"):
+            continue
         if kind == "slot_taken":
             owner = str(event["owner"])
             holding = SlotHeld(str(event["slot"]), owner, int(event["pid"]), int(event["t"]))
