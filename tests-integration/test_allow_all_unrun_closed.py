@@ -29,10 +29,11 @@ from typing import Any
 import psycopg
 import pytest
 
+from failing_history import EndWritesFail
 from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.fires.running import LOST_BEFORE_THE_BODY
-from firefly_scheduling.history import HistoryError, RunRecord, RunState
+from firefly_scheduling.history import HistoryError, RunState
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling.tasks.validation import validate_descriptor
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
@@ -40,7 +41,7 @@ from firefly_scheduling_postgres import PgAdvisoryLock
 from fresh_tables import installed_history
 
 
-class SessionEndedAfterStart:
+class SessionEndedAfterStart(EndWritesFail):
     """A real history: each `start` is written, then the task lock's session is ended
     by an administrator; with `start_reply_lost`, the start then fails as if its
     reply were lost; its end writes fail until `healed`."""
@@ -48,15 +49,13 @@ class SessionEndedAfterStart:
     def __init__(
         self, inner: SqlRunHistory, postgres_url: str, lock_name: str, *, start_reply_lost: bool
     ) -> None:
+        super().__init__(inner, lambda: not self.healed)
         self._inner = inner
         self._url = postgres_url
         self._key = PgAdvisoryLock.key(lock_name)  # signed, as the expression on pg_locks
         self._start_reply_lost = start_reply_lost
         self.healed = start_reply_lost
         self.ended_sessions = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
     def start(self, *args: Any, **kwargs: Any) -> int | None:
         attempt = self._inner.start(*args, **kwargs)
@@ -71,18 +70,6 @@ class SessionEndedAfterStart:
         if self._start_reply_lost:
             raise HistoryError("the reply of the start was lost (injected)")
         return attempt
-
-    def _refuse(self) -> None:
-        if not self.healed:
-            raise HistoryError("the history's end writes fail for a while (injected)")
-
-    def finish(self, *args: Any, **kwargs: Any) -> bool:
-        self._refuse()
-        return self._inner.finish(*args, **kwargs)
-
-    def record_run(self, *args: Any, **kwargs: Any) -> Any:
-        self._refuse()
-        return self._inner.record_run(*args, **kwargs)
 
 
 @pytest.fixture
@@ -101,12 +88,19 @@ def _allow_all_task() -> ScheduledDescriptor:
     )
 
 
-def _lost_before_the_body(
-    postgres_url: str, history: SqlRunHistory, *, start_reply_lost: bool
-) -> tuple[datetime, RunRecord]:
-    """Run one fire of a new `allow_all` task whose lock's session ends once its start
-    is written, healing the history's end writes after the run: its instant and its
-    record once the runner is closed."""
+@pytest.mark.parametrize(
+    "start_reply_lost",
+    [
+        pytest.param(True, id="start-reply-lost"),  # seed 646721, PostgreSQL
+        # The close fails for the runner's whole retry window (`FINISH_RETRY_SECONDS`).
+        pytest.param(False, id="close-refused-a-while", marks=pytest.mark.slow),
+    ],
+)
+def test_an_allow_all_fire_not_run_is_closed_expired(
+    postgres_url: str, history: SqlRunHistory, start_reply_lost: bool
+) -> None:
+    """One fire of a new `allow_all` task whose lock's session ends once its start is
+    written; the history's end writes healed after the run, before the runner closes."""
     task = _allow_all_task()
     target = task.target
     flaky = SessionEndedAfterStart(
@@ -127,27 +121,6 @@ def _lost_before_the_body(
     finally:
         runner.close()  # writes what it remembers
     [record] = history.runs(target, lock=target)
-    return now, record
-
-
-def test_an_allow_all_fire_not_run_after_a_lost_start_reply_is_closed(
-    postgres_url: str, history: SqlRunHistory
-) -> None:
-    """Seed 646721 (PostgreSQL): the start was written, its reply lost."""
-    now, record = _lost_before_the_body(postgres_url, history, start_reply_lost=True)
-    assert (record.instant, record.state, record.error) == (
-        now,
-        RunState.EXPIRED,
-        LOST_BEFORE_THE_BODY,
-    ), record
-
-
-@pytest.mark.slow
-def test_an_allow_all_fire_not_run_is_closed_once_the_history_answers_again(
-    postgres_url: str, history: SqlRunHistory
-) -> None:
-    """The close fails for the runner's whole retry window (`FINISH_RETRY_SECONDS`)."""
-    now, record = _lost_before_the_body(postgres_url, history, start_reply_lost=False)
     assert (record.instant, record.state, record.error) == (
         now,
         RunState.EXPIRED,

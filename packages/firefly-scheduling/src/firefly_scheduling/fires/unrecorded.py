@@ -55,13 +55,28 @@ RETRY_PAUSE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
-class UnrecordedFinish:
-    """The end of a run of `fire` that ran on `node`, with its start: the run's whole
-    record. `lock` is the fire's task lock name, half of the record's key."""
+class FireWrite:
+    """A write of `fire`'s record by `node`; `lock` is the fire's task lock name, half
+    of the record's key."""
 
     lock: str
     fire: Fire
     node: str
+
+    @property
+    def target(self) -> str:
+        return self.fire.target
+
+    @property
+    def instant(self) -> datetime:
+        return self.fire.instant
+
+
+@dataclass(frozen=True)
+class UnrecordedFinish(FireWrite):
+    """The end of a run of `fire` that ran on `node`, with its start: the run's whole
+    record."""
+
     token: int | None
     state: RunState
     error: str | None
@@ -94,22 +109,11 @@ class UnrecordedFinish:
     def what(self) -> str:
         return f"run ({self.state})"
 
-    @property
-    def target(self) -> str:
-        return self.fire.target
-
-    @property
-    def instant(self) -> datetime:
-        return self.fire.instant
-
 
 @dataclass(frozen=True)
-class UnrecordedSkip:
+class UnrecordedSkip(FireWrite):
     """The record of a fire nobody ran, which the history refused."""
 
-    lock: str
-    fire: Fire
-    node: str
     reason: str
     at: datetime
 
@@ -135,17 +139,9 @@ class UnrecordedSkip:
     def what(self) -> str:
         return "skip"
 
-    @property
-    def target(self) -> str:
-        return self.fire.target
-
-    @property
-    def instant(self) -> datetime:
-        return self.fire.instant
-
 
 @dataclass(frozen=True)
-class UnrecordedClose:
+class UnrecordedClose(FireWrite):
     """The close of the started record of `fire`, whose body never ran, as `state`
     with `error`: under `token`, as `RunHistory.finish` writes it.
 
@@ -154,9 +150,6 @@ class UnrecordedClose:
     skipped with `error` as its reason instead, where nothing is recorded.
     """
 
-    lock: str
-    fire: Fire
-    node: str
     token: int | None
     state: RunState
     error: str
@@ -166,10 +159,9 @@ class UnrecordedClose:
     def write(self, history: RunHistory) -> bool:
         """Close the record where it is still this run's, `running` (else, with
         `start_unknown`, skip the fire where nothing is recorded); whether it was."""
-        target, instant = self.fire.target, self.fire.instant
         closed = history.finish(
-            target,
-            instant,
+            self.fire.target,
+            self.fire.instant,
             lock=self.lock,
             token=self.token,
             state=self.state,
@@ -178,16 +170,7 @@ class UnrecordedClose:
         )
         if closed or not self.start_unknown:
             return closed
-        return history.skip(
-            target,
-            instant,
-            lock=self.lock,
-            node=self.node,
-            reason=self.error,
-            at=self.at,
-            trigger=self.fire.recorded_trigger,
-            requested_by=self.fire.asked_by,
-        )
+        return UnrecordedSkip(self.lock, self.fire, self.node, self.error, self.at).write(history)
 
     def written(self, history: RunHistory) -> str | None:
         """Write it; None when it was, else why it was not needed."""
@@ -196,14 +179,6 @@ class UnrecordedClose:
     @property
     def what(self) -> str:
         return f"close ({self.state})"
-
-    @property
-    def target(self) -> str:
-        return self.fire.target
-
-    @property
-    def instant(self) -> datetime:
-        return self.fire.instant
 
 
 Unrecorded = UnrecordedFinish | UnrecordedSkip | UnrecordedClose
