@@ -22,10 +22,11 @@ from typing import Any
 
 import pytest
 
+from failing_history import EndWritesFail
 from firefly_scheduling.fires.outcome import Fire, TriggerKind, Verdict
 from firefly_scheduling.fires.recording import FINISH_RETRY_SECONDS
 from firefly_scheduling.fires.runner import FireRunner
-from firefly_scheduling.history import HistoryError, RunState
+from firefly_scheduling.history import RunState
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling.tasks.validation import validate_descriptor
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
@@ -39,27 +40,13 @@ HISTORY_TABLE = "firefly_scheduling_runs"
 FAILING_SECONDS = FINISH_RETRY_SECONDS + 2.0
 
 
-class EndsFailFor:
-    """A real history whose end writes fail until `until` (monotonic seconds)."""
+class EndsFailFor(EndWritesFail):
+    """A real history whose end writes fail for `seconds` from now (monotonic)."""
 
     def __init__(self, inner: SqlRunHistory, seconds: float) -> None:
+        until = time.monotonic() + seconds
+        super().__init__(inner, lambda: time.monotonic() < until)
         self._inner = inner
-        self.until = time.monotonic() + seconds
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def _refuse(self) -> None:
-        if time.monotonic() < self.until:
-            raise HistoryError("the history's end writes fail for a while (injected)")
-
-    def finish(self, *args: Any, **kwargs: Any) -> bool:
-        self._refuse()
-        return self._inner.finish(*args, **kwargs)
-
-    def record_run(self, *args: Any, **kwargs: Any) -> Any:
-        self._refuse()
-        return self._inner.record_run(*args, **kwargs)
 
     def skip_many(self, task: str, instants: Sequence[datetime], **kwargs: Any) -> int:
         return self._inner.skip_many(task, instants, **kwargs)

@@ -129,6 +129,31 @@ class TestOneFireWaiting:
         held_on = [slot("slot_taken", 1, 1.0, "a"), slot("slot_taken", 2, 1.5, "b")]
         assert rules(checked(held_on)) == ["one-waiting"]  # never given, never killed
 
+    def test_a_grant_that_lapsed_before_its_stamp_is_no_holding(self) -> None:
+        """Seed 646721 (MariaDB): n2 stamped its grant inside n1's holding, whose
+        renewals all succeeded. A lease table grants that only when n2's grant came
+        first and its stamp late: n2's node stalled (or the answer was held back) past
+        the TTL, and n1 took the lapsed slot meanwhile. A lease lapsed by its own
+        node's clock at the stamp was not held then: its fire gives it back."""
+        events = [
+            slot("slot_taken", 1, 1.0, "a", ttl=1.0),
+            slot("slot_renewed", 1, 1.3, "a", ttl=1.0),
+            slot("slot_taken", 2, 1.5, "b", ttl=1.0, lapsed=True),
+            slot("slot_given", 2, 1.51, "b", lost=True),
+            slot("slot_renewed", 1, 1.6, "a", ttl=1.0),
+            slot("slot_given", 1, 2.0, "a", lost=False),
+        ]
+        report = checked(events)
+        assert rules(report) == []
+        assert report.policy["fires that waited in a slot"] == 1
+        events[2] = slot("slot_taken", 2, 1.5, "b", ttl=1.0, lapsed=False)
+        assert rules(checked(events)) == ["one-waiting"]
+
+
+def _claimed(at: float, *, pid: int) -> dict[str, Any]:
+    """The stamp of the claim of `app:along`'s fire at T0 (lock `A`) won by node `pid`."""
+    return {"ev": "claimed", "t": mono_at(at), "pid": pid, "name": claim_name("app:along", "A", T0)}
+
 
 class TestAllowAll:
     def test_runs_alongside_are_no_overlap_violation(self) -> None:
@@ -165,6 +190,39 @@ class TestAllowAll:
         latency = {"ev": "fault", "t": mono_at(0.0), "pid": 0, "kind": "latency"}
         events.append({**latency, "node": "n1", "duration": 2.0})
         assert rules(checked(events, volatile_server=True)) == []
+
+    def test_a_rerun_is_judged_from_the_earliest_claim_whichever_body_started_first(
+        self,
+    ) -> None:
+        """Seed 646721 (memcached): n2 claimed the fire, the server restarted, n1 won
+        the emptied claim on the new server and ran at once; n2's body came later, its
+        history start hanging. The restart came after the earlier claim, n2's."""
+        events = [_claimed(0.1, pid=2), *server_restart(0.2, down_after=0.05)]
+        events += [_claimed(0.4, pid=1)]  # after the server answered again, at 0.25
+        events += run(0, 0.45, 1.5, pid=1, target="app:along", lock="A", token=None)
+        events += run(0, 0.9, 1.8, pid=2, target="app:along", lock="A", token=None)
+        report = checked(events, volatile_server=True)
+        assert rules(report) == []
+        assert report.policy["alongside reruns after a restart"] == 1
+        late = [e for e in events if e.get("pid") != 2 or e["ev"] != "claimed"]
+        late.append(_claimed(0.3, pid=2))  # n2 too claimed on the new server
+        found = rules(checked(late, volatile_server=True))
+        assert "alongside-once" in found
+        assert "at-most-once" in found
+
+    def test_a_rerun_is_judged_by_the_first_run_s_own_claim_not_a_later_node_s(
+        self,
+    ) -> None:
+        """n3 claimed the fire, the server restarted, n1 won the emptied claim, then
+        n3's body started, then n1's: the last claim stamped before n3's body was n1's,
+        after the restart; n3's own came before it."""
+        events = [_claimed(0.1, pid=3), *server_restart(0.2, down_after=0.05)]
+        events += [_claimed(0.5, pid=1)]
+        events += run(0, 0.6, 1.8, pid=3, target="app:along", lock="A", token=None)
+        events += run(0, 0.8, 1.9, pid=1, target="app:along", lock="A", token=None)
+        report = checked(events, volatile_server=True)
+        assert rules(report) == []
+        assert report.policy["alongside reruns after a restart"] == 1
 
     def test_the_same_runs_of_a_locked_task_break_exclusion(self) -> None:
         events = run(0, 0.0, 1.5, pid=1, target="app:other", lock="A", token=None)

@@ -9,29 +9,41 @@ after a newer holder's) are judged here too, so both rules read them the same wa
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 
 from chaos_harness.body_runs import BodyRun, Restart
 from chaos_harness.evidence import Event
 from chaos_harness.history import HistoryKey, key_of, parse_instant
 from firefly_scheduling.fires.claims import claim_name
 
+#: Every fire claim won, by claim name: its stamp and its node's pid, in order.
+ClaimsWon = dict[str, list[tuple[int, int]]]
 
-def claims_won(events: list[Event]) -> dict[str, list[int]]:
+
+def claims_won(events: list[Event]) -> ClaimsWon:
     """The stamps of every fire claim won, by claim name, in order (`claim_stamps`)."""
-    stamps: dict[str, list[int]] = defaultdict(list)
+    stamps: ClaimsWon = defaultdict(list)
     for event in events:
         if event["ev"] == "claimed":
-            stamps[event["name"]].append(int(event["t"]))
+            stamps[event["name"]].append((int(event["t"]), int(event["pid"])))
     return stamps
 
 
-def claimed_before(claims: dict[str, list[int]], run: BodyRun) -> int | None:
-    """The stamp of the last claim of `run`'s fire won before its body started: the
-    claim that guarded it (an adoption's is the run's it adopted). None: not stamped."""
+def claimed_before(claims: ClaimsWon, run: BodyRun) -> int | None:
+    """The stamp of the claim that guarded `run`: the last claim of its fire its own
+    node won before its body started. None: not stamped.
+
+    Another node's claim may be stamped between this node's claim and its body (a
+    restart emptied this node's claim, and the other node won it again): it says
+    nothing of when this node's claim was written. An adoption takes no claim: its
+    claim is the last one any node won before its body (the run's it adopted).
+    """
     if not claims:
         return None
-    name = claim_name(run.target, run.lock, run.instant)
-    return max((t for t in claims.get(name, ()) if t <= run.start), default=None)
+    won = claims.get(claim_name(run.target, run.lock, run.instant), ())
+    before = [(t, pid) for t, pid in won if t <= run.start]
+    own = max((t for t, pid in before if pid == run.pid), default=None)
+    return own if own is not None else max((t for t, _ in before), default=None)
 
 
 def restart_between(restarts: list[Restart], first: int, last: int) -> bool:
@@ -151,7 +163,7 @@ DELAYED_REPLY_NS = 2_500_000_000
 
 
 def claim_written_after(
-    claims: dict[str, list[int]], run: BodyRun, delays: dict[str, list[tuple[int, int]]]
+    claims: ClaimsWon, run: BodyRun, delays: dict[str, list[tuple[int, int]]]
 ) -> int:
     """A lower bound of when the claim that guarded `run` was written on the server:
     its stamp (or the body's start, unstamped), less the longest delay of a reply
@@ -161,6 +173,21 @@ def claim_written_after(
     if any(began <= claimed <= ended for began, ended in delays.get(run.node, ())):
         return claimed - DELAYED_REPLY_NS
     return claimed
+
+
+def first_claim_written_after(
+    claims: ClaimsWon, runs: Iterable[BodyRun], delays: dict[str, list[tuple[int, int]]]
+) -> int:
+    """A lower bound of when the first of the claims that guarded `runs`, runs of one
+    fire, was written: the earliest `claim_written_after` of any of them.
+
+    Bodies may start in another order than their nodes won the fire's claim (seed
+    646721, memcached: a node claimed, the server restarted, a second node won the
+    emptied claim and ran first, while the first node's start hung in the history):
+    a restart emptied a claim when it came between the earliest claim and a later
+    run, whichever body started first.
+    """
+    return min(claim_written_after(claims, run, delays) for run in runs)
 
 
 def restart_spans(events: list[Event]) -> list[Restart]:

@@ -12,11 +12,11 @@ from collections import defaultdict
 from chaos_harness.body_runs import BodyRun, CheckReport, Restart, Violation, violation_context
 from chaos_harness.evidence import Event
 from chaos_harness.fault_evidence import (
-    claim_written_after,
     claimed_before,
     claims_won,
     delay_spans,
     failed_history_starts,
+    first_claim_written_after,
     late_zombie,
     pause_spans,
     restart_between,
@@ -108,7 +108,7 @@ def check_at_most_once(
             if taken_over and grew:
                 report.adoptions += 1
                 continue
-            written = claim_written_after(claims, previous, delays)
+            written = first_claim_written_after(claims, (previous, run), delays)
             if run.target in alongside and restart_between(restarts, written, run.start):
                 continue  # `alongside-once` counts it: the restart emptied the claim
             if run.target in retried and previous.verdict in RETRIED_VERDICTS and grew:

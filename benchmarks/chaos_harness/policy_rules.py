@@ -5,15 +5,17 @@ and excuses only what the fault evidence explains:
 
 * **one-waiting** (`buffer_one`): a waiting slot never has two holders at once, so
   never two fires wait at once, fleet-wide. From `slot_stamps`: a slot is held from
-  its `slot_taken` stamp to its `slot_given` stamp, or its node's kill. An overlap is
+  its `slot_taken` stamp to its `slot_given` stamp, or its node's kill; one whose
+  lease had lapsed when it was stamped (its node stalled, or the answer came late)
+  was not held then, and its fire does not wait in it. An overlap is
   excused when the earlier holding was lost: a renewal failed (`slot_lost`), no grant
   or renewal of it was answered within its TTL before (it lapsed: its holder stalled
   or was killed), its release found it lost or lapsed, its node was SIGSTOPped
   meanwhile, or a server that keeps nothing restarted in between.
 * **alongside-once** (`allow_all`): runs of the task overlap, yet each fire's body
   runs once. Such a run is never adopted; only a restart of a server that keeps
-  nothing between the first run's claim (`claim_written_after`) and the second run
-  excuses a second: it emptied the fire's claim,
+  nothing between the earlier of the two runs' claims (`first_claim_written_after`,
+  each node's own) and the second run excuses a second: it emptied the fire's claim,
   and the history refuses to start a finished fire only, not a running one.
 * **retry-apart** (`retries=`): a retry (an attempt after the first) never runs while
   another run of its task does, excused as exclusion excuses an overlap
@@ -45,9 +47,9 @@ from chaos_harness.body_runs import (
 )
 from chaos_harness.evidence import Event
 from chaos_harness.fault_evidence import (
-    claim_written_after,
     claims_won,
     delay_spans,
+    first_claim_written_after,
     pause_spans,
     restart_between,
 )
@@ -103,11 +105,14 @@ class SlotHeld:
 
 def slot_holdings(events: list[Event], ended: int) -> list[SlotHeld]:
     """Every waiting slot held, in order of `taken`; one never given ends at its
-    node's kill, or at the run's end."""
+    node's kill, or at the run's end. A grant whose lease had lapsed by its stamp
+    is no holding: the server may have given the slot to another fire before it."""
     held: dict[str, SlotHeld] = {}
     kills: dict[int, int] = {}
     for event in events:
         kind = event["ev"]
+        if kind == "slot_taken" and event.get("lapsed"):
+            continue
         if kind == "slot_taken":
             owner = str(event["owner"])
             holding = SlotHeld(str(event["slot"]), owner, int(event["pid"]), int(event["t"]))
@@ -189,8 +194,8 @@ def check_alongside_once(
     delays = delay_spans(events)
     for group in by_fire.values():
         first = group[0]
-        claimed = claim_written_after(claims, first, delays)
         for again in group[1:]:
+            claimed = first_claim_written_after(claims, (first, again), delays)
             if restart_between(restarts, claimed, again.start):
                 report.policy["alongside reruns after a restart"] += 1
                 continue

@@ -21,10 +21,10 @@ from chaos_harness.body_runs import (
 )
 from chaos_harness.evidence import Event
 from chaos_harness.fault_evidence import (
-    claim_written_after,
     claims_won,
     delay_spans,
     failed_history_starts,
+    first_claim_written_after,
     restart_between,
 )
 from chaos_harness.history import HistoryKey, HistoryRow, key_of, parse_instant
@@ -63,8 +63,8 @@ def check_recorded(
     delays = delay_spans(events)
     for key, alive in by_fire.items():
         report.recorded_fires += 1
-        # From the first run's claim: a restart after it may have let a second node in.
-        written = claim_written_after(claims, alive[0], delays)
+        # From the first claim: a restart after it may have let a second node in.
+        written = first_claim_written_after(claims, alive, delays)
         ordered = not restart_between(restarts, written, alive[-1].start)
         record = history.get(key)
         told = {run.pid for run in alive if (run.pid, key) not in failed_starts}

@@ -4,11 +4,13 @@ A fire of a `buffer_one` (or `buffer_all`) task waits for the task lock while it
 holds a waiting slot (`firefly:overlap-waiting:<n>:<lock>`, `fires.overlap_wait`), so
 "never two fires waiting at once" is "a slot never has two holders at once". Each
 slot held is stamped twice: `slot_taken` once the server's answer granted it (it was
-held from before that stamp) and `slot_given` before the release is sent (it was
-still held, unless lost, up to that stamp). A renewal the server refused or could not
-answer is stamped `slot_lost`: from then on the slot may be another fire's; one
-renewed is stamped `slot_renewed` (a lease lapses at the latest its TTL after the
-stamp of its last grant or renewal, whether or not its holder learnt it).
+held from before that stamp, unless its lease had lapsed by then: `lapsed`, its node
+stalled or the answer came late, and the fire gives it back unused) and `slot_given`
+before the release is sent (it was still held, unless lost, up to that stamp). A
+renewal the server refused or could not answer is stamped `slot_lost`: from then on
+the slot may be another fire's; one renewed is stamped `slot_renewed` (a lease
+lapses at the latest its TTL after the stamp of its last grant or renewal, whether
+or not its holder learnt it).
 
 Everything else reaches the real lock unchanged (attribute lookup falls through), as
 `claim_stamps` does; this wraps the lock `claim_stamps` returns.
@@ -42,7 +44,13 @@ class SlotStamps:
     ) -> Holding | None:
         holding = self._lock.acquire(name, ttl_seconds, wait=wait, fenced=fenced)
         if holding is not None and name.startswith(SLOT_PREFIX):
-            self._evidence.append("slot_taken", slot=name, owner=holding.owner, ttl=ttl_seconds)
+            self._evidence.append(
+                "slot_taken",
+                slot=name,
+                owner=holding.owner,
+                ttl=ttl_seconds,
+                lapsed=holding.lapsed(),
+            )
         return holding
 
     def release_holding(self, holding: Holding) -> None:

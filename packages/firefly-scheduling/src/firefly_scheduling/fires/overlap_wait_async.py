@@ -33,7 +33,9 @@ its slot and marker lapse after `lock_ttl`: the next fires go on; the fire that
 waited is never run (its claim is the dead node's), and its record stays `buffered`
 (written when it began to wait; its start would have replaced it). A renewal that
 fails ends the wait: the fire is never run without its lock, and its record
-likewise stays `buffered`, the skip logged.
+likewise stays `buffered`, the skip logged. A slot whose lease had lapsed by the
+time its grant was acted on (the node stalled, or the answer came late) may be
+another fire's already: the fire gives it back and is skipped, recorded with why.
 """
 
 from __future__ import annotations
@@ -60,6 +62,10 @@ logger = logging.getLogger("firefly_scheduling.fires")
 WAITS_FOR = "buffered: it waits for the earlier run holding the task lock"
 #: Why a buffered fire is skipped when its waiting slot was lost.
 SLOT_LOST = "its waiting slot was lost while it was buffered (the backend failed or it stalled)"
+#: Why a fire is skipped when the grant of its waiting slot came too late to count on.
+SLOT_LAPSED = (
+    "its waiting slot lapsed before it could wait (it stalled, or the backend's answer came late)"
+)
 
 
 class AsyncOverlapWaiter:
@@ -101,6 +107,12 @@ class AsyncOverlapWaiter:
             return err, 0.0
         if slot is None:
             return Skip(Verdict.OVERLAPPING, turn.full), 0.0
+        if slot.lapsed():
+            # Granted, but its lease may have ended on the server before the answer was
+            # acted on (the node stalled, or the reply came late): another fire may wait
+            # in it already, and a lapsed lease is never renewed.
+            await self._holdings.release_holding(slot)
+            return Skip(Verdict.OVERLAPPING, SLOT_LAPSED), 0.0
         began = time.monotonic()
         waiting = _Waiting()
         self._keep(fire, slot, ttl, waiting)

@@ -36,8 +36,10 @@ A skip is retried for `SKIP_RETRY_SECONDS`, then remembered. The close of a reco
 whose body never ran (a died run found too late, a lock lost before the body) is
 retried for `FINISH_RETRY_SECONDS` and not remembered: a record left `running` is
 adopted or expired by the task's next fire, and running a fire that never ran is
-what adoption is for. The fires a host passed over are written in one request, not
-retried (the host is waiting). Starts are the start stage's (`fires.starting`).
+what adoption is for. An `allow_all` task adopts nothing (a `running` record may be
+a live run alongside), so its close is remembered. The fires a host passed over are
+written in one request, not retried (the host is waiting). Starts are the start
+stage's (`fires.starting`).
 """
 
 from __future__ import annotations
@@ -61,7 +63,12 @@ from firefly_scheduling.fires.outcome import (
 )
 from firefly_scheduling.fires.policy import BodyEnded, FirePolicy, InTransaction
 from firefly_scheduling.fires.run_end import WrittenEnd
-from firefly_scheduling.fires.unrecorded import UnrecordedFinish, UnrecordedSkip, UnrecordedWrites
+from firefly_scheduling.fires.unrecorded import (
+    UnrecordedClose,
+    UnrecordedFinish,
+    UnrecordedSkip,
+    UnrecordedWrites,
+)
 from firefly_scheduling.history.port import (
     BufferingHistory,
     HistoryError,
@@ -71,6 +78,7 @@ from firefly_scheduling.history.port import (
     RunState,
 )
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
+from firefly_scheduling.tasks.overlap import Overlap
 
 logger = logging.getLogger("firefly_scheduling.fires")
 
@@ -127,11 +135,19 @@ class RunRecorder:
 
         `started`: how the start stage left the run. A body that never ran (its task
         lock lost first) closes the started record, or records a skip where nothing
-        was recorded: nobody ran it.
+        was recorded: nobody ran it. Of an `allow_all` task, whose records nothing
+        adopts, a start left unanswered may still have been written (its reply
+        lost): its record is closed where it is, the fire skipped where it is not.
         """
         if isinstance(ended, BodyNotRun):
-            if started.recorded:
-                self.close_unrun(fire, token=ended.token, state=end.state, error=ended.error)
+            if started.recorded or fire.task.overlap == Overlap.ALLOW_ALL:
+                self.close_unrun(
+                    fire,
+                    token=ended.token,
+                    state=end.state,
+                    error=ended.error,
+                    start_unknown=not started.recorded,
+                )
             else:
                 self.skip(fire, ended.error)
             return FireResult(
@@ -276,36 +292,39 @@ class RunRecorder:
         return recorded
 
     def close_unrun(
-        self, fire: Fire, *, token: int | None, state: RunState, error: str | None
+        self,
+        fire: Fire,
+        *,
+        token: int | None,
+        state: RunState,
+        error: str,
+        start_unknown: bool = False,
     ) -> None:
-        """Close the started record of `fire`, whose body never ran, as `state`."""
+        """Close the started record of `fire`, whose body never ran, as `state`;
+        `start_unknown`: its start went unanswered (`UnrecordedClose`)."""
         history, lock = self._history, fire.task.lock_name
         if history is None or lock is None:
             return
         at = self._clock()
+        close = UnrecordedClose(lock, fire, self._node, token, state, error, at, start_unknown)
         try:
             closed = retrying(
-                lambda: off_loop(
-                    history.finish,
-                    fire.target,
-                    fire.instant,
-                    lock=lock,
-                    token=token,
-                    state=state,
-                    error=error,
-                    at=at,
-                ),
-                time.monotonic() + FINISH_RETRY_SECONDS,
+                lambda: off_loop(close.write, history), time.monotonic() + FINISH_RETRY_SECONDS
             )
         except HistoryError as err:
+            adopted = fire.task.overlap != Overlap.ALLOW_ALL
             logger.warning(
-                "%s: fire %s: its record could not be closed as %s (the task's next fire "
-                "adopts or expires it): %s",
+                "%s: fire %s: its record could not be closed as %s (%s): %s",
                 fire.target,
                 fire.instant.isoformat(),
                 state,
+                "the task's next fire adopts or expires it"
+                if adopted
+                else "retried before the next fires",
                 err,
             )
+            if not adopted:  # nothing adopts an allow_all task's records
+                self._unrecorded.remember(close)
             return
         if not closed:
             logger.info(

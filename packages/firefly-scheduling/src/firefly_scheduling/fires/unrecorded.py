@@ -14,6 +14,10 @@ Two writes matter after the fact:
   refused (retried for a while first), and the passed-over fires of a batch that a
   history failure cut short, would otherwise leave fires neither run nor recorded
   (found by `benchmarks/chaos.py`, a history outage on PostgreSQL).
+* **The close of a record whose body never ran, of an `allow_all` task.** Another
+  task's next fire adopts or expires a record left `running`; an `allow_all` task's
+  adopts nothing (a `running` record may be a live run alongside), so the close is
+  kept here, or the fire would be neither run nor recorded with a reason.
 
 Each remembered write is tried again before every later fire and at shutdown. A
 write the history answers is forgotten: written, or not needed (the fire's record is
@@ -51,13 +55,28 @@ RETRY_PAUSE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
-class UnrecordedFinish:
-    """The end of a run of `fire` that ran on `node`, with its start: the run's whole
-    record. `lock` is the fire's task lock name, half of the record's key."""
+class FireWrite:
+    """A write of `fire`'s record by `node`; `lock` is the fire's task lock name, half
+    of the record's key."""
 
     lock: str
     fire: Fire
     node: str
+
+    @property
+    def target(self) -> str:
+        return self.fire.target
+
+    @property
+    def instant(self) -> datetime:
+        return self.fire.instant
+
+
+@dataclass(frozen=True)
+class UnrecordedFinish(FireWrite):
+    """The end of a run of `fire` that ran on `node`, with its start: the run's whole
+    record."""
+
     token: int | None
     state: RunState
     error: str | None
@@ -90,22 +109,11 @@ class UnrecordedFinish:
     def what(self) -> str:
         return f"run ({self.state})"
 
-    @property
-    def target(self) -> str:
-        return self.fire.target
-
-    @property
-    def instant(self) -> datetime:
-        return self.fire.instant
-
 
 @dataclass(frozen=True)
-class UnrecordedSkip:
+class UnrecordedSkip(FireWrite):
     """The record of a fire nobody ran, which the history refused."""
 
-    lock: str
-    fire: Fire
-    node: str
     reason: str
     at: datetime
 
@@ -131,20 +139,53 @@ class UnrecordedSkip:
     def what(self) -> str:
         return "skip"
 
-    @property
-    def target(self) -> str:
-        return self.fire.target
+
+@dataclass(frozen=True)
+class UnrecordedClose(FireWrite):
+    """The close of the started record of `fire`, whose body never ran, as `state`
+    with `error`: under `token`, as `RunHistory.finish` writes it.
+
+    `start_unknown`: the run's `start` went unanswered (a lost reply may hide a
+    write): where the history has no such `running` record, the fire is recorded
+    skipped with `error` as its reason instead, where nothing is recorded.
+    """
+
+    token: int | None
+    state: RunState
+    error: str
+    at: datetime
+    start_unknown: bool = False
+
+    def write(self, history: RunHistory) -> bool:
+        """Close the record where it is still this run's, `running` (else, with
+        `start_unknown`, skip the fire where nothing is recorded); whether it was."""
+        closed = history.finish(
+            self.fire.target,
+            self.fire.instant,
+            lock=self.lock,
+            token=self.token,
+            state=self.state,
+            error=self.error,
+            at=self.at,
+        )
+        if closed or not self.start_unknown:
+            return closed
+        return UnrecordedSkip(self.lock, self.fire, self.node, self.error, self.at).write(history)
+
+    def written(self, history: RunHistory) -> str | None:
+        """Write it; None when it was, else why it was not needed."""
+        return None if self.write(history) else "it is finished, or a newer attempt owns it"
 
     @property
-    def instant(self) -> datetime:
-        return self.fire.instant
+    def what(self) -> str:
+        return f"close ({self.state})"
 
 
-Unrecorded = UnrecordedFinish | UnrecordedSkip
+Unrecorded = UnrecordedFinish | UnrecordedSkip | UnrecordedClose
 
 
 class UnrecordedWrites:
-    """Thread-safe memory of unrecorded finishes and skips, keyed by fire."""
+    """Thread-safe memory of unrecorded finishes, closes and skips, keyed by fire."""
 
     def __init__(self, *, horizon_seconds: float) -> None:
         self._memory = timedelta(seconds=max(horizon_seconds, MEMORY_SECONDS))
@@ -153,11 +194,15 @@ class UnrecordedWrites:
         self._next_round = 0.0
 
     def remember(self, write: Unrecorded) -> None:
-        """Keep `write` for a later attempt; a finish outranks a skip of the same fire."""
+        """Keep `write` for a later attempt; a finish or a close outranks a skip of the
+        same fire."""
         key = (write.lock, write.target, write.instant)
         with self._mutex:
-            if isinstance(self._pending.get(key), UnrecordedFinish) and isinstance(
-                write, UnrecordedSkip
+            pending = self._pending.get(key)
+            if (
+                pending is not None
+                and not isinstance(pending, UnrecordedSkip)
+                and isinstance(write, UnrecordedSkip)
             ):
                 return
             self._pending[key] = write
