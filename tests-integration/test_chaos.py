@@ -1,7 +1,7 @@
 """The CI lane of the randomized fault checker: a short seeded run of every setup.
 
 `benchmarks/chaos.py` with a fixed seed, every setup at once (the effects setups
-among them; the fire policies' tasks left out while their open findings stand), two
+among them, and the fire policies' tasks), two
 resident nodes and a `tick` each, 45 s of faults (70 s on the
 effects setups, which have more kinds to inject; the full runs and their figures
 are in docs/guarantees.md). Asserts no overlap and no fire run twice, that the
@@ -47,9 +47,6 @@ def results(
 ) -> dict[str, SetupResult]:
     monkeypatch_module.setenv("FIREFLY_TEST_POSTGRES_URL", postgres_url)
     monkeypatch_module.setenv("FIREFLY_TEST_MYSQL_URL", mysql_url)
-    # The fire policies' tasks have open findings (docs/verification.md): the full runs
-    # and their rules' own tests check them; this lane guards the rest meanwhile.
-    monkeypatch_module.setenv("FIREFLY_CHAOS_POLICY_TASKS", "0")
     root = tmp_path_factory.mktemp("chaos")
     longer = dict.fromkeys(EFFECTS_SETUPS, EFFECTS_FAULT_SECONDS)
     ran = run_all(list(SETUPS), SEED, FAULT_SECONDS, NODES, len(SETUPS), root, PACE, longer)
