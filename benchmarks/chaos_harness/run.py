@@ -314,8 +314,8 @@ def _until_residents_booted(cluster: list[ChaosNode], timeout: float) -> None:
 
 def with_policy_tasks() -> bool:
     """Whether the first task mix runs with the fire policies' tasks (`policy_tasks`):
-    `FIREFLY_CHAOS_POLICY_TASKS=0` leaves them out (the CI lane, while their open
-    findings stand; docs/verification.md)."""
+    `FIREFLY_CHAOS_POLICY_TASKS=0` leaves them out, to tell a finding of theirs from
+    one of the first mix."""
     return os.environ.get("FIREFLY_CHAOS_POLICY_TASKS", "1") != "0"
 
 
