@@ -22,11 +22,12 @@ from firefly_scheduling.testing.servers import register_container_cleanup, serve
 from firefly_scheduling_database.engine import lock_engine
 from firefly_scheduling_database.sql_history.migration import upgrade_history_table
 from firefly_scheduling_database.sql_history.schema import DEFAULT_TABLE as DEFAULT_HISTORY_TABLE
+from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_redis.url import parse_url as parse_redis_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
-from fresh_tables import private_mysql_database
+from fresh_tables import installed_history, private_mysql_database
 from session_killers import CONNECTION_KILLS, KillableServer
 
 
@@ -124,6 +125,14 @@ def memcached_url() -> str:
 def etcd_url() -> str:
     """`etcd://` URL of a real etcd member (no container image is wired up for it)."""
     return server_url("etcd")
+
+
+@pytest.fixture
+def history(postgres_url: str) -> Iterator[SqlRunHistory]:
+    """A run history on a fresh table of the PostgreSQL test database, dropped after;
+    read as a second client would (a module needing another defines its own)."""
+    with installed_history(postgres_url) as store:
+        yield store
 
 
 @pytest.fixture(params=sorted(CONNECTION_KILLS))

@@ -11,15 +11,18 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pymysql
 from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table, create_engine
+from sqlalchemy.engine import make_url
 
 from firefly_scheduling_database import DatabaseLeaseLock
 from firefly_scheduling_database.engine import lock_engine
 from firefly_scheduling_database.sql_history.schema import DEFAULT_TABLE
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
+from firefly_scheduling_mysql.url import connection_arguments
 
 
 @contextmanager
@@ -39,8 +42,18 @@ def installed_lease_table(url: str, prefix: str) -> Iterator[str]:
 
 
 @contextmanager
-def installed_history(url: str) -> Iterator[SqlRunHistory]:
-    """A run history on a new table of `url`'s database, dropped on exit."""
+def installed_history(url: str, *, read_timeout: int | None = None) -> Iterator[SqlRunHistory]:
+    """A run history on a new table of `url`'s database, dropped on exit.
+
+    `read_timeout`: a MySQL history's reply deadline in seconds, instead of its
+    default (a test that makes a statement wait sees it time out sooner).
+    """
+    if read_timeout is not None:
+        url = (
+            make_url(url)
+            .update_query_dict({"read_timeout": str(read_timeout)})
+            .render_as_string(hide_password=False)
+        )
     history = SqlRunHistory(url, table=f"runs_{uuid.uuid4().hex[:12]}")
     history.install()
     try:
@@ -50,19 +63,30 @@ def installed_history(url: str) -> Iterator[SqlRunHistory]:
         history.close()
 
 
-@contextmanager
-def private_mysql_database(mysql_url: str) -> Iterator[str]:
-    """A URL on a fresh, empty MySQL/MariaDB database, dropped on exit: nothing another
-    test creates or drops meanwhile shows in it."""
-    database = f"firefly_private_{uuid.uuid4().hex[:12]}"
+def mysql_server_client(mysql_url: str) -> Any:
+    """A client of `mysql_url`'s server, on no database, in autocommit (an admin's)."""
     parts = urlsplit(mysql_url)
-    admin = pymysql.connect(
+    return pymysql.connect(
         host=parts.hostname or "127.0.0.1",
         port=parts.port or 3306,
         user=parts.username or "root",
         password=parts.password or "",
         autocommit=True,
     )
+
+
+def mysql_client(mysql_url: str) -> Any:
+    """A client of `mysql_url`'s server other than the node's, in autocommit."""
+    return pymysql.connect(**connection_arguments(mysql_url), autocommit=True)
+
+
+@contextmanager
+def private_mysql_database(mysql_url: str) -> Iterator[str]:
+    """A URL on a fresh, empty MySQL/MariaDB database, dropped on exit: nothing another
+    test creates or drops meanwhile shows in it."""
+    database = f"firefly_private_{uuid.uuid4().hex[:12]}"
+    parts = urlsplit(mysql_url)
+    admin = mysql_server_client(mysql_url)
     try:
         with admin.cursor() as cursor:
             cursor.execute(f"CREATE DATABASE {database}")

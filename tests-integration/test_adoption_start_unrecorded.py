@@ -26,7 +26,6 @@ from typing import Any
 
 import pymysql
 import pytest
-from sqlalchemy.engine import make_url
 
 from firefly_scheduling import current_fire
 from firefly_scheduling.fires.outcome import Fire, Verdict
@@ -34,11 +33,10 @@ from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.locks.holding import Holding
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
-from firefly_scheduling_mysql.url import connection_arguments
 from firefly_scheduling_redis import RedisLock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fresh_tables import installed_history
+from fresh_tables import installed_history, mysql_client
 
 #: The history's reply deadline here, instead of its default 5 s: the same timeout, sooner.
 READ_TIMEOUT_SECONDS = 2
@@ -46,17 +44,12 @@ READ_TIMEOUT_SECONDS = 2
 
 @pytest.fixture
 def history(mysql_url: str) -> Iterator[SqlRunHistory]:
-    url = make_url(mysql_url).update_query_dict({"read_timeout": str(READ_TIMEOUT_SECONDS)})
-    with installed_history(url.render_as_string(hide_password=False)) as store:
+    with installed_history(mysql_url, read_timeout=READ_TIMEOUT_SECONDS) as store:
         yield store
 
 
-def second_client(mysql_url: str) -> Any:
-    return pymysql.connect(**connection_arguments(mysql_url), autocommit=True)
-
-
 def record_of(mysql_url: str, table: str, target: str, instant: datetime) -> dict[str, Any]:
-    reader = second_client(mysql_url)
+    reader = mysql_client(mysql_url)
     try:
         with reader.cursor(pymysql.cursors.DictCursor) as cursor:
             cursor.execute(
@@ -82,7 +75,7 @@ def test_an_adoption_whose_start_fails_is_not_run(
     history.start(target, died_at, lock=target, node="died", token=died.fence, at=died_at)
     lock.release_holding(died)
 
-    blocker = second_client(mysql_url)
+    blocker = mysql_client(mysql_url)
     ran: list[datetime] = []
     runner = FireRunner(lock, history=history, node="n1")
     try:

@@ -21,8 +21,6 @@ faults are played by a wrapper of the real store.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,11 +32,9 @@ from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.fires.running import LOST_BEFORE_THE_BODY
 from firefly_scheduling.history import HistoryError, RunState
-from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
-from firefly_scheduling.tasks.validation import validate_descriptor
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_postgres import PgAdvisoryLock
-from fresh_tables import installed_history
+from unique_tasks import unique_task
 
 
 class SessionEndedAfterStart(EndWritesFail):
@@ -72,22 +68,6 @@ class SessionEndedAfterStart(EndWritesFail):
         return attempt
 
 
-@pytest.fixture
-def history(postgres_url: str) -> Iterator[SqlRunHistory]:
-    """The history as a second client reads it (an operator's `runs`)."""
-    with installed_history(postgres_url) as history:
-        yield history
-
-
-def _allow_all_task() -> ScheduledDescriptor:
-    target = f"tests.allow_all_unrun_{uuid.uuid4().hex}:job"
-    return validate_descriptor(
-        ScheduledDescriptor(
-            target=target, lock_name=target, lock_ttl=2.0, fixed_rate=60.0, overlap="allow_all"
-        )
-    )
-
-
 @pytest.mark.parametrize(
     "start_reply_lost",
     [
@@ -101,7 +81,7 @@ def test_an_allow_all_fire_not_run_is_closed_expired(
 ) -> None:
     """One fire of a new `allow_all` task whose lock's session ends once its start is
     written; the history's end writes healed after the run, before the runner closes."""
-    task = _allow_all_task()
+    task = unique_task("allow_all_unrun", lock_ttl=2.0, fixed_rate=60.0, overlap="allow_all")
     target = task.target
     flaky = SessionEndedAfterStart(
         SqlRunHistory(postgres_url, table=history.table.name),

@@ -15,7 +15,6 @@ shortest retry, as the fault checker's `history_finish` fault does.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -27,11 +26,10 @@ from firefly_scheduling.fires.outcome import Fire, TriggerKind, Verdict
 from firefly_scheduling.fires.recording import FINISH_RETRY_SECONDS
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import RunState
-from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
-from firefly_scheduling.tasks.validation import validate_descriptor
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_redis import RedisLock
 from fresh_tables import default_history
+from unique_tasks import unique_task
 
 pytestmark = pytest.mark.slow
 
@@ -61,12 +59,7 @@ def history(postgres_url: str) -> Iterator[SqlRunHistory]:
 def test_a_caught_up_run_whose_end_fails_a_while_is_not_closed_expired(
     redis_url: str, postgres_url: str, history: SqlRunHistory
 ) -> None:
-    target = f"tests.caught_up_end_{uuid.uuid4().hex}:job"
-    task = validate_descriptor(
-        ScheduledDescriptor(
-            target=target, lock_name=target, lock_ttl=2.0, fixed_rate=60.0, catchup=3600.0
-        )
-    )
+    task = unique_task("caught_up_end", lock_ttl=2.0, fixed_rate=60.0, catchup=3600.0)
     now = datetime.now(UTC)
     missed = Fire(
         task, now.replace(second=0, microsecond=0) - timedelta(minutes=10), TriggerKind.CATCH_UP
@@ -85,6 +78,8 @@ def test_a_caught_up_run_whose_end_fails_a_while_is_not_closed_expired(
     finally:
         second.close()
     [record] = [
-        r for r in history.runs(target, limit=10, lock=target) if r.instant == missed.instant
+        r
+        for r in history.runs(task.target, limit=10, lock=task.target)
+        if r.instant == missed.instant
     ]
     assert (record.state, record.node) == (RunState.CAUGHT_UP, "first"), record

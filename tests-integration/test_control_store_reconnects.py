@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
-import pymysql
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
@@ -23,6 +22,7 @@ from firefly_scheduling.control import ControlStoreError
 from firefly_scheduling_database.control_store import DatabaseControlStore
 from firefly_scheduling_database.control_store_async import AsyncDatabaseControlStore
 from firefly_scheduling_database.engine import lock_engine
+from fresh_tables import mysql_server_client
 
 
 def _end_postgres_sessions(url: str) -> int:
@@ -38,13 +38,7 @@ def _end_postgres_sessions(url: str) -> int:
 
 def _end_mysql_sessions(url: str) -> int:
     parsed = make_url(url)
-    connection = pymysql.connect(
-        host=parsed.host or "127.0.0.1",
-        port=parsed.port or 3306,
-        user=parsed.username or "root",
-        password=parsed.password or "",
-        autocommit=True,
-    )
+    connection = mysql_server_client(url)
     try:
         with connection.cursor() as cursor:
             cursor.execute(

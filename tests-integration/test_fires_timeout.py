@@ -12,8 +12,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_redis import AsyncRedisLock, RedisLock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fresh_tables import installed_history
+from unique_tasks import unique_task
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 LOCK_TTL = 1.0
@@ -41,17 +40,8 @@ OVERRUN = 2.5 * LOCK_TTL
 PATIENCE = 30.0
 
 
-@pytest.fixture
-def history(postgres_url: str) -> Iterator[SqlRunHistory]:
-    with installed_history(postgres_url) as history:
-        yield history
-
-
 def _task() -> ScheduledDescriptor:
-    name = f"tests.timeout_{uuid.uuid4().hex}:job"
-    return ScheduledDescriptor(
-        target=name, lock_name=name, lock_ttl=LOCK_TTL, fixed_rate=60.0, timeout=TIMEOUT
-    )
+    return unique_task("timeout", lock_ttl=LOCK_TTL, fixed_rate=60.0, timeout=TIMEOUT)
 
 
 class OtherNode:

@@ -20,17 +20,15 @@ from typing import Any
 
 import pymysql
 import pytest
-from sqlalchemy.engine import make_url
 
 from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
-from firefly_scheduling_mysql.url import connection_arguments
 from firefly_scheduling_redis import RedisLock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fresh_tables import installed_history
+from fresh_tables import installed_history, mysql_client
 
 #: The history's reply deadline here, instead of its default 5 s: the same timeout, sooner.
 READ_TIMEOUT_SECONDS = 2
@@ -38,18 +36,13 @@ READ_TIMEOUT_SECONDS = 2
 
 @pytest.fixture
 def history(mysql_url: str) -> Iterator[SqlRunHistory]:
-    url = make_url(mysql_url).update_query_dict({"read_timeout": str(READ_TIMEOUT_SECONDS)})
-    with installed_history(url.render_as_string(hide_password=False)) as store:
+    with installed_history(mysql_url, read_timeout=READ_TIMEOUT_SECONDS) as store:
         yield store
-
-
-def second_client(mysql_url: str) -> Any:
-    return pymysql.connect(**connection_arguments(mysql_url), autocommit=True)
 
 
 def rows_of(mysql_url: str, table: str) -> list[dict[str, Any]]:
     """The history table as a client other than the node's reads it."""
-    reader = second_client(mysql_url)
+    reader = mysql_client(mysql_url)
     try:
         with reader.cursor(pymysql.cursors.DictCursor) as cursor:
             cursor.execute(
@@ -72,7 +65,7 @@ def test_a_run_whose_start_timed_out_is_recorded_whole_and_not_fenced(
         target=target, lock_name=target, lock_ttl=30.0, fixed_rate=60.0
     )
     instant = datetime.now(UTC).replace(microsecond=0)
-    blocker = second_client(mysql_url)
+    blocker = mysql_client(mysql_url)
     ran: list[datetime] = []
 
     def body() -> None:

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,7 +35,6 @@ from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_redis import RedisLock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fresh_tables import installed_history
 
 pytestmark = pytest.mark.slow
 
@@ -73,12 +72,6 @@ def body():
 
 runner.run(Fire.at(task, datetime(2030, 1, 1, 0, 1, tzinfo=UTC)), body)
 """
-
-
-@pytest.fixture
-def history(postgres_url: str) -> Iterator[SqlRunHistory]:
-    with installed_history(postgres_url) as history:
-        yield history
 
 
 def _state(history: SqlRunHistory, target: str, instant: datetime) -> RunState | None:

@@ -50,20 +50,12 @@ from firefly_scheduling_redis import AsyncRedisLock, RedisLock
 from firefly_scheduling_redis.protocol import LOCK_KEY_PREFIX
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fresh_tables import installed_history
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
 LOCK_TTL = 1.0
 #: How long a body or the test waits for the other node before giving up (a loaded machine).
 PATIENCE = 30.0
-
-
-@pytest.fixture
-def history(postgres_url: str) -> Iterator[SqlRunHistory]:
-    """The history as a third client reads it (an operator's `runs`)."""
-    with installed_history(postgres_url) as history:
-        yield history
 
 
 class Witness:

@@ -20,13 +20,9 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
-
-import pytest
 
 from firefly_scheduling.fires.outcome import Fire, Verdict
 from firefly_scheduling.fires.overlap_names import SLOT_PREFIX
@@ -34,11 +30,9 @@ from firefly_scheduling.fires.overlap_wait import SLOT_LAPSED
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history import RunState
 from firefly_scheduling.locks.holding import Holding
-from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
-from firefly_scheduling.tasks.validation import validate_descriptor
 from firefly_scheduling_database.sql_history.store import SqlRunHistory
 from firefly_scheduling_redis import RedisLock
-from fresh_tables import installed_history
+from unique_tasks import unique_task
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 LOCK_TTL = 1.0
@@ -70,13 +64,6 @@ class StalledAfterSlotGrant:
         return self._inner.renew_holding(holding, ttl_seconds)
 
 
-@pytest.fixture
-def history(postgres_url: str) -> Iterator[SqlRunHistory]:
-    """The history as a third client reads it (an operator's `runs`)."""
-    with installed_history(postgres_url) as history:
-        yield history
-
-
 def _runner(lock: Any, postgres_url: str, history: SqlRunHistory, node: str) -> FireRunner:
     return FireRunner(
         lock,
@@ -90,12 +77,7 @@ def _runner(lock: Any, postgres_url: str, history: SqlRunHistory, node: str) -> 
 def test_a_fire_whose_slot_lapsed_before_it_acted_on_it_is_skipped_not_buffered(
     redis_url: str, postgres_url: str, history: SqlRunHistory
 ) -> None:
-    name = f"tests.slot_lapsed_{uuid.uuid4().hex}:job"
-    task = validate_descriptor(
-        ScheduledDescriptor(
-            target=name, lock_name=name, lock_ttl=LOCK_TTL, fixed_rate=60.0, overlap="buffer_one"
-        )
-    )
+    task = unique_task("slot_lapsed", lock_ttl=LOCK_TTL, fixed_rate=60.0, overlap="buffer_one")
     a = _runner(RedisLock(redis_url), postgres_url, history, "a")
     b = _runner(StalledAfterSlotGrant(RedisLock(redis_url)), postgres_url, history, "b")
     started, release = threading.Event(), threading.Event()
@@ -119,6 +101,6 @@ def test_a_fire_whose_slot_lapsed_before_it_acted_on_it_is_skipped_not_buffered(
         b.close()
     assert (second.verdict, second.buffered_seconds) == (Verdict.OVERLAPPING, None), second
     assert ran == []
-    records = {record.instant: record for record in history.runs(name, lock=name)}
+    records = {record.instant: record for record in history.runs(task.target, lock=task.target)}
     skipped = records[T0 + timedelta(minutes=1)]
     assert (skipped.state, skipped.node, skipped.error) == (RunState.SKIPPED, "b", SLOT_LAPSED)
