@@ -48,7 +48,7 @@ import json
 import logging
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from firefly_scheduling.errors import LockBackendError
@@ -139,7 +139,7 @@ def claim_seconds(instant: datetime, now: datetime, *, grace: float, clock_skew:
     Non-negative whenever the fire is still claimable (`now <= instant + grace`), and
     positive when `clock_skew > 0`; the runner treats a non-positive window as too late.
     """
-    return (instant + timedelta(seconds=grace + clock_skew) - now).total_seconds()
+    return (instant - now).total_seconds() + grace + clock_skew
 
 
 class AsyncFireClaimer:
