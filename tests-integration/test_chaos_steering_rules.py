@@ -87,7 +87,7 @@ def test_a_trigger_that_never_ran_is_a_violation_unless_a_kill_explains_it() -> 
     asked = [_steer("trigger", "done", 3.0, instant=_iso(3.000123), id="t1")]
     report = _check(asked)
     assert [v.rule for v in report.violations] == ["trigger-once"]
-    killed = asked + [{"ev": "kill", "t": mono_at(3.1), "pid": 1, "victim": 1, "node": "n1"}]
+    killed = [*asked, {"ev": "kill", "t": mono_at(3.1), "pid": 1, "victim": 1, "node": "n1"}]
     report = _check(killed)
     assert report.violations == []
     assert sum(report.misses.values()) == 1

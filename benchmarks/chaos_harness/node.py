@@ -75,12 +75,12 @@ from firefly_scheduling.history.selection import resolve_history
 from firefly_scheduling.hosts.resident import ResidentHost
 from firefly_scheduling.hosts.runtime.boot import build_runtime
 from firefly_scheduling.hosts.runtime.clock import SystemClock
-from firefly_scheduling.hosts.runtime.steering_store import steering_store
 from firefly_scheduling.hosts.runtime.shutdown import (
     StopRequest,
     ignore_stop_signals,
     stop_on_signals,
 )
+from firefly_scheduling.hosts.runtime.steering_store import steering_store
 from firefly_scheduling.hosts.runtime.task_runtime import Lazy
 from firefly_scheduling.hosts.tick import TickHost
 
