@@ -10,9 +10,10 @@ which no offset of the nemesis touches. What each carries:
 
 * `pause` / `resume`: the task (`STEERED`);
 * `trigger`: the trigger's `instant`, the fire it names (its time on the store's clock);
-* `backfill`: the window `[start, end)` of the last pause that ended (from its
-  return to the resume's send): the fires it skipped as paused are the ones to run.
-  Without such a pause nothing is sent.
+* `backfill`: a window `[start, end)`, `again` when it was asked before: the last
+  pause that ended, from its return to the resume's send (the fires it skipped as
+  paused are the ones to run); else the last window once more (nothing may run
+  twice); else a recent past window (only the fires that did not succeed run).
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ from firefly_scheduling.errors import FireflySchedulingError
 
 #: Who the operator is, in the audit trail and the history's `requested_by`.
 OPERATOR = "chaos-operator"
+#: The recent past window a backfill asks for when no pause ended: from 4 periods of
+#: a second ago to 1 (stretched by the pace).
+RECENT_WINDOW = (4.0, 1.0)
+PACE = float(os.environ.get("FIREFLY_CHAOS_PACE", "1"))
 
 
 class Operator:
@@ -44,15 +49,14 @@ class Operator:
         self._evidence = evidence
         self._paused_at: float | None = None
         self._last_pause: tuple[float, float] | None = None
+        self._last_backfill: tuple[float, float] | None = None
+        self._asked_again = False
 
     def run(self, op: str) -> None:
         fields: dict[str, Any] = {"op": op, "task": STEERED}
         if op == "backfill":
-            if self._last_pause is None:
-                return
-            start, end = self._last_pause
-            self._last_pause = None
-            fields |= {"start": _iso(start), "end": _iso(end)}
+            start, end = self._backfill_window()
+            fields |= {"start": _iso(start), "end": _iso(end), "again": self._asked_again}
         self._evidence.append("steer", phase="sent", wall=time.time(), **fields)
         try:
             fields |= self._call(op, fields)
@@ -65,6 +69,18 @@ class Operator:
         self._evidence.append("steer", phase="done", wall=wall, **fields)
         if op == "pause":
             self._paused_at = wall
+
+    def _backfill_window(self) -> tuple[float, float]:
+        again = False
+        if self._last_pause is not None:
+            window, self._last_pause = self._last_pause, None
+        elif self._last_backfill is not None and not self._asked_again:
+            window, again = self._last_backfill, True
+        else:
+            now = time.time()
+            window = (now - RECENT_WINDOW[0] * PACE, now - RECENT_WINDOW[1] * PACE)
+        self._last_backfill, self._asked_again = window, again
+        return window
 
     def _call(self, op: str, fields: dict[str, Any]) -> dict[str, Any]:
         if op == "pause":

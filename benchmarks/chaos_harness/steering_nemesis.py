@@ -8,7 +8,8 @@ the nodes did are `steering_rules`. The kinds, drawn like any fault:
   the pace); while paused, a second pause only renews it;
 * `steer_trigger`: ask for one extra run of it (while paused too: it runs anyway);
 * `steer_backfill`: replay the window of the last pause that ended (its fires were
-  skipped as paused, so each must run once now).
+  skipped as paused, so each must run once now), else the last window again
+  (nothing may run twice), else a recent past one.
 
 `FIREFLY_CHAOS_STEERING=0` leaves them out (and the nodes then read no control store).
 """
@@ -99,4 +100,4 @@ def inject_steering(nemesis: Nemesis, operator: OperatorProcess, kind: str) -> t
         operator.send("trigger")
         return 0.0, "while paused" if operator.paused else ""
     operator.send("backfill")
-    return 0.0, "the last pause's window"
+    return 0.0, ""

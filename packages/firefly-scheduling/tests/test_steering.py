@@ -181,6 +181,32 @@ def test_a_tick_pass_backfills_the_missing_instants_oldest_first_then_nothing() 
     assert store.backfills() == []
 
 
+def test_a_backfill_leaves_an_instant_whose_run_expired() -> None:
+    """Its body may have run to its end: a replay would run it again as the same attempt."""
+    settings = _settings()
+    descriptor = _stamped(fixed_rate=60.0)
+    start = datetime(2026, 6, 1, 0, 0, tzinfo=UTC)
+    instants = [start + timedelta(minutes=n) for n in range(3)]
+    host = _tick(descriptor, settings)
+    history = host.runtime.fire_runner.get().history
+    assert history is not None
+    assert descriptor.lock_name is not None
+    history.start(
+        descriptor.target, instants[1], lock=descriptor.lock_name, node="died", token=None, at=start
+    )
+    assert history.expire_dead(instants[1], at=instants[2]) == 1
+    store = host.control
+    assert store is not None
+    end = instants[-1] + timedelta(seconds=1)
+    backfill(store, descriptor.target, start, end, by="bob", settings=settings)
+    report = host.run()
+    backfilled = [r.instant for r in report.results if r.fire.trigger is TriggerKind.BACKFILL]
+    assert backfilled == [instants[0], instants[2]]
+    records = {r.instant: r for r in history.runs(descriptor.target, limit=100)}
+    assert (records[instants[1]].state, records[instants[1]].attempt) == (RunState.EXPIRED, 1)
+    assert store.backfills() == [], "the request stays although every instant has a run"
+
+
 def test_a_backfill_without_a_history_is_refused_before_it_is_stored() -> None:
     settings = Settings(
         lock_provider="memory", history_url="off", control_url=f"memory://{uuid.uuid4().hex}"
