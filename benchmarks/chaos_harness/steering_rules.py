@@ -36,7 +36,7 @@ from chaos_harness.body_runs import BodyRun, CheckReport, Violation, Window, vio
 from chaos_harness.evidence import Event
 from chaos_harness.history import HistoryKey, HistoryRow, key_of, parse_instant
 from chaos_harness.nemesis import CLOCK_OFFSET_SECONDS
-from chaos_harness.record_rules import KILL_EXPLAINS_SECONDS, normalise_reason
+from chaos_harness.record_rules import MissExcuses
 from chaos_harness.steering_nemesis import STEERED
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -112,15 +112,14 @@ def _check_paused(
             if run.instant <= latest:
                 report.steering["fires run while pausing (read before the pause)"] += 1
                 continue
-            report.violations.append(
-                Violation(
-                    "paused",
-                    f"{run.describe()} started after pause returned at "
-                    f"{datetime.fromtimestamp(wall, UTC).isoformat()} (stamp {returned}), "
-                    "before the resume",
-                    run.start,
-                    violation_context(events, run.start),
-                )
+            _violation(
+                report,
+                events,
+                "paused",
+                f"{run.describe()} started after pause returned at "
+                f"{datetime.fromtimestamp(wall, UTC).isoformat()} (stamp {returned}), "
+                "before the resume",
+                run.start,
             )
 
 
@@ -133,13 +132,7 @@ def _check_triggers(
     report: CheckReport,
 ) -> None:
     ran = {run.key for run in steered}
-    refused_skips = {
-        key_of(e["target"], parse_instant(e["instant"]))
-        for e in events
-        if e["ev"] == "history_refused" and e["write"] == "skip"
-    }
-    kills = [int(e["t"]) for e in events if e["ev"] == "kill"]
-    before, after = (int(seconds * 1e9) for seconds in KILL_EXPLAINS_SECONDS)
+    excuses = MissExcuses.of(events)
     for event in done:
         if event["op"] != "trigger":
             continue
@@ -151,25 +144,17 @@ def _check_triggers(
             report.steering["triggers run"] += 1
             continue
         record = history.get(key)
-        if record is not None and record.state in {"skipped", "expired", "failed"}:
-            report.misses[f"trigger {record.state}: {normalise_reason(record.error)}"] += 1
-            continue
-        at = window.monotonic(key.instant)
-        if key in refused_skips:
-            report.misses["trigger unrecorded: its skip write failed (history failure)"] += 1
-            continue
-        if any(at + before <= kill <= at + after for kill in kills):
-            report.misses["trigger unrecorded: a node was SIGKILLed around its instant"] += 1
+        miss = excuses.reason(key, record, window.monotonic(key.instant))
+        if miss is not None:
+            report.misses[f"trigger {miss}"] += 1
             continue
         state = "no record" if record is None else f"a {record.state!r} record and no body run"
-        report.violations.append(
-            Violation(
-                "trigger-once",
-                f"trigger {event['id']} of {STEERED} @ {key.instant.isoformat()} never ran "
-                f"({state})",
-                int(event["t"]),
-                violation_context(events, int(event["t"])),
-            )
+        _violation(
+            report,
+            events,
+            "trigger-once",
+            f"trigger {event['id']} of {STEERED} @ {key.instant.isoformat()} never ran ({state})",
+            int(event["t"]),
         )
 
 
@@ -203,16 +188,19 @@ def _check_backfills(
                 report.misses[f"backfilled: its run died before its body ({record.state})"] += 1
                 continue
             state = "no record" if record is None else f"a {record.state!r} record"
-            report.violations.append(
-                Violation(
-                    "backfill-once",
-                    f"{STEERED} @ {key.instant.isoformat()} in the backfill "
-                    f"[{event['start']}, {event['end']}) never ran ({state}), and the "
-                    "request is gone",
-                    int(event["t"]),
-                    violation_context(events, int(event["t"])),
-                )
+            _violation(
+                report,
+                events,
+                "backfill-once",
+                f"{STEERED} @ {key.instant.isoformat()} in the backfill "
+                f"[{event['start']}, {event['end']}) never ran ({state}), and the "
+                "request is gone",
+                int(event["t"]),
             )
+
+
+def _violation(report: CheckReport, events: list[Event], rule: str, message: str, at: int) -> None:
+    report.violations.append(Violation(rule, message, at, violation_context(events, at)))
 
 
 def _grid(start: datetime, end: datetime, period: float) -> list[HistoryKey]:
