@@ -202,21 +202,25 @@ def test_a_tick_pass_backfills_the_missing_instants_oldest_first_then_nothing() 
     assert store.backfills() == []
 
 
-def test_a_backfill_leaves_an_instant_whose_run_expired() -> None:
-    """Its body may have run to its end: a replay would run it again as the same attempt."""
-    case = _Backfilled.of(3)
+def test_a_backfill_leaves_an_instant_whose_run_expired_or_still_runs() -> None:
+    """Its body may have run to its end (or still runs): a replay would run it again as
+    the same attempt, once the task's next run closed the record as `expired`."""
+    case = _Backfilled.of(4)
     target, instants = case.descriptor.target, case.instants
-    case.history.start(target, instants[1], lock=case.lock, node="died", token=None, at=instants[0])
-    assert case.history.expire_dead(instants[1], at=instants[2]) == 1
+    for instant in instants[1:3]:
+        case.history.start(target, instant, lock=case.lock, node="died", token=None, at=instant)
+    assert case.history.expire_dead(instants[2], at=instants[3]) == 1  # instants[1]'s
     store = case.host.control
     assert store is not None
     end = instants[-1] + timedelta(seconds=1)
     backfill(store, target, instants[0], end, by="bob", settings=case.settings)
     report = case.host.run()
     backfilled = [r.instant for r in report.results if r.fire.trigger is TriggerKind.BACKFILL]
-    assert backfilled == [instants[0], instants[2]]
+    assert backfilled == [instants[0], instants[3]]
     records = {r.instant: r for r in case.history.runs(target, limit=100)}
     assert (records[instants[1]].state, records[instants[1]].attempt) == (RunState.EXPIRED, 1)
+    assert records[instants[2]].attempt == 1
+    assert records[instants[2]].state in {RunState.RUNNING, RunState.EXPIRED}
     assert store.backfills() == [], "the request stays although every instant has a run"
 
 
