@@ -88,9 +88,10 @@ class _Backfilled:
     lock: str
 
     @classmethod
-    def of(cls, minutes: int) -> _Backfilled:
+    def of(cls, minutes: int, **schedule: object) -> _Backfilled:
+        """Every minute (`schedule`, by default a fixed rate of 60 s) from 2026-06-01."""
         settings = _settings()
-        descriptor = _stamped(fixed_rate=60.0)
+        descriptor = _stamped(**(schedule or {"fixed_rate": 60.0}))
         start = datetime(2026, 6, 1, 0, 0, tzinfo=UTC)
         host = _tick(descriptor, settings)
         history = host.runtime.fire_runner.get().history
@@ -204,8 +205,9 @@ def test_a_tick_pass_backfills_the_missing_instants_oldest_first_then_nothing() 
 
 def test_a_backfill_leaves_an_instant_whose_run_expired_or_still_runs() -> None:
     """Its body may have run to its end (or still runs): a replay would run it again as
-    the same attempt, once the task's next run closed the record as `expired`."""
-    case = _Backfilled.of(4)
+    the same attempt, once a run of the task closed the record as `expired`. The task
+    fires at midnight's hour only: no fire of the pass closes the record first."""
+    case = _Backfilled.of(4, cron="* 0 * * *")
     target, instants = case.descriptor.target, case.instants
     for instant in instants[1:3]:
         case.history.start(target, instant, lock=case.lock, node="died", token=None, at=instant)
