@@ -145,13 +145,11 @@ def _check_triggers(
             continue
         record = history.get(key)
         miss = excuses.reason(key, record, window.monotonic(key.instant))
-        if miss is not None:
-            report.misses[f"trigger {miss}"] += 1
-            continue
         state = "no record" if record is None else f"a {record.state!r} record and no body run"
-        _violation(
+        _miss_or_violation(
             report,
             events,
+            None if miss is None else f"trigger {miss}",
             "trigger-once",
             f"trigger {event['id']} of {STEERED} @ {key.instant.isoformat()} never ran ({state})",
             int(event["t"]),
@@ -181,16 +179,16 @@ def _check_backfills(
             if key in ran:
                 continue
             record = history.get(key)
+            miss = None
             if unfinished:
-                report.misses["backfill unfinished when the nodes stopped"] += 1
-                continue
-            if record is not None and record.state in _DIED:
-                report.misses[f"backfilled: its run died before its body ({record.state})"] += 1
-                continue
+                miss = "backfill unfinished when the nodes stopped"
+            elif record is not None and record.state in _DIED:
+                miss = f"backfilled: its run died before its body ({record.state})"
             state = "no record" if record is None else f"a {record.state!r} record"
-            _violation(
+            _miss_or_violation(
                 report,
                 events,
+                miss,
                 "backfill-once",
                 f"{STEERED} @ {key.instant.isoformat()} in the backfill "
                 f"[{event['start']}, {event['end']}) never ran ({state}), and the "
@@ -201,6 +199,21 @@ def _check_backfills(
 
 def _violation(report: CheckReport, events: list[Event], rule: str, message: str, at: int) -> None:
     report.violations.append(Violation(rule, message, at, violation_context(events, at)))
+
+
+def _miss_or_violation(
+    report: CheckReport,
+    events: list[Event],
+    miss: str | None,
+    rule: str,
+    message: str,
+    at: int,
+) -> None:
+    """Count `miss` where faults explain it; else report the violation of `rule`."""
+    if miss is not None:
+        report.misses[miss] += 1
+    else:
+        _violation(report, events, rule, message, at)
 
 
 def _grid(start: datetime, end: datetime, period: float) -> list[HistoryKey]:
