@@ -9,11 +9,14 @@ backend, each behind its own TCP proxy, running the task mix of
 stalls, resets and blackholes; SIGSTOP past the lease; SIGKILL and restart; a
 private server's crash and restart, or the end of this run's SQL sessions; clock
 offsets of ±2 s; a history whose writes fail, whose `start` fails or hangs, or
-whose end-of-run writes fail for longer than the runner's retry window).
+whose end-of-run writes fail for longer than the runner's retry window), and an
+operator's process pausing, resuming, triggering and backfilling one task
+(`chaos_harness.steering_nemesis`; `FIREFLY_CHAOS_STEERING=0` leaves it out).
 Afterwards the checker reads the evidence log (CLOCK_MONOTONIC stamps written by
 the bodies and by the harness that sent the signals) and the run history (a second
 client) and checks exclusion, at-most-once, that every fire is accounted for, and
-that every run that ran is recorded with its real outcome (`chaos_harness.checker`).
+that every run that ran is recorded with its real outcome, and the steering rules
+(`chaos_harness.checker`, `chaos_harness.steering_rules`).
 
 Prints a table per setup and exits 1 on any violation, printing the seed and the
 events around it. Setups run `--parallel` at a time (all at once by default), each

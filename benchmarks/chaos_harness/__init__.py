@@ -12,11 +12,13 @@
 * `servers`: private redis-server/memcached instances, and killing only our own
   connections on the shared PostgreSQL/MariaDB.
 * `setups`: the seven backend setups.
-* `nemesis`: the seeded fault schedule and its injection.
+* `nemesis`: the seeded fault schedule and its injection; `steering_nemesis` and
+  `steer_client`: an operator's pauses, resumes, triggers and backfills among them.
 * `history`: reading the run history with a second client.
 * `checker`: the invariants, over the evidence and the history alone; it applies
   `overlap_rules` (exclusion, at most once) and `record_rules` (accounted for,
   recorded) and `policy_rules` (one rule per fire policy) to the runs of
-  `body_runs`, excused by `fault_evidence`.
+  `body_runs`, excused by `fault_evidence`, and `steering_rules` (paused, each
+  trigger once, each backfilled fire once).
 * `run`: one setup end to end, and the report table.
 """

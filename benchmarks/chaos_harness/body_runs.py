@@ -95,6 +95,8 @@ class CheckReport:
     retries: int = 0
     #: What the policy rules (`policy_rules`) saw of each policy, by what was counted.
     policy: Counter[str] = field(default_factory=Counter)
+    #: What the steering rules (`steering_rules`) saw: commands, runs, skips.
+    steering: Counter[str] = field(default_factory=Counter)
     misses: Counter[str] = field(default_factory=Counter)
     violations: list[Violation] = field(default_factory=list)
 

@@ -61,7 +61,8 @@ judged conservatively); a body with no end and no kill ends when the run ended.
 
 The fire policies add rules of their own (`policy_rules`: one fire waiting at once
 under `buffer_one`, each `allow_all` fire once, a retry never overlapping, a caught-up
-fire once, a jittered fire never early). Rule 2 counts a run after a failed one of a
+fire once, a jittered fire never early), and the steering rules (`steering_rules`)
+judge an operator's pauses, triggers and backfills. Rule 2 counts a run after a failed one of a
 task with `retries=` as its retry (the attempt grew), and rule 3 excuses the fires
 of a whole-fleet outage (`fleet_down`) but a catch-up task's.
 
@@ -70,6 +71,8 @@ the faults, `overlap_rules` holds rules 1 and 2, `record_rules` rules 3 and 4.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 from chaos_harness.body_runs import BodyRun, CheckReport, Violation, Window, body_runs
 from chaos_harness.evidence import Event
@@ -84,6 +87,8 @@ from chaos_harness.record_rules import (
     expected_fires,
     normalise_reason,
 )
+from chaos_harness.steering_nemesis import STEERED
+from chaos_harness.steering_rules import check_steering
 
 __all__ = [
     "BodyRun",
@@ -110,9 +115,14 @@ def check(
     *,
     volatile_server: bool = False,
     policies: PolicyTargets | None = None,
+    steering: bool = False,
+    pending_backfills: Collection[tuple[str, str]] = (),
 ) -> CheckReport:
     """Apply the four rules, and the policy rules (`policy_rules`) to the targets of
     `policies`; the report lists every violation with its context.
+
+    `steering`: an operator steered `STEERED` (the steering rules apply), and
+    `pending_backfills` are its backfill windows still stored at the end.
 
     `volatile_server`: the backend keeps nothing across a restart (memcached), so a
     `restart` fault destroyed every lock and claim at its stamp. An `allow_all` task's
@@ -130,4 +140,15 @@ def check(
     check_accounted(runs, history, schedules, window, events, report, excused)
     check_recorded(runs, history, events, report, restarts)
     check_policies(runs, events, report, policies, window, ended, restarts)
+    if steering:
+        check_steering(
+            runs,
+            history,
+            events,
+            window,
+            report,
+            period=schedules[STEERED],
+            ended=ended,
+            pending_backfills=pending_backfills,
+        )
     return report

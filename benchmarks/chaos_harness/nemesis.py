@@ -7,7 +7,8 @@ comes once in a shuffled first round (the kill last), so even a short run inject
 all of them, then kinds are drawn uniformly. At most `nodes - 1` resident nodes are
 disturbed (paused, killed, cut off, still booting after a restart) at once: someone
 must be able to run the fires. A node whose history fails is not disturbed: it runs
-its fires all the same (the history never stops a fire).
+its fires all the same (the history never stops a fire). The steering kinds are an
+operator's commands (`steering_nemesis`), sent while the other faults go on.
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ from chaos_harness.effects_nemesis import EFFECTS_KINDS, BlockWatcher, effects_k
 from chaos_harness.evidence import EvidenceLog
 from chaos_harness.servers import end_sessions, session_pids, signal_processes
 from chaos_harness.setups import Backend
+from chaos_harness.steering_nemesis import (
+    STEERING_KINDS,
+    OperatorProcess,
+    inject_steering,
+    steering_kinds,
+)
 from firefly_scheduling.fires.recording import FINISH_RETRY_SECONDS
 
 PROXY_KINDS = ("latency", "stall", "reset", "blackhole")
@@ -56,7 +63,7 @@ def kinds_for(backend: Backend) -> tuple[str, ...]:
         kinds.append("sessions")
     if backend.sessions == "postgres":  # its sessions are processes of this machine
         kinds.append("freeze")
-    return (*kinds, *effects_kinds(backend))
+    return (*kinds, *effects_kinds(backend), *steering_kinds(backend))
 
 
 class Nemesis:
@@ -69,8 +76,11 @@ class Nemesis:
         evidence: EvidenceLog,
         rng: random.Random,
         pace: float = 1.0,
+        operator: OperatorProcess | None = None,
     ) -> None:
         self.backend = backend
+        #: Sends the steering kinds' commands (None: the setup has none).
+        self.operator = operator
         self.nodes = nodes
         #: Every task's rate is stretched this much: a history fault lasts as many fires.
         self.pace = pace
@@ -113,6 +123,10 @@ class Nemesis:
         kind = self.next_kind()
         if kind in EFFECTS_KINDS:
             inject_aimed(self, kind)
+            return
+        if kind in STEERING_KINDS:
+            assert self.operator is not None, "a steering kind without an operator"
+            self._record(kind, "operator", *inject_steering(self, self.operator, kind))
             return
         duration = 0.0
         detail = ""

@@ -21,6 +21,10 @@ through the hosts' public seams only:
   (`claim_stamps`), and every waiting slot it holds (`slot_stamps`);
 * **an observer** appending every fire's verdict to the evidence log.
 
+Unless `FIREFLY_CHAOS_STEERING=0`, the node steers from the control store of its
+setup, as `run` and `tick` do (one client, through the node's proxy): its fires
+read the pauses before they start, and its host runs the triggers and backfills.
+
 The control file (`FIREFLY_CHAOS_CONTROL`, JSON `{"offset": s, "history": {writes:
 {"at": ns, "until": ns, "mode": "fail"|"hang"|"late", "hang": s}}}`, monotonic
 stamps) is re-read every 50 ms by a daemon thread.
@@ -56,6 +60,7 @@ from firefly_scheduling.fires.atomic import (
     TransactionalHistory,
 )
 from firefly_scheduling.fires.outcome import FireResult
+from firefly_scheduling.fires.pausing import PauseReader
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history.port import (
     SCHEDULED,
@@ -76,6 +81,7 @@ from firefly_scheduling.hosts.runtime.shutdown import (
     ignore_stop_signals,
     stop_on_signals,
 )
+from firefly_scheduling.hosts.runtime.steering_store import steering_store
 from firefly_scheduling.hosts.runtime.task_runtime import Lazy
 from firefly_scheduling.hosts.tick import TickHost
 
@@ -530,6 +536,7 @@ def main(host: str, name: str) -> int:
         runtime.fire_runner.get().close()  # replaced by one whose history can fail
         history = resolve_history(settings)
         flaky = None if history is None else FlakyHistory(history, control, evidence)
+        steering = steering_store(settings) if _steering() else None
         runtime.fire_runner = Lazy.of(
             FireRunner(
                 stamping_slots(stamping_claims(runtime.lock.get(), evidence), evidence),
@@ -539,6 +546,7 @@ def main(host: str, name: str) -> int:
                 clock_skew=settings.clock_skew,
                 node=name,
                 owns_history=True,
+                pauses=None if steering is None else PauseReader(steering),
             )
         )
         evidence.append("boot", node=name, host=host)
@@ -548,7 +556,9 @@ def main(host: str, name: str) -> int:
         if host == "run":
             runtime.now = control.now
             scheduler_clock(control)
-            resident = ResidentHost(descriptors, runtime, grace_period=GRACE_PERIOD, stop=stop)
+            resident = ResidentHost(
+                descriptors, runtime, grace_period=GRACE_PERIOD, stop=stop, control=steering
+            )
             status = resident.run_until_stopped(handle_signals=False)
         else:
             ticker = TickHost(
@@ -557,15 +567,22 @@ def main(host: str, name: str) -> int:
                 clock=OffsetClock(control),
                 grace_period=GRACE_PERIOD,
                 stop=stop,
+                control=steering,
             )
             report = ticker.run()
             runtime.close()
+            if steering is not None:
+                steering.close()
             print(report.summary(), flush=True)
             status = 0
     ignore_stop_signals()
     evidence.append("exit", node=name, host=host)
     logging.shutdown()
     return status
+
+
+def _steering() -> bool:
+    return os.environ.get("FIREFLY_CHAOS_STEERING", "1") != "0"
 
 
 if __name__ == "__main__":

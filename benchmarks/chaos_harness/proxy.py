@@ -15,7 +15,11 @@ Faults:
   desynchronise the protocol forever). Which ones is decided at the end, from the
   drops themselves: a snapshot taken at the start missed a connection whose
   upstream was still being opened, which then lost its requests silently and was
-  never reset (seed 120402).
+  never reset (seed 120402);
+* `lose_reply_to(marker)`: the next request whose bytes contain `marker` reaches
+  the server, which applies it; its reply is dropped and the connection reset, as
+  a network that fails between the server's answer and the client. The client
+  cannot tell whether its request was applied.
 
 `upstream_ports()` names the local ports of the proxy's connections to the server,
 which is how the nemesis finds (and kills) only this run's server sessions.
@@ -49,6 +53,8 @@ class _Pipe:
         self.upstream_port: int = sockname[1] if sockname else 0
         #: Whether a blackhole dropped data of this pipe (it is reset at the end).
         self.lost_data = False
+        #: Whether the next reply to the client is lost (`FaultyProxy.lose_reply_to`).
+        self.lose_reply = False
 
     def abort(self) -> None:
         for _, writer in (self.client, self.upstream):
@@ -71,6 +77,9 @@ class FaultyProxy:
         self._latency_until = 0.0
         self._stall_until = 0.0
         self._blackhole_until = 0.0
+        self._lose_reply_marker: bytes | None = None
+        #: How many replies `lose_reply_to` dropped.
+        self.replies_lost = 0
         self._ready = threading.Event()
         self._server: asyncio.Server | None = None
         self._thread = threading.Thread(target=self._serve, name="chaos-proxy", daemon=True)
@@ -121,6 +130,10 @@ class FaultyProxy:
         self._blackhole_until = time.monotonic() + duration
         self._loop.call_soon_threadsafe(self._end_blackhole_later, duration)
 
+    def lose_reply_to(self, marker: bytes) -> None:
+        """Drop the reply to the next request containing `marker`, then reset its connection."""
+        self._lose_reply_marker = marker
+
     def reset(self) -> int:
         """Abort every open connection; how many there were."""
         result: int = self._call(self._reset())
@@ -157,8 +170,8 @@ class FaultyProxy:
         self._pipes.add(pipe)
         try:
             await asyncio.gather(
-                self._forward(reader, upstream[1], pipe),
-                self._forward(upstream[0], writer, pipe),
+                self._forward(reader, upstream[1], pipe, to_server=True),
+                self._forward(upstream[0], writer, pipe, to_server=False),
                 return_exceptions=True,
             )
         finally:
@@ -166,20 +179,38 @@ class FaultyProxy:
             pipe.abort()
 
     async def _forward(
-        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, pipe: _Pipe
+        self,
+        source: asyncio.StreamReader,
+        sink: asyncio.StreamWriter,
+        pipe: _Pipe,
+        *,
+        to_server: bool,
     ) -> None:
         try:
-            await self._copy(source, sink, pipe)
+            await self._copy(source, sink, pipe, to_server=to_server)
         except OSError:  # reset by a fault, by the peer, or at close: the pipe ends
             sink.transport.abort()
 
     async def _copy(
-        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, pipe: _Pipe
+        self,
+        source: asyncio.StreamReader,
+        sink: asyncio.StreamWriter,
+        pipe: _Pipe,
+        *,
+        to_server: bool,
     ) -> None:
         while True:
             data = await source.read(_CHUNK)
             if not data:
                 sink.transport.abort()
+                return
+            marker = self._lose_reply_marker
+            if to_server and marker is not None and marker in data:
+                self._lose_reply_marker = None
+                pipe.lose_reply = True
+            elif not to_server and pipe.lose_reply:
+                self.replies_lost += 1
+                pipe.abort()  # the reply never reaches the client; the connection resets
                 return
             if time.monotonic() < self._blackhole_until:
                 pipe.lost_data = True

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from chaos_harness.body_runs import (
@@ -156,6 +158,51 @@ def expected_fires(schedules: dict[str, float], window: Window) -> list[HistoryK
     return fires
 
 
+@dataclass(frozen=True)
+class MissExcuses:
+    """What explains a fire that did not run (rule 3): its record says why, or a fault
+    left it unrecorded (its skip write failed, it reached a node shutting down, a
+    node was SIGKILLed around its instant while it may have held its claim)."""
+
+    unrecorded_skips: frozenset[HistoryKey]
+    shutting_down: frozenset[HistoryKey]
+    kills: tuple[int, ...]
+
+    @classmethod
+    def of(cls, events: list[Event]) -> MissExcuses:
+        def keys(ev: str, test: Callable[[Event], bool]) -> frozenset[HistoryKey]:
+            return frozenset(
+                key_of(event["target"], parse_instant(event["instant"]))
+                for event in events
+                if event["ev"] == ev and test(event)
+            )
+
+        return cls(
+            keys("history_refused", lambda event: event["write"] == "skip"),
+            keys("outcome", lambda event: event["verdict"] == "SHUTTING_DOWN"),
+            tuple(int(event["t"]) for event in events if event["ev"] == "kill"),
+        )
+
+    def reason(
+        self, key: HistoryKey, record: HistoryRow | None, at: int, excused: str | None = None
+    ) -> str | None:
+        """Why the fire `key` (its instant at monotonic `at`) did not run, as a miss;
+        None when nothing explains it. `excused`: a reason the caller knows of."""
+        # `buffered`: its node stopped while the fire waited (`fires.overlap_wait`).
+        if record is not None and record.state in {"skipped", "expired", "failed", "buffered"}:
+            return f"{record.state}: {normalise_reason(record.error)}"
+        if key in self.unrecorded_skips:
+            return "unrecorded: its skip write failed (history failure)"
+        if key in self.shutting_down:
+            return "unrecorded: reached a node that was shutting down"
+        if excused is not None:
+            return excused
+        before, after = (int(seconds * 1e9) for seconds in KILL_EXPLAINS_SECONDS)
+        if any(at + before <= kill <= at + after for kill in self.kills):
+            return "unrecorded: a node was SIGKILLed around its instant"
+        return None
+
+
 def check_accounted(
     runs: list[BodyRun],
     history: dict[HistoryKey, HistoryRow],
@@ -168,40 +215,17 @@ def check_accounted(
     """Rule 3; `excused`: fires no node could record, with why (a miss, not a violation)."""
     excused = excused or {}
     ran = {run.key for run in runs}
-    refused_skips = {
-        key_of(event["target"], parse_instant(event["instant"]))
-        for event in events
-        if event["ev"] == "history_refused" and event["write"] == "skip"
-    }
-    shutting_down = {
-        key_of(event["target"], parse_instant(event["instant"]))
-        for event in events
-        if event["ev"] == "outcome" and event["verdict"] == "SHUTTING_DOWN"
-    }
-    kills = [int(event["t"]) for event in events if event["ev"] == "kill"]
-    before, after = (int(seconds * 1e9) for seconds in KILL_EXPLAINS_SECONDS)
+    excuses = MissExcuses.of(events)
     for key in expected_fires(schedules, window):
         report.fires += 1
         if key in ran:
             report.ran += 1
             continue
         record = history.get(key)
-        # `buffered`: its node stopped while the fire waited (`fires.overlap_wait`).
-        if record is not None and record.state in {"skipped", "expired", "failed", "buffered"}:
-            report.misses[f"{record.state}: {normalise_reason(record.error)}"] += 1
-            continue
-        if key in refused_skips:
-            report.misses["unrecorded: its skip write failed (history failure)"] += 1
-            continue
-        if key in shutting_down:
-            report.misses["unrecorded: reached a node that was shutting down"] += 1
-            continue
-        if key in excused:
-            report.misses[excused[key]] += 1
-            continue
         at = window.monotonic(key.instant)
-        if any(at + before <= kill <= at + after for kill in kills):
-            report.misses["unrecorded: a node was SIGKILLed around its instant"] += 1
+        miss = excuses.reason(key, record, at, excused.get(key))
+        if miss is not None:
+            report.misses[miss] += 1
             continue
         state = "no record" if record is None else f"a {record.state!r} record and no body run"
         report.violations.append(

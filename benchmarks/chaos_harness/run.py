@@ -26,8 +26,11 @@ from chaos_harness.policy_tasks import RATES as POLICY_RATES
 from chaos_harness.policy_tasks import PolicyTargets, policy_targets
 from chaos_harness.policy_tasks import schedules as policy_schedules
 from chaos_harness.proxy import FaultyProxy
-from chaos_harness.setups import VOLATILE_SERVERS, make_backend
+from chaos_harness.setups import VOLATILE_SERVERS, Backend, make_backend
+from chaos_harness.steering_nemesis import STEERED, OperatorProcess, steering_kinds
 from chaos_harness.tasks import schedules
+from firefly_scheduling.control.selection import resolve_control_store
+from firefly_scheduling.settings import Settings
 
 #: Seconds cut from the start of the run before fires are counted (boot, skew).
 MARGIN_SECONDS = 5.0
@@ -38,6 +41,8 @@ END_MARGIN_SECONDS = 10.0
 BOOT_SECONDS = 300.0
 #: The whole fleet stays down this many periods of the catch-up task (`fleet_down`).
 FLEET_DOWN_PERIODS = 2
+#: Seconds the operator gets to finish its last commands once the faults end.
+OPERATOR_SECONDS = 30.0
 #: The shortest run that takes the whole fleet down: the nodes, booting again on a
 #: loaded machine, must have time to catch up before the run stops. A shorter run
 #: (the CI lane) catches up only the fires before its first boot.
@@ -73,6 +78,8 @@ class SetupResult:
     workdir: str = ""
     #: The effects setups' tables: effect rows, guarded writes made and refused.
     effects: dict[str, int] = field(default_factory=dict)
+    #: What the steering rules saw (`CheckReport.steering`).
+    steering: dict[str, int] = field(default_factory=dict)
     #: What the checker was given besides the files: to check a run again (`recheck`).
     checked: dict[str, object] = field(default_factory=dict)
 
@@ -84,6 +91,7 @@ class SetupResult:
         base.late_zombie_bodies = report.late_zombie_bodies
         base.recorded_fires = report.recorded_fires
         base.retries, base.policy = report.retries, dict(report.policy)
+        base.steering = dict(sorted(report.steering.items()))
         base.misses = dict(report.misses.most_common())
         base.violations = [_violation(v) for v in report.violations]
         return base
@@ -111,6 +119,8 @@ def run_setup(
     history_path = history_dir / "history.db"
     cluster: list[ChaosNode] = []
     proxies: list[FaultyProxy] = []
+    operator: OperatorProcess | None = None
+    steering = bool(steering_kinds(backend))
     prefix = f"chaos-{uuid.uuid4().hex[:12]}"
     # The effects setups' tables live with their history: on the server, or in its file.
     home = backend.url if backend.proxied else f"sqlite:///{history_path}"
@@ -124,6 +134,7 @@ def run_setup(
             FIREFLY_CHAOS_EVIDENCE=str(evidence_path),
             FIREFLY_CHAOS_PREFIX=prefix,
             FIREFLY_CHAOS_PACE=str(pace),
+            FIREFLY_CHAOS_STEERING="1" if steering else "0",
         )
         url_variable = f"FIREFLY_SCHEDULING_LOCK_{backend.provider.upper()}_URL"
         names = [f"{setup}-n{i}" for i in range(1, nodes + 1)] + [f"{setup}-tick"]
@@ -150,7 +161,9 @@ def run_setup(
             node.spawn()
         if not wait_booted(evidence_path, set(names), timeout=BOOT_SECONDS):
             raise RuntimeError(f"{setup}: the nodes did not boot; see {workdir}/*.out")
-        nemesis = Nemesis(backend, cluster, evidence, rng, pace)
+        if steering:  # the operator reaches the server directly, off the faulted network
+            operator = OperatorProcess({**base_env, url_variable: backend.url}, workdir)
+        nemesis = Nemesis(backend, cluster, evidence, rng, pace, operator)
         result.applicable = list(nemesis.kinds)
         wall, mono = datetime.now(UTC), time.monotonic_ns()
         started = time.monotonic()
@@ -172,6 +185,8 @@ def run_setup(
                 next_fault = time.monotonic() + nemesis.pause_between()
             time.sleep(0.02)
         nemesis.heal()
+        if operator is not None:
+            operator.close(OPERATOR_SECONDS)
         # The window closes once every resident node is up again: a node that boots
         # records the fires nobody ran while it was down, and a loaded machine can
         # take many seconds to boot one. Then let the healed nodes settle.
@@ -198,10 +213,13 @@ def run_setup(
         )
         result.history_refusals = sum(refused.values())
         result.refused_writes = dict(refused)
+        pending = _pending_backfills(backend) if steering else []
         result.checked = {
             "window": [window.start.isoformat(), window.end.isoformat()],
             "anchor": [window.wall.isoformat(), window.mono],
             "ended": ended,
+            "steering": steering,
+            "pending_backfills": pending,
         }
         if backend.effects:
             history, effects = collect(home, prefix, workdir)
@@ -215,11 +233,15 @@ def run_setup(
             ended,
             volatile_server=setup in VOLATILE_SERVERS,
             policies=None if backend.effects else _policy_targets(pace),
+            steering=steering,
+            pending_backfills=[(start, end) for start, end in pending],
         )
         if effects is not None:
             result.effects = check_effects(effects, history, report)
         return SetupResult.of(result, report)
     finally:
+        if operator is not None:
+            operator.close(0)
         for node in cluster:
             if node.alive:
                 node.kill()
@@ -248,6 +270,7 @@ def table(results: list[SetupResult]) -> str:
         "violations",
         "misses",
         "effect rows / guarded writes / refused",
+        "steering",
     ]
     lines = [
         "| " + " | ".join(header + kinds) + " |",
@@ -261,6 +284,7 @@ def table(results: list[SetupResult]) -> str:
         cells.append(len(r.violations))
         cells.append(misses)
         cells.append(" / ".join(str(n) for n in r.effects.values()) if r.effects else "")
+        cells.append(", ".join(f"{name}: {n}" for name, n in r.steering.items()))
         cells += [r.faults.get(kind, 0) if kind in r.applicable else "n/a" for kind in kinds]
         lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
     reasons: Counter[str] = Counter()
@@ -298,10 +322,22 @@ def recheck(workdir: Path) -> SetupResult:
         int(checked["ended"]),
         volatile_server=result.setup in VOLATILE_SERVERS,
         policies=None if effects is not None else _policy_targets(result.pace),
+        steering=bool(checked.get("steering", False)),
+        pending_backfills=[(start, end) for start, end in checked.get("pending_backfills", [])],
     )
     if effects is not None:
         result.effects = check_effects(effects, history, report)
     return SetupResult.of(result, report)
+
+
+def _pending_backfills(backend: Backend) -> list[tuple[str, str]]:
+    """The steered task's backfill windows still stored (a second client, direct)."""
+    settings = Settings(lock_provider=backend.provider, lock_urls={backend.provider: backend.url})
+    store = resolve_control_store(settings)
+    try:
+        return [(b.start.isoformat(), b.end.isoformat()) for b in store.backfills(STEERED)]
+    finally:
+        store.close()
 
 
 def _until_residents_booted(cluster: list[ChaosNode], timeout: float) -> None:

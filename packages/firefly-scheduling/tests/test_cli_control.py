@@ -48,6 +48,34 @@ def test_pause_status_resume_round_trip() -> None:
     assert runner.invoke(main, ["status"], env=env).output.strip() == "no task is paused"
 
 
+def test_status_json_shows_who_resumed_when() -> None:
+    env, runner = _env(), CliRunner()
+    runner.invoke(main, ["pause", "app.jobs:e", "--by", "alice", "--note", "psp"], env=env)
+    resumed = runner.invoke(main, ["resume", "app.jobs:e", "--by", "bob"], env=env)
+    assert resumed.exit_code == 0, resumed.output
+    runner.invoke(main, ["pause", "--all", "--by", "carol"], env=env)
+    runner.invoke(main, ["resume", "--all", "--by", "dan"], env=env)
+    shown = runner.invoke(main, ["status", "--json"], env=env)
+    assert shown.exit_code == 0, shown.output
+    rows = {row["target"]: row for row in map(json.loads, shown.output.splitlines())}
+    task = rows["app.jobs:e"]
+    assert task["paused"] is False
+    assert [(c["change"], c["by"], c["detail"]) for c in task["changes"]] == [
+        ("resume", "bob", "lifted"),
+        ("pause", "alice", "psp"),
+    ]
+    assert all(c["at"] is not None for c in task["changes"])
+    fleet = rows["*"]
+    assert (fleet["paused"], fleet["all_tasks"]) == (False, True)
+    assert [(c["change"], c["by"]) for c in fleet["changes"]] == [
+        ("resume", "dan"),
+        ("pause", "carol"),
+    ]
+    one = runner.invoke(main, ["status", "app.jobs:e", "--json", "--changes", "1"], env=env)
+    [row] = [json.loads(line) for line in one.output.splitlines()]
+    assert [c["change"] for c in row["changes"]] == ["resume"]
+
+
 def test_pause_all_is_shown_first_and_lifted_by_resume_all() -> None:
     env, runner = _env(), CliRunner()
     runner.invoke(main, ["pause", "app.jobs:b", "--by", "bob"], env=env)

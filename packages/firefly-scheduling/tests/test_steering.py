@@ -13,6 +13,7 @@ import sys
 import types
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from firefly_scheduling.fires.backfill_plan import MAX_BACKFILL_INSTANTS, schedu
 from firefly_scheduling.fires.outcome import TriggerKind, Verdict
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.fires.runner_async import AsyncFireRunner
-from firefly_scheduling.history import MemoryRunHistory, RunState
+from firefly_scheduling.history import MemoryRunHistory, RunHistory, RunState
 from firefly_scheduling.hosts.asyncio_host import AsyncHost
 from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
 from firefly_scheduling.hosts.runtime.boot import build_runtime
@@ -75,6 +76,31 @@ def _tick(descriptor: ScheduledDescriptor, settings: Settings) -> TickHost:
     )
 
 
+@dataclass
+class _Backfilled:
+    """A tick host of a task every minute, its history, and the instants to backfill."""
+
+    settings: Settings
+    descriptor: ScheduledDescriptor
+    instants: list[datetime]
+    host: TickHost
+    history: RunHistory
+    lock: str
+
+    @classmethod
+    def of(cls, minutes: int, **schedule: object) -> _Backfilled:
+        """Every minute (`schedule`, by default a fixed rate of 60 s) from 2026-06-01."""
+        settings = _settings()
+        descriptor = _stamped(**(schedule or {"fixed_rate": 60.0}))
+        start = datetime(2026, 6, 1, 0, 0, tzinfo=UTC)
+        host = _tick(descriptor, settings)
+        history = host.runtime.fire_runner.get().history
+        assert history is not None
+        assert descriptor.lock_name is not None
+        instants = [start + timedelta(minutes=n) for n in range(minutes)]
+        return cls(settings, descriptor, instants, host, history, descriptor.lock_name)
+
+
 def _stamped(**schedule: object) -> ScheduledDescriptor:
     lock = f"steering-{uuid.uuid4().hex[:8]}"
     return validate_descriptor(
@@ -108,18 +134,14 @@ def test_a_tick_pass_runs_a_pending_trigger_once_as_a_manual_fire() -> None:
 
 
 def test_a_tick_pass_backfills_the_missing_instants_oldest_first_then_nothing() -> None:
-    settings = _settings()
-    descriptor = _stamped(fixed_rate=60.0)
-    start = datetime(2026, 6, 1, 0, 0, tzinfo=UTC)
-    instants = [start + timedelta(minutes=n) for n in range(10)]
-    host = _tick(descriptor, settings)
-    history = host.runtime.fire_runner.get().history
-    assert history is not None
-    assert descriptor.lock_name is not None
+    case = _Backfilled.of(10)
+    settings, descriptor, instants = case.settings, case.descriptor, case.instants
+    host, history, lock = case.host, case.history, case.lock
+    start = instants[0]
     history.record_run(
         descriptor.target,
         instants[3],
-        lock=descriptor.lock_name,
+        lock=lock,
         node="earlier",
         token=None,
         state=RunState.SUCCEEDED,
@@ -130,7 +152,7 @@ def test_a_tick_pass_backfills_the_missing_instants_oldest_first_then_nothing() 
     history.start(
         descriptor.target,
         instants[5],
-        lock=descriptor.lock_name,
+        lock=lock,
         node="earlier",
         token=None,
         at=instants[5],
@@ -138,7 +160,7 @@ def test_a_tick_pass_backfills_the_missing_instants_oldest_first_then_nothing() 
     history.finish(
         descriptor.target,
         instants[5],
-        lock=descriptor.lock_name,
+        lock=lock,
         token=None,
         state=RunState.FAILED,
         error="boom",
@@ -179,6 +201,29 @@ def test_a_tick_pass_backfills_the_missing_instants_oldest_first_then_nothing() 
     again = TickHost([descriptor], host.runtime, clock=FakeClock(MINUTE), control=store).run()
     assert [r for r in again.results if r.fire.trigger is TriggerKind.BACKFILL] == []
     assert store.backfills() == []
+
+
+def test_a_backfill_leaves_an_instant_whose_run_expired_or_still_runs() -> None:
+    """Its body may have run to its end (or still runs): a replay would run it again as
+    the same attempt, once a run of the task closed the record as `expired`. The task
+    fires at midnight's hour only: no fire of the pass closes the record first."""
+    case = _Backfilled.of(4, cron="* 0 * * *")
+    target, instants = case.descriptor.target, case.instants
+    for instant in instants[1:3]:
+        case.history.start(target, instant, lock=case.lock, node="died", token=None, at=instant)
+    assert case.history.expire_dead(instants[2], at=instants[3]) == 1  # instants[1]'s
+    store = case.host.control
+    assert store is not None
+    end = instants[-1] + timedelta(seconds=1)
+    backfill(store, target, instants[0], end, by="bob", settings=case.settings)
+    report = case.host.run()
+    backfilled = [r.instant for r in report.results if r.fire.trigger is TriggerKind.BACKFILL]
+    assert backfilled == [instants[0], instants[3]]
+    records = {r.instant: r for r in case.history.runs(target, limit=100)}
+    assert (records[instants[1]].state, records[instants[1]].attempt) == (RunState.EXPIRED, 1)
+    assert records[instants[2]].attempt == 1
+    assert records[instants[2]].state in {RunState.RUNNING, RunState.EXPIRED}
+    assert store.backfills() == [], "the request stays although every instant has a run"
 
 
 def test_a_backfill_without_a_history_is_refused_before_it_is_stored() -> None:

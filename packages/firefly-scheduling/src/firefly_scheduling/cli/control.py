@@ -6,8 +6,9 @@ configuration without a durable store exits 2 naming that variable; a store that
 fails exits 1 with its message (redacted). Once `pause` returns, no fire of the task
 later than that moment starts on any node (`fires.pausing`); `resume` lets the next
 fire run, and the fires missed meanwhile stay recorded as skipped, reason `paused`.
-Every change names who made it (`--by`, default `<login>@<host>`), and `status`
-shows who, when and why.
+Every change names who made it (`--by`, default `<login>@<host>`) and is kept in
+the control store's audit trail; `status` shows who, when and why, and `status
+--json` the newest changes too.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from datetime import UTC, datetime
 import click
 
 from firefly_scheduling.cli.output import echo_json_lines, json_option
-from firefly_scheduling.control import ALL_TASKS, ControlStoreError, Pause, TaskState
+from firefly_scheduling.control import ALL_TASKS, Change, ControlStoreError, Pause, TaskState
 from firefly_scheduling.control.steering import ScheduleControl
 from firefly_scheduling.control.steering_state import operator
 from firefly_scheduling.errors import ConfigurationError
 
 _BY_HELP = "Who makes the change [default: <login>@<host>]."
+#: How many of the newest changes `status --json` shows unless told.
+DEFAULT_CHANGES = 20
 
 
 def _task(task: str | None, all_tasks: bool, command: str) -> str:
@@ -68,6 +71,17 @@ def state_json(state: TaskState) -> dict[str, object]:
     }
 
 
+def change_json(change: Change) -> dict[str, object]:
+    """One change of the audit trail as `status --json` prints it in its task's row."""
+    return {
+        "change": change.what,
+        "by": change.by,
+        "at": _when(change.at),
+        "detail": change.detail,
+        "id": change.id,
+    }
+
+
 @click.command()
 @click.argument("task", required=False, metavar="TARGET")
 @click.option("--all", "all_tasks", is_flag=True, help="Pause every task of the fleet.")
@@ -96,12 +110,7 @@ def pause(
 @click.command()
 @click.argument("task", required=False, metavar="TARGET")
 @click.option("--all", "all_tasks", is_flag=True, help="Lift the fleet-wide pause.")
-@click.option(
-    "--by",
-    default=None,
-    help="Who resumes, echoed in --json [default: <login>@<host>]; a resume deletes the "
-    "pause, and the store keeps no record of it.",
-)
+@click.option("--by", default=None, help=_BY_HELP)
 @json_option
 def resume(task: str | None, all_tasks: bool, by: str | None, as_json: bool) -> None:
     """Resume TARGET (or lift the fleet-wide pause, with --all) from now.
@@ -109,30 +118,43 @@ def resume(task: str | None, all_tasks: bool, by: str | None, as_json: bool) -> 
     The fires missed while paused stay recorded as skipped ("paused"); none is caught up.
     """
     name = _task(task, all_tasks, "resume")
+    who = operator(by)
     with ScheduleControl() as control:
         try:
-            lifted = control.resume_all() if name == ALL_TASKS else control.resume(name)
+            if name == ALL_TASKS:
+                lifted = control.resume_all(by=who)
+            else:
+                lifted = control.resume(name, by=who)
         except ControlStoreError as err:
             raise click.ClickException(str(err)) from err
     shown = "every task" if name == ALL_TASKS else name
     if as_json:
-        echo_json_lines([{"target": name, "resumed": lifted, "by": operator(by)}])
+        echo_json_lines([{"target": name, "resumed": lifted, "by": who}])
     else:
         click.echo(f"{shown} resumed" if lifted else f"{shown} was not paused")
 
 
 @click.command()
 @click.argument("task", required=False, metavar="TARGET")
+@click.option(
+    "--changes",
+    type=click.IntRange(min=0),
+    default=DEFAULT_CHANGES,
+    show_default=True,
+    metavar="N",
+    help="With --json: the newest N changes of the audit trail, each in its task's row "
+    "(a task changed lately gets a row, paused or not).",
+)
 @json_option
-def status(task: str | None, as_json: bool) -> None:
+def status(task: str | None, changes: int, as_json: bool) -> None:
     """Show the pauses in force (the fleet-wide one first), or TARGET's state."""
     with ScheduleControl() as control:
         try:
-            fleet = control.status(task)
+            fleet = control.status(task, changes=changes if as_json else 0)
         except ControlStoreError as err:
             raise click.ClickException(str(err)) from err
     if as_json:
-        echo_json_lines(_rows(fleet.all_tasks, fleet.tasks, task))
+        echo_json_lines(_rows(fleet.all_tasks, fleet.tasks, task, fleet.changes))
         return
     if task is not None:
         state = fleet.of(task)
@@ -153,9 +175,18 @@ def status(task: str | None, as_json: bool) -> None:
 
 
 def _rows(
-    everything: Pause | None, states: tuple[TaskState, ...], task: str | None
+    everything: Pause | None,
+    states: tuple[TaskState, ...],
+    task: str | None,
+    changes: tuple[Change, ...],
 ) -> Iterator[dict[str, object]]:
-    if everything is not None and task is None:
-        yield pause_json(everything)
+    """One object per task, each with `changes`: its own among `changes`, newest first."""
+
+    def of(target: str) -> list[dict[str, object]]:
+        return [change_json(change) for change in changes if change.task == target]
+
+    if task is None and (everything is not None or of(ALL_TASKS)):
+        fleet = pause_json(everything) if everything else state_json(TaskState(ALL_TASKS, False))
+        yield {**fleet, "all_tasks": True, "changes": of(ALL_TASKS)}
     for state in states:
-        yield state_json(state)
+        yield {**state_json(state), "changes": of(state.target)}

@@ -66,17 +66,21 @@ class HostOptions:
         settings, descriptors = prepare_host(
             self.apps, self.manifest, self.paths, self.lock_provider, self.node
         )
-        runtime = build_runtime(
-            descriptors,
-            settings,
-            host=host,
-            observers=observers_for(self.fire_log),
-            wait_for_backend_seconds=self.wait_for_backend,
-        )
+        # One control store client per host: the fire runner reads the pauses from the
+        # store the host steers from.
+        control = steering_store(settings)
         try:
-            control = steering_store(settings)
+            runtime = build_runtime(
+                descriptors,
+                settings,
+                host=host,
+                observers=observers_for(self.fire_log),
+                wait_for_backend_seconds=self.wait_for_backend,
+                control=control,
+            )
         except BaseException:
-            runtime.close()
+            if control is not None:
+                control.close()
             raise
         return runtime, descriptors, control
 

@@ -130,13 +130,15 @@ def add(  # noqa: PLR0917 - click passes one parameter per option
 
 @schedules.command()
 @click.argument("name")
+@click.option("--by", default=None, help="Who removes it [default: <login>@<host>].")
 @json_option
-def remove(name: str, as_json: bool) -> None:
+def remove(name: str, by: str | None, as_json: bool) -> None:
     """Remove the runtime schedule NAME; nodes stop it within seconds."""
+    who = operator(by)
     with _store() as store:
-        removed = remove_runtime_schedule(store, name)
+        removed = remove_runtime_schedule(store, name, by=who)
     if as_json:
-        echo_json_lines([{"name": name, "removed": removed}])
+        echo_json_lines([{"name": name, "removed": removed, "by": who}])
     else:
         click.echo(f"runtime schedule {name!r} {'removed' if removed else 'did not exist'}")
 

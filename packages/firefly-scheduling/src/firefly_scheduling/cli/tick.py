@@ -66,6 +66,8 @@ def tick(options: HostOptions, *, as_json: bool) -> None:
         if not report.abandoned:
             # Closing the lock would free the task locks of bodies still running.
             runtime.close()
+            if control is not None:
+                control.close()
     ignore_stop_signals()
     if as_json:
         echo_json_lines(report.rows())

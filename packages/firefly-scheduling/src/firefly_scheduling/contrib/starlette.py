@@ -97,23 +97,33 @@ async def scheduled_tasks(
     if descriptors is None:
         descriptors = resolve_descriptors(settings).descriptors
     tasks = validated(descriptors)
-    runtime = build_async_runtime(
-        tasks,
-        settings,
-        host="asyncio",
-        lock=_built(lock),
-        resolver=resolver,
-        observers=observers,
-    )
-    seconds = settings.wait_for_backend if wait_for_backend is None else wait_for_backend
-    await wait_for_async_backend(runtime, seconds=seconds)
+    # One control store client per host: the fire runner reads the pauses from the
+    # store the host steers from (built here, closed by the host's stop).
+    control = async_steering_store(settings)
     try:
-        control = async_steering_store(settings)
+        runtime = build_async_runtime(
+            tasks,
+            settings,
+            host="asyncio",
+            lock=_built(lock),
+            resolver=resolver,
+            observers=observers,
+            control=control,
+        )
+        seconds = settings.wait_for_backend if wait_for_backend is None else wait_for_backend
+        await wait_for_async_backend(runtime, seconds=seconds)  # closes the runtime if not
+    except BaseException:
+        if control is not None:
+            await control.aclose()
+        raise
+    try:
         allowed = None
         if control is not None:
             allowed = runtime_targets(settings) | {task.target for task in tasks}
     except BaseException:
         await runtime.aclose()
+        if control is not None:
+            await control.aclose()
         raise
     host = AsyncHost(
         tasks, runtime, grace_period=grace_period, control=control, runtime_targets=allowed

@@ -13,6 +13,7 @@ from __future__ import annotations
 from firefly_scheduling.control.records import (
     ALL_TASKS,
     Backfill,
+    Change,
     ControlRecordError,
     ControlStoreError,
     Pause,
@@ -33,6 +34,7 @@ __all__ = [
     "ALL_TASKS",
     "AsyncControlStore",
     "Backfill",
+    "Change",
     "ControlRecordError",
     "ControlStore",
     "ControlStoreError",

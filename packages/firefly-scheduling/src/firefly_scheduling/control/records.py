@@ -5,7 +5,8 @@ stores opaque text under an opaque key and never parses it: the rules of the
 records (who, when, which task, which window) live here once. Keys are SHA-256 hex
 digests of a record's identity (`record_key`), 64 ASCII characters whatever the
 task's target, so every server holds them as they are, and two nodes that ask for
-the same backfill or schedule write the same key.
+the same backfill or schedule write the same key. Changes (`Change`) are the audit
+trail: one record per operator change, under a random key, never rewritten.
 """
 
 from __future__ import annotations
@@ -17,15 +18,24 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast, get_args
 
 from firefly_scheduling.errors import ConfigurationError, FireflySchedulingError
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling.tasks.validation import validate_descriptor, validate_target
 
 #: The kinds of record, each its own namespace in every adapter.
-RecordKind = Literal["pause", "trigger", "backfill", "schedule", "change"]
-KINDS: Final[tuple[RecordKind, ...]] = ("pause", "trigger", "backfill", "schedule", "change")
+RecordKind = Literal["pause", "trigger", "backfill", "schedule", "change", "mark"]
+KINDS: Final[tuple[RecordKind, ...]] = (
+    "pause",
+    "trigger",
+    "backfill",
+    "schedule",
+    "change",
+    "mark",
+)
+#: What an operator's change did, as the audit trail names it (`Change.what`).
+ChangeKind = Literal["pause", "resume", "trigger", "backfill", "schedule add", "schedule remove"]
 #: The task name a fleet-wide pause is kept under (no task target can be `*`).
 ALL_TASKS: Final = "*"
 #: Longest `by`, `note` and schedule name accepted, in characters.
@@ -103,6 +113,23 @@ class RuntimeSchedule:
     descriptor: ScheduledDescriptor
     by: str
     added_at: float
+
+
+@dataclass(frozen=True)
+class Change:
+    """One operator's change in the audit trail: `what` was done to `task`, by `by`, at `at`.
+
+    `at` is the store's clock (epoch seconds). `detail` says what the change carried
+    or found: a pause's note, a trigger's id, a backfill's window, whether a resume
+    lifted a pause. A resume deletes its pause, so this trail is its only record.
+    """
+
+    what: ChangeKind
+    task: str
+    by: str
+    at: float
+    id: str
+    detail: str = ""
 
 
 # -- checks of what an operator asks --------------------------------------------------
@@ -184,7 +211,7 @@ def checked_schedule(name: object, descriptor: object) -> tuple[str, ScheduledDe
 # -- the JSON of each record ----------------------------------------------------------
 
 
-def encode(record: Pause | Trigger | Backfill | RuntimeSchedule) -> str:
+def encode(record: Pause | Trigger | Backfill | RuntimeSchedule | Change) -> str:
     """The record as compact JSON (keys sorted, so equal records are equal text)."""
     if isinstance(record, Backfill):
         document: dict[str, Any] = {
@@ -232,6 +259,21 @@ def decode_trigger(text: str) -> Trigger:
         by=_str(document, "by"),
         requested_at=_seconds(document, "requested_at"),
         id=_str(document, "id"),
+    )
+
+
+def decode_change(text: str) -> Change:
+    document = _document(text, "change")
+    what = _str(document, "what")
+    if what not in get_args(ChangeKind):
+        raise ControlRecordError(f"a stored change has an unknown kind: {what!r}")
+    return Change(
+        what=cast(ChangeKind, what),
+        task=_str(document, "task"),
+        by=_str(document, "by"),
+        at=_seconds(document, "at"),
+        id=_str(document, "id"),
+        detail=_str(document, "detail"),
     )
 
 

@@ -41,9 +41,11 @@ def add_runtime_schedule(
     return store.add_schedule(name, descriptor, by=by)
 
 
-def remove_runtime_schedule(store: ControlStore, name: str) -> bool:
-    """Remove schedule `name`; whether it existed. Nodes stop it at their next read."""
-    return store.remove_schedule(name)
+def remove_runtime_schedule(store: ControlStore, name: str, *, by: str | None = None) -> bool:
+    """Remove schedule `name`; whether it existed. Nodes stop it at their next read.
+
+    `by` (default `<login>@<host>`) goes to the audit trail."""
+    return store.remove_schedule(name, by=by)
 
 
 def runtime_schedules(store: ControlStore) -> list[RuntimeSchedule]:

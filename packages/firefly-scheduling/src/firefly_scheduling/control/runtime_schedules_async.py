@@ -41,9 +41,13 @@ async def add_runtime_schedule(
     return await store.add_schedule(name, descriptor, by=by)
 
 
-async def remove_runtime_schedule(store: AsyncControlStore, name: str) -> bool:
-    """Remove schedule `name`; whether it existed. Nodes stop it at their next read."""
-    return await store.remove_schedule(name)
+async def remove_runtime_schedule(
+    store: AsyncControlStore, name: str, *, by: str | None = None
+) -> bool:
+    """Remove schedule `name`; whether it existed. Nodes stop it at their next read.
+
+    `by` (default `<login>@<host>`) goes to the audit trail."""
+    return await store.remove_schedule(name, by=by)
 
 
 async def runtime_schedules(store: AsyncControlStore) -> list[RuntimeSchedule]:

@@ -7,8 +7,9 @@ fleet a host of the same configuration runs. A task is named by its target, as
 `runs --task` names it; `pause`, `resume` and `status` also take a runtime schedule's
 name (`add_schedule`), the name its fires are recorded under.
 
-Every change names who made it (`by`, by default `<login>@<host>`) and is stamped
-with the store's clock, so `status` says who paused what, when and why. A pause
+Every change names who made it (`by`, by default `<login>@<host>`), is stamped
+with the store's clock and is kept in the store's audit trail (`Change`), so
+`status` says who paused, resumed or triggered what, when and why. A pause
 holds from the moment `pause` returns: each node reads the pauses after it wins a
 fire's claim, just before the run starts (`fires.pausing`).
 """
@@ -24,7 +25,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Unpack
 
-from firefly_scheduling.control.records import Backfill, Pause, Trigger, checked_task
+from firefly_scheduling.control.records import Backfill, Change, Pause, Trigger, checked_task
 from firefly_scheduling.control.runtime_schedules_async import (
     add_runtime_schedule,
     remove_runtime_schedule,
@@ -76,27 +77,35 @@ class AsyncScheduleControl:
         """Pause every task of the fleet; `resume_all` lifts it (task pauses stay)."""
         return await self._store.pause_all(by=operator(by), note=note_text(note))
 
-    async def resume(self, task: str) -> bool:
+    async def resume(self, task: str, by: str | None = None) -> bool:
         """Resume `task` from now; whether it had a pause of its own.
 
         The fires missed while it was paused stay recorded as skipped ("paused") and
         are not caught up. A fleet-wide pause still holds it: `resume_all` lifts that.
         """
-        return await self._store.resume(checked_task(task, schedule_names=True))
+        return await self._store.resume(checked_task(task, schedule_names=True), by=operator(by))
 
-    async def resume_all(self) -> bool:
+    async def resume_all(self, by: str | None = None) -> bool:
         """Lift the fleet-wide pause; whether there was one."""
-        return await self._store.resume_all()
+        return await self._store.resume_all(by=operator(by))
 
-    async def status(self, task: str | None = None, *, tasks: Iterable[str] = ()) -> FleetStatus:
+    async def status(
+        self, task: str | None = None, *, tasks: Iterable[str] = (), changes: int = 0
+    ) -> FleetStatus:
         """The fleet-wide pause and each paused task's state (one read of the store).
 
         `task` narrows the answer to that task; `tasks` adds these (paused or not),
-        such as every task a manifest lists.
+        such as every task a manifest lists. `changes` > 0 also reads that many of
+        the newest changes (of `task`, or all) from the audit trail (a second read),
+        and lists the tasks they changed.
         """
         names = None if task is None else [checked_task(task, schedule_names=True)]
         extra = [checked_task(name, schedule_names=True) for name in tasks]
-        return fleet_status(await self._store.pauses(), names, extra)
+        pauses = await self._store.pauses()
+        recent: list[Change] = []
+        if changes > 0:
+            recent = await self._store.changes(None if names is None else names[0], limit=changes)
+        return fleet_status(pauses, names, extra, recent)
 
     # -- runs on request ------------------------------------------------------------------
 
@@ -138,9 +147,9 @@ class AsyncScheduleControl:
             self._store, name, target, by=operator(by), allowed=allowed, **arguments
         )
 
-    async def remove_schedule(self, name: str) -> bool:
+    async def remove_schedule(self, name: str, by: str | None = None) -> bool:
         """Remove the runtime schedule `name`; whether it existed."""
-        return await remove_runtime_schedule(self._store, name)
+        return await remove_runtime_schedule(self._store, name, by=operator(by))
 
     # -- lifetime ---------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from firefly_scheduling.control.records import Pause, checked_text
+from firefly_scheduling.control.records import ALL_TASKS, Change, Pause, checked_text
 from firefly_scheduling.errors import ConfigurationError
 
 
@@ -43,10 +43,12 @@ class TaskState:
 
 @dataclass(frozen=True)
 class FleetStatus:
-    """The fleet-wide pause (None: none) and the state of each task asked about or paused."""
+    """The fleet-wide pause (None: none), the state of each task asked about, paused or
+    recently changed, and the newest changes read from the audit trail, newest first."""
 
     all_tasks: Pause | None
     tasks: tuple[TaskState, ...]
+    changes: tuple[Change, ...] = ()
 
     def of(self, target: str) -> TaskState:
         """The state of `target` (running, unless paused by itself or the whole fleet)."""
@@ -57,13 +59,20 @@ class FleetStatus:
 
 
 def fleet_status(
-    pauses: Sequence[Pause], names: Sequence[str] | None, extra: Sequence[str]
+    pauses: Sequence[Pause],
+    names: Sequence[str] | None,
+    extra: Sequence[str],
+    changes: Sequence[Change] = (),
 ) -> FleetStatus:
-    """The status of `names` (None: every task paused on its own, and `extra`)."""
+    """The status of `names` (None: every task paused on its own or changed in
+    `changes`, and `extra`)."""
     everything = next((pause for pause in pauses if pause.all_tasks), None)
     own = {pause.task: pause for pause in pauses if not pause.all_tasks}
-    shown = sorted({*own, *extra}) if names is None else names
-    return FleetStatus(everything, tuple(_state(n, everything, own.get(n)) for n in shown))
+    changed = {change.task for change in changes if change.task != ALL_TASKS}
+    shown = sorted({*own, *extra, *changed}) if names is None else names
+    return FleetStatus(
+        everything, tuple(_state(n, everything, own.get(n)) for n in shown), tuple(changes)
+    )
 
 
 def operator(by: str | None) -> str:

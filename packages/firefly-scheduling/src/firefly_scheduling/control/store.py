@@ -16,11 +16,16 @@ one namespace per record kind (`_put`, `_add`, `_get`, `_delete`, `_values`,
   record: the server answers "removed" to exactly one of any number of racing
   takers, so each trigger is taken once across the fleet;
 * a backfill and a runtime schedule are `_add` under a digest of their identity,
-  so asking twice, from any node, stores one record.
+  so asking twice, from any node, stores one record;
+* every operator change (pause, resume, trigger, backfill, schedule added or
+  removed) then `_add`s a `Change` under a fresh random key: the audit trail of
+  who, when and what (`changes`). The change is written after its effect, so a
+  call that raises may have taken effect without its trail entry, never the
+  reverse; asking again (each call is idempotent) records it.
 
-Every change (a pause, a resume, a trigger or backfill asked or cancelled, a runtime
-schedule added or removed) then writes the store's change mark (`changes`), a random
-value: a host polls that one record, and reads the others only once it moved.
+Every change (those of the audit trail, and a backfill cancelled) then moves the
+store's change mark (`change_mark`), one record of its own kind: a host polls that
+one record, and reads the others only once it moved.
 
 Nothing is cached: every read is a round trip, so a pause written by one node is
 seen by the next read of any other. Times (`since`, `requested_at`) come from the
@@ -40,6 +45,8 @@ from typing import ClassVar, TypeAlias, TypeVar
 from firefly_scheduling.control.records import (
     ALL_TASKS,
     Backfill,
+    Change,
+    ChangeKind,
     ControlStoreError,
     Pause,
     RecordKind,
@@ -51,6 +58,7 @@ from firefly_scheduling.control.records import (
     checked_text,
     checked_window,
     decode_backfill,
+    decode_change,
     decode_pause,
     decode_schedule,
     decode_trigger,
@@ -58,12 +66,13 @@ from firefly_scheduling.control.records import (
     encode,
     record_key,
 )
+from firefly_scheduling.control.steering_state import operator
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling.urls.redaction import scrub
 
 _T = TypeVar("_T")
 
-#: The key of the change mark (`changes`), the one record of its kind.
+#: The key of the change mark (`change_mark`), the one record of its kind.
 CHANGE_MARK = "mark"
 
 _Operation: TypeAlias = Callable[[], _T]
@@ -96,24 +105,28 @@ class ControlStore(ABC):
             note=checked_text(note, "a pause's note", required=False),
         )
         self._call("pausing", task, partial(self._put, "pause", record_key(task), encode(pause)))
-        self._changed("pausing", task)
+        self._record("pause", task, pause.by, pause.since, pause.note)
         return pause
 
     def pause_all(self, *, by: str, note: str = "") -> Pause:
         """Pause every task of the fleet; `resume_all` lifts it (task pauses stay)."""
         return self.pause(ALL_TASKS, by=by, note=note)
 
-    def resume(self, task: str) -> bool:
-        """Lift `task`'s own pause (or `ALL_TASKS`'); whether there was one."""
-        task = checked_task(task, allow_all=True, schedule_names=True)
-        removed = self._call("resuming", task, partial(self._delete, "pause", record_key(task)))
-        if removed:
-            self._changed("resuming", task)
-        return removed
+    def resume(self, task: str, *, by: str | None = None) -> bool:
+        """Lift `task`'s own pause (or `ALL_TASKS`'); whether there was one.
 
-    def resume_all(self) -> bool:
+        `by` (default `<login>@<host>`) is recorded in the audit trail, lifted or not.
+        """
+        task = checked_task(task, allow_all=True, schedule_names=True)
+        by = operator(by)
+        at = self.now()
+        lifted = self._call("resuming", task, partial(self._delete, "pause", record_key(task)))
+        self._record("resume", task, by, at, "lifted" if lifted else "was not paused")
+        return lifted
+
+    def resume_all(self, *, by: str | None = None) -> bool:
         """Lift the fleet-wide pause; whether there was one."""
-        return self.resume(ALL_TASKS)
+        return self.resume(ALL_TASKS, by=by)
 
     def pause_of(self, task: str) -> Pause | None:
         """The pause that holds `task` now: the fleet-wide one first, else its own, else None."""
@@ -148,7 +161,7 @@ class ControlStore(ABC):
         )
         if not added:  # pragma: no cover - 128 random bits never collide
             raise ControlStoreError(f"trigger id {trigger.id} already exists in {self._target}")
-        self._changed("adding a trigger of", task)
+        self._record("trigger", trigger.task, trigger.by, trigger.requested_at, trigger.id)
         return trigger
 
     def take_trigger(self, task: str) -> Trigger | None:
@@ -194,8 +207,14 @@ class ControlStore(ABC):
             task,
             partial(self._add, "backfill", backfill.key, encode(backfill)),
         )
-        # Asked again, the mark moves again: a mark lost to a failure is made good.
-        self._changed("adding a backfill of", task)
+        window = f"[{start_utc.isoformat()}, {end_utc.isoformat()})"
+        self._record(
+            "backfill",
+            task,
+            backfill.by,
+            backfill.requested_at,
+            window if added else f"{window}, asked before",
+        )
         if added:
             return backfill
         text = self._call(
@@ -222,7 +241,7 @@ class ControlStore(ABC):
             "cancelling a backfill of", task, partial(self._delete, "backfill", key)
         )
         if removed:
-            self._changed("cancelling a backfill of", task)
+            self._move_mark("cancelling a backfill of", task)
         return removed
 
     # -- runtime schedules --------------------------------------------------------------
@@ -244,14 +263,14 @@ class ControlStore(ABC):
         if self._call(
             "adding schedule", name, partial(self._add, "schedule", key, encode(schedule))
         ):
-            self._changed("adding schedule", name)
+            self._record("schedule add", name, schedule.by, schedule.added_at, "added")
             return True
         text = self._call("reading schedule", name, partial(self._get, "schedule", key))
         if text is None:  # removed between the two calls: add it again
             return self.add_schedule(name, descriptor, by=by)
         existing = decode_schedule(text)
         if descriptor_fields(existing.descriptor) == descriptor_fields(checked):
-            self._changed("adding schedule", name)  # a mark lost to a failure
+            self._record("schedule add", name, schedule.by, schedule.added_at, "already there")
             return False
         raise ScheduleConflict(
             f"runtime schedule {name!r} already exists with other arguments "
@@ -259,33 +278,55 @@ class ControlStore(ABC):
             "remove it first to change it"
         )
 
-    def remove_schedule(self, name: str) -> bool:
-        """Remove schedule `name`; whether it existed."""
+    def remove_schedule(self, name: str, *, by: str | None = None) -> bool:
+        """Remove schedule `name`; whether it existed. `by` as for `resume`."""
         name = checked_text(name, "a runtime schedule's name", required=True)
+        by = operator(by)
+        at = self.now()
         removed = self._call(
             "removing schedule", name, partial(self._delete, "schedule", record_key(name))
         )
-        if removed:
-            self._changed("removing schedule", name)
+        self._record("schedule remove", name, by, at, "removed" if removed else "absent")
         return removed
+
+    # -- the audit trail ------------------------------------------------------------------
+
+    def changes(self, task: str | None = None, *, limit: int | None = None) -> list[Change]:
+        """The operators' changes (of `task`, or all), newest first; `limit`: the newest."""
+        texts = self._call("listing", "changes", partial(self._values, "change"))
+        found = sorted(
+            (change for change in map(decode_change, texts) if task in {None, change.task}),
+            key=lambda change: (change.at, change.id),
+            reverse=True,
+        )
+        return found if limit is None else found[: max(limit, 0)]
+
+    def _record(self, what: ChangeKind, task: str, by: str, at: float, detail: str) -> None:
+        change = Change(what=what, task=task, by=by, at=at, id=secrets.token_hex(16), detail=detail)
+        self._call(
+            f"recording the {what} of",
+            task,
+            partial(self._add, "change", record_key(change.id), encode(change)),
+        )
+        self._move_mark(f"recording the {what} of", task)
 
     def schedules(self) -> list[RuntimeSchedule]:
         """Every runtime schedule, by name."""
         texts = self._call("listing", "schedules", partial(self._values, "schedule"))
         return sorted((decode_schedule(text) for text in texts), key=lambda item: item.name)
 
-    # -- changes -------------------------------------------------------------------------
+    # -- the change mark -------------------------------------------------------------------
 
-    def changes(self) -> str | None:
-        """The store's change mark: a value that differs after every change made by any
-        client (None before the first). Taking a trigger changes nothing others need."""
-        return self._call("reading", "the change mark", partial(self._get, "change", CHANGE_MARK))
+    def change_mark(self) -> str | None:
+        """A value that differs after every change made by any client (None before the
+        first). Taking a trigger changes nothing other hosts need."""
+        return self._call("reading", "the change mark", partial(self._get, "mark", CHANGE_MARK))
 
-    def _changed(self, doing: str, subject: str) -> None:
+    def _move_mark(self, doing: str, subject: str) -> None:
         """Move the change mark, after the change itself: a poller that sees it moved
         then reads the change."""
         mark = secrets.token_hex(8)
-        self._call(doing, subject, partial(self._put, "change", CHANGE_MARK, mark))
+        self._call(doing, subject, partial(self._put, "mark", CHANGE_MARK, mark))
 
     # -- clock and lifetime -------------------------------------------------------------
 

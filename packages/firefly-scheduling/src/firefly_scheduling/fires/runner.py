@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
+from firefly_scheduling.control.store import ControlStore
 from firefly_scheduling.fires.claims import FireClaimer
 from firefly_scheduling.fires.deciding import TOO_LATE_FOR_A_WORKER, FireDecider
 from firefly_scheduling.fires.history_calls import off_loop
@@ -182,16 +183,19 @@ class FireRunner:
         *,
         clock: WallClock = utc_now,
         node: str | None = None,
+        control: ControlStore | None = None,
     ) -> FireRunner:
         """A runner with the configured history, pauses, grace and clock-skew tolerance.
 
         `node` overrides `settings.node`. Raises `ConfigurationError` for a history
         or control store URL that cannot be used, so a host fails at boot rather
         than on a fire; without a durable control store it warns once, and never
-        pauses (`fires.pausing.pause_reader`).
+        pauses (`fires.pausing.pause_reader`). `control`: the host's own control
+        store, read for the pauses too (one client per host; its owner closes it);
+        None: the configured one, built and closed by the runner.
         """
         settings = Settings.from_env() if settings is None else settings
-        pauses = pause_reader(settings)
+        pauses = pause_reader(settings) if control is None else PauseReader(control)
         return cls(
             lock,
             pauses=pauses,

@@ -7,6 +7,7 @@
 # async-to-sync: rename AsyncRunRecorder RunRecorder
 # async-to-sync: rename AsyncRunStarter RunStarter
 # async-to-sync: rename AsyncPauseReader PauseReader
+# async-to-sync: rename AsyncControlStore ControlStore
 """`AsyncFireRunner`: run one fire of a task at most once across the fleet, and record it.
 
 Written once, for asyncio, in `fires/runner_async.py`; the synchronous flavour in
@@ -55,6 +56,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
+from firefly_scheduling.control.store_async import AsyncControlStore
 from firefly_scheduling.fires.claims_async import AsyncFireClaimer
 from firefly_scheduling.fires.deciding_async import TOO_LATE_FOR_A_WORKER, AsyncFireDecider
 from firefly_scheduling.fires.history_calls_async import off_loop
@@ -189,16 +191,19 @@ class AsyncFireRunner:
         *,
         clock: WallClock = utc_now,
         node: str | None = None,
+        control: AsyncControlStore | None = None,
     ) -> AsyncFireRunner:
         """A runner with the configured history, pauses, grace and clock-skew tolerance.
 
         `node` overrides `settings.node`. Raises `ConfigurationError` for a history
         or control store URL that cannot be used, so a host fails at boot rather
         than on a fire; without a durable control store it warns once, and never
-        pauses (`fires.pausing.pause_reader`).
+        pauses (`fires.pausing.pause_reader`). `control`: the host's own control
+        store, read for the pauses too (one client per host; its owner closes it);
+        None: the configured one, built and closed by the runner.
         """
         settings = Settings.from_env() if settings is None else settings
-        pauses = pause_reader(settings)
+        pauses = pause_reader(settings) if control is None else AsyncPauseReader(control)
         return cls(
             lock,
             pauses=pauses,

@@ -51,6 +51,39 @@ class ControlStoreContract(ControlConcurrencyContract):
         assert operator.pause_of(task) is None
         assert operator.resume(task) is False, "a second resume found a pause"
 
+    def test_every_change_is_in_the_audit_trail_with_who_when_and_what(
+        self, stores: ControlStores, task: str
+    ) -> None:
+        operator, reader = stores(), stores()
+        window = (datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 3, 2, tzinfo=UTC))
+        schedule = f"audit-{uuid.uuid4().hex}"
+        before = operator.now()
+        operator.pause(task, by="alice", note="incident")
+        operator.resume(task, by="bob")
+        operator.resume(task, by="bob")  # nothing to lift: still a change asked
+        asked = operator.request_trigger(task, by="carol")
+        operator.request_backfill(task, *window, by="dan")
+        operator.add_schedule(
+            schedule, ScheduledDescriptor(target=task, fixed_rate=60.0, lock_name=task), by="erin"
+        )
+        operator.remove_schedule(schedule, by="frank")
+        after = operator.now()
+        trail = reader.changes(task)
+        assert [(c.what, c.by, c.detail) for c in reversed(trail)] == [
+            ("pause", "alice", "incident"),
+            ("resume", "bob", "lifted"),
+            ("resume", "bob", "was not paused"),
+            ("trigger", "carol", asked.id),
+            ("backfill", "dan", f"[{window[0].isoformat()}, {window[1].isoformat()})"),
+        ]
+        assert all(before <= c.at <= after for c in trail), "a change is not on the store's clock"
+        on_schedule = reader.changes(schedule)
+        assert [(c.what, c.by) for c in on_schedule] == [
+            ("schedule remove", "frank"),
+            ("schedule add", "erin"),
+        ]
+        assert (reader.changes(task, limit=1))[0].what == "backfill"
+
     def test_a_pause_written_by_one_client_is_read_by_another_at_once(
         self, stores: ControlStores, task: str
     ) -> None:
@@ -151,12 +184,12 @@ class ControlStoreContract(ControlConcurrencyContract):
         self, stores: ControlStores, task: str
     ) -> None:
         operator, node = stores(), stores()
-        marks = [node.changes()]
+        marks = [node.change_mark()]
         start = datetime(2026, 1, 1, tzinfo=UTC)
         every_minute = ScheduledDescriptor(target=task, fixed_rate=60.0, lock_name=task)
 
         def moved(change: str) -> None:
-            marks.append(node.changes())
+            marks.append(node.change_mark())
             assert marks[-1] != marks[-2], f"{change} did not move the mark: {marks}"
 
         operator.pause(task, by="alice")
@@ -173,11 +206,11 @@ class ControlStoreContract(ControlConcurrencyContract):
         moved("a runtime schedule added")
         operator.remove_schedule("marked")
         moved("a runtime schedule removed")
-        # Reads, and a change that changes nothing, leave it where it was.
+        # Reads, and taking a trigger, leave it where it was.
         node.pauses()
-        node.triggers()
-        assert operator.resume(task) is False
-        assert node.changes() == marks[-1]
+        node.changes()
+        assert node.take_trigger(task) is not None
+        assert node.change_mark() == marks[-1]
 
     # -- runtime schedules -------------------------------------------------------------------
 

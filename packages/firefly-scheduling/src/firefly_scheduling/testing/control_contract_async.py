@@ -54,6 +54,39 @@ class AsyncControlStoreContract(AsyncControlConcurrencyContract):
         assert await operator.pause_of(task) is None
         assert await operator.resume(task) is False, "a second resume found a pause"
 
+    async def test_every_change_is_in_the_audit_trail_with_who_when_and_what(
+        self, stores: AsyncControlStores, task: str
+    ) -> None:
+        operator, reader = stores(), stores()
+        window = (datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 3, 2, tzinfo=UTC))
+        schedule = f"audit-{uuid.uuid4().hex}"
+        before = await operator.now()
+        await operator.pause(task, by="alice", note="incident")
+        await operator.resume(task, by="bob")
+        await operator.resume(task, by="bob")  # nothing to lift: still a change asked
+        asked = await operator.request_trigger(task, by="carol")
+        await operator.request_backfill(task, *window, by="dan")
+        await operator.add_schedule(
+            schedule, ScheduledDescriptor(target=task, fixed_rate=60.0, lock_name=task), by="erin"
+        )
+        await operator.remove_schedule(schedule, by="frank")
+        after = await operator.now()
+        trail = await reader.changes(task)
+        assert [(c.what, c.by, c.detail) for c in reversed(trail)] == [
+            ("pause", "alice", "incident"),
+            ("resume", "bob", "lifted"),
+            ("resume", "bob", "was not paused"),
+            ("trigger", "carol", asked.id),
+            ("backfill", "dan", f"[{window[0].isoformat()}, {window[1].isoformat()})"),
+        ]
+        assert all(before <= c.at <= after for c in trail), "a change is not on the store's clock"
+        on_schedule = await reader.changes(schedule)
+        assert [(c.what, c.by) for c in on_schedule] == [
+            ("schedule remove", "frank"),
+            ("schedule add", "erin"),
+        ]
+        assert (await reader.changes(task, limit=1))[0].what == "backfill"
+
     async def test_a_pause_written_by_one_client_is_read_by_another_at_once(
         self, stores: AsyncControlStores, task: str
     ) -> None:
@@ -158,12 +191,12 @@ class AsyncControlStoreContract(AsyncControlConcurrencyContract):
         self, stores: AsyncControlStores, task: str
     ) -> None:
         operator, node = stores(), stores()
-        marks = [await node.changes()]
+        marks = [await node.change_mark()]
         start = datetime(2026, 1, 1, tzinfo=UTC)
         every_minute = ScheduledDescriptor(target=task, fixed_rate=60.0, lock_name=task)
 
         async def moved(change: str) -> None:
-            marks.append(await node.changes())
+            marks.append(await node.change_mark())
             assert marks[-1] != marks[-2], f"{change} did not move the mark: {marks}"
 
         await operator.pause(task, by="alice")
@@ -180,11 +213,11 @@ class AsyncControlStoreContract(AsyncControlConcurrencyContract):
         await moved("a runtime schedule added")
         await operator.remove_schedule("marked")
         await moved("a runtime schedule removed")
-        # Reads, and a change that changes nothing, leave it where it was.
+        # Reads, and taking a trigger, leave it where it was.
         await node.pauses()
-        await node.triggers()
-        assert await operator.resume(task) is False
-        assert await node.changes() == marks[-1]
+        await node.changes()
+        assert await node.take_trigger(task) is not None
+        assert await node.change_mark() == marks[-1]
 
     # -- runtime schedules -------------------------------------------------------------------
 

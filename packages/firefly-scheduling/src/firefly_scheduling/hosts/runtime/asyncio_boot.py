@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from firefly_scheduling.control.store_async import AsyncControlStore
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.runner_async import AsyncFireRunner
 from firefly_scheduling.hosts.observation.backend_watch import BackendWatch
@@ -41,12 +42,15 @@ def build_async_runtime(
     eager: bool = True,
     node: str | None = None,
     observers: Sequence[FireObserver] = (),
+    control: AsyncControlStore | None = None,
 ) -> AsyncTaskRuntime:
     """The runtime of an asyncio host running `descriptors` (already validated).
 
     `lock` (an `AsyncDistributedLock`) wins over the configured provider; anything
     else is refused with `ConfigurationError` naming it. `eager=False` defers the
     lock, the store and the history to the first fire (the library host).
+    `control`: the host's control store, which the fire runner reads the pauses
+    from too (one client per host); the host closes it.
     """
     check_task_locks(descriptors, settings)
     check_catch_up_history(descriptors, settings)
@@ -65,7 +69,7 @@ def build_async_runtime(
         # answers again (`hosts.observation.backend_watch`).
         observers=(*observers, BackendWatch()),
         fire_runner=lambda built: AsyncFireRunner.from_settings(
-            built.lock.get(), settings, clock=built.wall_now, node=built.node
+            built.lock.get(), settings, clock=built.wall_now, node=built.node, control=control
         ),
     )
     if eager:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from firefly_scheduling.control.store import ControlStore
 from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.history.selection import history_factory
@@ -54,6 +55,7 @@ def build_runtime(
     node: str | None = None,
     observers: Sequence[FireObserver] = (),
     wait_for_backend_seconds: float | None = None,
+    control: ControlStore | None = None,
 ) -> TaskRuntime:
     """The runtime of a host running `descriptors` (already validated).
 
@@ -64,6 +66,8 @@ def build_runtime(
     delayed tasks, because each tick process would re-anchor and never run them.
     `wait_for_backend_seconds` (default `settings.wait_for_backend`) bounds the wait
     for a lock backend that does not answer yet: `BackendUnavailable` after it.
+    `control`: the host's control store, which the fire runner then reads the
+    pauses from (one client per host); its owner, the host, closes it.
     """
     check_task_locks(descriptors, settings)
     check_catch_up_history(descriptors, settings)
@@ -80,7 +84,7 @@ def build_runtime(
         # answers again (`hosts.observation.backend_watch`).
         observers=(*observers, BackendWatch()),
         fire_runner=lambda built: FireRunner.from_settings(
-            built.lock.get(), settings, clock=built.wall_now, node=built.node
+            built.lock.get(), settings, clock=built.wall_now, node=built.node, control=control
         ),
     )
     if eager:

@@ -5,7 +5,7 @@
 The triggers, backfills and runtime schedules of a host are each watched by a loop
 of their own, and each used to list its records at every poll: four or five reads
 a second per node, on the fleet's database, for a store that changes a few times a
-day. Every change moves the store's change mark (`ControlStore.changes`);
+day. Every change moves the store's change mark (`ControlStore.change_mark`);
 the loops share one `ChangeMark`, which reads it at most once per
 `MARK_SECONDS`, and each loop (`MarkReader`) lists its records only when the
 mark moved since its last pass, and at least every `FULL_PASS_SECONDS` (a mark
@@ -68,7 +68,7 @@ class ChangeMark:
                 return self._value
             self._read_at = now  # one reader at a time; the others use the last value
         try:
-            value: object = self._store.changes()
+            value: object = self._store.change_mark()
         except ControlStoreError:
             value = _Unread()
         with self._mutex:

@@ -6,7 +6,7 @@
 The triggers, backfills and runtime schedules of a host are each watched by a loop
 of their own, and each used to list its records at every poll: four or five reads
 a second per node, on the fleet's database, for a store that changes a few times a
-day. Every change moves the store's change mark (`AsyncControlStore.changes`);
+day. Every change moves the store's change mark (`AsyncControlStore.change_mark`);
 the loops share one `AsyncChangeMark`, which reads it at most once per
 `MARK_SECONDS`, and each loop (`AsyncMarkReader`) lists its records only when the
 mark moved since its last pass, and at least every `FULL_PASS_SECONDS` (a mark
@@ -69,7 +69,7 @@ class AsyncChangeMark:
                 return self._value
             self._read_at = now  # one reader at a time; the others use the last value
         try:
-            value: object = await self._store.changes()
+            value: object = await self._store.change_mark()
         except ControlStoreError:
             value = _Unread()
         with self._mutex:

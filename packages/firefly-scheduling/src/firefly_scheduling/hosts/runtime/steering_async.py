@@ -15,8 +15,9 @@ host (threaded or asyncio) whenever the store's change mark moved, checked every
   task lock (its `overlap=`), history, like any fire.
 * Backfills (`run_backfills`): one node at a time drives a request, holding the
   lease `firefly-backfill:<digest>` on the task lock's backend for the task's
-  `lock_ttl` (kept alive while it runs). It reads the window's successful instants
-  once (`fires.backfill_plan`), then runs each other instant of the schedule,
+  `lock_ttl` (kept alive while it runs). It reads the window's successful instants,
+  and those whose run runs or expired, once (`fires.backfill_plan`), then runs each other
+  instant of the schedule,
   oldest first, one at a time and at most `BACKFILL_RATE` per second, as a
   `backfill` fire claimed like any fire (one recorded failed or timed out as the
   attempt after it, `backfill_fire`). A node that dies mid-way leaves its lease to
@@ -81,6 +82,12 @@ FIRST_PAUSE_SECONDS: Final = 0.05
 LAST_PAUSE_SECONDS: Final = 1.0
 #: The states of a record whose fire ran (or runs): every state but the placeholders.
 RAN_STATES: Final = frozenset(RunState) - PLACEHOLDER_STATES
+#: The states of a record a backfill leaves alone: a success, a run still running, and
+#: an expired run, whose body may have run to its end (its node died, or its end was
+#: never written). A running record of a dead node is closed as `expired` by the next
+#: run of its task, and a start cannot take an expired record over: a replay would run
+#: the body again under the same attempt, unrecorded as a second run.
+NOT_REPLAYED: Final = SUCCESS_STATES | {RunState.RUNNING, RunState.EXPIRED}
 _MICROSECOND = timedelta(microseconds=1)
 
 
@@ -268,8 +275,8 @@ async def _drive(
     async with ahold(runtime.lock.get(), name, lease, keep_alive=True) as held:
         if not held:
             return False  # another node drives it
-        succeeded = await _instants_in(history, descriptor, request, lock, SUCCESS_STATES)
-        todo = instants_to_run(instants, succeeded)
+        settled = await _instants_in(history, descriptor, request, lock, NOT_REPLAYED)
+        todo = instants_to_run(instants, settled)
         failed = {
             record.instant: record.attempt
             for record in await off_loop(
