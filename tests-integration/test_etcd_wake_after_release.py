@@ -108,3 +108,42 @@ def test_a_queued_waiter_wins_after_a_release_with_one_request(
     finally:
         waiter.close()
         holder.close()
+
+
+def test_a_woken_waiter_behind_an_older_ticket_leaves_the_name_free(
+    etcd_url: str, gateway: httpx.Client
+) -> None:
+    """The one transaction keeps the queue's order: an older ticket (planted by a second
+    client, as a waiter of another process) makes it fail, and the name stays free."""
+    holder, waiter = EtcdLock(etcd_url), EtcdLock(etcd_url)
+    waiter.notified_recheck_seconds = 60.0  # only the release wakes it
+    name = f"wake-{uuid.uuid4().hex}"
+    older = waiter_queue.ticket_key(name, "planted")
+    try:
+        held = holder.acquire(name, 30)
+        assert held is not None
+        put = {"key": base64.b64encode(older).decode(), "value": ""}
+        gateway.post("/v3/kv/put", json=put).raise_for_status()
+        sent = sent_paths(waiter)
+        outcome: list[Holding | None] = []
+        thread = threading.Thread(
+            target=lambda: outcome.append(waiter.acquire(name, 30, wait=3, fenced=True))
+        )
+        thread.start()
+        while queued_tickets(gateway, name) < 2 or sent[-1][0] != "/v3/lease/grant":
+            time.sleep(0.01)
+            assert thread.is_alive()
+        before = len(sent)
+        holder.release_holding(held)
+        while len(sent) == before:
+            time.sleep(0.01)
+            assert thread.is_alive()
+        thread.join(30)
+        assert outcome == [None]  # woken, lost to the older ticket, then timed out
+        assert sent[before][0] == "/v3/kv/txn"  # the first request after the release
+        assert read_range(gateway, protocol.lock_key(name)) == []
+        assert queued_tickets(gateway, name) == 1  # the planted one; the waiter's left
+    finally:
+        gateway.post("/v3/kv/deleterange", json={"key": base64.b64encode(older).decode()})
+        waiter.close()
+        holder.close()
