@@ -14,10 +14,11 @@ The rules, the same on every backend that mixes this in:
   (`_join_queue`). A try (`wait=0`) and the fire path never look at the queue.
 * Every later attempt first keeps its ticket alive (`_keep_place`, unless it did
   less than `KEEP_AGAIN_AFTER_SECONDS` ago) and takes the name only when no live
-  ticket is ahead of it (`_first_in_queue`). A ticket lives `ticket_seconds()` past
-  being kept: the longest pause between attempts plus `TICKET_GRACE_SECONDS`. So a
-  killed waiter holds the queue at most that long, and a stalled one that missed it
-  only loses its place and queues again at the end.
+  ticket is ahead of it (`_first_in_queue`; checked and taken in one step where the
+  backend can, `_take_if_first`). A ticket lives `ticket_seconds()` past being kept:
+  the longest pause between attempts plus `TICKET_GRACE_SECONDS`. So a killed
+  waiter holds the queue at most that long, and a stalled one that missed it only
+  loses its place and queues again at the end.
 * The ticket goes when its wait wins, and when the wait ends without winning
   (timed out, cancelled, interrupted, failed), removed even under cancellation; a
   removal that fails is logged, and the ticket lapses.
