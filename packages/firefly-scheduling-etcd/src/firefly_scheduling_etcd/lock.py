@@ -34,7 +34,11 @@ from firefly_scheduling.concurrency.grouped import GroupedCalls
 from firefly_scheduling.concurrency.pool_gate import PoolGate
 from firefly_scheduling.concurrency.pool_size import chosen_pool_size
 from firefly_scheduling.locks.holding import new_owner_token
-from firefly_scheduling.locks.ticket_queue import TICKET_GRACE_SECONDS, TicketQueue
+from firefly_scheduling.locks.ticket_queue import (
+    TICKET_GRACE_SECONDS,
+    Taken,
+    TicketQueue,
+)
 from firefly_scheduling.locks.waiting import Backoff
 from firefly_scheduling_etcd import batch_leases, messages, protocol, waiter_queue
 from firefly_scheduling_etcd.batch_holdings import BatchHoldings
@@ -71,7 +75,8 @@ class EtcdLock(TicketQueue):
 
     Waiting acquisitions are woken by a watch of their key's deletion, and served in
     arrival order across processes by etcd's own lock recipe (`waiter_queue`): a
-    ticket key per waiter on a short lease, ordered by create revision.
+    ticket key per waiter on a short lease, ordered by create revision. A woken
+    waiter checks its place and takes the name in one transaction.
     """
 
     backend_name: ClassVar[str] = "etcd"
@@ -128,22 +133,28 @@ class EtcdLock(TicketQueue):
         start (`_lease_started`), so it starts with at most that share run.
         """
         read_first = not self._watch.take_deleted(protocol.lock_key(name))
-        started = self._wait_leases.get(owner)
-        sent = time.monotonic()
-        refresh = started is None or sent - started > ttl_seconds * FRESH_LEASE_SHARE
+        granted = owner in self._wait_leases
+        sent, refresh = self._refresh_due(owner, ttl_seconds)
         token = self._run(
             protocol.acquire(
                 name,
                 owner,
                 ttl_seconds,
                 read_first=read_first,
-                granted=started is not None,
+                granted=granted,
                 refresh=refresh,
             )
         )
-        if token is not None and started is not None and refresh:
+        if token is not None and granted and refresh:
             self._wait_leases[owner] = sent  # refreshed (or granted again) after `sent`
         return token
+
+    def _refresh_due(self, owner: str, ttl_seconds: float) -> tuple[float, bool]:
+        """Now, before sending, and whether the owner's lease must be refreshed first:
+        it was not granted ahead, or more than `FRESH_LEASE_SHARE` of its TTL has run."""
+        sent = time.monotonic()
+        started = self._wait_leases.get(owner)
+        return sent, started is None or sent - started > ttl_seconds * FRESH_LEASE_SHARE
 
     def _claim_many(self, claims: Sequence[tuple[str, float]]) -> list[bool | BaseException]:
         """The claims of an instant in 1 to 3 round trips per 64 (`batch_leases.claim_many`)."""
@@ -248,18 +259,40 @@ class EtcdLock(TicketQueue):
         pause = min(self.notified_recheck_seconds, LONGEST_TICKET_PAUSE_SECONDS)
         return pause + TICKET_GRACE_SECONDS
 
+    def _take_if_first(
+        self, name: str, spot: object | None, owner: str, ttl_seconds: float, *, fenced: bool
+    ) -> Taken:
+        """A queued waiter woken by its key's deletion, on its lease granted ahead, checks
+        its place and takes the name in one transaction that deletes its ticket with
+        the win (`waiter_queue.take_if_first`): after a release, one Raft write. Else
+        the queue's head is read, then the name (both reads while it is likely held)."""
+        if (
+            spot is None
+            or owner not in self._wait_leases
+            or not self._watch.take_deleted(protocol.lock_key(name))
+        ):
+            return super()._take_if_first(name, spot, owner, ttl_seconds, fenced=fenced)
+        sent, refresh = self._refresh_due(owner, ttl_seconds)
+        first, token = self._run(
+            waiter_queue.take_if_first(name, _queued(spot), owner, ttl_seconds, refresh=refresh)
+        )
+        if token is not None and refresh:
+            self._wait_leases[owner] = sent  # refreshed (or granted again) after `sent`
+        won = token is not None
+        return Taken(first=first, answer=token if fenced else won, left=won)
+
     def _join_queue(self, name: str, ticket: str, seconds: float) -> object:
-        self._run(waiter_queue.join(name, ticket, seconds))
-        return ticket
+        return self._run(waiter_queue.join(name, ticket, seconds))
 
     def _keep_place(self, name: str, spot: object, seconds: float) -> bool:
-        return self._run(waiter_queue.keep(str(spot)))
+        return self._run(waiter_queue.keep(_queued(spot).ticket))
 
     def _first_in_queue(self, name: str, spot: object | None) -> bool:
-        return self._run(waiter_queue.first(name, None if spot is None else str(spot)))
+        ticket = None if spot is None else _queued(spot).ticket
+        return self._run(waiter_queue.first(name, ticket))
 
     def _leave_queue(self, name: str, spot: object) -> None:
-        self._run(waiter_queue.leave(str(spot)))
+        self._run(waiter_queue.leave(_queued(spot).ticket))
 
     def _close(self) -> None:
         self._watch.close()
@@ -300,3 +333,8 @@ class EtcdLock(TicketQueue):
         except StopIteration as finished:
             result: T = finished.value
             return result
+
+
+def _queued(spot: object) -> waiter_queue.Queued:
+    assert isinstance(spot, waiter_queue.Queued)  # as `_join_queue` returned it
+    return spot

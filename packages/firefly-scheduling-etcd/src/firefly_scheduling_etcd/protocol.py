@@ -74,7 +74,7 @@ import json
 import logging
 import math
 from collections.abc import Generator
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from firefly_scheduling_etcd.messages import (
     Call,
@@ -155,21 +155,35 @@ def acquire(
         if int(held.get("count", 0)) > 0:
             return None
     lease = lease_id(owner)
-    if not granted or (refresh and (yield from keep_alive(lease)) <= 0):
-        yield from grant(owner, ttl_seconds)
     create = create_if_absent(key, b64(owner.encode()), lease)
-    try:
-        created = ok((yield call("kv/txn", create)))
-    except Exception:
-        # The create may have been applied and only its reply lost: revoking the lease
-        # frees the key now instead of at the end of its TTL.
-        yield from revoke_quietly(lease)
-        raise
+    created = yield from create_on_lease(
+        owner, ttl_seconds, create, granted=granted, refresh=refresh
+    )
     if created.get("succeeded") is True:
         return int(created["header"]["revision"])
     if not granted:
         yield from revoke_quietly(lease)  # another node created the key since the read
     return None
+
+
+def create_on_lease(
+    owner: str, ttl_seconds: float, create: dict[str, Any], *, granted: bool, refresh: bool
+) -> Operation[dict[str, Any]]:
+    """Send the transaction `create`, which puts a key on `owner`'s lease; its answer.
+
+    The lease is granted first unless `granted`; with `refresh` too, only kept alive
+    (granted again if it lapsed). A failed send revokes the lease: the create may
+    have been applied and only its reply lost, and revoking frees the key now
+    instead of at the end of its TTL.
+    """
+    lease = lease_id(owner)
+    if not granted or (refresh and (yield from keep_alive(lease)) <= 0):
+        yield from grant(owner, ttl_seconds)
+    try:
+        return ok((yield call("kv/txn", create)))
+    except Exception:
+        yield from revoke_quietly(lease)
+        raise
 
 
 def grant(owner: str, ttl_seconds: float) -> Operation[None]:

@@ -16,10 +16,11 @@ The rules, the same on every backend that mixes this in:
   (`_join_queue`). A try (`wait=0`) and the fire path never look at the queue.
 * Every later attempt first keeps its ticket alive (`_keep_place`, unless it did
   less than `KEEP_AGAIN_AFTER_SECONDS` ago) and takes the name only when no live
-  ticket is ahead of it (`_first_in_queue`). A ticket lives `ticket_seconds()` past
-  being kept: the longest pause between attempts plus `TICKET_GRACE_SECONDS`. So a
-  killed waiter holds the queue at most that long, and a stalled one that missed it
-  only loses its place and queues again at the end.
+  ticket is ahead of it (`_first_in_queue`; checked and taken in one step where the
+  backend can, `_take_if_first`). A ticket lives `ticket_seconds()` past being kept:
+  the longest pause between attempts plus `TICKET_GRACE_SECONDS`. So a killed
+  waiter holds the queue at most that long, and a stalled one that missed it only
+  loses its place and queues again at the end.
 * The ticket goes when its wait wins, and when the wait ends without winning
   (timed out, cancelled, interrupted, failed), removed even under cancellation; a
   removal that fails is logged, and the ticket lapses.
@@ -39,7 +40,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from firefly_scheduling.locks.base import BaseLock
 from firefly_scheduling.locks.holding import new_owner_token
@@ -71,6 +72,17 @@ class Place:
     first: bool = False
 
 
+class Taken(NamedTuple):
+    """What an attempt in turn found and did (`TicketQueue._take_if_first`)."""
+
+    #: No live ticket was ahead of the waiter's.
+    first: bool
+    #: The attempt's answer, as `_take_when_first`'s; lost when not `first`.
+    answer: int | bool | None
+    #: The win removed the waiter's ticket in the same step: nothing left to remove.
+    left: bool = False
+
+
 class TicketQueue(BaseLock):
     """The waiters' queue rules (see the module doc); a backend supplies its round trips."""
 
@@ -92,6 +104,17 @@ class TicketQueue(BaseLock):
         """One plain attempt on `name` (as `_acquire` or `_acquire_fenced` would make it,
         but not through them: those count as attempts of their own)."""
         raise NotImplementedError
+
+    def _take_if_first(
+        self, name: str, spot: object | None, owner: str, ttl_seconds: float, *, fenced: bool
+    ) -> Taken:
+        """Whether no live ticket is ahead of `spot` (`_first_in_queue`), and if none is,
+        one attempt (`_take_when_first`). A backend that checks and takes in one round
+        trip overrides it, and may remove the ticket with the win (`Taken.left`)."""
+        if not self._first_in_queue(name, spot):
+            return Taken(first=False, answer=None if fenced else False)
+        answer = self._take_when_first(name, owner, ttl_seconds, fenced=fenced)
+        return Taken(first=True, answer=answer)
 
     def _join_queue(self, name: str, ticket: str, seconds: float) -> object:
         """Queue `ticket` at the end of `name`'s queue, alive for `seconds`; return what
@@ -133,7 +156,6 @@ class TicketQueue(BaseLock):
     ) -> int | bool | None:
         """One attempt of the wait, by the queue's rules (see the module doc)."""
         place = self._places[name]
-        lost: bool | None = None if fenced else False
         seconds = self.ticket_seconds()
         if place.spot is not None and time.monotonic() - place.kept_at > KEEP_AGAIN_AFTER_SECONDS:
             sent = time.monotonic()
@@ -141,19 +163,16 @@ class TicketQueue(BaseLock):
                 place.kept_at = sent
             else:
                 place.spot = None  # lapsed (a stalled waiter): queue again, at the end
-        place.first = self._first_in_queue(name, place.spot)
-        if not place.first:
-            if place.spot is None:
-                self._join(name, place, seconds)
-            return lost
-        answer = self._take_when_first(name, owner, ttl_seconds, fenced=fenced)
-        won = answer is not None if fenced else bool(answer)
+        taken = self._take_if_first(name, place.spot, owner, ttl_seconds, fenced=fenced)
+        place.first = taken.first
+        won = taken.answer is not None if fenced else bool(taken.answer)
         if won and place.spot is not None:
             spot, place.spot = place.spot, None
-            self._leave_shielded(name, spot)
+            if not taken.left:
+                self._leave_shielded(name, spot)
         elif not won and place.spot is None:
             self._join(name, place, seconds)
-        return answer
+        return taken.answer
 
     def _pause_after_loss(self, name: str, backoff: Backoff) -> float:
         """The backend's pause, at most `first_waiter_longest_pause` for the first waiter

@@ -14,10 +14,11 @@ The rules, the same on every backend that mixes this in:
   (`_join_queue`). A try (`wait=0`) and the fire path never look at the queue.
 * Every later attempt first keeps its ticket alive (`_keep_place`, unless it did
   less than `KEEP_AGAIN_AFTER_SECONDS` ago) and takes the name only when no live
-  ticket is ahead of it (`_first_in_queue`). A ticket lives `ticket_seconds()` past
-  being kept: the longest pause between attempts plus `TICKET_GRACE_SECONDS`. So a
-  killed waiter holds the queue at most that long, and a stalled one that missed it
-  only loses its place and queues again at the end.
+  ticket is ahead of it (`_first_in_queue`; checked and taken in one step where the
+  backend can, `_take_if_first`). A ticket lives `ticket_seconds()` past being kept:
+  the longest pause between attempts plus `TICKET_GRACE_SECONDS`. So a killed
+  waiter holds the queue at most that long, and a stalled one that missed it only
+  loses its place and queues again at the end.
 * The ticket goes when its wait wins, and when the wait ends without winning
   (timed out, cancelled, interrupted, failed), removed even under cancellation; a
   removal that fails is logged, and the ticket lapses.
@@ -41,7 +42,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
 from firefly_scheduling.locks.base_async import AsyncBaseLock
@@ -74,6 +75,17 @@ class Place:
     first: bool = False
 
 
+class Taken(NamedTuple):
+    """What an attempt in turn found and did (`AsyncTicketQueue._take_if_first`)."""
+
+    #: No live ticket was ahead of the waiter's.
+    first: bool
+    #: The attempt's answer, as `_take_when_first`'s; lost when not `first`.
+    answer: int | bool | None
+    #: The win removed the waiter's ticket in the same step: nothing left to remove.
+    left: bool = False
+
+
 class AsyncTicketQueue(AsyncBaseLock):
     """The waiters' queue rules (see the module doc); a backend supplies its round trips."""
 
@@ -95,6 +107,17 @@ class AsyncTicketQueue(AsyncBaseLock):
         """One plain attempt on `name` (as `_acquire` or `_acquire_fenced` would make it,
         but not through them: those count as attempts of their own)."""
         raise NotImplementedError
+
+    async def _take_if_first(
+        self, name: str, spot: object | None, owner: str, ttl_seconds: float, *, fenced: bool
+    ) -> Taken:
+        """Whether no live ticket is ahead of `spot` (`_first_in_queue`), and if none is,
+        one attempt (`_take_when_first`). A backend that checks and takes in one round
+        trip overrides it, and may remove the ticket with the win (`Taken.left`)."""
+        if not await self._first_in_queue(name, spot):
+            return Taken(first=False, answer=None if fenced else False)
+        answer = await self._take_when_first(name, owner, ttl_seconds, fenced=fenced)
+        return Taken(first=True, answer=answer)
 
     async def _join_queue(self, name: str, ticket: str, seconds: float) -> object:
         """Queue `ticket` at the end of `name`'s queue, alive for `seconds`; return what
@@ -136,7 +159,6 @@ class AsyncTicketQueue(AsyncBaseLock):
     ) -> int | bool | None:
         """One attempt of the wait, by the queue's rules (see the module doc)."""
         place = self._places[name]
-        lost: bool | None = None if fenced else False
         seconds = self.ticket_seconds()
         if place.spot is not None and time.monotonic() - place.kept_at > KEEP_AGAIN_AFTER_SECONDS:
             sent = time.monotonic()
@@ -144,19 +166,16 @@ class AsyncTicketQueue(AsyncBaseLock):
                 place.kept_at = sent
             else:
                 place.spot = None  # lapsed (a stalled waiter): queue again, at the end
-        place.first = await self._first_in_queue(name, place.spot)
-        if not place.first:
-            if place.spot is None:
-                await self._join(name, place, seconds)
-            return lost
-        answer = await self._take_when_first(name, owner, ttl_seconds, fenced=fenced)
-        won = answer is not None if fenced else bool(answer)
+        taken = await self._take_if_first(name, place.spot, owner, ttl_seconds, fenced=fenced)
+        place.first = taken.first
+        won = taken.answer is not None if fenced else bool(taken.answer)
         if won and place.spot is not None:
             spot, place.spot = place.spot, None
-            await self._leave_shielded(name, spot)
+            if not taken.left:
+                await self._leave_shielded(name, spot)
         elif not won and place.spot is None:
             await self._join(name, place, seconds)
-        return answer
+        return taken.answer
 
     async def _pause_after_loss(self, name: str, backoff: Backoff) -> float:
         """The backend's pause, at most `first_waiter_longest_pause` for the first waiter
