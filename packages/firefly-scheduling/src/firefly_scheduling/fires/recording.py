@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TypeAlias, TypeVar
@@ -62,6 +62,7 @@ from firefly_scheduling.fires.outcome import (
     Verdict,
 )
 from firefly_scheduling.fires.policy import BodyEnded, FirePolicy, InTransaction
+from firefly_scheduling.fires.records_beside import RecordsBeside
 from firefly_scheduling.fires.run_end import WrittenEnd
 from firefly_scheduling.fires.unrecorded import (
     UnrecordedClose,
@@ -70,28 +71,27 @@ from firefly_scheduling.fires.unrecorded import (
     UnrecordedWrites,
 )
 from firefly_scheduling.history.port import (
-    BufferingHistory,
     HistoryError,
     Recorded,
     RunHistory,
     RunRecord,
     RunState,
 )
-from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
 from firefly_scheduling.tasks.overlap import Overlap
 
 logger = logging.getLogger("firefly_scheduling.fires")
 
-#: The triggers of fires an operator asked for (`recent_instants` leaves them out).
-_ASKED = frozenset({TriggerKind.MANUAL.value, TriggerKind.BACKFILL.value})
 #: The shortest time the end of a run is retried, holding the task lock.
 FINISH_RETRY_SECONDS = 10.0
 #: How long the record of a skipped fire is retried.
 SKIP_RETRY_SECONDS = 2.0
 
 
-class RunRecorder:
+class RunRecorder(RecordsBeside):
     """The history writes of one fire runner; thread-safe. Without a history, no-ops.
+
+    The records besides a run's (a fire waiting, the fires a host passed over) are
+    `RecordsBeside`'s.
 
     `clock` is the runner's wall clock (aware UTC); `grace` and `clock_skew` its
     window, which bounds how long the end of a run is retried. `policy` is told of
@@ -108,12 +108,14 @@ class RunRecorder:
         clock_skew: float,
         policy: FirePolicy,
     ) -> None:
-        self._history = history
-        self._clock = clock
-        self._node = node
+        super().__init__(
+            history,
+            clock=clock,
+            node=node,
+            unrecorded=UnrecordedWrites(horizon_seconds=grace + clock_skew),
+        )
         self._policy = policy
         self._adoptable = timedelta(seconds=grace + clock_skew)
-        self._unrecorded = UnrecordedWrites(horizon_seconds=grace + clock_skew)
 
     @property
     def history(self) -> RunHistory | None:
@@ -353,90 +355,6 @@ class RunRecorder:
                 err,
             )
             self._unrecorded.remember(skipped)
-
-    def buffered(self, fire: Fire, reason: str) -> None:
-        """Mark `fire` as waiting for an earlier run (`buffered`, with `reason`), where
-        the history can (`BufferingHistory`). Written once: a failure is logged, not
-        remembered, since the fire's start replaces the mark anyway."""
-        history: object = self._history  # a `RunHistory` that may buffer too
-        lock = fire.task.lock_name
-        if lock is None or not isinstance(history, BufferingHistory):
-            return
-        at = self._clock()
-        try:
-            off_loop(
-                history.buffer,
-                fire.target,
-                fire.instant,
-                lock=lock,
-                node=self._node,
-                reason=reason,
-                at=at,
-            )
-        except HistoryError as err:
-            logger.warning(
-                "%s: fire %s buffered, unrecorded: %s", fire.target, fire.instant.isoformat(), err
-            )
-
-    def passed_over(self, fires: Sequence[Fire], reason: str) -> int:
-        """Record the fires of one task a host passed over as skipped, where nothing is
-        recorded; how many were new.
-
-        One `skip_many` (a few statements on a SQL store, however many fires), no
-        retry (the host is waiting); on a history failure every fire is remembered and
-        written before later fires.
-        """
-        history = self._history
-        if history is None or not fires:
-            return 0
-        task = fires[0].task
-        lock = task.lock_name
-        if lock is None:
-            return 0
-        if any(fire.task is not task for fire in fires):
-            raise ValueError(f"{task.target}: passed-over fires are recorded one task at a time")
-        at = self._clock()
-        try:
-            return off_loop(
-                history.skip_many,
-                task.target,
-                [fire.instant for fire in fires],
-                lock=lock,
-                node=self._node,
-                reason=reason,
-                at=at,
-            )
-        except HistoryError as err:
-            logger.warning(
-                "%s: %d passed-over fire(s) from %s unrecorded (retried before the next fires): %s",
-                task.target,
-                len(fires),
-                min(fire.instant for fire in fires).isoformat(),
-                err,
-            )
-        for fire in fires:
-            self._unrecorded.remember(UnrecordedSkip(lock, fire, self._node, reason, at))
-        return 0
-
-    def recent_instants(self, task: ScheduledDescriptor, limit: int) -> list[datetime]:
-        """The instants of the task's newest `limit` history records of fires its
-        schedule named, newest first.
-
-        An empty list without a history, for an unlocked task, for a task never
-        recorded, or when the history cannot be read (logged; the fires it would have
-        named stay unnamed). A record an operator asked for (a manual trigger, named
-        by its time off the schedule; a backfill, written now for an instant of the
-        past) says nothing of when the fleet was up, and is left out.
-        """
-        history, lock = self._history, task.lock_name
-        if history is None or lock is None:
-            return []
-        try:
-            records = off_loop(history.runs, task.target, limit, lock=lock)
-        except HistoryError as err:
-            logger.warning("%s: its newest history records are unreadable: %s", task.target, err)
-            return []
-        return [record.instant for record in records if record.trigger not in _ASKED]
 
     def finished_here(self, fire: Fire) -> bool:
         """Whether this node ran `fire` to its end although the history says otherwise."""
