@@ -24,6 +24,7 @@ from firefly_scheduling.cli.common import discover_tasks, settings_for, task_sou
 from firefly_scheduling.control.selection import control_store_url
 from firefly_scheduling.control.store import ControlStore
 from firefly_scheduling.errors import ConfigurationError
+from firefly_scheduling.history.selection import history_factory
 from firefly_scheduling.hosts.observation.fire_log import FireLog
 from firefly_scheduling.hosts.observation.observers import FireObserver
 from firefly_scheduling.hosts.runtime.boot import build_runtime, validated
@@ -66,6 +67,9 @@ class HostOptions:
         settings, descriptors = prepare_host(
             self.apps, self.manifest, self.paths, self.lock_provider, self.node
         )
+        # The history's URL is checked first: a URL no store takes (a key=value string)
+        # is refused there, with its way out (`FIREFLY_SCHEDULING_HISTORY_URL=off`).
+        history_factory(settings)
         # One control store client per host: the fire runner reads the pauses from the
         # store the host steers from.
         control = steering_store(settings)
