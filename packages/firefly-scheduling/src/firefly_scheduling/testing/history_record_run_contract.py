@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from firefly_scheduling.history.base import LATE_END_NOTE
 from firefly_scheduling.history.port import MAX_ERROR_LENGTH, Recorded, RunHistory, RunState
 
 T0 = datetime(2030, 1, 1, 12, 0, 0, 123456, tzinfo=UTC)
@@ -153,6 +154,102 @@ class RecordRunContract:
             7,
             RunState.SUCCEEDED,
         )
+
+    def test_a_late_end_is_written_over_the_expiry_of_its_own_run(
+        self, history: RunHistory
+    ) -> None:
+        """A run whose task lock was lost while it ran (its node stalled past its
+        lease): the task's next fire, on another node, found its record `running`
+        past grace and closed it `expired`. The run then ended: its real end is
+        written over the expiry, as the same attempt, and says its lock was lost."""
+        assert history.start(TASK, T0, lock=LOCK, node="a", token=7, at=T0 + SECOND) == 1
+        reason = "attempt 1 on a stopped holding the task lock without finishing"
+        expired = T0 + 2 * SECOND
+        assert history.finish(
+            TASK, T0, lock=LOCK, token=9, state=RunState.EXPIRED, error=reason, at=expired
+        )
+        assert not history.finish(
+            TASK, T0, lock=LOCK, token=7, state=RunState.SUCCEEDED, error=None, at=expired
+        ), "finish closes a running record only"
+        assert _record_run(history, node="a", token=7) is Recorded.WRITTEN
+        [record] = history.runs(TASK)
+        assert (record.node, record.attempt, record.token, record.state) == (
+            "a",
+            1,
+            7,
+            RunState.SUCCEEDED,
+        )
+        assert (record.started_at, record.ended_at) == (T0 + SECOND, T0 + 3 * SECOND)
+        assert record.error == LATE_END_NOTE
+        assert _record_run(history, node="a", token=7) is Recorded.ALREADY
+        assert history.start(TASK, T0, lock=LOCK, node="b", token=11, at=T0) is None
+        assert history.runs(TASK) == [record]
+
+    def test_a_late_failure_keeps_its_error_beside_the_note(self, history: RunHistory) -> None:
+        """Closed by prune (`expire_dead`) instead: the run's own end is written too."""
+        assert history.start(TASK, T0, lock=LOCK, node="a", token=7, at=T0) == 1
+        assert history.expire_dead(T0 + SECOND, at=T0 + 2 * SECOND) == 1
+        outcome = _record_run(history, token=7, state=RunState.FAILED, error="ValueError: no")
+        assert outcome is Recorded.WRITTEN
+        [record] = history.runs(TASK)
+        assert (record.attempt, record.token, record.state) == (1, 7, RunState.FAILED)
+        assert record.error == f"{LATE_END_NOTE}; ValueError: no"
+
+    def test_a_run_that_ended_expired_leaves_the_expiry_as_it_is(self, history: RunHistory) -> None:
+        assert history.start(TASK, T0, lock=LOCK, node="a", token=7, at=T0) == 1
+        assert history.finish(
+            TASK, T0, lock=LOCK, token=9, state=RunState.EXPIRED, error="gone", at=T0
+        )
+        before = history.runs(TASK)
+        assert _record_run(history, token=7, state=RunState.EXPIRED) is Recorded.ALREADY
+        assert history.runs(TASK) == before
+
+    def test_a_newer_attempt_after_the_expiry_fences_the_late_end(
+        self, history: RunHistory
+    ) -> None:
+        """The expired fire run again by a newer attempt (a backfill's run whose start
+        went unrecorded, written whole): the old run's end is fenced, never written
+        over the newer attempt's record."""
+        assert history.start(TASK, T0, lock=LOCK, node="a", token=7, at=T0) == 1
+        assert history.finish(
+            TASK, T0, lock=LOCK, token=9, state=RunState.EXPIRED, error="gone", at=T0
+        )
+        assert history.start(TASK, T0, lock=LOCK, node="b", token=9, at=T0) is None
+        newer = _record_run(history, node="b", token=11, state=RunState.FAILED, error="e")
+        assert newer is Recorded.WRITTEN
+        [owned] = history.runs(TASK)
+        assert (owned.node, owned.attempt, owned.token, owned.state) == (
+            "b",
+            2,
+            11,
+            RunState.FAILED,
+        )
+        for ending in (RunState.SUCCEEDED, RunState.FAILED):
+            assert _record_run(history, node="a", token=7, state=ending) is Recorded.FENCED
+            assert history.runs(TASK) == [owned]
+
+    def test_the_expiry_of_a_newer_attempt_fences_the_late_end(self, history: RunHistory) -> None:
+        """Attempt 1 adopted by attempt 2, which was closed expired in turn: attempt 1's
+        end is older than the record, and fenced."""
+        assert history.start(TASK, T0, lock=LOCK, node="a", token=7, at=T0) == 1
+        assert history.start(TASK, T0, lock=LOCK, node="b", token=9, at=T0) == 2
+        assert history.finish(
+            TASK, T0, lock=LOCK, token=12, state=RunState.EXPIRED, error="gone", at=T0
+        )
+        before = history.runs(TASK)
+        assert _record_run(history, node="a", token=7) is Recorded.FENCED
+        assert history.runs(TASK) == before
+
+    def test_a_late_end_without_a_token_leaves_the_expiry(self, history: RunHistory) -> None:
+        """A run without a token cannot show that the expired record is its own (a
+        record without a token may hold another run's attempt): nothing is written."""
+        assert history.start(TASK, T0, lock=LOCK, node="a", token=None, at=T0) == 1
+        assert history.finish(
+            TASK, T0, lock=LOCK, token=None, state=RunState.EXPIRED, error="gone", at=T0
+        )
+        before = history.runs(TASK)
+        assert _record_run(history, token=None) is not Recorded.WRITTEN
+        assert history.runs(TASK) == before
 
     def test_runs_without_tokens_neither_fence_nor_are_fenced(self, history: RunHistory) -> None:
         assert _record_run(history, token=None) is Recorded.WRITTEN
