@@ -44,7 +44,9 @@ and the run history read with a second client. Four rules:
    `expired` one: the node took its end with it). The fire's record must exist and
    not be a skip. Where it carries the token (and node) of one of those runs, its
    state must be that run's outcome (the verdict its node reported; without one,
-   `succeeded` when the body's end was stamped) and its attempt the one the body
+   `succeeded` when the body's end was stamped; an `expired` record too, closed by
+   another node while the run, its lock lost, still ran: the history writes the
+   run's late end over its own expiry) and its attempt the one the body
    was told (or a greater one, where the history never answered the run's `start`:
    the node guessed it), and no other run may carry a newer token (the newest
    attempt that ran owns the record; one exception: an older attempt's `succeeded`

@@ -20,7 +20,13 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 
-from firefly_scheduling.history.base import RunStart, WholeRun, replaces_finished
+from firefly_scheduling.history.base import (
+    RunStart,
+    WholeRun,
+    late_end,
+    late_end_text,
+    replaces_finished,
+)
 from firefly_scheduling.history.port import (
     FINISHED_STATES,
     PLACEHOLDER_STATES,
@@ -230,11 +236,12 @@ def _unless_run(runs: sa.Table, column: sa.Column[Any], value: str | None) -> sa
 
 def whole_run_update(runs: sa.Table, run: WholeRun, key: dict[str, Any]) -> sa.Update:
     """`record_run` over an existing row: a skip, a `running` row the run may close,
-    or a finished row of an older token (a success only by a success); the attempt as
+    a finished row of an older token (a success only by a success), or the run's own
+    expiry (`history.base.late_end`, its text `late_end_text`); the attempt as
     `history.port` numbers it.
 
-    `attempt` is assigned first: MySQL's later assignments would see the new
-    `state` and `token`.
+    `attempt` and `error` are assigned first: MySQL's later assignments would see the
+    new `state` and `token`.
     """
     token = run.token
     skipped = runs.c.state.in_(sorted(state.value for state in PLACEHOLDER_STATES))
@@ -242,6 +249,7 @@ def whole_run_update(runs: sa.Table, run: WholeRun, key: dict[str, Any]) -> sa.U
     # A success is replaced by a success only (`history.base.replaces_finished`).
     replaced = [state for state in FINISHED_STATES if replaces_finished(state, run.state)]
     finished = runs.c.state.in_(sorted(state.value for state in replaced))
+    error: sa.ColumnElement[Any] = sa.literal(run.error, type_=runs.c.error.type)
     if token is None:
         replaceable = sa.or_(skipped, sa.and_(running, runs.c.token.is_(None)))
         attempt = sa.case((skipped, 1), else_=runs.c.attempt)
@@ -250,11 +258,18 @@ def whole_run_update(runs: sa.Table, run: WholeRun, key: dict[str, Any]) -> sa.U
         no_newer = sa.or_(runs.c.token.is_(None), runs.c.token <= token)
         replaceable = sa.or_(skipped, sa.and_(running, no_newer), sa.and_(finished, newer))
         attempt = sa.case((skipped, 1), (newer, runs.c.attempt + 1), else_=runs.c.attempt)
+        if late_end(RunState.EXPIRED, token, token, run.state):  # over its own expiry
+            expired = runs.c.state == RunState.EXPIRED.value
+            own_expiry = sa.and_(expired, runs.c.token == token)
+            replaceable = sa.or_(replaceable, own_expiry)
+            noted = sa.literal(late_end_text(run.error), type_=runs.c.error.type)
+            error = sa.case((own_expiry, noted), else_=error)
     return (
         runs.update()
         .where(is_key(runs, key), replaceable)
         .ordered_values(
             (runs.c.attempt, attempt),
+            (runs.c.error, error),
             (runs.c.trigger_kind, _unless_run(runs, runs.c.trigger_kind, run.trigger)),
             (runs.c.requested_by, _unless_run(runs, runs.c.requested_by, run.requested_by)),
             (runs.c.state, run.state.value),
@@ -262,7 +277,6 @@ def whole_run_update(runs: sa.Table, run: WholeRun, key: dict[str, Any]) -> sa.U
             (runs.c.token, token),
             (runs.c.started_at, run.started_at),
             (runs.c.ended_at, run.ended_at),
-            (runs.c.error, run.error),
         )
     )
 

@@ -19,7 +19,7 @@ What it holds to (docs/guarantees.md, "What the run history records"):
   written with `finish` where its start was recorded. Where it was not (the
   history failed or timed out at the start), or where the finish is refused, it is
   written with `record_run`, which writes the whole record where the fire has none
-  or a skip, and otherwise says whose the record is.
+  or a skip, or over the run's own expiry (`history.base.late_end`), else says whose it is.
 * **A finished fire is never adopted.** A `running` record is how a died run is
   found and run again, by the next node to hold the task lock. So the end of a run
   that ran is retried while the caller keeps the task lock renewed: until it is

@@ -116,6 +116,29 @@ def replaces_finished(recorded_state: RunState, ending: RunState) -> bool:
     return recorded_state is not RunState.SUCCEEDED or ending is RunState.SUCCEEDED
 
 
+def late_end(state: RunState, recorded: int | None, token: int | None, ending: RunState) -> bool:
+    """Whether a run with `token` that ended as `ending` writes its end over a record in
+    `state` holding `recorded` as the same attempt: the record is `expired` under this
+    very run's token, closed while the run still ran (its task lock lost: the task's
+    next fire found it past grace, or prune found it long past its start).
+
+    Nobody ran the fire since: a start never takes an expired record over, and any
+    newer attempt written since (`record_run`) holds a newer token. So the run's real
+    end is more truthful than the presumed death. A run without a token cannot show
+    that the record is its own, and one that ended `expired` has nothing to add."""
+    return (
+        state is RunState.EXPIRED
+        and ending is not RunState.EXPIRED
+        and token is not None
+        and recorded == token
+    )
+
+
+def late_end_text(error: str | None) -> str | None:
+    """The text a `late_end` writes: `LATE_END_NOTE`, then the run's own `error`, clipped."""
+    return clip_error(LATE_END_NOTE if error is None else f"{LATE_END_NOTE}; {error}")
+
+
 def refusal(
     state: RunState, recorded: int | None, token: int | None, ending: RunState
 ) -> Recorded | None:
@@ -128,6 +151,8 @@ def refusal(
         return None if may_close(token, recorded) else Recorded.FENCED
     if newer_run(token, recorded):
         return None if replaces_finished(state, ending) else Recorded.SUCCEEDED
+    if late_end(state, recorded, token, ending):
+        return None
     return Recorded.ALREADY if recorded == token else Recorded.FENCED
 
 
@@ -269,8 +294,9 @@ class BaseRunHistory(ABC):
     def _record_run(self, run: WholeRun) -> Recorded:
         """Write `run`'s whole record where `history.port` allows it: insert it where
         the fire has no record, replace a skip, close a `running` record `may_close`
-        allows, or replace a finished one for a `newer_run`; else say why not
-        (`refusal`). Each write is atomic and conditional on what it replaces."""
+        allows, replace a finished one for a `newer_run`, or write a `late_end` over
+        its own expiry (the text `late_end_text`); else say why not (`refusal`).
+        Each write is atomic and conditional on what it replaces."""
 
     @abstractmethod
     def _finish(self, end: RunEnd) -> bool:

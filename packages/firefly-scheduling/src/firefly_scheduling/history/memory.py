@@ -17,6 +17,8 @@ from firefly_scheduling.history.base import (
     RunEnd,
     RunStart,
     WholeRun,
+    late_end,
+    late_end_text,
     may_close,
     refusal,
     takes_over,
@@ -128,7 +130,7 @@ class MemoryRunHistory(BaseRunHistory):
         key = (run.lock, run.task, run.instant)
         with self._mutex:
             current = self._records.get(key)
-            attempt, trigger, asker = 1, run.trigger, run.requested_by
+            attempt, trigger, asker, error = 1, run.trigger, run.requested_by, run.error
             if current is not None:
                 refused = refusal(current.state, current.token, run.token, run.state)
                 if refused is not None:
@@ -138,6 +140,8 @@ class MemoryRunHistory(BaseRunHistory):
                 )
                 if current.state not in PLACEHOLDER_STATES:
                     trigger, asker = current.trigger, current.requested_by
+                if late_end(current.state, current.token, run.token, run.state):
+                    error = late_end_text(run.error)
             self._records[key] = RunRecord(
                 task=run.task,
                 instant=run.instant,
@@ -146,7 +150,7 @@ class MemoryRunHistory(BaseRunHistory):
                 state=run.state,
                 started_at=run.started_at,
                 ended_at=run.ended_at,
-                error=run.error,
+                error=error,
                 token=run.token,
                 lock=run.lock,
                 trigger=trigger,

@@ -24,13 +24,13 @@ Every write that could race is a single atomic, conditional operation on the sto
   newer token: the newest attempt that ran owns the record, as in `start`. A
   `succeeded` record is replaced by a success only: it may have committed with the
   task's own writes (`current_fire().atomic`), and a failure of a run the history
-  never saw start cannot unsay it. A refusal says why (`Recorded`): the record is
-  this run's already, a newer attempt's, or an older attempt's success.
+  never saw start cannot unsay it. An `expired` record under the run's own token
+  takes its real end (`base.late_end`: its lock was lost while it ran). A refusal
+  says why (`Recorded`): this run's already, a newer attempt's, or an older success.
 
-The lock name is part of the key because it is what names a deployment's fires: two
-deployments sharing one history database (staging and production, two tenants) run
-the same targets under different lock names, and each must neither adopt nor be
-refused by the other's fires. Every read and write of a fire names both.
+The lock name is part of the key: it names a deployment's fires. Deployments sharing one
+history database (staging and production, tenants) use other lock names for the same
+targets; every read and write of a fire names both, so none adopts or refuses another's.
 
 Tokens are the task lock's fencing tokens (strictly increasing per lock name on a
 backend). A run without a token (a backend without fencing) can neither fence nor
@@ -230,12 +230,12 @@ class RunHistory(Protocol):
         """Write the whole record of a run of `node` that ended as `state`.
 
         For a run whose `start` went unrecorded, or whose `finish` was refused: the
-        record is written where there is none or a skip (attempt 1), a `running`
-        one is closed when `finish` would close it (the next attempt when its token
-        is older), and a finished one is replaced only for a strictly newer token
-        (its attempt + 1), a `succeeded` one only by a success. Otherwise nothing is
-        written and the answer says whose the record is (`Recorded`). Raises
-        `ValueError` for a state that is not a finished one.
+        record is written where there is none or a skip (attempt 1), a `running` one
+        is closed when `finish` would close it (the next attempt when its token is
+        older), a finished one replaced only for a strictly newer token (attempt + 1),
+        a `succeeded` one only by a success, an `expired` one under this run's token
+        too (`base.late_end`). Else nothing is written; the answer says whose the
+        record is (`Recorded`). `ValueError` for a state that is not a finished one.
         """
         ...
 
