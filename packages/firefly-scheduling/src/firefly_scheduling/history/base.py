@@ -32,8 +32,8 @@ from firefly_scheduling.schedule.instants import as_utc
 #: The text of a record that a run's late end wrote over its expiry (`late_end`),
 #: before the run's own error, if any.
 LATE_END_NOTE = (
-    "its task lock was lost while it ran, and its record closed expired meanwhile: "
-    "this is the end it reported"
+    "ended after its record was closed expired: its task lock was lost while it ran "
+    "(or prune took its node for gone); this is the end it reported"
 )
 
 
