@@ -21,7 +21,9 @@ one namespace per record kind (`_put`, `_add`, `_get`, `_delete`, `_values`,
   removed) then `_add`s a `Change` under a fresh random key: the audit trail of
   who, when and what (`changes`). The change is written after its effect, so a
   call that raises may have taken effect without its trail entry, never the
-  reverse; asking again (each call is idempotent) records it.
+  reverse; asking again (each call is idempotent) records it. The trail keeps the
+  newest `changes_kept` changes (`CHANGES_KEPT` by default): each change recorded
+  deletes the older ones, so it never grows past that.
 
 Every change (those of the audit trail, and a backfill cancelled) then moves the
 store's change mark (`change_mark`), one record of its own kind: a host polls that
@@ -34,6 +36,7 @@ store's clock (`_now`): the server's where it has one, this host's otherwise.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from abc import ABC, abstractmethod
@@ -74,6 +77,10 @@ _T = TypeVar("_T")
 
 #: The key of the change mark (`change_mark`), the one record of its kind.
 CHANGE_MARK = "mark"
+#: How many changes the audit trail keeps by default (`ControlStore.changes_kept`).
+CHANGES_KEPT = 1000
+
+logger = logging.getLogger("firefly_scheduling.control")
 
 _Operation: TypeAlias = Callable[[], _T]
 
@@ -87,6 +94,8 @@ class ControlStore(ABC):
     shared_across_processes: ClassVar[bool] = True
     #: Driver exceptions that mean "the store failed"; translated to `ControlStoreError`.
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError,)
+    #: How many changes the audit trail keeps: each change recorded deletes the older.
+    changes_kept: int = CHANGES_KEPT
 
     def __init__(self, *, target: str = "", secrets: tuple[str, ...] = ()) -> None:
         # `target` is an already-redacted description of where the server is.
@@ -308,7 +317,24 @@ class ControlStore(ABC):
             task,
             partial(self._add, "change", record_key(change.id), encode(change)),
         )
+        try:
+            self._prune_changes()
+        except ControlStoreError as err:  # the change stands; the next one prunes again
+            logger.warning("the audit trail was not pruned: %s", err)
         self._move_mark(f"recording the {what} of", task)
+
+    def _prune_changes(self) -> None:
+        """Keep the newest `changes_kept` changes of the audit trail: delete the older."""
+        texts = self._call("listing", "changes", partial(self._values, "change"))
+        if len(texts) <= self.changes_kept:
+            return
+        found = sorted(map(decode_change, texts), key=lambda change: (change.at, change.id))
+        for old in found[: len(found) - self.changes_kept]:
+            self._call(
+                "pruning the changes of",
+                old.task,
+                partial(self._delete, "change", record_key(old.id)),
+            )
 
     def schedules(self) -> list[RuntimeSchedule]:
         """Every runtime schedule, by name."""

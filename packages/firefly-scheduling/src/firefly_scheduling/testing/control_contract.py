@@ -84,6 +84,21 @@ class ControlStoreContract(ControlConcurrencyContract):
         ]
         assert (reader.changes(task, limit=1))[0].what == "backfill"
 
+    def test_the_audit_trail_keeps_the_newest_changes_pruned_on_write(
+        self, stores: ControlStores, task: str
+    ) -> None:
+        operator, reader = stores(), stores()
+        operator.changes_kept = 3
+        for n in range(5):
+            operator.pause(task, by="alice", note=f"pause {n}")
+        kept = reader.changes()
+        assert [c.detail for c in kept] == ["pause 4", "pause 3", "pause 2"], (
+            "the trail is not the newest changes_kept"
+        )
+        reader.resume(task, by="bob")  # a store keeping more prunes nothing
+        assert [c.detail for c in reader.changes()][:2] == ["lifted", "pause 4"]
+        assert len(reader.changes()) == 4
+
     def test_a_pause_written_by_one_client_is_read_by_another_at_once(
         self, stores: ControlStores, task: str
     ) -> None:
