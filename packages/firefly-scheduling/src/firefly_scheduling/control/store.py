@@ -14,7 +14,10 @@ one namespace per record kind (`_put`, `_add`, `_get`, `_delete`, `_values`,
 * a trigger is `_add` under a fresh random key; `take_trigger` reads the task's
   triggers, oldest first, and `_delete`s them in turn until one delete removes a
   record: the server answers "removed" to exactly one of any number of racing
-  takers, so each trigger is taken once across the fleet;
+  takers, so each trigger is taken once across the fleet. A host does not take its
+  triggers so (a reply lost, or a stop, between the take and the run would lose
+  one): it runs each pending trigger's fire, whose claim makes it run once, and
+  `remove_trigger`s it after (`hosts.runtime.steering`);
 * a backfill and a runtime schedule are `_add` under a digest of their identity,
   so asking twice, from any node, stores one record;
 * every operator change (pause, resume, trigger, backfill, schedule added or
@@ -184,6 +187,15 @@ class ControlStore(ABC):
             if self._call("taking a trigger of", task, partial(self._delete, "trigger", key)):
                 return trigger
         return None
+
+    def remove_trigger(self, trigger: Trigger) -> bool:
+        """Remove `trigger` once its fire ran, or was recorded with why it did not;
+        whether it was still stored."""
+        return self._call(
+            "removing a trigger of",
+            trigger.task,
+            partial(self._delete, "trigger", record_key(trigger.id)),
+        )
 
     def triggers(self, task: str | None = None) -> list[Trigger]:
         """The pending triggers (of `task`, or all), oldest first."""
