@@ -6,8 +6,8 @@ Every host that runs tasks reads the control store (`control.store`): a resident
 host (threaded or asyncio) whenever the store's change mark moved, checked every
 `POLL_SECONDS` (`hosts.runtime.change_mark`), `tick` once per pass.
 
-* Triggers (`run_triggers`): one read lists the pending triggers; each of this
-  host's tasks' runs at once through `execute_fire`, as a `manual` fire named by the
+* Triggers (`run_triggers`): one read lists the pending triggers; each trigger of
+  this host's tasks runs at once through `execute_fire`, as a `manual` fire named by the
   trigger's time on the store's clock, due when run (`Fire.asked_at`): claim, task
   lock (its `overlap=`), history, like any fire. The fire's claim gives it to one
   node of the fleet, which removes the trigger once its fire ran or was recorded
@@ -220,7 +220,7 @@ def run_triggers(
         if result.verdict in _TRIGGER_LEFT:
             continue
         logger.info(
-            "%s: manual trigger by %r (asked %s) taken on node %s: %s",
+            "%s: manual trigger by %r (asked %s) handled on node %s: %s",
             trigger.task,
             trigger.by,
             fire.instant.isoformat(),
@@ -230,8 +230,8 @@ def run_triggers(
         results.append(result)
         try:
             store.remove_trigger(trigger)
-        except FireflySchedulingError as err:  # its fire has run: a retry is refused
-            logger.warning("%s: trigger run, not removed yet: %s", trigger.task, err)
+        except FireflySchedulingError as err:  # tried again: its record refuses a rerun
+            logger.warning("%s: trigger handled, not removed yet: %s", trigger.task, err)
             continue
         if pending is not None:
             pending.discard(trigger.id)
