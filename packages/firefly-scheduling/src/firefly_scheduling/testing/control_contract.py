@@ -148,6 +148,16 @@ class ControlStoreContract(ControlConcurrencyContract):
 
     # -- triggers -------------------------------------------------------------------------
 
+    def test_a_trigger_removed_once_handled_is_gone_for_every_client(
+        self, stores: ControlStores, task: str
+    ) -> None:
+        operator, node, other = stores(), stores(), stores()
+        first = operator.request_trigger(task, by="alice")
+        second = operator.request_trigger(task, by="bob")
+        assert node.remove_trigger(first) is True
+        assert other.remove_trigger(first) is False, "a trigger removed twice"
+        assert other.triggers(task) == [second]
+
     def test_triggers_are_taken_oldest_first_and_only_for_their_task(
         self, stores: ControlStores, task: str
     ) -> None:

@@ -153,6 +153,16 @@ class AsyncControlStoreContract(AsyncControlConcurrencyContract):
 
     # -- triggers -------------------------------------------------------------------------
 
+    async def test_a_trigger_removed_once_handled_is_gone_for_every_client(
+        self, stores: AsyncControlStores, task: str
+    ) -> None:
+        operator, node, other = stores(), stores(), stores()
+        first = await operator.request_trigger(task, by="alice")
+        second = await operator.request_trigger(task, by="bob")
+        assert await node.remove_trigger(first) is True
+        assert await other.remove_trigger(first) is False, "a trigger removed twice"
+        assert await other.triggers(task) == [second]
+
     async def test_triggers_are_taken_oldest_first_and_only_for_their_task(
         self, stores: AsyncControlStores, task: str
     ) -> None:
