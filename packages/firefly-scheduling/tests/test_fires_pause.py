@@ -28,7 +28,13 @@ from firefly_scheduling.fires.catch_up_plan import plan_catch_up, window_start
 from firefly_scheduling.fires.outcome import Fire, TriggerKind, Verdict
 from firefly_scheduling.fires.pausing import PauseReader, pause_reader
 from firefly_scheduling.fires.pausing_async import AsyncPauseReader
-from firefly_scheduling.fires.policy import PAUSE_UNKNOWN, PAUSED
+from firefly_scheduling.fires.policy import (
+    DEFAULT_POLICY,
+    PAUSE_UNKNOWN,
+    PAUSED,
+    RUN,
+    BeforeStart,
+)
 from firefly_scheduling.fires.runner import FireRunner
 from firefly_scheduling.fires.runner_async import AsyncFireRunner
 from firefly_scheduling.history import MemoryRunHistory, RunState
@@ -143,6 +149,30 @@ class TestAPausedTaskIsSkipped:
             T0: (RunState.SKIPPED, "paused"),
             T0 + SECOND: (RunState.SUCCEEDED, None),
         }
+
+    def test_a_fire_due_while_paused_that_starts_after_the_resume_is_skipped(self) -> None:
+        # A late start: the fire's instant is inside the paused stretch, and its claim
+        # and pause read come after the resume. Resume is from now: it is not run.
+        control, store, _ = fleet()
+        history = MemoryRunHistory()
+        descriptor = task()
+        control.pause(descriptor.target, by="ops@test")
+        due = datetime.now(UTC)  # the store's clock is this host's: after the pause
+        assert control.resume(descriptor.target)
+        ran: list[TriggerKind] = []
+        late = node(store, history, due + SECOND)
+        result = late.run(Fire.at(descriptor, due), lambda: ran.append(TriggerKind.SCHEDULED))
+        assert (result.verdict, result.error, ran) == (Verdict.PAUSED, PAUSED, [])
+        # The stretch skips the schedule's fires only: an operator's replay would run.
+        [stretch] = store.pause_state().lifted
+        replay = Fire.at(descriptor, due, TriggerKind.BACKFILL)
+        assert DEFAULT_POLICY.before_start(replay, BeforeStart(lifted=stretch)) is RUN
+        next_due = datetime.now(UTC) + SECOND
+        after = node(store, history, next_due).run(
+            Fire.at(descriptor, next_due), lambda: ran.append(TriggerKind.SCHEDULED)
+        )
+        assert after.verdict is Verdict.SUCCEEDED
+        assert ran == [TriggerKind.SCHEDULED]
 
     def test_the_fires_skipped_while_paused_are_not_caught_up_after_resume(self) -> None:
         control, store, _ = fleet()

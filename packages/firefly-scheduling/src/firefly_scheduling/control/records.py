@@ -64,16 +64,34 @@ def record_key(*parts: str) -> str:
 
 @dataclass(frozen=True)
 class Pause:
-    """A task (or `ALL_TASKS`) paused by `by` at `since` (epoch seconds, the store's clock)."""
+    """A task (or `ALL_TASKS`) paused by `by` at `since` (epoch seconds, the store's clock).
+
+    `until` is set on a pause that was lifted, at the resume's time: the store keeps a
+    task's last paused stretch, so that a fire due inside it but started after the
+    resume is still skipped (resume is from now).
+    """
 
     task: str
     by: str
     since: float
     note: str = ""
+    until: float | None = None
 
     @property
     def all_tasks(self) -> bool:
         return self.task == ALL_TASKS
+
+    def holds(self, instant: float) -> bool:
+        """Whether `instant` (epoch seconds) falls in this lifted pause's stretch."""
+        return self.until is not None and self.since <= instant < self.until
+
+
+@dataclass(frozen=True)
+class PauseState:
+    """The pauses in force, and the last lifted stretch of each task that had one."""
+
+    in_force: list[Pause]
+    lifted: list[Pause]
 
 
 @dataclass(frozen=True)
@@ -249,6 +267,7 @@ def decode_pause(text: str) -> Pause:
         by=_str(document, "by"),
         since=_seconds(document, "since"),
         note=_str(document, "note"),
+        until=None if document.get("until") is None else _seconds(document, "until"),
     )
 
 

@@ -8,7 +8,8 @@ The rules of every operation live here; an adapter implements six round trips on
 one namespace per record kind (`_put`, `_add`, `_get`, `_delete`, `_values`,
 `_now`), each atomic on its server, and nothing else:
 
-* a pause is `_put` (the last pause of a task wins), a resume `_delete`;
+* a pause is `_put` (the last pause of a task wins), a resume `_delete`, after a
+  `_put` of the stretch it lifts (kept, one per task, for fires due in it);
 * a trigger is `_add` under a fresh random key; `take_trigger` reads the task's
   triggers, oldest first, and `_delete`s them in turn until one delete removes a
   record: the server answers "removed" to exactly one of any number of racing
@@ -39,6 +40,7 @@ store's clock (`_now`): the server's where it has one, this host's otherwise.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 import time
@@ -56,6 +58,7 @@ from firefly_scheduling.control.records import (
     ChangeKind,
     ControlStoreError,
     Pause,
+    PauseState,
     RecordKind,
     RuntimeSchedule,
     ScheduleConflict,
@@ -81,6 +84,8 @@ _T = TypeVar("_T")
 
 #: The key of the change mark (`change_mark`), the one record of its kind.
 CHANGE_MARK = "mark"
+#: The second part of the key of a task's last lifted pause (`resume`).
+LIFTED = "lifted"
 #: How many changes the audit trail keeps by default (`AsyncControlStore.changes_kept`).
 CHANGES_KEPT = 1000
 
@@ -134,14 +139,24 @@ class AsyncControlStore(ABC):
     async def resume(self, task: str, *, by: str | None = None) -> bool:
         """Lift `task`'s own pause (or `ALL_TASKS`'); whether there was one.
 
+        Resume is from now: the lifted stretch is kept (`pause_state().lifted`, one
+        record per task, replaced by the next resume) before the pause is removed, so a
+        fire due while paused whose start comes after the resume is still skipped.
         `by` (default `<login>@<host>`) is recorded in the audit trail, lifted or not.
         """
         task = checked_task(task, allow_all=True, schedule_names=True)
         by = operator(by)
         at = await self.now()
-        lifted = await self._call(
-            "resuming", task, partial(self._delete, "pause", record_key(task))
-        )
+        key = record_key(task)
+        held = await self._call("resuming", task, partial(self._get, "pause", key))
+        if held is not None:
+            stretch = dataclasses.replace(decode_pause(held), until=at)
+            await self._call(
+                "resuming",
+                task,
+                partial(self._put, "pause", record_key(task, LIFTED), encode(stretch)),
+            )
+        lifted = await self._call("resuming", task, partial(self._delete, "pause", key))
         await self._record("resume", task, by, at, "lifted" if lifted else "was not paused")
         return lifted
 
@@ -162,9 +177,20 @@ class AsyncControlStore(ABC):
 
     async def pauses(self) -> list[Pause]:
         """Every pause in force, the fleet-wide one first, then by task."""
+        return (await self.pause_state()).in_force
+
+    async def pause_state(self) -> PauseState:
+        """The pauses in force and each task's last lifted stretch, in one read; each
+        list the fleet-wide one first, then by task."""
         texts = await self._call("listing", "pauses", partial(self._values, "pause"))
-        found = [decode_pause(text) for text in texts]
-        return sorted(found, key=lambda pause: (not pause.all_tasks, pause.task))
+        found = sorted(
+            (decode_pause(text) for text in texts),
+            key=lambda pause: (not pause.all_tasks, pause.task),
+        )
+        return PauseState(
+            in_force=[pause for pause in found if pause.until is None],
+            lifted=[pause for pause in found if pause.until is not None],
+        )
 
     # -- triggers ---------------------------------------------------------------------
 

@@ -12,7 +12,9 @@ range read), and one for a whole batch of fires claimed together. Nothing is cac
 a pause written before the read is seen by it, so once `pause` returns, a fire whose
 start comes after it is skipped, on every node. A fire that read its pauses just
 before the pause landed has an instant before it, and runs: a run already going
-finishes.
+finishes. Resume is from now: the store keeps the stretch a resume lifted, and a fire
+of the schedule due inside it that reads the pauses after the resume (a late start)
+is skipped too.
 
 A store that fails the read leaves the pauses unknown; the policy then skips the
 fire (fail closed, `policy.pause_answer`). Without a durable control store
@@ -27,7 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from firefly_scheduling.control.records import ALL_TASKS, ControlStoreError
+from firefly_scheduling.control.records import ALL_TASKS, ControlStoreError, Pause
 from firefly_scheduling.control.selection import control_store_url, resolve_control_store
 from firefly_scheduling.control.store import ControlStore
 from firefly_scheduling.errors import ConfigurationError
@@ -57,19 +59,37 @@ class PauseReader:
         if not fires:
             return []
         try:
-            pauses = self._store.pauses()
+            state = self._store.pause_state()
         except ControlStoreError as err:
             unknown = BeforeStart(unknown=str(err))
             return [unknown for _ in fires]
-        if not pauses:  # the common answer: nothing paused
+        if not state.in_force and not state.lifted:  # the common answer: never paused
             return [NOT_PAUSED for _ in fires]
-        by_task = {pause.task: pause for pause in pauses}
+        by_task = {pause.task: pause for pause in state.in_force}
         everything = by_task.get(ALL_TASKS)
-        return [BeforeStart(pause=everything or by_task.get(fire.target)) for fire in fires]
+        return [
+            BeforeStart(
+                pause=everything or by_task.get(fire.target),
+                lifted=_stretch_holding(fire, state.lifted),
+            )
+            for fire in fires
+        ]
 
     def close(self) -> None:
         if self._owns_store:
             self._store.close()
+
+
+def _stretch_holding(fire: Fire, lifted: Sequence[Pause]) -> Pause | None:
+    """The lifted pause of `fire`'s task (or of every task) whose stretch holds its
+    instant: a fire due while paused, read after the resume."""
+    if not lifted:
+        return None
+    instant = fire.instant.timestamp()
+    for pause in lifted:
+        if pause.task in {ALL_TASKS, fire.target} and pause.holds(instant):
+            return pause
+    return None
 
 
 def pause_reader(settings: Settings) -> PauseReader | None:

@@ -10,7 +10,9 @@ range read), and one for a whole batch of fires claimed together. Nothing is cac
 a pause written before the read is seen by it, so once `pause` returns, a fire whose
 start comes after it is skipped, on every node. A fire that read its pauses just
 before the pause landed has an instant before it, and runs: a run already going
-finishes.
+finishes. Resume is from now: the store keeps the stretch a resume lifted, and a fire
+of the schedule due inside it that reads the pauses after the resume (a late start)
+is skipped too.
 
 A store that fails the read leaves the pauses unknown; the policy then skips the
 fire (fail closed, `policy.pause_answer`). Without a durable control store
@@ -29,7 +31,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from firefly_scheduling.control.records import ALL_TASKS, ControlStoreError
+from firefly_scheduling.control.records import ALL_TASKS, ControlStoreError, Pause
 from firefly_scheduling.control.selection import control_store_url, resolve_async_control_store
 from firefly_scheduling.control.store_async import AsyncControlStore
 from firefly_scheduling.errors import ConfigurationError
@@ -59,19 +61,37 @@ class AsyncPauseReader:
         if not fires:
             return []
         try:
-            pauses = await self._store.pauses()
+            state = await self._store.pause_state()
         except ControlStoreError as err:
             unknown = BeforeStart(unknown=str(err))
             return [unknown for _ in fires]
-        if not pauses:  # the common answer: nothing paused
+        if not state.in_force and not state.lifted:  # the common answer: never paused
             return [NOT_PAUSED for _ in fires]
-        by_task = {pause.task: pause for pause in pauses}
+        by_task = {pause.task: pause for pause in state.in_force}
         everything = by_task.get(ALL_TASKS)
-        return [BeforeStart(pause=everything or by_task.get(fire.target)) for fire in fires]
+        return [
+            BeforeStart(
+                pause=everything or by_task.get(fire.target),
+                lifted=_stretch_holding(fire, state.lifted),
+            )
+            for fire in fires
+        ]
 
     async def aclose(self) -> None:
         if self._owns_store:
             await self._store.aclose()
+
+
+def _stretch_holding(fire: Fire, lifted: Sequence[Pause]) -> Pause | None:
+    """The lifted pause of `fire`'s task (or of every task) whose stretch holds its
+    instant: a fire due while paused, read after the resume."""
+    if not lifted:
+        return None
+    instant = fire.instant.timestamp()
+    for pause in lifted:
+        if pause.task in {ALL_TASKS, fire.target} and pause.holds(instant):
+            return pause
+    return None
 
 
 def pause_reader(settings: Settings) -> AsyncPauseReader | None:

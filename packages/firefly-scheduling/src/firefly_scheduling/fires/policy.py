@@ -157,6 +157,8 @@ class BeforeStart:
 
     pause: Pause | None = None
     unknown: str | None = None
+    #: The lifted pause whose stretch holds the fire's instant (resume is from now).
+    lifted: Pause | None = None
 
 
 #: The facts of a fire where nothing is paused (or no control store is configured).
@@ -277,6 +279,8 @@ def pause_answer(fire: Fire, facts: BeforeStart) -> Run | Skip:
     operator asked for it. Every other fire of a paused task is skipped, reason
     `PAUSED`. Pauses that could not be read skip the fire too: a pause must hold
     even while its store is failing, so the fleet fails closed, and says why.
+    After a resume, a fire of the schedule due inside the lifted stretch is skipped
+    as well, however late it starts; a backfill or retry of it is an explicit replay.
     """
     if fire.trigger is TriggerKind.MANUAL or facts is NOT_PAUSED:
         return RUN
@@ -284,7 +288,15 @@ def pause_answer(fire: Fire, facts: BeforeStart) -> Run | Skip:
         return Skip(Verdict.BACKEND_ERROR, f"{PAUSE_UNKNOWN}: {facts.unknown}")
     if facts.pause is not None:
         return Skip(Verdict.PAUSED, PAUSED)
+    if facts.lifted is not None and fire.trigger in _SCHEDULE_KINDS:
+        return Skip(Verdict.PAUSED, PAUSED)
     return RUN
+
+
+#: The fires a schedule names itself; a lifted pause's stretch skips these only.
+_SCHEDULE_KINDS: Final = frozenset(
+    {TriggerKind.SCHEDULED, TriggerKind.RUNTIME, TriggerKind.CATCH_UP}
+)
 
 
 #: The reason of a fire skipped because its task (or the whole fleet) is paused.

@@ -51,6 +51,31 @@ class ControlStoreContract(ControlConcurrencyContract):
         assert operator.pause_of(task) is None
         assert operator.resume(task) is False, "a second resume found a pause"
 
+    def test_a_resume_keeps_the_stretch_it_lifted_and_lists_it_apart(
+        self, stores: ControlStores, task: str
+    ) -> None:
+        # Resume is from now: a node must still tell a fire due while paused, read late.
+        operator, node = stores(), stores()
+        paused = operator.pause(task, by="alice", note="incident")
+        assert operator.resume(task) is True
+        resumed = operator.now()
+        state = node.pause_state()
+        assert state.in_force == []
+        assert node.pauses() == []
+        [stretch] = state.lifted
+        assert (stretch.task, stretch.by, stretch.since) == (task, "alice", paused.since)
+        assert stretch.until is not None
+        assert paused.since <= stretch.until <= resumed
+        assert stretch.holds(paused.since)
+        assert not stretch.holds(stretch.until)
+        operator.pause(task, by="bob")
+        again = node.pause_state()
+        assert [p.by for p in again.in_force] == ["bob"], "a new pause is not in force"
+        assert again.lifted == [stretch], "pausing again changed the last lifted stretch"
+        operator.resume(task)
+        [latest] = (node.pause_state()).lifted
+        assert latest.by == "bob", "a second resume did not replace the lifted stretch"
+
     def test_every_change_is_in_the_audit_trail_with_who_when_and_what(
         self, stores: ControlStores, task: str
     ) -> None:
