@@ -22,7 +22,8 @@ through the hosts' public seams only:
 * **an observer** appending every fire's verdict to the evidence log.
 
 Unless `FIREFLY_CHAOS_STEERING=0`, the node steers from the control store of its
-setup, as `run` and `tick` do (one client, through the node's proxy): its fires
+setup (its run's own table on a shared SQL server, `control_store`), as `run` and
+`tick` do (one client, through the node's proxy): its fires
 read the pauses before they start, and its host runs the triggers and backfills.
 
 The control file (`FIREFLY_CHAOS_CONTROL`, JSON `{"offset": s, "history": {writes:
@@ -49,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import apscheduler.schedulers.base as apscheduler_base
 
 from chaos_harness.claim_stamps import stamping_claims
+from chaos_harness.control_store import run_control_store
 from chaos_harness.evidence import EvidenceLog
 from chaos_harness.slot_stamps import stamping_slots
 from firefly_scheduling.cli.host_options import configure_logging, prepare_host
@@ -81,7 +83,6 @@ from firefly_scheduling.hosts.runtime.shutdown import (
     ignore_stop_signals,
     stop_on_signals,
 )
-from firefly_scheduling.hosts.runtime.steering_store import steering_store
 from firefly_scheduling.hosts.runtime.task_runtime import Lazy
 from firefly_scheduling.hosts.tick import TickHost
 
@@ -536,7 +537,9 @@ def main(host: str, name: str) -> int:
         runtime.fire_runner.get().close()  # replaced by one whose history can fail
         history = resolve_history(settings)
         flaky = None if history is None else FlakyHistory(history, control, evidence)
-        steering = steering_store(settings) if _steering() else None
+        steering = (
+            run_control_store(settings, os.environ["FIREFLY_CHAOS_PREFIX"]) if _steering() else None
+        )
         runtime.fire_runner = Lazy.of(
             FireRunner(
                 stamping_slots(stamping_claims(runtime.lock.get(), evidence), evidence),

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from chaos_harness.checker import CheckReport, Violation, Window, check
 from chaos_harness.cluster import ChaosNode, node_env, wait_booted
+from chaos_harness.control_store import drop_run_table, run_control_store
 from chaos_harness.effects_setup import check_effects, collect, load, node_variables, prepare
 from chaos_harness.effects_tasks import schedules as effects_schedules
 from chaos_harness.evidence import EvidenceLog, read_events
@@ -29,7 +30,6 @@ from chaos_harness.proxy import FaultyProxy
 from chaos_harness.setups import VOLATILE_SERVERS, Backend, make_backend
 from chaos_harness.steering_nemesis import STEERED, OperatorProcess, steering_kinds
 from chaos_harness.tasks import schedules
-from firefly_scheduling.control.selection import resolve_control_store
 from firefly_scheduling.settings import Settings
 
 #: Seconds cut from the start of the run before fires are counted (boot, skew).
@@ -213,7 +213,7 @@ def run_setup(
         )
         result.history_refusals = sum(refused.values())
         result.refused_writes = dict(refused)
-        pending = _pending_backfills(backend) if steering else []
+        pending = _pending_backfills(backend, prefix) if steering else []
         result.checked = {
             "window": [window.start.isoformat(), window.end.isoformat()],
             "anchor": [window.wall.isoformat(), window.mono],
@@ -330,14 +330,16 @@ def recheck(workdir: Path) -> SetupResult:
     return SetupResult.of(result, report)
 
 
-def _pending_backfills(backend: Backend) -> list[tuple[str, str]]:
-    """The steered task's backfill windows still stored (a second client, direct)."""
+def _pending_backfills(backend: Backend, prefix: str) -> list[tuple[str, str]]:
+    """The steered task's backfill windows still stored (a second client, direct), read
+    from the run's own control table, which is then dropped (`control_store`)."""
     settings = Settings(lock_provider=backend.provider, lock_urls={backend.provider: backend.url})
-    store = resolve_control_store(settings)
+    store = run_control_store(settings, prefix)
     try:
         return [(b.start.isoformat(), b.end.isoformat()) for b in store.backfills(STEERED)]
     finally:
         store.close()
+        drop_run_table(settings, prefix)
 
 
 def _until_residents_booted(cluster: list[ChaosNode], timeout: float) -> None:

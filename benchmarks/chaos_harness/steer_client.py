@@ -1,8 +1,9 @@
 """The operator of a chaos run: `python steer_client.py`, one process beside the nodes.
 
 It reads one JSON command a line on stdin (`{"op": "pause" | "resume" | "trigger" |
-"backfill"}`) and runs it with `ScheduleControl` on the setup's control store,
-reached directly (no proxy: the operator is not on the faulted network), with the
+"backfill"}`) and runs it with `ScheduleControl` on the setup's control store (its
+run's own table on a shared SQL server, `control_store`), reached directly (no
+proxy: the operator is not on the faulted network), with the
 settings of its environment. Each command is stamped on the evidence log twice, as
 `steer` events: `sent` just before the call, and `done` (`ok` true) or `failed`
 (the error) once it returned, with `wall`, this host's real time at that stamp,
@@ -28,10 +29,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from chaos_harness.control_store import run_control_store
 from chaos_harness.evidence import EvidenceLog
 from chaos_harness.steering_nemesis import STEERED
 from firefly_scheduling import ScheduleControl
 from firefly_scheduling.errors import FireflySchedulingError
+from firefly_scheduling.settings import Settings
 
 #: Who the operator is, in the audit trail and the history's `requested_by`.
 OPERATOR = "chaos-operator"
@@ -111,12 +114,16 @@ def _iso(seconds: float) -> str:
 
 def main() -> int:
     evidence = EvidenceLog(Path(os.environ["FIREFLY_CHAOS_EVIDENCE"]))
-    with ScheduleControl() as control:
-        operator = Operator(control, evidence)
-        evidence.append("steer_ready")
-        for line in sys.stdin:
-            if line.strip():
-                operator.run(json.loads(line)["op"])
+    store = run_control_store(Settings.from_env(), os.environ["FIREFLY_CHAOS_PREFIX"])
+    try:
+        with ScheduleControl(store=store) as control:
+            operator = Operator(control, evidence)
+            evidence.append("steer_ready")
+            for line in sys.stdin:
+                if line.strip():
+                    operator.run(json.loads(line)["op"])
+    finally:
+        store.close()
     return 0
 
 

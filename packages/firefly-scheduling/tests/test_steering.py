@@ -29,6 +29,7 @@ from firefly_scheduling.aio import AsyncInMemoryLock
 from firefly_scheduling.cli import main
 from firefly_scheduling.control.memory import MemoryControlStore
 from firefly_scheduling.control.memory_async import AsyncMemoryControlStore
+from firefly_scheduling.control.records import RecordKind
 from firefly_scheduling.control.triggers import backfill, trigger
 from firefly_scheduling.control.triggers_async import trigger as atrigger
 from firefly_scheduling.errors import ConfigurationError
@@ -131,6 +132,52 @@ def test_a_tick_pass_runs_a_pending_trigger_once_as_a_manual_fire() -> None:
         "alice",
     )
     assert _tick(descriptor, settings).run().results == []  # taken once
+
+
+class _TakenAmiss(MemoryControlStore):
+    """A memory store whose first removal of a trigger goes amiss: made, then its reply
+    lost (`lose_reply`), or with the host told to stop meanwhile (`stop`)."""
+
+    driver_errors = (OSError,)
+
+    def __init__(self, url: str, *, lose_reply: bool = False) -> None:
+        super().__init__(url)
+        self.lose_reply = lose_reply
+        self.stop: TickHost | None = None
+        self.amiss = 0
+
+    def _delete(self, kind: RecordKind, key: str) -> bool:
+        removed = super()._delete(kind, key)
+        if kind != "trigger" or self.amiss:
+            return removed
+        self.amiss += 1
+        if self.stop is not None:
+            self.stop.runtime.stop_accepting()
+        if self.lose_reply:
+            raise OSError("connection reset: the reply was lost")
+        return removed
+
+
+@pytest.mark.parametrize("amiss", ["lost reply", "stop"])
+def test_a_trigger_taken_amiss_still_runs_once(amiss: str) -> None:
+    """Nothing lost: a trigger out of the store has run (or is recorded with why)."""
+    settings = _settings()
+    descriptor = _stamped(cron="0 0 1 1 *")  # never due in the pass
+    store = _TakenAmiss(settings.control_url, lose_reply=amiss == "lost reply")
+    asked = trigger(store, descriptor.target, by="alice")
+    runtime = build_runtime([descriptor], settings, host="tick", node="t")
+    host = TickHost([descriptor], runtime, clock=FakeClock(MINUTE), control=store)
+    if amiss == "stop":
+        store.stop = host
+    host.run()
+    assert store.amiss == 1
+    history = runtime.fire_runner.get().history
+    assert history is not None
+    records = history.runs(descriptor.target)
+    assert [(r.instant, r.trigger, r.state) for r in records] == [
+        (datetime.fromtimestamp(asked.requested_at, UTC), "manual", RunState.SUCCEEDED)
+    ], "the trigger left the store, and never ran"
+    assert [instant for instant, _ in tasks.STAMPED] == [records[0].instant]
 
 
 def test_a_tick_pass_backfills_the_missing_instants_oldest_first_then_nothing() -> None:

@@ -15,14 +15,19 @@ one namespace per record kind (`_put`, `_add`, `_get`, `_delete`, `_values`,
 * a trigger is `_add` under a fresh random key; `take_trigger` reads the task's
   triggers, oldest first, and `_delete`s them in turn until one delete removes a
   record: the server answers "removed" to exactly one of any number of racing
-  takers, so each trigger is taken once across the fleet;
+  takers, so each trigger is taken once across the fleet. A host does not take its
+  triggers so (a reply lost, or a stop, between the take and the run would lose
+  one): it runs each pending trigger's fire, whose claim makes it run once, and
+  `remove_trigger`s it after (`hosts.runtime.steering`);
 * a backfill and a runtime schedule are `_add` under a digest of their identity,
   so asking twice, from any node, stores one record;
 * every operator change (pause, resume, trigger, backfill, schedule added or
   removed) then `_add`s a `Change` under a fresh random key: the audit trail of
   who, when and what (`changes`). The change is written after its effect, so a
   call that raises may have taken effect without its trail entry, never the
-  reverse; asking again (each call is idempotent) records it.
+  reverse; asking again (each call is idempotent) records it. The trail keeps the
+  newest `changes_kept` changes (`CHANGES_KEPT` by default): each change recorded
+  deletes the older ones, so it never grows past that.
 
 Every change (those of the audit trail, and a backfill cancelled) then moves the
 store's change mark (`change_mark`), one record of its own kind: a host polls that
@@ -36,6 +41,7 @@ store's clock (`_now`): the server's where it has one, this host's otherwise.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import secrets
 import time
 from abc import ABC, abstractmethod
@@ -79,6 +85,10 @@ _T = TypeVar("_T")
 CHANGE_MARK = "mark"
 #: The second part of the key of a task's last lifted pause (`resume`).
 LIFTED = "lifted"
+#: How many changes the audit trail keeps by default (`ControlStore.changes_kept`).
+CHANGES_KEPT = 1000
+
+logger = logging.getLogger("firefly_scheduling.control")
 
 _Operation: TypeAlias = Callable[[], _T]
 
@@ -92,6 +102,8 @@ class ControlStore(ABC):
     shared_across_processes: ClassVar[bool] = True
     #: Driver exceptions that mean "the store failed"; translated to `ControlStoreError`.
     driver_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError,)
+    #: How many changes the audit trail keeps: each change recorded deletes the older.
+    changes_kept: int = CHANGES_KEPT
 
     def __init__(self, *, target: str = "", secrets: tuple[str, ...] = ()) -> None:
         # `target` is an already-redacted description of where the server is.
@@ -203,6 +215,15 @@ class ControlStore(ABC):
             if self._call("taking a trigger of", task, partial(self._delete, "trigger", key)):
                 return trigger
         return None
+
+    def remove_trigger(self, trigger: Trigger) -> bool:
+        """Remove `trigger` once its fire ran, or was recorded with why it did not;
+        whether it was still stored."""
+        return self._call(
+            "removing a trigger of",
+            trigger.task,
+            partial(self._delete, "trigger", record_key(trigger.id)),
+        )
 
     def triggers(self, task: str | None = None) -> list[Trigger]:
         """The pending triggers (of `task`, or all), oldest first."""
@@ -336,7 +357,24 @@ class ControlStore(ABC):
             task,
             partial(self._add, "change", record_key(change.id), encode(change)),
         )
+        try:
+            self._prune_changes()
+        except ControlStoreError as err:  # the change stands; the next one prunes again
+            logger.warning("the audit trail was not pruned: %s", err)
         self._move_mark(f"recording the {what} of", task)
+
+    def _prune_changes(self) -> None:
+        """Keep the newest `changes_kept` changes of the audit trail: delete the older."""
+        texts = self._call("listing", "changes", partial(self._values, "change"))
+        if len(texts) <= self.changes_kept:
+            return
+        found = sorted(map(decode_change, texts), key=lambda change: (change.at, change.id))
+        for old in found[: len(found) - self.changes_kept]:
+            self._call(
+                "pruning the changes of",
+                old.task,
+                partial(self._delete, "change", record_key(old.id)),
+            )
 
     def schedules(self) -> list[RuntimeSchedule]:
         """Every runtime schedule, by name."""

@@ -109,6 +109,21 @@ class ControlStoreContract(ControlConcurrencyContract):
         ]
         assert (reader.changes(task, limit=1))[0].what == "backfill"
 
+    def test_the_audit_trail_keeps_the_newest_changes_pruned_on_write(
+        self, stores: ControlStores, task: str
+    ) -> None:
+        operator, reader = stores(), stores()
+        operator.changes_kept = 3
+        for n in range(5):
+            operator.pause(task, by="alice", note=f"pause {n}")
+        kept = reader.changes()
+        assert [c.detail for c in kept] == ["pause 4", "pause 3", "pause 2"], (
+            "the trail is not the newest changes_kept"
+        )
+        reader.resume(task, by="bob")  # a store keeping more prunes nothing
+        assert [c.detail for c in reader.changes()][:2] == ["lifted", "pause 4"]
+        assert len(reader.changes()) == 4
+
     def test_a_pause_written_by_one_client_is_read_by_another_at_once(
         self, stores: ControlStores, task: str
     ) -> None:
@@ -157,6 +172,16 @@ class ControlStoreContract(ControlConcurrencyContract):
         assert {pause.by for pause in listed} == {"op0", "op1", "op2"}
 
     # -- triggers -------------------------------------------------------------------------
+
+    def test_a_trigger_removed_once_handled_is_gone_for_every_client(
+        self, stores: ControlStores, task: str
+    ) -> None:
+        operator, node, other = stores(), stores(), stores()
+        first = operator.request_trigger(task, by="alice")
+        second = operator.request_trigger(task, by="bob")
+        assert node.remove_trigger(first) is True
+        assert other.remove_trigger(first) is False, "a trigger removed twice"
+        assert other.triggers(task) == [second]
 
     def test_triggers_are_taken_oldest_first_and_only_for_their_task(
         self, stores: ControlStores, task: str

@@ -112,6 +112,21 @@ class AsyncControlStoreContract(AsyncControlConcurrencyContract):
         ]
         assert (await reader.changes(task, limit=1))[0].what == "backfill"
 
+    async def test_the_audit_trail_keeps_the_newest_changes_pruned_on_write(
+        self, stores: AsyncControlStores, task: str
+    ) -> None:
+        operator, reader = stores(), stores()
+        operator.changes_kept = 3
+        for n in range(5):
+            await operator.pause(task, by="alice", note=f"pause {n}")
+        kept = await reader.changes()
+        assert [c.detail for c in kept] == ["pause 4", "pause 3", "pause 2"], (
+            "the trail is not the newest changes_kept"
+        )
+        await reader.resume(task, by="bob")  # a store keeping more prunes nothing
+        assert [c.detail for c in await reader.changes()][:2] == ["lifted", "pause 4"]
+        assert len(await reader.changes()) == 4
+
     async def test_a_pause_written_by_one_client_is_read_by_another_at_once(
         self, stores: AsyncControlStores, task: str
     ) -> None:
@@ -162,6 +177,16 @@ class AsyncControlStoreContract(AsyncControlConcurrencyContract):
         assert {pause.by for pause in listed} == {"op0", "op1", "op2"}
 
     # -- triggers -------------------------------------------------------------------------
+
+    async def test_a_trigger_removed_once_handled_is_gone_for_every_client(
+        self, stores: AsyncControlStores, task: str
+    ) -> None:
+        operator, node, other = stores(), stores(), stores()
+        first = await operator.request_trigger(task, by="alice")
+        second = await operator.request_trigger(task, by="bob")
+        assert await node.remove_trigger(first) is True
+        assert await other.remove_trigger(first) is False, "a trigger removed twice"
+        assert await other.triggers(task) == [second]
 
     async def test_triggers_are_taken_oldest_first_and_only_for_their_task(
         self, stores: AsyncControlStores, task: str

@@ -8,11 +8,12 @@ Every host that runs tasks reads the control store (`control.store`): a resident
 host (threaded or asyncio) whenever the store's change mark moved, checked every
 `POLL_SECONDS` (`hosts.runtime.change_mark`), `tick` once per pass.
 
-* Triggers (`run_triggers`): one read lists the pending triggers; for each of this
-  host's tasks with one, `take_trigger` hands it to exactly one node of the fleet,
-  which runs it at once through `execute_fire`, as a `manual` fire named by the
-  trigger's time on the store's clock, due when taken (`Fire.asked_at`): claim,
-  task lock (its `overlap=`), history, like any fire.
+* Triggers (`run_triggers`): one read lists the pending triggers; each trigger of
+  this host's tasks runs at once through `execute_fire`, as a `manual` fire named by the
+  trigger's time on the store's clock, due when run (`Fire.asked_at`): claim, task
+  lock (its `overlap=`), history, like any fire. The fire's claim gives it to one
+  node of the fleet, which removes the trigger once its fire ran or was recorded
+  with why not; until then it stays stored, and is tried again.
 * Backfills (`run_backfills`): one node at a time drives a request, holding the
   lease `firefly-backfill:<digest>` on the task lock's backend for the task's
   `lock_ttl` (kept alive while it runs). It reads the window's successful instants,
@@ -89,6 +90,12 @@ RAN_STATES: Final = frozenset(RunState) - PLACEHOLDER_STATES
 #: the body again under the same attempt, unrecorded as a second run.
 NOT_REPLAYED: Final = SUCCESS_STATES | {RunState.RUNNING, RunState.EXPIRED}
 _MICROSECOND = timedelta(microseconds=1)
+#: The verdicts of a trigger's fire that leave the trigger stored: this node neither
+#: ran it nor recorded why not (another node's claim has it, or this host stops, or
+#: cannot build its lock, or holds the task back).
+_TRIGGER_LEFT: Final = frozenset(
+    {Verdict.CLAIMED_ELSEWHERE, Verdict.SHUTTING_DOWN, Verdict.UNAVAILABLE, Verdict.HELD_BACK}
+)
 
 
 async def watch_triggers(
@@ -100,11 +107,14 @@ async def watch_triggers(
     poll: float = POLL_SECONDS,
 ) -> None:
     """`run_triggers` whenever the store's change `mark` moved (checked every `poll`
-    seconds), until the host stops accepting fires."""
+    seconds), and every `poll` while a trigger of this host's tasks is left in the
+    store (another node's claim has it, and may die), until the host stops accepting
+    fires."""
+    pending: set[str] = set()
     changes = (mark or AsyncChangeMark(store)).reader()
     while runtime.accepting:
-        if await changes.moved():
-            await run_triggers(descriptors, runtime, store)
+        if await changes.moved() or pending:
+            await run_triggers(descriptors, runtime, store, pending=pending)
         await asyncio.sleep(poll)
 
 
@@ -179,34 +189,55 @@ async def run_triggers(
     descriptors: Sequence[ScheduledDescriptor],
     runtime: AsyncTaskRuntime,
     store: AsyncControlStore,
+    *,
+    pending: set[str] | None = None,
 ) -> list[FireResult]:
-    """Take and run every pending trigger of this host's tasks; their results."""
+    """Run every pending trigger of this host's tasks, oldest first; the results of
+    those whose fire this node's claim won.
+
+    A trigger stays in the store until its fire is run, or recorded with why not, by
+    the node whose claim won it (named by the trigger, its fire runs once across the
+    fleet); that node then removes it. A node that loses the claim leaves it, and a
+    host stopping before the fire leaves it too: nothing between the store and the
+    history loses a trigger (a take whose reply was lost did). A trigger whose
+    claimer died before its fire was recorded runs once its claim lapsed (its record
+    refuses a second start where the fire ran). `pending` (kept by a caller that
+    polls) is set to the ids of this host's triggers left in the store.
+    """
     hosted = {descriptor.target: descriptor for descriptor in descriptors}
     results: list[FireResult] = []
     try:
-        pending = await store.triggers()
+        stored = await store.triggers()
     except FireflySchedulingError as err:
         logger.warning("steering: pending triggers not read: %s", err)
         return results
-    for target in dict.fromkeys(trigger.task for trigger in pending):
-        descriptor = hosted.get(target)
-        while descriptor is not None and runtime.accepting:
-            try:
-                taken = await store.take_trigger(target)
-            except FireflySchedulingError as err:
-                logger.warning("%s: trigger not taken: %s", target, err)
-                break
-            if taken is None:
-                break
-            fire = manual_fire(descriptor, taken, runtime.wall_now())
-            logger.info(
-                "%s: manual trigger by %r (asked %s) taken on node %s",
-                target,
-                taken.by,
-                fire.instant.isoformat(),
-                runtime.node,
-            )
-            results.append(await execute_fire(fire, runtime))
+    mine = [trigger for trigger in stored if trigger.task in hosted]
+    if pending is not None:
+        pending.clear()
+        pending.update(trigger.id for trigger in mine)
+    for trigger in mine:
+        if not runtime.accepting:
+            break
+        fire = manual_fire(hosted[trigger.task], trigger, runtime.wall_now())
+        result = await execute_fire(fire, runtime)
+        if result.verdict in _TRIGGER_LEFT:
+            continue
+        logger.info(
+            "%s: manual trigger by %r (asked %s) handled on node %s: %s",
+            trigger.task,
+            trigger.by,
+            fire.instant.isoformat(),
+            runtime.node,
+            result.verdict,
+        )
+        results.append(result)
+        try:
+            await store.remove_trigger(trigger)
+        except FireflySchedulingError as err:  # tried again: its record refuses a rerun
+            logger.warning("%s: trigger handled, not removed yet: %s", trigger.task, err)
+            continue
+        if pending is not None:
+            pending.discard(trigger.id)
     return results
 
 
