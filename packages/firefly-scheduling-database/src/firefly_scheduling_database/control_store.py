@@ -29,6 +29,7 @@ from sqlalchemy.schema import CreateTable
 
 from firefly_scheduling.control.records import ControlStoreError, RecordKind
 from firefly_scheduling.control.store import ControlStore
+from firefly_scheduling_database.control_reads import control_reads
 from firefly_scheduling_database.control_table import DEFAULT_TABLE, control_table
 from firefly_scheduling_database.engine import (
     release_store_engine,
@@ -64,6 +65,9 @@ class DatabaseControlStore(ControlStore):
         target, secrets = describe_url(url)
         super().__init__(target=target, secrets=secrets)
         self._dialect = self._engine.dialect.name
+        #: The change mark's and the pauses' reads on the driver (`control_reads`): the
+        #: synchronous store on PostgreSQL; None elsewhere, through SQLAlchemy.
+        self._reads = control_reads(self._engine, self.table)
         self._table_ready = False
         self._table_mutex = threading.Lock()
 
@@ -113,6 +117,8 @@ class DatabaseControlStore(ControlStore):
 
     def _get(self, kind: RecordKind, key: str) -> str | None:
         self._ensure_table()
+        if self._reads is not None:
+            return self._reads.value(kind, key)
         query = sa.select(self.table.c.record_value).where(
             self.table.c.kind == kind, self.table.c.record_key == key
         )
@@ -130,6 +136,8 @@ class DatabaseControlStore(ControlStore):
 
     def _values(self, kind: RecordKind) -> list[str]:
         self._ensure_table()
+        if self._reads is not None:
+            return self._reads.values(kind)
         query = sa.select(self.table.c.record_value).where(self.table.c.kind == kind)
         with self._engine.connect() as connection:
             return [str(value) for value in (connection.execute(query)).scalars()]

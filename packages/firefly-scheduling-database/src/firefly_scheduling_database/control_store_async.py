@@ -34,6 +34,7 @@ from sqlalchemy.schema import CreateTable
 from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
 from firefly_scheduling.control.records import ControlStoreError, RecordKind
 from firefly_scheduling.control.store_async import AsyncControlStore
+from firefly_scheduling_database.control_reads import ControlReads
 from firefly_scheduling_database.control_table import DEFAULT_TABLE, control_table
 from firefly_scheduling_database.engine import (
     async_lock_engine,
@@ -43,6 +44,7 @@ from firefly_scheduling_database.engine import (
 from firefly_scheduling_database.url import describe_url
 
 # sync: from sqlalchemy import Engine
+# sync: from firefly_scheduling_database.control_reads import control_reads
 
 _SERVER_CLOCK: Final[dict[str, str]] = {
     "postgresql": "SELECT EXTRACT(EPOCH FROM clock_timestamp())",
@@ -77,6 +79,10 @@ class AsyncDatabaseControlStore(AsyncControlStore):
         target, secrets = describe_url(url)
         super().__init__(target=target, secrets=secrets)
         self._dialect = self._engine.dialect.name
+        #: The change mark's and the pauses' reads on the driver (`control_reads`): the
+        #: synchronous store on PostgreSQL; None elsewhere, through SQLAlchemy.
+        self._reads: ControlReads | None = None  # sync: drop
+        # sync: self._reads = control_reads(self._engine, self.table)
         self._table_ready = False
         self._table_mutex = asyncio.Lock()  # sync: self._table_mutex = threading.Lock()
 
@@ -126,6 +132,8 @@ class AsyncDatabaseControlStore(AsyncControlStore):
 
     async def _get(self, kind: RecordKind, key: str) -> str | None:
         await self._ensure_table()
+        if self._reads is not None:
+            return self._reads.value(kind, key)
         query = sa.select(self.table.c.record_value).where(
             self.table.c.kind == kind, self.table.c.record_key == key
         )
@@ -143,6 +151,8 @@ class AsyncDatabaseControlStore(AsyncControlStore):
 
     async def _values(self, kind: RecordKind) -> list[str]:
         await self._ensure_table()
+        if self._reads is not None:
+            return self._reads.values(kind)
         query = sa.select(self.table.c.record_value).where(self.table.c.kind == kind)
         async with self._engine.connect() as connection:
             return [str(value) for value in (await connection.execute(query)).scalars()]
