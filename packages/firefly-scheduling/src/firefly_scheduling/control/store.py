@@ -43,13 +43,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import secrets
-import time
-from abc import ABC, abstractmethod
-from collections.abc import Callable
 from datetime import datetime
 from functools import partial
-from typing import ClassVar, TypeAlias, TypeVar
 
+from firefly_scheduling.control.record_store import RecordStore
 from firefly_scheduling.control.records import (
     ALL_TASKS,
     Backfill,
@@ -58,7 +55,6 @@ from firefly_scheduling.control.records import (
     ControlStoreError,
     Pause,
     PauseState,
-    RecordKind,
     RuntimeSchedule,
     ScheduleConflict,
     Trigger,
@@ -77,9 +73,6 @@ from firefly_scheduling.control.records import (
 )
 from firefly_scheduling.control.steering_state import operator
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
-from firefly_scheduling.urls.redaction import scrub
-
-_T = TypeVar("_T")
 
 #: The key of the change mark (`change_mark`), the one record of its kind.
 CHANGE_MARK = "mark"
@@ -90,25 +83,13 @@ CHANGES_KEPT = 1000
 
 logger = logging.getLogger("firefly_scheduling.control")
 
-_Operation: TypeAlias = Callable[[], _T]
 
+class ControlStore(RecordStore):
+    """Pauses, triggers, backfills and runtime schedules; subclasses supply the I/O
+    (`RecordStore`'s round trips)."""
 
-class ControlStore(ABC):
-    """Pauses, triggers, backfills and runtime schedules; subclasses supply the I/O."""
-
-    #: How messages name the store ("redis", "database", ...).
-    store_name: ClassVar[str] = "control"
-    #: Whether other processes see the records (False for process memory).
-    shared_across_processes: ClassVar[bool] = True
-    #: Driver exceptions that mean "the store failed"; translated to `ControlStoreError`.
-    driver_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError,)
     #: How many changes the audit trail keeps: each change recorded deletes the older.
     changes_kept: int = CHANGES_KEPT
-
-    def __init__(self, *, target: str = "", secrets: tuple[str, ...] = ()) -> None:
-        # `target` is an already-redacted description of where the server is.
-        self._target = target
-        self._secrets = secrets
 
     # -- pause ------------------------------------------------------------------------
 
@@ -393,57 +374,3 @@ class ControlStore(ABC):
         then reads the change."""
         mark = secrets.token_hex(8)
         self._call(doing, subject, partial(self._put, "mark", CHANGE_MARK, mark))
-
-    # -- clock and lifetime -------------------------------------------------------------
-
-    def now(self) -> float:
-        """Seconds since the epoch on the store's clock (the server's where it has one)."""
-        return self._call("reading the clock of", "the store", self._now)
-
-    def close(self) -> None:
-        """Drop connections; safe to call twice."""
-        self._close()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._target!r})"
-
-    # -- hooks for subclasses -------------------------------------------------------------
-
-    @abstractmethod
-    def _put(self, kind: RecordKind, key: str, value: str) -> None:
-        """Write `value` under `key`, replacing any."""
-
-    @abstractmethod
-    def _add(self, kind: RecordKind, key: str, value: str) -> bool:
-        """Write `value` unless `key` exists; whether it was written (one atomic step)."""
-
-    @abstractmethod
-    def _get(self, kind: RecordKind, key: str) -> str | None:
-        """The value under `key`, or None."""
-
-    @abstractmethod
-    def _delete(self, kind: RecordKind, key: str) -> bool:
-        """Remove `key`; True to exactly one of any number of racing callers."""
-
-    @abstractmethod
-    def _values(self, kind: RecordKind) -> list[str]:
-        """Every value of `kind`, in any order."""
-
-    def _now(self) -> float:
-        """This host's wall clock; override with the server's where it is one round trip."""
-        return time.time()
-
-    def _close(self) -> None:  # noqa: B027 - optional hook; process memory holds nothing
-        """Drop connections; the default has none."""
-
-    # -- shared machinery -------------------------------------------------------------------
-
-    def _call(self, doing: str, subject: str, operation: _Operation[_T]) -> _T:
-        try:
-            return operation()
-        except self.driver_errors as err:
-            detail = scrub(str(err), self._secrets) or "no detail"
-            raise ControlStoreError(
-                f"{self.store_name} control store {self._target} failed while {doing} "
-                f"{subject!r}: {type(err).__name__}: {detail}"
-            ) from err

@@ -37,20 +37,17 @@ store's clock (`_now`): the server's where it has one, this host's otherwise.
 """
 
 # async-to-sync: rename AsyncControlStore ControlStore
+# async-to-sync: rename AsyncRecordStore RecordStore
 
 from __future__ import annotations
 
 import dataclasses
 import logging
 import secrets
-import time
-from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 from functools import partial
-from typing import ClassVar, TypeAlias, TypeVar
 
-from firefly_scheduling.concurrency.flavour import ASYNC  # sync: drop
+from firefly_scheduling.control.record_store_async import AsyncRecordStore
 from firefly_scheduling.control.records import (
     ALL_TASKS,
     Backfill,
@@ -59,7 +56,6 @@ from firefly_scheduling.control.records import (
     ControlStoreError,
     Pause,
     PauseState,
-    RecordKind,
     RuntimeSchedule,
     ScheduleConflict,
     Trigger,
@@ -78,9 +74,6 @@ from firefly_scheduling.control.records import (
 )
 from firefly_scheduling.control.steering_state import operator
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
-from firefly_scheduling.urls.redaction import scrub
-
-_T = TypeVar("_T")
 
 #: The key of the change mark (`change_mark`), the one record of its kind.
 CHANGE_MARK = "mark"
@@ -91,29 +84,13 @@ CHANGES_KEPT = 1000
 
 logger = logging.getLogger("firefly_scheduling.control")
 
-if ASYNC:
-    #: One round trip of an adapter, its arguments bound.
-    _Operation: TypeAlias = Callable[[], Awaitable[_T]]
-else:
-    _Operation: TypeAlias = Callable[[], _T]
 
+class AsyncControlStore(AsyncRecordStore):
+    """Pauses, triggers, backfills and runtime schedules; subclasses supply the I/O
+    (`AsyncRecordStore`'s round trips)."""
 
-class AsyncControlStore(ABC):
-    """Pauses, triggers, backfills and runtime schedules; subclasses supply the I/O."""
-
-    #: How messages name the store ("redis", "database", ...).
-    store_name: ClassVar[str] = "control"
-    #: Whether other processes see the records (False for process memory).
-    shared_across_processes: ClassVar[bool] = True
-    #: Driver exceptions that mean "the store failed"; translated to `ControlStoreError`.
-    driver_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError,)
     #: How many changes the audit trail keeps: each change recorded deletes the older.
     changes_kept: int = CHANGES_KEPT
-
-    def __init__(self, *, target: str = "", secrets: tuple[str, ...] = ()) -> None:
-        # `target` is an already-redacted description of where the server is.
-        self._target = target
-        self._secrets = secrets
 
     # -- pause ------------------------------------------------------------------------
 
@@ -406,57 +383,3 @@ class AsyncControlStore(ABC):
         then reads the change."""
         mark = secrets.token_hex(8)
         await self._call(doing, subject, partial(self._put, "mark", CHANGE_MARK, mark))
-
-    # -- clock and lifetime -------------------------------------------------------------
-
-    async def now(self) -> float:
-        """Seconds since the epoch on the store's clock (the server's where it has one)."""
-        return await self._call("reading the clock of", "the store", self._now)
-
-    async def aclose(self) -> None:
-        """Drop connections; safe to call twice."""
-        await self._close()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._target!r})"
-
-    # -- hooks for subclasses -------------------------------------------------------------
-
-    @abstractmethod
-    async def _put(self, kind: RecordKind, key: str, value: str) -> None:
-        """Write `value` under `key`, replacing any."""
-
-    @abstractmethod
-    async def _add(self, kind: RecordKind, key: str, value: str) -> bool:
-        """Write `value` unless `key` exists; whether it was written (one atomic step)."""
-
-    @abstractmethod
-    async def _get(self, kind: RecordKind, key: str) -> str | None:
-        """The value under `key`, or None."""
-
-    @abstractmethod
-    async def _delete(self, kind: RecordKind, key: str) -> bool:
-        """Remove `key`; True to exactly one of any number of racing callers."""
-
-    @abstractmethod
-    async def _values(self, kind: RecordKind) -> list[str]:
-        """Every value of `kind`, in any order."""
-
-    async def _now(self) -> float:
-        """This host's wall clock; override with the server's where it is one round trip."""
-        return time.time()
-
-    async def _close(self) -> None:  # noqa: B027 - optional hook; process memory holds nothing
-        """Drop connections; the default has none."""
-
-    # -- shared machinery -------------------------------------------------------------------
-
-    async def _call(self, doing: str, subject: str, operation: _Operation[_T]) -> _T:
-        try:
-            return await operation()
-        except self.driver_errors as err:
-            detail = scrub(str(err), self._secrets) or "no detail"
-            raise ControlStoreError(
-                f"{self.store_name} control store {self._target} failed while {doing} "
-                f"{subject!r}: {type(err).__name__}: {detail}"
-            ) from err
