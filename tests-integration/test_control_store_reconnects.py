@@ -24,14 +24,31 @@ from firefly_scheduling_database.control_store_async import AsyncDatabaseControl
 from firefly_scheduling_database.engine import lock_engine
 from fresh_tables import mysql_server_client
 
+#: The PostgreSQL store's sessions carry this name, and only they are ended: the
+#: other engines of the worker process keep theirs (a pooled connection ended under
+#: another test's store would fail that test's first statement).
+APPLICATION = "firefly-reconnect-test"
+
+
+def _own_postgres_url(url: str) -> str:
+    """`url` for the store under test: its own engine, its sessions named."""
+    return (
+        make_url(url)
+        .update_query_dict({"application_name": APPLICATION})
+        .render_as_string(hide_password=False)
+    )
+
 
 def _end_postgres_sessions(url: str) -> int:
     parsed = make_url(url)
-    with psycopg.connect(url, autocommit=True) as connection:
+    plain = parsed.difference_update_query(["application_name"]).render_as_string(
+        hide_password=False
+    )
+    with psycopg.connect(plain, autocommit=True) as connection:
         ended = connection.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = %s AND pid <> pg_backend_pid()",
-            (parsed.database,),
+            "WHERE datname = %s AND application_name = %s AND pid <> pg_backend_pid()",
+            (parsed.database, APPLICATION),
         ).fetchall()
     return len(ended)
 
@@ -87,6 +104,8 @@ def _case(
     """The server's URL, how to end its sessions, a fresh task and a fresh table."""
     fixture, end_sessions = SERVERS[server]
     url: str = request.getfixturevalue(fixture)
+    if server == "postgres":
+        url = _own_postgres_url(url)
     return (
         url,
         end_sessions,
