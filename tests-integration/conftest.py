@@ -170,3 +170,11 @@ def _restore_stop_signals() -> Iterator[None]:
     yield
     for signum, handler in saved.items():
         signal.signal(signum, handler)
+
+
+@pytest.fixture(params=["sqlite", "postgres", "mysql"])
+def sql_history_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A run history's URL on each SQL server in turn: a SQLite file, PostgreSQL, MariaDB."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'history.db'}"
+    return str(request.getfixturevalue(f"{request.param}_url"))

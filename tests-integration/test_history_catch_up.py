@@ -41,23 +41,16 @@ MOST_STATEMENTS = 40
 TASKS = Path(__file__).resolve().parents[1] / "packages/firefly-scheduling/tests/host_support"
 
 
-@pytest.fixture(params=["sqlite", "postgres", "mysql"])
-def history_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'history.db'}"
-    return str(request.getfixturevalue(f"{request.param}_url"))
-
-
 @pytest.fixture
-def second_client(history_url: str) -> Iterator[sa.Engine]:
+def second_client(sql_history_url: str) -> Iterator[sa.Engine]:
     """An engine of its own (not the stores' shared one): it reads what the server holds."""
-    engine = lock_engine(history_url)
+    engine = lock_engine(sql_history_url)
     yield engine
     engine.dispose()
 
 
 def test_a_restarted_node_runs_the_fire_due_now_first_and_writes_the_catch_up_in_a_few_statements(
-    history_url: str, second_client: sa.Engine, monkeypatch: pytest.MonkeyPatch
+    sql_history_url: str, second_client: sa.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.syspath_prepend(str(TASKS))
     lock = f"catch-up-{uuid.uuid4().hex[:12]}"
@@ -66,7 +59,7 @@ def test_a_restarted_node_runs_the_fire_due_now_first_and_writes_the_catch_up_in
     )
     # The fleet's last record: a fire 30 minutes ago, written by a node since gone.
     last_run = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=30)
-    earlier = SqlRunHistory(history_url)
+    earlier = SqlRunHistory(sql_history_url)
     try:
         earlier.start(descriptor.target, last_run, lock=lock, node="gone", token=1, at=last_run)
         earlier.finish(
@@ -83,7 +76,7 @@ def test_a_restarted_node_runs_the_fire_due_now_first_and_writes_the_catch_up_in
 
     runtime = build_runtime(
         [descriptor],
-        Settings(lock_provider="memory", history_url=history_url),
+        Settings(lock_provider="memory", history_url=sql_history_url),
         host="run",
         node="restarted",
     )

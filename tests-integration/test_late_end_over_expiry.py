@@ -15,7 +15,6 @@ import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -44,17 +43,10 @@ class NoRenewal(InMemoryLock):
     renewable = False
 
 
-@pytest.fixture(params=["sqlite", "postgres", "mysql"])
-def history_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'history.db'}"
-    return str(request.getfixturevalue(f"{request.param}_url"))
-
-
 @pytest.fixture
-def two_clients(history_url: str) -> Iterator[tuple[SqlRunHistory, SqlRunHistory]]:
-    with installed_history(history_url) as first:
-        second = SqlRunHistory(history_url, table=first.table.name)
+def two_clients(sql_history_url: str) -> Iterator[tuple[SqlRunHistory, SqlRunHistory]]:
+    with installed_history(sql_history_url) as first:
+        second = SqlRunHistory(sql_history_url, table=first.table.name)
         try:
             yield first, second
         finally:
