@@ -76,58 +76,16 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
-# -- the order tests start in -------------------------------------------------------
+# -- tests that start first ---------------------------------------------------------
 #
-# Under xdist (`--dist loadscope`) a module, or a test class, goes to the next free
-# worker in collection order (`scripts/test` turns off xdist's own reordering, which
-# puts the scopes with the most tests first and so the long fleet modules, each of a
-# few tests, last). A long module collected late ends the run alone while the other
-# workers idle, so the scopes are collected longest first, by the seconds each took
-# in a CI run (`test-durations.txt`: a scope missing from it counts as short). A module
-# marked `early` (long, but keeping no time of its own: a wheel build, a nested
-# suite) goes before all. A module that runs `alone` goes after all: its time is
-# the whole run's whatever its place, and at the end it waits only for short tests
-# to leave, and keeps nothing waiting. Each scope keeps its tests' order.
-
-_DURATIONS = Path(__file__).resolve().parent / "test-durations.txt"
-
-
-def _scope(item: pytest.Item) -> str:
-    """The unit `--dist loadscope` sends to one worker: the test's module or class."""
-    return item.nodeid.rsplit("::", 1)[0]
-
-
-def _module(scope: str) -> str:
-    return scope.split("::", 1)[0]
-
-
-def _measured_seconds() -> dict[str, float]:
-    """Seconds per scope (`module` or `module::Class`), as `test-durations.txt` lists them."""
-    seconds: dict[str, float] = {}
-    for line in _DURATIONS.read_text(encoding="utf-8").splitlines():
-        if line.strip() and not line.startswith("#"):
-            value, scope = line.split(maxsplit=1)
-            seconds[scope] = float(value)
-    return seconds
+# Under xdist (`--dist loadscope`) a module goes to the next free worker in collection
+# order, so a long module collected last ends the run alone. A module marked `early`
+# (long, but keeping no time of its own: a wheel build, a nested suite) is moved to
+# the front; every other test keeps its place.
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    seconds = _measured_seconds()
-    alone = {
-        _module(_scope(item)) for item in items if item.get_closest_marker("alone") is not None
-    }
-
-    def place(item: pytest.Item) -> tuple[int, float]:
-        scope = _scope(item)
-        if item.get_closest_marker("early") is not None:
-            rank = 0
-        elif _module(scope) in alone:
-            rank = 2
-        else:
-            rank = 1
-        return rank, -seconds.get(scope, seconds.get(_module(scope), 0.0))
-
-    items.sort(key=place)
+    items.sort(key=lambda item: item.get_closest_marker("early") is None)
 
 
 # -- tests that must run alone ------------------------------------------------------
