@@ -111,6 +111,9 @@ class SessionAsks(SessionPool[ConnectionT], Generic[ConnectionT]):
         self._send_asks(session)
         return session.answers.pop(key)
 
+    def _serve_asks(self, session: PooledSession[ConnectionT]) -> None:
+        self._send_asks(session)
+
     def _send_asks(self, session: PooledSession[ConnectionT]) -> None:
         """Send every waiting ask: the checks in one statement, then the releases in one.
 

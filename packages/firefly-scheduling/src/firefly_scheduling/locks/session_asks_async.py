@@ -117,6 +117,9 @@ class AsyncSessionAsks(AsyncSessionPool[ConnectionT], Generic[ConnectionT]):
         await self._send_asks(session)
         return session.answers.pop(key)
 
+    async def _serve_asks(self, session: PooledSession[ConnectionT]) -> None:
+        await self._send_asks(session)
+
     async def _send_asks(self, session: PooledSession[ConnectionT]) -> None:
         """Send every waiting ask: the checks in one statement, then the releases in one.
 

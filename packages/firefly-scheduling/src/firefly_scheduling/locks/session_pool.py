@@ -7,9 +7,15 @@ The bottom of `SessionLock` (`locks.session_async`, whose module doc tells the
 whole story). A lock instance keeps up to `pool_size` dedicated connections, each
 used by one statement at a time under its own mutex (`PooledSession`):
 
-* `_any_session` lends the first free session, else waits in turn for one, at most
+* `_any_session` lends the first free session that no check or release waits for,
+  else the first free one, else waits in turn for one, at most
   `pool_timeout_seconds`, then fails with `PoolExhaustedError`; it never opens a
-  connection beyond the pool.
+  connection beyond the pool. A held lock is checked and released on its own
+  session only, while an acquisition may use any: a waiting acquisition asks for a
+  session again the moment its slice ends, and a thread's mutex is not handed to the
+  oldest waiter, so without the preference a loaded machine starved the release
+  behind the next slice until the pool timeout. The asks waiting for a session are
+  sent before the statement that takes it anyway (`_serve_asks`).
 * `_run` sends a statement on a session: only a real disconnect (`_alive`) ends the
   session, marks ITS holdings lost and moves its generation on; any other error
   fails that call alone. Server locks a failed or cancelled statement may have taken
@@ -28,7 +34,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from firefly_scheduling.concurrency.connection_budget import POOL_TIMEOUT_SECONDS, URL_PARAMETER
 from firefly_scheduling.concurrency.forks import reset_in_forked_child
@@ -85,6 +91,11 @@ class PooledSession(Generic[ConnectionT]):
         self.asks: dict[AskKey, Ask] = {}
         # The answers to asks that another caller's batch sent, until their callers read them.
         self.answers: dict[AskKey, bool] = {}
+
+    @property
+    def awaited(self) -> bool:
+        """Whether a check or a release waits for this session, or for its answer."""
+        return bool(self.asks or self.answers)
 
     def queue_unlock(self, name: str) -> None:
         if name not in self.pending_unlocks:
@@ -165,9 +176,11 @@ class SessionPool(BaseLock, Generic[ConnectionT]):
 
     @contextmanager
     def _any_session(self) -> Iterator[PooledSession[ConnectionT]]:
-        """A free session, its mutex held: the first free one, else wait for one in turn."""
+        """A free session, its mutex held: the first free one no check or release waits
+        for, else the first free one, else wait for one in turn; the asks waiting for it
+        are sent first."""
         chosen: PooledSession[ConnectionT] | None = None
-        for session in self._sessions:
+        for session in sorted(self._sessions, key=_awaited_last):
             if self._try_take(session.mutex):
                 chosen = session
                 break
@@ -176,9 +189,15 @@ class SessionPool(BaseLock, Generic[ConnectionT]):
             chosen = self._sessions[self._rotation]
             self._take(chosen.mutex)
         try:
+            if chosen.asks:
+                self._serve_asks(chosen)
             yield chosen
         finally:
             chosen.mutex.release()
+
+    def _serve_asks(self, session: PooledSession[ConnectionT]) -> None:
+        """Send the checks and releases waiting for `session` (its mutex held); the
+        layer that keeps asks (`locks.session_asks_async`) implements it."""
 
     def _try_take(self, mutex: threading.Lock) -> bool:
         """Take `mutex` if it is free; False at once when it is not."""
@@ -314,3 +333,8 @@ class SessionPool(BaseLock, Generic[ConnectionT]):
             name,
             self._describe(err),
         )
+
+
+def _awaited_last(session: PooledSession[Any]) -> bool:
+    """Sort key: sessions no check or release waits for come first, in pool order."""
+    return session.awaited

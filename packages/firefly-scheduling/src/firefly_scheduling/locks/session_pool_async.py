@@ -5,9 +5,15 @@ The bottom of `AsyncSessionLock` (`locks.session_async`, whose module doc tells 
 whole story). A lock instance keeps up to `pool_size` dedicated connections, each
 used by one statement at a time under its own mutex (`PooledSession`):
 
-* `_any_session` lends the first free session, else waits in turn for one, at most
+* `_any_session` lends the first free session that no check or release waits for,
+  else the first free one, else waits in turn for one, at most
   `pool_timeout_seconds`, then fails with `PoolExhaustedError`; it never opens a
-  connection beyond the pool.
+  connection beyond the pool. A held lock is checked and released on its own
+  session only, while an acquisition may use any: a waiting acquisition asks for a
+  session again the moment its slice ends, and a thread's mutex is not handed to the
+  oldest waiter, so without the preference a loaded machine starved the release
+  behind the next slice until the pool timeout. The asks waiting for a session are
+  sent before the statement that takes it anyway (`_serve_asks`).
 * `_run` sends a statement on a session: only a real disconnect (`_alive`) ends the
   session, marks ITS holdings lost and moves its generation on; any other error
   fails that call alone. Server locks a failed or cancelled statement may have taken
@@ -92,6 +98,11 @@ class PooledSession(Generic[ConnectionT]):
         self.asks: dict[AskKey, Ask] = {}
         # The answers to asks that another caller's batch sent, until their callers read them.
         self.answers: dict[AskKey, bool] = {}
+
+    @property
+    def awaited(self) -> bool:
+        """Whether a check or a release waits for this session, or for its answer."""
+        return bool(self.asks or self.answers)
 
     def queue_unlock(self, name: str) -> None:
         if name not in self.pending_unlocks:
@@ -180,9 +191,11 @@ class AsyncSessionPool(AsyncBaseLock, Generic[ConnectionT]):
 
     @asynccontextmanager
     async def _any_session(self) -> AsyncIterator[PooledSession[ConnectionT]]:
-        """A free session, its mutex held: the first free one, else wait for one in turn."""
+        """A free session, its mutex held: the first free one no check or release waits
+        for, else the first free one, else wait for one in turn; the asks waiting for it
+        are sent first."""
         chosen: PooledSession[ConnectionT] | None = None
-        for session in self._sessions:
+        for session in sorted(self._sessions, key=_awaited_last):
             if await self._try_take(session.mutex):
                 chosen = session
                 break
@@ -191,9 +204,15 @@ class AsyncSessionPool(AsyncBaseLock, Generic[ConnectionT]):
             chosen = self._sessions[self._rotation]
             await self._take(chosen.mutex)
         try:
+            if chosen.asks:
+                await self._serve_asks(chosen)
             yield chosen
         finally:
             chosen.mutex.release()
+
+    async def _serve_asks(self, session: PooledSession[ConnectionT]) -> None:
+        """Send the checks and releases waiting for `session` (its mutex held); the
+        layer that keeps asks (`locks.session_asks_async`) implements it."""
 
     async def _try_take(self, mutex: asyncio.Lock) -> bool:
         """Take `mutex` if it is free; False at once when it is not."""
@@ -402,6 +421,11 @@ class AsyncSessionPool(AsyncBaseLock, Generic[ConnectionT]):
             name,
             self._describe(err),
         )
+
+
+def _awaited_last(session: PooledSession[Any]) -> bool:
+    """Sort key: sessions no check or release waits for come first, in pool order."""
+    return session.awaited
 
 
 if ASYNC:
