@@ -26,7 +26,10 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -47,6 +50,8 @@ LOCK_TTL = "1s"
 #: Seconds between fires at pace 1, epoch-aligned.
 RATES = {"effect_a": 1.0, "effect_b": 1.5, "effect_c": 0.2, "effect_d": 0.2, "effect_e": 0.2}
 PACE = float(os.environ.get("FIREFLY_CHAOS_PACE", "1"))
+#: How often a body's watch looks at `current_fire().lost`.
+LOST_POLL_SECONDS = 0.02
 #: The longest linger (seconds) inside an open block, stretched with the pace as the
 #: rates are (the nemesis finds blocks open as often): SQLite's single writer is held
 #: for all of it, so its setup asks for less.
@@ -98,14 +103,37 @@ def _body(dwell: float) -> None:
     }
     _log().append("start", **fields)
     try:
-        _guarded_write(fire, fields, dwell)
-        _effect(fire, fields, dwell)
+        with _watching_lost(fire, fields):
+            _guarded_write(fire, fields, dwell)
+            _effect(fire, fields, dwell)
     except BaseException as err:
         _log().append("block", phase="failed", error=type(err).__name__, **fields)
         # The body's end all the same: the exclusion rule ends a run at its end event.
         _log().append("end", lost=fire.lost, raised=type(err).__name__, **fields)
         raise
     _log().append("end", lost=fire.lost, **fields)
+
+
+@contextmanager
+def _watching_lost(fire: FireContext, fields: dict[str, Any]) -> Iterator[None]:
+    """While the block runs, a thread stamps `lost` the moment the fire's lock is lost,
+    as a careful body whose work blocks on the database would watch it: a body stuck
+    in a frozen session, then killed, would otherwise take that knowledge with it."""
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(LOST_POLL_SECONDS):
+            if fire.lost:
+                _log().append("lost", **fields)
+                return
+
+    watcher = threading.Thread(target=watch, name="effects-lost-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
 
 
 def _guarded_write(fire: FireContext, fields: dict[str, Any], dwell: float) -> None:

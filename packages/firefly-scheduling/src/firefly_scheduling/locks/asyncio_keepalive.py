@@ -2,7 +2,8 @@
 
 The asyncio flavour of `locks.keepalive`, with the same rules (renew every
 `lock_ttl / 3`, retry a failed renewal half an interval later, mark the holding lost
-when the server refuses or the lease lapsed, never interrupt the body) and the same
+when the server refuses or the lease lapsed, even with a renewal still in flight,
+never interrupt the body) and the same
 judgement of each renewal (`judge_renewal`). What differs is the mechanism: an
 asyncio task per keep-alive costs a few hundred bytes and no thread, so the shared
 renewer thread of the synchronous flavour (one heap for every holding) has no
@@ -14,7 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from firefly_scheduling.locks.keepalive import STOP_TIMEOUT_SECONDS, Watched, judge_renewal
+from firefly_scheduling.locks.keepalive import (
+    LAPSED_UNANSWERED,
+    STOP_TIMEOUT_SECONDS,
+    Watched,
+    judge_renewal,
+    report_lost,
+)
 from firefly_scheduling.locks.port import AsyncHoldingLock
 
 logger = logging.getLogger("firefly_scheduling.locks.keepalive")
@@ -66,7 +73,7 @@ class AsyncKeepAlive(Watched[AsyncHoldingLock]):
                 return
             self.renewing = True
             try:
-                renewed = await self.lock.renew_holding(self.holding, self.ttl_seconds)
+                renewed = await self._renewal()
             except Exception:  # a bug in a backend must not end the keep-alive silently
                 logger.exception("%s: renewing the lock %r raised", self.label, self.holding.name)
                 renewed = False
@@ -76,3 +83,17 @@ class AsyncKeepAlive(Watched[AsyncHoldingLock]):
             if verdict is None:
                 return
             delay = self.interval if verdict else self.interval / 2
+
+    async def _renewal(self) -> bool:
+        """One renewal; its lease, where the server ends it by itself, is reported lost
+        the moment it passes with the renewal still in flight (`LAPSED_UNANSWERED`)."""
+        renewing = asyncio.ensure_future(self.lock.renew_holding(self.holding, self.ttl_seconds))
+        try:
+            if self.lapses:
+                await asyncio.wait({renewing}, timeout=max(self.holding.remaining(), 0.0))
+                if not renewing.done() and self.holding.lapsed():
+                    report_lost(self, LAPSED_UNANSWERED)
+            return await renewing
+        except asyncio.CancelledError:
+            renewing.cancel()
+            raise

@@ -9,15 +9,16 @@ runs; a lease as long as the longest imaginable run would keep a died node's tas
 blocked for as long. So the lease stays short (`lock_ttl`) and is renewed every
 `lock_ttl / 3` while the body runs.
 
-One `Renewer` thread serves every keep-alive of the process (a thread per fire
-costs a thread start per fire and a thread per running body). It keeps a heap of
-due renewals and renews each HOLDING, never a name, so a lapsed holding's renewal
-can never extend a newer holding of the same name. Renewals run one after another:
-one stuck on a dead connection delays the others by at most the backend's timeout,
-and such a fault usually hits them all anyway. Starting or stopping a keep-alive wakes
-the thread only when it must renew sooner than it planned to: a stopped one is
-dropped when it reaches the head of the heap, or by the next keep-alive started, so
-a fire pays no thread switch for its keep-alive.
+One `Renewer` thread (and its lapse watch, below) serves every keep-alive of the
+process (a thread per fire costs a thread start per fire and a thread per running
+body). It keeps a heap of due renewals and renews each HOLDING, never a name, so a
+lapsed holding's renewal can never extend a newer holding of the same name.
+Renewals run one after another: one stuck on a dead connection delays the others by
+at most the backend's timeout, and such a fault usually hits them all anyway.
+Starting or stopping a keep-alive wakes the thread only when it must renew sooner
+than it planned to: a stopped one is dropped when it reaches the head of the heap,
+or by the next keep-alive started, so a fire pays no thread switch for its
+keep-alive.
 
 On a session backend (PostgreSQL, MySQL) the TTL means nothing; the same call asks
 the server whether the session still holds the lock, which is how a killed session
@@ -25,11 +26,16 @@ is noticed while the body runs.
 
 A renewal the server refuses marks the holding lost for good; a renewal that fails
 (the backend is unreachable) is tried again half an interval later, and the holding
-is lost once its lease lapsed without one succeeding. Lost: the keep-alive logs it
-with the task's name, sets the `lost` event the body sees through
-`current_fire().lost`, and stops. Nothing interrupts the body: Python cannot stop a
-thread safely, and only the body knows whether stopping halfway is better than
-finishing. Its history write is then fenced if another node adopted the fire.
+is lost once its lease lapsed without one succeeding. A renewal that hangs (a frozen
+connection) answers only at the driver's timeout, long after the server may have
+handed the name to another node, and holds up the renewals queued behind it: so
+while one is in flight, a second thread (the lapse watch) marks lost every holding
+of a lease backend whose lease passes meanwhile, by this process's monotonic clock.
+Lost: the keep-alive logs it with the task's name, sets the `lost` event the body
+sees through `current_fire().lost` (and a waiting fire's wait ends on), and stops.
+Nothing interrupts the body: Python cannot stop a thread safely, and only the body
+knows whether stopping halfway is better than finishing. Its history write is then
+fenced if another node adopted the fire.
 """
 
 from __future__ import annotations
@@ -77,6 +83,10 @@ KEEPALIVE_STATS = KeepAliveStats()
 RENEWALS_PER_TTL = 3
 #: Longest `KeepAlive.stop()` waits for a renewal of its holding already in flight.
 STOP_TIMEOUT_SECONDS = 10.0
+#: Makes a loss reported once, when the renewer and the lapse watch see it together.
+_REPORTING = threading.Lock()
+#: Why a holding is lost when its lease passed while a renewal was in flight.
+LAPSED_UNANSWERED = "its lease lapsed while a renewal was still unanswered"
 
 
 _Lock = TypeVar("_Lock")
@@ -113,6 +123,11 @@ class Watched(Generic[_Lock]):
         self.label = label or holding.name
         self.stopped = False
         self.renewing = False
+        #: The loss was reported (`report_lost`): once only, whichever thread saw it.
+        self.reported = False
+        #: The server ends the lease by itself at its TTL (not a session lock), so a
+        #: lapse by this process's clock means the name may be another's now.
+        self.lapses = bool(getattr(lock, "ttl_honoured", False))
 
 
 class KeepAlive(Watched[HoldingLock]):
@@ -156,7 +171,13 @@ class Renewer:
     _shared_mutex = threading.Lock()
 
     def __init__(self) -> None:
-        self._condition = threading.Condition()
+        mutex = threading.Lock()
+        self._condition = threading.Condition(mutex)
+        #: Wakes the lapse watch (`_watch_lapses`); it shares the renewer's mutex.
+        self._lapse_watch = threading.Condition(mutex)
+        self._in_flight: KeepAlive | None = None
+        #: When the lapse watch, waiting, wakes by itself (infinite: only when notified).
+        self._watch_wakes_at = math.inf
         self._due: list[tuple[float, int, KeepAlive]] = []
         self._order = itertools.count()
         self._thread: threading.Thread | None = None
@@ -190,6 +211,9 @@ class Renewer:
                     target=self._run, name="firefly-keepalive", daemon=True
                 )
                 self._thread.start()
+                threading.Thread(
+                    target=self._watch_lapses, name="firefly-keepalive-lapses", daemon=True
+                ).start()
 
     def unwatch(self, keep: KeepAlive, timeout: float) -> None:
         with self._condition:
@@ -216,11 +240,13 @@ class Renewer:
             with self._condition:
                 keep = self._next_due()
                 keep.renewing = True
+                self._watch_while_renewing(keep)
             try:
                 renewed = self._renew(keep)
             finally:
                 with self._condition:
                     keep.renewing = False
+                    self._in_flight = None
                     self._condition.notify_all()
                     if not keep.stopped and renewed is not None:
                         delay = keep.interval if renewed else keep.interval / 2
@@ -242,6 +268,40 @@ class Renewer:
             self._wakes_at = at
             self._condition.wait(wait)
 
+    def _watch_while_renewing(self, keep: KeepAlive) -> None:
+        """`keep`'s renewal is about to be sent: the lapse watch looks out while it is
+        in flight, woken only when it would look too late (under the condition)."""
+        self._in_flight = keep
+        if keep.lapses and keep.holding.expires_at < self._watch_wakes_at:
+            self._lapse_watch.notify()
+
+    def _watch_lapses(self) -> None:
+        while True:
+            with self._condition:
+                lapsed = self._lapsed_while_renewing()
+            for keep in lapsed:
+                if keep.holding.lapsed():  # not renewed since, in the meantime
+                    report_lost(keep, LAPSED_UNANSWERED)
+
+    def _lapsed_while_renewing(self) -> list[KeepAlive]:
+        """Wait until a lease lapses while a renewal is in flight; the keep-alives whose
+        leases did (called under the condition). The renewals due meanwhile wait
+        behind the one in flight, so their leases are watched too."""
+        while True:
+            in_flight = self._in_flight
+            if in_flight is None:
+                self._watch_wakes_at = math.inf
+                self._lapse_watch.wait()
+                continue
+            now = time.monotonic()
+            watched = [in_flight, *(keep for _, _, keep in self._due)]
+            live = [keep for keep in watched if keep.lapses and _unreported(keep)]
+            lapsed = [keep for keep in live if keep.holding.expires_at <= now]
+            if lapsed:
+                return lapsed
+            self._watch_wakes_at = min((k.holding.expires_at for k in live), default=math.inf)
+            self._lapse_watch.wait(None if not live else self._watch_wakes_at - now)
+
     @staticmethod
     def _renew(keep: KeepAlive) -> bool | None:
         """Renew once: True renewed, False failed (try again soon), None lost (stop)."""
@@ -260,21 +320,38 @@ def judge_renewal(keep: Watched[Any], renewed: bool) -> bool | None:
     so both flavours mark a holding lost, and say so, by the same rule.
     """
     holding = keep.holding
+    if keep.reported or holding.released:
+        return None  # lost already (the lapse watch), or given back
     if renewed:
         return True
-    if holding.released:
-        return None
     KEEPALIVE_STATS.renewal_failed()
     if not holding.lost:
         return False
-    if not keep.stopped:
-        keep.lost.set()
-        if keep.on_lost is not None:
-            keep.on_lost()
-        logger.error(
-            "%s: the lock %r is lost while the body runs; another node may start this "
-            "task meanwhile, and writes of this run will be fenced if it does",
-            keep.label,
-            holding.name,
-        )
+    report_lost(keep, "the backend no longer holds it, or its lease lapsed")
     return None
+
+
+def report_lost(keep: Watched[Any], why: str) -> None:
+    """Mark `keep`'s holding lost, say so, and tell its holder (`lost`, `on_lost`),
+    once; nothing for a keep-alive stopped or a holding released meanwhile."""
+    holding = keep.holding
+    with _REPORTING:
+        if not _unreported(keep):
+            return
+        keep.reported = True
+    holding.lost = True  # for good: a renewal answered late cannot undo it
+    keep.lost.set()
+    if keep.on_lost is not None:
+        keep.on_lost()
+    logger.error(
+        "%s: the lock %r is lost while the body runs (%s); another node may start this "
+        "task meanwhile, and writes of this run will be fenced if it does",
+        keep.label,
+        holding.name,
+        why,
+    )
+
+
+def _unreported(keep: Watched[Any]) -> bool:
+    """Whether `keep` still renews a holding whose loss nobody reported yet."""
+    return not (keep.stopped or keep.reported or keep.holding.released)
