@@ -146,6 +146,36 @@ def test_allow_all_never_adopts_a_run_alongside_that_is_still_running() -> None:
     }
 
 
+def test_allow_all_expires_the_record_of_a_run_whose_holding_of_the_task_lock_ended() -> None:
+    """A node took the task lock, wrote its run's start and died before the body (or
+    its close was refused, then it was killed): the next fire that holds the lock,
+    under a newer token, closes that record `expired`; a run alongside, which holds
+    no token, is left alone."""
+    history = MemoryRunHistory()
+    described = task("allow_all")
+    dead_lock = InMemoryLock()
+    token = dead_lock.try_acquire_fenced(described.target, 0.05)
+    assert token is not None
+    history.start(described.target, T0, lock=described.target, node="dead", token=token, at=T0)
+    alongside = T0 + MINUTE  # a run without the lock, on a node still running it
+    history.start(
+        described.target, alongside, lock=described.target, node="alive", token=None, at=T0
+    )
+    time.sleep(0.1)  # the dead node's lease lapses: nobody renews it
+
+    later = node("b", history).run(Fire.at(described, T0 + 2 * MINUTE), lambda: None)
+
+    assert later.verdict is Verdict.SUCCEEDED
+    assert later.token is not None
+    assert later.token > token
+    assert [(r.fire.instant, r.verdict) for r in later.adopted] == [(T0, Verdict.EXPIRED)]
+    [record] = [r for r in history.runs(described.target) if r.instant == T0]
+    assert (record.state, record.attempt) == (RunState.EXPIRED, 1)
+    assert record.error is not None
+    assert "an allow_all task adopts nothing" in record.error
+    assert state_of(history, described.target, alongside) is RunState.RUNNING
+
+
 def test_the_asyncio_runner_buffers_one_fire_and_skips_the_next_with_why() -> None:
     history = MemoryRunHistory()
     described = task("buffer_one")

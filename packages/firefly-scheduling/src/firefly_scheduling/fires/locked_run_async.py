@@ -19,7 +19,10 @@ it; in between, this stage:
   not record is never adopted: it ran (`RunRecorder.finished_here`). A fire started
   with its claim (`claim_many`) had no running record to adopt. A task with
   `overlap="allow_all"` adopts nothing: its runs alongside hold no task lock, so a
-  `running` record may be a live run (a died one is closed by `prune`);
+  `running` record may be a live run. Only a record written under an older holding
+  of the task lock (a smaller fencing token) is known to have lost it: it is closed
+  as `expired` (a late end of that run still writes over it, `record_run`). A run
+  alongside, without a token, that died is closed by `prune`;
 * checks the lease once more, and hands the fire to the start stage
   (`fires.starting`), and on to the run stage: a lock lost by now skips the fire,
   recorded.
@@ -109,8 +112,7 @@ class AsyncLockedRun:
         """
         adopted: tuple[FireResult, ...] = ()
         if holding is not None and not started_ahead:
-            if fire.task.overlap != Overlap.ALLOW_ALL:  # else running records may be alive
-                adopted = await self._adopt_or_expire(fire, body, holding, lost)
+            adopted = await self._adopt_or_expire(fire, body, holding, lost)
             if not await self._body.still_held(holding, lost):
                 reason = f"the task lock {holding.name!r} was lost before it ran"
                 await self._record.skip(fire, reason)
@@ -170,7 +172,8 @@ class AsyncLockedRun:
         """The died runs of `fire`'s task, read while `holding` its lock: the newest
         within grace to adopt, and the older ones, closed here as expired."""
         history = self._history
-        if history is None:
+        alongside = fire.task.overlap == Overlap.ALLOW_ALL
+        if history is None or (alongside and holding.fence is None):
             return None, ()
         try:
             unfinished = await off_loop(history.unfinished, fire.target, lock=holding.name)
@@ -183,18 +186,22 @@ class AsyncLockedRun:
             DiedRun(Fire.at(fire.task, record.instant), record.attempt, record.node)
             for record in unfinished
             if record.instant != fire.instant
+            and (not alongside or _older_holding(record.token, holding.fence))
         ]
         died = [run for run in died if not self._record.finished_here(run.fire)]
         if not died:
             return None, ()
         now = self._clock()
         within = [run for run in died if (now - run.fire.due).total_seconds() <= self._grace]
-        adopt = within[-1] if within else None
+        adopt = within[-1] if within and not alongside else None
         expired = tuple(run for run in died if run is not adopt)
         for run in expired:
             reason = (
                 f"attempt {run.attempt} on {run.node} stopped holding the task lock "
                 "without finishing, and no node adopted it within grace"
+                if not alongside
+                else f"attempt {run.attempt} on {run.node} lost the task lock without "
+                "finishing (a newer holding took it); an allow_all task adopts nothing"
             )
             logger.warning(
                 "%s: fire %s expired: %s", fire.target, run.fire.instant.isoformat(), reason
@@ -203,3 +210,9 @@ class AsyncLockedRun:
                 run.fire, token=holding.fence, state=RunState.EXPIRED, error=reason
             )
         return adopt, expired
+
+
+def _older_holding(token: int | None, fence: int | None) -> bool:
+    """Whether a record's `token` is of an older holding of the task lock than `fence`,
+    the holding this node has now: that run has lost the lock."""
+    return token is not None and fence is not None and token < fence
