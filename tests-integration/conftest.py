@@ -18,6 +18,7 @@ import pytest
 import redis
 from psycopg import sql
 
+from chaos_harness.proxy import FaultyProxy
 from firefly_scheduling.testing.servers import register_container_cleanup, server_url
 from firefly_scheduling_database.engine import lock_engine
 from firefly_scheduling_database.sql_history.migration import upgrade_history_table
@@ -28,6 +29,7 @@ from firefly_scheduling_redis.url import parse_url as parse_redis_url
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "host_apps"))
 from fresh_tables import installed_history, private_mysql_database
+from proxies import proxied
 from session_killers import CONNECTION_KILLS, KillableServer
 
 
@@ -100,6 +102,13 @@ def mysql_url() -> str:
 @pytest.fixture(scope="session")
 def redis_url() -> str:
     return server_url("redis", _container("redis"))
+
+
+@pytest.fixture
+def proxied_redis_url(redis_url: str) -> Iterator[tuple[str, FaultyProxy]]:
+    """The shared Redis through a fault-injecting proxy of the test's own, and the proxy."""
+    with proxied(redis_url) as found:
+        yield found
 
 
 @pytest.fixture

@@ -20,9 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -42,16 +40,6 @@ LOCK_TTL = 1.0
 STALL_SECONDS = 6.0
 #: How long the second client keeps trying before the test gives up (a loaded machine).
 PATIENCE = 30.0
-
-
-@pytest.fixture
-def proxied_redis_url(redis_url: str) -> Iterator[tuple[str, FaultyProxy]]:
-    parts = urlsplit(redis_url)
-    proxy = FaultyProxy(parts.hostname or "127.0.0.1", parts.port or 6379).start()
-    try:
-        yield urlunsplit(parts._replace(netloc=f"127.0.0.1:{proxy.port}")), proxy
-    finally:
-        proxy.close()
 
 
 def _task() -> ScheduledDescriptor:

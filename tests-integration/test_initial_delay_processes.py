@@ -64,16 +64,25 @@ def _anchor_time(store: AnchorStore) -> float:
     return anchor.observed_at
 
 
-def _sequence(workdir: Path, store_url: str, factory: Callable[[], AnchorStore]) -> list[str]:
-    """First tick anchors; +2 s after the anchor: held back; after the window: runs."""
-    release = uuid.uuid4().hex  # a fresh window, whatever earlier runs left in the store
-    env = node_env(
+def _delayed_env(workdir: Path, release: str, **backend: str) -> dict[str, str]:
+    """A node's environment for the delayed app, release `release`, on `backend`."""
+    return node_env(
         workdir,
-        FIREFLY_SCHEDULING_LOCK_PROVIDER="memory",
-        FIREFLY_SCHEDULING_INITIAL_DELAY_STORE=store_url,
         FIREFLY_SCHEDULING_INITIAL_DELAY_RELEASE=release,
         FIREFLY_HOSTAPP_LOG=str(workdir / "runs.log"),
         FIREFLY_HOSTAPP_INITIAL_DELAY=str(DELAY),
+        **backend,
+    )
+
+
+def _sequence(workdir: Path, store_url: str, factory: Callable[[], AnchorStore]) -> list[str]:
+    """First tick anchors; +2 s after the anchor: held back; after the window: runs."""
+    release = uuid.uuid4().hex  # a fresh window, whatever earlier runs left in the store
+    env = _delayed_env(
+        workdir,
+        release,
+        FIREFLY_SCHEDULING_LOCK_PROVIDER="memory",
+        FIREFLY_SCHEDULING_INITIAL_DELAY_STORE=store_url,
     )
     fires = workdir / "fires.jsonl"
     outcomes = [_tick(workdir, env, "first", fires)[0]]
@@ -122,13 +131,11 @@ def test_a_new_release_re_arms_the_window_once(tmp_path: Path, redis_url: str) -
     fires = tmp_path / "fires.jsonl"
 
     def env_for(release: str) -> dict[str, str]:
-        return node_env(
+        return _delayed_env(
             tmp_path,
+            release,
             FIREFLY_SCHEDULING_LOCK_PROVIDER="redis",
             FIREFLY_SCHEDULING_LOCK_REDIS_URL=redis_url,
-            FIREFLY_SCHEDULING_INITIAL_DELAY_RELEASE=release,
-            FIREFLY_HOSTAPP_LOG=str(tmp_path / "runs.log"),
-            FIREFLY_HOSTAPP_INITIAL_DELAY=str(DELAY),
         )
 
     old, new = f"old-{uuid.uuid4().hex}", f"new-{uuid.uuid4().hex}"

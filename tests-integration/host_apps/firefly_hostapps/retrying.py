@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 
 from firefly_hostapps.record import append_line, node, seconds
 from firefly_scheduling import current_fire, scheduled
@@ -32,24 +33,23 @@ def _witnessed(task: str, fails: bool) -> None:
         raise RuntimeError(f"{task} fails (attempt {fire.attempt})")
 
 
-@scheduled(
-    fixed_rate=_RATE,
-    lock=f"{_LOCK}-always",
-    retries=2,
-    retry_backoff="300ms",
-    retry_backoff_max="600ms",
-)
+def _retrying(lock: str, retries: int) -> Callable[[Callable[[], None]], Callable[[], None]]:
+    """`@scheduled` with `retries`, backoff 300 ms to 600 ms, under `_LOCK`-`lock`."""
+    return scheduled(
+        fixed_rate=_RATE,
+        lock=f"{_LOCK}-{lock}",
+        retries=retries,
+        retry_backoff="300ms",
+        retry_backoff_max="600ms",
+    )
+
+
+@_retrying("always", retries=2)
 def always_fails() -> None:
     _witnessed("always_fails", fails=True)
 
 
-@scheduled(
-    fixed_rate=_RATE,
-    lock=f"{_LOCK}-once",
-    retries=3,
-    retry_backoff="300ms",
-    retry_backoff_max="600ms",
-)
+@_retrying("once", retries=3)
 def fails_once() -> None:
     fire = current_fire()
     _witnessed("fails_once", fails=fire is not None and fire.attempt == 1)

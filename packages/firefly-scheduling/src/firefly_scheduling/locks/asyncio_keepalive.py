@@ -86,14 +86,20 @@ class AsyncKeepAlive(Watched[AsyncHoldingLock]):
 
     async def _renewal(self) -> bool:
         """One renewal; its lease, where the server ends it by itself, is reported lost
-        the moment it passes with the renewal still in flight (`LAPSED_UNANSWERED`)."""
-        renewing = asyncio.ensure_future(self.lock.renew_holding(self.holding, self.ttl_seconds))
+        the moment it passes with the renewal still in flight (`LAPSED_UNANSWERED`).
+
+        The renewal is awaited here, in this task, as before the watch: its holder sees
+        a refusal judged in the same step that marked the holding lost."""
+        renewal = self.lock.renew_holding(self.holding, self.ttl_seconds)
+        if not self.lapses:
+            return await renewal
+        loop = asyncio.get_running_loop()
+        watch = loop.call_later(max(self.holding.remaining(), 0.0), self._lapsed_unanswered)
         try:
-            if self.lapses:
-                await asyncio.wait({renewing}, timeout=max(self.holding.remaining(), 0.0))
-                if not renewing.done() and self.holding.lapsed():
-                    report_lost(self, LAPSED_UNANSWERED)
-            return await renewing
-        except asyncio.CancelledError:
-            renewing.cancel()
-            raise
+            return await renewal
+        finally:
+            watch.cancel()
+
+    def _lapsed_unanswered(self) -> None:
+        if self.holding.lapsed():
+            report_lost(self, LAPSED_UNANSWERED)
