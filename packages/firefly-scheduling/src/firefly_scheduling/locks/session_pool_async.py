@@ -5,15 +5,12 @@ The bottom of `AsyncSessionLock` (`locks.session_async`, whose module doc tells 
 whole story). A lock instance keeps up to `pool_size` dedicated connections, each
 used by one statement at a time under its own mutex (`PooledSession`):
 
-* `_any_session` lends the first free session that no check or release waits for,
-  else the first free one, else waits in turn for one, at most
+* `_any_session` lends the first free session that no check or release waits for
+  (they can use no other: a thread's mutex is not handed to the oldest waiter, and
+  back-to-back waiting slices would starve them), else the first free one, sending
+  its waiting asks first, else waits in turn for one, at most
   `pool_timeout_seconds`, then fails with `PoolExhaustedError`; it never opens a
-  connection beyond the pool. A held lock is checked and released on its own
-  session only, while an acquisition may use any: a waiting acquisition asks for a
-  session again the moment its slice ends, and a thread's mutex is not handed to the
-  oldest waiter, so without the preference a loaded machine starved the release
-  behind the next slice until the pool timeout. The asks waiting for a session are
-  sent before the statement that takes it anyway (`_serve_asks`).
+  connection beyond the pool.
 * `_run` sends a statement on a session: only a real disconnect (`_alive`) ends the
   session, marks ITS holdings lost and moves its generation on; any other error
   fails that call alone. Server locks a failed or cancelled statement may have taken
@@ -194,11 +191,9 @@ class AsyncSessionPool(AsyncBaseLock, Generic[ConnectionT]):
         """A free session, its mutex held: the first free one no check or release waits
         for, else the first free one, else wait for one in turn; the asks waiting for it
         are sent first."""
-        chosen: PooledSession[ConnectionT] | None = None
-        for session in sorted(self._sessions, key=_awaited_last):
-            if await self._try_take(session.mutex):
-                chosen = session
-                break
+        chosen = await self._first_free(awaited=False)
+        if chosen is None:
+            chosen = await self._first_free(awaited=True)
         if chosen is None:
             self._rotation = (self._rotation + 1) % self._pool_size
             chosen = self._sessions[self._rotation]
@@ -209,6 +204,14 @@ class AsyncSessionPool(AsyncBaseLock, Generic[ConnectionT]):
             yield chosen
         finally:
             chosen.mutex.release()
+
+    async def _first_free(self, *, awaited: bool) -> PooledSession[ConnectionT] | None:
+        """The first free session, its mutex taken; `awaited`: even one a check or a
+        release waits for (else such a session is passed over)."""
+        for session in self._sessions:
+            if (awaited or not session.awaited) and await self._try_take(session.mutex):
+                return session
+        return None
 
     async def _serve_asks(self, session: PooledSession[ConnectionT]) -> None:
         """Send the checks and releases waiting for `session` (its mutex held); the
@@ -421,11 +424,6 @@ class AsyncSessionPool(AsyncBaseLock, Generic[ConnectionT]):
             name,
             self._describe(err),
         )
-
-
-def _awaited_last(session: PooledSession[Any]) -> bool:
-    """Sort key: sessions no check or release waits for come first, in pool order."""
-    return session.awaited
 
 
 if ASYNC:
