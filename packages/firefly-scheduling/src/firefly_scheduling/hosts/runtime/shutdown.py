@@ -9,22 +9,24 @@ runs would let another node start the task beside it; the exit ends the body, an
 then its session (PostgreSQL, MySQL) goes with the process, or its lease runs out by
 its TTL. A second signal ends the grace period at once.
 
-The signal handler only counts the signal. Taking a lock inside a handler can
-deadlock: the handler runs in the main thread, between two bytecodes, possibly
-while that same thread holds the lock (an `Event`'s condition, the logging lock).
-So the main thread polls the count (`StopRequest.wait`), at most `POLL_SECONDS`
-late, and does the logging and the locking itself.
+The signal handler only counts the signal and writes a byte to a pipe. Taking a
+lock inside a handler can deadlock: the handler runs in the main thread, between two
+bytecodes, possibly while that same thread holds the lock (an `Event`'s condition,
+the logging lock). So the main thread waits on the pipe (`StopRequest.wait`), woken
+by the request and by nothing else, and does the logging and the locking itself.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import sys
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from types import FrameType
 from typing import NoReturn
 
@@ -34,8 +36,10 @@ from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
 logger = logging.getLogger("firefly_scheduling.hosts")
 
 DEFAULT_GRACE_PERIOD_SECONDS = 25.0
-#: How often a waiting main thread looks at the stop request.
+#: How often a draining host looks whether its running bodies ended.
 POLL_SECONDS = 0.1
+#: The longest a waiting main thread sleeps without looking at the stop request.
+WAKE_SECONDS = 1.0
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -51,6 +55,11 @@ class StopRequest:
         self._count = 0
         self._listeners: list[Callable[[], None]] = []
         self.signal_name: str | None = None
+        #: Written on each request, read by `wait`: a waiting thread sleeps until then.
+        self._wake_read, self._wake_write = os.pipe()
+        for end in (self._wake_read, self._wake_write):
+            os.set_blocking(end, False)
+        weakref.finalize(self, _close_all, self._wake_read, self._wake_write)
 
     def request(self, signal_name: str | None = None) -> None:
         if signal_name is not None:
@@ -58,6 +67,8 @@ class StopRequest:
         self._count += 1
         for listener in self._listeners:
             listener()
+        with suppress(BlockingIOError):  # the pipe is full of earlier requests: awake
+            os.write(self._wake_write, b"!")
 
     def add_listener(self, listener: Callable[[], None]) -> None:
         """Call `listener()` on every request (at once if one already came)."""
@@ -75,14 +86,27 @@ class StopRequest:
         return self._count > 1
 
     def wait(self, timeout: float) -> bool:
-        """Sleep until a stop is requested or `timeout` seconds passed; whether it was."""
+        """Sleep until a stop is requested or `timeout` seconds passed; whether it was.
+
+        A signal wakes it: the interpreter writes the signal's number to the pipe
+        (`stop_on_signals`), and the handler's request writes too. `WAKE_SECONDS`
+        bounds each sleep all the same.
+        """
         deadline = time.monotonic() + max(timeout, 0.0)
         while not self.requested:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            time.sleep(min(remaining, POLL_SECONDS))
+            readable, _, _ = select.select([self._wake_read], [], [], min(remaining, WAKE_SECONDS))
+            if readable:
+                _drain(self._wake_read)  # a signal's byte; its handler runs before the test
         return True
+
+    @property
+    def wake_fd(self) -> int:
+        """The pipe end `stop_on_signals` gives to `signal.set_wakeup_fd`: a signal
+        the kernel delivers to another thread wakes the main thread's `wait` too."""
+        return self._wake_write
 
 
 @contextmanager
@@ -98,9 +122,11 @@ def stop_on_signals(stop: StopRequest) -> Iterator[StopRequest]:
         stop.request(signal.Signals(signum).name)
 
     previous = {signum: signal.signal(signum, on_signal) for signum in _SIGNALS}
+    previous_fd = signal.set_wakeup_fd(stop.wake_fd, warn_on_full_buffer=False)
     try:
         yield stop
     finally:
+        signal.set_wakeup_fd(previous_fd)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
@@ -156,6 +182,17 @@ def exit_abandoning(status: int = 0) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
+
+
+def _drain(fd: int) -> None:
+    with suppress(BlockingIOError):
+        while os.read(fd, 512):
+            pass
+
+
+def _close_all(*fds: int) -> None:
+    for fd in fds:
+        os.close(fd)
 
 
 def describe_fires(fires: Sequence[object]) -> str:
