@@ -86,6 +86,8 @@ class AsyncHost:
         self.runtime_schedules = runtime_schedule_source(control, runtime_targets)
         self.schedule_watch: RuntimeScheduleWatch | None = None
         self._watching: asyncio.Task[None] | None = None
+        #: The control store's change mark, read for every steering loop of this host.
+        self.mark: AsyncChangeMark | None = None
 
     def start(self) -> None:
         """Start scheduling on the running loop (call it from a coroutine)."""
@@ -98,7 +100,7 @@ class AsyncHost:
         attach_tasks(scheduler, self.descriptors, self.runtime)
         scheduler.start()
         self.scheduler = scheduler
-        mark = None if self.control is None else AsyncChangeMark(self.control)
+        self.mark = mark = None if self.control is None else AsyncChangeMark(self.control)
         if self.runtime_schedules is not None:
             self.schedule_watch = RuntimeScheduleWatch(
                 scheduler, self.runtime, self.runtime_schedules, mark=mark
@@ -132,6 +134,8 @@ class AsyncHost:
         Returns the fires that had to be cancelled (empty after a clean stop).
         """
         self.runtime.stop_accepting()
+        if self.mark is not None:  # the loops following it see the stop now
+            self.mark.wake()
         await self._stop_watching()
         scheduler = self.scheduler
         running = scheduler is not None and bool(scheduler.running)

@@ -205,6 +205,8 @@ class ResidentHost:
         Does not return when bodies had to be abandoned: the process exits 0 at once.
         """
         self.runtime.stop_accepting()
+        if self.mark is not None:  # the loops following it see the stop now
+            self.mark.wake()
         if self.schedule_watch is not None:
             self.schedule_watch.stop()
         if self.scheduler.running:

@@ -11,6 +11,11 @@ the loops share one `ChangeMark`, which reads it at most once per
 mark moved since its last pass, and at least every `FULL_PASS_SECONDS` (a mark
 write that failed after its change, or a pass that failed, is made good then).
 
+One loop polls the mark (`MarkReader.moved`, the triggers'); the others follow it
+(`MarkReader.wait_moved`): they sleep until a read finds the mark moved, which
+wakes them, and look for themselves only every `FOLLOW_SECONDS`. A node then wakes
+for its steering a few times a second, not once per loop and poll.
+
 Written once, for asyncio, in `hosts/runtime/change_mark_async.py`; the synchronous
 flavour in `hosts/runtime/change_mark.py` is generated from it.
 """
@@ -30,6 +35,9 @@ from firefly_scheduling.control.store import ControlStore
 MARK_SECONDS: Final = 1.0
 #: The longest a loop goes without listing its records, whatever the mark says.
 FULL_PASS_SECONDS: Final = 30.0
+#: The longest a following loop sleeps without looking at the mark (it reads it
+#: itself then if no other loop did within `MARK_SECONDS`).
+FOLLOW_SECONDS: Final = 5.0
 
 
 class _Unread:
@@ -59,6 +67,8 @@ class ChangeMark:
         self._value: object = _Unread()
         self._read_at = -float("inf")
         self._mutex = threading.Lock()
+        #: Set (and replaced) when a read finds the mark moved, or on `wake`.
+        self._moved = threading.Event()
 
     def current(self) -> object:
         """The mark, read again when the last read is older than `fresh_for`."""
@@ -72,8 +82,23 @@ class ChangeMark:
         except ControlStoreError:
             value = _Unread()
         with self._mutex:
+            moved = not _same(value, self._value)
             self._value = value
+        if moved:
+            self.wake()
         return value
+
+    def last_read(self) -> tuple[object, threading.Event]:
+        """The mark as last read, and the event the next move (or `wake`) sets: taken
+        together, so no move falls between them."""
+        with self._mutex:
+            return self._value, self._moved
+
+    def wake(self) -> None:
+        """Wake every loop following the mark: it moved, or the host stops."""
+        with self._mutex:
+            moved, self._moved = self._moved, threading.Event()
+        moved.set()
 
     def reader(self, *, full_every: float = FULL_PASS_SECONDS) -> MarkReader:
         """A reader for one loop."""
@@ -92,10 +117,36 @@ class MarkReader:
 
     def moved(self) -> bool:
         """Whether the mark moved since this loop's last pass (or one is due anyway);
-        True counts as the pass made."""
-        value = self._mark.current()
+        True counts as the pass made. For the loop that polls the mark."""
+        return self._pass_due(self._mark.current())
+
+    def wait_moved(self, timeout: float) -> bool:
+        """`moved`, for a loop that follows the mark: sleep until a read by another loop
+        finds it moved, the mark is woken, a full pass falls due, or `timeout` passes;
+        then `moved` (which reads the mark only when no loop read it lately)."""
+        value, moved = self._mark.last_read()
         now = self._clock()
-        if value == self._seen and now - self._passed_at < self._full_every:
+        if not self._due(value, now):
+            wait = max(min(timeout, self._passed_at + self._full_every - now), 0.0)
+            moved.wait(wait)
+        return self.moved()
+
+    def wake(self) -> None:
+        """End the wait of every loop following this mark (the host stops)."""
+        self._mark.wake()
+
+    def _due(self, value: object, now: float) -> bool:
+        return not _same(value, self._seen) or now - self._passed_at >= self._full_every
+
+    def _pass_due(self, value: object) -> bool:
+        now = self._clock()
+        if not self._due(value, now):
             return False
         self._seen, self._passed_at = value, now
         return True
+
+
+def _same(value: object, seen: object) -> bool:
+    """Whether a loop that made its pass at `seen` has seen `value` (one failed read
+    makes each loop pass once, not at every look)."""
+    return value is seen or value == seen

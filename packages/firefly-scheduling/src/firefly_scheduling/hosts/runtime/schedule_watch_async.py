@@ -4,11 +4,12 @@
 # async-to-sync: rename firefly_scheduling.hosts.runtime.asyncio_runtime firefly_scheduling.hosts.runtime.task_runtime  # noqa: E501
 """`RuntimeScheduleWatch`: a host's jobs kept in step with the store's runtime schedules.
 
-Whenever the store's change mark moved (`hosts.runtime.change_mark`, looked at every
-`WATCH_SECONDS`), the watch reads the runtime schedules (one round trip) and adds a
-job for each new one, removes the job of each one gone, and replaces the job
-of each one changed, so a schedule added or removed anywhere reaches every node
-within that period plus one read. Its task is the schedule's descriptor under the
+Whenever the store's change mark moved (`hosts.runtime.change_mark`: the watch
+follows it, and looks at it itself at least every `WATCH_SECONDS`), the watch reads
+the runtime schedules (one round trip) and adds a job for each new one, removes the
+job of each one gone, and replaces the job of each one changed, so a schedule added
+or removed anywhere reaches every node within the mark's freshness and the
+triggers' poll, plus two reads. Its task is the schedule's descriptor under the
 schedule's name (`control.runtime_tasks`), run by the same job machinery, claims
 and locks as a task of the code, its fires made `runtime`.
 
@@ -39,13 +40,14 @@ from firefly_scheduling.errors import ConfigurationError
 from firefly_scheduling.fires.outcome import TriggerKind
 from firefly_scheduling.hosts.apscheduler.jobs_async import attach_task, detach_task
 from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
-from firefly_scheduling.hosts.runtime.change_mark_async import AsyncChangeMark
+from firefly_scheduling.hosts.runtime.change_mark_async import FOLLOW_SECONDS, AsyncChangeMark
 
 logger = logging.getLogger("firefly_scheduling.hosts")
 
-#: Seconds between two looks at the change mark: a change reaches every node within
-#: this and the mark's freshness, plus two reads.
-WATCH_SECONDS = 1.0
+#: The longest the watch sleeps without looking at the change mark; a change read by
+#: the host's polling loop wakes it (a change reaches every node within the mark's
+#: freshness and the triggers' poll, plus two reads).
+WATCH_SECONDS = FOLLOW_SECONDS
 #: The job id of a runtime schedule's task (apart from the code tasks' job ids).
 RUNTIME_JOB_PREFIX = "firefly-scheduling-runtime:"
 
@@ -111,19 +113,20 @@ class RuntimeScheduleWatch:
         self._changes = (mark or AsyncChangeMark(source.store)).reader()
 
     async def watch(self) -> None:
-        """Refresh now, then whenever the store's change mark moved (looked at every
-        `interval` seconds), until `stop()`; never raises."""
+        """Refresh now, then whenever the store's change mark moved (followed, and
+        looked at at least every `interval` seconds), until `stop()`; never raises."""
         while not self._stopped.is_set():
             try:
-                if await self._changes.moved():
+                if await self._changes.wait_moved(self.interval) and not self._stopped.is_set():
                     await self.refresh()
             except Exception:  # a defect must not end the watch: the next read retries
                 logger.exception("runtime schedules: refreshing the jobs failed")
-            await self._pause()
+                await self._pause()
 
     def stop(self) -> None:
         """End `watch()` (the jobs stay; the host removes them when it stops)."""
         self._stopped.set()
+        self._changes.wake()
 
     async def refresh(self) -> None:
         """One read of the store, and the jobs changed to match it."""

@@ -57,7 +57,7 @@ from firefly_scheduling.history.port import (
     RunState,
 )
 from firefly_scheduling.hosts.observation.observers import PreclaimedFire
-from firefly_scheduling.hosts.runtime.change_mark import ChangeMark
+from firefly_scheduling.hosts.runtime.change_mark import FOLLOW_SECONDS, ChangeMark
 from firefly_scheduling.hosts.runtime.execute import execute_fire
 from firefly_scheduling.hosts.runtime.task_runtime import TaskRuntime
 from firefly_scheduling.locks.hold import hold
@@ -125,18 +125,24 @@ def watch_backfills(
 ) -> None:
     """`run_backfills` every `poll` seconds while a request of this host's tasks is
     stored (another node may drive it, and die), else whenever the `mark` moved,
-    until the host stops accepting fires.
+    until the host stops accepting fires (and wakes the mark).
 
     Apart from `watch_triggers`: a backfill of thousands of instants runs for
-    minutes, and a trigger must not wait for it.
+    minutes, and a trigger must not wait for it. It follows the mark that loop
+    polls (`AsyncMarkReader.wait_moved`).
     """
     said: dict[str, int] = {}
     pending: set[str] = set()
     changes = (mark or ChangeMark(store)).reader()
     while runtime.accepting:
-        if changes.moved() or pending:
+        due = changes.wait_moved(poll if pending else FOLLOW_SECONDS)
+        if (due or pending) and _still_accepting(runtime):
             run_backfills(descriptors, runtime, store, said=said, pending=pending)
-        time.sleep(poll)
+
+
+def _still_accepting(runtime: TaskRuntime) -> bool:
+    """Whether the host still takes fires (it may have stopped while a loop slept)."""
+    return runtime.accepting
 
 
 def manual_fire(descriptor: ScheduledDescriptor, trigger: Trigger, now: datetime) -> Fire:

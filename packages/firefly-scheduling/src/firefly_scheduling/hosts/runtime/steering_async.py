@@ -61,7 +61,7 @@ from firefly_scheduling.history.port import (
 )
 from firefly_scheduling.hosts.observation.observers import PreclaimedFire
 from firefly_scheduling.hosts.runtime.asyncio_runtime import AsyncTaskRuntime
-from firefly_scheduling.hosts.runtime.change_mark_async import AsyncChangeMark
+from firefly_scheduling.hosts.runtime.change_mark_async import FOLLOW_SECONDS, AsyncChangeMark
 from firefly_scheduling.hosts.runtime.execute_async import execute_fire
 from firefly_scheduling.locks.hold_async import ahold
 from firefly_scheduling.tasks.descriptor import ScheduledDescriptor
@@ -128,18 +128,24 @@ async def watch_backfills(
 ) -> None:
     """`run_backfills` every `poll` seconds while a request of this host's tasks is
     stored (another node may drive it, and die), else whenever the `mark` moved,
-    until the host stops accepting fires.
+    until the host stops accepting fires (and wakes the mark).
 
     Apart from `watch_triggers`: a backfill of thousands of instants runs for
-    minutes, and a trigger must not wait for it.
+    minutes, and a trigger must not wait for it. It follows the mark that loop
+    polls (`AsyncMarkReader.wait_moved`).
     """
     said: dict[str, int] = {}
     pending: set[str] = set()
     changes = (mark or AsyncChangeMark(store)).reader()
     while runtime.accepting:
-        if await changes.moved() or pending:
+        due = await changes.wait_moved(poll if pending else FOLLOW_SECONDS)
+        if (due or pending) and _still_accepting(runtime):
             await run_backfills(descriptors, runtime, store, said=said, pending=pending)
-        await asyncio.sleep(poll)
+
+
+def _still_accepting(runtime: AsyncTaskRuntime) -> bool:
+    """Whether the host still takes fires (it may have stopped while a loop slept)."""
+    return runtime.accepting
 
 
 def manual_fire(descriptor: ScheduledDescriptor, trigger: Trigger, now: datetime) -> Fire:
