@@ -95,3 +95,24 @@ def test_the_asyncio_flavour_shares_the_reset() -> None:
 
     assert in_forked_child(child) == {"held": False}
     assert lock.is_held(name)
+
+
+def test_a_child_keeps_its_own_holdings_alive_with_a_renewer_of_its_own() -> None:
+    """The parent's renewer thread does not survive the fork: the child's keep-alive
+    must start one of its own, or its lease lapses while its block runs."""
+    from firefly_scheduling.locks.hold import hold  # noqa: PLC0415
+    from firefly_scheduling.locks.keepalive import Renewer  # noqa: PLC0415
+
+    lock = InMemoryLock()
+    with hold(lock, f"fork-{uuid.uuid4().hex}", 0.3, keep_alive=True) as parents:
+        assert parents
+        parent_renewer = id(Renewer.shared())
+
+    def child() -> dict[str, Any]:
+        name = f"fork-{uuid.uuid4().hex}"
+        with hold(lock, name, 0.3, keep_alive=True) as held:
+            threading.Event().wait(1.2)  # four TTLs
+            kept = lock.is_held(name) and not held.lost
+        return {"kept": kept, "own_renewer": id(Renewer.shared()) != parent_renewer}
+
+    assert in_forked_child(child) == {"kept": True, "own_renewer": True}

@@ -181,15 +181,19 @@ class Renewer:
         self._due: list[tuple[float, int, KeepAlive]] = []
         self._order = itertools.count()
         self._thread: threading.Thread | None = None
-        self._pid = os.getpid()
         #: When the thread, waiting, wakes by itself (infinite: only when notified).
         self._wakes_at = math.inf
 
     @classmethod
     def shared(cls) -> Renewer:
-        """The process's renewer (a forked child gets its own: threads do not survive a fork)."""
+        """The process's renewer (a forked child gets its own: threads do not survive a
+        fork, and `_forget_after_fork` clears it there). Read without the mutex once
+        made: every fire of a node asks for it twice, from up to 64 threads."""
+        shared = cls._shared
+        if shared is not None:
+            return shared
         with cls._shared_mutex:
-            if cls._shared is None or cls._shared._pid != os.getpid():
+            if cls._shared is None:
                 cls._shared = cls()
             return cls._shared
 
@@ -311,6 +315,15 @@ class Renewer:
             logger.exception("%s: renewing the lock %r raised", keep.label, keep.holding.name)
             renewed = False
         return judge_renewal(keep, renewed)
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: its parent's renewer has no thread here."""
+    Renewer._shared = None
+    Renewer._shared_mutex = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def judge_renewal(keep: Watched[Any], renewed: bool) -> bool | None:
