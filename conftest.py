@@ -78,31 +78,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # -- tests that start first ---------------------------------------------------------
 #
-# Under xdist (`--dist loadscope`) a module (or test class) goes to the next free
-# worker in collection order, so a long one collected last ends the run alone. The
-# long ones go first and the many short ones fill the workers at the end: a module
-# marked `early` (long, but keeping no time of its own: a wheel build, a nested
-# suite), then every module or class with a test marked `slow`, then the integration
-# tests (servers, processes), then the packages' own tests. Each group keeps its order.
+# Under xdist (`--dist loadscope`) a module goes to the next free worker in collection
+# order, so a long module collected last ends the run alone. A module marked `early`
+# (long, but keeping no time of its own: a wheel build, a nested suite) is moved to
+# the front; every other test keeps its place.
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    slow = {_scope(item) for item in items if item.get_closest_marker("slow") is not None}
-
-    def order(item: pytest.Item) -> tuple[bool, bool, bool]:
-        return (
-            item.get_closest_marker("early") is None,
-            _scope(item) not in slow,
-            not item.nodeid.startswith("tests-integration/"),
-        )
-
-    items.sort(key=order)
-
-
-def _scope(item: pytest.Item) -> str:
-    """The unit xdist's `loadscope` gives one worker: the test's class, else its module."""
-    parts = item.nodeid.split("::")
-    return "::".join(parts[:2]) if len(parts) > 2 else parts[0]
+    items.sort(key=lambda item: item.get_closest_marker("early") is None)
 
 
 # -- tests that must run alone ------------------------------------------------------
